@@ -1,0 +1,67 @@
+# Poimen Memory Search. `make help` lists the targets.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+TOOLS ?= $(CURDIR)/.tools
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PATH := $(TOOLS)/bin:$(PATH)
+
+.PHONY: help install install-tools run serve test test-unit test-all lint fmt migrate revision helm-lint eval bench clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# The CPU build of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[test,lint]"
+	touch $@
+
+install: $(VENV)/.installed ## create .venv and install the service with test and lint tools
+
+install-tools: ## install helm, kubernetes-validate, yamllint, hadolint, checkov and promtool (CI)
+	bash scripts/install_k8s_tools.sh $(TOOLS)
+	command -v promtool >/dev/null || (apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null)) || echo "promtool not installed (needs apt as root)"
+
+run: install ## install, then serve on the embedded default at http://127.0.0.1:8080
+	$(VENV)/bin/poimen serve
+
+serve: run
+
+test-unit: install ## unit tier only (pure code, seconds)
+	$(PY) -m pytest tests/unit -q
+
+test: test-unit
+
+test-all: install install-tools ## install everything, then run the whole suite (what CI runs)
+	$(PY) -m pytest -q
+
+lint: install ## ruff, ruff format --check, mypy --strict, import-linter layers
+	$(VENV)/bin/ruff check app tests scripts dashboards migrations
+	$(VENV)/bin/ruff format --check app tests scripts dashboards migrations
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+fmt: install ## format and autofix
+	$(VENV)/bin/ruff format app tests scripts dashboards migrations
+	$(VENV)/bin/ruff check --fix app tests scripts dashboards migrations
+
+migrate: install ## apply the schema to DATABASE_URL (or the embedded server)
+	$(VENV)/bin/poimen migrate
+
+revision: install ## new alembic revision: make revision m="what changed"
+	$(VENV)/bin/alembic revision -m "$(m)"
+
+helm-lint: install-tools ## helm lint + template + kubernetes-validate + yamllint + hadolint + checkov
+	bash scripts/check_deploy.sh
+
+eval: install ## evaluate on SciFact and LoCoMo (slow; see docs/evaluation.md)
+	$(VENV)/bin/poimen eval --dataset ../shared/datasets/scifact --output docs/evaluation/scifact
+	$(VENV)/bin/poimen eval --dataset ../shared/datasets/locomo --output docs/evaluation/locomo
+
+clean: ## remove the local data folder and caches
+	rm -rf .poimen .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,338 @@
+"""Bearer-token authentication and project/scope authorization (`AUTH_MODE=off|jwt`).
+
+`TokenVerifier.verify()` turns an `Authorization` header into a `Principal` or raises
+`AuthenticationError` (the HTTP layer answers 401 with `WWW-Authenticate: Bearer`); `authorize()`
+raises `PermissionDeniedError` (403) when the principal lacks the project or the scope.
+
+The accepted algorithm is pinned by the configured key, never taken from the token: `JWT_SECRET`
+accepts only HS256, an RSA key only RS256, a P-256 key only ES256. `alg: none` and algorithm
+confusion (an RS public key used as an HMAC secret) therefore fail. Tokens and secrets never
+appear in messages, logs or reprs; messages say what was wrong, in words safe to return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+from app.config import ConfigurationError
+from app.domain.errors import AuthenticationError, PermissionDeniedError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+
+    from app.config import Settings
+
+SCOPE_SEARCH: Final = "search"
+SCOPE_INGEST: Final = "ingest"
+SCOPE_ADMIN: Final = "admin"
+"""`admin` grants every scope; `search` reads, `ingest` writes documents."""
+KNOWN_SCOPES: Final = frozenset({SCOPE_SEARCH, SCOPE_INGEST, SCOPE_ADMIN})
+ALL_PROJECTS: Final = "*"
+MIN_RSA_KEY_BITS: Final = 2048
+BEARER_PREFIX: Final = "bearer "
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling and what the token grants.
+
+    `projects` is None when the token grants every project (`"projects": "*"`). `token` is the raw
+    bearer token, kept only to forward to OpenSearch; it is left out of `repr`.
+    """
+
+    subject: str
+    projects: frozenset[str] | None
+    scopes: frozenset[str]
+    token: str = field(default="", repr=False)
+
+    def grants_project(self, project: str) -> bool:
+        """True when the token covers `project`."""
+        return self.projects is None or project in self.projects
+
+    def grants_scope(self, scope: str) -> bool:
+        """True when the token carries `scope` or `admin`."""
+        return scope in self.scopes or SCOPE_ADMIN in self.scopes
+
+
+ANONYMOUS: Final = Principal(subject="anonymous", projects=None, scopes=KNOWN_SCOPES, token="")
+"""The caller when `AUTH_MODE=off`: every project and scope (the server then binds to loopback)."""
+
+
+def authorize(principal: Principal, *, project: str, scope: str) -> None:
+    """Raise `PermissionDeniedError` unless `principal` may use `scope` on `project`.
+
+    The message is the same whether or not the project exists, so a 403 reveals nothing about it.
+    """
+    if not principal.grants_scope(scope):
+        msg = f"the token does not grant the {scope!r} scope"
+        raise PermissionDeniedError(msg)
+    if not principal.grants_project(project):
+        msg = "the token does not grant access to this project"
+        raise PermissionDeniedError(msg)
+
+
+def cache_scope(principal: Principal) -> str:
+    """A short, non-secret string naming what `principal` may see, for query-cache keys.
+
+    Two principals with the same grants (projects and scopes) share it, so they share cache entries;
+    any difference in grants gives a different string. It never contains the token.
+    """
+    if principal is ANONYMOUS:
+        return "anonymous"
+    projects = ALL_PROJECTS if principal.projects is None else ",".join(sorted(principal.projects))
+    canonical = json.dumps({"projects": projects, "scopes": sorted(principal.scopes)}, separators=(",", ":"))
+    return "grants:" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class _VerificationKey:
+    """One key and the single algorithm it verifies."""
+
+    key: Any = field(repr=False)
+    algorithm: str
+
+
+class TokenVerifier:
+    """Verifies `Authorization: Bearer <JWT>` headers against keys fixed at start.
+
+    `exp` is required; `iss` and `aud` are checked when configured; `nbf`, `exp` and `iat` allow
+    `leeway_s` of clock skew. With several keys (a JWKS), the token's `kid` picks the key.
+    A disabled verifier (`AUTH_MODE=off`) returns `ANONYMOUS` for every request.
+    """
+
+    def __init__(
+        self,
+        keys: Mapping[str | None, _VerificationKey] | None,
+        *,
+        issuer: str | None = None,
+        audience: str | None = None,
+        leeway_s: float = 30.0,
+    ) -> None:
+        self._keys = dict(keys) if keys is not None else None
+        self._issuer = issuer
+        self._audience = audience
+        self._leeway_s = leeway_s
+
+    def __repr__(self) -> str:
+        return f"TokenVerifier(enabled={self.enabled}, keys={len(self._keys or {})})"
+
+    @property
+    def enabled(self) -> bool:
+        """False when `AUTH_MODE=off`."""
+        return self._keys is not None
+
+    @classmethod
+    def disabled(cls) -> TokenVerifier:
+        """A verifier for `AUTH_MODE=off`: every caller is `ANONYMOUS`."""
+        return cls(None)
+
+    @classmethod
+    def from_hs256_secret(cls, secret: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
+        """HS256 with a shared secret (at least 32 characters, RFC 7518 §3.2)."""
+        return cls({None: _VerificationKey(secret.encode(), "HS256")}, **options)
+
+    @classmethod
+    def from_public_key_pem(cls, pem: bytes, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
+        """RS256 (RSA >= 2048 bits) or ES256 (P-256), decided by the key type."""
+        try:
+            key = load_pem_public_key(pem)
+        except (ValueError, TypeError):
+            msg = "JWT_PUBLIC_KEY_FILE does not hold a PEM public key"
+            raise ConfigurationError(msg) from None
+        return cls({None: _VerificationKey(key, _algorithm_for_key(key, "JWT_PUBLIC_KEY_FILE"))}, **options)
+
+    @classmethod
+    def from_jwks_json(cls, text: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
+        """RSA and EC keys of a JWK Set, picked by `kid`; symmetric (`oct`) keys are refused."""
+        try:
+            key_set = jwt.PyJWKSet.from_json(text)
+        except (jwt.PyJWKSetError, jwt.InvalidKeyError, ValueError):
+            msg = "JWT_JWKS_FILE is not a usable JWK Set"
+            raise ConfigurationError(msg) from None
+        keys: dict[str | None, _VerificationKey] = {}
+        for jwk in key_set.keys:
+            if jwk.key_type not in {"RSA", "EC"}:
+                msg = f"JWT_JWKS_FILE key {jwk.key_id!r} has type {jwk.key_type!r}; only RSA and EC keys are accepted"
+                raise ConfigurationError(msg)
+            algorithm = _algorithm_for_key(jwk.key, "JWT_JWKS_FILE")
+            if jwk.algorithm_name != algorithm:  # the JWK's own `alg`, or derived from kty/crv
+                msg = f"JWT_JWKS_FILE key {jwk.key_id!r} declares alg {jwk.algorithm_name!r}; expected {algorithm}"
+                raise ConfigurationError(msg)
+            keys[jwk.key_id] = _VerificationKey(jwk.key, algorithm)
+        return cls(keys, **options)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TokenVerifier:
+        """Build from `AUTH_MODE` and exactly one of `JWT_SECRET`, `JWT_PUBLIC_KEY_FILE`, `JWT_JWKS_FILE`.
+
+        Key files are read once, here. Raises `ConfigurationError` naming the variable on a bad key.
+        """
+        if settings.auth_mode == "off":
+            return cls.disabled()
+        options: dict[str, Any] = {
+            "issuer": settings.jwt_issuer,
+            "audience": settings.jwt_audience,
+            "leeway_s": settings.jwt_leeway_s,
+        }
+        configured = [
+            name
+            for name, value in (
+                ("JWT_SECRET", settings.jwt_secret),
+                ("JWT_PUBLIC_KEY_FILE", settings.jwt_public_key_file),
+                ("JWT_JWKS_FILE", settings.jwt_jwks_file),
+            )
+            if value is not None
+        ]
+        if len(configured) != 1:
+            msg = (
+                f"AUTH_MODE=jwt needs exactly one of JWT_SECRET, JWT_PUBLIC_KEY_FILE, JWT_JWKS_FILE (got {configured})"
+            )
+            raise ConfigurationError(msg)
+        if settings.jwt_secret is not None:
+            return cls.from_hs256_secret(settings.jwt_secret, **options)
+        if settings.jwt_public_key_file is not None:
+            return cls.from_public_key_pem(_read(settings.jwt_public_key_file, "JWT_PUBLIC_KEY_FILE"), **options)
+        assert settings.jwt_jwks_file is not None  # noqa: S101 - exactly one is set, checked above
+        return cls.from_jwks_json(_read(settings.jwt_jwks_file, "JWT_JWKS_FILE").decode(), **options)
+
+    def verify(self, authorization_header: str | None) -> Principal:
+        """Return the caller of a request from its `Authorization` header.
+
+        Raises:
+            AuthenticationError: no header, not `Bearer`, a token that does not decode, a bad
+                signature, a refused algorithm, expired or not yet valid, wrong issuer or audience,
+                an unknown `kid`, or malformed claims.
+        """
+        if self._keys is None:
+            return ANONYMOUS
+        token = _bearer_token(authorization_header)
+        verification_key = self._key_for(token)
+        claims = self._decode(token, verification_key)
+        return Principal(
+            subject=claims["sub"] if isinstance(claims.get("sub"), str) and claims["sub"] else _malformed("sub"),
+            projects=_projects(claims.get("projects")),
+            scopes=_scopes(claims.get("scope")),
+            token=token,
+        )
+
+    def _key_for(self, token: str) -> _VerificationKey:
+        keys = self._keys or {}
+        if len(keys) == 1 and None in keys:
+            return keys[None]
+        try:
+            kid = jwt.get_unverified_header(token).get("kid")
+        except jwt.PyJWTError:
+            msg = "the bearer token is not a well-formed JWT"
+            raise AuthenticationError(msg) from None
+        if kid in keys:
+            return keys[kid]
+        if kid is None and len(keys) == 1:
+            return next(iter(keys.values()))
+        msg = "the bearer token is signed with an unknown key"
+        raise AuthenticationError(msg)
+
+    def _decode(self, token: str, verification_key: _VerificationKey) -> dict[str, Any]:
+        required = ["exp", "sub"] + (["iss"] if self._issuer else []) + (["aud"] if self._audience else [])
+        try:
+            return jwt.decode(
+                token,
+                verification_key.key,
+                algorithms=[verification_key.algorithm],
+                issuer=self._issuer,
+                audience=self._audience,
+                leeway=self._leeway_s,
+                options={"require": required, "verify_aud": self._audience is not None},
+            )
+        except jwt.PyJWTError as error:
+            raise AuthenticationError(_describe(error)) from None
+
+
+def _algorithm_for_key(key: object, variable: str) -> str:
+    if isinstance(key, rsa.RSAPublicKey):
+        if key.key_size < MIN_RSA_KEY_BITS:
+            msg = f"{variable}: RSA keys must have at least {MIN_RSA_KEY_BITS} bits"
+            raise ConfigurationError(msg)
+        return "RS256"
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        if not isinstance(key.curve, ec.SECP256R1):
+            msg = f"{variable}: EC keys must be on P-256 (ES256)"
+            raise ConfigurationError(msg)
+        return "ES256"
+    msg = f"{variable}: only RSA (RS256) and P-256 EC (ES256) public keys are accepted"
+    raise ConfigurationError(msg)
+
+
+def _read(path: Path, variable: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        msg = f"{variable}: cannot read {path}: {error.strerror}"
+        raise ConfigurationError(msg) from None
+
+
+def _bearer_token(authorization_header: str | None) -> str:
+    if not authorization_header or not authorization_header.strip():
+        msg = "a bearer token is required"
+        raise AuthenticationError(msg)
+    if not authorization_header.lower().startswith(BEARER_PREFIX):
+        msg = "the Authorization header must use the Bearer scheme"
+        raise AuthenticationError(msg)
+    token = authorization_header[len(BEARER_PREFIX) :].strip()
+    if not token:
+        msg = "a bearer token is required"
+        raise AuthenticationError(msg)
+    return token
+
+
+_ERROR_DESCRIPTIONS: Final[tuple[tuple[type[jwt.PyJWTError], str], ...]] = (
+    (jwt.ExpiredSignatureError, "the bearer token has expired"),
+    (jwt.ImmatureSignatureError, "the bearer token is not valid yet"),
+    (jwt.InvalidAudienceError, "the bearer token is not meant for this service (audience)"),
+    (jwt.InvalidIssuerError, "the bearer token comes from an untrusted issuer"),
+    (jwt.MissingRequiredClaimError, "the bearer token lacks a required claim"),
+    (jwt.InvalidAlgorithmError, "the bearer token uses an algorithm this service does not accept"),
+    (jwt.InvalidSignatureError, "the bearer token signature is invalid"),
+    (jwt.DecodeError, "the bearer token is not a well-formed JWT"),
+)
+
+
+def _describe(error: jwt.PyJWTError) -> str:
+    """A fixed, safe message for a PyJWT error: never its text, which could quote token parts."""
+    for error_type, description in _ERROR_DESCRIPTIONS:
+        if isinstance(error, error_type):
+            if isinstance(error, jwt.MissingRequiredClaimError):
+                return f"{description}: {error.claim}"
+            return description
+    return "the bearer token is invalid"
+
+
+def _malformed(claim: str) -> NoReturn:
+    msg = f"the bearer token has a malformed {claim!r} claim"
+    raise AuthenticationError(msg)
+
+
+def _projects(value: object) -> frozenset[str] | None:
+    if value == ALL_PROJECTS:
+        return None
+    if value is None:
+        return frozenset()  # a token naming no project reaches none
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return frozenset(value)
+    _malformed("projects")
+
+
+def _scopes(value: object) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    items: Iterable[object] = value.split() if isinstance(value, str) else value if isinstance(value, list) else [None]
+    if not all(isinstance(item, str) for item in items):
+        _malformed("scope")
+    return frozenset(str(item) for item in items)

@@ -1,0 +1,102 @@
+"""Opening and closing the real engines: the embedded default or external PostgreSQL / OpenSearch.
+
+Used by the app lifespan (the composition root) and by the CLI, so both run the same engines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.engines.embedded_postgres import EmbeddedPostgres
+from app.engines.embedder import load_embedder
+from app.engines.migrate import run_migrations
+from app.engines.postgres import PgVectorIndex, PostgresDocumentStore, create_postgres_engine
+from app.engines.tantivy_index import TantivyLexicalIndex
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from app.config import Settings
+    from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
+
+logger = logging.getLogger("poimen.engines")
+
+
+@dataclass(frozen=True, slots=True)
+class Engines:
+    """The adapters one process uses; `close_lexical` releases the lexical index early (tests, fallbacks)."""
+
+    embedder: Embedder
+    vector: VectorIndex
+    lexical: LexicalIndex
+    store: DocumentStore
+    embedded_postgres: EmbeddedPostgres | None = None
+    close_lexical: Callable[[], Awaitable[None]] | None = None
+
+
+async def _open_lexical(settings: Settings, stack: AsyncExitStack) -> tuple[LexicalIndex, Callable[[], Awaitable[None]]]:
+    if settings.opensearch_url:
+        from app.engines.opensearch import (  # noqa: PLC0415 - the OpenSearch client is only needed in that mode
+            OpenSearchLexicalIndex,
+            create_opensearch_client,
+        )
+
+        client = create_opensearch_client(settings)
+        stack.push_async_callback(client.close)
+        index = OpenSearchLexicalIndex(
+            client,
+            alias=settings.opensearch_index,
+            timeout_s=settings.opensearch_timeout_s,
+            forward_jwt=settings.opensearch_auth == "forward_jwt",
+            shards=settings.opensearch_shards,
+            replicas=settings.opensearch_replicas,
+        )
+        await index.ensure_index()
+        return index, client.close
+    tantivy_index = TantivyLexicalIndex(settings.poimen_data_dir / "lexical")
+    stack.push_async_callback(tantivy_index.close)
+    return tantivy_index, tantivy_index.close
+
+
+@asynccontextmanager
+async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
+    """Start or connect every engine, migrate in embedded mode, and close them all on exit."""
+    async with AsyncExitStack() as stack:
+        settings.poimen_data_dir.mkdir(parents=True, exist_ok=True)
+        embedded: EmbeddedPostgres | None = None
+        database_url = settings.database_url
+        # The model loads in a thread while PostgreSQL starts: both take about a second.
+        model_task = asyncio.create_task(
+            asyncio.to_thread(
+                load_embedder,
+                settings.embedding_model,
+                batch_size=settings.embedding_batch_size,
+                threads=settings.embedding_threads,
+            )
+        )
+        if database_url is None:
+            embedded = EmbeddedPostgres(settings.poimen_data_dir / "postgres")
+            database_url = await asyncio.to_thread(embedded.start)
+            stack.callback(embedded.stop)
+            logger.info("embedded PostgreSQL started under %s", embedded.data_dir)
+        embedder = await model_task
+        # The first encode pays for lazy initialisation (~0.3 s); pay it now, not on a caller's query.
+        await embedder.embed_query("warm up")
+        if embedded is not None:
+            # Kubernetes migrates in a Job (`poimen migrate`); the embedded default migrates itself.
+            await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=embedder.dimensions)
+        engine = create_postgres_engine(database_url, pool_size=settings.database_pool_size)
+        stack.push_async_callback(engine.dispose)
+        lexical, close_lexical = await _open_lexical(settings, stack)
+        yield Engines(
+            embedder=embedder,
+            vector=PgVectorIndex(engine, ef_search=settings.hnsw_ef_search),
+            lexical=lexical,
+            store=PostgresDocumentStore(engine),
+            embedded_postgres=embedded,
+            close_lexical=close_lexical,
+        )

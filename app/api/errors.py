@@ -1,0 +1,90 @@
+"""The one place that knows HTTP status codes: errors become RFC 9457 problem+json bodies."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+from app.domain.errors import (
+    AllEnginesFailedError,
+    AuthenticationError,
+    DocumentNotFoundError,
+    DocumentTooLargeError,
+    EngineError,
+    EngineTimeoutError,
+    IngestionError,
+    InvalidInputError,
+    PermissionDeniedError,
+    SearchServiceError,
+)
+
+logger = logging.getLogger("poimen.api")
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+_STATUS_BY_ERROR: tuple[tuple[type[SearchServiceError], int, str], ...] = (
+    (DocumentTooLargeError, 413, "Document too large"),
+    (InvalidInputError, 400, "Invalid request"),
+    (AuthenticationError, 401, "Unauthorized"),
+    (PermissionDeniedError, 403, "Forbidden"),
+    (DocumentNotFoundError, 404, "Not found"),
+    (AllEnginesFailedError, 503, "Search unavailable"),
+    (EngineTimeoutError, 504, "Engine timed out"),
+    (EngineError, 503, "Engine unavailable"),
+    (IngestionError, 503, "Ingestion failed"),
+)
+
+
+def problem(status: int, title: str, detail: str, **extra: Any) -> Response[dict[str, Any]]:  # noqa: ANN401 - JSON members
+    """A problem+json response."""
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    body.update({key: value for key, value in extra.items() if value is not None})
+    headers = {"WWW-Authenticate": 'Bearer realm="poimen"'} if status == 401 else None  # noqa: PLR2004
+    return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+
+
+def service_error_handler(_: Request[Any, Any, Any], error: SearchServiceError) -> Response[dict[str, Any]]:
+    """Map the domain error tree to HTTP."""
+    for error_type, status, title in _STATUS_BY_ERROR:
+        if isinstance(error, error_type):
+            extra: dict[str, Any] = {}
+            if isinstance(error, InvalidInputError):
+                extra["field"] = error.field
+            if isinstance(error, AllEnginesFailedError):
+                extra["reasons"] = list(error.reasons)
+            if isinstance(error, EngineError):
+                extra["engine"] = error.engine
+            return problem(status, title, error.message, **extra)
+    logger.error("unmapped service error %s", type(error).__name__)
+    return problem(HTTP_500_INTERNAL_SERVER_ERROR, "Internal error", "unexpected service error")
+
+
+def validation_error_handler(_: Request[Any, Any, Any], error: ValidationException) -> Response[dict[str, Any]]:
+    """Request validation failures: 400 naming the offending fields."""
+    fields: list[str] = []
+    messages: list[str] = []
+    if isinstance(error.extra, list):
+        for item in error.extra:
+            if isinstance(item, dict):
+                key = str(item.get("key") or "")
+                message = str(item.get("message") or "")
+                if key:
+                    fields.append(key)
+                messages.append(f"{key}: {message}" if key else message)
+    detail = "; ".join(messages) or error.detail or "invalid request"
+    return problem(400, "Invalid request", detail, field=fields[0] if fields else None, fields=fields or None)
+
+
+def http_error_handler(_: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
+    """Framework HTTP errors (404 route, 405, 413 body size) as problem+json."""
+    return problem(error.status_code, type(error).__name__, error.detail)
+
+
+def unexpected_error_handler(request: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
+    """Anything unexpected: log it with its type, answer 500 without a stack trace."""
+    logger.exception("unhandled error on %s %s: %s", request.method, request.url.path, type(error).__name__)
+    return problem(HTTP_500_INTERNAL_SERVER_ERROR, "Internal error", "unexpected error; see server logs")

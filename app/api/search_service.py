@@ -1,0 +1,228 @@
+"""One search request end to end: optimize, plan, rollout arm, cache, execute, shape, record."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from app.api.schemas import (
+    STRATEGY_LABELS,
+    SearchMetricsOut,
+    SearchResponse,
+    analysis_out,
+    hit_out,
+)
+from app.domain.errors import AllEnginesFailedError
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, SearchStrategy
+from app.observability import phase, record_rollout_assignment, record_search, record_shadow_overlap
+from app.operations.rollout import HYBRID_ARM, SEMANTIC_ARM, assign_arm, overlap_at_k
+from app.query.planner import PlanDefaults, SearchOptions, build_plan, validate_query_text
+
+if TYPE_CHECKING:
+    from app.config import Settings
+    from app.domain.models import QueryAnalysis, SearchPlan, SearchResult
+    from app.operations.cache import QueryCache
+    from app.operations.flags import Flags, FlagStore
+    from app.query.optimizer import QueryOptimizer
+    from app.retrieval.searcher import HybridSearcher
+
+logger = logging.getLogger("poimen.search")
+
+CONTROL_ARM = "control"
+"""The arm label of requests that chose their strategy themselves: no rollout applies to them."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCall:
+    """One caller's search: the query, its options, and who is asking (for cache scope and rollout)."""
+
+    query: str
+    options: SearchOptions
+    explain: bool
+    auth_scope: str
+    caller_key: str
+
+
+def plan_defaults(flags: Flags, settings: Settings) -> PlanDefaults:
+    """Plan defaults from the live flags (which start from the environment)."""
+    return PlanDefaults(
+        strategy=flags.search_strategy,
+        routing_enabled=flags.query_optimization_enabled,
+        fusion_method=flags.ranking_algorithm,
+        rrf_k=flags.rrf_k_constant,
+        semantic_weight=flags.hybrid_semantic_weight,
+        retrieve_k=flags.rrf_retrieve_k,
+        limit=flags.rrf_final_k,
+        cascading_multiplier=flags.cascading_lexical_multiplier,
+        lexical_timeout_s=flags.lexical_timeout_ms / 1000,
+        semantic_timeout_s=flags.semantic_timeout_ms / 1000,
+        max_chunks_per_document=flags.max_chunks_per_document or None,
+        fuzzy=flags.lexical_fuzziness,
+        entity_filters_enabled=settings.query_entity_extraction,
+    )
+
+
+class SearchService:
+    """Runs searches for the HTTP layer; stateless apart from the cache and background shadow tasks."""
+
+    def __init__(
+        self,
+        *,
+        searcher: HybridSearcher,
+        optimizer: QueryOptimizer,
+        flags: FlagStore,
+        cache: QueryCache[SearchResponse],
+        settings: Settings,
+    ) -> None:
+        self._searcher = searcher
+        self._optimizer = optimizer
+        self._flags = flags
+        self._cache = cache
+        self._settings = settings
+        self._shadow_tasks: set[asyncio.Task[None]] = set()
+
+    def _arm(self, call: SearchCall, flags: Flags) -> str:
+        if call.options.strategy is not None:
+            return CONTROL_ARM
+        arm = assign_arm(call.caller_key, hybrid_percent=flags.hybrid_rollout_percent)
+        record_rollout_assignment(arm)
+        return arm
+
+    def _plan(self, analysis: QueryAnalysis, options: SearchOptions, flags: Flags, arm: str) -> SearchPlan:
+        if arm == SEMANTIC_ARM:
+            options = replace(options, strategy=SearchStrategy.SEMANTIC)
+        return build_plan(analysis, options, plan_defaults(flags, self._settings))
+
+    async def search(self, call: SearchCall) -> SearchResponse:
+        """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works."""
+        started = time.perf_counter()
+        validate_query_text(call.query)
+        flags = self._flags.current()
+        arm = self._arm(call, flags)
+        with phase("search.optimize"):
+            optimize_started = time.perf_counter()
+            analysis = self._optimizer.analyze(call.query)
+            plan = self._plan(analysis, call.options, flags, arm)
+            optimize_ms = (time.perf_counter() - optimize_started) * 1000
+        key = self._cache.make_key(
+            project_id=plan.filters.project_id,
+            query=analysis.normalized,
+            filters=plan.filters,
+            strategy=plan.strategy.value,
+            fusion=plan.fusion.method.value,
+            weights=plan.fusion.weights,
+            rrf_k=plan.fusion.rrf_k,
+            limit=plan.limit,
+            collapse=plan.max_chunks_per_document,
+            min_score=plan.min_score,
+            explain=call.explain,
+            flags_version=self._flags.version,
+            arm=arm,
+            auth_scope=call.auth_scope,
+            extra=(plan.retrieve_k, plan.cascading_multiplier, plan.lexical_query),
+        )
+        cached = self._cache.get(key)
+        if cached is not None:
+            total_ms = (time.perf_counter() - started) * 1000
+            metrics = msgspec.structs.replace(cached.metrics, total_time_ms=round(total_ms, 3))
+            return msgspec.structs.replace(cached, cached=True, metrics=metrics)
+        try:
+            result = await self._searcher.search(plan)
+        except AllEnginesFailedError as error:
+            stage_ms = {"optimize": optimize_ms, "total": (time.perf_counter() - started) * 1000}
+            record_search(
+                strategy=plan.strategy.value,
+                arm=arm,
+                outcome="error",
+                stage_ms=stage_ms,
+                degraded_reasons=error.reasons,
+                result_count=0,
+            )
+            raise
+        total_ms = (time.perf_counter() - started) * 1000
+        response = self._response(call, analysis, plan, result, arm=arm, optimize_ms=optimize_ms, total_ms=total_ms)
+        record_search(
+            strategy=plan.strategy.value,
+            arm=arm,
+            outcome="degraded" if result.degraded else "ok",
+            stage_ms={**result.stage_ms, "optimize": optimize_ms, "total": total_ms},
+            degraded_reasons=result.degraded_reasons,
+            result_count=len(result.hits),
+        )
+        if not result.degraded:
+            # A degraded answer is not what the caller would get once the engine is back: never reuse it.
+            self._cache.put(key, response)
+        if flags.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
+            self._start_shadow(call, analysis, flags, arm, [hit.chunk_id for hit in result.hits])
+        return response
+
+    def _response(  # noqa: PLR0913 - assembling the wire shape needs every part of the search
+        self,
+        call: SearchCall,
+        analysis: QueryAnalysis,
+        plan: SearchPlan,
+        result: SearchResult,
+        *,
+        arm: str,
+        optimize_ms: float,
+        total_ms: float,
+    ) -> SearchResponse:
+        fusion_method = result.fusion_method.value
+        semantic = result.legs.get(SEMANTIC_LEG)
+        lexical = result.legs.get(LEXICAL_LEG)
+        stage = result.stage_ms
+        return SearchResponse(
+            query=call.query,
+            project=plan.filters.project_id,
+            search_strategy=STRATEGY_LABELS[result.strategy],
+            strategy_confidence=plan.strategy_confidence,
+            results=[
+                hit_out(hit, rank=rank, fusion_method=fusion_method, strategy=result.strategy)
+                for rank, hit in enumerate(result.hits, start=1)
+            ],
+            metrics=SearchMetricsOut(
+                total_time_ms=round(total_ms, 3),
+                optimize_time_ms=round(optimize_ms, 3),
+                embed_time_ms=round(stage.get("embed", 0.0), 3),
+                semantic_time_ms=round(stage.get("semantic", 0.0), 3),
+                lexical_time_ms=round(stage.get("lexical", 0.0), 3),
+                fusion_time_ms=round(stage.get("fusion", 0.0), 3),
+                semantic_results_count=semantic.result_count if semantic else 0,
+                lexical_results_count=lexical.result_count if lexical else 0,
+                final_results_count=len(result.hits),
+            ),
+            fusion_method=fusion_method,
+            question_type=analysis.question_type.value,
+            rollout_arm=arm,
+            cached=False,
+            degraded=result.degraded,
+            degraded_reasons=list(result.degraded_reasons),
+            query_analysis=analysis_out(analysis) if call.explain else None,
+        )
+
+    def _start_shadow(
+        self, call: SearchCall, analysis: QueryAnalysis, flags: Flags, arm: str, served_ids: list[str]
+    ) -> None:
+        other_arm = SEMANTIC_ARM if arm == HYBRID_ARM else HYBRID_ARM
+        plan = self._plan(analysis, call.options, flags, other_arm)
+
+        async def shadow() -> None:
+            try:
+                result = await self._searcher.search(plan)
+            except AllEnginesFailedError:
+                return
+            record_shadow_overlap(overlap_at_k(served_ids, [hit.chunk_id for hit in result.hits], k=10))
+
+        task = asyncio.get_running_loop().create_task(shadow())
+        self._shadow_tasks.add(task)
+        task.add_done_callback(self._shadow_tasks.discard)
+
+    async def drain_shadow(self) -> None:
+        """Wait for shadow searches still running (shutdown)."""
+        if self._shadow_tasks:
+            await asyncio.gather(*self._shadow_tasks, return_exceptions=True)

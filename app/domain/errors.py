@@ -1,0 +1,67 @@
+"""The one error tree. Adapters translate driver errors into it; `app/api/errors.py` maps it to HTTP."""
+
+from __future__ import annotations
+
+
+class SearchServiceError(Exception):
+    """Root of every error this service raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInputError(SearchServiceError):
+    """The caller sent something we cannot act on; `field` names the offending input."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class InvalidQueryError(InvalidInputError):
+    """A search request that cannot be run as given."""
+
+
+class DocumentTooLargeError(InvalidInputError):
+    """A document over the configured size limit."""
+
+
+class DocumentNotFoundError(SearchServiceError):
+    """No such document in that project."""
+
+
+class IngestionError(SearchServiceError):
+    """A document could not be stored; nothing of it was written."""
+
+
+class EngineError(SearchServiceError):
+    """An engine (vector store, lexical index, embedder) failed; `engine` is its adapter name."""
+
+    def __init__(self, message: str, *, engine: str) -> None:
+        super().__init__(message)
+        self.engine = engine
+
+
+class EngineUnavailableError(EngineError):
+    """The engine could not be reached or refused the call."""
+
+
+class EngineTimeoutError(EngineError):
+    """The engine did not answer within its deadline."""
+
+
+class AllEnginesFailedError(SearchServiceError):
+    """Every leg a plan needed failed, so there is nothing to return."""
+
+    def __init__(self, message: str, *, reasons: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.reasons = reasons
+
+
+class AuthenticationError(SearchServiceError):
+    """No valid credentials: missing, malformed, expired or wrongly signed token."""
+
+
+class PermissionDeniedError(SearchServiceError):
+    """Valid credentials that do not grant this project or scope."""

@@ -1,0 +1,276 @@
+"""Domain values shared by every layer: documents, chunks, queries, plans and hits.
+
+All of them are frozen: a value handed to a port or a fusion function is never changed by it.
+Scores past the adapter boundary are similarities (higher is better); ranks start at 1.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from datetime import datetime
+
+class SearchStrategy(enum.StrEnum):
+    """Which legs a query runs on, and how they combine."""
+
+    HYBRID = "hybrid"
+    SEMANTIC = "semantic"
+    LEXICAL = "lexical"
+    CASCADING = "cascading"
+
+
+class FusionMethod(enum.StrEnum):
+    """How two ranked lists become one."""
+
+    RRF = "rrf"
+    WEIGHTED = "weighted"
+    ZSCORE = "zscore"
+
+
+class QuestionType(enum.StrEnum):
+    """The six question types of the reference optimizer."""
+
+    FACTUAL = "factual"
+    PROCEDURAL = "procedural"
+    COMPARATIVE = "comparative"
+    TROUBLESHOOTING = "troubleshooting"
+    NAVIGATIONAL = "navigational"
+    OPEN = "open"
+
+
+SEMANTIC_LEG = "semantic"
+LEXICAL_LEG = "lexical"
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A document as a client sent it. `text` is markdown or plain text."""
+
+    project_id: str
+    document_id: str
+    source: str
+    title: str
+    text: str
+    tags: tuple[str, ...] = ()
+    event_time: datetime | None = None
+    metadata: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkDraft:
+    """A chunk as the chunker cuts it, before it has an id or an embedding."""
+
+    text: str
+    breadcrumb: tuple[str, ...]
+    section_title: str
+    level: str
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A retrievable unit of a document. `chunk_hash` is the SHA-256 of what gets embedded."""
+
+    chunk_id: str
+    document_id: str
+    project_id: str
+    text: str
+    source: str
+    level: str
+    breadcrumb: tuple[str, ...]
+    section_title: str
+    position: int
+    tags: tuple[str, ...] = ()
+    event_time: datetime | None = None
+    chunk_hash: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedChunk:
+    """A chunk and its embedding, as the document store keeps them."""
+
+    chunk: Chunk
+    embedding: Sequence[float]
+    embedding_model: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """A document as the source of truth holds it, with its chunks in position order."""
+
+    project_id: str
+    document_id: str
+    source: str
+    title: str
+    content_hash: str
+    tags: tuple[str, ...]
+    event_time: datetime | None
+    metadata: Mapping[str, object]
+    chunks: tuple[Chunk, ...]
+    lexically_indexed: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChunks:
+    """The full current chunk set of one document; an empty set means the document is gone.
+
+    `outbox_version` is the outbox entry this snapshot answers (set by `DocumentStore.claim_outbox`).
+    """
+
+    project_id: str
+    document_id: str
+    chunks: tuple[Chunk, ...]
+    outbox_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Restrictions every leg applies identically, so no leg returns what another would exclude.
+
+    Tags: a chunk must carry every listed tag. Event time: `event_time_from` inclusive,
+    `event_time_to` exclusive; a chunk without an event time never matches a date range.
+    `chunk_ids` limits a leg to those chunks (the cascading strategy's second stage).
+    """
+
+    project_id: str
+    levels: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    source_prefix: str | None = None
+    event_time_from: datetime | None = None
+    event_time_to: datetime | None = None
+    chunk_ids: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalQuery:
+    """What the lexical leg matches: free text, exact phrases, and terms that must not occur."""
+
+    text: str
+    phrases: tuple[str, ...] = ()
+    excluded_terms: tuple[str, ...] = ()
+    fuzzy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredHit:
+    """One leg's hit. `score` is a similarity (higher is better); lists of hits are best first."""
+
+    chunk: Chunk
+    score: float
+
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id, the key fusion works on."""
+        return self.chunk.chunk_id
+
+
+@dataclass(frozen=True, slots=True)
+class QueryEntities:
+    """What the optimizer found in a query."""
+
+    years: tuple[int, ...] = ()
+    months: tuple[int, ...] = ()
+    phrases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    mentions: tuple[str, ...] = ()
+    numbers: tuple[str, ...] = ()
+    relative_dates: tuple[str, ...] = ()
+    expansions: Mapping[str, str] = field(default_factory=dict)
+    excluded_terms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueryAnalysis:
+    """The optimizer's reading of a query and its routing decision, returned to the caller."""
+
+    raw_query: str
+    normalized: str
+    tokens: tuple[str, ...]
+    entities: QueryEntities
+    has_special_syntax: bool
+    has_date_filters: bool
+    has_negation: bool
+    token_count: int
+    question_type: QuestionType
+    strategy: SearchStrategy
+    confidence: float
+    search_text: str
+    lexical_query: LexicalQuery
+    event_time_from: datetime | None = None
+    event_time_to: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FusionSettings:
+    """How to fuse: method, RRF constant, and per-leg weights (leg name -> weight)."""
+
+    method: FusionMethod = FusionMethod.RRF
+    rrf_k: int = 60
+    weights: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPlan:
+    """Everything the searcher needs to run one query; built by the optimizer and the route."""
+
+    semantic_text: str
+    lexical_query: LexicalQuery
+    filters: Filters
+    strategy: SearchStrategy
+    strategy_confidence: float
+    fusion: FusionSettings
+    retrieve_k: int
+    limit: int
+    cascading_multiplier: int = 4
+    max_chunks_per_document: int | None = None
+    min_score: float | None = None
+    lexical_timeout_s: float = 2.0
+    semantic_timeout_s: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class FusedHit:
+    """A fused result: score, per-leg 1-based ranks, raw leg scores and per-leg contributions."""
+
+    chunk: Chunk
+    score: float
+    ranks: Mapping[str, int]
+    leg_scores: Mapping[str, float]
+    contributions: Mapping[str, float]
+
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id."""
+        return self.chunk.chunk_id
+
+
+@dataclass(frozen=True, slots=True)
+class LegTiming:
+    """How one leg went: milliseconds spent, hits returned, and an error name when it failed."""
+
+    elapsed_ms: float
+    result_count: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The searcher's answer: fused hits (best first) plus what happened on the way."""
+
+    hits: tuple[FusedHit, ...]
+    strategy: SearchStrategy
+    fusion_method: FusionMethod
+    legs: Mapping[str, LegTiming]
+    stage_ms: Mapping[str, float]
+    degraded_reasons: tuple[str, ...] = ()
+
+    @property
+    def degraded(self) -> bool:
+        """True when a leg the plan asked for did not contribute."""
+        return bool(self.degraded_reasons)

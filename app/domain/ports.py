@@ -1,0 +1,137 @@
+"""Ports: what the use cases need from engines. Adapters in `app/engines/` satisfy them structurally.
+
+Contracts shared by every port:
+- Scores are similarities, higher is better; hit lists are best first.
+- Every call is scoped to one project: nothing of another project is ever returned or changed.
+- Failures raise `EngineError` subclasses (`EngineUnavailableError`, `EngineTimeoutError`) naming
+  the adapter; driver exceptions never cross the port.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from app.domain.models import (
+        DocumentChunks,
+        EmbeddedChunk,
+        Filters,
+        LexicalQuery,
+        ScoredHit,
+        StoredDocument,
+    )
+
+
+class Embedder(Protocol):
+    """Turns text into unit-length embeddings of a fixed dimension."""
+
+    name: str
+    model_name: str
+    dimensions: int
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed passages in order, one unit-length vector of `dimensions` floats per text."""
+        ...
+
+    async def embed_query(self, text: str) -> list[float]:
+        """Embed one query; the vector is comparable by cosine with `embed_documents` output."""
+        ...
+
+
+class VectorIndex(Protocol):
+    """Nearest-neighbour search over chunk embeddings."""
+
+    name: str
+
+    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        """Return at most `top_k` chunks matching `filters`, best first; `score` is cosine similarity."""
+        ...
+
+    async def ping(self) -> None:
+        """Return when the store answers; raise `EngineUnavailableError` otherwise."""
+        ...
+
+
+class LexicalIndex(Protocol):
+    """BM25 search over chunk text, section title, breadcrumb and source."""
+
+    name: str
+
+    async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        """Return at most `top_k` chunks matching `query` and `filters`, best first by BM25.
+
+        Phrases must occur verbatim (after analysis); a chunk containing an excluded term never
+        matches. Text that looks like query syntax (`:`, `(`, `*`, `~`, unbalanced quotes) is searched
+        as plain words and never raises. A query with no searchable term returns no hits.
+        """
+        ...
+
+    async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
+        """Make each listed document's indexed chunks exactly `chunks` (none: delete it), durably.
+
+        Idempotent: applying the same batch twice leaves the index as applying it once.
+        """
+        ...
+
+    async def delete_project(self, project_id: str) -> None:
+        """Remove every chunk of the project (used before a rebuild from the source of truth)."""
+        ...
+
+    async def ping(self) -> None:
+        """Return when the index answers; raise `EngineUnavailableError` otherwise."""
+        ...
+
+
+class DocumentStore(Protocol):
+    """The source of truth for documents, chunks, embeddings and the lexical outbox."""
+
+    name: str
+
+    async def get_document(self, project_id: str, document_id: str) -> StoredDocument | None:
+        """Return the document with its chunks in position order, or None."""
+        ...
+
+    async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
+        """Return the stored content hash of the document, or None when it does not exist."""
+        ...
+
+    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
+        """Return embeddings already stored for these chunk hashes under `model` (hash -> vector)."""
+        ...
+
+    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:
+        """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
+
+        Either every listed document is written with all its chunks, or nothing is. The new chunks
+        are marked not yet lexically indexed and an outbox entry is recorded in the same transaction.
+        """
+        ...
+
+    async def delete_document(self, project_id: str, document_id: str) -> bool:
+        """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""
+        ...
+
+    async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
+        """Return up to `limit` documents awaiting lexical indexing with their current chunks."""
+        ...
+
+    async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
+        """Mark these documents' chunks lexically indexed and drop their outbox entries.
+
+        An entry recorded after `claim_outbox` read the document stays queued.
+        """
+        ...
+
+    async def outbox_backlog(self) -> int:
+        """Return how many documents await lexical indexing."""
+        ...
+
+    async def queue_project_for_reindex(self, project_id: str) -> int:
+        """Queue every document of the project for lexical indexing; return how many."""
+        ...
+
+    async def ping(self) -> None:
+        """Return when the store answers; raise `EngineUnavailableError` otherwise."""
+        ...

@@ -1,0 +1,227 @@
+"""In-memory reference adapters: `InMemoryDocumentStore` and `InMemoryVectorIndex` (exact cosine search).
+
+First-class fakes for unit tests of the use cases: they pass the same contract suites as the
+PostgreSQL adapters. Setting `available = False` makes every call raise `EngineUnavailableError`,
+which is how tests exercise fallbacks without killing a server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from app.domain.errors import EngineUnavailableError
+from app.domain.models import Chunk, DocumentChunks, ScoredHit, StoredDocument
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from app.domain.models import EmbeddedChunk, Filters
+
+DocumentKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredChunk:
+    chunk: Chunk
+    embedding: tuple[float, ...]
+    embedding_model: str
+    lexically_indexed: bool
+
+
+def chunk_matches(chunk: Chunk, filters: Filters) -> bool:
+    """Whether `chunk` passes every filter, with the semantics of `Filters` (the SQL adapters' reference)."""
+    return (
+        chunk.project_id == filters.project_id
+        and (not filters.levels or chunk.level in filters.levels)
+        and set(filters.tags) <= set(chunk.tags)
+        and (not filters.source_prefix or chunk.source.startswith(filters.source_prefix))
+        and _in_time_range(chunk, filters)
+        and (filters.chunk_ids is None or chunk.chunk_id in filters.chunk_ids)
+    )
+
+
+def _in_time_range(chunk: Chunk, filters: Filters) -> bool:
+    if filters.event_time_from is None and filters.event_time_to is None:
+        return True
+    if chunk.event_time is None:
+        return False  # a chunk without an event time never matches a date range
+    return (filters.event_time_from is None or chunk.event_time >= filters.event_time_from) and (
+        filters.event_time_to is None or chunk.event_time < filters.event_time_to
+    )
+
+
+def cosine_similarity(left: Sequence[float], right: Sequence[float]) -> float:
+    """Cosine of the angle between two vectors, in [-1, 1]; 0.0 when either is all zeros."""
+    norms = math.sqrt(math.fsum(x * x for x in left)) * math.sqrt(math.fsum(y * y for y in right))
+    if norms == 0.0:
+        return 0.0
+    return math.fsum(x * y for x, y in zip(left, right, strict=True)) / norms
+
+
+class InMemoryDocumentStore:
+    """`DocumentStore` in process memory, with the outbox versioning of the PostgreSQL store."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.available = True
+        self._documents: dict[DocumentKey, StoredDocument] = {}
+        self._chunks: dict[DocumentKey, dict[str, _StoredChunk]] = {}
+        self._outbox: dict[DocumentKey, int] = {}
+        self._versions = itertools.count(1)
+
+    def _check_available(self) -> None:
+        if not self.available:
+            message = "memory store marked unavailable"
+            raise EngineUnavailableError(message, engine=self.name)
+
+    def embedded_chunks(self, project_id: str) -> Iterator[tuple[Chunk, tuple[float, ...]]]:
+        """Every chunk of the project with its embedding (what `InMemoryVectorIndex` searches)."""
+        self._check_available()
+        for (chunk_project, _), stored_chunks in self._chunks.items():
+            if chunk_project == project_id:
+                for stored in stored_chunks.values():
+                    yield stored.chunk, stored.embedding
+
+    async def get_document(self, project_id: str, document_id: str) -> StoredDocument | None:
+        """Return the document with its chunks in position order, or None."""
+        self._check_available()
+        key = (project_id, document_id)
+        document = self._documents.get(key)
+        if document is None:
+            return None
+        return replace(document, chunks=self._ordered_chunks(key), lexically_indexed=key not in self._outbox)
+
+    async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
+        """Return the stored content hash of the document, or None when it does not exist."""
+        self._check_available()
+        document = self._documents.get((project_id, document_id))
+        return None if document is None else document.content_hash
+
+    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
+        """Return embeddings already stored for these chunk hashes under `model` (hash -> vector), any project."""
+        self._check_available()
+        wanted = set(chunk_hashes)
+        found: dict[str, list[float]] = {}
+        for stored_chunks in self._chunks.values():
+            for stored in stored_chunks.values():
+                if stored.chunk.chunk_hash in wanted and stored.embedding_model == model:
+                    found.setdefault(stored.chunk.chunk_hash, list(stored.embedding))
+        return found
+
+    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:
+        """Replace each document and its whole chunk set and queue it; all or nothing (nothing can fail here)."""
+        self._check_available()
+        for document, embedded_chunks in documents:
+            key = (document.project_id, document.document_id)
+            previous = self._documents.get(key)
+            created_at = document.created_at if previous is None else previous.created_at
+            self._documents[key] = replace(document, chunks=(), lexically_indexed=False, created_at=created_at)
+            old_chunks = self._chunks.get(key, {})
+            new_chunks: dict[str, _StoredChunk] = {}
+            for embedded in embedded_chunks:
+                chunk = replace(embedded.chunk, project_id=document.project_id, document_id=document.document_id)
+                vector = tuple(float(x) for x in embedded.embedding)
+                stored = _StoredChunk(chunk, vector, embedded.embedding_model, lexically_indexed=False)
+                old = old_chunks.get(chunk.chunk_id)
+                unchanged = old is not None and replace(old, lexically_indexed=False) == stored
+                new_chunks[chunk.chunk_id] = old if unchanged and old is not None else stored
+            self._chunks[key] = new_chunks
+            self._outbox[key] = next(self._versions)
+
+    async def delete_document(self, project_id: str, document_id: str) -> bool:
+        """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""
+        self._check_available()
+        key = (project_id, document_id)
+        if self._documents.pop(key, None) is None:
+            return False
+        self._chunks.pop(key, None)
+        self._outbox[key] = next(self._versions)
+        return True
+
+    async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
+        """Return up to `limit` queued documents, oldest change first, each with its current chunks."""
+        self._check_available()
+        queued = sorted(self._outbox.items(), key=lambda item: item[1])[: max(limit, 0)]
+        return [
+            DocumentChunks(project_id, document_id, self._ordered_chunks((project_id, document_id)), version)
+            for (project_id, document_id), version in queued
+        ]
+
+    async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
+        """Dequeue entries at or below their claimed version and mark those documents' chunks indexed."""
+        self._check_available()
+        for document in documents:
+            key = (document.project_id, document.document_id)
+            version = self._outbox.get(key)
+            if version is None or (document.outbox_version is not None and version > document.outbox_version):
+                continue  # changed after the claim: stays queued
+            del self._outbox[key]
+            chunks = self._chunks.get(key, {})
+            self._chunks[key] = {
+                chunk_id: replace(stored, lexically_indexed=True) for chunk_id, stored in chunks.items()
+            }
+
+    async def outbox_backlog(self) -> int:
+        """Return how many documents await lexical indexing."""
+        self._check_available()
+        return len(self._outbox)
+
+    async def queue_project_for_reindex(self, project_id: str) -> int:
+        """Queue every document of the project and mark its chunks not indexed; return how many documents."""
+        self._check_available()
+        keys = [key for key in self._documents if key[0] == project_id]
+        for key in keys:
+            self._outbox[key] = next(self._versions)
+            chunks = self._chunks.get(key, {})
+            self._chunks[key] = {cid: replace(stored, lexically_indexed=False) for cid, stored in chunks.items()}
+        return len(keys)
+
+    async def ping(self) -> None:
+        """Return, or raise `EngineUnavailableError` when marked unavailable."""
+        self._check_available()
+
+    def is_lexically_indexed(self, project_id: str, chunk_id: str) -> bool | None:
+        """The chunk's indexed flag (None when there is no such chunk); for tests of the outbox."""
+        for (chunk_project, _), stored_chunks in self._chunks.items():
+            if chunk_project == project_id and chunk_id in stored_chunks:
+                return stored_chunks[chunk_id].lexically_indexed
+        return None
+
+    def _ordered_chunks(self, key: DocumentKey) -> tuple[Chunk, ...]:
+        stored_chunks = self._chunks.get(key, {}).values()
+        return tuple(
+            stored.chunk for stored in sorted(stored_chunks, key=lambda s: (s.chunk.position, s.chunk.chunk_id))
+        )
+
+
+class InMemoryVectorIndex:
+    """`VectorIndex` over an `InMemoryDocumentStore`'s chunks: exact cosine, ties by chunk id."""
+
+    name = "memory"
+
+    def __init__(self, store: InMemoryDocumentStore) -> None:
+        self.available = True
+        self._store = store
+
+    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        """Return at most `top_k` chunks matching `filters`, best first; `score` is cosine similarity."""
+        await self.ping()
+        if top_k <= 0:
+            return []
+        hits = [
+            ScoredHit(chunk=chunk, score=cosine_similarity(embedding, vector))
+            for chunk, vector in self._store.embedded_chunks(filters.project_id)
+            if chunk_matches(chunk, filters)
+        ]
+        hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
+        return hits[:top_k]
+
+    async def ping(self) -> None:
+        """Return, or raise `EngineUnavailableError` when marked unavailable."""
+        if not self.available:
+            message = "memory vector index marked unavailable"
+            raise EngineUnavailableError(message, engine=self.name)

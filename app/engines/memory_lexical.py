@@ -1,0 +1,282 @@
+"""A pure-Python BM25 `LexicalIndex`: the reference fake for unit tests of the use cases.
+
+It keeps the same contract as the tantivy adapter (fields, boosts, stop words, stemming, phrases,
+exclusions, fuzzy, filters) over a dict, recomputing statistics per query: fine for the few hundred
+chunks a test holds, not for production. Its stemmer is a light suffix stripper, not Snowball, so
+its scores and some stems differ from tantivy's; only the behaviour is the same.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC
+from typing import TYPE_CHECKING
+
+from app.domain.errors import EngineUnavailableError
+from app.domain.models import ScoredHit
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from datetime import datetime
+
+    from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
+
+ENGINE_NAME = "memory-lexical"
+BM25_K1 = 1.2
+BM25_B = 0.75
+MAX_TOKEN_CHARS = 40
+FUZZY_MIN_TERM_CHARS = 3
+MIN_STEM_CHARS = 3
+
+# Lucene's English stop words, the list tantivy's `stopword("english")` and OpenSearch's `_english_` use.
+ENGLISH_STOP_WORDS = frozenset(
+    (
+        *("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no"),
+        *("not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this"),
+        *("to", "was", "will", "with"),
+    )
+)
+_WORD = re.compile(r"[^\W_]+")
+_VOWELS = frozenset("aeiouy")
+_UNDOUBLED_ENDINGS = frozenset("lsz")
+
+CONTENT = "content"
+SECTION_TITLE = "section_title"
+BREADCRUMB = "breadcrumb"
+SOURCE = "source"
+DEFAULT_BOOSTS: dict[str, float] = {CONTENT: 2.0, SECTION_TITLE: 1.0, BREADCRUMB: 1.0, SOURCE: 1.0}  # as tantivy_index
+DEFAULT_FUZZY_BOOST = 0.5
+
+
+def light_stem(word: str) -> str:
+    """Strip common English inflections (plural, -ing, -ed, final e/y) so `running` and `run` meet."""
+    if len(word) <= MIN_STEM_CHARS:
+        return word
+    if word.endswith(("sses", "ies")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and len(stem) >= MIN_STEM_CHARS and _VOWELS.intersection(stem):
+            word = stem
+            if word[-1] == word[-2] and word[-1] not in _VOWELS | _UNDOUBLED_ENDINGS:
+                word = word[:-1]
+            break
+    if len(word) > MIN_STEM_CHARS + 1 and word.endswith("e"):
+        word = word[:-1]
+    if word.endswith("y"):
+        word = word[:-1] + "i"
+    return word
+
+
+def analyze(text: str) -> list[tuple[int, str]]:
+    """(position, term) pairs: lowercase words, stop words and over-long words dropped, stemmed.
+
+    A dropped word keeps its position, so a phrase does not match across a removed word.
+    """
+    return [
+        (position, light_stem(word))
+        for position, word in enumerate(match.group().lower() for match in _WORD.finditer(text))
+        if word not in ENGLISH_STOP_WORDS and len(word) <= MAX_TOKEN_CHARS
+    ]
+
+
+def _within_one_edit(left: str, right: str) -> bool:
+    """Levenshtein distance <= 1, counting a swap of neighbours as one edit (as tantivy's fuzzy does)."""
+    if left == right:
+        return True
+    if abs(len(left) - len(right)) > 1:
+        return False
+    if len(left) == len(right):
+        differences = [index for index, (a, b) in enumerate(zip(left, right, strict=True)) if a != b]
+        if len(differences) == 1:
+            return True
+        swapped = len(differences) == 2 and differences[1] == differences[0] + 1  # noqa: PLR2004 - a transposition
+        return (
+            swapped and left[differences[0]] == right[differences[1]] and left[differences[1]] == right[differences[0]]
+        )
+    shorter, longer = sorted((left, right), key=len)
+    return any(longer[:index] + longer[index + 1 :] == shorter for index in range(len(longer)))
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexedChunk:
+    """A chunk with each searched field analyzed once, at write time (breadcrumb: one list per crumb)."""
+
+    chunk: Chunk
+    fields: dict[str, tuple[tuple[tuple[int, str], ...], ...]]
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> _IndexedChunk:
+        def values(texts: Iterable[str]) -> tuple[tuple[tuple[int, str], ...], ...]:
+            return tuple(tuple(analyze(text)) for text in texts)
+
+        return cls(
+            chunk=chunk,
+            fields={
+                CONTENT: values([chunk.text]),
+                SECTION_TITLE: values([chunk.section_title]),
+                BREADCRUMB: values(chunk.breadcrumb),
+                SOURCE: values([chunk.source]),
+            },
+        )
+
+    def terms(self, field: str) -> list[str]:
+        return [term for value in self.fields[field] for _, term in value]
+
+    def has_phrase(self, field: str, phrase: Sequence[tuple[int, str]]) -> bool:
+        first = phrase[0][0]
+        wanted = [(position - first, term) for position, term in phrase]
+        for value in self.fields[field]:
+            located = set(value)
+            for start, term in value:
+                if term == wanted[0][1] and all((start + offset, word) in located for offset, word in wanted):
+                    return True
+        return False
+
+
+class InMemoryLexicalIndex:
+    """`LexicalIndex` over a dict, scored with BM25 (k1=1.2, b=0.75) per field like tantivy."""
+
+    name = ENGINE_NAME
+
+    def __init__(self, *, boosts: dict[str, float] | None = None, fuzzy_boost: float = DEFAULT_FUZZY_BOOST) -> None:
+        self._boosts = dict(boosts or DEFAULT_BOOSTS)
+        self._fuzzy_boost = fuzzy_boost
+        self._documents: dict[tuple[str, str], tuple[_IndexedChunk, ...]] = {}
+        self._closed = False
+
+    async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        """Return at most `top_k` chunks of the project matching `query` and `filters`, best first."""
+        self._check_open()
+        terms = list(dict.fromkeys(term for _, term in analyze(query.text)))
+        phrases = [analyzed for analyzed in (analyze(phrase) for phrase in query.phrases) if analyzed]
+        excluded = [analyzed for analyzed in (analyze(term) for term in query.excluded_terms) if analyzed]
+        if top_k <= 0 or not (terms or phrases):
+            return []
+        everything = [indexed for chunks in self._documents.values() for indexed in chunks]
+        statistics = _FieldStatistics(everything)
+        hits = []
+        for indexed in everything:
+            if not _passes(indexed.chunk, filters):
+                continue
+            if any(indexed.has_phrase(field, words) for words in excluded for field in self._boosts):
+                continue
+            if not all(indexed.has_phrase(CONTENT, words) for words in phrases):
+                continue
+            term_scores = [self._term_score(indexed, term, statistics, fuzzy=query.fuzzy) for term in terms]
+            if not phrases and not any(score is not None for score in term_scores):
+                continue
+            score = sum(score for score in term_scores if score is not None)
+            score += sum(
+                self._boosts[CONTENT] * statistics.bm25(indexed, CONTENT, term)
+                for words in phrases
+                for _, term in words
+            )
+            hits.append(ScoredHit(chunk=indexed.chunk, score=score))
+        hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
+        return hits[:top_k]
+
+    async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
+        """Make each document's chunks exactly the given set; an empty set removes the document."""
+        self._check_open()
+        for document in documents:
+            key = (document.project_id, document.document_id)
+            if document.chunks:
+                self._documents[key] = tuple(_IndexedChunk.of(chunk) for chunk in document.chunks)
+            else:
+                self._documents.pop(key, None)
+
+    async def delete_project(self, project_id: str) -> None:
+        """Remove every chunk of the project."""
+        self._check_open()
+        for key in [key for key in self._documents if key[0] == project_id]:
+            del self._documents[key]
+
+    async def ping(self) -> None:
+        """Return unless closed."""
+        self._check_open()
+
+    async def close(self) -> None:
+        """Make every later call raise `EngineUnavailableError` (simulates the engine going down)."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            message = "the in-memory lexical index is closed"
+            raise EngineUnavailableError(message, engine=ENGINE_NAME)
+
+    def _term_score(
+        self, indexed: _IndexedChunk, term: str, statistics: _FieldStatistics, *, fuzzy: bool
+    ) -> float | None:
+        """Boosted BM25 of `term` summed over the fields, or the fuzzy constant; None when it does not match."""
+        matched = [field for field in self._boosts if term in indexed.terms(field)]
+        exact = sum(self._boosts[field] * statistics.bm25(indexed, field, term) for field in matched)
+        near = (
+            fuzzy
+            and len(term) >= FUZZY_MIN_TERM_CHARS
+            and any(_within_one_edit(term, word) for word in indexed.terms(CONTENT))
+        )
+        if near:
+            return max(exact, self._fuzzy_boost)
+        return exact if matched else None
+
+
+class _FieldStatistics:
+    """Document frequencies and average lengths per field over the whole index (as tantivy: all projects)."""
+
+    def __init__(self, chunks: Sequence[_IndexedChunk]) -> None:
+        self._count = len(chunks)
+        self._document_frequency: dict[tuple[str, str], int] = {}
+        self._average_length: dict[str, float] = {}
+        for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE):
+            total = 0
+            for indexed in chunks:
+                terms = indexed.terms(field)
+                total += len(terms)
+                for term in set(terms):
+                    self._document_frequency[field, term] = self._document_frequency.get((field, term), 0) + 1
+            self._average_length[field] = total / self._count if self._count else 0.0
+
+    def bm25(self, indexed: _IndexedChunk, field: str, term: str) -> float:
+        terms = indexed.terms(field)
+        frequency = terms.count(term)
+        if not frequency:
+            return 0.0
+        containing = self._document_frequency.get((field, term), 0)
+        idf = math.log(1 + (self._count - containing + 0.5) / (containing + 0.5))
+        average = self._average_length[field] or 1.0
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(terms) / average)
+        return idf * (BM25_K1 + 1) * frequency / (frequency + norm)
+
+
+def _passes(chunk: Chunk, filters: Filters) -> bool:
+    """Whether the chunk satisfies every filter (see `Filters` for the exact semantics)."""
+    return (
+        chunk.project_id == filters.project_id
+        and (not filters.levels or chunk.level in filters.levels)
+        and set(filters.tags) <= set(chunk.tags)
+        and (not filters.source_prefix or chunk.source.startswith(filters.source_prefix))
+        and (filters.chunk_ids is None or chunk.chunk_id in filters.chunk_ids)
+        and _in_time_window(chunk.event_time, filters)
+    )
+
+
+def _in_time_window(event_time: datetime | None, filters: Filters) -> bool:
+    """`event_time_from` inclusive, `event_time_to` exclusive; an undated chunk fails any window."""
+    if filters.event_time_from is None and filters.event_time_to is None:
+        return True
+    if event_time is None:
+        return False
+    moment = _aware(event_time)
+    after_start = filters.event_time_from is None or moment >= _aware(filters.event_time_from)
+    before_end = filters.event_time_to is None or moment < _aware(filters.event_time_to)
+    return after_start and before_end
+
+
+def _aware(moment: datetime) -> datetime:
+    """A naive datetime is taken as UTC, as the other adapters do."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -1,0 +1,91 @@
+"""Bring a database to the newest schema with alembic, from the CLI (`poimen migrate`) or at start-up."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.config import ConfigurationError
+
+MIGRATIONS_DIR_ENV = "POIMEN_MIGRATIONS_DIR"
+
+
+def migrations_dir() -> Path:
+    """The alembic `migrations/` folder.
+
+    `$POIMEN_MIGRATIONS_DIR`, else beside the `app` package (the repo root, also with
+    `pip install -e .`), else `./migrations`.
+    """
+    override = os.environ.get(MIGRATIONS_DIR_ENV)
+    candidates = [Path(override)] if override else []
+    candidates += [Path(__file__).resolve().parents[2] / "migrations", Path.cwd() / "migrations"]
+    for candidate in candidates:
+        if (candidate / "env.py").is_file():
+            return candidate
+    message = f"{MIGRATIONS_DIR_ENV}: no alembic migrations/ folder found (looked in {', '.join(map(str, candidates))})"
+    raise ConfigurationError(message)
+
+
+def alembic_config(database_url: str, *, embedding_dimensions: int) -> Config:
+    """An alembic `Config` for `database_url` that works from any working directory."""
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    # `%` would be taken for interpolation by configparser (passwords may contain it).
+    config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
+    config.attributes["embedding_dimensions"] = embedding_dimensions
+    return config
+
+
+def run_migrations(database_url: str, *, embedding_dimensions: int) -> None:
+    """Run `alembic upgrade head`, then check the stored embedding dimension matches `embedding_dimensions`.
+
+    Safe to call when already at head, and from several processes at once (they take turns on an
+    advisory lock). Blocks; callable from inside a running event loop (it then migrates on a
+    worker thread). Raises `ConfigurationError` when the database was created for another dimension.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        _upgrade_and_check(database_url, embedding_dimensions)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="migrations") as executor:
+        executor.submit(_upgrade_and_check, database_url, embedding_dimensions).result()
+
+
+async def run_migrations_async(database_url: str, *, embedding_dimensions: int) -> None:
+    """`run_migrations` without blocking the event loop."""
+    await asyncio.to_thread(_upgrade_and_check, database_url, embedding_dimensions)
+
+
+def _upgrade_and_check(database_url: str, embedding_dimensions: int) -> None:
+    command.upgrade(alembic_config(database_url, embedding_dimensions=embedding_dimensions), "head")
+    stored = asyncio.run(stored_embedding_dimensions(database_url))
+    if stored != embedding_dimensions:
+        message = (
+            f"EMBEDDING_MODEL: the database stores {stored}-dimensional embeddings but the model makes "
+            f"{embedding_dimensions}; use a fresh database (or POIMEN_DATA_DIR) or the model it was built with"
+        )
+        raise ConfigurationError(message)
+
+
+async def stored_embedding_dimensions(database_url: str) -> int:
+    """The dimension of `chunks.embedding` as created (pgvector keeps it in the column's typmod)."""
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            result = await connection.execute(
+                text(
+                    "SELECT atttypmod FROM pg_attribute "
+                    "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding' AND NOT attisdropped"
+                )
+            )
+            return int(result.scalar_one())
+    finally:
+        await engine.dispose()

@@ -1,0 +1,172 @@
+"""The lexical outbox worker: copy what the document store queued into the lexical index.
+
+PostgreSQL is the source of truth; the lexical index follows it. A document's outbox entry is
+dropped only after the lexical index took its current chunk set, so an engine outage delays
+indexing but never loses it. Replaying an entry is harmless: `replace_documents` is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from app.domain.errors import EngineError, EngineTimeoutError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from app.domain.ports import DocumentStore, LexicalIndex
+
+
+class OutboxWorker:
+    """Drains the store's outbox into a `LexicalIndex` in batches, in the background or on demand.
+
+    One cycle: `claim_outbox(limit=batch_size)` -> `lexical.replace_documents` -> `complete_outbox`.
+    After a failed cycle the worker waits `poll_interval_s`, doubling per consecutive failure up to
+    `max_backoff_s`, and retries the same entries. Cycles never overlap, whoever runs them.
+    `on_indexed(project_id)` runs once per project of each completed batch; `on_error` sees every
+    failure of the background loop.
+    """
+
+    def __init__(  # noqa: PLR0913 - each collaborator and knob is named at the composition root
+        self,
+        *,
+        store: DocumentStore,
+        lexical: LexicalIndex,
+        batch_size: int,
+        poll_interval_s: float,
+        max_backoff_s: float,
+        on_indexed: Callable[[str], None] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        if batch_size < 1:
+            msg = f"batch_size must be at least 1, got {batch_size}"
+            raise ValueError(msg)
+        if poll_interval_s <= 0 or max_backoff_s <= 0:
+            msg = "poll_interval_s and max_backoff_s must be positive"
+            raise ValueError(msg)
+        self._store, self._lexical = store, lexical
+        self._batch_size = batch_size
+        self._poll_interval_s, self._max_backoff_s = poll_interval_s, max_backoff_s
+        self._on_indexed, self._on_error = on_indexed, on_error
+        self._cycle_lock = asyncio.Lock()
+        self._wake_event = asyncio.Event()
+        self._stop_event = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.consecutive_failures = 0
+        """Failed cycles since the last success; 0 while the lexical index keeps up."""
+
+    @property
+    def running(self) -> bool:
+        """True while the background loop started by `start()` is alive."""
+        return self._task is not None and not self._task.done()
+
+    async def run_once(self) -> int:
+        """Run one cycle; return how many documents it indexed (0: the outbox was empty).
+
+        Raises:
+            EngineError: the store or the lexical index failed; the entries stay queued.
+        """
+        async with self._cycle_lock:
+            claimed = await self._store.claim_outbox(limit=self._batch_size)
+            if not claimed:
+                return 0
+            await self._lexical.replace_documents(claimed)
+            await self._store.complete_outbox(claimed)
+        if self._on_indexed is not None:
+            for project_id in sorted({document.project_id for document in claimed}):
+                self._on_indexed(project_id)
+        return len(claimed)
+
+    async def drain(self, timeout_s: float) -> int:
+        """Run cycles until the outbox is empty; return how many documents were indexed.
+
+        Engine failures are retried with backoff until `timeout_s` has passed.
+
+        Raises:
+            EngineTimeoutError: the outbox was not empty after `timeout_s` (names the lexical engine).
+        """
+        deadline = time.monotonic() + timeout_s
+        indexed, failures = 0, 0
+        last_error: EngineError | None = None
+        while True:
+            try:
+                count = await self.run_once()
+            except EngineError as error:
+                failures, last_error = failures + 1, error
+                delay = self._backoff_s(failures)
+                if time.monotonic() + delay > deadline:
+                    break
+                await asyncio.sleep(delay)
+                continue
+            if count == 0:
+                return indexed
+            indexed += count
+            failures = 0
+            if time.monotonic() > deadline:
+                break
+        reason = f": {last_error.message}" if last_error is not None else ""
+        msg = f"lexical outbox not drained within {timeout_s:g} s after indexing {indexed} documents{reason}"
+        raise EngineTimeoutError(msg, engine=self._lexical.name)
+
+    async def run(self) -> None:
+        """Loop until `stop()`: drain in cycles, wait `poll_interval_s` (or a `wake()`) when idle.
+
+        Every exception of a cycle is passed to `on_error` and retried with backoff, so one bad
+        batch or an unexpected bug never ends the loop while the service runs.
+        """
+        while not self._stop_event.is_set():
+            try:
+                count = await self.run_once()
+            except Exception as error:  # noqa: BLE001 - the loop must outlive any failure; on_error reports it
+                self.consecutive_failures += 1
+                if self._on_error is not None:
+                    self._on_error(error)
+                await self._pause(self._backoff_s(self.consecutive_failures), wakeable=False)
+                continue
+            self.consecutive_failures = 0
+            if count < self._batch_size:
+                await self._pause(self._poll_interval_s, wakeable=True)
+
+    def wake(self) -> None:
+        """Skip the current idle wait (not a failure backoff); call after a write queued work."""
+        self._wake_event.set()
+
+    def start(self) -> None:
+        """Start `run()` as a task on the running loop; does nothing when already running."""
+        if self.running:
+            return
+        self._stop_event.clear()
+        self._task = asyncio.create_task(self.run(), name="poimen-lexical-outbox")
+
+    async def stop(self, timeout_s: float | None = None) -> None:
+        """Stop the loop after its in-flight cycle; cancel it only if that takes over `timeout_s`."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stop_event.set()
+        self._wake_event.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=timeout_s)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _backoff_s(self, failures: int) -> float:
+        return float(min(self._max_backoff_s, self._poll_interval_s * 2 ** min(failures - 1, 32)))
+
+    async def _pause(self, delay_s: float, *, wakeable: bool) -> None:
+        """Sleep up to `delay_s`; `stop()` always ends it early, `wake()` only when `wakeable`."""
+        waits = [asyncio.ensure_future(self._stop_event.wait())]
+        if wakeable:
+            waits.append(asyncio.ensure_future(self._wake_event.wait()))
+        try:
+            await asyncio.wait(waits, timeout=delay_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waits:
+                waiter.cancel()
+        if wakeable:
+            self._wake_event.clear()

@@ -1,0 +1,332 @@
+"""Ingestion: validate documents, chunk them, embed what is new, and store each batch atomically.
+
+Idempotent by content hash: a document whose stored hash matches is neither written nor embedded,
+and a chunk whose embedded text was embedded before under the same model reuses that vector. The
+lexical index is fed afterwards from the store's outbox (`app.ingestion.outbox.OutboxWorker`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final, Literal
+
+from app.domain.errors import IngestionError, InvalidInputError
+from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument
+from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from app.domain.ports import DocumentStore, Embedder
+
+IngestStatus = Literal["created", "updated", "unchanged"]
+
+HASH_LOOKUP_CONCURRENCY: Final = 8
+"""Content-hash reads in flight at once: enough to hide round trips, well under a pool's size."""
+
+CACHE_LOOKUP_BATCH: Final = 1000
+"""Chunk hashes per `cached_embeddings` call, so one query never carries an unbounded list."""
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOutcome:
+    """What happened to one document of a batch.
+
+    `embedded_count` counts the texts this call embedded for the document: chunks whose embedding
+    was cached, or already embedded for an earlier document of the same batch, are not counted.
+    """
+
+    document_id: str
+    status: IngestStatus
+    chunk_count: int
+    embedded_count: int
+
+
+def embedding_text(chunk: Chunk | ChunkDraft) -> str:
+    """The exact string embedded for a chunk: its breadcrumb joined by " > ", a newline, its text.
+
+    The breadcrumb puts the title and section path into the vector (as BEIR embeds title + text);
+    `Chunk.text` itself stays the raw section text. `chunk_hash` is the SHA-256 of this string.
+    """
+    context = " > ".join(chunk.breadcrumb)
+    return f"{context}\n{chunk.text}" if context else chunk.text
+
+
+def chunk_hash(text: str) -> str:
+    """SHA-256 hex digest of the UTF-8 text that gets embedded."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def content_hash(document: Document, *, policy: ChunkingPolicy, embedding_model: str) -> str:
+    """SHA-256 over everything that decides a document's stored chunks and their embeddings.
+
+    Covers title, text, source, tags, event time, metadata, the chunking policy, the chunker version
+    and the embedding model; project and document id are the key the hash is stored under.
+    """
+    payload = {
+        "title": document.title,
+        "text": document.text,
+        "source": document.source,
+        "tags": list(document.tags),
+        "event_time": document.event_time.isoformat() if document.event_time is not None else None,
+        "metadata": document.metadata,
+        "policy": [policy.max_chars, policy.overlap_chars, policy.min_chars, CHUNKER_VERSION],
+        "embedding_model": embedding_model,
+    }
+    encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+def validate_documents(documents: Sequence[Document]) -> None:
+    """Raise `InvalidInputError` naming the field when a batch cannot be ingested as sent.
+
+    Rejects: an empty project or document id, text that is empty after stripping, a NUL character
+    in any text field (PostgreSQL text cannot hold it), and one document id twice in a batch.
+    """
+    seen: set[tuple[str, str]] = set()
+    for document in documents:
+        key = (document.project_id, document.document_id)
+        if not document.project_id.strip():
+            msg = "project id must not be empty"
+            raise InvalidInputError(msg, field="project_id")
+        if not document.document_id.strip():
+            msg = "document id must not be empty"
+            raise InvalidInputError(msg, field="document_id")
+        if key in seen:
+            msg = f"document {document.document_id!r} appears twice in one batch"
+            raise InvalidInputError(msg, field="document_id")
+        seen.add(key)
+        for name, value in _text_fields(document):
+            if "\x00" in value:
+                msg = f"document {document.document_id!r}: {name} contains a NUL character"
+                raise InvalidInputError(msg, field=name)
+        if not document.text.strip():
+            msg = f"document {document.document_id!r} has no text"
+            raise InvalidInputError(msg, field="text")
+
+
+class IngestionPipeline:
+    """Chunk, embed and store documents; the store's outbox then feeds the lexical index.
+
+    Embedding is batched across all documents of one `ingest` call, so throughput stays close to
+    the bare model's. `on_written(project_id)` runs after each successful write or delete of a
+    project (cache invalidation, waking the outbox worker).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: DocumentStore,
+        embedder: Embedder,
+        policy: ChunkingPolicy,
+        embed_batch_size: int = 256,
+        on_written: Callable[[str], None] | None = None,
+    ) -> None:
+        if embed_batch_size < 1:
+            msg = f"embed_batch_size must be at least 1, got {embed_batch_size}"
+            raise ValueError(msg)
+        self._store, self._embedder = store, embedder
+        self.policy = policy
+        self._embed_batch_size = embed_batch_size
+        self._on_written = on_written
+
+    def chunk(self, document: Document) -> list[Chunk]:
+        """The chunks `document` is stored as: ids `<document_id>#<position>`, hashes of `embedding_text`."""
+        drafts = chunk_markdown(
+            title=document.title,
+            text=document.text,
+            max_chars=self.policy.max_chars,
+            overlap_chars=self.policy.overlap_chars,
+            min_chars=self.policy.min_chars,
+        )
+        chunks = []
+        for draft in drafts:
+            chunk = Chunk(
+                chunk_id=f"{document.document_id}#{draft.position}",
+                document_id=document.document_id,
+                project_id=document.project_id,
+                text=draft.text,
+                source=document.source,
+                level=draft.level,
+                breadcrumb=draft.breadcrumb,
+                section_title=draft.section_title,
+                position=draft.position,
+                tags=document.tags,
+                event_time=document.event_time,
+            )
+            chunks.append(_with_hash(chunk))
+        return chunks
+
+    async def ingest(self, documents: Sequence[Document]) -> list[IngestOutcome]:
+        """Store every new or changed document of the batch in one atomic write; outcomes in input order.
+
+        Raises:
+            InvalidInputError: the batch fails `validate_documents`, or a document yields no chunk.
+            EngineError: the store or the embedder failed; nothing of the batch was written.
+        """
+        validate_documents(documents)
+        if not documents:
+            return []
+        model = self._embedder.model_name
+        stored_hashes = await self._stored_hashes(documents)
+        # Chunking a large batch takes CPU time; a worker thread keeps the event loop answering.
+        plans = await asyncio.to_thread(self._plan, documents, stored_hashes)
+        changed = [plan for plan in plans if plan.status != "unchanged"]
+        for plan in changed:
+            if not plan.chunks:
+                msg = f"document {plan.document.document_id!r} has no text outside front matter"
+                raise InvalidInputError(msg, field="text")
+        vectors, embedded_by = await self._embeddings([chunk for plan in changed for chunk in plan.chunks])
+        if changed:
+            now = datetime.now(UTC)
+            writes = [
+                (
+                    _stored_document(plan, now),
+                    [
+                        EmbeddedChunk(chunk=chunk, embedding=vectors[chunk.chunk_hash], embedding_model=model)
+                        for chunk in plan.chunks
+                    ],
+                )
+                for plan in changed
+            ]
+            await self._store.save_documents(writes)
+            self._notify({plan.document.project_id for plan in changed})
+        return [
+            IngestOutcome(
+                document_id=plan.document.document_id,
+                status=plan.status,
+                chunk_count=len(plan.chunks),
+                embedded_count=embedded_by.get((plan.document.project_id, plan.document.document_id), 0),
+            )
+            for plan in plans
+        ]
+
+    def _plan(self, documents: Sequence[Document], stored_hashes: Sequence[str | None]) -> list[_DocumentPlan]:
+        model = self._embedder.model_name
+        return [
+            _DocumentPlan(
+                document=document,
+                content_hash=content_hash(document, policy=self.policy, embedding_model=model),
+                stored_hash=stored_hash,
+                chunks=self.chunk(document),
+            )
+            for document, stored_hash in zip(documents, stored_hashes, strict=True)
+        ]
+
+    async def delete(self, project_id: str, document_id: str) -> bool:
+        """Delete a document and queue its lexical removal; False when it did not exist."""
+        deleted = await self._store.delete_document(project_id, document_id)
+        if deleted:
+            self._notify({project_id})
+        return deleted
+
+    async def _stored_hashes(self, documents: Sequence[Document]) -> list[str | None]:
+        limit = asyncio.Semaphore(HASH_LOOKUP_CONCURRENCY)
+
+        async def lookup(document: Document) -> str | None:
+            async with limit:
+                return await self._store.get_content_hash(document.project_id, document.document_id)
+
+        return list(await asyncio.gather(*(lookup(document) for document in documents)))
+
+    async def _embeddings(self, chunks: Sequence[Chunk]) -> tuple[dict[str, list[float]], dict[tuple[str, str], int]]:
+        """Vectors by chunk hash for every chunk, embedding only hashes not cached for this model.
+
+        Also returns, per (project id, document id), how many texts were embedded on its behalf.
+        """
+        model = self._embedder.model_name
+        unique_hashes = list(dict.fromkeys(chunk.chunk_hash for chunk in chunks))
+        vectors: dict[str, list[float]] = {}
+        for start in range(0, len(unique_hashes), CACHE_LOOKUP_BATCH):
+            batch = unique_hashes[start : start + CACHE_LOOKUP_BATCH]
+            vectors.update(await self._store.cached_embeddings(batch, model=model))
+        missing: dict[str, Chunk] = {}
+        for chunk in chunks:
+            if chunk.chunk_hash not in vectors and chunk.chunk_hash not in missing:
+                missing[chunk.chunk_hash] = chunk
+        pending = list(missing.items())
+        for start in range(0, len(pending), self._embed_batch_size):
+            batch_items = pending[start : start + self._embed_batch_size]
+            embedded = await self._embedder.embed_documents([embedding_text(chunk) for _, chunk in batch_items])
+            if len(embedded) != len(batch_items):
+                msg = f"embedder {self._embedder.name} returned {len(embedded)} vectors for {len(batch_items)} texts"
+                raise IngestionError(msg)
+            for (hash_value, _), vector in zip(batch_items, embedded, strict=True):
+                vectors[hash_value] = vector
+        embedded_by: dict[tuple[str, str], int] = {}
+        for chunk in missing.values():
+            key = (chunk.project_id, chunk.document_id)
+            embedded_by[key] = embedded_by.get(key, 0) + 1
+        return vectors, embedded_by
+
+    def _notify(self, project_ids: set[str]) -> None:
+        if self._on_written is None:
+            return
+        for project_id in sorted(project_ids):
+            self._on_written(project_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _DocumentPlan:
+    document: Document
+    content_hash: str
+    stored_hash: str | None
+    chunks: list[Chunk]
+
+    @property
+    def status(self) -> IngestStatus:
+        if self.stored_hash is None:
+            return "created"
+        return "unchanged" if self.stored_hash == self.content_hash else "updated"
+
+
+def _with_hash(chunk: Chunk) -> Chunk:
+    return replace(chunk, chunk_hash=chunk_hash(embedding_text(chunk)))
+
+
+def _text_fields(document: Document) -> Iterator[tuple[str, str]]:
+    yield "project_id", document.project_id
+    yield "document_id", document.document_id
+    yield "source", document.source
+    yield "title", document.title
+    yield "text", document.text
+    for tag in document.tags:
+        yield "tags", tag
+    yield from _metadata_strings(document.metadata)
+
+
+def _metadata_strings(value: object) -> Iterator[tuple[str, str]]:
+    """Every string inside metadata, keys included, so a NUL cannot reach a JSONB column."""
+    if isinstance(value, str):
+        yield "metadata", value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _metadata_strings(key)
+            yield from _metadata_strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _metadata_strings(item)
+
+
+def _stored_document(plan: _DocumentPlan, now: datetime) -> StoredDocument:
+    """The row to write; the store keeps the original `created_at` when it replaces a document."""
+    document = plan.document
+    return StoredDocument(
+        project_id=document.project_id,
+        document_id=document.document_id,
+        source=document.source,
+        title=document.title,
+        content_hash=plan.content_hash,
+        tags=document.tags,
+        event_time=document.event_time,
+        metadata=document.metadata,
+        chunks=tuple(plan.chunks),
+        lexically_indexed=False,
+        created_at=now,
+        updated_at=now,
+    )

@@ -1,0 +1,187 @@
+"""Read what `poimen ingest PATH` takes into `Document`s. For the CLI only: it reads files.
+
+Accepted paths:
+- a folder of notes: every `*.md`, `*.markdown` and `*.txt` below it, recursively, in sorted path
+  order, skipping hidden files and folders (`.git`, `.obsidian`) and symlinked folders. Document id
+  and source are both the path relative to the folder, with `/` separators and the extension kept
+  (`runbooks/port-forward.md`), so `a.md` and `a.txt` never collide and a hit names its file. Title:
+  front matter `title`, else the first heading, else the file stem. Front matter `tags` become tags,
+  `date` (ISO 8601; UTC when no offset is given) the event time, and every front matter field is kept
+  in metadata.
+- a single such file: the same, relative to its own folder.
+- a BEIR corpus: a `*.jsonl` file, or a folder holding `corpus.jsonl`. One document per line: id
+  `_id`, `title`, `text`; a `metadata` object and any other fields pass through as metadata. Source
+  is `<corpus folder name>/<_id>` so a source prefix selects one corpus. A record with no text uses
+  its title as text.
+Files that hold nothing to index (empty, only whitespace, or binary with NUL bytes) are skipped and
+reported to `on_skip(path, reason)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from app.domain.errors import InvalidInputError
+from app.domain.models import Document
+from app.ingestion.chunking import first_heading, split_front_matter
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from app.ingestion.chunking import FrontMatterValue
+
+NOTE_SUFFIXES: Final = frozenset({".md", ".markdown", ".txt"})
+BEIR_CORPUS_FILE: Final = "corpus.jsonl"
+
+
+def read_documents(
+    path: Path, *, project_id: str, on_skip: Callable[[Path, str], None] | None = None
+) -> Iterator[Document]:
+    """Yield the documents under `path` (see the module docstring for what is accepted).
+
+    Raises:
+        InvalidInputError: `path` does not exist or is no accepted kind of file (field "path").
+    """
+    if path.is_dir():
+        corpus = path / BEIR_CORPUS_FILE
+        if corpus.is_file():
+            return read_beir_corpus(corpus, project_id=project_id, on_skip=on_skip)
+        return read_note_folder(path, project_id=project_id, on_skip=on_skip)
+    if path.is_file() and path.suffix.lower() == ".jsonl":
+        return read_beir_corpus(path, project_id=project_id, on_skip=on_skip)
+    if path.is_file() and path.suffix.lower() in NOTE_SUFFIXES:
+        return _single_note(path, project_id=project_id, on_skip=on_skip)
+    msg = f"{path}: expected a folder, a .md/.markdown/.txt file or a BEIR .jsonl corpus"
+    raise InvalidInputError(msg, field="path")
+
+
+def read_note_folder(
+    folder: Path, *, project_id: str, on_skip: Callable[[Path, str], None] | None = None
+) -> Iterator[Document]:
+    """Yield one document per note file below `folder`, in sorted relative-path order."""
+    for file_path in _note_files(folder):
+        document = read_note(file_path, base=folder, project_id=project_id, on_skip=on_skip)
+        if document is not None:
+            yield document
+
+
+def read_note(
+    file_path: Path, *, base: Path, project_id: str, on_skip: Callable[[Path, str], None] | None = None
+) -> Document | None:
+    """Read one markdown or text file as a document with id `file_path` relative to `base`; None if skipped."""
+    raw = file_path.read_bytes()
+    if b"\x00" in raw:
+        _report(on_skip, file_path, "binary file (contains NUL bytes)")
+        return None
+    # Notes are UTF-8 in practice; a stray byte becomes U+FFFD rather than stopping a whole ingest.
+    text = raw.decode("utf-8-sig", errors="replace")
+    fields, body = split_front_matter(text)
+    if not body.strip():
+        _report(on_skip, file_path, "no text")
+        return None
+    relative = file_path.relative_to(base).as_posix()
+    title = _text_field(fields, "title") or first_heading(body) or file_path.stem
+    return Document(
+        project_id=project_id,
+        document_id=relative,
+        source=relative,
+        title=title,
+        text=text,
+        tags=_tags(fields.get("tags", ())),
+        event_time=_event_time(_text_field(fields, "date")),
+        metadata={key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()},
+    )
+
+
+def read_beir_corpus(
+    corpus: Path, *, project_id: str, on_skip: Callable[[Path, str], None] | None = None
+) -> Iterator[Document]:
+    """Yield one document per line of a BEIR `corpus.jsonl`, in file order.
+
+    Raises:
+        InvalidInputError: a line is not a JSON object with a string `_id` (field "path").
+    """
+    source_prefix = corpus.parent.name or corpus.stem
+    with corpus.open(encoding="utf-8-sig") as lines:
+        for line_number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            record = _beir_record(line, corpus=corpus, line_number=line_number)
+            document_id = record.pop("_id")
+            title = str(record.pop("title", "") or "")
+            text = str(record.pop("text", "") or "") or title
+            if not text.strip():
+                _report(on_skip, corpus, f"line {line_number}: record {document_id!r} has no text")
+                continue
+            nested = record.pop("metadata", None)
+            metadata = {**nested, **record} if isinstance(nested, dict) else record
+            yield Document(
+                project_id=project_id,
+                document_id=str(document_id),
+                source=f"{source_prefix}/{document_id}",
+                title=title,
+                text=text,
+                metadata=metadata,
+            )
+
+
+def _single_note(
+    file_path: Path, *, project_id: str, on_skip: Callable[[Path, str], None] | None
+) -> Iterator[Document]:
+    document = read_note(file_path, base=file_path.parent, project_id=project_id, on_skip=on_skip)
+    if document is not None:
+        yield document
+
+
+def _note_files(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for directory, subdirectories, file_names in os.walk(folder, followlinks=False):
+        subdirectories[:] = sorted(name for name in subdirectories if not name.startswith("."))
+        found.extend(
+            Path(directory) / name
+            for name in file_names
+            if not name.startswith(".") and Path(name).suffix.lower() in NOTE_SUFFIXES
+        )
+    return sorted(found, key=lambda file_path: file_path.relative_to(folder).as_posix())
+
+
+def _beir_record(line: str, *, corpus: Path, line_number: int) -> dict[str, object]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        msg = f"{corpus}:{line_number}: not valid JSON ({error.msg})"
+        raise InvalidInputError(msg, field="path") from None
+    if not isinstance(record, dict) or not isinstance(record.get("_id"), (str, int)) or record["_id"] == "":
+        msg = f"{corpus}:{line_number}: expected a JSON object with an `_id`"
+        raise InvalidInputError(msg, field="path")
+    return record
+
+
+def _report(on_skip: Callable[[Path, str], None] | None, path: Path, reason: str) -> None:
+    if on_skip is not None:
+        on_skip(path, reason)
+
+
+def _text_field(fields: dict[str, FrontMatterValue], key: str) -> str | None:
+    value = fields.get(key)
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def _tags(value: FrontMatterValue) -> tuple[str, ...]:
+    entries = value.split(",") if isinstance(value, str) else value
+    cleaned = (entry.strip().removeprefix("#") for entry in entries)
+    return tuple(dict.fromkeys(tag for tag in cleaned if tag))
+
+
+def _event_time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None  # an informal date ("last spring") stays in metadata only
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

@@ -1,0 +1,223 @@
+"""Operator-style flags: env defaults, overridden by a YAML/JSON file that is re-read while running.
+
+In Kubernetes the file comes from a ConfigMap volume. The kubelet updates it by swapping the `..data`
+symlink, so the file is re-read by content on every poll instead of trusting mtimes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from app.domain.models import FusionMethod, SearchStrategy  # noqa: TC001 - pydantic needs them at runtime
+from app.observability import FLAGS_RELOAD_ERRORS_TOTAL, FLAGS_VERSION, ROLLOUT_HYBRID_PERCENT
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from app.config import Settings
+
+logger = logging.getLogger(__name__)
+
+FlagSource = Literal["default", "env", "file"]
+
+
+class Flags(BaseModel):
+    """The knobs an operator may change while the service runs; constraints match `Settings`.
+
+    Immutable: a reload builds a new `Flags`, so a request that read one keeps a consistent view.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    search_strategy: SearchStrategy
+    ranking_algorithm: FusionMethod
+    rrf_k_constant: int = Field(ge=1, le=10000)
+    rrf_retrieve_k: int = Field(ge=1, le=1000)
+    rrf_final_k: int = Field(ge=1, le=100)
+    hybrid_semantic_weight: float = Field(ge=0.0, le=1.0)
+    cascading_lexical_multiplier: int = Field(ge=1, le=100)
+    query_optimization_enabled: bool
+    lexical_fuzziness: bool
+    enable_semantic_fallback: bool
+    hybrid_rollout_percent: float = Field(ge=0.0, le=100.0)
+    rollout_shadow_enabled: bool
+    query_cache_ttl_secs: float = Field(ge=0)
+    max_chunks_per_document: int = Field(ge=0)
+    lexical_timeout_ms: int = Field(ge=1)
+    semantic_timeout_ms: int = Field(ge=1)
+
+    @field_validator("search_strategy", "ranking_algorithm", mode="before")
+    @classmethod
+    def _case_insensitive_enum(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Flags:
+        """The flags as the environment (or `Settings` defaults) set them."""
+        return cls.model_validate({name: getattr(settings, name) for name in FLAG_NAMES})
+
+
+FLAG_NAMES: Final = tuple(Flags.model_fields)
+
+
+class FlagsFileError(ValueError):
+    """A flags file that cannot be applied; the message is one line saying why."""
+
+
+def parse_flags_file(content: bytes, *, base: Flags, json_only: bool = False) -> tuple[Flags, frozenset[str]]:
+    """Apply a flags file's overrides to `base`; return the new flags and the names the file set.
+
+    Keys are flag names in any case (`RRF_K_CONSTANT` or `rrf_k_constant`, `-` for `_` too). An
+    empty file overrides nothing. Raises `FlagsFileError` for a parse error, a top level that is not
+    a mapping, an unknown key or an invalid value.
+    """
+    try:
+        loaded = json.loads(content) if json_only else yaml.safe_load(content)
+    except (ValueError, yaml.YAMLError) as error:
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        message = f"cannot parse: {first_line}"
+        raise FlagsFileError(message) from None
+    if loaded is None:
+        return base, frozenset()
+    if not isinstance(loaded, dict):
+        message = f"top level must be a mapping of flag names, got {type(loaded).__name__}"
+        raise FlagsFileError(message)
+    overrides: dict[str, object] = {}
+    for key, value in loaded.items():
+        name = str(key).strip().lower().replace("-", "_")
+        if name not in FLAG_NAMES:
+            message = f"unknown flag {key!r}"
+            raise FlagsFileError(message)
+        overrides[name] = value
+    try:
+        flags = Flags.model_validate({**base.model_dump(), **overrides})
+    except ValidationError as error:
+        reasons = "; ".join(f"{'.'.join(map(str, item['loc'])).upper()}: {item['msg']}" for item in error.errors())
+        message = f"invalid value: {reasons}"
+        raise FlagsFileError(message) from None
+    return flags, frozenset(overrides)
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    flags: Flags
+    file_keys: frozenset[str]
+    version: int
+
+
+class FlagStore:
+    """The flags in force: env defaults from `settings`, overridden by the file at `path`.
+
+    `path` defaults to `POIMEN_FLAGS_FILE`, `poll_interval_s` to `FLAGS_POLL_INTERVAL_S`. The file is
+    read once on construction; `run()` re-reads it every poll. A file that cannot be applied keeps
+    the last good flags (the env defaults at start), logs one line and counts
+    `poimen_flags_reload_errors_total`. Reads (`current`, `version`) are lock-free: they see one
+    immutable snapshot, replaced whole by a successful reload.
+    """
+
+    def __init__(self, settings: Settings, *, path: Path | None = None, poll_interval_s: float | None = None) -> None:
+        self._settings = settings
+        self.path = path if path is not None else settings.poimen_flags_file
+        self.poll_interval_s = poll_interval_s if poll_interval_s is not None else settings.flags_poll_interval_s
+        self._defaults = Flags.from_settings(settings)
+        self._snapshot = _Snapshot(flags=self._defaults, file_keys=frozenset(), version=0)
+        self._last_digest: str | None = None
+        self.last_error: str | None = None
+        self._reload_lock = threading.Lock()
+        self._publish()
+        self.reload()
+
+    def current(self) -> Flags:
+        """The flags in force now. Cheap: read it once per request and keep that object."""
+        return self._snapshot.flags
+
+    @property
+    def version(self) -> int:
+        """0 for the env flags, plus one for every successful load that changed a flag or its source."""
+        return self._snapshot.version
+
+    def sources(self) -> dict[str, FlagSource]:
+        """Where each flag's value comes from: the flags file, the environment, or the built-in default."""
+        snapshot = self._snapshot
+        env_set = self._settings.model_fields_set
+        return {
+            name: "file" if name in snapshot.file_keys else "env" if name in env_set else "default"
+            for name in FLAG_NAMES
+        }
+
+    def describe(self) -> dict[str, object]:
+        """The JSON body of `GET /admin/flags`: version, file, last error, and each flag's value and source."""
+        snapshot = self._snapshot
+        values = snapshot.flags.model_dump(mode="json")
+        sources = self.sources()
+        return {
+            "version": snapshot.version,
+            "file": str(self.path) if self.path is not None else None,
+            "last_error": self.last_error,
+            "flags": {name: {"value": values[name], "source": sources[name]} for name in FLAG_NAMES},
+        }
+
+    def reload(self) -> bool:
+        """Re-read the flags file; return True when the flags in force changed.
+
+        Unchanged content is not parsed again, so a bad file is reported once, not on every poll.
+        """
+        if self.path is None:
+            return False
+        with self._reload_lock:
+            try:
+                content = self.path.read_bytes()
+            except OSError as error:
+                digest = f"unreadable:{type(error).__name__}"
+                if digest != self._last_digest:
+                    self._last_digest = digest
+                    self._reject(f"cannot read: {error.strerror or error}")
+                return False
+            digest = hashlib.sha256(content).hexdigest()
+            if digest == self._last_digest:
+                return False
+            self._last_digest = digest
+            try:
+                flags, file_keys = parse_flags_file(
+                    content, base=self._defaults, json_only=self.path.suffix.lower() == ".json"
+                )
+            except FlagsFileError as error:
+                self._reject(str(error))
+                return False
+            self.last_error = None
+            previous = self._snapshot
+            if flags == previous.flags and file_keys == previous.file_keys:
+                return False
+            self._snapshot = _Snapshot(flags=flags, file_keys=file_keys, version=previous.version + 1)
+            self._publish()
+            changed = sorted(name for name in FLAG_NAMES if getattr(flags, name) != getattr(previous.flags, name))
+            logger.info(
+                "flags version %d from %s: changed %s", self._snapshot.version, self.path, ", ".join(changed) or "none"
+            )
+            return True
+
+    async def run(self) -> None:
+        """Poll the flags file until cancelled; returns at once when there is no file to watch."""
+        if self.path is None:
+            return
+        while True:
+            await asyncio.sleep(self.poll_interval_s)
+            await asyncio.to_thread(self.reload)
+
+    def _reject(self, reason: str) -> None:
+        self.last_error = reason
+        FLAGS_RELOAD_ERRORS_TOTAL.inc()
+        logger.warning("flags file %s rejected, keeping version %d: %s", self.path, self._snapshot.version, reason)
+
+    def _publish(self) -> None:
+        FLAGS_VERSION.set(self._snapshot.version)
+        ROLLOUT_HYBRID_PERCENT.set(self._snapshot.flags.hybrid_rollout_percent)

@@ -1,0 +1,421 @@
+"""Query optimizer: reads one raw query into a `QueryAnalysis` (entities, question type, route). Pure.
+
+Stages, as in `reference/query-optimization-engine.md` Part 1: normalize, tokenize, extract entities,
+analyse characteristics, classify the question, route to a strategy with a confidence. No I/O: the
+clock and the abbreviation table are injected, and every regex is compiled once at import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Final
+
+from app.domain.models import (
+    LexicalQuery,
+    QueryAnalysis,
+    QueryEntities,
+    QuestionType,
+    SearchStrategy,
+)
+from app.query.abbreviations import load_abbreviations
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+
+SHORT_QUERY_TOKENS: Final = 3
+"""Queries with fewer tokens than this route to LEXICAL: too little context for an embedding to help."""
+
+MIN_YEAR: Final = 2000
+MAX_YEAR: Final = 2100
+
+# Routing confidences (reference Part 1, Stage 6). Clear signals score high; the default is "reasonable".
+CONFIDENCE_PROCEDURAL: Final = 0.95
+CONFIDENCE_TROUBLESHOOTING: Final = 0.95
+CONFIDENCE_DATES_CASCADING: Final = 0.9
+CONFIDENCE_SPECIAL_SYNTAX: Final = 0.85
+CONFIDENCE_SHORT_QUERY: Final = 0.85
+CONFIDENCE_NAVIGATIONAL: Final = 0.85
+CONFIDENCE_DEFAULT: Final = 0.8
+
+STOPWORDS: Final = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "did", "for", "from", "how", "i",
+    "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "should", "so", "that", "the",
+    "their", "then", "there", "these", "this", "those", "to", "was", "we", "were", "what", "when", "where",
+    "which", "who", "why", "will", "with", "you", "your",
+})  # fmt: skip
+"""Words dropped from the lexical text (kept when nothing else is left): they only add noise to BM25."""
+
+NEGATION_WORDS: Final = frozenset({"not", "no", "without"})
+
+# Word-like tokens: `k8s`, `ci/cd`, `port-forward`, `node.js`, `c++`, `#tag`, `@team`, `don't`.
+_TOKEN: Final = re.compile(r"[#@]?\w+(?:[./+'&-]\w+)*\+*")
+_PHRASE: Final = re.compile(r'"([^"]*)"')
+_WHITESPACE: Final = re.compile(r"\s+")
+_NUMBER: Final = re.compile(r"\d+(?:\.\d+)*")
+_QUOTES: Final = str.maketrans(dict.fromkeys("\u201c\u201d\u201e\u00ab\u00bb", '"'))
+_NOT_OPERATOR: Final = "NOT"  # only the upper-case operator excludes; "not" in prose is just negation
+
+_MONTHS: Final[Mapping[str, int]] = {
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
+    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
+    "oct": 10, "nov": 11, "dec": 12,
+}  # fmt: skip
+_PLAIN_MONTHS: Final = frozenset(
+    {"january", "february", "april", "june", "july", "august", "september", "october", "november", "december"}
+)
+"""Month names that are never ordinary words; the others ("may", "march", "dec") need a date context."""
+_DATE_PREPOSITIONS: Final = frozenset(
+    {"in", "during", "since", "of", "until", "before", "after", "early", "late", "mid"}
+)
+
+_RELATIVE_DAY_WORDS: Final = frozenset({"today", "yesterday"})
+_RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous"})
+_RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})
+
+_PROCEDURAL_FIRST: Final = frozenset({"how", "steps", "guide", "howto", "tutorial"})
+_FACTUAL_FIRST: Final = frozenset({"what", "define", "when", "who", "which", "whats", "what's"})
+_COMPARATIVE_WORDS: Final = frozenset({"compare", "comparison", "difference", "differences", "vs", "versus"})
+_TROUBLESHOOTING_WORDS: Final = frozenset(
+    {
+        "fix", "error", "errors", "debug", "broken", "failing", "fails", "failed", "failure", "troubleshoot",
+        "troubleshooting", "crash", "crashing", "crashloopbackoff", "oomkilled", "exception", "resolve",
+    }
+)  # fmt: skip
+_NAVIGATIONAL_WORDS: Final = frozenset({"where", "find", "show", "locate", "list"})
+_PROCEDURAL_WORDS: Final = frozenset({"steps", "guide", "tutorial", "howto", "walkthrough"})
+_FACTUAL_WORDS: Final = frozenset({"define", "definition", "meaning"})
+
+
+_FIRST_TOKEN_RULES: Final = (
+    (_PROCEDURAL_FIRST, QuestionType.PROCEDURAL),
+    (_COMPARATIVE_WORDS, QuestionType.COMPARATIVE),
+    (_TROUBLESHOOTING_WORDS, QuestionType.TROUBLESHOOTING),
+    (_NAVIGATIONAL_WORDS, QuestionType.NAVIGATIONAL),
+)
+_ANYWHERE_RULES: Final = (  # in priority order: "resolve timeout errors" is troubleshooting
+    (_TROUBLESHOOTING_WORDS, QuestionType.TROUBLESHOOTING),
+    (_COMPARATIVE_WORDS, QuestionType.COMPARATIVE),
+    (_PROCEDURAL_WORDS, QuestionType.PROCEDURAL),
+    (_NAVIGATIONAL_WORDS, QuestionType.NAVIGATIONAL),
+    (_FACTUAL_WORDS, QuestionType.FACTUAL),
+)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    """One token of the whitespace-collapsed query; `start`/`end` index that string."""
+
+    text: str  # lowercase, sigil kept
+    start: int
+    end: int
+    in_phrase: bool
+    excluded: bool = False  # `-word` or the operand of `NOT`
+    operator: bool = False  # the `NOT` itself
+
+    @property
+    def word(self) -> str:
+        """The token without its `#`/`@` sigil."""
+        return self.text.lstrip("#@")
+
+    @property
+    def is_free_word(self) -> bool:
+        """A token that is neither syntax, excluded, nor part of a quoted phrase."""
+        return not (self.excluded or self.operator or self.in_phrase)
+
+
+class QueryOptimizer:
+    """The six-stage query reader. Thread-safe and stateless after construction.
+
+    `clock` returns "now" for relative dates ("last week"); naive datetimes are taken as UTC.
+    `abbreviations` maps lowercase abbreviations to expansions; the bundled table by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        abbreviations: Mapping[str, str] | None = None,
+    ) -> None:
+        self._clock = clock
+        table = load_abbreviations() if abbreviations is None else abbreviations
+        self._abbreviations: dict[str, str] = {key.lower(): value.lower() for key, value in table.items()}
+
+    def analyze(self, raw_query: str) -> QueryAnalysis:
+        """Read `raw_query` and decide how to search it. Never raises; validation belongs to the planner.
+
+        `token_count` counts every word-like token, stop words and `#tags` included (the reference counts
+        `["how", "do", "i", ...]`), so "#networking @devops" is a 2-token query.
+        """
+        collapsed = _WHITESPACE.sub(" ", raw_query.translate(_QUOTES)).strip()
+        normalized = collapsed.lower()
+        tokens = _tokenize(collapsed)
+        token_texts = tuple(token.text for token in tokens)
+
+        phrases = _phrases(collapsed)
+        excluded_terms = _dedupe(token.word for token in tokens if token.excluded)
+        entity_tokens = [token for token in tokens if token.is_free_word]
+        tags = _dedupe(token.word for token in entity_tokens if token.text.startswith("#"))
+        mentions = _dedupe(token.word for token in entity_tokens if token.text.startswith("@"))
+        plain_words = [token.text for token in entity_tokens if token.text[0] not in "#@"]
+        years = tuple(int(word) for word in _dedupe(plain_words) if _is_year(word))
+        numbers = _dedupe(word for word in plain_words if _NUMBER.fullmatch(word) and not _is_year(word))
+        months = _months(plain_words)
+        relative_dates = _relative_dates(plain_words)
+        expansions = {
+            token.word: self._abbreviations[token.word]
+            for token in tokens
+            if not (token.excluded or token.operator) and token.word in self._abbreviations
+        }
+        entities = QueryEntities(
+            years=years,
+            months=months,
+            phrases=phrases,
+            tags=tags,
+            mentions=mentions,
+            numbers=numbers,
+            relative_dates=relative_dates,
+            expansions=expansions,
+            excluded_terms=excluded_terms,
+        )
+
+        has_special_syntax = bool(tags or mentions or phrases)
+        has_date_filters = bool(years or months or relative_dates)
+        has_negation = bool(excluded_terms) or any(word in NEGATION_WORDS for word in plain_words)
+        question_type = _classify([token.text for token in tokens if not (token.excluded or token.operator)])
+        strategy, confidence = _route(
+            token_count=len(tokens),
+            has_special_syntax=has_special_syntax,
+            has_date_filters=has_date_filters,
+            question_type=question_type,
+        )
+        event_time_from, event_time_to = _event_time_range(
+            years=years, months=months, relative_dates=relative_dates, now=_as_utc(self._clock())
+        )
+        return QueryAnalysis(
+            raw_query=raw_query,
+            normalized=normalized,
+            tokens=token_texts,
+            entities=entities,
+            has_special_syntax=has_special_syntax,
+            has_date_filters=has_date_filters,
+            has_negation=has_negation,
+            token_count=len(tokens),
+            question_type=question_type,
+            strategy=strategy,
+            confidence=confidence,
+            search_text=self._search_text(collapsed, tokens) or normalized,
+            lexical_query=self._lexical_query(tokens, phrases, excluded_terms),
+            event_time_from=event_time_from,
+            event_time_to=event_time_to,
+        )
+
+    def _search_text(self, collapsed: str, tokens: Sequence[_Token]) -> str:
+        """The wording for the embedder: syntax and excluded words dropped, abbreviations expanded."""
+        pieces: list[str] = []
+        position = 0
+        for token in tokens:
+            gap = collapsed[position : token.start]
+            if token.excluded and not token.in_phrase and gap.endswith("-"):
+                gap = gap[:-1]  # the `-` of `-word` goes with the word
+            pieces.append(gap.replace('"', ""))
+            if not (token.excluded or token.operator):
+                pieces.append(self._abbreviations.get(token.word, token.word))
+            position = token.end
+        pieces.append(collapsed[position:].replace('"', ""))
+        return _WHITESPACE.sub(" ", "".join(pieces).lower()).strip()
+
+    def _lexical_query(
+        self, tokens: Sequence[_Token], phrases: tuple[str, ...], excluded_terms: tuple[str, ...]
+    ) -> LexicalQuery:
+        """Free words (stop words dropped unless nothing else is left) plus expansions, phrases, exclusions."""
+        free_words = [token.word for token in tokens if token.is_free_word]
+        content_words = [word for word in free_words if word not in STOPWORDS] or free_words
+        expanded = [
+            part for word in content_words if word in self._abbreviations for part in self._abbreviations[word].split()
+        ]
+        return LexicalQuery(
+            text=" ".join(_dedupe([*content_words, *expanded])),
+            phrases=phrases,
+            excluded_terms=excluded_terms,
+        )
+
+
+def _tokenize(collapsed: str) -> list[_Token]:
+    """Split into word-like tokens, marking phrase members, `-word` exclusions and `NOT word` operands."""
+    phrase_spans = [match.span(1) for match in _PHRASE.finditer(collapsed)]
+    matches = list(_TOKEN.finditer(collapsed))
+    tokens: list[_Token] = []
+    exclude_next = False
+    for match in matches:
+        start, end = match.span()
+        in_phrase = any(span_start <= start < span_end for span_start, span_end in phrase_spans)
+        dashed = start > 0 and collapsed[start - 1] == "-" and (start == 1 or collapsed[start - 2] in ' ("')
+        is_operator = not in_phrase and match.group() == _NOT_OPERATOR
+        excluded = not in_phrase and not is_operator and (dashed or exclude_next)
+        exclude_next = is_operator
+        tokens.append(
+            _Token(
+                text=match.group().lower(),
+                start=start,
+                end=end,
+                in_phrase=in_phrase,
+                excluded=excluded,
+                operator=is_operator,
+            )
+        )
+    return tokens
+
+
+def _phrases(collapsed: str) -> tuple[str, ...]:
+    """Quoted phrases, lowercase and whitespace-collapsed; empty quotes are ignored."""
+    found = (_WHITESPACE.sub(" ", match.group(1)).strip().lower() for match in _PHRASE.finditer(collapsed))
+    return _dedupe(phrase for phrase in found if _TOKEN.search(phrase))
+
+
+def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
+    """Items in first-seen order without repeats."""
+    return tuple(dict.fromkeys(items))
+
+
+def _is_year(word: str) -> bool:
+    return len(word) == 4 and word.isdigit() and MIN_YEAR <= int(word) <= MAX_YEAR  # noqa: PLR2004 - YYYY
+
+
+def _months(words: Sequence[str]) -> tuple[int, ...]:
+    """Month numbers named in the query. Ambiguous names ("may", "march", "dec") need a year or a preposition."""
+    found: list[int] = []
+    for index, word in enumerate(words):
+        month = _MONTHS.get(word)
+        if month is None:
+            continue
+        next_is_year = index + 1 < len(words) and _is_year(words[index + 1])
+        after_preposition = index > 0 and words[index - 1] in _DATE_PREPOSITIONS
+        if word in _PLAIN_MONTHS or next_is_year or after_preposition:
+            found.append(month)
+    return tuple(dict.fromkeys(found))
+
+
+def _relative_dates(words: Sequence[str]) -> tuple[str, ...]:
+    """Relative date expressions, normalised: "today", "yesterday", "this week", "last month", ..."""
+    found: list[str] = []
+    for index, word in enumerate(words):
+        if word in _RELATIVE_DAY_WORDS:
+            found.append(word)
+        elif word in _RELATIVE_PREFIXES and index + 1 < len(words) and words[index + 1] in _RELATIVE_UNITS:
+            prefix = "this" if word == "this" else "last"
+            found.append(f"{prefix} {words[index + 1]}")
+    return _dedupe(found)
+
+
+def _classify(tokens: Sequence[str]) -> QuestionType:
+    """First-token rules of the reference, then indicator words anywhere, then tags mean navigation."""
+    words = [token for token in tokens if token[0] not in "#@"]
+    first = words[0] if words else ""
+    if first in _FACTUAL_FIRST:  # reference: "what ... difference" is comparative
+        return QuestionType.COMPARATIVE if _COMPARATIVE_WORDS.intersection(words) else QuestionType.FACTUAL
+    by_first_token = next((kind for indicators, kind in _FIRST_TOKEN_RULES if first in indicators), None)
+    if by_first_token is not None:
+        return by_first_token
+    anywhere = next((kind for indicators, kind in _ANYWHERE_RULES if indicators.intersection(words)), None)
+    if anywhere is not None:
+        return anywhere
+    if len(words) < len(tokens):  # "#networking @devops", "#networking documents": looking for tagged things
+        return QuestionType.NAVIGATIONAL
+    return QuestionType.OPEN
+
+
+def _route(  # noqa: PLR0911 - one return per branch of the reference tree
+    *, token_count: int, has_special_syntax: bool, has_date_filters: bool, question_type: QuestionType
+) -> tuple[SearchStrategy, float]:
+    """The reference decision tree, in its order."""
+    if token_count < SHORT_QUERY_TOKENS:
+        return SearchStrategy.LEXICAL, CONFIDENCE_SHORT_QUERY
+    if has_special_syntax and has_date_filters:
+        return SearchStrategy.CASCADING, CONFIDENCE_DATES_CASCADING
+    if has_special_syntax:
+        return SearchStrategy.LEXICAL, CONFIDENCE_SPECIAL_SYNTAX
+    if has_date_filters:
+        return SearchStrategy.CASCADING, CONFIDENCE_DATES_CASCADING
+    if question_type is QuestionType.NAVIGATIONAL:
+        return SearchStrategy.CASCADING, CONFIDENCE_NAVIGATIONAL
+    if question_type is QuestionType.PROCEDURAL:
+        return SearchStrategy.HYBRID, CONFIDENCE_PROCEDURAL
+    if question_type is QuestionType.TROUBLESHOOTING:
+        return SearchStrategy.HYBRID, CONFIDENCE_TROUBLESHOOTING
+    return SearchStrategy.HYBRID, CONFIDENCE_DEFAULT
+
+
+def _as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _month_start(year: int, month: int) -> datetime:
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def _next_month_start(year: int, month: int) -> datetime:
+    return _month_start(year + 1, 1) if month == 12 else _month_start(year, month + 1)  # noqa: PLR2004 - December
+
+
+def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
+    """The `[from, to)` UTC range of one relative day/week/month expression."""
+    today = datetime(now.year, now.month, now.day, tzinfo=UTC)
+    week_start = today - timedelta(days=today.weekday())  # ISO weeks start on Monday
+    this_month = _month_start(now.year, now.month)
+    previous_month = _month_start(now.year - 1, 12) if now.month == 1 else _month_start(now.year, now.month - 1)
+    ranges = {
+        "today": (today, today + timedelta(days=1)),
+        "yesterday": (today - timedelta(days=1), today),
+        "this week": (week_start, week_start + timedelta(days=7)),
+        "last week": (week_start - timedelta(days=7), week_start),
+        "this month": (this_month, _next_month_start(now.year, now.month)),
+        "last month": (previous_month, this_month),
+    }
+    return ranges[expression]
+
+
+def _event_time_range(
+    *, years: Sequence[int], months: Sequence[int], relative_dates: Sequence[str], now: datetime
+) -> tuple[datetime | None, datetime | None]:
+    """The event-time range `[from, to)` (UTC) the query's dates describe, or `(None, None)`.
+
+    "this year"/"last year" act as explicit years, so "january last year" is one month. A month with
+    no year is its most recent occurrence (the current month included). Several dates give the span
+    from the earliest to the latest. Absolute and relative ranges intersect; when they do not
+    overlap, their span is used rather than an empty range that could match nothing.
+    """
+    relative_years = {"this year": now.year, "last year": now.year - 1}
+    all_years = [*years, *(relative_years[expression] for expression in relative_dates if expression in relative_years)]
+    absolute: tuple[datetime, datetime] | None = None
+    if months and all_years:
+        absolute = (
+            _month_start(min(all_years), min(months)),
+            _next_month_start(max(all_years), max(months)),
+        )
+    elif months:
+        occurrences = [(now.year if month <= now.month else now.year - 1, month) for month in months]
+        absolute = (_month_start(*min(occurrences)), _next_month_start(*max(occurrences)))
+    elif all_years:
+        absolute = (_month_start(min(all_years), 1), _month_start(max(all_years) + 1, 1))
+    relative_ranges = [
+        _relative_range(expression, now) for expression in relative_dates if expression not in relative_years
+    ]
+    relative = (
+        (min(start for start, _ in relative_ranges), max(end for _, end in relative_ranges))
+        if relative_ranges
+        else None
+    )
+    if absolute is None or relative is None:
+        only = absolute or relative
+        return (None, None) if only is None else only
+    start, end = max(absolute[0], relative[0]), min(absolute[1], relative[1])
+    if start < end:
+        return start, end
+    return min(absolute[0], relative[0]), max(absolute[1], relative[1])

@@ -1,0 +1,258 @@
+"""Planner: merges a request's options with the optimizer's reading into the `SearchPlan` the searcher runs.
+
+Precedence, highest first: what the request says explicitly, the optimizer's routing (only when routing
+is enabled), the configured defaults. Request validation lives here too and raises `InvalidQueryError`
+naming the offending field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final, NoReturn
+
+from app.domain.errors import InvalidQueryError
+from app.domain.models import (
+    LEXICAL_LEG,
+    SEMANTIC_LEG,
+    Filters,
+    FusionMethod,
+    FusionSettings,
+    SearchPlan,
+    SearchStrategy,
+)
+
+if TYPE_CHECKING:
+    from app.config import Settings
+    from app.domain.models import QueryAnalysis
+
+MAX_QUERY_CHARS: Final = 2000
+MIN_LIMIT: Final = 1
+MAX_LIMIT: Final = 100
+MAX_RETRIEVE_K: Final = 1000
+EXPLICIT_CONFIDENCE: Final = 1.0
+"""Confidence reported when the strategy was chosen, not inferred: by the request or by configuration."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """What one search request asks for. `None` means "not given: use the plan defaults".
+
+    Dates are an event-time range `[date_from, date_to)`; naive datetimes are taken as UTC.
+    `semantic_weight`/`lexical_weight` are fusion weights; giving one sets the other to its complement.
+    `collapse=True` keeps at most `max_chunks_per_document` (or the default, or 1) chunks per document;
+    `collapse=False` turns collapsing off.
+    """
+
+    project: str
+    limit: int | None = None
+    strategy: SearchStrategy | None = None
+    fusion_method: FusionMethod | None = None
+    semantic_weight: float | None = None
+    lexical_weight: float | None = None
+    rrf_k: int | None = None
+    retrieve_k: int | None = None
+    levels: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    source_prefix: str | None = None
+    date_from: datetime | None = None
+    date_to: datetime | None = None
+    collapse: bool | None = None
+    max_chunks_per_document: int | None = None
+    min_score: float | None = None
+    fuzzy: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDefaults:
+    """Service-wide defaults (from `Settings`) the planner falls back to.
+
+    `routing_enabled`: follow the optimizer's strategy when the request names none.
+    `entity_filters_enabled`: `#tags` in the query become a tag filter and dates in it an event-time range.
+    `max_chunks_per_document`: `None` means no collapsing by default.
+    """
+
+    strategy: SearchStrategy = SearchStrategy.HYBRID
+    routing_enabled: bool = False
+    fusion_method: FusionMethod = FusionMethod.RRF
+    rrf_k: int = 60
+    semantic_weight: float = 0.6
+    retrieve_k: int = 50
+    limit: int = 10
+    cascading_multiplier: int = 4
+    lexical_timeout_s: float = 2.0
+    semantic_timeout_s: float = 5.0
+    max_chunks_per_document: int | None = None
+    fuzzy: bool = False
+    entity_filters_enabled: bool = True
+    max_query_chars: int = MAX_QUERY_CHARS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PlanDefaults:
+        """The defaults the environment configures (`SEARCH_STRATEGY`, `RRF_K_CONSTANT`, ...)."""
+        return cls(
+            strategy=settings.search_strategy,
+            routing_enabled=settings.query_optimization_enabled,
+            fusion_method=settings.ranking_algorithm,
+            rrf_k=settings.rrf_k_constant,
+            semantic_weight=settings.hybrid_semantic_weight,
+            retrieve_k=settings.rrf_retrieve_k,
+            limit=settings.rrf_final_k,
+            cascading_multiplier=settings.cascading_lexical_multiplier,
+            lexical_timeout_s=settings.lexical_timeout_ms / 1000,
+            semantic_timeout_s=settings.semantic_timeout_ms / 1000,
+            max_chunks_per_document=settings.max_chunks_per_document or None,
+            fuzzy=settings.lexical_fuzziness,
+            entity_filters_enabled=settings.query_entity_extraction,
+        )
+
+
+def validate_query_text(raw_query: str, *, max_chars: int = MAX_QUERY_CHARS) -> None:
+    """Raise `InvalidQueryError(field="query")` for an empty, blank or over-long query.
+
+    Cheap: call it before `QueryOptimizer.analyze` so oversized input is never analysed.
+    """
+    if not raw_query or not raw_query.strip():
+        msg = "query must not be empty"
+        raise InvalidQueryError(msg, field="query")
+    if len(raw_query) > max_chars:
+        msg = f"query is {len(raw_query)} characters; at most {max_chars} are allowed"
+        raise InvalidQueryError(msg, field="query")
+
+
+def build_plan(analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefaults) -> SearchPlan:
+    """Build the plan for one query. Raises `InvalidQueryError` (with `field`) for invalid options.
+
+    Strategy: the request's, else the optimizer's when `defaults.routing_enabled`, else the default.
+    Filters: the request's; plus, when entity filters are enabled, the query's `#tags` (a chunk must
+    carry all of them) and the query's dates intersected with the request's date range. Query dates
+    that do not overlap the request's range are dropped: the explicit range wins. Both legs get the
+    same filters.
+    """
+    validate_query_text(analysis.raw_query, max_chars=defaults.max_query_chars)
+    _validate_options(options)
+    limit = defaults.limit if options.limit is None else options.limit
+    strategy, confidence = _choose_strategy(analysis, options, defaults)
+    method = options.fusion_method or defaults.fusion_method
+    retrieve_k = options.retrieve_k or defaults.retrieve_k
+    lexical_query = analysis.lexical_query
+    fuzzy = defaults.fuzzy if options.fuzzy is None else options.fuzzy
+    if lexical_query.fuzzy != fuzzy:
+        lexical_query = replace(lexical_query, fuzzy=fuzzy)
+    return SearchPlan(
+        semantic_text=analysis.search_text,
+        lexical_query=lexical_query,
+        filters=_filters(analysis, options, defaults),
+        strategy=strategy,
+        strategy_confidence=confidence,
+        fusion=FusionSettings(
+            method=method,
+            rrf_k=defaults.rrf_k if options.rrf_k is None else options.rrf_k,
+            weights=_weights(options, defaults, method),
+        ),
+        retrieve_k=max(retrieve_k, limit),  # a leg must be able to fill the page on its own
+        limit=limit,
+        cascading_multiplier=defaults.cascading_multiplier,
+        max_chunks_per_document=_max_chunks_per_document(options, defaults),
+        min_score=options.min_score,
+        lexical_timeout_s=defaults.lexical_timeout_s,
+        semantic_timeout_s=defaults.semantic_timeout_s,
+    )
+
+
+def _validate_options(options: SearchOptions) -> None:
+    def fail(message: str, field: str) -> NoReturn:
+        raise InvalidQueryError(message, field=field)
+
+    if not options.project.strip():
+        fail("project must not be empty", "project")
+    if options.limit is not None and not MIN_LIMIT <= options.limit <= MAX_LIMIT:
+        fail(f"limit must be between {MIN_LIMIT} and {MAX_LIMIT}", "limit")
+    if options.retrieve_k is not None and not 1 <= options.retrieve_k <= MAX_RETRIEVE_K:
+        fail(f"retrieve_k must be between 1 and {MAX_RETRIEVE_K}", "retrieve_k")
+    if options.rrf_k is not None and options.rrf_k < 1:
+        fail("rrf_k must be at least 1", "rrf_k")
+    for field in ("semantic_weight", "lexical_weight"):
+        weight = getattr(options, field)
+        if weight is not None and (not math.isfinite(weight) or weight < 0):
+            fail(f"{field} must be a finite number >= 0", field)
+    if options.semantic_weight == 0 and options.lexical_weight == 0:
+        fail("semantic_weight and lexical_weight must not both be 0", "semantic_weight")
+    if options.min_score is not None and not math.isfinite(options.min_score):
+        fail("min_score must be a finite number", "min_score")
+    if options.max_chunks_per_document is not None and options.max_chunks_per_document < 1:
+        fail("max_chunks_per_document must be at least 1", "max_chunks_per_document")
+    date_from, date_to = _as_utc(options.date_from), _as_utc(options.date_to)
+    if date_from is not None and date_to is not None and date_from >= date_to:
+        fail("date_from must be before date_to", "date_from")
+
+
+def _choose_strategy(
+    analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefaults
+) -> tuple[SearchStrategy, float]:
+    if options.strategy is not None:
+        return options.strategy, EXPLICIT_CONFIDENCE
+    if defaults.routing_enabled:
+        return analysis.strategy, analysis.confidence
+    return defaults.strategy, EXPLICIT_CONFIDENCE
+
+
+def _weights(options: SearchOptions, defaults: PlanDefaults, method: FusionMethod) -> dict[str, float]:
+    """Per-leg weights. Plain RRF (the reference's `1/(k+rank)` per list) is unweighted unless asked."""
+    semantic, lexical = options.semantic_weight, options.lexical_weight
+    if semantic is None and lexical is None:
+        if method is FusionMethod.RRF:
+            return {}
+        semantic = defaults.semantic_weight
+    if semantic is None:
+        semantic = max(0.0, 1.0 - lexical) if lexical is not None else defaults.semantic_weight
+    if lexical is None:
+        lexical = max(0.0, 1.0 - semantic)
+    return {SEMANTIC_LEG: semantic, LEXICAL_LEG: lexical}
+
+
+def _filters(analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefaults) -> Filters:
+    tags = options.tags
+    event_time_from, event_time_to = _as_utc(options.date_from), _as_utc(options.date_to)
+    if defaults.entity_filters_enabled:
+        tags = tuple(dict.fromkeys([*options.tags, *analysis.entities.tags]))
+        query_from, query_to = analysis.event_time_from, analysis.event_time_to
+        start = _latest(event_time_from, query_from)
+        end = _earliest(event_time_to, query_to)
+        if start is None or end is None or start < end:
+            event_time_from, event_time_to = start, end
+    return Filters(
+        project_id=options.project,
+        levels=options.levels,
+        tags=tags,
+        source_prefix=options.source_prefix,
+        event_time_from=event_time_from,
+        event_time_to=event_time_to,
+    )
+
+
+def _max_chunks_per_document(options: SearchOptions, defaults: PlanDefaults) -> int | None:
+    if options.collapse is False:
+        return None
+    if options.collapse is True:
+        return options.max_chunks_per_document or defaults.max_chunks_per_document or 1
+    return options.max_chunks_per_document or defaults.max_chunks_per_document
+
+
+def _as_utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _latest(first: datetime | None, second: datetime | None) -> datetime | None:
+    if first is None or second is None:
+        return first or second
+    return max(first, second)
+
+
+def _earliest(first: datetime | None, second: datetime | None) -> datetime | None:
+    if first is None or second is None:
+        return first or second
+    return min(first, second)

@@ -1,0 +1,233 @@
+"""Rank fusion: merge several best-first hit lists (one per leg) into one ranking. Pure functions.
+
+Contracts shared by every function here:
+- Input lists are best first; a hit's rank is its 1-based position in its list. When a leg lists a
+  chunk twice, only its first (best) position counts.
+- Inputs are never changed; outputs are new frozen `FusedHit`s, best first.
+- A chunk found by one leg only is kept (with no rank or contribution for the other leg).
+- Ties break on chunk id (ascending), so every replica returns the same order.
+- `score` is the exact sum (`math.fsum`) of `contributions`, so it does not depend on leg order.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, FusionMethod, FusionSettings, ScoredHit
+
+if TYPE_CHECKING:
+    from app.domain.models import Chunk
+
+RRF_K: Final = 60
+"""Cormack et al. (2009), applied to 1-based ranks: a list's top hit adds 1/61."""
+
+DEFAULT_SCORE_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType({SEMANTIC_LEG: 0.6, LEXICAL_LEG: 0.4})
+"""Score-based fusions (weighted, z-score) default to the reference's 0.6 semantic / 0.4 lexical."""
+
+IDENTICAL_SCORES_NORMALISED: Final = 0.5
+"""Min-max of a list whose scores are all equal: the reference maps every score to the middle."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    chunk: Chunk
+    ranks: dict[str, int] = field(default_factory=dict)
+    leg_scores: dict[str, float] = field(default_factory=dict)
+    contributions: dict[str, float] = field(default_factory=dict)
+
+
+def reciprocal_rank_fusion(
+    ranked: Mapping[str, Sequence[ScoredHit]],
+    *,
+    k: int = RRF_K,
+    weights: Mapping[str, float] | None = None,
+    limit: int | None = None,
+) -> list[FusedHit]:
+    """Fuse per-leg rankings with (weighted) RRF: `score = sum over legs of weight / (k + rank)`.
+
+    Uses ranks only, so BM25 and cosine scores never need a common scale. A leg missing from
+    `weights` weighs 1.0. A chunk at the same rank in two lists always outranks one found in only one.
+    Raises `ValueError` for a negative `k`, weight or `limit`.
+    """
+    _check_non_negative(k=k, limit=limit, weights=weights)
+    entries = _collect(ranked)
+    for leg, positions in _ranked_positions(ranked).items():
+        weight = _weight(weights, leg, default=1.0)
+        for rank, hit in positions:
+            entries[hit.chunk_id].contributions[leg] = weight / (k + rank)
+    return _ordered(entries, limit)
+
+
+def min_max_normalize(scores: Sequence[float]) -> list[float]:
+    """Scale scores to [0, 1] by `(s - min) / (max - min)`; all-equal scores all become 0.5."""
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    if high == low:
+        return [IDENTICAL_SCORES_NORMALISED] * len(scores)
+    return [(score - low) / (high - low) for score in scores]
+
+
+def weighted_score_fusion(
+    ranked: Mapping[str, Sequence[ScoredHit]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    limit: int | None = None,
+) -> list[FusedHit]:
+    """Weighted linear fusion of min-max normalised scores: `score = sum of weight * normalised`.
+
+    Each leg's scores are normalised over that leg's list; a leg that missed a chunk adds 0.
+    Legs missing from `weights` take `DEFAULT_SCORE_WEIGHTS` (semantic 0.6, lexical 0.4; others 1.0).
+    """
+    _check_non_negative(limit=limit, weights=weights)
+    entries = _collect(ranked)
+    for leg, positions in _ranked_positions(ranked).items():
+        weight = _weight(weights, leg, default=DEFAULT_SCORE_WEIGHTS.get(leg, 1.0))
+        normalised = min_max_normalize([hit.score for _, hit in positions])
+        for (_, hit), value in zip(positions, normalised, strict=True):
+            entries[hit.chunk_id].contributions[leg] = weight * value
+    return _ordered(entries, limit)
+
+
+def zscore_fusion(
+    ranked: Mapping[str, Sequence[ScoredHit]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    limit: int | None = None,
+) -> list[FusedHit]:
+    """Distribution-based fusion: standardise each leg's scores (z-scores), then sum them weighted.
+
+    A leg whose scores are all equal gives every hit z = 0. A chunk a leg did not return gets that
+    leg's floor, the lowest z it returned, and the floor appears in `contributions` (so the score is
+    still their sum). Scores can be negative; higher is still better. Weights as `weighted_score_fusion`.
+    """
+    _check_non_negative(limit=limit, weights=weights)
+    entries = _collect(ranked)
+    for leg, positions in _ranked_positions(ranked).items():
+        if not positions:
+            continue
+        weight = _weight(weights, leg, default=DEFAULT_SCORE_WEIGHTS.get(leg, 1.0))
+        scores = [hit.score for _, hit in positions]
+        mean, deviation = statistics.fmean(scores), statistics.pstdev(scores)
+        standardised = {hit.chunk_id: (hit.score - mean) / deviation if deviation > 0 else 0.0 for _, hit in positions}
+        floor = min(standardised.values())
+        for chunk_id, entry in entries.items():
+            entry.contributions[leg] = weight * standardised.get(chunk_id, floor)
+    return _ordered(entries, limit)
+
+
+def rank_single_leg(hits: Sequence[ScoredHit], *, leg: str, limit: int | None = None) -> list[FusedHit]:
+    """One leg's hits as fused hits, order kept: the score is the leg's own score (its only contribution)."""
+    _check_non_negative(limit=limit)
+    entries = _collect({leg: hits})
+    for _, hit in _ranked_positions({leg: hits})[leg]:
+        entries[hit.chunk_id].contributions[leg] = hit.score
+    fused = [_freeze(entry) for entry in entries.values()]  # insertion order is the leg's best-first order
+    return fused if limit is None else fused[:limit]
+
+
+_Fusion = Callable[[Mapping[str, Sequence[ScoredHit]], FusionSettings, int | None], list[FusedHit]]
+
+_FUSIONS: Final[Mapping[FusionMethod, _Fusion]] = {
+    FusionMethod.RRF: lambda ranked, settings, limit: reciprocal_rank_fusion(
+        ranked, k=settings.rrf_k, weights=settings.weights or None, limit=limit
+    ),
+    FusionMethod.WEIGHTED: lambda ranked, settings, limit: weighted_score_fusion(
+        ranked, weights=settings.weights or None, limit=limit
+    ),
+    FusionMethod.ZSCORE: lambda ranked, settings, limit: zscore_fusion(
+        ranked, weights=settings.weights or None, limit=limit
+    ),
+}
+
+
+def fuse(
+    ranked: Mapping[str, Sequence[ScoredHit]], settings: FusionSettings, *, limit: int | None = None
+) -> list[FusedHit]:
+    """Fuse with the method `settings` names; empty `settings.weights` means that method's defaults."""
+    return _FUSIONS[settings.method](ranked, settings, limit)
+
+
+def _check_non_negative(*, k: int = 0, limit: int | None = None, weights: Mapping[str, float] | None = None) -> None:
+    if k < 0:
+        msg = f"k must be >= 0, got {k}"
+        raise ValueError(msg)
+    if limit is not None and limit < 0:
+        msg = f"limit must be >= 0, got {limit}"
+        raise ValueError(msg)
+    for leg, weight in (weights or {}).items():
+        if not weight >= 0:  # also rejects NaN
+            msg = f"weight of leg {leg!r} must be >= 0, got {weight}"
+            raise ValueError(msg)
+
+
+def _weight(weights: Mapping[str, float] | None, leg: str, *, default: float) -> float:
+    return default if weights is None else weights.get(leg, default)
+
+
+def _ranked_positions(ranked: Mapping[str, Sequence[ScoredHit]]) -> dict[str, list[tuple[int, ScoredHit]]]:
+    """Per leg, `(1-based rank, hit)` for each chunk's first occurrence."""
+    positions: dict[str, list[tuple[int, ScoredHit]]] = {}
+    for leg, hits in ranked.items():
+        seen: set[str] = set()
+        positions[leg] = []
+        for rank, hit in enumerate(hits, start=1):
+            if hit.chunk_id not in seen:  # a leg can list a chunk twice; its best rank counts
+                seen.add(hit.chunk_id)
+                positions[leg].append((rank, hit))
+    return positions
+
+
+def _collect(ranked: Mapping[str, Sequence[ScoredHit]]) -> dict[str, _Entry]:
+    """One entry per chunk with its ranks and raw scores; the chunk value comes from its first leg."""
+    entries: dict[str, _Entry] = {}
+    for leg, positions in _ranked_positions(ranked).items():
+        for rank, hit in positions:
+            entry = entries.setdefault(hit.chunk_id, _Entry(chunk=hit.chunk))
+            entry.ranks[leg] = rank
+            entry.leg_scores[leg] = hit.score
+    return entries
+
+
+def _freeze(entry: _Entry) -> FusedHit:
+    return FusedHit(
+        chunk=entry.chunk,
+        score=math.fsum(entry.contributions.values()),
+        ranks=MappingProxyType(dict(entry.ranks)),
+        leg_scores=MappingProxyType(dict(entry.leg_scores)),
+        contributions=MappingProxyType(dict(entry.contributions)),
+    )
+
+
+def _ordered(entries: Mapping[str, _Entry], limit: int | None) -> list[FusedHit]:
+    fused = sorted((_freeze(entry) for entry in entries.values()), key=lambda hit: (-hit.score, hit.chunk_id))
+    return fused if limit is None else fused[:limit]
+
+
+def cascade_ranking(semantic_hits: Sequence[ScoredHit], lexical_hits: Sequence[ScoredHit]) -> list[FusedHit]:
+    """The cascading strategy's ranking: lexical candidates ordered by vector similarity.
+
+    The score is the semantic similarity (its only contribution); ranks and raw scores of both legs
+    are reported. Semantic hits that are not lexical candidates are dropped: the lexical stage decides
+    what may be returned. Order follows `semantic_hits`, ties broken by chunk id.
+    """
+    lexical_positions = {
+        hit.chunk_id: (rank, hit) for rank, hit in _ranked_positions({LEXICAL_LEG: lexical_hits})[LEXICAL_LEG]
+    }
+    fused: list[FusedHit] = []
+    for rank, hit in _ranked_positions({SEMANTIC_LEG: semantic_hits})[SEMANTIC_LEG]:
+        candidate = lexical_positions.get(hit.chunk_id)
+        if candidate is None:
+            continue
+        lexical_rank, lexical_hit = candidate
+        entry = _Entry(chunk=hit.chunk)
+        entry.ranks.update({SEMANTIC_LEG: rank, LEXICAL_LEG: lexical_rank})
+        entry.leg_scores.update({SEMANTIC_LEG: hit.score, LEXICAL_LEG: lexical_hit.score})
+        entry.contributions[SEMANTIC_LEG] = hit.score
+        fused.append(_freeze(entry))
+    return sorted(fused, key=lambda fused_hit: (-fused_hit.score, fused_hit.chunk_id))

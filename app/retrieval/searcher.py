@@ -1,0 +1,284 @@
+"""HybridSearcher: runs a `SearchPlan` against the ports, fuses, and degrades when an engine fails.
+
+Strategies:
+- HYBRID: the semantic leg (embed the query, then vector search) and the lexical leg run concurrently,
+  `retrieve_k` hits each, and are fused with `plan.fusion`.
+- SEMANTIC / LEXICAL: one leg; the final score is that leg's own score.
+- CASCADING: the lexical leg fetches `retrieve_k * cascading_multiplier` candidates (the query is
+  embedded meanwhile), then the vector index ranks only those chunks; the final score is the vector
+  similarity. With no lexical candidate at all, the vector search runs over the plan's filters alone.
+
+Fallbacks: a failing or slow leg is dropped and named in `degraded_reasons`
+(`{embedder,semantic,lexical}_{unavailable,timeout}`); a single-leg strategy whose leg fails runs the
+other leg instead. When no leg is left, `AllEnginesFailedError` carries the reasons. Only `EngineError`s
+and timeouts count as engine failures: any other exception is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
+
+from app.domain.errors import AllEnginesFailedError, EngineError, EngineTimeoutError
+from app.domain.models import (
+    LEXICAL_LEG,
+    SEMANTIC_LEG,
+    FusedHit,
+    LegTiming,
+    ScoredHit,
+    SearchPlan,
+    SearchResult,
+    SearchStrategy,
+)
+from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg
+from app.retrieval.postprocess import collapse_per_document, filter_min_score
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Coroutine, Sequence
+
+    from app.domain.models import Filters
+    from app.domain.ports import Embedder, LexicalIndex, VectorIndex
+
+_T = TypeVar("_T")
+_U = TypeVar("_U")
+
+EMBEDDER_STAGE: Final = "embedder"
+STAGE_EMBED: Final = "embed"
+STAGE_SEMANTIC: Final = "semantic"
+STAGE_LEXICAL: Final = "lexical"
+STAGE_FUSION: Final = "fusion"
+STAGE_TOTAL: Final = "total"
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+@dataclass(slots=True)
+class _Run:
+    """What one search records on the way: stage times, per-leg timings and degradation reasons."""
+
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    legs: dict[str, LegTiming] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    semantic_ms: float = 0.0  # embed + vector search, the semantic leg's own time
+    semantic_error: str | None = None
+
+
+class HybridSearcher:
+    """Executes search plans. Stateless: one instance serves concurrent requests."""
+
+    def __init__(self, *, vector: VectorIndex, lexical: LexicalIndex, embedder: Embedder) -> None:
+        self._vector = vector
+        self._lexical = lexical
+        self._embedder = embedder
+
+    async def search(self, plan: SearchPlan) -> SearchResult:
+        """Run `plan` and return at most `plan.limit` hits, best first.
+
+        After ranking, hits are collapsed to `plan.max_chunks_per_document` per document (when set),
+        then those below `plan.min_score` dropped, then cut to `plan.limit`. `stage_ms` holds
+        "embed", "semantic" (vector search alone), "lexical", "fusion" (fusion and post-processing)
+        for the stages that ran, and always "total". `legs` holds each attempted leg; the semantic
+        leg's time includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
+        """
+        started = time.perf_counter()
+        run = _Run()
+        strategy_runs = {
+            SearchStrategy.HYBRID: self._hybrid,
+            SearchStrategy.SEMANTIC: self._semantic_only,
+            SearchStrategy.LEXICAL: self._lexical_only,
+            SearchStrategy.CASCADING: self._cascading,
+        }
+        ranked = await strategy_runs[plan.strategy](plan, run)
+        fusion_started = time.perf_counter()
+        hits = ranked()
+        if plan.max_chunks_per_document:
+            hits = collapse_per_document(hits, plan.max_chunks_per_document)
+        if plan.min_score is not None:
+            hits = filter_min_score(hits, plan.min_score)
+        run.stage_ms[STAGE_FUSION] = _elapsed_ms(fusion_started)
+        run.stage_ms[STAGE_TOTAL] = _elapsed_ms(started)
+        return SearchResult(
+            hits=tuple(hits[: plan.limit]),
+            strategy=plan.strategy,
+            fusion_method=plan.fusion.method,
+            legs=dict(run.legs),
+            stage_ms=dict(run.stage_ms),
+            degraded_reasons=tuple(run.reasons),
+        )
+
+    # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
+
+    async def _hybrid(self, plan: SearchPlan, run: _Run) -> _Ranking:
+        semantic_hits, lexical_hits = await _both(
+            self._semantic_leg(plan, run, top_k=plan.retrieve_k, filters=plan.filters),
+            self._lexical_leg(plan, run, top_k=plan.retrieve_k),
+        )
+        ranked = {
+            leg: hits for leg, hits in ((SEMANTIC_LEG, semantic_hits), (LEXICAL_LEG, lexical_hits)) if hits is not None
+        }
+        if not ranked:
+            raise _all_failed(run)
+        return lambda: fuse(ranked, plan.fusion)
+
+    async def _semantic_only(self, plan: SearchPlan, run: _Run) -> _Ranking:
+        hits = await self._semantic_leg(plan, run, top_k=plan.retrieve_k, filters=plan.filters)
+        if hits is not None:
+            return _single(hits, SEMANTIC_LEG)
+        return await self._fallback_to_lexical(plan, run)
+
+    async def _lexical_only(self, plan: SearchPlan, run: _Run) -> _Ranking:
+        hits = await self._lexical_leg(plan, run, top_k=plan.retrieve_k)
+        if hits is not None:
+            return _single(hits, LEXICAL_LEG)
+        hits = await self._semantic_leg(plan, run, top_k=plan.retrieve_k, filters=plan.filters)
+        if hits is None:
+            raise _all_failed(run)
+        return _single(hits, SEMANTIC_LEG)
+
+    async def _fallback_to_lexical(self, plan: SearchPlan, run: _Run) -> _Ranking:
+        hits = await self._lexical_leg(plan, run, top_k=plan.retrieve_k)
+        if hits is None:
+            raise _all_failed(run)
+        return _single(hits, LEXICAL_LEG)
+
+    async def _cascading(self, plan: SearchPlan, run: _Run) -> _Ranking:
+        embedding, lexical_hits = await _both(
+            self._embed(plan, run),
+            self._lexical_leg(plan, run, top_k=plan.retrieve_k * plan.cascading_multiplier),
+        )
+        if embedding is None:
+            self._record_semantic(run, hits=None)
+            if lexical_hits is None:
+                raise _all_failed(run)
+            return _single(lexical_hits, LEXICAL_LEG)
+        if lexical_hits is None:  # lexical stage failed: rank over the filters alone
+            semantic_hits = await self._vector_search(plan, run, embedding, top_k=plan.retrieve_k, filters=plan.filters)
+            if semantic_hits is None:
+                raise _all_failed(run)
+            return _single(semantic_hits, SEMANTIC_LEG)
+        candidate_ids = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits))
+        if not candidate_ids:  # nothing to narrow to; semantic search still sees every matching chunk
+            semantic_hits = await self._vector_search(plan, run, embedding, top_k=plan.retrieve_k, filters=plan.filters)
+            return _single(semantic_hits, SEMANTIC_LEG) if semantic_hits is not None else _single([], LEXICAL_LEG)
+        restricted = replace(plan.filters, chunk_ids=candidate_ids)
+        semantic_hits = await self._vector_search(plan, run, embedding, top_k=len(candidate_ids), filters=restricted)
+        if semantic_hits is None:
+            return _single(lexical_hits, LEXICAL_LEG)
+        return lambda: cascade_ranking(semantic_hits, lexical_hits)
+
+    async def _semantic_leg(
+        self, plan: SearchPlan, run: _Run, *, top_k: int, filters: Filters
+    ) -> list[ScoredHit] | None:
+        """Embed, then search vectors, both within one `semantic_timeout_s` deadline."""
+        deadline = asyncio.get_running_loop().time() + plan.semantic_timeout_s
+        embedding = await self._embed(plan, run, deadline=deadline)
+        if embedding is None:
+            self._record_semantic(run, hits=None)
+            return None
+        return await self._vector_search(plan, run, embedding, top_k=top_k, filters=filters, deadline=deadline)
+
+    async def _embed(self, plan: SearchPlan, run: _Run, *, deadline: float | None = None) -> list[float] | None:
+        started = time.perf_counter()
+        embedding, reason = await _attempt(
+            self._embedder.embed_query(plan.semantic_text),
+            stage=EMBEDDER_STAGE,
+            deadline=_deadline(deadline, plan.semantic_timeout_s),
+        )
+        run.stage_ms[STAGE_EMBED] = _elapsed_ms(started)
+        run.semantic_ms += run.stage_ms[STAGE_EMBED]
+        if reason is not None:
+            run.reasons.append(reason)
+            run.semantic_error = reason
+        return embedding
+
+    async def _vector_search(  # noqa: PLR0913 - the plan's pieces a vector search needs
+        self,
+        plan: SearchPlan,
+        run: _Run,
+        embedding: Sequence[float],
+        *,
+        top_k: int,
+        filters: Filters,
+        deadline: float | None = None,
+    ) -> list[ScoredHit] | None:
+        started = time.perf_counter()
+        hits, reason = await _attempt(
+            self._vector.search(embedding, top_k=top_k, filters=filters),
+            stage=STAGE_SEMANTIC,
+            deadline=_deadline(deadline, plan.semantic_timeout_s),
+        )
+        run.stage_ms[STAGE_SEMANTIC] = _elapsed_ms(started)
+        run.semantic_ms += run.stage_ms[STAGE_SEMANTIC]
+        if reason is not None:
+            run.reasons.append(reason)
+            run.semantic_error = reason
+        self._record_semantic(run, hits=hits)
+        return hits
+
+    async def _lexical_leg(self, plan: SearchPlan, run: _Run, *, top_k: int) -> list[ScoredHit] | None:
+        started = time.perf_counter()
+        hits, reason = await _attempt(
+            self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters),
+            stage=STAGE_LEXICAL,
+            deadline=_deadline(None, plan.lexical_timeout_s),
+        )
+        run.stage_ms[STAGE_LEXICAL] = _elapsed_ms(started)
+        if reason is not None:
+            run.reasons.append(reason)
+        run.legs[LEXICAL_LEG] = LegTiming(
+            elapsed_ms=run.stage_ms[STAGE_LEXICAL], result_count=len(hits or ()), error=reason
+        )
+        return hits
+
+    @staticmethod
+    def _record_semantic(run: _Run, *, hits: Sequence[ScoredHit] | None) -> None:
+        run.legs[SEMANTIC_LEG] = LegTiming(
+            elapsed_ms=run.semantic_ms,
+            result_count=len(hits or ()),
+            error=None if hits is not None else run.semantic_error,
+        )
+
+
+_Ranking: TypeAlias = "Callable[[], list[FusedHit]]"
+
+
+def _single(hits: Sequence[ScoredHit], leg: str) -> _Ranking:
+    return lambda: rank_single_leg(hits, leg=leg)
+
+
+def _deadline(deadline: float | None, timeout_s: float) -> float:
+    return asyncio.get_running_loop().time() + timeout_s if deadline is None else deadline
+
+
+def _all_failed(run: _Run) -> AllEnginesFailedError:
+    reasons = tuple(run.reasons)
+    return AllEnginesFailedError(f"every search engine failed: {', '.join(reasons)}", reasons=reasons)
+
+
+async def _attempt(call: Awaitable[_T], *, stage: str, deadline: float) -> tuple[_T | None, str | None]:
+    """Await `call` by `deadline` (event-loop time): `(result, None)`, or `(None, reason)` on an engine failure."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await call, None
+    except (EngineTimeoutError, TimeoutError):
+        return None, f"{stage}_timeout"
+    except EngineError:
+        return None, f"{stage}_unavailable"
+
+
+async def _both(first: Coroutine[object, object, _T], second: Coroutine[object, object, _U]) -> tuple[_T, _U]:
+    """Run two coroutines concurrently; when either raises (or we are cancelled), cancel the other."""
+    first_task, second_task = asyncio.ensure_future(first), asyncio.ensure_future(second)
+    tasks = (first_task, second_task)
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        pending = [task for task in tasks if not task.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)  # also marks every exception as retrieved
+    return first_task.result(), second_task.result()

@@ -1,0 +1,33 @@
+"""Contract-tier fixtures: a migrated PostgreSQL and one engine on it for the whole session."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.engines.migrate import run_migrations
+from app.engines.postgres import create_postgres_engine
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+CONTRACT_EMBEDDING_DIMENSIONS = 384
+"""The schema's default; contract tests pad short hand-written vectors to it."""
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres_url(postgres_url: str) -> str:
+    """The session PostgreSQL, migrated to head once (384-dimensional embeddings)."""
+    run_migrations(postgres_url, embedding_dimensions=CONTRACT_EMBEDDING_DIMENSIONS)
+    return postgres_url
+
+
+@pytest.fixture(scope="session")
+async def postgres_engine(migrated_postgres_url: str) -> AsyncIterator[AsyncEngine]:
+    """One asyncpg engine on the migrated database, shared by every PostgreSQL adapter under test."""
+    engine = create_postgres_engine(migrated_postgres_url, pool_size=2)
+    yield engine
+    await engine.dispose()

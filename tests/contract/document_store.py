@@ -1,0 +1,289 @@
+"""`DocumentStoreContract`: what every `DocumentStore` must do, run against each adapter (no Test prefix).
+
+Also the builders both contract suites use to make documents and chunks by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from app.domain.models import DocumentChunks
+    from app.domain.ports import DocumentStore
+
+DIMENSIONS = 384
+MODEL = "test-model"
+CREATED = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
+
+
+def embedding(*values: float) -> list[float]:
+    """A 384-d vector from a few leading values (the rest zeros), so cosines are easy to compute by hand."""
+    return [*values, *([0.0] * (DIMENSIONS - len(values)))]
+
+
+def chunk(
+    project_id: str,
+    document_id: str,
+    position: int,
+    *,
+    text: str | None = None,
+    source: str = "runbooks/db.md",
+    level: str = "section",
+    tags: tuple[str, ...] = (),
+    event_time: datetime | None = None,
+) -> Chunk:
+    body = text or f"text of {document_id} part {position}"
+    return Chunk(
+        chunk_id=f"{document_id}#{position}",
+        document_id=document_id,
+        project_id=project_id,
+        text=body,
+        source=source,
+        level=level,
+        breadcrumb=("Guide", f"Part {position}"),
+        section_title=f"Part {position}",
+        position=position,
+        tags=tags,
+        event_time=event_time,
+        chunk_hash=f"hash:{body}",
+    )
+
+
+def document(
+    project_id: str,
+    document_id: str,
+    chunks: Sequence[Chunk] = (),
+    *,
+    content_hash: str = "content-1",
+    title: str = "A guide",
+    source: str = "runbooks/db.md",
+) -> StoredDocument:
+    return StoredDocument(
+        project_id=project_id,
+        document_id=document_id,
+        source=source,
+        title=title,
+        content_hash=content_hash,
+        tags=("ops",),
+        event_time=CREATED,
+        metadata={"author": "ana", "pages": 3},
+        chunks=tuple(chunks),
+        lexically_indexed=False,
+        created_at=CREATED,
+        updated_at=CREATED,
+    )
+
+
+def embedded(chunks: Sequence[Chunk], *, model: str = MODEL) -> list[EmbeddedChunk]:
+    """Each chunk with a distinct direction: chunk i points along axis i (by position)."""
+    return [EmbeddedChunk(c, embedding(*([0.0] * c.position), 1.0), model) for c in chunks]
+
+
+def entry(
+    project_id: str, document_id: str, n_chunks: int, **kwargs: str
+) -> tuple[StoredDocument, list[EmbeddedChunk]]:
+    chunks = [chunk(project_id, document_id, position) for position in range(n_chunks)]
+    return document(project_id, document_id, chunks, **kwargs), embedded(chunks)
+
+
+async def claimed(store: DocumentStore, project_id: str) -> list[DocumentChunks]:
+    """This project's outbox entries (a shared database holds other tests' entries too)."""
+    return [item for item in await store.claim_outbox(limit=100_000) if item.project_id == project_id]
+
+
+class DocumentStoreContract:
+    @pytest.fixture
+    def store(self) -> DocumentStore:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def project(self, unique_name: str) -> str:
+        return unique_name
+
+    async def test_saved_document_reads_back_with_chunks_in_position_order(self, store, project) -> None:
+        chunks = [chunk(project, "doc", 2), chunk(project, "doc", 0), chunk(project, "doc", 1)]
+
+        await store.save_documents([(document(project, "doc", chunks), embedded(chunks))])
+        stored = await store.get_document(project, "doc")
+
+        assert stored is not None
+        assert (stored.title, stored.source, stored.content_hash) == ("A guide", "runbooks/db.md", "content-1")
+        assert stored.tags == ("ops",)
+        assert stored.event_time == CREATED
+        assert dict(stored.metadata) == {"author": "ana", "pages": 3}
+        assert stored.created_at == CREATED
+        assert [c.chunk_id for c in stored.chunks] == ["doc#0", "doc#1", "doc#2"]
+        assert stored.chunks[1] == chunks[2]
+        assert stored.lexically_indexed is False
+
+    async def test_missing_document_is_none(self, store, project) -> None:
+        assert await store.get_document(project, "nope") is None
+        assert await store.get_content_hash(project, "nope") is None
+
+    async def test_content_hash_of_saved_document(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 1, content_hash="abc")])
+
+        assert await store.get_content_hash(project, "doc") == "abc"
+
+    async def test_saving_the_same_document_twice_changes_nothing(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 3)])
+        first = await store.get_document(project, "doc")
+
+        await store.save_documents([entry(project, "doc", 3)])
+        second = await store.get_document(project, "doc")
+
+        assert first is not None
+        assert second is not None
+        assert second.chunks == first.chunks
+        assert len(await claimed(store, project)) == 1
+
+    async def test_changed_document_replaces_exactly_its_chunks(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 3), entry(project, "other", 2)])
+        changed = [chunk(project, "doc", 0, text="rewritten intro")]
+
+        await store.save_documents([(document(project, "doc", changed, content_hash="content-2"), embedded(changed))])
+
+        doc = await store.get_document(project, "doc")
+        other = await store.get_document(project, "other")
+        assert doc is not None
+        assert other is not None
+        assert [c.text for c in doc.chunks] == ["rewritten intro"]
+        assert doc.content_hash == "content-2"
+        assert [c.chunk_id for c in other.chunks] == ["other#0", "other#1"]
+
+    async def test_replaced_document_keeps_its_creation_time(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 1)])
+        later = CREATED + timedelta(days=2)
+        doc, chunks = entry(project, "doc", 1, content_hash="content-2")
+
+        await store.save_documents([(_with_times(doc, later), chunks)])
+
+        stored = await store.get_document(project, "doc")
+        assert stored is not None
+        assert (stored.created_at, stored.updated_at) == (CREATED, later)
+
+    async def test_document_with_no_chunks_is_stored(self, store, project) -> None:
+        await store.save_documents([entry(project, "empty", 0)])
+
+        stored = await store.get_document(project, "empty")
+
+        assert stored is not None
+        assert stored.chunks == ()
+
+    async def test_same_ids_in_two_projects_stay_apart(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 2), entry(project + "_b", "doc", 1, content_hash="b")])
+
+        await store.delete_document(project + "_b", "doc")
+
+        stored = await store.get_document(project, "doc")
+        assert stored is not None
+        assert len(stored.chunks) == 2
+        assert await store.get_document(project + "_b", "doc") is None
+
+    async def test_delete_removes_document_and_queues_lexical_delete(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 2)])
+
+        deleted = await store.delete_document(project, "doc")
+
+        assert deleted is True
+        assert await store.get_document(project, "doc") is None
+        assert [(d.document_id, d.chunks) for d in await claimed(store, project)] == [("doc", ())]
+
+    async def test_deleting_a_missing_document_returns_false(self, store, project) -> None:
+        assert await store.delete_document(project, "nope") is False
+        assert await claimed(store, project) == []
+
+    async def test_cached_embeddings_are_found_by_hash_and_model(self, store, project) -> None:
+        chunks = [chunk(project, "doc", 0, text="alpha"), chunk(project, "doc", 1, text="beta")]
+        await store.save_documents([(document(project, "doc", chunks), embedded(chunks))])
+
+        cached = await store.cached_embeddings(["hash:alpha", "hash:beta", "hash:unknown"], model=MODEL)
+        other_model = await store.cached_embeddings(["hash:alpha"], model="another-model")
+
+        assert set(cached) == {"hash:alpha", "hash:beta"}
+        assert cached["hash:beta"] == pytest.approx(embedding(0.0, 1.0))
+        assert other_model == {}
+        assert await store.cached_embeddings([], model=MODEL) == {}
+
+    async def test_claimed_outbox_entry_carries_current_chunks_and_version(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 2)])
+
+        [item] = await claimed(store, project)
+
+        assert item.document_id == "doc"
+        assert [c.chunk_id for c in item.chunks] == ["doc#0", "doc#1"]
+        assert item.outbox_version is not None
+
+    async def test_claim_respects_limit(self, store, project) -> None:
+        await store.save_documents([entry(project, "a", 1), entry(project, "b", 1)])
+
+        assert len(await store.claim_outbox(limit=1)) == 1
+        assert await store.claim_outbox(limit=0) == []
+
+    async def test_completed_entry_leaves_queue_and_marks_document_indexed(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 2)])
+        backlog = await store.outbox_backlog()
+        items = await claimed(store, project)
+
+        await store.complete_outbox(items)
+
+        stored = await store.get_document(project, "doc")
+        assert stored is not None
+        assert stored.lexically_indexed is True
+        assert await claimed(store, project) == []
+        assert await store.outbox_backlog() == backlog - 1
+
+    async def test_entry_requeued_after_claim_stays_queued(self, store, project) -> None:
+        await store.save_documents([entry(project, "doc", 2)])
+        [stale] = await claimed(store, project)
+        await store.save_documents([entry(project, "doc", 1, content_hash="content-2")])
+
+        await store.complete_outbox([stale])
+
+        [fresh] = await claimed(store, project)
+        assert fresh.outbox_version is not None
+        assert stale.outbox_version is not None
+        assert fresh.outbox_version > stale.outbox_version
+        assert [c.chunk_id for c in fresh.chunks] == ["doc#0"]
+        stored = await store.get_document(project, "doc")
+        assert stored is not None
+        assert stored.lexically_indexed is False
+
+    async def test_backlog_counts_queued_documents(self, store, project) -> None:
+        before = await store.outbox_backlog()
+
+        await store.save_documents([entry(project, "a", 1), entry(project, "b", 1)])
+        await store.save_documents([entry(project, "a", 1)])
+
+        assert await store.outbox_backlog() == before + 2
+
+    async def test_reindex_queues_every_document_of_the_project_only(self, store, project) -> None:
+        await store.save_documents([entry(project, "a", 1), entry(project, "b", 2), entry(project + "_x", "c", 1)])
+        await store.complete_outbox(await claimed(store, project) + await claimed(store, project + "_x"))
+
+        queued = await store.queue_project_for_reindex(project)
+
+        assert queued == 2
+        assert sorted(d.document_id for d in await claimed(store, project)) == ["a", "b"]
+        assert await claimed(store, project + "_x") == []
+        stored = await store.get_document(project, "b")
+        assert stored is not None
+        assert stored.lexically_indexed is False
+
+    async def test_reindex_of_an_empty_project_queues_nothing(self, store, project) -> None:
+        assert await store.queue_project_for_reindex(project) == 0
+
+    async def test_ping_answers(self, store) -> None:
+        await store.ping()
+
+
+def _with_times(doc: StoredDocument, updated_at: datetime) -> StoredDocument:
+    return replace(doc, created_at=updated_at, updated_at=updated_at)

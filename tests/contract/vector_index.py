@@ -1,0 +1,205 @@
+"""`VectorIndexContract`: what every `VectorIndex` must do, run against each adapter (no Test prefix).
+
+An index searches what its document store saved, so each adapter supplies both fixtures.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.domain.models import EmbeddedChunk, Filters
+from tests.contract.document_store import MODEL, chunk, document, embedding
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from app.domain.models import Chunk
+    from app.domain.ports import DocumentStore, VectorIndex
+
+JAN = datetime(2026, 1, 1, tzinfo=UTC)
+FEB = datetime(2026, 2, 1, tzinfo=UTC)
+MAR = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+async def save(store: DocumentStore, items: Sequence[tuple[Chunk, Sequence[float]]]) -> None:
+    """Save chunks (grouped into their documents) with the given embeddings."""
+    by_document: dict[tuple[str, str], list[EmbeddedChunk]] = {}
+    for item, vector in items:
+        by_document.setdefault((item.project_id, item.document_id), []).append(EmbeddedChunk(item, vector, MODEL))
+    await store.save_documents(
+        [
+            (document(project, doc_id, [e.chunk for e in chunks]), chunks)
+            for (project, doc_id), chunks in by_document.items()
+        ]
+    )
+
+
+def ids(hits) -> list[str]:
+    return [hit.chunk_id for hit in hits]
+
+
+class VectorIndexContract:
+    @pytest.fixture
+    def store(self) -> DocumentStore:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def index(self, store) -> VectorIndex:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def project(self, unique_name: str) -> str:
+        return unique_name
+
+    async def test_nearest_chunk_ranks_first(self, store, index, project) -> None:
+        await save(
+            store, [(chunk(project, "far", 0), embedding(0.0, 1.0)), (chunk(project, "near", 0), embedding(1.0, 0.0))]
+        )
+
+        hits = await index.search(embedding(0.9, 0.1), top_k=2, filters=Filters(project_id=project))
+
+        assert ids(hits) == ["near#0", "far#0"]
+
+    async def test_score_is_cosine_similarity_best_first(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "same", 0), embedding(2.0, 0.0)),
+                (chunk(project, "diagonal", 0), embedding(1.0, 1.0)),
+                (chunk(project, "orthogonal", 0), embedding(0.0, 3.0)),
+                (chunk(project, "opposite", 0), embedding(-1.0, 0.0)),
+            ],
+        )
+
+        hits = await index.search(embedding(1.0, 0.0), top_k=4, filters=Filters(project_id=project))
+
+        assert ids(hits) == ["same#0", "diagonal#0", "orthogonal#0", "opposite#0"]
+        assert [h.score for h in hits] == pytest.approx([1.0, 2**-0.5, 0.0, -1.0], abs=1e-6)
+
+    async def test_hit_carries_the_whole_chunk(self, store, index, project) -> None:
+        original = chunk(project, "doc", 3, tags=("db", "ops"), event_time=FEB, level="paragraph")
+        await save(store, [(original, embedding(1.0))])
+
+        [hit] = await index.search(embedding(1.0), top_k=1, filters=Filters(project_id=project))
+
+        assert hit.chunk == original
+
+    async def test_top_k_limits_the_hits(self, store, index, project) -> None:
+        await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(5)])
+
+        hits = await index.search(embedding(1.0), top_k=3, filters=Filters(project_id=project))
+
+        assert ids(hits) == ["doc#0", "doc#1", "doc#2"]
+        assert await index.search(embedding(1.0), top_k=0, filters=Filters(project_id=project)) == []
+
+    async def test_other_projects_are_never_returned(self, store, index, project) -> None:
+        await save(
+            store,
+            [(chunk(project, "mine", 0), embedding(0.0, 1.0)), (chunk(project + "_x", "theirs", 0), embedding(1.0))],
+        )
+
+        hits = await index.search(embedding(1.0), top_k=10, filters=Filters(project_id=project))
+
+        assert ids(hits) == ["mine#0"]
+
+    async def test_levels_filter(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "doc", 0, level="document"), embedding(1.0)),
+                (chunk(project, "doc", 1, level="section"), embedding(1.0, 0.1)),
+                (chunk(project, "doc", 2, level="paragraph"), embedding(1.0, 0.2)),
+            ],
+        )
+
+        hits = await index.search(
+            embedding(1.0), top_k=10, filters=Filters(project_id=project, levels=("section", "paragraph"))
+        )
+
+        assert ids(hits) == ["doc#1", "doc#2"]
+
+    async def test_tags_filter_needs_every_tag(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "doc", 0, tags=("db",)), embedding(1.0)),
+                (chunk(project, "doc", 1, tags=("db", "ops", "k8s")), embedding(1.0, 0.1)),
+                (chunk(project, "doc", 2, tags=("ops",)), embedding(1.0, 0.2)),
+            ],
+        )
+
+        hits = await index.search(embedding(1.0), top_k=10, filters=Filters(project_id=project, tags=("ops", "db")))
+
+        assert ids(hits) == ["doc#1"]
+
+    async def test_source_prefix_filter_is_literal(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "a", 0, source="runbooks/db_1.md"), embedding(1.0)),
+                (chunk(project, "b", 0, source="runbooks/dbx1.md"), embedding(1.0, 0.1)),
+                (chunk(project, "c", 0, source="notes/runbooks/db_1.md"), embedding(1.0, 0.2)),
+            ],
+        )
+
+        hits = await index.search(
+            embedding(1.0), top_k=10, filters=Filters(project_id=project, source_prefix="runbooks/db_")
+        )
+
+        assert ids(hits) == ["a#0"]
+
+    async def test_event_time_range_includes_start_and_excludes_end(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "at_start", 0, event_time=JAN), embedding(1.0)),
+                (chunk(project, "inside", 0, event_time=FEB), embedding(1.0, 0.1)),
+                (chunk(project, "at_end", 0, event_time=MAR), embedding(1.0, 0.2)),
+                (chunk(project, "undated", 0), embedding(1.0, 0.3)),
+            ],
+        )
+
+        hits = await index.search(
+            embedding(1.0), top_k=10, filters=Filters(project_id=project, event_time_from=JAN, event_time_to=MAR)
+        )
+        since_feb = await index.search(
+            embedding(1.0), top_k=10, filters=Filters(project_id=project, event_time_from=FEB)
+        )
+
+        assert ids(hits) == ["at_start#0", "inside#0"]
+        assert ids(since_feb) == ["inside#0", "at_end#0"]
+
+    async def test_chunk_ids_restrict_and_rank_exactly(self, store, index, project) -> None:
+        await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(6)])
+
+        hits = await index.search(
+            embedding(1.0), top_k=2, filters=Filters(project_id=project, chunk_ids=("doc#5", "doc#3", "doc#4"))
+        )
+
+        assert ids(hits) == ["doc#3", "doc#4"]
+        assert await index.search(embedding(1.0), top_k=5, filters=Filters(project_id=project, chunk_ids=())) == []
+
+    async def test_selective_filter_still_fills_top_k(self, store, index, project) -> None:
+        # Many near chunks without the tag, a few far ones with it: the far ones must all come back.
+        near = [(chunk(project, f"n{i}", 0), embedding(1.0, i / 500)) for i in range(150)]
+        far = [(chunk(project, f"f{i}", 0, tags=("rare",)), embedding(0.0, 1.0, i / 10)) for i in range(5)]
+        await save(store, near + far)
+
+        hits = await index.search(embedding(1.0), top_k=5, filters=Filters(project_id=project, tags=("rare",)))
+
+        assert sorted(ids(hits)) == [f"f{i}#0" for i in range(5)]
+
+    async def test_deleted_document_is_not_found(self, store, index, project) -> None:
+        await save(
+            store, [(chunk(project, "gone", 0), embedding(1.0)), (chunk(project, "kept", 0), embedding(0.0, 1.0))]
+        )
+
+        await store.delete_document(project, "gone")
+
+        assert ids(await index.search(embedding(1.0), top_k=5, filters=Filters(project_id=project))) == ["kept#0"]
+
+    async def test_ping_answers(self, index) -> None:
+        await index.ping()

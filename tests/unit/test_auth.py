@@ -1,0 +1,464 @@
+"""JWT verification matrix at the verifier level (the HTTP-level matrix lives in tests/api)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import TYPE_CHECKING
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from app.api.auth import (
+    ANONYMOUS,
+    Principal,
+    TokenVerifier,
+    authorize,
+    cache_scope,
+)
+from app.config import ConfigurationError, Settings
+from app.domain.errors import AuthenticationError, PermissionDeniedError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SECRET = "s" * 40
+OTHER_SECRET = "o" * 40
+ISSUER = "https://issuer.example"
+AUDIENCE = "poimen"
+
+
+@pytest.fixture(scope="module")
+def rsa_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def other_rsa_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def ec_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def public_pem(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def claims(**overrides: object) -> dict[str, object]:
+    now = int(time.time())
+    values: dict[str, object] = {
+        "sub": "agent-7",
+        "projects": ["alpha", "beta"],
+        "scope": "search ingest",
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "iat": now,
+        "exp": now + 300,
+    }
+    values.update(overrides)
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def bearer(token: str) -> str:
+    return f"Bearer {token}"
+
+
+def hs_verifier(**options: object) -> TokenVerifier:
+    return TokenVerifier.from_hs256_secret(SECRET, issuer=ISSUER, audience=AUDIENCE, leeway_s=30, **options)
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def hand_signed_hs256(payload: dict[str, object], secret: bytes) -> str:
+    """An HS256 JWT signed by hand: PyJWT refuses to use a PEM key as an HMAC secret, an attacker does not."""
+    header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    body = b64url(json.dumps(payload).encode())
+    signature = hmac.new(secret, f"{header}.{body}".encode(), hashlib.sha256).digest()
+    return f"{header}.{body}.{b64url(signature)}"
+
+
+def assert_refused(verifier: TokenVerifier, header: str | None, reason: str) -> None:
+    with pytest.raises(AuthenticationError) as caught:
+        verifier.verify(header)
+
+    assert reason in caught.value.message
+    token = (header or "").removeprefix("Bearer ").strip()
+    if token:
+        assert token not in str(caught.value)
+    assert caught.value.__cause__ is None  # the PyJWT error (which may quote the token) is not chained
+
+
+# --- the matrix (HS256) -------------------------------------------------------------------------
+
+
+def test_no_header_is_refused() -> None:
+    assert_refused(hs_verifier(), None, "bearer token is required")
+
+
+def test_empty_bearer_is_refused() -> None:
+    assert_refused(hs_verifier(), "Bearer   ", "bearer token is required")
+
+
+def test_other_scheme_is_refused() -> None:
+    assert_refused(hs_verifier(), "Basic dXNlcjpwYXNz", "Bearer scheme")
+
+
+def test_garbage_token_is_refused() -> None:
+    assert_refused(hs_verifier(), bearer("not-a-jwt"), "not a well-formed JWT")
+
+
+def test_expired_token_is_refused() -> None:
+    token = jwt.encode(claims(exp=int(time.time()) - 120), SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), "expired")
+
+
+def test_token_expired_within_the_leeway_is_accepted() -> None:
+    token = jwt.encode(claims(exp=int(time.time()) - 5), SECRET, algorithm="HS256")
+
+    assert hs_verifier().verify(bearer(token)).subject == "agent-7"
+
+
+def test_not_yet_valid_token_is_refused() -> None:
+    token = jwt.encode(claims(nbf=int(time.time()) + 600), SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), "not valid yet")
+
+
+def test_token_signed_with_another_key_is_refused() -> None:
+    token = jwt.encode(claims(), OTHER_SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), "signature is invalid")
+
+
+def test_alg_none_is_refused() -> None:
+    token = jwt.encode(claims(), None, algorithm="none")
+
+    assert_refused(hs_verifier(), bearer(token), "algorithm this service does not accept")
+
+
+def test_other_hmac_algorithm_is_refused() -> None:
+    token = jwt.encode(claims(), SECRET * 2, algorithm="HS512")
+
+    assert_refused(hs_verifier(), bearer(token), "algorithm this service does not accept")
+
+
+def test_wrong_audience_is_refused() -> None:
+    token = jwt.encode(claims(aud="another-service"), SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), "audience")
+
+
+def test_wrong_issuer_is_refused() -> None:
+    token = jwt.encode(claims(iss="https://evil.example"), SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), "untrusted issuer")
+
+
+def test_token_without_exp_is_refused() -> None:
+    payload = claims()
+    del payload["exp"]
+    token = jwt.encode(payload, SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), "lacks a required claim: exp")
+
+
+def test_token_without_audience_is_refused_when_one_is_configured() -> None:
+    payload = claims()
+    del payload["aud"]
+    token = jwt.encode(payload, SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), "lacks a required claim: aud")
+
+
+def test_issuer_and_audience_are_not_checked_when_not_configured() -> None:
+    verifier = TokenVerifier.from_hs256_secret(SECRET)
+    token = jwt.encode(claims(iss="anyone", aud="anything"), SECRET, algorithm="HS256")
+
+    assert verifier.verify(bearer(token)).subject == "agent-7"
+
+
+def test_valid_token_gives_its_principal() -> None:
+    token = jwt.encode(claims(), SECRET, algorithm="HS256")
+
+    principal = hs_verifier().verify(bearer(token))
+
+    assert principal == Principal(
+        subject="agent-7", projects=frozenset({"alpha", "beta"}), scopes=frozenset({"search", "ingest"}), token=token
+    )
+    assert token not in repr(principal)
+
+
+def test_bearer_scheme_is_case_insensitive() -> None:
+    token = jwt.encode(claims(), SECRET, algorithm="HS256")
+
+    assert hs_verifier().verify(f"bearer {token}").token == token
+
+
+def test_scope_may_be_a_list_and_projects_a_star() -> None:
+    token = jwt.encode(claims(scope=["search"], projects="*"), SECRET, algorithm="HS256")
+
+    principal = hs_verifier().verify(bearer(token))
+
+    assert principal.projects is None
+    assert principal.scopes == frozenset({"search"})
+
+
+def test_missing_projects_claim_grants_no_project() -> None:
+    token = jwt.encode(claims(projects=None), SECRET, algorithm="HS256")
+
+    principal = hs_verifier().verify(bearer(token))
+
+    assert principal.projects == frozenset()
+    with pytest.raises(PermissionDeniedError):
+        authorize(principal, project="alpha", scope="search")
+
+
+@pytest.mark.parametrize(("claim", "value"), [("projects", "alpha"), ("projects", [1, 2]), ("scope", 7), ("sub", "")])
+def test_malformed_claims_are_refused(claim: str, value: object) -> None:
+    token = jwt.encode(claims(**{claim: value}), SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), f"malformed {claim!r} claim")
+
+
+# --- asymmetric keys and algorithm confusion ----------------------------------------------------
+
+
+def test_rs256_token_is_accepted_with_the_public_key(rsa_key: rsa.RSAPrivateKey) -> None:
+    verifier = TokenVerifier.from_public_key_pem(public_pem(rsa_key), audience=AUDIENCE, issuer=ISSUER)
+    token = jwt.encode(claims(), rsa_key, algorithm="RS256")
+
+    assert verifier.verify(bearer(token)).subject == "agent-7"
+
+
+def test_rs256_token_signed_by_another_key_is_refused(
+    rsa_key: rsa.RSAPrivateKey, other_rsa_key: rsa.RSAPrivateKey
+) -> None:
+    verifier = TokenVerifier.from_public_key_pem(public_pem(rsa_key), audience=AUDIENCE, issuer=ISSUER)
+    token = jwt.encode(claims(), other_rsa_key, algorithm="RS256")
+
+    assert_refused(verifier, bearer(token), "signature is invalid")
+
+
+def test_hs_rs_confusion_is_refused(rsa_key: rsa.RSAPrivateKey) -> None:
+    # The classic attack: sign HS256 with the server's *public* key as the HMAC secret.
+    verifier = TokenVerifier.from_public_key_pem(public_pem(rsa_key), audience=AUDIENCE, issuer=ISSUER)
+    token = hand_signed_hs256(claims(), public_pem(rsa_key))
+
+    assert_refused(verifier, bearer(token), "algorithm this service does not accept")
+
+
+def test_rs_algorithm_other_than_rs256_is_refused(rsa_key: rsa.RSAPrivateKey) -> None:
+    verifier = TokenVerifier.from_public_key_pem(public_pem(rsa_key), audience=AUDIENCE, issuer=ISSUER)
+    token = jwt.encode(claims(), rsa_key, algorithm="PS256")
+
+    assert_refused(verifier, bearer(token), "algorithm this service does not accept")
+
+
+def test_es256_token_is_accepted_and_rs256_refused(
+    ec_key: ec.EllipticCurvePrivateKey, rsa_key: rsa.RSAPrivateKey
+) -> None:
+    verifier = TokenVerifier.from_public_key_pem(public_pem(ec_key), audience=AUDIENCE, issuer=ISSUER)
+
+    assert verifier.verify(bearer(jwt.encode(claims(), ec_key, algorithm="ES256"))).subject == "agent-7"
+    assert_refused(verifier, bearer(jwt.encode(claims(), rsa_key, algorithm="RS256")), "algorithm")
+
+
+def test_short_rsa_key_is_a_configuration_error() -> None:
+    short = rsa.generate_private_key(public_exponent=65537, key_size=1024)  # noqa: S505 - the point: a breakable key is refused
+
+    with pytest.raises(ConfigurationError, match="at least 2048 bits"):
+        TokenVerifier.from_public_key_pem(public_pem(short))
+
+
+def test_non_p256_ec_key_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="P-256"):
+        TokenVerifier.from_public_key_pem(public_pem(ec.generate_private_key(ec.SECP384R1())))
+
+
+def test_private_key_file_is_a_configuration_error(rsa_key: rsa.RSAPrivateKey) -> None:
+    private_pem = rsa_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+    with pytest.raises(ConfigurationError, match="PEM public key") as caught:
+        TokenVerifier.from_public_key_pem(private_pem)
+
+    assert "PRIVATE" not in str(caught.value)
+
+
+# --- JWKS ---------------------------------------------------------------------------------------
+
+
+def jwks(*entries: tuple[str, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey]) -> str:
+    keys = []
+    for kid, key in entries:
+        algorithm = jwt.algorithms.RSAAlgorithm if isinstance(key, rsa.RSAPrivateKey) else jwt.algorithms.ECAlgorithm
+        jwk = json.loads(algorithm.to_jwk(key.public_key()))
+        jwk["kid"] = kid
+        keys.append(jwk)
+    return json.dumps({"keys": keys})
+
+
+def test_jwks_picks_the_key_by_kid(rsa_key: rsa.RSAPrivateKey, ec_key: ec.EllipticCurvePrivateKey) -> None:
+    verifier = TokenVerifier.from_jwks_json(jwks(("rsa-1", rsa_key), ("ec-1", ec_key)), audience=AUDIENCE)
+    rs_token = jwt.encode(claims(), rsa_key, algorithm="RS256", headers={"kid": "rsa-1"})
+    es_token = jwt.encode(claims(), ec_key, algorithm="ES256", headers={"kid": "ec-1"})
+
+    assert verifier.verify(bearer(rs_token)).subject == "agent-7"
+    assert verifier.verify(bearer(es_token)).subject == "agent-7"
+
+
+def test_jwks_refuses_an_unknown_kid(rsa_key: rsa.RSAPrivateKey, other_rsa_key: rsa.RSAPrivateKey) -> None:
+    verifier = TokenVerifier.from_jwks_json(jwks(("rsa-1", rsa_key), ("rsa-2", other_rsa_key)))
+    token = jwt.encode(claims(), rsa_key, algorithm="RS256", headers={"kid": "rsa-9"})
+
+    assert_refused(verifier, bearer(token), "unknown key")
+
+
+def test_jwks_refuses_a_key_used_under_the_wrong_kid(
+    rsa_key: rsa.RSAPrivateKey, other_rsa_key: rsa.RSAPrivateKey
+) -> None:
+    verifier = TokenVerifier.from_jwks_json(jwks(("rsa-1", rsa_key), ("rsa-2", other_rsa_key)))
+    token = jwt.encode(claims(), other_rsa_key, algorithm="RS256", headers={"kid": "rsa-1"})
+
+    assert_refused(verifier, bearer(token), "signature is invalid")
+
+
+def test_jwks_with_a_symmetric_key_is_a_configuration_error() -> None:
+    text = json.dumps({"keys": [{"kty": "oct", "kid": "k", "k": b64url(SECRET.encode())}]})
+
+    with pytest.raises(ConfigurationError, match="only RSA and EC"):
+        TokenVerifier.from_jwks_json(text)
+
+
+def test_jwks_that_is_not_json_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="JWT_JWKS_FILE"):
+        TokenVerifier.from_jwks_json("{not json")
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def test_auth_off_makes_every_caller_anonymous() -> None:
+    verifier = TokenVerifier.from_settings(Settings(auth_mode="off"))
+
+    assert not verifier.enabled
+    assert verifier.verify(None) is ANONYMOUS
+    assert verifier.verify("Bearer garbage") is ANONYMOUS
+
+
+def test_settings_with_a_secret_verify_hs256() -> None:
+    verifier = TokenVerifier.from_settings(Settings(auth_mode="jwt", jwt_secret=SECRET, jwt_audience=AUDIENCE))
+
+    assert verifier.verify(bearer(jwt.encode(claims(), SECRET, algorithm="HS256"))).subject == "agent-7"
+    assert SECRET not in repr(verifier)
+
+
+def test_settings_with_a_public_key_file_verify_rs256(tmp_path: Path, rsa_key: rsa.RSAPrivateKey) -> None:
+    key_file = tmp_path / "public.pem"
+    key_file.write_bytes(public_pem(rsa_key))
+
+    verifier = TokenVerifier.from_settings(Settings(auth_mode="jwt", jwt_public_key_file=key_file, jwt_issuer=ISSUER))
+
+    assert verifier.verify(bearer(jwt.encode(claims(), rsa_key, algorithm="RS256"))).subject == "agent-7"
+
+
+def test_settings_with_a_jwks_file_read_it_at_start(tmp_path: Path, ec_key: ec.EllipticCurvePrivateKey) -> None:
+    key_file = tmp_path / "jwks.json"
+    key_file.write_text(jwks(("ec-1", ec_key)))
+
+    verifier = TokenVerifier.from_settings(Settings(auth_mode="jwt", jwt_jwks_file=key_file))
+    key_file.unlink()
+
+    token = jwt.encode(claims(), ec_key, algorithm="ES256", headers={"kid": "ec-1"})
+    assert verifier.verify(bearer(token)).subject == "agent-7"
+
+
+def test_settings_with_two_key_sources_are_refused(tmp_path: Path, rsa_key: rsa.RSAPrivateKey) -> None:
+    key_file = tmp_path / "public.pem"
+    key_file.write_bytes(public_pem(rsa_key))
+
+    with pytest.raises(ConfigurationError, match="exactly one"):
+        TokenVerifier.from_settings(Settings(auth_mode="jwt", jwt_secret=SECRET, jwt_public_key_file=key_file))
+
+
+def test_settings_with_a_missing_key_file_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="JWT_PUBLIC_KEY_FILE: cannot read"):
+        TokenVerifier.from_settings(Settings(auth_mode="jwt", jwt_public_key_file=tmp_path / "absent.pem"))
+
+
+# --- authorization ------------------------------------------------------------------------------
+
+
+def principal(
+    projects: frozenset[str] | None = frozenset({"alpha"}), scopes: frozenset[str] = frozenset({"search"})
+) -> Principal:
+    return Principal(subject="agent-7", projects=projects, scopes=scopes, token="t0k3n")
+
+
+def test_authorize_allows_a_granted_project_and_scope() -> None:
+    authorize(principal(), project="alpha", scope="search")
+
+
+def test_authorize_refuses_another_project_without_naming_it() -> None:
+    with pytest.raises(PermissionDeniedError) as caught:
+        authorize(principal(), project="beta", scope="search")
+
+    assert "beta" not in caught.value.message
+
+
+def test_authorize_refuses_a_missing_scope() -> None:
+    with pytest.raises(PermissionDeniedError, match="'ingest' scope"):
+        authorize(principal(), project="alpha", scope="ingest")
+
+
+def test_star_projects_grant_every_project() -> None:
+    authorize(principal(projects=None), project="anything", scope="search")
+
+
+def test_admin_scope_grants_every_scope() -> None:
+    authorize(principal(scopes=frozenset({"admin"})), project="alpha", scope="ingest")
+
+
+def test_anonymous_may_do_everything() -> None:
+    authorize(ANONYMOUS, project="alpha", scope="admin")
+
+
+# --- cache scope --------------------------------------------------------------------------------
+
+
+def test_cache_scope_is_shared_by_equal_grants_and_hides_the_token() -> None:
+    first = Principal("a", frozenset({"alpha", "beta"}), frozenset({"search"}), token="token-one")
+    second = Principal("b", frozenset({"beta", "alpha"}), frozenset({"search"}), token="token-two")
+
+    assert cache_scope(first) == cache_scope(second)
+    assert "token-one" not in cache_scope(first)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        Principal("a", frozenset({"alpha"}), frozenset({"search"})),
+        Principal("a", None, frozenset({"search"})),
+        Principal("a", frozenset({"alpha", "beta"}), frozenset({"search", "ingest"})),
+    ],
+)
+def test_cache_scope_differs_when_grants_differ(other: Principal) -> None:
+    base = Principal("a", frozenset({"alpha", "beta"}), frozenset({"search"}))
+
+    assert cache_scope(base) != cache_scope(other)
+
+
+def test_cache_scope_of_anonymous() -> None:
+    assert cache_scope(ANONYMOUS) == "anonymous"

@@ -1,0 +1,213 @@
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+from prometheus_client import REGISTRY
+
+from app.domain.models import Filters
+from app.operations.cache import QueryCache, QueryCacheKey
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+BASE_INPUTS: dict[str, object] = {
+    "project_id": "alpha",
+    "query": "how to rotate certs",
+    "filters": Filters(project_id="alpha", tags=("ops",)),
+    "strategy": "hybrid",
+    "fusion": "rrf",
+    "weights": {"semantic": 0.6, "lexical": 0.4},
+    "rrf_k": 60,
+    "limit": 10,
+    "collapse": None,
+    "min_score": None,
+    "explain": False,
+    "flags_version": 3,
+    "arm": "hybrid",
+    "auth_scope": "read:alpha",
+    "extra": None,
+}
+
+# One different value per input; each must give a different key.
+CHANGED_INPUTS: dict[str, object] = {
+    "project_id": "beta",
+    "query": "how to rotate keys",
+    "filters": Filters(project_id="alpha", tags=("dev",)),
+    "strategy": "lexical",
+    "fusion": "weighted",
+    "weights": {"semantic": 0.5, "lexical": 0.5},
+    "rrf_k": 61,
+    "limit": 20,
+    "collapse": 1,
+    "min_score": 0.2,
+    "explain": True,
+    "flags_version": 4,
+    "arm": "semantic",
+    "auth_scope": "read:alpha,beta",
+    "extra": ("reranker", "on"),
+}
+
+
+def cache_lookups(result: str) -> float:
+    return REGISTRY.get_sample_value("poimen_query_cache_requests_total", {"result": result}) or 0.0
+
+
+def make_cache(clock: FakeClock | None = None, *, ttl_s: float = 60.0, max_size: int = 100) -> QueryCache[str]:
+    return QueryCache(ttl_s=ttl_s, max_size=max_size, clock=clock or FakeClock())
+
+
+def key_for(cache: QueryCache[str], **changes: object) -> QueryCacheKey:
+    return cache.make_key(**{**BASE_INPUTS, **changes})  # type: ignore[arg-type]
+
+
+def test_a_stored_answer_is_a_hit_and_counted() -> None:
+    cache = make_cache()
+    cache.put(key_for(cache), "answer")
+    hits_before = cache_lookups("hit")
+
+    value = cache.get(key_for(cache))
+
+    assert value == "answer"
+    assert cache_lookups("hit") == hits_before + 1
+
+
+def test_an_unknown_key_is_a_miss_and_counted() -> None:
+    cache = make_cache()
+    misses_before = cache_lookups("miss")
+
+    value = cache.get(key_for(cache))
+
+    assert value is None
+    assert cache_lookups("miss") == misses_before + 1
+
+
+def test_an_entry_expires_after_its_ttl() -> None:
+    clock = FakeClock()
+    cache = make_cache(clock, ttl_s=30.0)
+    cache.put(key_for(cache), "answer")
+
+    clock.now += 29.9
+    still_there = cache.get(key_for(cache))
+    clock.now += 0.2
+    expired = cache.get(key_for(cache))
+
+    assert still_there == "answer"
+    assert expired is None
+
+
+def test_invalidating_a_project_hides_its_entries_but_not_others() -> None:
+    cache = make_cache()
+    cache.put(key_for(cache), "alpha answer")
+    cache.put(key_for(cache, project_id="beta"), "beta answer")
+
+    cache.invalidate_project("alpha")
+
+    assert cache.get(key_for(cache)) is None
+    assert cache.get(key_for(cache, project_id="beta")) == "beta answer"
+    assert cache.generation("alpha") == 1
+
+
+def test_an_answer_computed_before_an_invalidation_is_never_served_after_it() -> None:
+    cache = make_cache()
+    key_before_write = key_for(cache)
+
+    cache.invalidate_project("alpha")  # a write lands while the search runs
+    cache.put(key_before_write, "stale answer")
+
+    assert cache.get(key_for(cache)) is None
+
+
+@pytest.mark.parametrize("name", sorted(CHANGED_INPUTS))
+def test_every_input_changes_the_key(name: str) -> None:
+    cache = make_cache()
+
+    assert key_for(cache, **{name: CHANGED_INPUTS[name]}) != key_for(cache)
+
+
+def test_changed_inputs_cover_every_key_field() -> None:
+    fields = {field.name for field in dataclasses.fields(QueryCacheKey)} - {"generation"}
+
+    assert fields == set(CHANGED_INPUTS)
+
+
+def test_whitespace_and_weight_order_do_not_change_the_key() -> None:
+    cache = make_cache()
+
+    same = key_for(cache, query="  how to   rotate\tcerts ", weights={"lexical": 0.4, "semantic": 0.6})
+
+    assert same == key_for(cache)
+    assert hash(same) == hash(key_for(cache))
+
+
+@pytest.mark.parametrize(("ttl_s", "max_size"), [(0.0, 100), (60.0, 0)])
+def test_zero_ttl_or_size_disables_the_cache(ttl_s: float, max_size: int) -> None:
+    cache = make_cache(ttl_s=ttl_s, max_size=max_size)
+    lookups_before = cache_lookups("hit") + cache_lookups("miss")
+
+    cache.put(key_for(cache), "answer")
+
+    assert not cache.enabled
+    assert cache.get(key_for(cache)) is None
+    assert len(cache) == 0
+    assert cache_lookups("hit") + cache_lookups("miss") == lookups_before
+
+
+def test_a_new_ttl_applies_to_later_entries_and_zero_disables() -> None:
+    clock = FakeClock()
+    cache = make_cache(clock, ttl_s=30.0)
+    cache.put(key_for(cache), "old ttl")
+
+    cache.set_ttl(5.0)
+    cache.put(key_for(cache), "new ttl")
+    clock.now += 6.0
+    after_new_ttl = cache.get(key_for(cache))
+    cache.set_ttl(0.0)
+    cache.put(key_for(cache), "disabled")
+
+    assert after_new_ttl is None
+    assert not cache.enabled
+    assert cache.get(key_for(cache)) is None
+
+
+def test_the_oldest_entries_go_when_full() -> None:
+    cache = make_cache(max_size=2)
+    for limit in (1, 2, 3):
+        cache.put(key_for(cache, limit=limit), f"answer {limit}")
+
+    assert len(cache) == 2
+    assert cache.get(key_for(cache, limit=1)) is None
+    assert cache.get(key_for(cache, limit=3)) == "answer 3"
+
+
+def test_concurrent_puts_gets_and_invalidations_do_not_corrupt_the_cache() -> None:
+    cache = make_cache(max_size=50)
+    errors: list[BaseException] = []
+
+    def worker(worker_id: int) -> None:
+        try:
+            for i in range(300):
+                key = key_for(cache, limit=i % 80, project_id=f"p{worker_id % 3}")
+                cache.put(key, f"{worker_id}-{i}")
+                cache.get(key)
+                if i % 50 == 0:
+                    cache.invalidate_project(f"p{worker_id % 3}")
+        except BaseException as error:  # any error in a thread must fail the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert len(cache) <= 50
+    assert sum(cache.generation(f"p{n}") for n in range(3)) == 8 * 6

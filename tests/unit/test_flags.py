@@ -1,0 +1,236 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+from prometheus_client import REGISTRY
+
+from app.config import Settings
+from app.domain.models import SearchStrategy
+from app.operations.flags import FLAG_NAMES, Flags, FlagStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def reload_errors() -> float:
+    return REGISTRY.get_sample_value("poimen_flags_reload_errors_total") or 0.0
+
+
+def gauge(name: str) -> float:
+    value = REGISTRY.get_sample_value(name)
+    assert value is not None
+    return value
+
+
+@pytest.fixture
+def settings(monkeypatch: pytest.MonkeyPatch) -> Settings:
+    for name in FLAG_NAMES:
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("RRF_K_CONSTANT", "70")
+    monkeypatch.setenv("HYBRID_ROLLOUT_PERCENT", "25")
+    return Settings(_env_file=None)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_without_a_file_the_flags_are_the_env_values_and_defaults(settings: Settings) -> None:
+    store = FlagStore(settings, path=None)
+
+    assert store.current().rrf_k_constant == 70
+    assert store.current().rrf_final_k == 10
+    assert store.sources()["rrf_k_constant"] == "env"
+    assert store.sources()["rrf_final_k"] == "default"
+    assert store.version == 0
+
+
+def test_file_values_override_env_and_keys_may_be_env_style(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.yaml", "RRF_K_CONSTANT: 40\nsearch_strategy: LEXICAL\nHybrid-Rollout-Percent: 50\n")
+
+    store = FlagStore(settings, path=path)
+
+    flags = store.current()
+    assert (flags.rrf_k_constant, flags.search_strategy, flags.hybrid_rollout_percent) == (
+        40,
+        SearchStrategy.LEXICAL,
+        50,
+    )
+    assert store.sources()["rrf_k_constant"] == "file"
+    assert store.sources()["semantic_timeout_ms"] == "default"
+    assert store.version == 1
+    assert gauge("poimen_flags_version") == 1
+    assert gauge("poimen_rollout_hybrid_percent") == 50
+
+
+def test_a_json_file_is_read(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.json", json.dumps({"rollout_shadow_enabled": True, "rrf_final_k": 20}))
+
+    store = FlagStore(settings, path=path)
+
+    assert store.current().rollout_shadow_enabled is True
+    assert store.current().rrf_final_k == 20
+
+
+def test_an_empty_file_overrides_nothing(settings: Settings, tmp_path: Path) -> None:
+    store = FlagStore(settings, path=write(tmp_path / "flags.yaml", "# nothing yet\n"))
+
+    assert store.current() == Flags.from_settings(settings)
+    assert store.last_error is None
+
+
+def test_describe_shows_each_value_and_its_source(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.yaml", "rrf_final_k: 5\n")
+
+    description = FlagStore(settings, path=path).describe()
+
+    assert description["version"] == 1
+    assert description["file"] == str(path)
+    assert description["last_error"] is None
+    flags = description["flags"]
+    assert isinstance(flags, dict)
+    assert set(flags) == set(FLAG_NAMES)
+    assert flags["rrf_final_k"] == {"value": 5, "source": "file"}
+    assert flags["rrf_k_constant"] == {"value": 70, "source": "env"}
+    assert flags["search_strategy"] == {"value": "hybrid", "source": "default"}
+    json.dumps(description)  # the admin endpoint serves it as is
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("rrf_k_constant: [unclosed\n", "cannot parse"),
+        ("- a list\n", "top level must be a mapping"),
+        ("rrf_k_constnat: 40\n", "unknown flag 'rrf_k_constnat'"),
+        ("rrf_k_constant: 0\n", "RRF_K_CONSTANT"),
+        ("search_strategy: telepathy\n", "SEARCH_STRATEGY"),
+    ],
+)
+def test_a_bad_file_keeps_the_last_good_flags_and_says_why(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str, reason: str
+) -> None:
+    path = write(tmp_path / "flags.yaml", "rrf_k_constant: 40\n")
+    store = FlagStore(settings, path=path)
+    errors_before = reload_errors()
+    write(path, content)
+
+    with caplog.at_level(logging.WARNING, logger="app.operations.flags"):
+        changed = store.reload()
+
+    assert changed is False
+    assert store.current().rrf_k_constant == 40
+    assert store.version == 1
+    assert store.last_error is not None
+    assert reason in store.last_error
+    assert reload_errors() == errors_before + 1
+    (record,) = caplog.records
+    assert reason in record.getMessage()
+    assert "\n" not in record.getMessage()
+
+
+def test_a_bad_file_is_reported_once_not_on_every_poll(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.yaml", "rrf_k_constant: nope\n")
+    store = FlagStore(settings, path=path)
+    errors_after_start = reload_errors()
+
+    store.reload()
+    store.reload()
+
+    assert reload_errors() == errors_after_start
+    assert store.current().rrf_k_constant == 70  # the env value: the last good flags at start
+
+
+def test_fixing_a_bad_file_applies_it_and_clears_the_error(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.yaml", "rrf_k_constant: nope\n")
+    store = FlagStore(settings, path=path)
+
+    write(path, "rrf_k_constant: 80\n")
+    changed = store.reload()
+
+    assert changed is True
+    assert store.current().rrf_k_constant == 80
+    assert store.last_error is None
+
+
+def test_a_missing_file_keeps_the_env_flags(settings: Settings, tmp_path: Path) -> None:
+    store = FlagStore(settings, path=tmp_path / "absent.yaml")
+
+    assert store.current() == Flags.from_settings(settings)
+    assert store.last_error is not None
+    assert "cannot read" in store.last_error
+
+
+def test_rewriting_the_same_values_does_not_bump_the_version(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.yaml", "rrf_k_constant: 40\n")
+    store = FlagStore(settings, path=path)
+
+    write(path, "# reformatted\nRRF_K_CONSTANT: 40\n")
+
+    assert store.reload() is False
+    assert store.version == 1
+
+
+async def test_run_sees_a_rewrite_within_two_polls(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.yaml", "hybrid_rollout_percent: 10\n")
+    store = FlagStore(settings, path=path, poll_interval_s=0.2)
+    poller = asyncio.create_task(store.run())
+    await asyncio.sleep(0.21)
+
+    write(path, "hybrid_rollout_percent: 90\n")  # same size: only the content tells it apart
+    started = time.monotonic()
+    while store.current().hybrid_rollout_percent != 90 and time.monotonic() - started < 2.0:
+        await asyncio.sleep(0.01)
+    elapsed_s = time.monotonic() - started
+    poller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await poller
+
+    assert store.current().hybrid_rollout_percent == 90
+    assert elapsed_s < 0.2 * 2 + 0.5  # two polls, plus slack for a loaded CI machine
+    assert gauge("poimen_rollout_hybrid_percent") == 90
+
+
+async def test_run_returns_at_once_without_a_file(settings: Settings) -> None:
+    await asyncio.wait_for(FlagStore(settings, path=None).run(), timeout=1.0)
+
+
+def make_configmap_version(mount: Path, name: str, content: str) -> None:
+    version_dir = mount / name
+    version_dir.mkdir()
+    (version_dir / "flags.yaml").write_text(content)
+
+
+def swap_configmap_data(mount: Path, name: str) -> None:
+    # What the kubelet does: build a new ..data symlink aside, then rename it over the old one (atomic).
+    (mount / "..data_tmp").symlink_to(name)
+    (mount / "..data_tmp").replace(mount / "..data")
+
+
+def test_a_configmap_symlink_swap_is_seen(settings: Settings, tmp_path: Path) -> None:
+    mount = tmp_path / "config"
+    mount.mkdir()
+    make_configmap_version(mount, "..2024_01_01_00_00_00.1", "rrf_final_k: 11\n")
+    (mount / "..data").symlink_to("..2024_01_01_00_00_00.1")
+    (mount / "flags.yaml").symlink_to("..data/flags.yaml")
+    store = FlagStore(settings, path=mount / "flags.yaml")
+
+    make_configmap_version(mount, "..2024_01_01_00_01_00.2", "rrf_final_k: 12\n")
+    swap_configmap_data(mount, "..2024_01_01_00_01_00.2")
+    changed = store.reload()
+
+    assert changed is True
+    assert store.current().rrf_final_k == 12
+
+
+def test_flags_accept_exactly_what_settings_accepts() -> None:
+    for name, flag_field in Flags.model_fields.items():
+        setting_field = Settings.model_fields[name]
+
+        assert flag_field.annotation == setting_field.annotation, name
+        assert flag_field.metadata == setting_field.metadata, name

@@ -1,0 +1,357 @@
+"""Fusion: the acceptance cases of reference/rrf-fusion-task.md plus weighted, z-score and invariants."""
+
+from __future__ import annotations
+
+import copy
+import statistics
+
+import pytest
+
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Chunk, FusionMethod, FusionSettings, ScoredHit
+from app.retrieval.fusion import (
+    cascade_ranking,
+    fuse,
+    min_max_normalize,
+    rank_single_leg,
+    reciprocal_rank_fusion,
+    weighted_score_fusion,
+    zscore_fusion,
+)
+from app.retrieval.postprocess import collapse_per_document, filter_min_score
+
+
+def hit(chunk_id: str, score: float = 1.0, *, document_id: str | None = None) -> ScoredHit:
+    chunk = Chunk(
+        chunk_id=chunk_id,
+        document_id=document_id or f"doc-{chunk_id}",
+        project_id="p",
+        text=f"text of {chunk_id}",
+        source=f"{chunk_id}.md",
+        level="L1",
+        breadcrumb=(),
+        section_title="",
+        position=0,
+    )
+    return ScoredHit(chunk=chunk, score=score)
+
+
+def legs(semantic: list[ScoredHit], lexical: list[ScoredHit]) -> dict[str, list[ScoredHit]]:
+    return {SEMANTIC_LEG: semantic, LEXICAL_LEG: lexical}
+
+
+def ids(fused) -> list[str]:
+    return [h.chunk_id for h in fused]
+
+
+# --- RRF: acceptance of rrf-fusion-task.md -------------------------------------------------------
+
+
+def test_rrf_ranks_chunk_found_by_both_legs_first() -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.8)], [hit("a", 8.0), hit("c", 7.0)])
+
+    fused = reciprocal_rank_fusion(ranked)
+
+    assert fused[0].chunk_id == "a"
+    assert fused[0].score == pytest.approx(1 / 61 + 1 / 61)
+
+
+def test_rrf_single_leg_hit_scores_one_over_61() -> None:
+    fused = reciprocal_rank_fusion(legs([hit("a", 0.9)], []))
+
+    assert ids(fused) == ["a"]
+    assert fused[0].score == pytest.approx(1 / 61)
+    assert dict(fused[0].ranks) == {SEMANTIC_LEG: 1}
+
+
+def test_rrf_of_empty_lists_is_empty() -> None:
+    assert reciprocal_rank_fusion(legs([], [])) == []
+    assert reciprocal_rank_fusion({}) == []
+
+
+def test_rrf_swapped_ranks_tie_exactly_and_break_on_chunk_id() -> None:
+    ranked = legs([hit("b", 0.9), hit("a", 0.8)], [hit("a", 8.0), hit("b", 7.0)])
+
+    fused = reciprocal_rank_fusion(ranked)
+
+    assert fused[0].score == fused[1].score
+    assert ids(fused) == ["a", "b"]  # deterministic: equal scores order by chunk id
+
+
+def test_rrf_output_never_exceeds_limit() -> None:
+    ranked = legs([hit(f"s{i}") for i in range(20)], [hit(f"l{i}") for i in range(20)])
+
+    for limit in (0, 1, 5, 10, 40, 100):
+        assert len(reciprocal_rank_fusion(ranked, limit=limit)) == min(limit, 40)
+
+
+def test_rrf_false_pass_fused_order_is_not_original_score_order() -> None:
+    # "x" is #1 in semantic with the highest raw score but absent from lexical; "z" is #3 in
+    # semantic and #1 in lexical. Sorting by raw score would put x first; RRF must put z first.
+    ranked = legs([hit("x", 0.99), hit("y", 0.98), hit("z", 0.50)], [hit("z", 3.0)])
+
+    fused = reciprocal_rank_fusion(ranked)
+
+    assert ids(fused)[0] == "z"
+    assert fused[0].score == pytest.approx(1 / 63 + 1 / 61)
+    assert ids(fused).index("z") < ids(fused).index("x")
+
+
+def test_rrf_reports_ranks_raw_scores_and_contributions() -> None:
+    ranked = legs([hit("a", 0.95), hit("b", 0.88)], [hit("b", 8.5), hit("a", 7.2)])
+
+    fused = {h.chunk_id: h for h in reciprocal_rank_fusion(ranked)}
+
+    assert dict(fused["a"].ranks) == {SEMANTIC_LEG: 1, LEXICAL_LEG: 2}
+    assert dict(fused["a"].leg_scores) == {SEMANTIC_LEG: 0.95, LEXICAL_LEG: 7.2}
+    assert fused["a"].contributions[SEMANTIC_LEG] == pytest.approx(1 / 61)
+    assert fused["a"].contributions[LEXICAL_LEG] == pytest.approx(1 / 62)
+
+
+def test_rrf_k_changes_scores_and_can_change_order() -> None:
+    # a: rank 1 in one leg only; b: rank 4 in both. Small k favours top ranks, large k favours agreement.
+    ranked = legs([hit("a"), hit("s2"), hit("s3"), hit("b")], [hit("l1"), hit("l2"), hit("l3"), hit("b")])
+
+    small_k = {h.chunk_id: h.score for h in reciprocal_rank_fusion(ranked, k=1)}
+    large_k = reciprocal_rank_fusion(ranked, k=60)
+
+    assert small_k["a"] == pytest.approx(1 / 2)
+    assert small_k["b"] == pytest.approx(2 / 5)
+    assert ids(large_k)[0] == "b"
+    assert large_k[0].score == pytest.approx(2 / 64)
+
+
+def test_rrf_weights_scale_each_legs_contribution() -> None:
+    ranked = legs([hit("s")], [hit("l")])
+
+    fused = reciprocal_rank_fusion(ranked, weights={SEMANTIC_LEG: 1.0, LEXICAL_LEG: 3.0})
+
+    assert ids(fused) == ["l", "s"]
+    assert fused[0].score == pytest.approx(3 / 61)
+
+
+def test_rrf_counts_a_duplicate_only_at_its_best_rank() -> None:
+    fused = reciprocal_rank_fusion(legs([hit("a"), hit("b"), hit("a")], []))
+
+    by_id = {h.chunk_id: h for h in fused}
+    assert by_id["a"].score == pytest.approx(1 / 61)
+    assert by_id["b"].ranks[SEMANTIC_LEG] == 2
+
+
+def test_rrf_rejects_negative_k_weight_and_limit() -> None:
+    ranked = legs([hit("a")], [])
+
+    with pytest.raises(ValueError, match="k must be"):
+        reciprocal_rank_fusion(ranked, k=-1)
+    with pytest.raises(ValueError, match="weight"):
+        reciprocal_rank_fusion(ranked, weights={SEMANTIC_LEG: -0.5})
+    with pytest.raises(ValueError, match="limit"):
+        reciprocal_rank_fusion(ranked, limit=-1)
+
+
+# --- invariants shared by every fusion -----------------------------------------------------------
+
+ALL_FUSIONS = [
+    pytest.param(lambda r, **kw: reciprocal_rank_fusion(r, **kw), id="rrf"),
+    pytest.param(lambda r, **kw: weighted_score_fusion(r, **kw), id="weighted"),
+    pytest.param(lambda r, **kw: zscore_fusion(r, **kw), id="zscore"),
+]
+
+
+@pytest.mark.parametrize("fusion", ALL_FUSIONS)
+def test_fusion_does_not_mutate_its_input(fusion) -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.8)], [hit("b", 5.0), hit("c", 1.0)])
+    before = copy.deepcopy(ranked)
+
+    fusion(ranked)
+
+    assert ranked == before
+
+
+@pytest.mark.parametrize("fusion", ALL_FUSIONS)
+def test_fusion_keeps_chunks_found_by_one_leg_only(fusion) -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.5)], [hit("c", 4.0), hit("d", 2.0)])
+
+    fused = fusion(ranked)
+
+    assert sorted(ids(fused)) == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("fusion", ALL_FUSIONS)
+def test_fusion_score_is_the_sum_of_contributions_and_order_is_best_first(fusion) -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.7), hit("c", 0.2)], [hit("c", 9.0), hit("d", 4.0), hit("a", 1.0)])
+
+    fused = fusion(ranked)
+
+    for fused_hit in fused:
+        assert fused_hit.score == pytest.approx(sum(fused_hit.contributions.values()))
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+
+
+@pytest.mark.parametrize("fusion", ALL_FUSIONS)
+def test_fusion_is_deterministic_whatever_the_leg_order(fusion) -> None:
+    semantic = [hit("b", 0.9), hit("a", 0.8)]
+    lexical = [hit("a", 2.0), hit("b", 1.0)]
+
+    forward = fusion({SEMANTIC_LEG: semantic, LEXICAL_LEG: lexical})
+    backward = fusion({LEXICAL_LEG: lexical, SEMANTIC_LEG: semantic})
+
+    assert ids(forward) == ids(backward)
+    assert [h.score for h in forward] == [h.score for h in backward]
+
+
+# --- weighted (min-max) ----------------------------------------------------------------------------
+
+
+def test_min_max_maps_to_unit_interval() -> None:
+    assert min_max_normalize([8.0, 6.0, 4.0]) == [1.0, 0.5, 0.0]
+    assert min_max_normalize([]) == []
+
+
+def test_min_max_of_identical_scores_is_one_half() -> None:
+    assert min_max_normalize([3.0, 3.0, 3.0]) == [0.5, 0.5, 0.5]
+    assert min_max_normalize([7.0]) == [0.5]
+
+
+def test_weighted_fusion_uses_point_six_point_four_by_default() -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.5)], [hit("b", 10.0), hit("a", 2.0)])
+
+    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked)}
+
+    assert fused["a"].score == pytest.approx(0.6 * 1.0 + 0.4 * 0.0)
+    assert fused["b"].score == pytest.approx(0.6 * 0.0 + 0.4 * 1.0)
+    assert fused["a"].contributions[SEMANTIC_LEG] == pytest.approx(0.6)
+
+
+def test_weighted_fusion_chunk_missing_from_a_leg_gets_nothing_from_it() -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.3)], [hit("c", 5.0), hit("d", 1.0)])
+
+    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked)}
+
+    assert fused["a"].score == pytest.approx(0.6)
+    assert fused["c"].score == pytest.approx(0.4)
+    assert LEXICAL_LEG not in fused["a"].contributions
+
+
+def test_weighted_fusion_identical_scores_rule_applies_per_leg() -> None:
+    ranked = legs([hit("a", 0.7), hit("b", 0.7)], [hit("a", 3.0)])
+
+    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked)}
+
+    assert fused["a"].score == pytest.approx(0.6 * 0.5 + 0.4 * 0.5)
+    assert fused["b"].score == pytest.approx(0.6 * 0.5)
+
+
+def test_weighted_fusion_honours_given_weights() -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.5)], [hit("b", 10.0), hit("a", 2.0)])
+
+    fused = weighted_score_fusion(ranked, weights={SEMANTIC_LEG: 0.2, LEXICAL_LEG: 0.8})
+
+    assert ids(fused) == ["b", "a"]
+    assert fused[0].score == pytest.approx(0.8)
+
+
+# --- z-score -------------------------------------------------------------------------------------
+
+
+def test_zscore_standardises_each_leg_and_floors_missing_chunks() -> None:
+    semantic = [hit("a", 0.9), hit("b", 0.6), hit("c", 0.3)]
+    lexical = [hit("c", 12.0), hit("d", 6.0)]
+    sem_scores, lex_scores = [0.9, 0.6, 0.3], [12.0, 6.0]
+    sem_mean, sem_sd = statistics.fmean(sem_scores), statistics.pstdev(sem_scores)
+    lex_mean, lex_sd = statistics.fmean(lex_scores), statistics.pstdev(lex_scores)
+    z_sem = {cid: (s - sem_mean) / sem_sd for cid, s in zip("abc", sem_scores, strict=True)}
+    z_lex = {cid: (s - lex_mean) / lex_sd for cid, s in zip("cd", lex_scores, strict=True)}
+
+    fused = {h.chunk_id: h for h in zscore_fusion(legs(semantic, lexical))}
+
+    lex_floor, sem_floor = min(z_lex.values()), min(z_sem.values())
+    assert fused["a"].score == pytest.approx(0.6 * z_sem["a"] + 0.4 * lex_floor)
+    assert fused["c"].score == pytest.approx(0.6 * z_sem["c"] + 0.4 * z_lex["c"])
+    assert fused["d"].score == pytest.approx(0.6 * sem_floor + 0.4 * z_lex["d"])
+    assert fused["a"].contributions[LEXICAL_LEG] == pytest.approx(0.4 * lex_floor)
+    assert LEXICAL_LEG not in fused["a"].ranks
+
+
+def test_zscore_of_identical_scores_is_zero() -> None:
+    fused = zscore_fusion(legs([hit("a", 0.5), hit("b", 0.5)], []))
+
+    assert [h.score for h in fused] == [0.0, 0.0]
+    assert ids(fused) == ["a", "b"]
+
+
+def test_zscore_is_not_fooled_by_score_scale() -> None:
+    # Same shape of distribution, lexical on a 100x scale: the scale must not decide the winner.
+    ranked = legs([hit("s1", 0.9), hit("s2", 0.1)], [hit("l1", 90.0), hit("l2", 10.0)])
+
+    fused = zscore_fusion(ranked, weights={SEMANTIC_LEG: 1.0, LEXICAL_LEG: 1.0})
+
+    by_id = {h.chunk_id: h for h in fused}
+    assert by_id["s1"].score == pytest.approx(by_id["l1"].score)
+
+
+# --- dispatch, single leg, cascade ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "expected_top_score"),
+    [
+        (FusionMethod.RRF, 2 / 61),
+        (FusionMethod.WEIGHTED, 1.0),
+        (FusionMethod.ZSCORE, 1.0),
+    ],
+)
+def test_fuse_dispatches_on_the_method(method: FusionMethod, expected_top_score: float) -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.1)], [hit("a", 9.0), hit("b", 1.0)])
+
+    fused = fuse(ranked, FusionSettings(method=method), limit=1)
+
+    assert ids(fused) == ["a"]
+    assert fused[0].score == pytest.approx(expected_top_score)
+
+
+def test_fuse_passes_rrf_k_and_weights() -> None:
+    ranked = legs([hit("a")], [hit("b")])
+
+    fused = fuse(ranked, FusionSettings(method=FusionMethod.RRF, rrf_k=10, weights={LEXICAL_LEG: 2.0}))
+
+    assert ids(fused) == ["b", "a"]
+    assert fused[0].score == pytest.approx(2 / 11)
+
+
+def test_single_leg_ranking_keeps_the_legs_order_and_score() -> None:
+    fused = rank_single_leg([hit("a", 7.5), hit("b", 3.0), hit("a", 1.0)], leg=LEXICAL_LEG)
+
+    assert ids(fused) == ["a", "b"]
+    assert fused[0].score == 7.5
+    assert dict(fused[1].ranks) == {LEXICAL_LEG: 2}
+
+
+def test_cascade_ranking_orders_candidates_by_similarity_and_reports_both_ranks() -> None:
+    lexical = [hit("a", 9.0), hit("b", 5.0), hit("c", 1.0)]
+    semantic = [hit("c", 0.9), hit("a", 0.4), hit("z", 0.99)]  # z was never a candidate
+
+    fused = cascade_ranking(semantic, lexical)
+
+    assert ids(fused) == ["c", "a"]
+    assert fused[0].score == 0.9
+    assert dict(fused[0].ranks) == {SEMANTIC_LEG: 1, LEXICAL_LEG: 3}
+    assert dict(fused[0].leg_scores) == {SEMANTIC_LEG: 0.9, LEXICAL_LEG: 1.0}
+
+
+# --- post-processing -----------------------------------------------------------------------------
+
+
+def test_collapse_keeps_the_best_hits_of_each_document() -> None:
+    hits = [hit("a1", document_id="A"), hit("a2", document_id="A"), hit("b1", document_id="B"), hit("a3", document_id="A")]
+    fused = rank_single_leg(hits, leg=SEMANTIC_LEG)
+
+    assert ids(collapse_per_document(fused, 1)) == ["a1", "b1"]
+    assert ids(collapse_per_document(fused, 2)) == ["a1", "a2", "b1"]
+    with pytest.raises(ValueError, match="max_per_document"):
+        collapse_per_document(fused, 0)
+
+
+def test_min_score_drops_hits_below_the_floor_inclusive() -> None:
+    fused = rank_single_leg([hit("a", 0.9), hit("b", 0.5), hit("c", 0.1)], leg=SEMANTIC_LEG)
+
+    assert ids(filter_min_score(fused, 0.5)) == ["a", "b"]

@@ -1,0 +1,282 @@
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+import subprocess
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app import observability
+from app.config import Settings
+from app.observability import configure_logging, configure_tracing, fallback_reason, phase, record_search
+
+# The metric contract the Grafana dashboard is built on: exposed family name -> (type, label names).
+CONTRACT = {
+    "poimen_query_stage_duration_seconds": ("histogram", {"stage", "strategy", "arm"}),
+    "poimen_queries": ("counter", {"strategy", "arm", "outcome"}),
+    "poimen_query_cache_requests": ("counter", {"result"}),
+    "poimen_fallbacks": ("counter", {"reason"}),
+    "poimen_engine_errors": ("counter", {"engine"}),
+    "poimen_ingested_documents": ("counter", {"status"}),
+    "poimen_ingested_chunks": ("counter", set()),
+    "poimen_lexical_outbox_backlog": ("gauge", set()),
+    "poimen_query_results": ("histogram", {"strategy"}),
+    "poimen_flags_reload_errors": ("counter", set()),
+    "poimen_flags_version": ("gauge", set()),
+    "poimen_rollout_hybrid_percent": ("gauge", set()),
+    "poimen_rollout_assignments": ("counter", {"arm"}),
+    "poimen_shadow_overlap_at_10": ("histogram", set()),
+}
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest.fixture
+def spans() -> InMemorySpanExporter:
+    exporter = InMemorySpanExporter()
+    configure_tracing(
+        Settings(_env_file=None, otel_exporter_otlp_endpoint=None, tracing_enabled=True),
+        span_processors=[SimpleSpanProcessor(exporter)],
+        set_global=False,
+    )
+    return exporter
+
+
+@pytest.fixture
+def restore_root_logger():
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield root
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def run_traced_search() -> None:
+    with observability._TracerHolder.tracer.start_as_current_span("POST /memory/query"):
+        with phase("search.embed"):
+            pass
+        with phase("search.engine.semantic", engine="pgvector"):
+            pass
+        with phase("search.fuse"):
+            pass
+        record_search(
+            strategy="hybrid",
+            arm="semantic",
+            outcome="degraded",
+            stage_ms={"embed": 1.0, "semantic": 2.0, "fusion": 0.1, "total": 3.5},
+            degraded_reasons=("lexical_timeout",),
+            result_count=7,
+        )
+
+
+def test_each_stage_is_a_child_span_of_the_request_span(spans: InMemorySpanExporter) -> None:
+    run_traced_search()
+
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    parent = finished.pop("POST /memory/query")
+    assert sorted(finished) == ["search.embed", "search.engine.semantic", "search.fuse"]
+    for child in finished.values():
+        assert child.parent is not None
+        assert child.parent.span_id == parent.context.span_id
+        assert child.context.trace_id == parent.context.trace_id
+    assert finished["search.engine.semantic"].attributes == {"engine": "pgvector"}
+
+
+def test_record_search_annotates_the_request_span(spans: InMemorySpanExporter) -> None:
+    run_traced_search()
+
+    parent = next(span for span in spans.get_finished_spans() if span.name == "POST /memory/query")
+    assert parent.attributes is not None
+    assert parent.attributes["search.strategy"] == "hybrid"
+    assert parent.attributes["search.arm"] == "semantic"
+    assert parent.attributes["search.outcome"] == "degraded"
+    assert parent.attributes["search.result_count"] == 7
+    assert parent.attributes["search.degraded_reasons"] == ("lexical_timeout",)
+
+
+def test_phase_marks_the_span_failed_and_reraises(spans: InMemorySpanExporter) -> None:
+    with pytest.raises(RuntimeError, match="engine down"), phase("search.engine.lexical"):
+        raise RuntimeError("engine down")
+
+    (span,) = spans.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert [event.name for event in span.events] == ["exception"]
+
+
+def test_phase_with_a_stage_observes_the_stage_histogram(spans: InMemorySpanExporter) -> None:
+    labels = {"stage": "optimize", "strategy": "lexical", "arm": "control"}
+    before = sample("poimen_query_stage_duration_seconds_count", **labels)
+
+    with phase("search.optimize", stage="optimize", strategy="lexical", arm="control"):
+        pass
+
+    assert sample("poimen_query_stage_duration_seconds_count", **labels) == before + 1
+
+
+def test_disabled_tracing_opens_no_spans(spans: InMemorySpanExporter) -> None:
+    configure_tracing(Settings(_env_file=None, tracing_enabled=False), set_global=False)
+
+    with phase("search.embed") as span:
+        pass
+
+    assert not span.is_recording()
+    assert spans.get_finished_spans() == ()
+
+
+def test_otlp_exporter_is_added_only_when_an_endpoint_is_set() -> None:
+    with_endpoint = configure_tracing(
+        Settings(_env_file=None, otel_exporter_otlp_endpoint="http://127.0.0.1:4318"), set_global=False
+    )
+    without = configure_tracing(Settings(_env_file=None, otel_exporter_otlp_endpoint=None), set_global=False)
+
+    processors = with_endpoint._active_span_processor._span_processors
+    assert len(processors) == 1
+    assert isinstance(processors[0], BatchSpanProcessor)
+    exporter = processors[0].span_exporter
+    assert isinstance(exporter, OTLPSpanExporter)
+    assert exporter._endpoint == "http://127.0.0.1:4318/v1/traces"
+    assert without._active_span_processor._span_processors == ()
+    with_endpoint.shutdown()
+
+
+def test_json_logs_carry_the_current_trace_and_span_id(spans: InMemorySpanExporter, restore_root_logger) -> None:
+    stream = io.StringIO()
+    configure_logging("INFO", json=True, stream=stream)
+
+    with phase("search.fuse") as span:
+        logging.getLogger("app.test").info("fused %d hits", 3, extra={"project": "alpha"})
+    logging.getLogger("app.test").info("outside")
+
+    inside, outside = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert inside["message"] == "fused 3 hits"
+    assert inside["level"] == "INFO"
+    assert inside["project"] == "alpha"
+    assert inside["trace_id"] == format(span.get_span_context().trace_id, "032x")
+    assert inside["span_id"] == format(span.get_span_context().span_id, "016x")
+    assert outside["trace_id"] == ""
+
+
+def test_configure_logging_twice_installs_one_handler(restore_root_logger) -> None:
+    configure_logging("INFO", json=True, stream=io.StringIO())
+    stream = io.StringIO()
+    configure_logging("WARNING", json=False, stream=stream)
+
+    logging.getLogger("app.test").warning("once")
+
+    assert stream.getvalue().count("once") == 1
+    assert "trace_id=" in stream.getvalue()
+    assert restore_root_logger.level == logging.WARNING
+
+
+def test_record_search_counts_query_stages_fallback_and_results() -> None:
+    query = {"strategy": "cascading", "arm": "hybrid", "outcome": "degraded"}
+    stage = {"stage": "fusion", "strategy": "cascading", "arm": "hybrid"}
+    before = (
+        sample("poimen_queries_total", **query),
+        sample("poimen_query_stage_duration_seconds_count", **stage),
+        sample("poimen_query_stage_duration_seconds_sum", **stage),
+        sample("poimen_fallbacks_total", reason="semantic_unavailable"),
+        sample("poimen_query_results_sum", strategy="cascading"),
+    )
+
+    record_search(
+        strategy="cascading",
+        arm="hybrid",
+        outcome="degraded",
+        stage_ms={"fuse": 250.0},
+        degraded_reasons=["pgvector: unavailable"],
+        result_count=4,
+    )
+
+    assert sample("poimen_queries_total", **query) == before[0] + 1
+    assert sample("poimen_query_stage_duration_seconds_count", **stage) == before[1] + 1
+    assert sample("poimen_query_stage_duration_seconds_sum", **stage) == pytest.approx(before[2] + 0.25)
+    assert sample("poimen_fallbacks_total", reason="semantic_unavailable") == before[3] + 1
+    assert sample("poimen_query_results_sum", strategy="cascading") == before[4] + 4
+
+
+def test_unknown_label_values_are_recorded_as_other() -> None:
+    before = sample("poimen_queries_total", strategy="other", arm="other", outcome="other")
+
+    record_search(
+        strategy="what is my password",
+        arm="blue",
+        outcome="exploded",
+        stage_ms={"made-up-stage": 1.0},
+        result_count=0,
+    )
+
+    assert sample("poimen_queries_total", strategy="other", arm="other", outcome="other") == before + 1
+    assert sample("poimen_query_stage_duration_seconds_count", stage="other", strategy="other", arm="other") >= 1
+    assert "what is my password" not in generate_latest().decode()
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("lexical_timeout", "lexical_timeout"),
+        ("opensearch: timeout", "lexical_timeout"),
+        ("tantivy_unavailable", "lexical_unavailable"),
+        ("pgvector: EngineTimeoutError", "semantic_timeout"),
+        ("postgres", "semantic_unavailable"),
+        ("embedder: unavailable", "embedder_unavailable"),
+        ("cosmic rays", "other"),
+    ],
+)
+def test_fallback_reasons_map_onto_the_bounded_set(reason: str, expected: str) -> None:
+    assert fallback_reason(reason) == expected
+
+
+def test_every_contract_metric_is_exported_with_its_type_and_labels() -> None:
+    run_traced_search()
+    observability.record_shadow_overlap(0.8)
+    observability.record_rollout_assignment("hybrid")
+    observability.record_ingested(status="created", chunks=3)
+    observability.record_engine_error("opensearch")
+    observability.record_cache_lookup(hit=True)
+    observability.LEXICAL_OUTBOX_BACKLOG.set(2)
+
+    families = {family.name: family for family in text_string_to_metric_families(generate_latest().decode())}
+
+    for name, (kind, labels) in CONTRACT.items():
+        family = families[name]
+        assert family.type == kind, name
+        label_sets = {frozenset(s.labels) - {"le"} for s in family.samples if not s.name.endswith("_created")}
+        assert label_sets == {frozenset(labels)}, name
+
+
+def test_stage_histogram_uses_the_contract_buckets() -> None:
+    record_search(strategy="lexical", arm="control", outcome="ok", stage_ms={"total": 1.0}, result_count=1)
+
+    buckets = [
+        s.labels["le"]
+        for family in text_string_to_metric_families(generate_latest().decode())
+        if family.name == "poimen_query_stage_duration_seconds"
+        for s in family.samples
+        if s.name.endswith("_bucket") and s.labels["stage"] == "total" and s.labels["strategy"] == "lexical"
+    ]
+    assert buckets == [
+        "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "+Inf",
+    ]  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian package prometheus)")
+def test_exposition_passes_promtool_check_metrics() -> None:
+    run_traced_search()
+    observability.record_shadow_overlap(0.5)
+
+    checked = subprocess.run(
+        ["promtool", "check", "metrics"], input=generate_latest(), capture_output=True, check=False, timeout=30
+    )
+
+    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()

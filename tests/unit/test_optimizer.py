@@ -1,0 +1,341 @@
+"""QueryOptimizer: normalisation, entities, classification and the reference routing table."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from app.domain.models import QuestionType, SearchStrategy
+from app.query.abbreviations import load_abbreviations
+from app.query.optimizer import QueryOptimizer
+
+NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)  # a Wednesday
+
+
+@pytest.fixture(scope="module")
+def optimizer() -> QueryOptimizer:
+    return QueryOptimizer(clock=lambda: NOW)
+
+
+# --- acceptance examples of the reference ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "strategy", "question_type", "confidence"),
+    [
+        ("#networking @devops", SearchStrategy.LEXICAL, QuestionType.NAVIGATIONAL, 0.85),
+        ("fix port 2024", SearchStrategy.CASCADING, QuestionType.TROUBLESHOOTING, 0.9),
+        ("How do I deploy to K8s?", SearchStrategy.HYBRID, QuestionType.PROCEDURAL, 0.95),
+        ("How do I fix kubernetes port 8080?", SearchStrategy.HYBRID, QuestionType.PROCEDURAL, 0.95),
+    ],
+)
+def test_reference_examples_route_as_the_reference_says(
+    optimizer: QueryOptimizer, query: str, strategy: SearchStrategy, question_type: QuestionType, confidence: float
+) -> None:
+    analysis = optimizer.analyze(query)
+
+    assert analysis.strategy is strategy
+    assert analysis.question_type is question_type
+    assert analysis.confidence == confidence
+
+
+# --- stages 1-2: normalise and tokenize -----------------------------------------------------------
+
+
+def test_normalizes_case_and_whitespace(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("  HOW do I FIX  kubernetes PORT 8080 ???  ")
+
+    assert analysis.normalized == "how do i fix kubernetes port 8080 ???"
+    assert analysis.tokens == ("how", "do", "i", "fix", "kubernetes", "port", "8080")
+    assert analysis.token_count == 7
+
+
+def test_tokens_keep_compound_words_and_sigils(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("kubectl port-forward #net ci/cd node.js")
+
+    assert analysis.tokens == ("kubectl", "port-forward", "#net", "ci/cd", "node.js")
+
+
+def test_query_syntax_characters_are_plain_words(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("foo:(bar* ~baz")
+
+    assert analysis.tokens == ("foo", "bar", "baz")
+    assert analysis.lexical_query.text == "foo bar baz"
+
+
+# --- stage 3: entities ----------------------------------------------------------------------------
+
+
+def test_extracts_quoted_phrases_tags_mentions_and_numbers(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze('"Port Forwarding" on 8080 for #Networking by @devops')
+
+    assert analysis.entities.phrases == ("port forwarding",)
+    assert analysis.entities.tags == ("networking",)
+    assert analysis.entities.mentions == ("devops",)
+    assert analysis.entities.numbers == ("8080",)
+    assert analysis.has_special_syntax
+
+
+def test_smart_quotes_make_a_phrase(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("\u201cport forwarding\u201d guide")
+
+    assert analysis.entities.phrases == ("port forwarding",)
+
+
+def test_unbalanced_quote_is_not_a_phrase(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze('"unbalanced query here')
+
+    assert analysis.entities.phrases == ()
+    assert analysis.lexical_query.text == "unbalanced query here"
+
+
+def test_years_only_between_2000_and_2100_and_not_numbers(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("release 2024 build 1999 and 2101 on 2100")
+
+    assert analysis.entities.years == (2024, 2100)
+    assert analysis.entities.numbers == ("1999", "2101")
+
+
+def test_a_year_is_an_event_time_range_of_that_year(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("fix port 2024")
+
+    assert analysis.event_time_from == datetime(2024, 1, 1, tzinfo=UTC)
+    assert analysis.event_time_to == datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def test_month_and_year_is_that_month(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("outage in january 2024")
+
+    assert analysis.entities.months == (1,)
+    assert (analysis.event_time_from, analysis.event_time_to) == (
+        datetime(2024, 1, 1, tzinfo=UTC),
+        datetime(2024, 2, 1, tzinfo=UTC),
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("deploys in february", datetime(2025, 2, 1, tzinfo=UTC), datetime(2025, 3, 1, tzinfo=UTC)),
+        ("deploys in march", datetime(2025, 3, 1, tzinfo=UTC), datetime(2025, 4, 1, tzinfo=UTC)),
+        ("deploys in december", datetime(2024, 12, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
+    ],
+)
+def test_a_month_without_year_is_its_most_recent_occurrence(
+    optimizer: QueryOptimizer, query: str, start: datetime, end: datetime
+) -> None:
+    analysis = optimizer.analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("notes from today", datetime(2025, 3, 12, tzinfo=UTC), datetime(2025, 3, 13, tzinfo=UTC)),
+        ("what broke yesterday", datetime(2025, 3, 11, tzinfo=UTC), datetime(2025, 3, 12, tzinfo=UTC)),
+        ("changes this week", datetime(2025, 3, 10, tzinfo=UTC), datetime(2025, 3, 17, tzinfo=UTC)),
+        ("changes last week", datetime(2025, 3, 3, tzinfo=UTC), datetime(2025, 3, 10, tzinfo=UTC)),
+        ("incidents this month", datetime(2025, 3, 1, tzinfo=UTC), datetime(2025, 4, 1, tzinfo=UTC)),
+        ("incidents last month", datetime(2025, 2, 1, tzinfo=UTC), datetime(2025, 3, 1, tzinfo=UTC)),
+        ("goals this year", datetime(2025, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC)),
+        ("goals last year", datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
+        ("errors in december last year", datetime(2024, 12, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
+    ],
+)
+def test_relative_dates_resolve_against_the_clock(
+    optimizer: QueryOptimizer, query: str, start: datetime, end: datetime
+) -> None:
+    analysis = optimizer.analyze(query)
+
+    assert analysis.has_date_filters
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+
+
+def test_last_month_in_january_is_december_of_the_previous_year() -> None:
+    optimizer = QueryOptimizer(clock=lambda: datetime(2025, 1, 5, tzinfo=UTC))
+
+    analysis = optimizer.analyze("incidents last month")
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (
+        datetime(2024, 12, 1, tzinfo=UTC),
+        datetime(2025, 1, 1, tzinfo=UTC),
+    )
+
+
+def test_naive_clock_is_taken_as_utc() -> None:
+    optimizer = QueryOptimizer(clock=lambda: datetime(2025, 3, 12, 10, 0))  # noqa: DTZ001 - the point of the test
+
+    analysis = optimizer.analyze("notes from today")
+
+    assert analysis.event_time_from == datetime(2025, 3, 12, tzinfo=UTC)
+
+
+def test_ambiguous_month_words_need_a_date_context(optimizer: QueryOptimizer) -> None:
+    assert not optimizer.analyze("may I deploy on friday").has_date_filters
+    assert not optimizer.analyze("march the pods to the new cluster").has_date_filters
+    assert optimizer.analyze("outage may 2024").entities.months == (5,)
+    assert optimizer.analyze("outage in may").entities.months == (5,)
+
+
+def test_abbreviations_expand_from_the_data_table(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("How do I deploy to K8s?")
+
+    assert analysis.entities.expansions == {"k8s": "kubernetes"}
+    assert analysis.search_text == "how do i deploy to kubernetes?"
+    assert analysis.lexical_query.text == "deploy k8s kubernetes"
+
+
+def test_bundled_abbreviation_table_holds_the_usual_terms() -> None:
+    table = load_abbreviations()
+
+    assert table["k8s"] == "kubernetes"
+    assert table["pg"] == "postgres"
+    assert table["oom"] == "out of memory"
+    assert table["ci/cd"] == "continuous integration continuous delivery"
+    assert len(table) >= 40
+
+
+def test_custom_abbreviation_table_replaces_the_bundled_one() -> None:
+    optimizer = QueryOptimizer(clock=lambda: NOW, abbreviations={"LB": "load balancer"})
+
+    analysis = optimizer.analyze("lb health for k8s")
+
+    assert analysis.entities.expansions == {"lb": "load balancer"}
+    assert analysis.search_text == "load balancer health for k8s"
+
+
+# --- stage 4: characteristics and negation --------------------------------------------------------
+
+
+def test_dash_and_upper_case_not_exclude_terms(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("deploy guide -helm NOT docker")
+
+    assert analysis.has_negation
+    assert analysis.entities.excluded_terms == ("helm", "docker")
+    assert analysis.lexical_query.excluded_terms == ("helm", "docker")
+    assert analysis.lexical_query.text == "deploy guide"
+    assert analysis.search_text == "deploy guide"
+
+
+def test_prose_not_is_negation_but_excludes_nothing(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("why is my pod not starting")
+
+    assert analysis.has_negation
+    assert analysis.entities.excluded_terms == ()
+    assert "not" in analysis.search_text
+
+
+def test_hyphenated_words_are_not_negations(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("kubectl port-forward service")
+
+    assert not analysis.has_negation
+    assert "port-forward" in analysis.lexical_query.text
+
+
+def test_phrase_words_go_to_phrases_not_free_text(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze('restart "crash loop" pods')
+
+    assert analysis.lexical_query.phrases == ("crash loop",)
+    assert analysis.lexical_query.text == "restart pods"
+    assert analysis.search_text == "restart crash loop pods"
+
+
+def test_search_text_drops_sigils_but_keeps_the_words(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("#networking policies for @devops")
+
+    assert analysis.search_text == "networking policies for devops"
+    assert analysis.lexical_query.text == "networking policies devops"
+
+
+def test_stop_words_stay_when_nothing_else_is_left(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("the of and")
+
+    assert analysis.lexical_query.text == "the of and"
+    assert analysis.token_count == 3
+
+
+def test_query_without_words_has_no_tokens_and_keeps_its_text(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("\U0001f642\U0001f642")
+
+    assert analysis.tokens == ()
+    assert analysis.lexical_query.text == ""
+    assert analysis.search_text == "\U0001f642\U0001f642"
+
+
+# --- stage 5: question type -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "question_type"),
+    [
+        ("What is a StatefulSet?", QuestionType.FACTUAL),
+        ("Define PVC", QuestionType.FACTUAL),
+        ("What does idempotency mean?", QuestionType.FACTUAL),
+        ("when was the cluster upgraded", QuestionType.FACTUAL),
+        ("What is the difference between a pod and a deployment", QuestionType.COMPARATIVE),
+        ("Compare Docker vs Kubernetes", QuestionType.COMPARATIVE),
+        ("postgres vs mysql for queues", QuestionType.COMPARATIVE),
+        ("How do I deploy to Kubernetes?", QuestionType.PROCEDURAL),
+        ("Steps to fix port conflicts", QuestionType.PROCEDURAL),
+        ("Deploy application guide", QuestionType.PROCEDURAL),
+        ("Fix OOMKilled error", QuestionType.TROUBLESHOOTING),
+        ("Debug networking issue", QuestionType.TROUBLESHOOTING),
+        ("Resolve timeout errors", QuestionType.TROUBLESHOOTING),
+        ("ingress is broken again", QuestionType.TROUBLESHOOTING),
+        ("Where is the deployment runbook?", QuestionType.NAVIGATIONAL),
+        ("Find kubernetes best practices", QuestionType.NAVIGATIONAL),
+        ("show me the on-call rota", QuestionType.NAVIGATIONAL),
+        ("#networking documents", QuestionType.NAVIGATIONAL),
+        ("Tell me about networking", QuestionType.OPEN),
+    ],
+)
+def test_classifies_the_six_question_types(optimizer: QueryOptimizer, query: str, question_type: QuestionType) -> None:
+    assert optimizer.analyze(query).question_type is question_type
+
+
+# --- stage 6: routing -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "strategy", "confidence"),
+    [
+        ("kubernetes", SearchStrategy.LEXICAL, 0.85),  # < 3 tokens
+        ("#networking", SearchStrategy.LEXICAL, 0.85),
+        ('"port forwarding" on kubernetes', SearchStrategy.LEXICAL, 0.85),  # special syntax alone
+        ("#networking changes in 2024", SearchStrategy.CASCADING, 0.9),  # special syntax + date
+        ("kubernetes upgrade notes 2023", SearchStrategy.CASCADING, 0.9),  # date
+        ("Where is the deployment runbook?", SearchStrategy.CASCADING, 0.85),  # navigational
+        ("Fix OOMKilled error now", SearchStrategy.HYBRID, 0.95),  # troubleshooting
+        ("Tell me about networking", SearchStrategy.HYBRID, 0.8),  # default
+        ("What is a StatefulSet?", SearchStrategy.HYBRID, 0.8),
+    ],
+)
+def test_routes_per_the_reference_decision_tree(
+    optimizer: QueryOptimizer, query: str, strategy: SearchStrategy, confidence: float
+) -> None:
+    analysis = optimizer.analyze(query)
+
+    assert (analysis.strategy, analysis.confidence) == (strategy, confidence)
+
+
+def test_short_query_wins_over_dates(optimizer: QueryOptimizer) -> None:
+    assert optimizer.analyze("2024 outage").strategy is SearchStrategy.LEXICAL
+
+
+def test_analysis_keeps_the_raw_query(optimizer: QueryOptimizer) -> None:
+    assert optimizer.analyze("  Raw Query  ").raw_query == "  Raw Query  "
+
+
+def test_analysis_is_fast(optimizer: QueryOptimizer) -> None:
+    query = 'How do I fix "port forwarding" on K8s in january 2024 #networking -helm NOT docker'
+    runs = 200
+
+    started = time.perf_counter()
+    for _ in range(runs):
+        optimizer.analyze(query)
+    per_query_ms = (time.perf_counter() - started) * 1000 / runs
+
+    assert per_query_ms < 1.0

@@ -1,0 +1,274 @@
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.domain.errors import EngineTimeoutError, EngineUnavailableError
+from app.domain.models import Chunk, DocumentChunks, ScoredHit, StoredDocument
+from app.ingestion.outbox import OutboxWorker
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from app.domain.models import EmbeddedChunk, Filters, LexicalQuery
+
+
+def chunk(project_id: str, document_id: str, text: str) -> Chunk:
+    return Chunk(
+        chunk_id=f"{document_id}#0",
+        document_id=document_id,
+        project_id=project_id,
+        text=text,
+        source=document_id,
+        level="L0",
+        breadcrumb=(document_id,),
+        section_title=document_id,
+        position=0,
+    )
+
+
+class OutboxStore:
+    """The outbox half of DocumentStore: entries carry a version; completing an old version keeps the entry."""
+
+    name = "outbox-store"
+
+    def __init__(self) -> None:
+        self.chunks: dict[tuple[str, str], tuple[Chunk, ...]] = {}
+        self.outbox: dict[tuple[str, str], int] = {}
+        self.version = 0
+        self.claims = 0
+
+    def write(self, project_id: str, document_id: str, text: str | None) -> None:
+        self.version += 1
+        key = (project_id, document_id)
+        self.chunks[key] = () if text is None else (chunk(project_id, document_id, text),)
+        self.outbox[key] = self.version
+
+    async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
+        self.claims += 1
+        keys = sorted(self.outbox, key=self.outbox.__getitem__)[:limit]
+        return [DocumentChunks(p, d, self.chunks[(p, d)], outbox_version=self.outbox[(p, d)]) for p, d in keys]
+
+    async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
+        for document in documents:
+            key = (document.project_id, document.document_id)
+            if self.outbox.get(key) == document.outbox_version:
+                del self.outbox[key]
+
+    async def outbox_backlog(self) -> int:
+        return len(self.outbox)
+
+    # The rest of DocumentStore: the worker never calls these.
+    async def get_document(self, project_id: str, document_id: str) -> StoredDocument | None:
+        raise NotImplementedError
+
+    async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
+        raise NotImplementedError
+
+    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
+        raise NotImplementedError
+
+    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:
+        raise NotImplementedError
+
+    async def delete_document(self, project_id: str, document_id: str) -> bool:
+        raise NotImplementedError
+
+    async def queue_project_for_reindex(self, project_id: str) -> int:
+        raise NotImplementedError
+
+    async def ping(self) -> None:
+        return None
+
+
+class FlakyLexical:
+    """A lexical index that raises for its first `failures` replace calls, then applies them."""
+
+    name = "flaky-lexical"
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.attempts = 0
+        self.indexed: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.started = asyncio.Event()
+        self.release: asyncio.Event | None = None
+
+    async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
+        self.attempts += 1
+        self.started.set()
+        if self.release is not None:
+            await self.release.wait()
+        if self.attempts <= self.failures:
+            raise EngineUnavailableError("connection refused", engine=self.name)
+        for document in documents:
+            key = (document.project_id, document.document_id)
+            if document.chunks:
+                self.indexed[key] = tuple(c.text for c in document.chunks)
+            else:
+                self.indexed.pop(key, None)
+
+    # The rest of LexicalIndex: the worker never calls these.
+    async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        raise NotImplementedError
+
+    async def delete_project(self, project_id: str) -> None:
+        raise NotImplementedError
+
+    async def ping(self) -> None:
+        return None
+
+
+def worker(store: OutboxStore, lexical: FlakyLexical, **kwargs) -> OutboxWorker:
+    settings = {"batch_size": 2, "poll_interval_s": 0.001, "max_backoff_s": 0.004} | kwargs
+    return OutboxWorker(store=store, lexical=lexical, **settings)
+
+
+async def test_drain_indexes_everything_in_batches() -> None:
+    store, lexical = OutboxStore(), FlakyLexical()
+    for name in "abcde":
+        store.write("p", name, f"text {name}")
+
+    indexed = await worker(store, lexical).drain(timeout_s=5)
+
+    assert indexed == 5
+    assert lexical.attempts == 3  # batches of 2, 2, 1
+    assert store.outbox == {}
+    assert lexical.indexed == {("p", n): (f"text {n}",) for n in "abcde"}
+
+
+async def test_drain_survives_failures_and_loses_nothing() -> None:
+    store, lexical = OutboxStore(), FlakyLexical(failures=3)
+    for name in "abc":
+        store.write("p", name, f"text {name}")
+
+    indexed = await worker(store, lexical).drain(timeout_s=5)
+
+    assert indexed == 3
+    assert lexical.attempts == 3 + 2
+    assert store.outbox == {}
+    assert set(lexical.indexed) == {("p", "a"), ("p", "b"), ("p", "c")}
+
+
+async def test_drain_gives_up_after_its_timeout_and_keeps_the_entries() -> None:
+    store, lexical = OutboxStore(), FlakyLexical(failures=10**6)
+    store.write("p", "a", "text")
+
+    with pytest.raises(EngineTimeoutError) as raised:
+        await worker(store, lexical).drain(timeout_s=0.05)
+
+    assert raised.value.engine == "flaky-lexical"
+    assert "connection refused" in raised.value.message
+    assert store.outbox == {("p", "a"): 1}
+
+
+async def test_deletes_reach_the_index() -> None:
+    store, lexical = OutboxStore(), FlakyLexical()
+    store.write("p", "a", "text")
+    await worker(store, lexical).drain(timeout_s=5)
+    store.write("p", "a", None)
+
+    await worker(store, lexical).drain(timeout_s=5)
+
+    assert lexical.indexed == {}
+
+
+async def test_a_write_during_indexing_stays_queued() -> None:
+    store, lexical = OutboxStore(), FlakyLexical()
+    store.write("p", "a", "old")
+    lexical.release = asyncio.Event()
+    outbox = worker(store, lexical)
+    first_cycle = asyncio.create_task(outbox.run_once())
+    await lexical.started.wait()
+
+    store.write("p", "a", "new")
+    lexical.release.set()
+    await first_cycle
+
+    assert store.outbox == {("p", "a"): 2}
+    await outbox.drain(timeout_s=5)
+    assert lexical.indexed == {("p", "a"): ("new",)}
+
+
+async def test_on_indexed_names_each_project_once_per_batch() -> None:
+    store, lexical = OutboxStore(), FlakyLexical()
+    store.write("p2", "a", "x")
+    store.write("p1", "b", "y")
+    indexed_projects: list[str] = []
+
+    await worker(store, lexical, batch_size=10, on_indexed=indexed_projects.append).drain(timeout_s=5)
+
+    assert indexed_projects == ["p1", "p2"]
+
+
+async def test_background_loop_recovers_from_failures_and_reports_them() -> None:
+    store, lexical = OutboxStore(), FlakyLexical(failures=2)
+    errors: list[Exception] = []
+    indexed = asyncio.Event()
+    outbox = worker(store, lexical, on_error=errors.append, on_indexed=lambda _: indexed.set())
+    store.write("p", "a", "text")
+
+    outbox.start()
+    await asyncio.wait_for(indexed.wait(), timeout=5)
+    await outbox.stop()
+
+    assert [type(e) for e in errors] == [EngineUnavailableError, EngineUnavailableError]
+    assert store.outbox == {}
+    assert outbox.consecutive_failures == 0
+    assert not outbox.running
+
+
+async def test_wake_skips_the_idle_wait() -> None:
+    store, lexical = OutboxStore(), FlakyLexical()
+    indexed = asyncio.Event()
+    outbox = worker(store, lexical, poll_interval_s=60, on_indexed=lambda _: indexed.set())
+    outbox.start()
+    await asyncio.sleep(0.01)  # the loop finds nothing and settles into its 60 s idle wait
+
+    store.write("p", "a", "text")
+    outbox.wake()
+    await asyncio.wait_for(indexed.wait(), timeout=5)
+    await outbox.stop(timeout_s=5)
+
+    assert lexical.indexed == {("p", "a"): ("text",)}
+
+
+async def test_stop_waits_for_the_in_flight_batch() -> None:
+    store, lexical = OutboxStore(), FlakyLexical()
+    store.write("p", "a", "text")
+    lexical.release = asyncio.Event()
+    outbox = worker(store, lexical)
+    outbox.start()
+    await lexical.started.wait()
+
+    stopping = asyncio.create_task(outbox.stop())
+    await asyncio.sleep(0.01)
+    assert not stopping.done()
+    lexical.release.set()
+    await asyncio.wait_for(stopping, timeout=5)
+
+    assert store.outbox == {}
+    assert not outbox.running
+
+
+async def test_stop_after_timeout_cancels_and_keeps_the_entry() -> None:
+    store, lexical = OutboxStore(), FlakyLexical()
+    store.write("p", "a", "text")
+    lexical.release = asyncio.Event()  # never released: the engine hangs
+    outbox = worker(store, lexical)
+    outbox.start()
+    await lexical.started.wait()
+
+    await outbox.stop(timeout_s=0.01)
+
+    assert not outbox.running
+    assert store.outbox == {("p", "a"): 1}
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    outbox = OutboxWorker(
+        store=OutboxStore(), lexical=FlakyLexical(), batch_size=1, poll_interval_s=0.5, max_backoff_s=3.0
+    )
+
+    assert [outbox._backoff_s(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]

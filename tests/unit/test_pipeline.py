@@ -1,0 +1,310 @@
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from app.domain.errors import EngineUnavailableError, InvalidInputError
+from app.domain.models import Document, DocumentChunks, EmbeddedChunk, StoredDocument
+from app.ingestion.chunking import ChunkingPolicy
+from app.ingestion.pipeline import IngestionPipeline, IngestOutcome, chunk_hash, content_hash, embedding_text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+POLICY = ChunkingPolicy(max_chars=200, overlap_chars=0, min_chars=0)
+
+
+class CountingEmbedder:
+    """Deterministic 4-d vectors from the text's hash; records every call."""
+
+    name = "counting"
+    model_name = "fake-model"
+    dimensions = 4
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.calls: list[list[str]] = []
+        self.fail = fail
+
+    @property
+    def embedded_texts(self) -> list[str]:
+        return [text for call in self.calls for text in call]
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.fail:
+            raise EngineUnavailableError("model gone", engine=self.name)
+        self.calls.append(list(texts))
+        return [self._vector(text) for text in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    @staticmethod
+    def _vector(text: str) -> list[float]:
+        digest = hashlib.sha256(text.encode()).digest()
+        return [digest[i] / 255 for i in range(4)]
+
+
+class FakeStore:
+    """Just enough of DocumentStore for the write path: documents, embeddings by hash, writes."""
+
+    name = "fake-store"
+
+    def __init__(self) -> None:
+        self.documents: dict[tuple[str, str], StoredDocument] = {}
+        self.embeddings: dict[tuple[str, str], list[float]] = {}  # (model, chunk hash) -> vector
+        self.save_calls: list[list[str]] = []
+        self.deleted: list[tuple[str, str]] = []
+
+    async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
+        stored = self.documents.get((project_id, document_id))
+        return None if stored is None else stored.content_hash
+
+    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
+        return {h: self.embeddings[(model, h)] for h in chunk_hashes if (model, h) in self.embeddings}
+
+    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:
+        self.save_calls.append([stored.document_id for stored, _ in documents])
+        for stored, embedded in documents:
+            assert [e.chunk for e in embedded] == list(stored.chunks)
+            self.documents[(stored.project_id, stored.document_id)] = stored
+            for item in embedded:
+                self.embeddings[(item.embedding_model, item.chunk.chunk_hash)] = list(item.embedding)
+
+    async def delete_document(self, project_id: str, document_id: str) -> bool:
+        self.deleted.append((project_id, document_id))
+        return self.documents.pop((project_id, document_id), None) is not None
+
+    async def get_document(self, project_id: str, document_id: str) -> StoredDocument | None:
+        return self.documents.get((project_id, document_id))
+
+    async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
+        return []
+
+    async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
+        return None
+
+    async def outbox_backlog(self) -> int:
+        return 0
+
+    async def queue_project_for_reindex(self, project_id: str) -> int:
+        return 0
+
+    async def ping(self) -> None:
+        return None
+
+
+def doc(document_id: str, text: str, *, title: str = "Title", project_id: str = "p", **changes: Any) -> Document:
+    document = Document(
+        project_id=project_id, document_id=document_id, source=f"{document_id}.md", title=title, text=text
+    )
+    return replace(document, **changes) if changes else document
+
+
+@pytest.fixture
+def store() -> FakeStore:
+    return FakeStore()
+
+
+@pytest.fixture
+def embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+def pipeline(store: FakeStore, embedder: CountingEmbedder, **kwargs) -> IngestionPipeline:
+    return IngestionPipeline(store=store, embedder=embedder, policy=POLICY, **kwargs)
+
+
+async def test_new_documents_are_created_with_ids_hashes_and_embeddings(store, embedder) -> None:
+    ingestion = pipeline(store, embedder)
+
+    outcomes = await ingestion.ingest([doc("a", "# One\nFirst.\n# Two\nSecond.")])
+
+    assert outcomes == [IngestOutcome(document_id="a", status="created", chunk_count=2, embedded_count=2)]
+    stored = store.documents[("p", "a")]
+    assert [c.chunk_id for c in stored.chunks] == ["a#0", "a#1"]
+    assert stored.chunks[0].text == "First."
+    assert stored.chunks[0].chunk_hash == hashlib.sha256(b"Title > One\nFirst.").hexdigest()
+    assert stored.lexically_indexed is False
+    assert embedder.embedded_texts == ["Title > One\nFirst.", "Title > Two\nSecond."]
+
+
+async def test_unchanged_document_writes_nothing_and_embeds_nothing(store, embedder) -> None:
+    ingestion = pipeline(store, embedder)
+    await ingestion.ingest([doc("a", "Some text.")])
+    embedder.calls.clear()
+
+    outcomes = await ingestion.ingest([doc("a", "Some text.")])
+
+    assert outcomes == [IngestOutcome(document_id="a", status="unchanged", chunk_count=1, embedded_count=0)]
+    assert embedder.calls == []
+    assert len(store.save_calls) == 1
+
+
+async def test_updated_document_re_embeds_only_changed_chunk_text(store, embedder) -> None:
+    ingestion = pipeline(store, embedder)
+    await ingestion.ingest([doc("a", "# One\nStays the same.\n# Two\nOld text.")])
+    embedder.calls.clear()
+
+    outcomes = await ingestion.ingest([doc("a", "# One\nStays the same.\n# Two\nNew text.")])
+
+    assert outcomes == [IngestOutcome(document_id="a", status="updated", chunk_count=2, embedded_count=1)]
+    assert embedder.embedded_texts == ["Title > Two\nNew text."]
+    assert [c.text for c in store.documents[("p", "a")].chunks] == ["Stays the same.", "New text."]
+
+
+async def test_metadata_change_rewrites_without_re_embedding(store, embedder) -> None:
+    ingestion = pipeline(store, embedder)
+    await ingestion.ingest([doc("a", "Body.")])
+    embedder.calls.clear()
+
+    outcomes = await ingestion.ingest([doc("a", "Body.", tags=("ops",))])
+
+    assert outcomes[0].status == "updated"
+    assert outcomes[0].embedded_count == 0
+    assert store.documents[("p", "a")].chunks[0].tags == ("ops",)
+
+
+async def test_identical_chunks_across_a_batch_are_embedded_once_in_one_call(store, embedder) -> None:
+    ingestion = pipeline(store, embedder)
+
+    outcomes = await ingestion.ingest([doc("a", "Same body."), doc("b", "Same body."), doc("c", "Other.")])
+
+    assert [o.embedded_count for o in outcomes] == [1, 0, 1]
+    assert embedder.calls == [["Title\nSame body.", "Title\nOther."]]
+    assert store.save_calls == [["a", "b", "c"]]
+
+
+async def test_embedding_batches_span_documents(store, embedder) -> None:
+    ingestion = pipeline(store, embedder, embed_batch_size=2)
+
+    await ingestion.ingest([doc(str(i), f"Body {i}.") for i in range(5)])
+
+    assert [len(call) for call in embedder.calls] == [2, 2, 1]
+
+
+async def test_a_different_model_does_not_reuse_cached_embeddings(store, embedder) -> None:
+    await pipeline(store, embedder).ingest([doc("a", "Body.")])
+    other = CountingEmbedder()
+    other.model_name = "other-model"
+
+    outcomes = await IngestionPipeline(store=store, embedder=other, policy=POLICY).ingest([doc("a", "Body.")])
+
+    assert outcomes[0].status == "updated"
+    assert other.embedded_texts == ["Title\nBody."]
+
+
+async def test_mixed_batch_reports_each_status_in_input_order(store, embedder) -> None:
+    ingestion = pipeline(store, embedder)
+    await ingestion.ingest([doc("old", "Keep."), doc("changed", "Before.")])
+
+    outcomes = await ingestion.ingest([doc("new", "Fresh."), doc("changed", "After."), doc("old", "Keep.")])
+
+    assert [(o.document_id, o.status) for o in outcomes] == [
+        ("new", "created"),
+        ("changed", "updated"),
+        ("old", "unchanged"),
+    ]
+    assert store.save_calls[-1] == ["new", "changed"]
+
+
+async def test_on_written_is_called_once_per_written_project(store, embedder) -> None:
+    written: list[str] = []
+    ingestion = pipeline(store, embedder, on_written=written.append)
+
+    await ingestion.ingest([doc("a", "A.", project_id="p2"), doc("b", "B.", project_id="p1"), doc("c", "C.")])
+    await ingestion.ingest([doc("a", "A.", project_id="p2")])
+
+    assert written == ["p", "p1", "p2"]
+
+
+async def test_embedder_failure_writes_nothing(store) -> None:
+    ingestion = pipeline(store, CountingEmbedder(fail=True))
+
+    with pytest.raises(EngineUnavailableError):
+        await ingestion.ingest([doc("a", "Body.")])
+
+    assert store.documents == {}
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        (doc("a", "  \n\t "), "text"),
+        (doc("a", "bad\x00text"), "text"),
+        (doc("a", "ok", title="t\x00"), "title"),
+        (doc("a", "ok", metadata={"k": ["v\x00"]}), "metadata"),
+        (doc("", "ok"), "document_id"),
+    ],
+)
+async def test_invalid_documents_are_rejected_before_any_write(store, embedder, document, field) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        await pipeline(store, embedder).ingest([doc("fine", "Fine."), document])
+
+    assert raised.value.field == field
+    assert store.save_calls == []
+    assert embedder.calls == []
+
+
+async def test_duplicate_ids_in_one_batch_are_rejected(store, embedder) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        await pipeline(store, embedder).ingest([doc("a", "One."), doc("a", "Two.")])
+
+    assert raised.value.field == "document_id"
+
+
+async def test_same_id_in_two_projects_is_not_a_duplicate(store, embedder) -> None:
+    outcomes = await pipeline(store, embedder).ingest([doc("a", "One.", project_id="x"), doc("a", "One.")])
+
+    assert [o.status for o in outcomes] == ["created", "created"]
+
+
+async def test_front_matter_only_document_is_rejected(store, embedder) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        await pipeline(store, embedder).ingest([doc("a", "---\ntitle: x\n---\n")])
+
+    assert raised.value.field == "text"
+
+
+async def test_empty_batch_does_nothing(store, embedder) -> None:
+    assert await pipeline(store, embedder).ingest([]) == []
+    assert store.save_calls == []
+
+
+async def test_delete_reports_existence_and_notifies(store, embedder) -> None:
+    written: list[str] = []
+    ingestion = pipeline(store, embedder, on_written=written.append)
+    await ingestion.ingest([doc("a", "Body.")])
+    written.clear()
+
+    assert await ingestion.delete("p", "a") is True
+    assert await ingestion.delete("p", "a") is False
+    assert written == ["p"]
+
+
+def test_content_hash_covers_policy_and_fields() -> None:
+    base = doc("a", "Body.")
+    reference = content_hash(base, policy=POLICY, embedding_model="m")
+
+    variants = [
+        content_hash(replace(base, title="Other"), policy=POLICY, embedding_model="m"),
+        content_hash(replace(base, source="x.md"), policy=POLICY, embedding_model="m"),
+        content_hash(replace(base, metadata={"k": 1}), policy=POLICY, embedding_model="m"),
+        content_hash(base, policy=replace(POLICY, max_chars=300), embedding_model="m"),
+        content_hash(base, policy=POLICY, embedding_model="m2"),
+    ]
+
+    assert content_hash(doc("a", "Body."), policy=POLICY, embedding_model="m") == reference
+    assert reference not in variants
+    assert len(set(variants)) == len(variants)
+
+
+def test_embedding_text_puts_the_breadcrumb_first_and_hash_matches() -> None:
+    chunk = IngestionPipeline(store=FakeStore(), embedder=CountingEmbedder(), policy=POLICY).chunk(
+        doc("a", "# Sec\nBody.", title="Paper title")
+    )[0]
+
+    assert embedding_text(chunk) == "Paper title > Sec\nBody."
+    assert chunk.chunk_hash == chunk_hash("Paper title > Sec\nBody.")

@@ -1,0 +1,252 @@
+"""build_plan: request options over routing over defaults, entity filters, validation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from app.config import Settings
+from app.domain.errors import InvalidQueryError
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusionMethod, SearchStrategy
+from app.query.optimizer import QueryOptimizer
+from app.query.planner import PlanDefaults, SearchOptions, build_plan, validate_query_text
+
+NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)
+OPTIMIZER = QueryOptimizer(clock=lambda: NOW)
+ROUTED = PlanDefaults(routing_enabled=True)
+
+
+def plan_for(query: str, defaults: PlanDefaults = ROUTED, **options):
+    return build_plan(OPTIMIZER.analyze(query), SearchOptions(project=options.pop("project", "demo"), **options), defaults)
+
+
+# --- strategy ------------------------------------------------------------------------------------
+
+
+def test_routing_enabled_follows_the_optimizer() -> None:
+    plan = plan_for("#networking @devops")
+
+    assert plan.strategy is SearchStrategy.LEXICAL
+    assert plan.strategy_confidence == 0.85
+
+
+def test_routing_disabled_uses_the_configured_strategy() -> None:
+    plan = plan_for("#networking @devops", PlanDefaults(strategy=SearchStrategy.SEMANTIC, routing_enabled=False))
+
+    assert plan.strategy is SearchStrategy.SEMANTIC
+    assert plan.strategy_confidence == 1.0
+
+
+def test_explicit_strategy_beats_routing() -> None:
+    plan = plan_for("#networking @devops", strategy=SearchStrategy.HYBRID)
+
+    assert plan.strategy is SearchStrategy.HYBRID
+    assert plan.strategy_confidence == 1.0
+
+
+# --- texts, limits, fusion -----------------------------------------------------------------------
+
+
+def test_plan_carries_the_optimizer_texts_and_defaults() -> None:
+    plan = plan_for("How do I deploy to K8s?")
+
+    assert plan.semantic_text == "how do i deploy to kubernetes?"
+    assert plan.lexical_query.text == "deploy k8s kubernetes"
+    assert plan.filters.project_id == "demo"
+    assert (plan.limit, plan.retrieve_k, plan.cascading_multiplier) == (10, 50, 4)
+    assert (plan.lexical_timeout_s, plan.semantic_timeout_s) == (2.0, 5.0)
+    assert plan.max_chunks_per_document is None
+    assert plan.min_score is None
+
+
+def test_request_limit_and_retrieve_k_apply_and_retrieve_k_covers_the_limit() -> None:
+    assert plan_for("kubernetes pods memory", limit=5).limit == 5
+    assert plan_for("kubernetes pods memory", limit=80).retrieve_k == 80
+    assert plan_for("kubernetes pods memory", retrieve_k=200).retrieve_k == 200
+
+
+def test_fuzzy_comes_from_defaults_unless_the_request_says() -> None:
+    assert plan_for("kubernetes pods memory", PlanDefaults(fuzzy=True)).lexical_query.fuzzy
+    assert not plan_for("kubernetes pods memory", PlanDefaults(fuzzy=True), fuzzy=False).lexical_query.fuzzy
+
+
+def test_plain_rrf_is_unweighted_by_default() -> None:
+    plan = plan_for("kubernetes pods memory")
+
+    assert plan.fusion.method is FusionMethod.RRF
+    assert plan.fusion.rrf_k == 60
+    assert dict(plan.fusion.weights) == {}
+
+
+def test_weighted_fusion_gets_the_default_weights() -> None:
+    plan = plan_for("kubernetes pods memory", fusion_method=FusionMethod.WEIGHTED)
+
+    assert dict(plan.fusion.weights) == pytest.approx({SEMANTIC_LEG: 0.6, LEXICAL_LEG: 0.4})
+
+
+def test_one_given_weight_sets_the_other_to_its_complement() -> None:
+    plan = plan_for("kubernetes pods memory", semantic_weight=0.3, rrf_k=20)
+
+    assert dict(plan.fusion.weights) == pytest.approx({SEMANTIC_LEG: 0.3, LEXICAL_LEG: 0.7})
+    assert plan.fusion.rrf_k == 20
+    assert dict(plan_for("kubernetes pods", lexical_weight=0.25).fusion.weights) == pytest.approx(
+        {SEMANTIC_LEG: 0.75, LEXICAL_LEG: 0.25}
+    )
+
+
+# --- filters -------------------------------------------------------------------------------------
+
+
+def test_request_filters_reach_the_plan() -> None:
+    plan = plan_for("kubernetes pods memory", levels=("L1",), tags=("ops",), source_prefix="runbooks/", min_score=0.01)
+
+    assert plan.filters.levels == ("L1",)
+    assert plan.filters.tags == ("ops",)
+    assert plan.filters.source_prefix == "runbooks/"
+    assert plan.min_score == 0.01
+
+
+def test_query_tags_join_the_tag_filter() -> None:
+    plan = plan_for("#networking policies for ingress", tags=("ops", "networking"))
+
+    assert plan.filters.tags == ("ops", "networking")
+    assert plan_for("#networking #dns policies").filters.tags == ("networking", "dns")
+
+
+def test_query_year_becomes_an_event_time_range() -> None:
+    plan = plan_for("fix port 2024")
+
+    assert plan.filters.event_time_from == datetime(2024, 1, 1, tzinfo=UTC)
+    assert plan.filters.event_time_to == datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def test_query_dates_intersect_the_request_range() -> None:
+    plan = plan_for(
+        "fix port 2024", date_from=datetime(2024, 6, 1, tzinfo=UTC), date_to=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+
+    assert plan.filters.event_time_from == datetime(2024, 6, 1, tzinfo=UTC)
+    assert plan.filters.event_time_to == datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def test_request_range_wins_when_query_dates_do_not_overlap() -> None:
+    plan = plan_for(
+        "fix port 2024", date_from=datetime(2022, 1, 1, tzinfo=UTC), date_to=datetime(2023, 1, 1, tzinfo=UTC)
+    )
+
+    assert plan.filters.event_time_from == datetime(2022, 1, 1, tzinfo=UTC)
+    assert plan.filters.event_time_to == datetime(2023, 1, 1, tzinfo=UTC)
+
+
+def test_naive_request_dates_are_utc() -> None:
+    plan = plan_for("kubernetes pods memory", date_from=datetime(2024, 1, 1))  # noqa: DTZ001 - the point of the test
+
+    assert plan.filters.event_time_from == datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_entity_filters_can_be_turned_off() -> None:
+    plan = plan_for("#networking changes in 2024", PlanDefaults(entity_filters_enabled=False))
+
+    assert plan.filters.tags == ()
+    assert plan.filters.event_time_from is None
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, None),
+        ({"collapse": True}, 1),
+        ({"collapse": True, "max_chunks_per_document": 3}, 3),
+        ({"max_chunks_per_document": 2}, 2),
+    ],
+)
+def test_collapse_options(options, expected) -> None:
+    assert plan_for("kubernetes pods memory", **options).max_chunks_per_document == expected
+
+
+def test_collapse_false_overrides_a_collapsing_default() -> None:
+    defaults = PlanDefaults(max_chunks_per_document=2)
+
+    assert plan_for("kubernetes pods memory", defaults).max_chunks_per_document == 2
+    assert plan_for("kubernetes pods memory", defaults, collapse=False).max_chunks_per_document is None
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_empty_query_is_rejected(query: str) -> None:
+    with pytest.raises(InvalidQueryError) as error:
+        plan_for(query)
+
+    assert error.value.field == "query"
+
+
+def test_over_long_query_is_rejected_before_analysis() -> None:
+    with pytest.raises(InvalidQueryError) as error:
+        validate_query_text("x" * 2001)
+
+    assert error.value.field == "query"
+    validate_query_text("x" * 2000)
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 101}, "limit"),
+        ({"semantic_weight": -0.1}, "semantic_weight"),
+        ({"lexical_weight": float("nan")}, "lexical_weight"),
+        ({"semantic_weight": 0.0, "lexical_weight": 0.0}, "semantic_weight"),
+        ({"rrf_k": 0}, "rrf_k"),
+        ({"retrieve_k": 0}, "retrieve_k"),
+        ({"min_score": float("inf")}, "min_score"),
+        ({"max_chunks_per_document": 0}, "max_chunks_per_document"),
+        ({"project": " "}, "project"),
+        (
+            {"date_from": datetime(2025, 1, 1, tzinfo=UTC), "date_to": datetime(2024, 1, 1, tzinfo=UTC)},
+            "date_from",
+        ),
+    ],
+)
+def test_invalid_options_name_the_field(options, field: str) -> None:
+    with pytest.raises(InvalidQueryError) as error:
+        plan_for("kubernetes pods memory", **options)
+
+    assert error.value.field == field
+
+
+def test_defaults_come_from_settings() -> None:
+    settings = Settings(
+        _env_file=None,
+        search_strategy=SearchStrategy.CASCADING,
+        query_optimization_enabled=True,
+        ranking_algorithm=FusionMethod.WEIGHTED,
+        rrf_k_constant=30,
+        hybrid_semantic_weight=0.7,
+        rrf_retrieve_k=40,
+        rrf_final_k=7,
+        cascading_lexical_multiplier=3,
+        lexical_timeout_ms=1500,
+        semantic_timeout_ms=2500,
+        max_chunks_per_document=0,
+        lexical_fuzziness=True,
+    )
+
+    defaults = PlanDefaults.from_settings(settings)
+
+    assert defaults == PlanDefaults(
+        strategy=SearchStrategy.CASCADING,
+        routing_enabled=True,
+        fusion_method=FusionMethod.WEIGHTED,
+        rrf_k=30,
+        semantic_weight=0.7,
+        retrieve_k=40,
+        limit=7,
+        cascading_multiplier=3,
+        lexical_timeout_s=1.5,
+        semantic_timeout_s=2.5,
+        max_chunks_per_document=None,
+        fuzzy=True,
+    )

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.domain.errors import InvalidInputError
+from app.ingestion.sources import read_documents
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def test_folder_yields_notes_recursively_in_path_order(tmp_path: Path) -> None:
+    write(tmp_path / "runbooks" / "port-forward.md", "# Port forwarding\nUse kubectl.")
+    write(tmp_path / "a.txt", "plain text note")
+    write(tmp_path / "b.markdown", "No heading here.")
+    write(tmp_path / "image.png", b"\x89PNG")
+
+    documents = list(read_documents(tmp_path, project_id="p"))
+
+    assert [(d.document_id, d.source, d.title) for d in documents] == [
+        ("a.txt", "a.txt", "a"),
+        ("b.markdown", "b.markdown", "b"),
+        ("runbooks/port-forward.md", "runbooks/port-forward.md", "Port forwarding"),
+    ]
+    assert {d.project_id for d in documents} == {"p"}
+    assert documents[2].text == "# Port forwarding\nUse kubectl."
+
+
+def test_same_stem_with_different_extensions_stays_two_documents(tmp_path: Path) -> None:
+    write(tmp_path / "note.md", "markdown")
+    write(tmp_path / "note.txt", "text")
+
+    assert [d.document_id for d in read_documents(tmp_path, project_id="p")] == ["note.md", "note.txt"]
+
+
+def test_hidden_folders_and_files_are_skipped(tmp_path: Path) -> None:
+    write(tmp_path / ".obsidian" / "workspace.md", "hidden")
+    write(tmp_path / ".draft.md", "hidden")
+    write(tmp_path / "visible.md", "shown")
+
+    assert [d.document_id for d in read_documents(tmp_path, project_id="p")] == ["visible.md"]
+
+
+def test_front_matter_gives_title_tags_date_and_metadata(tmp_path: Path) -> None:
+    write(
+        tmp_path / "n.md",
+        "---\ntitle: Incident review\ntags: [ops, '#k8s']\ndate: 2024-05-01\nowner: sre\n---\n# Heading\nBody.",
+    )
+
+    (document,) = read_documents(tmp_path, project_id="p")
+
+    assert document.title == "Incident review"
+    assert document.tags == ("ops", "k8s")
+    assert document.event_time == datetime(2024, 5, 1, tzinfo=UTC)
+    assert document.metadata == {
+        "title": "Incident review",
+        "tags": ["ops", "#k8s"],
+        "date": "2024-05-01",
+        "owner": "sre",
+    }
+
+
+def test_informal_date_stays_in_metadata_only(tmp_path: Path) -> None:
+    write(tmp_path / "n.md", "---\ndate: last spring\n---\nBody.")
+
+    (document,) = read_documents(tmp_path, project_id="p")
+
+    assert document.event_time is None
+    assert document.metadata == {"date": "last spring"}
+
+
+def test_empty_and_binary_files_are_skipped_and_reported(tmp_path: Path) -> None:
+    write(tmp_path / "empty.md", "  \n")
+    write(tmp_path / "front-only.md", "---\ntitle: x\n---\n")
+    write(tmp_path / "binary.txt", b"ab\x00cd")
+    write(tmp_path / "ok.md", "fine")
+    skipped: list[tuple[str, str]] = []
+
+    documents = list(read_documents(tmp_path, project_id="p", on_skip=lambda p, why: skipped.append((p.name, why))))
+
+    assert [d.document_id for d in documents] == ["ok.md"]
+    assert sorted(name for name, _ in skipped) == ["binary.txt", "empty.md", "front-only.md"]
+
+
+def test_bom_crlf_and_invalid_utf8_are_tolerated(tmp_path: Path) -> None:
+    write(tmp_path / "n.md", b"\xef\xbb\xbf# T\xc3\xa9l\xc3\xa9\r\nbad \xff byte\r\n")
+
+    (document,) = read_documents(tmp_path, project_id="p")
+
+    assert document.title == "Télé"
+    assert "\ufffd" in document.text
+
+
+def test_single_file_is_relative_to_its_folder(tmp_path: Path) -> None:
+    path = write(tmp_path / "sub" / "one.md", "Body.")
+
+    (document,) = read_documents(path, project_id="p")
+
+    assert document.document_id == "one.md"
+
+
+def test_beir_corpus_reads_ids_titles_and_metadata(tmp_path: Path) -> None:
+    lines = [
+        {"_id": "4983", "title": "Microstructure", "text": "Abstract.", "metadata": {"year": 2001}},
+        {"_id": "77", "title": "Only a title", "text": ""},
+        {"_id": "78", "title": "", "text": ""},
+        {"_id": "79", "title": "T", "text": "Text.", "url": "http://x"},
+    ]
+    corpus = write(tmp_path / "scifact" / "corpus.jsonl", "\n".join(json.dumps(line) for line in lines) + "\n\n")
+    skipped: list[str] = []
+
+    documents = list(read_documents(corpus.parent, project_id="p", on_skip=lambda _, why: skipped.append(why)))
+
+    assert [(d.document_id, d.source, d.title, d.text, dict(d.metadata)) for d in documents] == [
+        ("4983", "scifact/4983", "Microstructure", "Abstract.", {"year": 2001}),
+        ("77", "scifact/77", "Only a title", "Only a title", {}),
+        ("79", "scifact/79", "T", "Text.", {"url": "http://x"}),
+    ]
+    assert skipped == ["line 3: record '78' has no text"]
+
+
+def test_beir_corpus_with_a_bad_line_names_the_line(tmp_path: Path) -> None:
+    corpus = write(tmp_path / "corpus.jsonl", '{"_id": "1", "text": "a"}\n{not json\n')
+
+    with pytest.raises(InvalidInputError, match=r"corpus.jsonl:2"):
+        list(read_documents(corpus, project_id="p"))
+
+
+def test_unsupported_path_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        read_documents(write(tmp_path / "x.pdf", b"%PDF"), project_id="p")
+
+    assert raised.value.field == "path"
+
+
+def test_missing_path_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError):
+        read_documents(tmp_path / "nope", project_id="p")
