@@ -68,7 +68,7 @@ def create_app(settings: Settings | None = None, *, engines: Engines | None = No
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            live = engines or await stack.enter_async_context(open_engines(settings))
+            live: Engines = engines if engines is not None else await stack.enter_async_context(open_engines(settings))
             cache: QueryCache[SearchResponse] = QueryCache(
                 ttl_s=settings.query_cache_ttl_secs, max_size=settings.query_cache_max_size
             )

@@ -106,7 +106,8 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
                     chunks += outcome.chunk_count
                 progress.update(len(batch))
         print(
-            f"{counts['created']} created, {counts['updated']} updated, {counts['unchanged']} unchanged; {chunks} chunks",
+            f"{counts['created']} created, {counts['updated']} updated, {counts['unchanged']} unchanged;"
+            f" {chunks} chunks",
             file=sys.stderr,
         )
         await _drain_or_explain(outbox_worker(settings, engines))

@@ -38,24 +38,30 @@ class Engines:
     close_lexical: Callable[[], Awaitable[None]] | None = None
 
 
-async def _open_lexical(settings: Settings, stack: AsyncExitStack) -> tuple[LexicalIndex, Callable[[], Awaitable[None]]]:
+async def _open_lexical(
+    settings: Settings, stack: AsyncExitStack
+) -> tuple[LexicalIndex, Callable[[], Awaitable[None]]]:
     if settings.opensearch_url:
         from app.engines.opensearch import (  # noqa: PLC0415 - the OpenSearch client is only needed in that mode
             OpenSearchLexicalIndex,
             create_opensearch_client,
+            ensure_index,
         )
 
         client = create_opensearch_client(settings)
         stack.push_async_callback(client.close)
-        index = OpenSearchLexicalIndex(
+        await ensure_index(
             client,
             alias=settings.opensearch_index,
-            timeout_s=settings.opensearch_timeout_s,
-            forward_jwt=settings.opensearch_auth == "forward_jwt",
             shards=settings.opensearch_shards,
             replicas=settings.opensearch_replicas,
         )
-        await index.ensure_index()
+        index = OpenSearchLexicalIndex(
+            client,
+            index=settings.opensearch_index,
+            timeout_s=settings.opensearch_timeout_s,
+            forward_jwt=settings.opensearch_auth == "forward_jwt",
+        )
         return index, client.close
     tantivy_index = TantivyLexicalIndex(settings.poimen_data_dir / "lexical")
     stack.push_async_callback(tantivy_index.close)

@@ -86,5 +86,5 @@ def http_error_handler(_: Request[Any, Any, Any], error: HTTPException) -> Respo
 
 def unexpected_error_handler(request: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
     """Anything unexpected: log it with its type, answer 500 without a stack trace."""
-    logger.exception("unhandled error on %s %s: %s", request.method, request.url.path, type(error).__name__)
+    logger.error("unhandled error on %s %s: %s", request.method, request.url.path, type(error).__name__, exc_info=error)
     return problem(HTTP_500_INTERNAL_SERVER_ERROR, "Internal error", "unexpected error; see server logs")

@@ -61,7 +61,9 @@ def _principal(request: Request[Any, Any, State], *, project: str | None, scope:
     return principal
 
 
-def _search_call(request: Request[Any, Any, State], principal: Principal, *, query: str, options: SearchOptions, explain: bool) -> SearchCall:
+def _search_call(
+    request: Request[Any, Any, State], principal: Principal, *, query: str, options: SearchOptions, explain: bool
+) -> SearchCall:
     client = request.client
     return SearchCall(
         query=query,
@@ -72,7 +74,7 @@ def _search_call(request: Request[Any, Any, State], principal: Principal, *, que
     )
 
 
-def _enum(value: str | None, enum_type: type[SearchStrategy] | type[FusionMethod], field: str) -> Any:  # noqa: ANN401 - one of two enums
+def _enum(value: str | None, enum_type: type[SearchStrategy | FusionMethod], field: str) -> Any:  # noqa: ANN401 - one of two enums
     if value is None or not value.strip():
         return None
     try:
@@ -101,7 +103,7 @@ class SearchController(Controller):
     tags = ["search"]  # noqa: RUF012 - Litestar reads it as a class attribute
 
     @get("/memory/query", summary="Search a project (reference endpoint)")
-    async def memory_query(  # noqa: PLR0913 - one parameter per query-string field
+    async def memory_query(  # noqa: PLR0913, PLR0917 - one parameter per query-string field
         self,
         request: Request[Any, Any, State],
         search_service: SearchService,
@@ -167,10 +169,13 @@ def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentI
         msg = f"malformed JSON: {error}"
         raise InvalidInputError(msg, field="body") from None
     if not isinstance(raw, dict):
-        msg = "expected a JSON object: one document, or {\"documents\": [...]}"
+        msg = 'expected a JSON object: one document, or {"documents": [...]}'
         raise InvalidInputError(msg, field="body")
     try:
-        documents = msgspec.convert(raw, DocumentBatchIn).documents if "documents" in raw else [msgspec.convert(raw, DocumentIn)]
+        if "documents" in raw:
+            documents = msgspec.convert(raw, DocumentBatchIn).documents
+        else:
+            documents = [msgspec.convert(raw, DocumentIn)]
     except msgspec.ValidationError as error:
         raise InvalidInputError(str(error), field=_field_of(str(error))) from None
     for document in documents:
@@ -202,7 +207,7 @@ class DocumentController(Controller):
 
     @post("/", summary="Ingest one document or a batch", status_code=HTTP_201_CREATED)
     async def ingest(self, request: Request[Any, Any, State], project: str) -> IngestResponse:
-        """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata}` or `{documents: [...]}`."""
+        """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata}`, or `{documents}`."""
         _check_project(project)
         _principal(request, project=project, scope=SCOPE_INGEST)
         settings: Settings = request.app.state.settings
@@ -306,7 +311,8 @@ async def _readiness(state: State) -> dict[str, Any]:
     if engines is None:
         return {"status": "starting", "checks": {}}
     checks: dict[str, str] = {"model": "ok" if engines.embedder.dimensions > 0 else "not loaded"}
-    for label, ping in (("vector", engines.vector.ping), ("store", engines.store.ping), ("lexical", engines.lexical.ping)):
+    probes = (("vector", engines.vector.ping), ("store", engines.store.ping), ("lexical", engines.lexical.ping))
+    for label, ping in probes:
         try:
             async with asyncio.timeout(PING_TIMEOUT_S):
                 await ping()

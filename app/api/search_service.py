@@ -172,7 +172,11 @@ class SearchService:
         optimize_ms: float,
         total_ms: float,
     ) -> SearchResponse:
-        fusion_method = result.fusion_method.value
+        # Only the hybrid strategy fuses; the others rank by one leg's own score (cascading: vector similarity).
+        fusion_method = {
+            SearchStrategy.HYBRID: result.fusion_method.value,
+            SearchStrategy.CASCADING: "cascading",
+        }.get(result.strategy, "none")
         semantic = result.legs.get(SEMANTIC_LEG)
         lexical = result.legs.get(LEXICAL_LEG)
         stage = result.stage_ms

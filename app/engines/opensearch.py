@@ -340,6 +340,12 @@ def chunk_document(chunk: Chunk, *, indexed_at: datetime) -> dict[str, Any]:
     }
 
 
+def latest_per_document(documents: Sequence[DocumentChunks]) -> list[DocumentChunks]:
+    """One entry per (project, document): the last one listed, which is the newest state of it."""
+    latest = {(document.project_id, document.document_id): document for document in documents}
+    return list(latest.values())
+
+
 def build_bulk_actions(
     documents: Sequence[DocumentChunks], *, index: str, indexed_at: datetime
 ) -> list[dict[str, Any]]:
@@ -559,6 +565,8 @@ class OpenSearchLexicalIndex:
         idempotent (`_id` is the project-qualified chunk id), so a batch retried after a partial
         failure converges to exactly the listed chunks.
         """
+        # A document listed twice would have its two deletes remove each other's chunks: keep the last.
+        documents = latest_per_document(documents)
         if not documents:
             return
         actions = build_bulk_actions(documents, index=self._index, indexed_at=datetime.now().astimezone())

@@ -45,18 +45,26 @@ def create_postgres_engine(
     pool_size: int = 10,
     connect_timeout_s: float = 5.0,
     command_timeout_s: float | None = None,
+    hnsw_ef_search: int = 100,
 ) -> AsyncEngine:
     """An asyncpg `AsyncEngine` for both adapters; the caller disposes it (`await engine.dispose()`).
 
     `url` may be `postgresql://` (as `DATABASE_URL` usually is) or `postgresql+asyncpg://`.
     Connections are checked before use, so a restarted server costs one failed ping, not a failed call.
+    Every session starts with pgvector's iterative scan on and `hnsw.ef_search = hnsw_ef_search`, so
+    a vector search is one statement with no SET round trips (`PgVectorIndex` checks this once).
     """
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+asyncpg://" + url.split("://", 1)[1]
     connect_args: dict[str, Any] = {
         "timeout": connect_timeout_s,
         # JIT compilation costs more than it saves on short index-driven queries.
-        "server_settings": {"application_name": "poimen-memory", "jit": "off"},
+        "server_settings": {
+            "application_name": "poimen-memory",
+            "jit": "off",
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": str(min(hnsw_ef_search, MAX_HNSW_EF_SEARCH)),
+        },
     }
     if command_timeout_s is not None:
         connect_args["command_timeout"] = command_timeout_s
@@ -184,6 +192,22 @@ class PgVectorIndex:
     def __init__(self, engine: AsyncEngine, *, ef_search: int = 100) -> None:
         self._engine = engine
         self._ef_search = ef_search
+        self._sessions_preset: bool | None = None  # learnt on first search
+
+    async def _uses_preset_sessions(self) -> bool:
+        """Whether the engine's sessions already carry our HNSW settings (`create_postgres_engine` sets them)."""
+        if self._sessions_preset is None:
+            async with self._engine.connect() as connection:
+                result = await connection.execute(
+                    text(
+                        "SELECT current_setting('hnsw.iterative_scan', true) = 'relaxed_order' "
+                        "AND coalesce(current_setting('hnsw.ef_search', true), '0')::int >= :ef_search"
+                    ),
+                    {"ef_search": self._ef_search},
+                )
+                self._sessions_preset = bool(result.scalar_one())
+                await connection.rollback()
+        return self._sessions_preset
 
     async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """Return at most `top_k` chunks matching `filters`, best first (ties by chunk id)."""
@@ -208,6 +232,12 @@ class PgVectorIndex:
             )
         ef_search = min(max(self._ef_search, top_k), MAX_HNSW_EF_SEARCH)
         with translate_errors(engine=self.name):
+            if top_k <= self._ef_search and await self._uses_preset_sessions():
+                # One round trip: no BEGIN/SET/ROLLBACK around a read-only statement.
+                async with self._engine.connect() as plain_connection:
+                    connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
+                    rows = (await connection.execute(text(statement), parameters)).all()
+                return [ScoredHit(chunk=_chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
             async with self._engine.connect() as connection:
                 # set_config(..., true) is SET LOCAL: it ends with this transaction, never leaks to the pool.
                 await connection.execute(

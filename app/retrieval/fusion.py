@@ -198,9 +198,9 @@ def _freeze(entry: _Entry) -> FusedHit:
     return FusedHit(
         chunk=entry.chunk,
         score=math.fsum(entry.contributions.values()),
-        ranks=MappingProxyType(dict(entry.ranks)),
-        leg_scores=MappingProxyType(dict(entry.leg_scores)),
-        contributions=MappingProxyType(dict(entry.contributions)),
+        ranks=dict(entry.ranks),
+        leg_scores=dict(entry.leg_scores),
+        contributions=dict(entry.contributions),
     )
 
 

@@ -26,7 +26,7 @@ from osmem_server import OsmemServer
 
 from app.config import Settings
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
-from app.domain.models import Filters, LexicalQuery
+from app.domain.models import DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch import (
     SCHEMA_VERSION,
     OpenSearchLexicalIndex,
@@ -198,6 +198,19 @@ async def test_chunk_ids_equal_across_projects_do_not_collide(
     assert await search_ids(index, "omicron") == ["same"]
     hits = await index.search(LexicalQuery("omicron"), top_k=5, filters=Filters("proj-beta"))
     assert [hit.chunk.text for hit in hits] == ["omicron beta copy"]
+
+
+async def test_the_last_entry_of_a_document_in_a_batch_wins(
+    opensearch_client: AsyncOpenSearch, opensearch_alias: str
+) -> None:
+    await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
+    index = OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias)
+    older = DocumentChunks(PROJECT, "d1", (make_chunk("v1", "iota first version", document_id="d1"),))
+    newer = DocumentChunks(PROJECT, "d1", (make_chunk("v2", "iota second version", document_id="d1"),))
+
+    await index.replace_documents([older, newer])
+
+    assert await search_ids(index, "iota") == ["v2"]
 
 
 # --- a scripted OpenSearch on loopback: headers, error bodies, status codes ----------------------

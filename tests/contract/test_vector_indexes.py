@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import Filters
@@ -10,8 +11,8 @@ from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.migrate import run_migrations
 from app.engines.postgres import PgVectorIndex, PostgresDocumentStore, create_postgres_engine
-from tests.contract.document_store import embedding
-from tests.contract.vector_index import VectorIndexContract
+from tests.contract.document_store import chunk, embedding
+from tests.contract.vector_index import VectorIndexContract, save
 
 
 class TestInMemoryVectorIndex(VectorIndexContract):
@@ -39,6 +40,31 @@ class TestPgVectorIndex(VectorIndexContract):
     @pytest.fixture
     def index(self, postgres_engine):
         return PgVectorIndex(postgres_engine, ef_search=40)
+
+    async def test_top_k_above_ef_search_still_fills(self, store, postgres_engine, project) -> None:
+        # top_k > ef_search takes the per-transaction SET LOCAL path instead of the preset session.
+        await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(6)])
+
+        hits = await PgVectorIndex(postgres_engine, ef_search=2).search(
+            embedding(1.0), top_k=5, filters=Filters(project_id=project)
+        )
+
+        assert [h.chunk_id for h in hits] == [f"doc#{i}" for i in range(5)]
+
+    async def test_engine_without_preset_sessions_still_searches(self, store, migrated_postgres_url, project) -> None:
+        await save(
+            store,
+            [(chunk(project, "a", 0, tags=("t",)), embedding(0.0, 1.0)), (chunk(project, "b", 0), embedding(1.0))],
+        )
+        plain_engine = create_async_engine(migrated_postgres_url)
+        try:
+            hits = await PgVectorIndex(plain_engine).search(
+                embedding(1.0), top_k=5, filters=Filters(project_id=project, tags=("t",))
+            )
+        finally:
+            await plain_engine.dispose()
+
+        assert [h.chunk_id for h in hits] == ["a#0"]
 
 
 @pytest.mark.integration

@@ -142,7 +142,7 @@ def test_token_signed_with_another_key_is_refused() -> None:
 
 
 def test_alg_none_is_refused() -> None:
-    token = jwt.encode(claims(), None, algorithm="none")
+    token = jwt.encode(claims(), "", algorithm="none")
 
     assert_refused(hs_verifier(), bearer(token), "algorithm this service does not accept")
 
@@ -303,8 +303,10 @@ def test_private_key_file_is_a_configuration_error(rsa_key: rsa.RSAPrivateKey) -
 def jwks(*entries: tuple[str, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey]) -> str:
     keys = []
     for kid, key in entries:
-        algorithm = jwt.algorithms.RSAAlgorithm if isinstance(key, rsa.RSAPrivateKey) else jwt.algorithms.ECAlgorithm
-        jwk = json.loads(algorithm.to_jwk(key.public_key()))
+        if isinstance(key, rsa.RSAPrivateKey):
+            jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+        else:
+            jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
         jwk["kid"] = kid
         keys.append(jwk)
     return json.dumps({"keys": keys})

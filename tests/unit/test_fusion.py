@@ -151,9 +151,9 @@ def test_rrf_rejects_negative_k_weight_and_limit() -> None:
 # --- invariants shared by every fusion -----------------------------------------------------------
 
 ALL_FUSIONS = [
-    pytest.param(lambda r, **kw: reciprocal_rank_fusion(r, **kw), id="rrf"),
-    pytest.param(lambda r, **kw: weighted_score_fusion(r, **kw), id="weighted"),
-    pytest.param(lambda r, **kw: zscore_fusion(r, **kw), id="zscore"),
+    pytest.param(reciprocal_rank_fusion, id="rrf"),
+    pytest.param(weighted_score_fusion, id="weighted"),
+    pytest.param(zscore_fusion, id="zscore"),
 ]
 
 
@@ -342,7 +342,12 @@ def test_cascade_ranking_orders_candidates_by_similarity_and_reports_both_ranks(
 
 
 def test_collapse_keeps_the_best_hits_of_each_document() -> None:
-    hits = [hit("a1", document_id="A"), hit("a2", document_id="A"), hit("b1", document_id="B"), hit("a3", document_id="A")]
+    hits = [
+        hit("a1", document_id="A"),
+        hit("a2", document_id="A"),
+        hit("b1", document_id="B"),
+        hit("a3", document_id="A"),
+    ]
     fused = rank_single_leg(hits, leg=SEMANTIC_LEG)
 
     assert ids(collapse_per_document(fused, 1)) == ["a1", "b1"]

@@ -25,6 +25,7 @@ from app.engines.opensearch import (
     build_stale_chunks_query,
     document_key,
     index_body,
+    latest_per_document,
     parse_search_response,
     raise_for_bulk_failures,
     raise_for_by_query_failures,
@@ -321,6 +322,14 @@ def test_bulk_actions_index_every_chunk_under_a_project_qualified_id() -> None:
             },
         }
     ]
+
+
+def test_latest_per_document_keeps_the_last_entry_of_each_document() -> None:
+    older = DocumentChunks("poimen", "doc-1", (make_chunk("c1"),))
+    other = DocumentChunks("other", "doc-1", ())
+    newer = DocumentChunks("poimen", "doc-1", (make_chunk("c2"),))
+
+    assert latest_per_document([older, other, newer]) == [newer, other]
 
 
 def test_document_key_separates_projects() -> None:

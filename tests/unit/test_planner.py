@@ -18,7 +18,9 @@ ROUTED = PlanDefaults(routing_enabled=True)
 
 
 def plan_for(query: str, defaults: PlanDefaults = ROUTED, **options):
-    return build_plan(OPTIMIZER.analyze(query), SearchOptions(project=options.pop("project", "demo"), **options), defaults)
+    return build_plan(
+        OPTIMIZER.analyze(query), SearchOptions(project=options.pop("project", "demo"), **options), defaults
+    )
 
 
 # --- strategy ------------------------------------------------------------------------------------

@@ -1,0 +1,218 @@
+"""Evaluation data sets in BEIR layout, plus the conversational specifics of LoCoMo-style sets. Reads files.
+
+A data set folder holds `corpus.jsonl` (`_id`, `title`, `text`), `queries.jsonl` (`_id`, `text`) and
+`qrels/<split>.tsv` (header, then `query-id corpus-id score`). Optionally `queries_meta.jsonl` carries
+per query `sample_id` (its conversation) and `category`.
+
+Conversational sets (every corpus id is `<conversation>:<turn>` and every query names its conversation
+in `queries_meta.jsonl`) are searched one conversation at a time, as the LoCoMo paper does: each
+conversation becomes its own project. Their corpus titles read `<session date> | <speaker>`
+(`1:56 pm on 8 May, 2023 | Caroline`): the date becomes the turn's event time, the speaker stays in the
+title so it is indexed and embedded with the utterance.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+from app.domain.models import Document
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from pathlib import Path
+
+CORPUS_FILE: Final = "corpus.jsonl"
+QUERIES_FILE: Final = "queries.jsonl"
+QUERIES_META_FILE: Final = "queries_meta.jsonl"
+QRELS_FOLDER: Final = "qrels"
+GROUP_SEPARATOR: Final = ":"
+SESSION_TITLE_SEPARATOR: Final = " | "
+SESSION_DATE_FORMAT: Final = "%I:%M %p on %d %B, %Y"
+"""LoCoMo's session date format, e.g. `1:56 pm on 8 May, 2023`."""
+
+_PROJECT_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_PROJECT_CHARS: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class EvalQuery:
+    """One judged query. `group` is its conversation (None: the whole corpus); `category` its question type."""
+
+    query_id: str
+    text: str
+    group: str | None = None
+    category: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvalDataset:
+    """A data set ready to evaluate: the judged queries of one split and their relevance judgements.
+
+    `qrels` maps query id -> document id -> graded relevance (> 0 is relevant). Only queries with at
+    least one judgement are kept, as BEIR does. `conversational` means queries search their group only.
+    """
+
+    name: str
+    path: Path
+    split: str
+    queries: tuple[EvalQuery, ...]
+    qrels: Mapping[str, Mapping[str, int]]
+    conversational: bool
+    corpus_fingerprint: str
+    groups: tuple[str, ...] = field(default=())
+
+
+def is_dataset_folder(path: Path) -> bool:
+    """True when `path` holds a BEIR corpus and queries."""
+    return (path / CORPUS_FILE).is_file() and (path / QUERIES_FILE).is_file()
+
+
+def find_datasets(path: Path) -> list[Path]:
+    """`path` itself when it is a data set, else its data-set subfolders; names starting `_` or `.` are skipped."""
+    if is_dataset_folder(path):
+        return [path]
+    if not path.is_dir():
+        return []
+    return sorted(
+        child
+        for child in path.iterdir()
+        if child.is_dir() and not child.name.startswith(("_", ".")) and is_dataset_folder(child)
+    )
+
+
+def load_dataset(path: Path, *, split: str) -> EvalDataset:
+    """Read the queries and qrels of `split`. Raises `FileNotFoundError` when a required file is missing."""
+    qrels = read_qrels(path / QRELS_FOLDER / f"{split}.tsv")
+    texts = _read_jsonl_field(path / QUERIES_FILE, "text")
+    meta = _read_query_meta(path / QUERIES_META_FILE)
+    conversational = bool(meta) and all(
+        meta.get(query_id, {}).get("group") is not None for query_id in qrels if query_id in texts
+    )
+    queries = tuple(
+        EvalQuery(
+            query_id=query_id,
+            text=texts[query_id],
+            group=meta.get(query_id, {}).get("group") if conversational else None,
+            category=meta.get(query_id, {}).get("category"),
+        )
+        for query_id in texts
+        if query_id in qrels and any(score > 0 for score in qrels[query_id].values())
+    )
+    kept = {query.query_id for query in queries}
+    groups = tuple(sorted({query.group for query in queries if query.group is not None}))
+    return EvalDataset(
+        name=path.resolve().name,
+        path=path,
+        split=split,
+        queries=queries,
+        qrels={query_id: judged for query_id, judged in qrels.items() if query_id in kept},
+        conversational=conversational,
+        corpus_fingerprint=corpus_fingerprint(path / CORPUS_FILE),
+        groups=groups,
+    )
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """BEIR qrels: a tab-separated header line, then `query-id corpus-id score` rows."""
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8", newline="") as rows:
+        reader = csv.reader(rows, delimiter="\t")
+        for line_number, row in enumerate(reader):
+            if line_number == 0 and row and not row[-1].lstrip("-").isdigit():
+                continue  # header
+            if len(row) < 3:  # noqa: PLR2004 - query id, corpus id, score
+                continue
+            qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    return qrels
+
+
+def corpus_fingerprint(corpus: Path) -> str:
+    """A cheap identity of the corpus file (size and modification time), for the ingest marker."""
+    stat = corpus.stat()
+    return hashlib.sha256(f"{corpus.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
+def project_id_for(dataset_name: str, group: str | None) -> str:
+    """The project a data set (or one of its conversations) is ingested into: `eval-<name>[-<group>]`."""
+    raw = f"eval-{dataset_name}" if group is None else f"eval-{dataset_name}-{group}"
+    return _PROJECT_UNSAFE.sub("-", raw)[:MAX_PROJECT_CHARS]
+
+
+def group_of(document_id: str) -> str:
+    """The conversation a conversational corpus id belongs to: the part before the first `:`."""
+    return document_id.split(GROUP_SEPARATOR, 1)[0]
+
+
+def parse_session_title(title: str) -> tuple[datetime | None, str]:
+    """`"1:56 pm on 8 May, 2023 | Caroline"` -> (2023-05-08 13:56 UTC, "Caroline"); unparsable dates give None."""
+    date_text, separator, speaker = title.partition(SESSION_TITLE_SEPARATOR)
+    if not separator:
+        return None, title
+    try:
+        moment = datetime.strptime(date_text.strip(), SESSION_DATE_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None, title
+    return moment, speaker.strip()
+
+
+def read_corpus(dataset: EvalDataset) -> Iterator[Document]:
+    """The corpus as documents, in file order, each in its project (see `project_id_for`).
+
+    Conversational turns get their session date as event time; their title stays as given (date and
+    speaker), so the speaker's name is searchable. Records with no text use their title as text.
+    """
+    source_prefix = dataset.name
+    with (dataset.path / CORPUS_FILE).open(encoding="utf-8-sig") as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            document_id = str(record["_id"])
+            title = str(record.get("title") or "")
+            text = str(record.get("text") or "") or title
+            if not text.strip():
+                continue
+            group = group_of(document_id) if dataset.conversational else None
+            event_time = parse_session_title(title)[0] if dataset.conversational else None
+            yield Document(
+                project_id=project_id_for(dataset.name, group),
+                document_id=document_id,
+                source=f"{source_prefix}/{document_id}",
+                title=title,
+                text=text,
+                event_time=event_time,
+            )
+
+
+def _read_jsonl_field(path: Path, name: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    with path.open(encoding="utf-8-sig") as lines:
+        for line in lines:
+            if line.strip():
+                record = json.loads(line)
+                values[str(record["_id"])] = str(record.get(name) or "")
+    return values
+
+
+def _read_query_meta(path: Path) -> dict[str, dict[str, str | None]]:
+    """Per query: `group` (its `sample_id`) and `category`, as strings; empty when the file is absent."""
+    if not path.is_file():
+        return {}
+    meta: dict[str, dict[str, str | None]] = {}
+    with path.open(encoding="utf-8-sig") as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            sample_id, category = record.get("sample_id"), record.get("category")
+            meta[str(record["_id"])] = {
+                "group": None if sample_id is None else str(sample_id),
+                "category": None if category is None else str(category),
+            }
+    return meta
