@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
     reindex.add_argument("--project", required=True)
     evaluate = commands.add_parser("eval", help="evaluate retrieval quality on a BEIR-layout data set")
-    from app.evaluation.cli import add_eval_arguments  # noqa: PLC0415 - keeps the parser definition in one place
+    from app.api.eval_command import add_eval_arguments  # noqa: PLC0415 - keeps the parser definition in one place
 
     add_eval_arguments(evaluate)
     return parser
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _ingest(settings, path=arguments.path, project=arguments.project, batch_size=arguments.batch_size)
     if command == "reindex":
         return _reindex(settings, project=arguments.project)
-    from app.evaluation.cli import run_eval  # noqa: PLC0415 - heavy imports only for this command
+    from app.api.eval_command import run_eval  # noqa: PLC0415 - heavy imports only for this command
 
     return run_eval(settings, arguments)
 

@@ -37,7 +37,6 @@ class Settings(BaseSettings):
     embedding_threads: int = Field(default=0, ge=0, le=256)
     database_pool_size: int = Field(default=10, ge=1, le=200)
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
-    exact_vector_search_max_rows: int = Field(default=20000, ge=0)
 
     # OpenSearch (production lexical leg).
     opensearch_index: str = "poimen-chunks"

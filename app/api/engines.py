@@ -95,7 +95,9 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         if embedded is not None:
             # Kubernetes migrates in a Job (`poimen migrate`); the embedded default migrates itself.
             await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=embedder.dimensions)
-        engine = create_postgres_engine(database_url, pool_size=settings.database_pool_size)
+        engine = create_postgres_engine(
+            database_url, pool_size=settings.database_pool_size, hnsw_ef_search=settings.hnsw_ef_search
+        )
         stack.push_async_callback(engine.dispose)
         lexical, close_lexical = await _open_lexical(settings, stack)
         yield Engines(

@@ -1,0 +1,32 @@
+"""`poimen eval` glue: opens the real engines for the evaluation harness, which may not open them itself."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from app.api.engines import open_engines
+from app.evaluation.cli import add_eval_arguments, run_eval_with
+from app.evaluation.runner import EvaluationEngines
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import AsyncIterator
+
+    from app.config import Settings
+
+__all__ = ["add_eval_arguments", "open_evaluation_engines", "run_eval"]
+
+
+@asynccontextmanager
+async def open_evaluation_engines(settings: Settings) -> AsyncIterator[EvaluationEngines]:
+    """The same engines the server runs (embedded by default), under `settings.poimen_data_dir`."""
+    async with open_engines(settings) as engines:
+        yield EvaluationEngines(
+            embedder=engines.embedder, vector=engines.vector, lexical=engines.lexical, store=engines.store
+        )
+
+
+def run_eval(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Run `poimen eval` on the real engines; the exit status."""
+    return run_eval_with(settings, arguments, open_engines=open_evaluation_engines)

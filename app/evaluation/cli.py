@@ -1,0 +1,165 @@
+"""`poimen eval`: arguments and the evaluation flow. Engines come from an injected opener (the api layer).
+
+Flow per data set: load queries and qrels of the split, ingest the corpus into its own projects under
+the evaluation data dir (skipped when the ingest marker matches), run every requested strategy x
+fusion through the real search path, score with ir-measures, write the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from app.evaluation.datasets import find_datasets, load_dataset
+from app.evaluation.report import primary_metric, results_document, write_report
+from app.evaluation.runner import (
+    FUSION_NAMES,
+    STRATEGY_NAMES,
+    QueryRunner,
+    default_run_spec,
+    ensure_ingested,
+    run_specs,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
+    from app.config import Settings
+    from app.evaluation.datasets import EvalDataset
+    from app.evaluation.runner import EvaluationEngines, RunResult
+
+    EnginesOpener = Callable[[Settings], AbstractAsyncContextManager[EvaluationEngines]]
+
+EVAL_DATA_SUBDIR: Final = "eval"
+MARKER_SUBDIR: Final = "eval-markers"
+EXIT_USAGE: Final = 2
+
+
+def _names(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
+    def parse(value: str) -> list[str]:
+        names = [name.strip().lower() for name in value.split(",") if name.strip()]
+        unknown = [name for name in names if name not in choices]
+        if unknown or not names:
+            msg = f"choose from {', '.join(choices)} (comma-separated); got {value!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return names
+
+    return parse
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `poimen eval`'s arguments to `parser`."""
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        required=True,
+        help="a BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) or a folder of them",
+    )
+    parser.add_argument("--split", default="test", help="qrels split to score (default test)")
+    parser.add_argument(
+        "--strategies",
+        type=_names(STRATEGY_NAMES),
+        default=list(STRATEGY_NAMES),
+        help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default all)",
+    )
+    parser.add_argument(
+        "--fusions",
+        type=_names(FUSION_NAMES),
+        default=list(FUSION_NAMES),
+        help=f"comma-separated, from {','.join(FUSION_NAMES)} (default all)",
+    )
+    parser.add_argument("--output", type=Path, default=None, help="folder for results.json, results.md, results.png")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the evaluation corpus is ingested (default POIMEN_DATA_DIR/eval)",
+    )
+    parser.add_argument("--max-queries", type=int, default=None, help="score only the first N judged queries")
+
+
+def evaluation_settings(settings: Settings, arguments: argparse.Namespace) -> Settings:
+    """The settings with the data dir moved to the evaluation's own folder, so a running server is untouched."""
+    data_dir = arguments.data_dir or settings.poimen_data_dir / EVAL_DATA_SUBDIR
+    return settings.model_copy(update={"poimen_data_dir": data_dir})
+
+
+def configuration_summary(settings: Settings, embedding_model: str) -> dict[str, object]:
+    """The settings that decide rankings, recorded next to the numbers."""
+    return {
+        "embedding_model": embedding_model,
+        "search_strategy": settings.search_strategy.value,
+        "query_optimization_enabled": settings.query_optimization_enabled,
+        "ranking_algorithm": settings.ranking_algorithm.value,
+        "rrf_k_constant": settings.rrf_k_constant,
+        "rrf_retrieve_k": settings.rrf_retrieve_k,
+        "hybrid_semantic_weight": settings.hybrid_semantic_weight,
+        "cascading_lexical_multiplier": settings.cascading_lexical_multiplier,
+        "query_entity_extraction": settings.query_entity_extraction,
+        "lexical_fuzziness": settings.lexical_fuzziness,
+        "chunk_max_chars": settings.chunk_max_chars,
+        "chunk_overlap_chars": settings.chunk_overlap_chars,
+        "chunk_min_chars": settings.chunk_min_chars,
+    }
+
+
+async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_engines: EnginesOpener) -> int:
+    """Run `poimen eval` with engines from `open_engines(settings)`; 0 on success, 2 on bad arguments."""
+    folders = find_datasets(arguments.dataset)
+    if not folders:
+        print(f"{arguments.dataset}: no BEIR data set (corpus.jsonl + queries.jsonl) found", file=sys.stderr)
+        return EXIT_USAGE
+    datasets = []
+    for folder in folders:
+        try:
+            dataset = load_dataset(folder, split=arguments.split)
+        except FileNotFoundError as error:
+            print(f"{folder}: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        if arguments.max_queries:
+            dataset = _first_queries(dataset, arguments.max_queries)
+        datasets.append(dataset)
+    eval_settings = evaluation_settings(settings, arguments)
+    async with open_engines(eval_settings) as engines:
+        for dataset in datasets:
+            summary = await ensure_ingested(
+                dataset, engines, eval_settings, marker_dir=eval_settings.poimen_data_dir / MARKER_SUBDIR
+            )
+            state = "already ingested" if summary.skipped else f"ingested in {summary.elapsed_s:.0f} s"
+            print(f"{dataset.name}: {state}; {len(dataset.queries)} judged queries", file=sys.stderr)
+            runner = QueryRunner(dataset, engines, eval_settings, clocks=summary.clocks)
+            results: list[RunResult] = []
+            for spec in run_specs(arguments.strategies, arguments.fusions, eval_settings):
+                results.append(await runner.run(spec))
+                metric = primary_metric(dataset)
+                print(f"  {spec.name}: {metric} {results[-1].metrics[metric]:.4f}", file=sys.stderr)
+            document = results_document(
+                dataset,
+                results,
+                default_run=default_run_spec(eval_settings).name,
+                configuration=configuration_summary(eval_settings, engines.embedder.model_name),
+            )
+            if arguments.output is not None:
+                output = arguments.output if len(datasets) == 1 else arguments.output / dataset.name
+                for path in write_report(document, output):
+                    print(f"  wrote {path}", file=sys.stderr)
+    return 0
+
+
+def run_eval_with(settings: Settings, arguments: argparse.Namespace, *, open_engines: EnginesOpener) -> int:
+    """Synchronous entry for the CLI."""
+    return asyncio.run(evaluate(settings, arguments, open_engines=open_engines))
+
+
+def _first_queries(dataset: EvalDataset, count: int) -> EvalDataset:
+    from dataclasses import replace  # noqa: PLC0415 - only for this debugging option
+
+    queries = dataset.queries[:count]
+    kept = {query.query_id for query in queries}
+    return replace(
+        dataset, queries=queries, qrels={query_id: dataset.qrels[query_id] for query_id in kept}
+    )

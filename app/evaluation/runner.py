@@ -1,0 +1,319 @@
+"""Runs an evaluation: ingest the corpus through the real pipeline, search every query through the real
+query path (optimizer -> planner -> `HybridSearcher`), score with ir-measures.
+
+Engines are handed in (`EvaluationEngines`): this layer never opens drivers. The search path is the one
+`SearchService` runs, minus what does not change rankings (HTTP, cache, rollout arms).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from itertools import islice
+from typing import TYPE_CHECKING, Final
+
+from tqdm import tqdm
+
+from app.domain.models import FusionMethod, SearchStrategy
+from app.evaluation.datasets import project_id_for, read_corpus
+from app.evaluation.metrics import (
+    BEIR_METRICS,
+    CONVERSATIONAL_EXTRA_METRICS,
+    mean_scores,
+    mean_scores_by,
+    per_query_scores,
+)
+from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy
+from app.ingestion.outbox import OutboxWorker
+from app.ingestion.pipeline import IngestionPipeline
+from app.query.optimizer import QueryOptimizer
+from app.query.planner import PlanDefaults, SearchOptions, build_plan
+from app.retrieval.searcher import HybridSearcher
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from pathlib import Path
+
+    from app.config import Settings
+    from app.domain.models import Document
+    from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
+    from app.evaluation.datasets import EvalDataset, EvalQuery
+
+SCORING_DEPTH: Final = 100
+"""Hits kept per query: enough for Recall@100 (the planner's largest page)."""
+
+INGEST_BATCH_DOCUMENTS: Final = 128
+OUTBOX_DRAIN_TIMEOUT_S: Final = 600.0
+INGEST_MARKER_VERSION: Final = 1
+"""Bumped when the way the harness turns a corpus into documents changes, so markers stop matching."""
+
+ROUTED: Final = "routed"
+STRATEGY_NAMES: Final = ("semantic", "lexical", "hybrid", "cascading", ROUTED)
+FUSION_NAMES: Final = tuple(method.value for method in FusionMethod)
+_FUSION_DEPENDENT: Final = frozenset({"hybrid", ROUTED})
+"""Strategies whose ranking depends on the fusion method; the others run once."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationEngines:
+    """The adapters an evaluation runs on; opened and closed by the caller (the api layer)."""
+
+    embedder: Embedder
+    vector: VectorIndex
+    lexical: LexicalIndex
+    store: DocumentStore
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One configuration to evaluate. `strategy` None means routed by the optimizer; `fusion` None: default."""
+
+    name: str
+    strategy: SearchStrategy | None
+    fusion: FusionMethod | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """A scored run: mean metrics, per-category means, latency percentiles (ms) and the per-query scores."""
+
+    spec: RunSpec
+    metrics: Mapping[str, float]
+    by_category: Mapping[str, Mapping[str, float]]
+    latency_ms: Mapping[str, float]
+    per_query: Mapping[str, Mapping[str, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSummary:
+    """What `ensure_ingested` did: whether the marker allowed skipping, and document counts."""
+
+    skipped: bool
+    documents: int
+    created: int
+    updated: int
+    unchanged: int
+    chunks: int
+    elapsed_s: float
+    clocks: Mapping[str, datetime]
+
+
+def run_name(strategy: str, fusion: str | None) -> str:
+    """`semantic`, `lexical`, `cascading`, or `<hybrid|routed>-<fusion>`."""
+    return f"{strategy}-{fusion}" if strategy in _FUSION_DEPENDENT and fusion else strategy
+
+
+def default_run_spec(settings: Settings) -> RunSpec:
+    """The run made with the service's default configuration (strategy, routing flag, fusion)."""
+    fusion = settings.ranking_algorithm
+    if settings.query_optimization_enabled:
+        return RunSpec(run_name(ROUTED, fusion.value), None, fusion)
+    strategy = settings.search_strategy
+    return RunSpec(run_name(strategy.value, fusion.value), strategy, fusion)
+
+
+def run_specs(strategies: Sequence[str], fusions: Sequence[str], settings: Settings) -> list[RunSpec]:
+    """The runs to make, single legs first; the default run is always included."""
+    specs: dict[str, RunSpec] = {}
+    for strategy in STRATEGY_NAMES:
+        if strategy not in strategies:
+            continue
+        for fusion in fusions if strategy in _FUSION_DEPENDENT else (None,):
+            method = FusionMethod(fusion) if fusion else None
+            name = run_name(strategy, fusion)
+            specs[name] = RunSpec(name, None if strategy == ROUTED else SearchStrategy(strategy), method)
+    default = default_run_spec(settings)
+    specs.setdefault(default.name, default)
+    return list(specs.values())
+
+
+def chunking_policy(settings: Settings) -> ChunkingPolicy:
+    """The chunking policy the settings configure (the same one `poimen ingest` uses)."""
+    return ChunkingPolicy(
+        max_chars=settings.chunk_max_chars,
+        overlap_chars=settings.chunk_overlap_chars,
+        min_chars=settings.chunk_min_chars,
+    )
+
+
+def ingest_signature(dataset: EvalDataset, settings: Settings, embedder: Embedder) -> dict[str, object]:
+    """Everything that decides the ingested corpus: if the marker holds the same, ingesting is skipped."""
+    return {
+        "marker_version": INGEST_MARKER_VERSION,
+        "dataset": dataset.name,
+        "corpus": dataset.corpus_fingerprint,
+        "conversational": dataset.conversational,
+        "embedding_model": embedder.model_name,
+        "chunking": [settings.chunk_max_chars, settings.chunk_overlap_chars, settings.chunk_min_chars, CHUNKER_VERSION],
+    }
+
+
+async def ensure_ingested(
+    dataset: EvalDataset, engines: EvaluationEngines, settings: Settings, *, marker_dir: Path
+) -> IngestSummary:
+    """Ingest the corpus through `IngestionPipeline` and index it lexically, unless the marker says it is done.
+
+    The marker (`marker_dir/<dataset>.json`) is written only after the lexical index caught up, so an
+    interrupted ingest is resumed (unchanged documents are skipped by their content hash).
+    """
+    started = time.perf_counter()
+    signature = ingest_signature(dataset, settings, engines.embedder)
+    marker = marker_dir / f"{dataset.name}.json"
+    recorded = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
+    if recorded.get("signature") == signature:
+        clocks = {project: datetime.fromisoformat(moment) for project, moment in recorded.get("clocks", {}).items()}
+        return IngestSummary(True, 0, 0, 0, 0, 0, time.perf_counter() - started, clocks)
+    pipeline = IngestionPipeline(store=engines.store, embedder=engines.embedder, policy=chunking_policy(settings))
+    documents = list(read_corpus(dataset))
+    counts: dict[str, int] = defaultdict(int)
+    chunks = 0
+    remaining = iter(documents)
+    with tqdm(total=len(documents), unit="doc", desc=f"ingest {dataset.name}") as progress:
+        while batch := list(islice(remaining, INGEST_BATCH_DOCUMENTS)):
+            for outcome in await pipeline.ingest(batch):
+                counts[outcome.status] += 1
+                chunks += outcome.chunk_count
+            progress.update(len(batch))
+    worker = OutboxWorker(
+        store=engines.store,
+        lexical=engines.lexical,
+        batch_size=settings.outbox_batch_size,
+        poll_interval_s=settings.outbox_poll_interval_s,
+        max_backoff_s=settings.outbox_max_backoff_s,
+    )
+    await worker.drain(OUTBOX_DRAIN_TIMEOUT_S)
+    clocks = conversation_clock(documents)
+    marker_dir.mkdir(parents=True, exist_ok=True)
+    recorded = {"signature": signature, "clocks": {project: moment.isoformat() for project, moment in clocks.items()}}
+    marker.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+    return IngestSummary(
+        skipped=False,
+        documents=len(documents),
+        created=counts["created"],
+        updated=counts["updated"],
+        unchanged=counts["unchanged"],
+        chunks=chunks,
+        elapsed_s=time.perf_counter() - started,
+        clocks=clocks,
+    )
+
+
+def metric_names(dataset: EvalDataset) -> tuple[str, ...]:
+    """BEIR's metrics, plus Recall@5/25/50 for conversational data sets."""
+    return (*BEIR_METRICS, *CONVERSATIONAL_EXTRA_METRICS) if dataset.conversational else BEIR_METRICS
+
+
+def document_ranking(query_id: str, document_ids: Iterable[str], *, depth: int = SCORING_DEPTH) -> dict[str, float]:
+    """Ranked document ids as an ir-measures run row: first occurrence of each id kept, the query's own id dropped.
+
+    Scores are `depth - rank + 1` (1-based rank), so the scorer sees exactly the searcher's order.
+    """
+    ranking: dict[str, float] = {}
+    for document_id in document_ids:
+        if document_id == query_id or document_id in ranking:
+            continue
+        ranking[document_id] = float(depth - len(ranking))
+        if len(ranking) == depth:
+            break
+    return ranking
+
+
+def conversation_clock(documents: Iterable[Document]) -> dict[str, datetime]:
+    """Per project, "now" for relative dates in queries: the day after its latest event time."""
+    latest: dict[str, datetime] = {}
+    for document in documents:
+        if document.event_time is not None:
+            current = latest.get(document.project_id)
+            latest[document.project_id] = max(current, document.event_time) if current else document.event_time
+    return {project: moment + timedelta(days=1) for project, moment in latest.items()}
+
+
+class QueryRunner:
+    """Runs the judged queries of one data set through the real search path, one run spec at a time."""
+
+    def __init__(
+        self,
+        dataset: EvalDataset,
+        engines: EvaluationEngines,
+        settings: Settings,
+        *,
+        defaults: PlanDefaults | None = None,
+        clocks: Mapping[str, datetime] | None = None,
+    ) -> None:
+        self._dataset = dataset
+        self._searcher = HybridSearcher(vector=engines.vector, lexical=engines.lexical, embedder=engines.embedder)
+        self._defaults = defaults or PlanDefaults.from_settings(settings)
+        self._metric_names = metric_names(dataset)
+        self._optimizers: dict[str | None, QueryOptimizer] = {}
+        for project, moment in (clocks or {}).items():
+            self._optimizers[project] = QueryOptimizer(clock=_fixed_clock(moment))
+        self._optimizers[None] = QueryOptimizer()
+
+    def _optimizer(self, project: str) -> QueryOptimizer:
+        return self._optimizers.get(project) or self._optimizers[None]
+
+    async def search(self, query: EvalQuery, spec: RunSpec) -> tuple[list[str], float]:
+        """The ranked document ids for one query (best chunk per document) and the end-to-end milliseconds."""
+        project = project_id_for(self._dataset.name, query.group)
+        started = time.perf_counter()
+        analysis = self._optimizer(project).analyze(query.text)
+        options = SearchOptions(
+            project=project,
+            limit=SCORING_DEPTH,
+            strategy=spec.strategy,
+            fusion_method=spec.fusion,
+            collapse=True,
+            max_chunks_per_document=1,
+        )
+        defaults = replace(self._defaults, routing_enabled=spec.strategy is None)
+        result = await self._searcher.search(build_plan(analysis, options, defaults))
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        return [hit.chunk.document_id for hit in result.hits], elapsed_ms
+
+    async def run(self, spec: RunSpec, *, progress: bool = True) -> RunResult:
+        """Search every judged query with `spec`, one at a time (so latencies are not contended), and score."""
+        run: dict[str, dict[str, float]] = {}
+        latencies: list[float] = []
+        queries = self._dataset.queries
+        for query in tqdm(queries, unit="q", desc=spec.name, disable=not progress):
+            document_ids, elapsed_ms = await self.search(query, spec)
+            run[query.query_id] = document_ranking(query.query_id, document_ids)
+            latencies.append(elapsed_ms)
+        return score_run(self._dataset, spec, run, latencies, self._metric_names)
+
+
+def score_run(
+    dataset: EvalDataset,
+    spec: RunSpec,
+    run: Mapping[str, Mapping[str, float]],
+    latencies_ms: Sequence[float],
+    names: Sequence[str],
+) -> RunResult:
+    """Score a run against the data set's qrels: means overall and per question category."""
+    per_query = per_query_scores(dataset.qrels, run, names)
+    categories = {query.query_id: query.category for query in dataset.queries}
+    return RunResult(
+        spec=spec,
+        metrics=mean_scores(per_query),
+        by_category=mean_scores_by(per_query, categories) if any(categories.values()) else {},
+        latency_ms=latency_summary(latencies_ms),
+        per_query=per_query,
+    )
+
+
+def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """p50, p95 and mean in milliseconds (p95 by the inclusive method; zeros for no samples)."""
+    if not latencies_ms:
+        return {"p50": 0.0, "p95": 0.0, "mean": 0.0}
+    ordered = sorted(latencies_ms)
+    p95 = statistics.quantiles(ordered, n=20, method="inclusive")[-1] if len(ordered) > 1 else ordered[0]
+    return {"p50": statistics.median(ordered), "p95": p95, "mean": statistics.fmean(ordered)}
+
+
+def _fixed_clock(moment: datetime) -> Callable[[], datetime]:
+    fixed = moment.astimezone(UTC)
+    return lambda: fixed
