@@ -1,7 +1,9 @@
 # syntax=docker/dockerfile:1
 # Poimen Memory Search: CPU-only image with the embedding model baked in.
 #   docker build -t poimen-memory:0.1.0 .
-#   docker run --rm -p 8080:8080 --read-only --tmpfs /tmp -v poimen-data:/data poimen-memory:0.1.0
+#   docker run --rm -p 8080:8080 --read-only --tmpfs /tmp -v poimen-data:/data \
+#     -e AUTH_MODE=jwt -e JWT_SECRET="$(openssl rand -hex 32)" poimen-memory:0.1.0
+# (the server refuses a non-loopback address with AUTH_MODE=off, so a JWT key is always needed here)
 # Runs as UID 65532 with a read-only root filesystem: only /tmp and /data are written.
 
 # ---------------------------------------------------------------- builder: venv with everything installed
@@ -62,6 +64,7 @@ ENV PATH=/opt/venv/bin:${PATH} \
     XDG_CACHE_HOME=/tmp/cache \
     MPLCONFIGDIR=/tmp/matplotlib \
     POIMEN_DATA_DIR=/data \
+    POIMEN_MIGRATIONS_DIR=/app/migrations \
     POIMEN_HOST=0.0.0.0 \
     POIMEN_PORT=8080
 

@@ -6,6 +6,7 @@ PIP := $(VENV)/bin/pip
 TOOLS ?= $(CURDIR)/.tools
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+export K8S_TOOLS_PREFIX := $(TOOLS)
 export PATH := $(TOOLS)/bin:$(PATH)
 
 .PHONY: help install install-tools run serve test test-unit test-all lint fmt migrate revision helm-lint eval bench clean

@@ -31,7 +31,10 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     import uvicorn  # noqa: PLC0415 - only the server needs it
 
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
+    from app.observability import configure_logging  # noqa: PLC0415 - keeps `poimen --help` fast
 
+    # Before anything logs: JSON lines carrying trace ids (uvicorn's loggers propagate here, log_config=None).
+    configure_logging(settings.log_level, json=settings.log_json)
     bind_host = host or settings.poimen_host
     bind_port = port or settings.poimen_port
     if settings.auth_mode == "off":
@@ -87,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
     reindex.add_argument("--project", required=True)
     evaluate = commands.add_parser("eval", help="evaluate retrieval quality on a BEIR-layout data set")
-    from app.api.eval_command import add_eval_arguments  # noqa: PLC0415 - keeps the parser definition in one place
+    from app.evaluation.cli import add_eval_arguments  # noqa: PLC0415 - keeps the parser definition in one place
 
     add_eval_arguments(evaluate)
     return parser

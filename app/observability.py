@@ -70,6 +70,10 @@ SPAN_ATTRIBUTE_ARM: Final = "search.arm"
 SPAN_ATTRIBUTE_OUTCOME: Final = "search.outcome"
 SPAN_ATTRIBUTE_RESULT_COUNT: Final = "search.result_count"
 SPAN_ATTRIBUTE_DEGRADED_REASONS: Final = "search.degraded_reasons"
+SPAN_ATTRIBUTE_CACHED: Final = "search.cached"
+SPAN_ATTRIBUTE_ENGINE_ERROR: Final = "search.engine_error"
+SPAN_REQUEST: Final = "search.request"
+SPAN_OPTIMIZE: Final = "search.optimize"
 
 _STAGE_BUCKETS_S: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _RESULT_COUNT_BUCKETS: Final = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
@@ -144,6 +148,26 @@ SHADOW_OVERLAP_AT_10: Final = Histogram(
 )
 
 
+class _MetricsSwitch:
+    """Whether the `record_*` helpers and `phase(stage=...)` touch the metric objects at all."""
+
+    enabled: bool = True
+
+
+def configure_metrics(*, enabled: bool) -> None:
+    """Turn recording on or off for this process (`METRICS_ENABLED`).
+
+    Off, every `record_*` helper and `phase(stage=...)` returns without touching a metric object, so
+    a service with metrics disabled pays nothing for them; `/metrics` then only shows zeros.
+    """
+    _MetricsSwitch.enabled = enabled
+
+
+def metrics_enabled() -> bool:
+    """Whether metrics are recorded in this process (see `configure_metrics`)."""
+    return _MetricsSwitch.enabled
+
+
 def bounded(value: str, allowed: frozenset[str]) -> str:
     """Return `value` lower-cased when it is in `allowed`, else `"other"`: label values stay bounded."""
     lowered = value.strip().lower()
@@ -210,17 +234,18 @@ def record_search(  # noqa: PLR0913 - one call records everything a finished sea
     Also sets strategy, arm, outcome, result count and degraded reasons on the current span, which
     is the request span when called from the route.
     """
-    strategy_value = bounded(strategy, STRATEGIES)
-    arm_value = bounded(arm, ARMS)
-    for stage, elapsed_ms in stage_ms.items():
-        if elapsed_ms >= 0:
-            QUERY_STAGE_DURATION_SECONDS.labels(
-                stage=stage_label(stage), strategy=strategy_value, arm=arm_value
-            ).observe(elapsed_ms / 1000.0)
-    QUERIES_TOTAL.labels(strategy=strategy_value, arm=arm_value, outcome=bounded(outcome, OUTCOMES)).inc()
-    for reason in degraded_reasons:
-        FALLBACKS_TOTAL.labels(reason=fallback_reason(reason)).inc()
-    QUERY_RESULTS.labels(strategy=strategy_value).observe(max(result_count, 0))
+    if _MetricsSwitch.enabled:
+        strategy_value = bounded(strategy, STRATEGIES)
+        arm_value = bounded(arm, ARMS)
+        for stage, elapsed_ms in stage_ms.items():
+            if elapsed_ms >= 0:
+                QUERY_STAGE_DURATION_SECONDS.labels(
+                    stage=stage_label(stage), strategy=strategy_value, arm=arm_value
+                ).observe(elapsed_ms / 1000.0)
+        QUERIES_TOTAL.labels(strategy=strategy_value, arm=arm_value, outcome=bounded(outcome, OUTCOMES)).inc()
+        for reason in degraded_reasons:
+            FALLBACKS_TOTAL.labels(reason=fallback_reason(reason)).inc()
+        QUERY_RESULTS.labels(strategy=strategy_value).observe(max(result_count, 0))
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attributes(
@@ -236,16 +261,22 @@ def record_search(  # noqa: PLR0913 - one call records everything a finished sea
 
 def record_cache_lookup(*, hit: bool) -> None:
     """Count one query cache lookup as a hit or a miss."""
+    if not _MetricsSwitch.enabled:
+        return
     QUERY_CACHE_REQUESTS_TOTAL.labels(result="hit" if hit else "miss").inc()
 
 
 def record_engine_error(engine: str) -> None:
     """Count one failed engine call; `engine` is the adapter's `name`."""
+    if not _MetricsSwitch.enabled:
+        return
     ENGINE_ERRORS_TOTAL.labels(engine=bounded(engine, ENGINES)).inc()
 
 
 def record_ingested(*, status: str, documents: int = 1, chunks: int = 0) -> None:
     """Count `documents` ingested documents with `status` and the `chunks` they stored."""
+    if not _MetricsSwitch.enabled:
+        return
     INGESTED_DOCUMENTS_TOTAL.labels(status=bounded(status, INGEST_STATUSES)).inc(documents)
     if chunks > 0:
         INGESTED_CHUNKS_TOTAL.inc(chunks)
@@ -253,11 +284,15 @@ def record_ingested(*, status: str, documents: int = 1, chunks: int = 0) -> None
 
 def record_rollout_assignment(arm: str) -> None:
     """Count one request assigned to a rollout arm (`hybrid` or `semantic`)."""
+    if not _MetricsSwitch.enabled:
+        return
     ROLLOUT_ASSIGNMENTS_TOTAL.labels(arm=bounded(arm, ARMS)).inc()
 
 
 def record_shadow_overlap(overlap: float) -> None:
     """Observe overlap@10 between the served and the shadow arm, clamped to 0..1."""
+    if not _MetricsSwitch.enabled:
+        return
     SHADOW_OVERLAP_AT_10.observe(min(max(overlap, 0.0), 1.0))
 
 
@@ -321,10 +356,17 @@ def phase(
         try:
             yield span
         finally:
-            if stage is not None:
+            if stage is not None and _MetricsSwitch.enabled:
                 QUERY_STAGE_DURATION_SECONDS.labels(
                     stage=stage_label(stage), strategy=bounded(strategy, STRATEGIES), arm=bounded(arm, ARMS)
                 ).observe(time.perf_counter() - started)
+
+
+def mark_span_failed(span: trace.Span, reason: str) -> None:
+    """Mark `span` as failed with `reason` (a degraded reason such as `lexical_timeout`) without an exception."""
+    if span.is_recording():
+        span.set_attribute(SPAN_ATTRIBUTE_ENGINE_ERROR, reason)
+        span.set_status(trace.StatusCode.ERROR, reason)
 
 
 class TraceContextFilter(logging.Filter):

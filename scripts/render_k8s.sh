@@ -7,7 +7,7 @@
 # Sources: k8s/values-dev.yaml (namespace poimen-dev) and charts/poimen-memory/ci/production-values.yaml
 # (namespace search), release name poimen-memory. Each environment gets
 #   poimen-memory.yaml   every object of the release (helm template --no-hooks)
-#   migrate-job.yaml     the migrations Job, applied and awaited before poimen-memory.yaml (prod only)
+#   migrate-job.yaml     the pre-install hooks (migrations Job + its NetworkPolicy), applied and awaited first (prod only)
 # helm comes from PATH or from scripts/install_k8s_tools.sh's prefix.
 set -euo pipefail
 
@@ -40,8 +40,9 @@ render() {  # render ENV NAMESPACE VALUES_FILE WITH_MIGRATIONS
             echo "# Run before every apply of a new image:"
             echo "#   kubectl apply -f k8s/${env}/migrate-job.yaml && kubectl -n ${namespace} wait --for=condition=complete --timeout=10m job/poimen-memory-migrate"
             echo "#   kubectl -n ${namespace} delete job poimen-memory-migrate"
+            # Every pre-install hook (the Job, and its NetworkPolicy when enabled), in helm's order.
             helm template poimen-memory "${CHART}" --namespace "${namespace}" --values "${values}" \
-                --show-only templates/migrations-job.yaml
+                | awk 'BEGIN { RS = "\n---\n" } /helm\.sh\/hook: pre-install/ { sub(/^---\n/, ""); sub(/\n+$/, ""); printf "---\n%s\n", $0 }'
         } >"${OUT}/${env}/migrate-job.yaml"
     fi
 }

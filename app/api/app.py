@@ -28,14 +28,16 @@ from app.api.search_service import SearchService
 from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
 from app.ingestion.pipeline import IngestionPipeline
-from app.observability import LEXICAL_OUTBOX_BACKLOG, configure_tracing
+from app.observability import LEXICAL_OUTBOX_BACKLOG, configure_metrics, configure_tracing, metrics_enabled
 from app.operations.cache import QueryCache
 from app.operations.flags import FlagStore
 from app.query.optimizer import QueryOptimizer
 from app.retrieval.searcher import HybridSearcher
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterable
+
+    from opentelemetry.sdk.trace import SpanProcessor
 
     from app.api.schemas import SearchResponse
 
@@ -52,7 +54,7 @@ def provide_search_service(state: State) -> SearchService:
 
 
 async def _refresh_backlog_gauge(engines: Engines) -> None:
-    while True:
+    while metrics_enabled():
         try:
             LEXICAL_OUTBOX_BACKLOG.set(await engines.store.outbox_backlog())
         except SearchServiceError:
@@ -60,10 +62,21 @@ async def _refresh_backlog_gauge(engines: Engines) -> None:
         await asyncio.sleep(BACKLOG_REFRESH_S)
 
 
-def create_app(settings: Settings | None = None, *, engines: Engines | None = None) -> Litestar:
-    """Build the app. With `engines`, use those (tests); otherwise open the configured ones at start."""
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engines: Engines | None = None,
+    span_processors: Iterable[SpanProcessor] = (),
+) -> Litestar:
+    """Build the app. With `engines`, use those (tests); otherwise open the configured ones at start.
+
+    `METRICS_ENABLED` and `TRACING_ENABLED` apply to the whole process (metric objects and the
+    tracer are process-wide). `span_processors` receive every span besides the OTLP exporter (tests
+    pass an in-memory exporter).
+    """
     settings = settings or get_settings()
-    tracer_provider = configure_tracing(settings)
+    configure_metrics(enabled=settings.metrics_enabled)
+    tracer_provider = configure_tracing(settings, span_processors=span_processors)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -116,8 +129,11 @@ def create_app(settings: Settings | None = None, *, engines: Engines | None = No
                 tracer_provider.shutdown()
 
     prometheus = PrometheusConfig(app_name="poimen", prefix="poimen_http", group_path=True, exclude=["/metrics"])
+    handlers: list[type] = [SearchController, DocumentController, AdminController, HealthController]
+    if settings.metrics_enabled:
+        handlers.append(PrometheusController)
     return Litestar(
-        route_handlers=[SearchController, DocumentController, AdminController, HealthController, PrometheusController],
+        route_handlers=handlers,
         lifespan=[lifespan],
         dependencies={"search_service": Provide(provide_search_service, sync_to_thread=False)},
         exception_handlers={

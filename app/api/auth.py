@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from app.config import Settings
+
+logger = logging.getLogger("poimen.auth")
 
 SCOPE_SEARCH: Final = "search"
 SCOPE_INGEST: Final = "ingest"
@@ -70,13 +73,27 @@ def authorize(principal: Principal, *, project: str, scope: str) -> None:
     """Raise `PermissionDeniedError` unless `principal` may use `scope` on `project`.
 
     The message is the same whether or not the project exists, so a 403 reveals nothing about it.
+    The refusal is logged with the subject, scope and project, never the token.
     """
     if not principal.grants_scope(scope):
         msg = f"the token does not grant the {scope!r} scope"
-        raise PermissionDeniedError(msg)
-    if not principal.grants_project(project):
+    elif not principal.grants_project(project):
         msg = "the token does not grant access to this project"
-        raise PermissionDeniedError(msg)
+    else:
+        return
+    _refuse(principal, msg, scope=scope, project=project)
+
+
+def authorize_scope(principal: Principal, *, scope: str) -> None:
+    """Raise `PermissionDeniedError` unless `principal` carries `scope` (endpoints of no project: admin)."""
+    if not principal.grants_scope(scope):
+        _refuse(principal, f"the token does not grant the {scope!r} scope", scope=scope, project=None)
+
+
+def _refuse(principal: Principal, message: str, *, scope: str, project: str | None) -> NoReturn:
+    details = {"subject": principal.subject, "scope": scope, "project": project}
+    logger.info("request refused: %s", message, extra=details)
+    raise PermissionDeniedError(message)
 
 
 def cache_scope(principal: Principal) -> str:
@@ -213,6 +230,14 @@ class TokenVerifier:
         """
         if self._keys is None:
             return ANONYMOUS
+        try:
+            return self._verified(authorization_header)
+        except AuthenticationError as error:
+            # The reason is one of this module's fixed messages: it never quotes the token.
+            logger.info("bearer token refused: %s", error.message)
+            raise
+
+    def _verified(self, authorization_header: str | None) -> Principal:
         token = _bearer_token(authorization_header)
         verification_key = self._key_for(token)
         claims = self._decode(token, verification_key)

@@ -63,6 +63,23 @@ def service_error_handler(_: Request[Any, Any, Any], error: SearchServiceError) 
     return problem(HTTP_500_INTERNAL_SERVER_ERROR, "Internal error", "unexpected service error")
 
 
+_BODY_KEY = "data"
+_NAMED_FIELD_MESSAGES = ("missing required field `", "unknown field `")
+
+
+def _field_name(key: str, message: str) -> str:
+    """The offending field: Litestar's key, or for whole-body errors the field msgspec names in backticks.
+
+    A body error without a path ("Object missing required field `query`") comes keyed by the handler's
+    `data` parameter, which tells the caller nothing; the message names the real field.
+    """
+    if key in {"", _BODY_KEY}:
+        for marker in _NAMED_FIELD_MESSAGES:
+            if marker in message:
+                return message.split(marker, 1)[1].split("`", 1)[0]
+    return key
+
+
 def validation_error_handler(_: Request[Any, Any, Any], error: ValidationException) -> Response[dict[str, Any]]:
     """Request validation failures: 400 naming the offending fields."""
     fields: list[str] = []
@@ -70,8 +87,8 @@ def validation_error_handler(_: Request[Any, Any, Any], error: ValidationExcepti
     if isinstance(error.extra, list):
         for item in error.extra:
             if isinstance(item, dict):
-                key = str(item.get("key") or "")
                 message = str(item.get("message") or "")
+                key = _field_name(str(item.get("key") or ""), message)
                 if key:
                     fields.append(key)
                 messages.append(f"{key}: {message}" if key else message)

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from app.api.engines import open_engines
-from app.evaluation.cli import add_eval_arguments, run_eval_with
+from app.evaluation.cli import run_eval_with
 from app.evaluation.runner import EvaluationEngines
 
 if TYPE_CHECKING:
@@ -14,8 +14,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from app.config import Settings
-
-__all__ = ["add_eval_arguments", "open_evaluation_engines", "run_eval"]
 
 
 @asynccontextmanager

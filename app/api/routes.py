@@ -12,7 +12,7 @@ from litestar.datastructures import State
 from litestar.params import Parameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_503_SERVICE_UNAVAILABLE
 
-from app.api.auth import Principal, TokenVerifier, authorize, cache_scope
+from app.api.auth import Principal, TokenVerifier, authorize, authorize_scope, cache_scope
 from app.api.schemas import (
     DocumentBatchIn,
     DocumentIn,
@@ -31,7 +31,6 @@ from app.domain.errors import (
     EngineError,
     InvalidInputError,
     InvalidQueryError,
-    PermissionDeniedError,
 )
 from app.domain.models import FusionMethod, SearchStrategy
 from app.engines.opensearch import forwarded_token
@@ -53,9 +52,8 @@ def _principal(request: Request[Any, Any, State], *, project: str | None, scope:
     principal = verifier.verify(request.headers.get("authorization"))
     if project is not None:
         authorize(principal, project=project, scope=scope)
-    elif not principal.grants_scope(scope):
-        msg = f"the token does not grant the {scope!r} scope"
-        raise PermissionDeniedError(msg)
+    else:
+        authorize_scope(principal, scope=scope)
     if request.app.state.settings.opensearch_auth == "forward_jwt":
         forwarded_token.set(principal.token)
     return principal

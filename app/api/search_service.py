@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import msgspec
+from opentelemetry import trace
 
 from app.api.schemas import (
     STRATEGY_LABELS,
@@ -19,7 +20,16 @@ from app.api.schemas import (
 )
 from app.domain.errors import AllEnginesFailedError
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, SearchStrategy
-from app.observability import phase, record_rollout_assignment, record_search, record_shadow_overlap
+from app.observability import (
+    SPAN_ATTRIBUTE_ARM,
+    SPAN_ATTRIBUTE_CACHED,
+    SPAN_OPTIMIZE,
+    SPAN_REQUEST,
+    phase,
+    record_rollout_assignment,
+    record_search,
+    record_shadow_overlap,
+)
 from app.operations.rollout import HYBRID_ARM, SEMANTIC_ARM, assign_arm, overlap_at_k
 from app.query.planner import PlanDefaults, SearchOptions, build_plan, validate_query_text
 
@@ -85,6 +95,17 @@ class SearchService:
         self._cache = cache
         self._settings = settings
         self._shadow_tasks: set[asyncio.Task[None]] = set()
+        self._applied_flags_version = -1
+        self._apply_flags()
+
+    def _apply_flags(self) -> Flags:
+        """The flags in force; when their version changed, apply the ones that live outside a plan (cache TTL)."""
+        flags = self._flags.current()
+        version = self._flags.version
+        if version != self._applied_flags_version:
+            self._cache.set_ttl(flags.query_cache_ttl_secs)
+            self._applied_flags_version = version
+        return flags
 
     def _arm(self, call: SearchCall, flags: Flags) -> str:
         if call.options.strategy is not None:
@@ -99,12 +120,21 @@ class SearchService:
         return build_plan(analysis, options, plan_defaults(flags, self._settings))
 
     async def search(self, call: SearchCall) -> SearchResponse:
-        """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works."""
+        """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works.
+
+        Everything runs under one `search.request` span; stages are its children (`search.optimize`,
+        `search.embed`, `search.engine.<name>`, `search.fuse`), and `record_search` puts strategy,
+        arm, outcome, result count and degraded reasons on it.
+        """
+        with phase(SPAN_REQUEST):
+            return await self._search(call)
+
+    async def _search(self, call: SearchCall) -> SearchResponse:
         started = time.perf_counter()
         validate_query_text(call.query)
-        flags = self._flags.current()
+        flags = self._apply_flags()
         arm = self._arm(call, flags)
-        with phase("search.optimize"):
+        with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query)
             plan = self._plan(analysis, call.options, flags, arm)
@@ -128,9 +158,7 @@ class SearchService:
         )
         cached = self._cache.get(key)
         if cached is not None:
-            total_ms = (time.perf_counter() - started) * 1000
-            metrics = msgspec.structs.replace(cached.metrics, total_time_ms=round(total_ms, 3))
-            return msgspec.structs.replace(cached, cached=True, metrics=metrics)
+            return self._cached_response(cached, plan, arm=arm, optimize_ms=optimize_ms, started=started)
         try:
             result = await self._searcher.search(plan)
         except AllEnginesFailedError as error:
@@ -160,6 +188,25 @@ class SearchService:
         if flags.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
             self._start_shadow(call, analysis, flags, arm, [hit.chunk_id for hit in result.hits])
         return response
+
+    @staticmethod
+    def _cached_response(
+        cached: SearchResponse, plan: SearchPlan, *, arm: str, optimize_ms: float, started: float
+    ) -> SearchResponse:
+        # A hit is still an answered query: counted with only the stages it ran (optimize, total).
+        total_ms = (time.perf_counter() - started) * 1000
+        record_search(
+            strategy=plan.strategy.value,
+            arm=arm,
+            outcome="ok",
+            stage_ms={"optimize": optimize_ms, "total": total_ms},
+            result_count=len(cached.results),
+        )
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute(SPAN_ATTRIBUTE_CACHED, True)  # noqa: FBT003 - OTel's attribute API is positional
+        metrics = msgspec.structs.replace(cached.metrics, total_time_ms=round(total_ms, 3))
+        return msgspec.structs.replace(cached, cached=True, metrics=metrics)
 
     def _response(  # noqa: PLR0913 - assembling the wire shape needs every part of the search
         self,
@@ -216,10 +263,12 @@ class SearchService:
         plan = self._plan(analysis, call.options, flags, other_arm)
 
         async def shadow() -> None:
-            try:
-                result = await self._searcher.search(plan)
-            except AllEnginesFailedError:
-                return
+            # Its own span, linked to the request by parentage; it may end after the request span.
+            with phase("search.shadow", **{SPAN_ATTRIBUTE_ARM: other_arm}):
+                try:
+                    result = await self._searcher.search(plan)
+                except AllEnginesFailedError:
+                    return
             record_shadow_overlap(overlap_at_k(served_ids, [hit.chunk_id for hit in result.hits], k=10))
 
         task = asyncio.get_running_loop().create_task(shadow())

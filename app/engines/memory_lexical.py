@@ -46,7 +46,14 @@ CONTENT = "content"
 SECTION_TITLE = "section_title"
 BREADCRUMB = "breadcrumb"
 SOURCE = "source"
-DEFAULT_BOOSTS: dict[str, float] = {CONTENT: 2.0, SECTION_TITLE: 1.0, BREADCRUMB: 1.0, SOURCE: 1.0}  # as tantivy_index
+TAGS = "tags"  # searched as words, like tantivy's `tags_text`
+DEFAULT_BOOSTS: dict[str, float] = {  # as tantivy_index
+    CONTENT: 2.0,
+    SECTION_TITLE: 1.0,
+    BREADCRUMB: 1.0,
+    SOURCE: 1.0,
+    TAGS: 1.0,
+}
 DEFAULT_FUZZY_BOOST = 0.5
 
 
@@ -121,6 +128,7 @@ class _IndexedChunk:
                 SECTION_TITLE: values([chunk.section_title]),
                 BREADCRUMB: values(chunk.breadcrumb),
                 SOURCE: values([chunk.source]),
+                TAGS: values(chunk.tags),
             },
         )
 
@@ -232,7 +240,7 @@ class _FieldStatistics:
         self._count = len(chunks)
         self._document_frequency: dict[tuple[str, str], int] = {}
         self._average_length: dict[str, float] = {}
-        for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE):
+        for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS):
             total = 0
             for indexed in chunks:
                 terms = indexed.terms(field)

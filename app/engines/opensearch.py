@@ -14,6 +14,10 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   which OpenSearch rejects), and field boosts live in the query, not the mapping (mapping boosts are
   deprecated).
 - Fields needed to rebuild a `Chunk` (`chunk_id`, `position`, `tags`, `event_time`, `chunk_hash`) are added.
+- `tags` has an `english` text sub-field, `tags.text`, searched by the `multi_match` unboosted (half the
+  content's weight, like breadcrumb and source), so `#networking` finds chunks tagged `networking`
+  whose text never says it. Filters keep the exact keyword `tags`. (Schema version 2; version 1 indices
+  are reindexed and the alias swapped by `ensure_index` at start.)
 """
 
 from __future__ import annotations
@@ -40,14 +44,14 @@ if TYPE_CHECKING:
     from app.domain.models import DocumentChunks, Filters, LexicalQuery
 
 ENGINE_NAME: Final = "opensearch"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps."""
 
 CONTENT_BOOST: Final = 2.0
-SEARCH_FIELDS: Final = ("content^2", "section_title^1.5", "breadcrumb", "source")
-"""Boosts from the reference query: content counts twice, titles one and a half times."""
+SEARCH_FIELDS: Final = ("content^2", "section_title^1.5", "breadcrumb", "source", "tags.text")
+"""Boosts from the reference query: content counts twice, titles one and a half times; tags as words once."""
 
-_UNBOOSTED_FIELDS: Final = ("content", "section_title", "breadcrumb", "source")
+_UNBOOSTED_FIELDS: Final = ("content", "section_title", "breadcrumb", "source", "tags.text")
 SOURCE_FIELDS: Final = (
     "chunk_id",
     "document_id",
@@ -164,7 +168,7 @@ def index_body(*, shards: int = 2, replicas: int = 1) -> dict[str, Any]:
                 "section_title": {"type": "text", "analyzer": "english"},
                 "breadcrumb": english_text_with_raw,
                 "source": english_text_with_raw,
-                "tags": {"type": "keyword"},
+                "tags": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}},
                 "level": {"type": "keyword"},
                 "position": {"type": "integer"},
                 "chunk_hash": {"type": "keyword", "index": False},

@@ -8,6 +8,12 @@ User text never reaches tantivy's query parser: this module analyzes it into pla
 the query tree itself, so `foo:(bar*` or an unbalanced quote is just the words `foo` and `bar`.
 Filters are zero-scoring clauses, so a filtered hit keeps the BM25 score it has unfiltered.
 
+Chunk tags are searched as words too (`tags_text`), so a `#networking` query finds chunks tagged
+`networking` whose text never says it. A folder written by an older schema of this module (one
+without `tags_text`) is emptied and recreated at open, with a warning: PostgreSQL is the source of
+truth, and `poimen reindex --project <id>` (or `POST /v1/projects/<id>/reindex`) refills it. A
+folder holding some other tantivy index is never touched.
+
 One process owns the writer (tantivy's lockfile refuses a second one, in any process); it is opened
 on the first write and kept. A refused or failed write raises `EngineUnavailableError` and the next
 write tries again, so a writer freed later is picked up without a restart.
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -33,6 +40,8 @@ if TYPE_CHECKING:
 
     from app.domain.models import DocumentChunks, Filters, LexicalQuery
 
+logger = logging.getLogger(__name__)
+
 ENGINE_NAME = "tantivy"
 ANALYZER_NAME = "poimen_english"
 DOCUMENT_KEY_SEPARATOR = "\x1f"  # project ids are [A-Za-z0-9._-], so the key cannot be ambiguous
@@ -45,6 +54,7 @@ CONTENT = "content"
 SECTION_TITLE = "section_title"
 BREADCRUMB = "breadcrumb"
 SOURCE = "source"
+TAGS_TEXT = "tags_text"  # the tags as words; `TAGS` below keeps the exact values for filters
 # Keyword fields (raw tokenizer, exact values) used by filters and deletes.
 SOURCE_KEYWORD = "source_keyword"
 PROJECT_ID = "project_id"
@@ -58,12 +68,22 @@ TAGS = "tags"
 EVENT_TIME_US = "event_time_us"
 # The whole chunk as JSON, stored only: the hit is rebuilt from it, field for field.
 PAYLOAD = "payload"
+SCHEMA_FIELD_NAMES = frozenset(
+    {
+        *(CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS_TEXT),
+        *(SOURCE_KEYWORD, PROJECT_ID, DOCUMENT_ID, DOCUMENT_KEY, CHUNK_ID, LEVEL, TAGS),
+        *(EVENT_TIME_US, PAYLOAD),
+    }
+)
+"""Every field `build_schema()` declares; a test keeps the two equal."""
 
 
 @dataclass(frozen=True, slots=True)
 class FieldBoosts:
     """Per-field weights of the free-text terms (the reference `multi_match` has content^2, title^1.5).
 
+    Tags weigh 1.0 like the other metadata fields, half the content: a tag names what a whole
+    document is about, so a tag match should find the chunk without outranking one that discusses it.
     The title weight is 1.0, not 1.5: on BEIR SciFact (titles as section titles) nDCG@10 was 0.6953
     vs 0.6883 on train and 0.6962 vs 0.6764 on test; equal weights (1/1) gave 0.6753 on train.
     `fuzzy` is the constant score of a term matched only within one edit (an exact match scores BM25).
@@ -73,6 +93,7 @@ class FieldBoosts:
     section_title: float = 1.0
     breadcrumb: float = 1.0
     source: float = 1.0
+    tags: float = 1.0
     fuzzy: float = 0.5
 
     def searched_fields(self) -> tuple[tuple[str, float], ...]:
@@ -82,6 +103,7 @@ class FieldBoosts:
             (SECTION_TITLE, self.section_title),
             (BREADCRUMB, self.breadcrumb),
             (SOURCE, self.source),
+            (TAGS_TEXT, self.tags),
         )
 
 
@@ -98,9 +120,9 @@ def build_english_analyzer() -> tantivy.TextAnalyzer:
 
 
 def build_schema() -> tantivy.Schema:
-    """The index schema. Changing it makes existing folders unreadable: rebuild them from the store."""
+    """The index schema. A folder built with another version is recreated empty at open (see the module doc)."""
     builder = tantivy.SchemaBuilder()
-    for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE):
+    for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS_TEXT):
         builder.add_text_field(field, stored=False, tokenizer_name=ANALYZER_NAME, index_option="position")
     for field in (SOURCE_KEYWORD, PROJECT_ID, DOCUMENT_ID, DOCUMENT_KEY, CHUNK_ID, LEVEL, TAGS):
         builder.add_text_field(field, stored=False, tokenizer_name="raw", index_option="basic")
@@ -197,8 +219,17 @@ class TantivyLexicalIndex:
         self._write_lock = asyncio.Lock()
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
+        self._recreated = False
         try:
             path.mkdir(parents=True, exist_ok=True)
+            if _holds_older_poimen_schema(path):
+                _empty_folder(path)
+                self._recreated = True
+                logger.warning(
+                    "the lexical index in %s had an older schema and was recreated empty; refill it from "
+                    "PostgreSQL with `poimen reindex --project <id>` for each project",
+                    path,
+                )
             self._index: tantivy.Index | None = tantivy.Index(self._schema, path=str(path), reuse=True)
             self._index.register_tokenizer(ANALYZER_NAME, self._analyzer)
         except (OSError, ValueError, RuntimeError) as error:
@@ -208,6 +239,11 @@ class TantivyLexicalIndex:
     def path(self) -> Path:
         """The folder holding the index."""
         return self._path
+
+    @property
+    def recreated(self) -> bool:
+        """True when opening found an older schema and emptied the folder: every project needs a reindex."""
+        return self._recreated
 
     async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """Return at most `top_k` chunks of `filters.project_id` matching `query`, best BM25 first."""
@@ -330,6 +366,8 @@ class TantivyLexicalIndex:
         for crumb in chunk.breadcrumb:
             document.add_text(BREADCRUMB, crumb)
         document.add_text(SOURCE, chunk.source)
+        for tag in chunk.tags:
+            document.add_text(TAGS_TEXT, tag)
         document.add_text(SOURCE_KEYWORD, chunk.source)
         document.add_text(PROJECT_ID, chunk.project_id)
         document.add_text(DOCUMENT_ID, chunk.document_id)
@@ -450,6 +488,30 @@ class TantivyLexicalIndex:
         if filters.chunk_ids is not None:
             clauses.append(tantivy.Query.term_set_query(schema, CHUNK_ID, list(filters.chunk_ids)))
         return clauses
+
+
+def _holds_older_poimen_schema(path: Path) -> bool:
+    """True when `path` holds an index written by an older version of this module (fewer fields).
+
+    "Written by this module" means its schema has the `payload` and `document_key` fields; any other
+    index (or an unreadable `meta.json`) is left alone, and opening it then fails as usual.
+    """
+    try:
+        stored = json.loads((path / "meta.json").read_text())
+        names = {field["name"] for field in stored["schema"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    # Versions only ever add fields: a strict subset is older, anything else (newer) is refused.
+    return {PAYLOAD, DOCUMENT_KEY} <= names < SCHEMA_FIELD_NAMES
+
+
+def _empty_folder(path: Path) -> None:
+    """Delete the index files in `path`, keeping the folder itself (it may be a mount point)."""
+    for entry in path.iterdir():
+        if entry.is_dir():
+            msg = f"{entry} is a folder; an index folder holds only files"
+            raise OSError(msg)
+        entry.unlink()
 
 
 def _raise_unavailable(message: str, error: BaseException) -> NoReturn:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from app.evaluation.datasets import find_datasets, load_dataset
+from app.evaluation.datasets import TURN_TITLES, TurnShape, find_datasets, load_dataset
 from app.evaluation.report import primary_metric, results_document, write_report
 from app.evaluation.runner import (
     FUSION_NAMES,
@@ -80,6 +80,21 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the evaluation corpus is ingested (default POIMEN_DATA_DIR/eval)",
     )
     parser.add_argument("--max-queries", type=int, default=None, help="score only the first N judged queries")
+    defaults = TurnShape()
+    parser.add_argument(
+        "--turn-title",
+        choices=TURN_TITLES,
+        default=defaults.title,
+        help=f"conversational sets: a turn's title is its speaker or '<session date> | <speaker>' "
+        f"(default {defaults.title})",
+    )
+    parser.add_argument(
+        "--turn-context",
+        type=int,
+        default=defaults.context_turns,
+        help=f"conversational sets: preceding turns of the session embedded as context (default "
+        f"{defaults.context_turns})",
+    )
 
 
 def evaluation_settings(settings: Settings, arguments: argparse.Namespace) -> Settings:
@@ -111,42 +126,50 @@ async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_en
     """Run `poimen eval` with engines from `open_engines(settings)`; 0 on success, 2 on bad arguments."""
     folders = find_datasets(arguments.dataset)
     if not folders:
-        print(f"{arguments.dataset}: no BEIR data set (corpus.jsonl + queries.jsonl) found", file=sys.stderr)
+        _say(f"{arguments.dataset}: no BEIR data set (corpus.jsonl + queries.jsonl) found")
         return EXIT_USAGE
     datasets = []
     for folder in folders:
         try:
             dataset = load_dataset(folder, split=arguments.split)
         except FileNotFoundError as error:
-            print(f"{folder}: {error}", file=sys.stderr)
+            _say(f"{folder}: {error}")
             return EXIT_USAGE
         if arguments.max_queries:
             dataset = _first_queries(dataset, arguments.max_queries)
         datasets.append(dataset)
     eval_settings = evaluation_settings(settings, arguments)
+    shape = TurnShape(title=arguments.turn_title, context_turns=max(arguments.turn_context, 0))
     async with open_engines(eval_settings) as engines:
         for dataset in datasets:
             summary = await ensure_ingested(
-                dataset, engines, eval_settings, marker_dir=eval_settings.poimen_data_dir / MARKER_SUBDIR
+                dataset,
+                engines,
+                eval_settings,
+                marker_dir=eval_settings.poimen_data_dir / MARKER_SUBDIR,
+                shape=shape,
             )
             state = "already ingested" if summary.skipped else f"ingested in {summary.elapsed_s:.0f} s"
-            print(f"{dataset.name}: {state}; {len(dataset.queries)} judged queries", file=sys.stderr)
+            _say(f"{dataset.name}: {state}; {len(dataset.queries)} judged queries")
             runner = QueryRunner(dataset, engines, eval_settings, clocks=summary.clocks)
             results: list[RunResult] = []
             for spec in run_specs(arguments.strategies, arguments.fusions, eval_settings):
                 results.append(await runner.run(spec))
                 metric = primary_metric(dataset)
-                print(f"  {spec.name}: {metric} {results[-1].metrics[metric]:.4f}", file=sys.stderr)
+                _say(f"  {spec.name}: {metric} {results[-1].metrics[metric]:.4f}")
             document = results_document(
                 dataset,
                 results,
                 default_run=default_run_spec(eval_settings).name,
-                configuration=configuration_summary(eval_settings, engines.embedder.model_name),
+                configuration={
+                    **configuration_summary(eval_settings, engines.embedder.model_name),
+                    **({"turn_shape": shape.describe()} if dataset.conversational else {}),
+                },
             )
             if arguments.output is not None:
                 output = arguments.output if len(datasets) == 1 else arguments.output / dataset.name
                 for path in write_report(document, output):
-                    print(f"  wrote {path}", file=sys.stderr)
+                    _say(f"  wrote {path}")
     return 0
 
 
@@ -155,11 +178,14 @@ def run_eval_with(settings: Settings, arguments: argparse.Namespace, *, open_eng
     return asyncio.run(evaluate(settings, arguments, open_engines=open_engines))
 
 
+def _say(message: str) -> None:
+    """Progress and outcome lines go to stderr, next to tqdm's bars; stdout stays clean."""
+    sys.stderr.write(message + "\n")
+
+
 def _first_queries(dataset: EvalDataset, count: int) -> EvalDataset:
     from dataclasses import replace  # noqa: PLC0415 - only for this debugging option
 
     queries = dataset.queries[:count]
     kept = {query.query_id for query in queries}
-    return replace(
-        dataset, queries=queries, qrels={query_id: dataset.qrels[query_id] for query_id in kept}
-    )
+    return replace(dataset, queries=queries, qrels={query_id: dataset.qrels[query_id] for query_id in kept})

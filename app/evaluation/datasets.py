@@ -161,13 +161,34 @@ def parse_session_title(title: str) -> tuple[datetime | None, str]:
     return moment, speaker.strip()
 
 
-def read_corpus(dataset: EvalDataset) -> Iterator[Document]:
+@dataclass(frozen=True, slots=True)
+class TurnShape:
+    """How a conversational turn becomes a document.
+
+    `title`: "speaker" keeps only the speaker as title (the session date is the event time), "session"
+    keeps the corpus title (`<date> | <speaker>`). `context_turns`: how many preceding turns of the same
+    session become the document's `context` (embedded with it, not part of its text), as `Speaker: text`.
+    """
+
+    title: str = "speaker"
+    context_turns: int = 1
+
+    def describe(self) -> dict[str, object]:
+        """The shape as recorded in reports and ingest markers."""
+        return {"title": self.title, "context_turns": self.context_turns}
+
+
+TURN_TITLES: Final = ("speaker", "session")
+
+
+def read_corpus(dataset: EvalDataset, shape: TurnShape | None = None) -> Iterator[Document]:
     """The corpus as documents, in file order, each in its project (see `project_id_for`).
 
-    Conversational turns get their session date as event time; their title stays as given (date and
-    speaker), so the speaker's name is searchable. Records with no text use their title as text.
+    Conversational turns get their session date as event time and are shaped by `shape` (default
+    `TurnShape()`). Records with no text use their title as text.
     """
-    source_prefix = dataset.name
+    shape = shape or TurnShape()
+    previous: list[tuple[str, str]] = []  # (session key, "Speaker: text") of the turns before, newest last
     with (dataset.path / CORPUS_FILE).open(encoding="utf-8-sig") as lines:
         for line in lines:
             if not line.strip():
@@ -178,16 +199,33 @@ def read_corpus(dataset: EvalDataset) -> Iterator[Document]:
             text = str(record.get("text") or "") or title
             if not text.strip():
                 continue
-            group = group_of(document_id) if dataset.conversational else None
-            event_time = parse_session_title(title)[0] if dataset.conversational else None
+            if not dataset.conversational:
+                yield Document(
+                    project_id=project_id_for(dataset.name, None),
+                    document_id=document_id,
+                    source=f"{dataset.name}/{document_id}",
+                    title=title,
+                    text=text,
+                )
+                continue
+            event_time, speaker = parse_session_title(title)
+            session = session_of(document_id)
+            context_lines = [turn for key, turn in previous[-shape.context_turns :] if key == session]
+            previous = [*previous[-max(shape.context_turns, 1) :], (session, f"{speaker}: {text}")]
             yield Document(
-                project_id=project_id_for(dataset.name, group),
+                project_id=project_id_for(dataset.name, group_of(document_id)),
                 document_id=document_id,
-                source=f"{source_prefix}/{document_id}",
-                title=title,
+                source=f"{dataset.name}/{document_id}",
+                title=speaker if shape.title == "speaker" else title,
                 text=text,
                 event_time=event_time,
+                context="\n".join(context_lines) if shape.context_turns > 0 else "",
             )
+
+
+def session_of(document_id: str) -> str:
+    """`conv-26:D3:7` -> `conv-26:D3`: the conversation and session a turn belongs to."""
+    return document_id.rsplit(GROUP_SEPARATOR, 1)[0]
 
 
 def _read_jsonl_field(path: Path, name: str) -> dict[str, str]:

@@ -46,7 +46,9 @@ def per_query_scores(
     return scores
 
 
-def mean_scores(per_query: Mapping[str, Mapping[str, float]], query_ids: Iterable[str] | None = None) -> dict[str, float]:
+def mean_scores(
+    per_query: Mapping[str, Mapping[str, float]], query_ids: Iterable[str] | None = None
+) -> dict[str, float]:
     """Mean of each metric over `query_ids` (all of them when None); an empty selection gives 0.0."""
     means: dict[str, float] = {}
     for name, values in per_query.items():

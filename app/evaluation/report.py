@@ -14,7 +14,7 @@ import matplotlib as mpl
 
 mpl.use("Agg")  # files only, never a display
 
-from matplotlib import pyplot as plt  # noqa: E402 - the backend must be chosen before pyplot loads
+from matplotlib import pyplot as plt
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

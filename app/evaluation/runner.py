@@ -1,5 +1,6 @@
-"""Runs an evaluation: ingest the corpus through the real pipeline, search every query through the real
-query path (optimizer -> planner -> `HybridSearcher`), score with ir-measures.
+"""Runs an evaluation: ingest through the real pipeline, search through the real query path, score.
+
+The query path is optimizer -> planner -> `HybridSearcher`; scores come from ir-measures.
 
 Engines are handed in (`EvaluationEngines`): this layer never opens drivers. The search path is the one
 `SearchService` runs, minus what does not change rankings (HTTP, cache, rollout arms).
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 from tqdm import tqdm
 
 from app.domain.models import FusionMethod, SearchStrategy
-from app.evaluation.datasets import project_id_for, read_corpus
+from app.evaluation.datasets import TurnShape, project_id_for, read_corpus
 from app.evaluation.metrics import (
     BEIR_METRICS,
     CONVERSATIONAL_EXTRA_METRICS,
@@ -140,9 +141,12 @@ def chunking_policy(settings: Settings) -> ChunkingPolicy:
     )
 
 
-def ingest_signature(dataset: EvalDataset, settings: Settings, embedder: Embedder) -> dict[str, object]:
+def ingest_signature(
+    dataset: EvalDataset, settings: Settings, embedder: Embedder, shape: TurnShape | None = None
+) -> dict[str, object]:
     """Everything that decides the ingested corpus: if the marker holds the same, ingesting is skipped."""
     return {
+        "turn_shape": (shape or TurnShape()).describe() if dataset.conversational else None,
         "marker_version": INGEST_MARKER_VERSION,
         "dataset": dataset.name,
         "corpus": dataset.corpus_fingerprint,
@@ -153,7 +157,12 @@ def ingest_signature(dataset: EvalDataset, settings: Settings, embedder: Embedde
 
 
 async def ensure_ingested(
-    dataset: EvalDataset, engines: EvaluationEngines, settings: Settings, *, marker_dir: Path
+    dataset: EvalDataset,
+    engines: EvaluationEngines,
+    settings: Settings,
+    *,
+    marker_dir: Path,
+    shape: TurnShape | None = None,
 ) -> IngestSummary:
     """Ingest the corpus through `IngestionPipeline` and index it lexically, unless the marker says it is done.
 
@@ -161,14 +170,23 @@ async def ensure_ingested(
     interrupted ingest is resumed (unchanged documents are skipped by their content hash).
     """
     started = time.perf_counter()
-    signature = ingest_signature(dataset, settings, engines.embedder)
+    signature = ingest_signature(dataset, settings, engines.embedder, shape)
     marker = marker_dir / f"{dataset.name}.json"
     recorded = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
     if recorded.get("signature") == signature:
         clocks = {project: datetime.fromisoformat(moment) for project, moment in recorded.get("clocks", {}).items()}
-        return IngestSummary(True, 0, 0, 0, 0, 0, time.perf_counter() - started, clocks)
+        return IngestSummary(
+            skipped=True,
+            documents=0,
+            created=0,
+            updated=0,
+            unchanged=0,
+            chunks=0,
+            elapsed_s=time.perf_counter() - started,
+            clocks=clocks,
+        )
     pipeline = IngestionPipeline(store=engines.store, embedder=engines.embedder, policy=chunking_policy(settings))
-    documents = list(read_corpus(dataset))
+    documents = list(read_corpus(dataset, shape))
     counts: dict[str, int] = defaultdict(int)
     chunks = 0
     remaining = iter(documents)
@@ -187,9 +205,8 @@ async def ensure_ingested(
     )
     await worker.drain(OUTBOX_DRAIN_TIMEOUT_S)
     clocks = conversation_clock(documents)
-    marker_dir.mkdir(parents=True, exist_ok=True)
     recorded = {"signature": signature, "clocks": {project: moment.isoformat() for project, moment in clocks.items()}}
-    marker.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+    _write_marker(marker, recorded)
     return IngestSummary(
         skipped=False,
         documents=len(documents),
@@ -317,3 +334,9 @@ def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
 def _fixed_clock(moment: datetime) -> Callable[[], datetime]:
     fixed = moment.astimezone(UTC)
     return lambda: fixed
+
+
+def _write_marker(marker: Path, recorded: Mapping[str, object]) -> None:
+    """Written once per ingest, after minutes of work: a blocking write is not worth a thread here."""
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")

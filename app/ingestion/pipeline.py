@@ -51,10 +51,14 @@ def embedding_text(chunk: Chunk | ChunkDraft) -> str:
     """The exact string embedded for a chunk: its breadcrumb joined by " > ", a newline, its text.
 
     The breadcrumb puts the title and section path into the vector (as BEIR embeds title + text);
-    `Chunk.text` itself stays the raw section text. `chunk_hash` is the SHA-256 of this string.
+    `Chunk.text` itself stays the raw section text. A chunk with a `context` gets a newline and the
+    context appended last, so a model that truncates cuts the context, never the chunk's own words.
+    `chunk_hash` is the SHA-256 of this string.
     """
-    context = " > ".join(chunk.breadcrumb)
-    return f"{context}\n{chunk.text}" if context else chunk.text
+    breadcrumb = " > ".join(chunk.breadcrumb)
+    text = f"{breadcrumb}\n{chunk.text}" if breadcrumb else chunk.text
+    context = getattr(chunk, "context", "")
+    return f"{text}\n{context}" if context else text
 
 
 def chunk_hash(text: str) -> str:
@@ -65,8 +69,9 @@ def chunk_hash(text: str) -> str:
 def content_hash(document: Document, *, policy: ChunkingPolicy, embedding_model: str) -> str:
     """SHA-256 over everything that decides a document's stored chunks and their embeddings.
 
-    Covers title, text, source, tags, event time, metadata, the chunking policy, the chunker version
-    and the embedding model; project and document id are the key the hash is stored under.
+    Covers title, text, source, tags, event time, metadata, context (when set), the chunking policy,
+    the chunker version and the embedding model; project and document id are the key the hash is
+    stored under.
     """
     payload = {
         "title": document.title,
@@ -78,6 +83,8 @@ def content_hash(document: Document, *, policy: ChunkingPolicy, embedding_model:
         "policy": [policy.max_chars, policy.overlap_chars, policy.min_chars, CHUNKER_VERSION],
         "embedding_model": embedding_model,
     }
+    if document.context:  # only when set, so documents without context keep their stored hashes
+        payload["context"] = document.context
     encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
@@ -158,6 +165,7 @@ class IngestionPipeline:
                 position=draft.position,
                 tags=document.tags,
                 event_time=document.event_time,
+                context=document.context,
             )
             chunks.append(_with_hash(chunk))
         return chunks
@@ -295,6 +303,7 @@ def _text_fields(document: Document) -> Iterator[tuple[str, str]]:
     yield "source", document.source
     yield "title", document.title
     yield "text", document.text
+    yield "context", document.context
     for tag in document.tags:
         yield "tags", tag
     yield from _metadata_strings(document.metadata)

@@ -32,11 +32,14 @@ from app.domain.models import (
     SearchResult,
     SearchStrategy,
 )
+from app.observability import SPAN_ATTRIBUTE_RESULT_COUNT, mark_span_failed, phase, record_engine_error
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg
 from app.retrieval.postprocess import collapse_per_document, filter_min_score
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Sequence
+
+    from opentelemetry.trace import Span
 
     from app.domain.models import Filters
     from app.domain.ports import Embedder, LexicalIndex, VectorIndex
@@ -50,6 +53,9 @@ STAGE_SEMANTIC: Final = "semantic"
 STAGE_LEXICAL: Final = "lexical"
 STAGE_FUSION: Final = "fusion"
 STAGE_TOTAL: Final = "total"
+SPAN_EMBED: Final = "search.embed"
+SPAN_ENGINE_PREFIX: Final = "search.engine."
+SPAN_FUSE: Final = "search.fuse"
 
 
 def _elapsed_ms(started: float) -> float:
@@ -94,11 +100,12 @@ class HybridSearcher:
         }
         ranked = await strategy_runs[plan.strategy](plan, run)
         fusion_started = time.perf_counter()
-        hits = ranked()
-        if plan.max_chunks_per_document:
-            hits = collapse_per_document(hits, plan.max_chunks_per_document)
-        if plan.min_score is not None:
-            hits = filter_min_score(hits, plan.min_score)
+        with phase(SPAN_FUSE):
+            hits = ranked()
+            if plan.max_chunks_per_document:
+                hits = collapse_per_document(hits, plan.max_chunks_per_document)
+            if plan.min_score is not None:
+                hits = filter_min_score(hits, plan.min_score)
         run.stage_ms[STAGE_FUSION] = _elapsed_ms(fusion_started)
         run.stage_ms[STAGE_TOTAL] = _elapsed_ms(started)
         return SearchResult(
@@ -183,11 +190,13 @@ class HybridSearcher:
 
     async def _embed(self, plan: SearchPlan, run: _Run, *, deadline: float | None = None) -> list[float] | None:
         started = time.perf_counter()
-        embedding, reason = await _attempt(
-            self._embedder.embed_query(plan.semantic_text),
-            stage=EMBEDDER_STAGE,
-            deadline=_deadline(deadline, plan.semantic_timeout_s),
-        )
+        with phase(SPAN_EMBED) as span:
+            embedding, reason = await _attempt(
+                self._embedder.embed_query(plan.semantic_text),
+                stage=EMBEDDER_STAGE,
+                deadline=_deadline(deadline, plan.semantic_timeout_s),
+            )
+            _note_failure(span, EMBEDDER_STAGE, reason)
         run.stage_ms[STAGE_EMBED] = _elapsed_ms(started)
         run.semantic_ms += run.stage_ms[STAGE_EMBED]
         if reason is not None:
@@ -206,11 +215,13 @@ class HybridSearcher:
         deadline: float | None = None,
     ) -> list[ScoredHit] | None:
         started = time.perf_counter()
-        hits, reason = await _attempt(
-            self._vector.search(embedding, top_k=top_k, filters=filters),
-            stage=STAGE_SEMANTIC,
-            deadline=_deadline(deadline, plan.semantic_timeout_s),
-        )
+        with phase(SPAN_ENGINE_PREFIX + self._vector.name) as span:
+            hits, reason = await _attempt(
+                self._vector.search(embedding, top_k=top_k, filters=filters),
+                stage=STAGE_SEMANTIC,
+                deadline=_deadline(deadline, plan.semantic_timeout_s),
+            )
+            _note_failure(span, self._vector.name, reason, result_count=len(hits or ()))
         run.stage_ms[STAGE_SEMANTIC] = _elapsed_ms(started)
         run.semantic_ms += run.stage_ms[STAGE_SEMANTIC]
         if reason is not None:
@@ -221,11 +232,13 @@ class HybridSearcher:
 
     async def _lexical_leg(self, plan: SearchPlan, run: _Run, *, top_k: int) -> list[ScoredHit] | None:
         started = time.perf_counter()
-        hits, reason = await _attempt(
-            self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters),
-            stage=STAGE_LEXICAL,
-            deadline=_deadline(None, plan.lexical_timeout_s),
-        )
+        with phase(SPAN_ENGINE_PREFIX + self._lexical.name) as span:
+            hits, reason = await _attempt(
+                self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters),
+                stage=STAGE_LEXICAL,
+                deadline=_deadline(None, plan.lexical_timeout_s),
+            )
+            _note_failure(span, self._lexical.name, reason, result_count=len(hits or ()))
         run.stage_ms[STAGE_LEXICAL] = _elapsed_ms(started)
         if reason is not None:
             run.reasons.append(reason)
@@ -248,6 +261,19 @@ _Ranking: TypeAlias = "Callable[[], list[FusedHit]]"
 
 def _single(hits: Sequence[ScoredHit], leg: str) -> _Ranking:
     return lambda: rank_single_leg(hits, leg=leg)
+
+
+def _note_failure(span: Span, engine: str, reason: str | None, *, result_count: int | None = None) -> None:
+    """Put a stage's outcome on its span; count a failed call (error or timeout) against `engine`.
+
+    The embedder's adapter name varies by model, so its calls count under the fixed name `"embedder"`.
+    """
+    if result_count is not None and span.is_recording():
+        span.set_attribute(SPAN_ATTRIBUTE_RESULT_COUNT, result_count)
+    if reason is None:
+        return
+    record_engine_error(engine)
+    mark_span_failed(span, reason)
 
 
 def _deadline(deadline: float | None, timeout_s: float) -> float:

@@ -249,6 +249,18 @@ class LexicalIndexContract:
 
         assert await search_ids(index, "snapshots") == ["c-crumb"]
 
+    async def test_a_term_found_only_in_a_tag_finds_the_chunk(self, index: LexicalIndex) -> None:
+        # `#networking` plans a tag filter plus the word as a term: the chunk never says "networking".
+        await index_chunks(
+            index,
+            make_chunk("c-tagged", "Open port 8080 on the load balancer.", tags=("networking",)),
+            make_chunk("c-untagged", "Open port 8080 on the load balancer.", tags=("kitchen",)),
+        )
+        tagged = Filters(project_id=PROJECT, tags=("networking",))
+
+        assert await search_ids(index, "networking") == ["c-tagged"]
+        assert await search_ids(index, "networking", filters=tagged) == ["c-tagged"]
+
     async def test_duplicate_query_terms_are_harmless(self, index: LexicalIndex) -> None:
         await index_chunks(index, make_chunk("c-1", "alerting rules"), make_chunk("c-2", "routing rules"))
 

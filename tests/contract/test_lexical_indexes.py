@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -15,7 +16,14 @@ import tantivy
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters
 from app.engines.memory_lexical import InMemoryLexicalIndex, light_stem
-from app.engines.tantivy_index import TantivyLexicalIndex
+from app.engines.tantivy_index import (
+    EVENT_TIME_US,
+    PAYLOAD,
+    SCHEMA_FIELD_NAMES,
+    TAGS_TEXT,
+    TantivyLexicalIndex,
+    build_schema,
+)
 from tests.contract.lexical_index import (
     PROJECT,
     LexicalIndexContract,
@@ -37,7 +45,14 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 WRITER_HOLDER = """
 import asyncio, sys
 from pathlib import Path
-from app.engines.tantivy_index import TantivyLexicalIndex
+from app.engines.tantivy_index import (
+    EVENT_TIME_US,
+    PAYLOAD,
+    SCHEMA_FIELD_NAMES,
+    TAGS_TEXT,
+    TantivyLexicalIndex,
+    build_schema,
+)
 from tests.contract.lexical_index import index_chunks, make_chunk
 
 async def main():
@@ -85,6 +100,16 @@ async def test_source_words_are_searched(any_index: LexicalIndex) -> None:
     )
 
     assert await search_ids(any_index, "unseal") == ["c-unseal"]
+
+
+async def test_a_content_match_outranks_a_tag_only_match(any_index: LexicalIndex) -> None:
+    await index_chunks(
+        any_index,
+        make_chunk("c-says-it", "Networking basics: subnets and routes.", tags=("basics",)),
+        make_chunk("c-tagged", "Subnets and routes explained.", tags=("networking",)),
+    )
+
+    assert await search_ids(any_index, "networking") == ["c-says-it", "c-tagged"]
 
 
 async def test_the_last_entry_of_a_document_in_a_batch_wins(any_index: LexicalIndex) -> None:
@@ -190,6 +215,54 @@ class TestTantivyOnDisk:
             assert set(await search_ids(second, "mu")) == {"c-1", "c-2"}
         finally:
             await second.close()
+
+    def test_schema_field_names_match_the_schema(self, data_dir: Path) -> None:
+        tantivy.Index(build_schema(), path=str(data_dir))
+
+        stored = json.loads((data_dir / "meta.json").read_text())["schema"]
+
+        assert {field["name"] for field in stored} == SCHEMA_FIELD_NAMES
+
+    async def test_a_folder_of_an_older_schema_is_recreated_empty(
+        self, data_dir: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        path = data_dir / "lexical"
+        path.mkdir()
+        older = tantivy.SchemaBuilder()  # the schema before tags were searched as words
+        for field in sorted(SCHEMA_FIELD_NAMES - {TAGS_TEXT, EVENT_TIME_US, PAYLOAD}):
+            older.add_text_field(field, stored=False)
+        older.add_integer_field(EVENT_TIME_US, stored=False, indexed=True, fast=True)
+        older.add_bytes_field(PAYLOAD, stored=True, indexed=False)
+        tantivy.Index(older.build(), path=str(path))
+
+        index = TantivyLexicalIndex(path)
+        try:
+            await index_chunks(index, make_chunk("c-1", "Subnets.", tags=("networking",)))
+            assert index.recreated
+            assert await search_ids(index, "networking") == ["c-1"]
+            assert "poimen reindex" in caplog.text
+        finally:
+            await index.close()
+        reopened = TantivyLexicalIndex(path)
+        try:
+            assert not reopened.recreated
+            assert await search_ids(reopened, "networking") == ["c-1"]
+        finally:
+            await reopened.close()
+
+    def test_a_folder_of_a_newer_schema_is_unavailable(self, data_dir: Path) -> None:
+        path = data_dir / "lexical"
+        path.mkdir()
+        newer = tantivy.SchemaBuilder()
+        for field in [*sorted(SCHEMA_FIELD_NAMES - {EVENT_TIME_US, PAYLOAD}), "added_later"]:
+            newer.add_text_field(field, stored=False)
+        newer.add_integer_field(EVENT_TIME_US, stored=False, indexed=True, fast=True)
+        newer.add_bytes_field(PAYLOAD, stored=True, indexed=False)
+        tantivy.Index(newer.build(), path=str(path))
+
+        with pytest.raises(EngineUnavailableError, match="schema"):
+            TantivyLexicalIndex(path)
+        assert (path / "meta.json").exists()  # not wiped
 
     def test_a_folder_with_another_schema_is_unavailable(self, data_dir: Path) -> None:
         path = data_dir / "lexical"

@@ -152,7 +152,8 @@ def dashboard_metric_names(dashboard: dict[str, Any]) -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module", params=DASHBOARDS, ids=[path.name for path in DASHBOARDS])
 def dashboard(request: pytest.FixtureRequest) -> dict[str, Any]:
-    return json.loads(request.param.read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads(request.param.read_text(encoding="utf-8"))
+    return loaded
 
 
 # --- the extractor itself ---------------------------------------------------------------------------

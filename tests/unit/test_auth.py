@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from app.api.auth import (
     Principal,
     TokenVerifier,
     authorize,
+    authorize_scope,
     cache_scope,
 )
 from app.config import ConfigurationError, Settings
@@ -464,3 +466,32 @@ def test_cache_scope_differs_when_grants_differ(other: Principal) -> None:
 
 def test_cache_scope_of_anonymous() -> None:
     assert cache_scope(ANONYMOUS) == "anonymous"
+
+
+def test_authorize_scope_needs_the_scope_or_admin() -> None:
+    authorize_scope(principal(scopes=frozenset({"admin"})), scope="admin")
+    authorize_scope(principal(scopes=frozenset({"admin"})), scope="ingest")
+
+    with pytest.raises(PermissionDeniedError, match="'admin' scope"):
+        authorize_scope(principal(scopes=frozenset({"search", "ingest"})), scope="admin")
+
+
+def test_refusals_are_logged_with_a_reason_but_never_the_token(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="poimen.auth")
+    verifier = TokenVerifier.from_hs256_secret(SECRET)
+    forged = jwt.encode(claims(), OTHER_SECRET, algorithm="HS256")
+
+    with pytest.raises(AuthenticationError):
+        verifier.verify(f"Bearer {forged}")
+    with pytest.raises(PermissionDeniedError):
+        authorize(principal(), project="beta", scope="search")
+
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == [
+        "bearer token refused: the bearer token signature is invalid",
+        "request refused: the token does not grant access to this project",
+    ]
+    rendered = "".join(repr(record.__dict__) for record in caplog.records)
+    assert forged not in rendered
+    assert forged.rsplit(".", 1)[1] not in rendered
+    assert "t0k3n" not in rendered

@@ -116,7 +116,7 @@ def test_index_body_is_the_pinned_mapping() -> None:
                     "analyzer": "english",
                     "fields": {"raw": {"type": "keyword", "ignore_above": 1024}},
                 },
-                "tags": {"type": "keyword"},
+                "tags": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}},
                 "level": {"type": "keyword"},
                 "position": {"type": "integer"},
                 "chunk_hash": {"type": "keyword", "index": False},
@@ -194,7 +194,7 @@ def test_search_body_with_every_structure_element() -> None:
                     {
                         "multi_match": {
                             "query": "fix kubernetes port 8080",
-                            "fields": ["content^2", "section_title^1.5", "breadcrumb", "source"],
+                            "fields": ["content^2", "section_title^1.5", "breadcrumb", "source", "tags.text"],
                             "type": "best_fields",
                             "operator": "or",
                             "fuzziness": "AUTO",
@@ -216,14 +216,14 @@ def test_search_body_with_every_structure_element() -> None:
                     {
                         "multi_match": {
                             "query": "docker",
-                            "fields": ["content", "section_title", "breadcrumb", "source"],
+                            "fields": ["content", "section_title", "breadcrumb", "source", "tags.text"],
                             "type": "phrase",
                         }
                     },
                     {
                         "multi_match": {
                             "query": "helm chart",
-                            "fields": ["content", "section_title", "breadcrumb", "source"],
+                            "fields": ["content", "section_title", "breadcrumb", "source", "tags.text"],
                             "type": "phrase",
                         }
                     },
@@ -245,7 +245,7 @@ def test_search_body_without_fuzzy_has_no_fuzziness_and_only_the_project_filter(
                 {
                     "multi_match": {
                         "query": "kubernetes",
-                        "fields": ["content^2", "section_title^1.5", "breadcrumb", "source"],
+                        "fields": ["content^2", "section_title^1.5", "breadcrumb", "source", "tags.text"],
                         "type": "best_fields",
                         "operator": "or",
                     }
@@ -593,3 +593,14 @@ def test_translated_auth_error_does_not_echo_the_response_body() -> None:
 
     assert secret not in translated.message
     assert translated.message == "opensearch refused the request (status 401: security_exception)"
+
+
+def test_tags_are_searched_as_words_and_filtered_as_exact_keywords() -> None:
+    tags = index_body()["mappings"]["properties"]["tags"]
+
+    body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("networking",)))
+
+    assert SCHEMA_VERSION == 2  # version 1 had no `tags.text`: ensure_index reindexes it and swaps the alias
+    assert tags == {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}}
+    assert "tags.text" in body["query"]["bool"]["must"][0]["multi_match"]["fields"]
+    assert {"term": {"tags": "networking"}} in body["query"]["bool"]["filter"]

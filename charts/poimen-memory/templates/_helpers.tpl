@@ -41,6 +41,21 @@ app.kubernetes.io/name: {{ include "poimen-memory.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/*
+Selector of the server pods. The component label keeps the migrations Job and the helm test pod (which
+share the release labels) out of the Service, the PDB, the HPA's pod metrics and the NetworkPolicy.
+*/}}
+{{- define "poimen-memory.serverSelectorLabels" -}}
+{{ include "poimen-memory.selectorLabels" . }}
+app.kubernetes.io/component: server
+{{- end }}
+
+{{/* Selector of the short-lived pods (migrations Job, helm test), for their NetworkPolicy. */}}
+{{- define "poimen-memory.auxSelectorLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+poimen-memory/aux-pod: "true"
+{{- end }}
+
 {{/* ServiceAccount name. */}}
 {{- define "poimen-memory.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
@@ -69,14 +84,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "poimen-memory.flagsFile" -}}{{ include "poimen-memory.flagsDir" . }}/flags.yaml{{- end }}
 
 {{/*
-True (non-empty) when the service talks to an external PostgreSQL, so a migrations Job makes sense:
-always with existingSecret (it must carry DATABASE_URL), else when secret.databaseUrl is set.
+True (non-empty) when the service talks to an external PostgreSQL (DATABASE_URL required, migrations Job
+rendered): with existingSecret unless embeddedDatabase is set, or when secret.databaseUrl is set.
 */}}
 {{- define "poimen-memory.externalDatabase" -}}
-{{- if or .Values.existingSecret .Values.secret.databaseUrl }}true{{- end }}
+{{- if or (and .Values.existingSecret (not .Values.embeddedDatabase)) .Values.secret.databaseUrl }}true{{- end }}
 {{- end }}
 
-{{/* Environment shared by the server and the migrations Job: secrets by key, optional where the app allows it. */}}
+{{/* DATABASE_URL for the server: required with an external database, optional (embedded PostgreSQL) without. */}}
 {{- define "poimen-memory.secretEnv" -}}
 - name: DATABASE_URL
   valueFrom:

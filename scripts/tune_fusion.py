@@ -1,0 +1,152 @@
+"""Sweep fusion settings offline on cached per-leg rankings (fusion is pure, so no engine runs per setting).
+
+Step 1 (needs the engines, once per data set + split): every judged query runs the real semantic and
+lexical legs (optimizer -> planner -> HybridSearcher) with `--retrieve-k` chunks each; the hits are
+pickled to `--cache`. Step 2: every fusion setting re-fuses those lists with `app.retrieval.fusion.fuse`,
+collapses to the best chunk per document exactly as the searcher does, and is scored with ir-measures.
+
+Tune on training data only: SciFact `--split train`; LoCoMo `--groups conv-26,conv-30,conv-41,conv-42,conv-43`.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/tune_fusion.py --dataset ../shared/datasets/scifact \
+        --split train --data-dir /tmp/evalwork/data/eval --cache /tmp/evalwork/legs-scifact-train.pkl \
+        --output docs/evaluation/tuning-scifact-train.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import pickle
+from dataclasses import replace
+from pathlib import Path
+
+from app.api.eval_command import open_evaluation_engines
+from app.config import load_settings
+from app.domain.models import (
+    LEXICAL_LEG,
+    SEMANTIC_LEG,
+    FusionMethod,
+    FusionSettings,
+    ScoredHit,
+    SearchStrategy,
+)
+from app.evaluation.datasets import load_dataset, project_id_for
+from app.evaluation.metrics import mean_scores, per_query_scores
+from app.evaluation.runner import document_ranking, ensure_ingested, metric_names
+from app.query.optimizer import QueryOptimizer
+from app.query.planner import PlanDefaults, SearchOptions, build_plan
+from app.retrieval.fusion import fuse, rank_single_leg
+from app.retrieval.postprocess import collapse_per_document
+from app.retrieval.searcher import HybridSearcher
+
+LegHits = dict[str, tuple[list[ScoredHit], list[ScoredHit]]]
+
+
+async def collect_legs(arguments: argparse.Namespace) -> tuple[LegHits, dict[str, str | None]]:
+    dataset = _dataset(arguments)
+    settings = load_settings().model_copy(update={"poimen_data_dir": arguments.data_dir})
+    legs: LegHits = {}
+    async with open_evaluation_engines(settings) as engines:
+        summary = await ensure_ingested(dataset, engines, settings, marker_dir=arguments.data_dir / "eval-markers")
+        searcher = HybridSearcher(vector=engines.vector, lexical=engines.lexical, embedder=engines.embedder)
+        defaults = PlanDefaults.from_settings(settings)
+        optimizers = {
+            project: QueryOptimizer(clock=lambda moment=moment: moment) for project, moment in summary.clocks.items()
+        }
+        for number, query in enumerate(dataset.queries, start=1):
+            project = project_id_for(dataset.name, query.group)
+            analysis = optimizers.get(project, QueryOptimizer()).analyze(query.text)
+            per_leg = []
+            for strategy in (SearchStrategy.SEMANTIC, SearchStrategy.LEXICAL):
+                options = SearchOptions(project=project, limit=100, strategy=strategy, collapse=False)
+                plan = replace(
+                    build_plan(analysis, options, defaults), retrieve_k=arguments.retrieve_k, limit=arguments.retrieve_k
+                )
+                result = await searcher.search(plan)
+                per_leg.append([ScoredHit(chunk=hit.chunk, score=hit.score) for hit in result.hits])
+            legs[query.query_id] = (per_leg[0], per_leg[1])
+            if number % 100 == 0:
+                print(f"  {number}/{len(dataset.queries)} queries", flush=True)
+    return legs, {query.query_id: query.category for query in dataset.queries}
+
+
+def _dataset(arguments: argparse.Namespace):  # noqa: ANN202
+    dataset = load_dataset(arguments.dataset, split=arguments.split)
+    if arguments.groups:
+        wanted = set(arguments.groups.split(","))
+        queries = tuple(query for query in dataset.queries if query.group in wanted)
+        dataset = replace(dataset, queries=queries, qrels={q.query_id: dataset.qrels[q.query_id] for q in queries})
+    return dataset
+
+
+def fused_run(
+    legs: LegHits, fusion: FusionSettings | None, retrieve_k: int, leg: str | None = None
+) -> dict[str, dict[str, float]]:
+    run = {}
+    for query_id, (semantic, lexical) in legs.items():
+        ranked = {SEMANTIC_LEG: semantic[:retrieve_k], LEXICAL_LEG: lexical[:retrieve_k]}
+        hits = rank_single_leg(ranked[leg], leg=leg) if fusion is None else fuse(ranked, fusion)
+        hits = collapse_per_document(hits, 1)
+        run[query_id] = document_ranking(query_id, [hit.chunk.document_id for hit in hits])
+    return run
+
+
+def settings_grid() -> list[tuple[str, FusionSettings]]:
+    grid: list[tuple[str, FusionSettings]] = []
+    for k, weight in itertools.product((1, 5, 10, 20, 40, 60, 100), (0.3, 0.4, 0.5, 0.6, 0.7)):
+        weights = {SEMANTIC_LEG: weight, LEXICAL_LEG: 1 - weight}
+        grid.append((f"rrf k={k} w_sem={weight}", FusionSettings(method=FusionMethod.RRF, rrf_k=k, weights=weights)))
+    for weight in (0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8):
+        weights = {SEMANTIC_LEG: weight, LEXICAL_LEG: 1 - weight}
+        grid.append((f"weighted w_sem={weight}", FusionSettings(method=FusionMethod.WEIGHTED, weights=weights)))
+        grid.append((f"zscore w_sem={weight}", FusionSettings(method=FusionMethod.ZSCORE, weights=weights)))
+    return grid
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--groups", default="", help="comma-separated conversations to tune on (LoCoMo)")
+    parser.add_argument("--data-dir", type=Path, required=True, help="the evaluation data dir (POIMEN_DATA_DIR/eval)")
+    parser.add_argument("--cache", type=Path, required=True, help="pickle of per-leg hits (built when missing)")
+    parser.add_argument("--retrieve-k", type=int, default=100, help="hits fetched per leg and cached")
+    parser.add_argument("--depths", default="50,100", help="retrieve_k values swept (each <= --retrieve-k)")
+    parser.add_argument("--output", type=Path, default=None)
+    arguments = parser.parse_args()
+    if arguments.cache.is_file():
+        legs, categories = pickle.loads(arguments.cache.read_bytes())  # noqa: S301 - our own cache file
+    else:
+        legs, categories = asyncio.run(collect_legs(arguments))
+        arguments.cache.write_bytes(pickle.dumps((legs, categories)))
+    dataset = _dataset(arguments)
+    names = metric_names(dataset)
+    primary = "Recall@10" if dataset.conversational else "nDCG@10"
+    rows = []
+    for depth in (int(value) for value in arguments.depths.split(",")):
+        for leg in (SEMANTIC_LEG, LEXICAL_LEG):
+            scores = mean_scores(per_query_scores(dataset.qrels, fused_run(legs, None, depth, leg), names))
+            rows.append({"setting": f"{leg} only", "retrieve_k": depth, **scores})
+            print(f"k={depth:<4} {leg + ' only':<28} {primary} {scores[primary]:.4f}", flush=True)
+        for label, fusion in settings_grid():
+            scores = mean_scores(per_query_scores(dataset.qrels, fused_run(legs, fusion, depth), names))
+            rows.append({"setting": label, "retrieve_k": depth, **scores})
+            print(f"k={depth:<4} {label:<28} {primary} {scores[primary]:.4f}", flush=True)
+    rows.sort(key=lambda row: -row[primary])
+    print("best:", json.dumps(rows[:10], indent=1))
+    if arguments.output:
+        arguments.output.parent.mkdir(parents=True, exist_ok=True)
+        document = {
+            "dataset": dataset.name,
+            "split": arguments.split,
+            "groups": arguments.groups,
+            "primary": primary,
+            "rows": rows,
+        }
+        arguments.output.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""The documents API on the real engines: write, read, replace, delete, and reject bad input whole.
+
+One app per module on the session PostgreSQL and model, with small limits so the limit checks are
+cheap (`max_document_bytes`, `max_batch_documents`). Tests keep apart by project id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from litestar import Litestar
+    from litestar.testing import AsyncTestClient
+
+    from app.engines.embedder import SentenceTransformerEmbedder
+
+MAX_DOCUMENT_BYTES = 4000
+MAX_BATCH_DOCUMENTS = 5
+
+RUNBOOK = (
+    "# Kubernetes\n\nIntro text about clusters and the way our team runs them.\n\n"
+    "## Port forwarding\n\nUse kubectl port-forward service/web 8080:80 to reach a pod from a laptop.\n\n"
+    "## Port conflicts\n\nIf port 8080 is taken, find the process with lsof and stop it before retrying.\n\n"
+    "## Quokka section\n\nThe quokka alarm fires when the zanzibar gateway drops more than half its packets.\n"
+)
+
+Client = "AsyncTestClient[Litestar]"
+
+
+@pytest.fixture(scope="module")
+async def client(
+    api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[AsyncTestClient[Litestar]]:
+    data_dir = tmp_path_factory.mktemp("documents_api")
+    settings = api_settings(
+        data_dir, max_document_bytes=MAX_DOCUMENT_BYTES, max_batch_documents=MAX_BATCH_DOCUMENTS
+    )
+    async with build_engines(
+        database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder
+    ) as engines:
+        from app.api.app import create_app  # noqa: PLC0415 - the module under test
+
+        async with app_client(create_app(settings, engines=engines)) as test_client:
+            yield test_client
+
+
+def doc(document_id: str, text: str = RUNBOOK, **fields: Any) -> dict[str, Any]:
+    return {"id": document_id, "title": "Networking", "source": f"runbooks/{document_id}.md", "text": text, **fields}
+
+
+async def post(client: Any, project: str, body: Any) -> Any:
+    return await client.post(f"/v1/projects/{project}/documents", json=body)
+
+
+async def search_ids(client: Any, project: str, query: str, *, strategy: str) -> list[str]:
+    response = await client.post("/v1/search", json={"query": query, "project": project, "strategy": strategy})
+    assert response.status_code == 200, response.text
+    return [hit["id"] for hit in response.json()["results"]]
+
+
+async def wait_until_lexical(client: Any, project: str, query: str, predicate: Any, *, timeout_s: float = 10.0) -> None:
+    """Poll a lexical search until `predicate(hit ids)` holds: the outbox works in the background."""
+    deadline = time.monotonic() + timeout_s
+    ids: list[str] = []
+    while time.monotonic() < deadline:
+        ids = await search_ids(client, project, query, strategy="lexical")
+        if predicate(ids):
+            return
+        await asyncio.sleep(0.05)
+    msg = f"lexical search for {query!r} still returns {ids} after {timeout_s} s"
+    raise AssertionError(msg)
+
+
+def assert_problem(response: Any, status: int | None = None) -> dict[str, Any]:
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    if status is not None:
+        assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["status"] == response.status_code
+    assert body["detail"].strip()
+    return body
+
+
+# ------------------------------------------------------------------------------------------------ writes
+
+
+async def test_post_one_document_answers_201_with_its_outcome(client, unique_name) -> None:
+    response = await post(client, unique_name, doc("runbook-1"))
+
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["project"] == unique_name
+    [outcome] = body["documents"]
+    assert outcome["id"] == "runbook-1"
+    assert outcome["status"] == "created"
+    assert outcome["chunks"] == 4
+    assert outcome["embedded"] == 4
+
+
+async def test_post_a_batch_answers_one_outcome_per_document_in_order(client, unique_name) -> None:
+    batch = {"documents": [doc("b"), doc("a", "Short note about the weekly backup rotation and its checks.")]}
+
+    response = await post(client, unique_name, batch)
+
+    assert response.status_code == 201, response.text
+    outcomes = response.json()["documents"]
+    assert [(o["id"], o["status"], o["chunks"]) for o in outcomes] == [("b", "created", 4), ("a", "created", 1)]
+
+
+async def test_get_shows_chunks_in_order_with_breadcrumbs_and_levels(client, unique_name) -> None:
+    await post(client, unique_name, doc("runbook-1", tags=["networking"]))
+
+    response = await client.get(f"/v1/projects/{unique_name}/documents/runbook-1")
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["id"] == "runbook-1"
+    assert body["project"] == unique_name
+    assert body["tags"] == ["networking"]
+    chunks = body["chunks"]
+    assert [c["position"] for c in chunks] == [0, 1, 2, 3]
+    assert [c["id"] for c in chunks] == [f"runbook-1#{p}" for p in range(4)]
+    assert [c["breadcrumb"] for c in chunks] == [
+        ["Networking", "Kubernetes"],
+        ["Networking", "Kubernetes", "Port forwarding"],
+        ["Networking", "Kubernetes", "Port conflicts"],
+        ["Networking", "Kubernetes", "Quokka section"],
+    ]
+    assert [c["section_title"] for c in chunks] == ["Kubernetes", "Port forwarding", "Port conflicts", "Quokka section"]
+    assert chunks[0]["level"] != chunks[1]["level"]
+    assert chunks[1]["level"] == chunks[2]["level"] == chunks[3]["level"]
+    assert "lsof" in chunks[2]["text"]
+
+
+async def test_reingesting_an_unchanged_document_changes_and_embeds_nothing(client, unique_name) -> None:
+    await post(client, unique_name, doc("runbook-1"))
+    before = (await client.get(f"/v1/projects/{unique_name}/documents/runbook-1")).json()
+
+    again = await post(client, unique_name, doc("runbook-1"))
+
+    after = (await client.get(f"/v1/projects/{unique_name}/documents/runbook-1")).json()
+    [outcome] = again.json()["documents"]
+    assert again.status_code == 201
+    assert (outcome["status"], outcome["embedded"], outcome["chunks"]) == ("unchanged", 0, 4)
+    assert [c["id"] for c in after["chunks"]] == [c["id"] for c in before["chunks"]]
+    assert [c["chunk_hash"] for c in after["chunks"]] == [c["chunk_hash"] for c in before["chunks"]]
+    assert after["updated_at"] == before["updated_at"]
+
+
+async def test_changed_document_replaces_exactly_its_chunks_and_embeds_only_new_text(client, unique_name) -> None:
+    await post(client, unique_name, doc("runbook-1"))
+    await post(client, unique_name, doc("other", "An unrelated note that mentions the quokka alarm in passing only."))
+    await wait_indexed(client, unique_name, "runbook-1")
+    await wait_indexed(client, unique_name, "other")
+    changed = RUNBOOK.split("## Quokka section")[0].replace("before retrying", "and then retry the deploy")
+
+    response = await post(client, unique_name, doc("runbook-1", changed))
+
+    [outcome] = response.json()["documents"]
+    assert (outcome["status"], outcome["chunks"], outcome["embedded"]) == ("updated", 3, 1)
+    chunks = (await client.get(f"/v1/projects/{unique_name}/documents/runbook-1")).json()["chunks"]
+    assert [c["section_title"] for c in chunks] == ["Kubernetes", "Port forwarding", "Port conflicts"]
+    assert "retry the deploy" in chunks[2]["text"]
+    assert all("zanzibar" not in c["text"] for c in chunks)
+    await wait_indexed(client, unique_name, "runbook-1")
+    assert await search_ids(client, unique_name, "zanzibar gateway", strategy="lexical") == []
+    assert "runbook-1#3" not in await search_ids(client, unique_name, "quokka alarm zanzibar", strategy="semantic")
+    assert await search_ids(client, unique_name, "quokka", strategy="lexical") == ["other#0"]
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/other")).status_code == 200
+
+
+async def test_chunk_text_already_embedded_elsewhere_is_not_embedded_again(client, unique_name) -> None:
+    await post(client, unique_name, doc("first"))
+
+    response = await post(client, unique_name, {"documents": [doc("second"), doc("third")]})
+
+    outcomes = response.json()["documents"]
+    assert [(o["status"], o["embedded"]) for o in outcomes] == [("created", 0), ("created", 0)]
+
+
+async def test_delete_answers_204_then_the_document_is_gone_from_both_legs(client, unique_name) -> None:
+    await post(client, unique_name, doc("runbook-1"))
+    await wait_indexed(client, unique_name, "runbook-1")
+    assert await search_ids(client, unique_name, "zanzibar", strategy="lexical") == ["runbook-1#3"]
+
+    deleted = await client.delete(f"/v1/projects/{unique_name}/documents/runbook-1")
+
+    assert deleted.status_code == 204
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/runbook-1")).status_code == 404
+    assert await search_ids(client, unique_name, "zanzibar gateway packets", strategy="semantic") == []
+    await wait_until_lexical(client, unique_name, "zanzibar", lambda ids: ids == [])
+    assert_problem(await client.delete(f"/v1/projects/{unique_name}/documents/runbook-1"), 404)
+
+
+async def test_document_ids_with_slashes_work_for_get_and_delete(client, unique_name) -> None:
+    document_id = "runbooks/k8s/networking.md"
+    created = await post(client, unique_name, doc(document_id))
+
+    fetched = await client.get(f"/v1/projects/{unique_name}/documents/{document_id}")
+    deleted = await client.delete(f"/v1/projects/{unique_name}/documents/{document_id}")
+
+    assert created.status_code == 201
+    assert fetched.status_code == 200
+    assert fetched.json()["id"] == document_id
+    assert fetched.json()["chunks"][0]["id"] == f"{document_id}#0"
+    assert deleted.status_code == 204
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/{document_id}")).status_code == 404
+
+
+async def test_get_of_an_unknown_document_is_a_404_problem(client, unique_name) -> None:
+    response = await client.get(f"/v1/projects/{unique_name}/documents/nope")
+
+    assert "nope" in assert_problem(response, 404)["detail"]
+
+
+# ------------------------------------------------------------------------------------------- bad input
+
+
+async def test_malformed_json_is_a_400_problem(client, unique_name) -> None:
+    response = await client.post(
+        f"/v1/projects/{unique_name}/documents", content=b'{"id":', headers={"content-type": "application/json"}
+    )
+
+    assert "JSON" in assert_problem(response, 400)["detail"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        pytest.param({"text": "A document without an id at all."}, "id", id="missing-id"),
+        pytest.param({"id": "x", "title": "No body"}, "text", id="missing-text"),
+        pytest.param({"id": "x", "text": ""}, "text", id="empty-text"),
+        pytest.param({"id": "x", "text": " \n\t "}, "text", id="whitespace-text"),
+        pytest.param({"id": "x", "text": "nul \x00 inside"}, "text", id="nul-in-text"),
+        pytest.param({"id": "x", "text": "fine", "title": "nul\x00"}, "title", id="nul-in-title"),
+        pytest.param({"id": "x", "text": "fine", "metadata": {"k": "v\x00"}}, "metadata", id="nul-in-metadata"),
+        pytest.param({"id": 5, "text": "fine"}, "id", id="id-not-a-string"),
+        pytest.param({"id": "x", "text": 12}, "text", id="text-not-a-string"),
+        pytest.param({"id": "x", "text": "fine", "tags": "one"}, "tags", id="tags-not-a-list"),
+        pytest.param({"id": "x", "text": "fine", "event_time": "yesterday"}, "event_time", id="bad-event-time"),
+        pytest.param({"id": "", "text": "fine"}, "id", id="empty-id"),
+    ],
+)
+async def test_bad_document_is_rejected_with_the_whole_batch(client, unique_name, bad, field) -> None:
+    good = doc("good-one", "A perfectly fine document that must not be written alone.")
+
+    single = await post(client, unique_name, bad)
+    batch = await post(client, unique_name, {"documents": [good, bad]})
+
+    assert_problem(single, 400)
+    body = assert_problem(batch, 400)
+    assert field in (body.get("field") or "") + body["detail"]
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/good-one")).status_code == 404
+
+
+async def test_document_over_the_size_limit_is_a_413_and_the_batch_is_not_written(client, unique_name) -> None:
+    big = doc("big", "word " * (MAX_DOCUMENT_BYTES // 5 + 1))
+    good = doc("good-one", "A perfectly fine document that must not be written alone.")
+
+    response = await post(client, unique_name, {"documents": [good, big]})
+
+    assert str(MAX_DOCUMENT_BYTES) in assert_problem(response, 413)["detail"]
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/good-one")).status_code == 404
+
+
+async def test_duplicate_ids_in_a_batch_are_rejected(client, unique_name) -> None:
+    response = await post(client, unique_name, {"documents": [doc("same"), doc("same", "Other text, same id here.")]})
+
+    assert "same" in assert_problem(response, 400)["detail"]
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/same")).status_code == 404
+
+
+async def test_too_many_documents_in_one_request_are_rejected(client, unique_name) -> None:
+    documents = [doc(f"d{number}", f"Document number {number} of a batch that is too large.") for number in range(6)]
+
+    response = await post(client, unique_name, {"documents": documents})
+
+    assert str(MAX_BATCH_DOCUMENTS) in assert_problem(response)["detail"]
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/d0")).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param([{"id": "x", "text": "a list, not an object"}], id="top-level-list"),
+        pytest.param({"documents": []}, id="empty-batch"),
+        pytest.param({"documents": "x"}, id="documents-not-a-list"),
+    ],
+)
+async def test_wrong_body_shapes_are_400_problems(client, unique_name, body) -> None:
+    assert_problem(await post(client, unique_name, body), 400)
+
+
+@pytest.mark.parametrize("project", ["bad%20project%21", "p" * 65, "semi;colon"])
+async def test_invalid_project_ids_are_rejected_everywhere(client, project) -> None:
+    posted = await post(client, project, doc("x"))
+    fetched = await client.get(f"/v1/projects/{project}/documents/x")
+    deleted = await client.delete(f"/v1/projects/{project}/documents/x")
+
+    for response in (posted, fetched, deleted):
+        assert "project" in assert_problem(response, 400)["detail"]
+
+
+async def test_a_64_character_project_id_is_accepted(client) -> None:
+    project = "p" * 63 + "z"
+
+    response = await post(client, project, doc("x", "A document in a project whose id is exactly 64 characters."))
+
+    assert response.status_code == 201, response.text
+    assert (await client.delete(f"/v1/projects/{project}/documents/x")).status_code == 204

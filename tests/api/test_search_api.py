@@ -1,0 +1,324 @@
+"""The search API's edges over HTTP: bad input is a 400 naming the field, odd text is searched as text,
+routing (QUERY_OPTIMIZATION_ENABLED) picks the reference's strategies, and both legs apply the same filters.
+
+One app per module with routing on, on the session PostgreSQL and model and its own tantivy folder.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from app.api.app import create_app
+from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+PROBLEM_JSON = "application/problem+json"
+
+# Four documents in one project that differ in level, tags and event time, and one twin in another project.
+FILTER_DOCUMENTS: list[dict[str, Any]] = [
+    {
+        "id": "net-2024",
+        "source": "runbooks/net/ingress-2024.md",
+        "title": "Ingress timeouts",
+        "text": "# Ingress timeouts\n\nThe ingress controller drops idle connections after 60 seconds.\n\n"
+        "## Raise the timeout\n\nSet the proxy-read-timeout annotation on the ingress to 300 seconds.",
+        "tags": ["networking", "ingress"],
+        "event_time": "2024-04-10T08:00:00Z",
+    },
+    {
+        "id": "net-2023",
+        "source": "runbooks/net/ingress-2023.md",
+        "title": "Ingress timeouts in the old cluster",
+        "text": "# Ingress timeouts in the old cluster\n\nThe old load balancer closed idle connections after "
+        "30 seconds.\n\n## Workaround\n\nClients sent keep-alive pings every 20 seconds to hold the connection.",
+        "tags": ["networking"],
+        "event_time": "2023-02-01T08:00:00Z",
+    },
+    {
+        "id": "db-timeouts",
+        "source": "runbooks/db/statement-timeouts.md",
+        "title": "Statement timeouts",
+        "text": "# Statement timeouts\n\nLong queries are cancelled by statement_timeout after 30 seconds.\n\n"
+        "## Raise the timeout\n\nSet statement_timeout per role for the reporting jobs only.",
+        "tags": ["database"],
+    },
+    {
+        "id": "notes",
+        "source": "notes/timeouts.md",
+        "title": "Timeout notes",
+        "text": "A short note about connection timeouts, retries and back-off between services.",
+        "tags": ["networking", "notes"],
+    },
+]
+OTHER_PROJECT_DOCUMENT = {**FILTER_DOCUMENTS[0], "id": "elsewhere"}
+
+
+@pytest.fixture(scope="module")
+async def client(api_postgres_url, embedder, tmp_path_factory) -> AsyncIterator[Any]:
+    """The app with optimizer routing on (QUERY_OPTIMIZATION_ENABLED=true)."""
+    data_dir = tmp_path_factory.mktemp("search-api")
+    async with build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as engines:
+        app = create_app(api_settings(data_dir, query_optimization_enabled=True), engines=engines)
+        async with app_client(app) as test_client:
+            yield test_client
+
+
+@pytest.fixture(scope="module")
+async def project(client) -> str:
+    """A project with `FILTER_DOCUMENTS`; the same first document also lives in a second project."""
+    name = f"api-{uuid.uuid4().hex[:8]}"
+    response = await client.post(f"/v1/projects/{name}/documents", json={"documents": FILTER_DOCUMENTS})
+    assert response.status_code == 201, response.text
+    other = await client.post(f"/v1/projects/{name}-other/documents", json=OTHER_PROJECT_DOCUMENT)
+    assert other.status_code == 201, other.text
+    for document in FILTER_DOCUMENTS:
+        await wait_indexed(client, name, document["id"])
+    await wait_indexed(client, f"{name}-other", "elsewhere")
+    return name
+
+
+def assert_problem(response, field: str) -> dict[str, Any]:
+    """A 400 problem+json whose `field` (or `fields`) names `field`."""
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"].startswith(PROBLEM_JSON)
+    body = response.json()
+    assert body["status"] == 400
+    assert body["title"]
+    assert body["detail"]
+    named = [body.get("field"), *body.get("fields", [])]
+    assert any(name is not None and (name == field or name.startswith(f"{field}.")) for name in named), body
+    return body
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"query": "", "project": "p"}, "query"),
+        ({"query": "   \t ", "project": "p"}, "query"),
+        ({"query": "x" * 2001, "project": "p"}, "query"),
+        ({"project": "p"}, "query"),
+        ({"query": "ports"}, "project"),
+        ({"query": "ports", "project": "bad/project"}, "project"),
+        ({"query": "ports", "project": "x" * 65}, "project"),
+        ({"query": "ports", "project": "p", "limit": "0"}, "limit"),
+        ({"query": "ports", "project": "p", "limit": "101"}, "limit"),
+        ({"query": "ports", "project": "p", "limit": "ten"}, "limit"),
+        ({"query": "ports", "project": "p", "limit": "2.5"}, "limit"),
+        ({"query": "ports", "project": "p", "strategy": "fastest"}, "strategy"),
+        ({"query": "ports", "project": "p", "fusion": "borda"}, "fusion"),
+    ],
+    ids=[
+        "empty-query", "blank-query", "long-query", "missing-query", "missing-project", "slash-project",
+        "long-project", "limit-0", "limit-101", "limit-word", "limit-float", "strategy", "fusion",
+    ],
+)  # fmt: skip
+async def test_get_rejects_bad_input_naming_the_field(client, params: dict[str, str], field: str) -> None:
+    response = await client.get("/memory/query", params=params)
+
+    assert_problem(response, field)
+
+
+def search_body(**overrides: Any) -> dict[str, Any]:
+    return {"query": "ingress timeout", "project": "p", **overrides}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (search_body(query=""), "query"),
+        (search_body(query="  \n "), "query"),
+        (search_body(query="y" * 2001), "query"),
+        ({"project": "p"}, "query"),
+        ({"query": "ports"}, "project"),
+        (search_body(project="no spaces"), "project"),
+        (search_body(project=""), "project"),
+        (search_body(limit=0), "limit"),
+        (search_body(limit=101), "limit"),
+        (search_body(limit="five"), "limit"),
+        (search_body(limit=2.5), "limit"),
+        (search_body(strategy="fastest"), "strategy"),
+        (search_body(fusion="borda"), "fusion"),
+        (search_body(filters={"tags": "networking"}), "filters.tags"),
+        (search_body(filters={"level": 3}), "filters.level"),
+        (search_body(filters={"colour": "red"}), "filters"),
+        (search_body(filters={"date_from": "yesterday"}), "filters.date_from"),
+        (search_body(filters={"date_from": "2024-05-01T00:00:00Z", "date_to": "2024-05-01T00:00:00Z"}), "date_from"),
+        (search_body(filters={"date_from": "2024-06-01T00:00:00Z", "date_to": "2024-05-01T00:00:00Z"}), "date_from"),
+        (search_body(filters=["networking"]), "filters"),
+        (search_body(weights={"semantic": -1}), "weights.semantic"),
+        (search_body(rrf_k=0), "rrf_k"),
+        (search_body(collapse=0), "collapse"),
+        (search_body(unknown_option=True), "unknown_option"),
+    ],
+    ids=[
+        "empty-query", "blank-query", "long-query", "missing-query", "missing-project", "space-project",
+        "empty-project", "limit-0", "limit-101", "limit-string", "limit-float", "strategy", "fusion",
+        "tags-not-list", "level-not-string", "unknown-filter", "date-not-date", "empty-date-range",
+        "inverted-date-range", "filters-not-object", "negative-weight", "rrf-k-0", "collapse-0", "unknown-key",
+    ],
+)  # fmt: skip
+async def test_post_rejects_bad_input_naming_the_field(client, body: dict[str, Any], field: str) -> None:
+    response = await client.post("/v1/search", json=body)
+
+    assert_problem(response, field)
+
+
+async def test_post_rejects_malformed_json(client) -> None:
+    response = await client.post("/v1/search", content=b'{"query": "x", "project": ', headers={"content-type": "application/json"})
+
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"].startswith(PROBLEM_JSON)
+
+
+async def test_post_rejects_a_body_that_is_not_an_object(client) -> None:
+    response = await client.post("/v1/search", json=["ingress timeout"])
+
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"].startswith(PROBLEM_JSON)
+
+
+# ------------------------------------------------------------------------------------------ odd queries
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "the of and",
+        "?!...;",
+        "🙂🙂",
+        "timeouts 🙂",
+        "'; DROP TABLE chunks; --",
+        'SELECT * FROM chunks WHERE text LIKE "%timeout%"',
+        '{"query": {"match_all": {}}}',
+        "title:ingress AND (timeout OR",
+        "time* ~2 ^3 [a TO b]",
+        '"unbalanced quote',
+        '""',
+        "-",
+        "NOT",
+        "\\ / : ( ) * ~ ? + - ! { } [ ] ^",
+        "ingress\x00timeout",
+    ],
+)
+async def test_odd_queries_are_searched_as_text(client, project: str, query: str) -> None:
+    get_response = await client.get("/memory/query", params={"query": query, "project": project})
+    post_response = await client.post("/v1/search", json={"query": query, "project": project, "strategy": "hybrid"})
+
+    assert get_response.status_code == 200, get_response.text
+    assert post_response.status_code == 200, post_response.text
+    assert post_response.json()["degraded"] is False
+    assert get_response.json()["query"] == query
+
+
+async def test_lucene_syntax_still_finds_the_words(client, project: str) -> None:
+    response = await client.post(
+        "/v1/search", json={"query": "statement_timeout:(reporting*", "project": project, "strategy": "lexical"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["results"][0]["document_id"] == "db-timeouts"
+
+
+# ------------------------------------------------------------------------------------------ routing
+
+
+@pytest.mark.parametrize(
+    ("query", "strategy", "question_type"),
+    [
+        ("#networking @devops", "Lexical", "navigational"),
+        ("fix port 2024", "Cascading", "troubleshooting"),
+        ("How do I deploy to K8s?", "Hybrid", "procedural"),
+        ("ingress", "Lexical", "open"),
+        ('"idle connections" ingress controller', "Lexical", "open"),
+        ("where are the ingress timeout runbooks", "Cascading", "navigational"),
+        ("why do idle connections get dropped", "Hybrid", "open"),
+    ],
+)
+async def test_routing_follows_the_reference_table(
+    client, project: str, query: str, strategy: str, question_type: str
+) -> None:
+    response = await client.get("/memory/query", params={"query": query, "project": project, "explain": "true"})
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["search_strategy"] == strategy
+    assert body["query_analysis"]["routed_strategy"] == strategy
+    assert body["question_type"] == question_type
+    assert 0 < body["strategy_confidence"] < 1
+
+
+async def test_explicit_strategy_beats_routing(client, project: str) -> None:
+    response = await client.get(
+        "/memory/query", params={"query": "#networking @devops", "project": project, "strategy": "semantic"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["search_strategy"] == "Semantic"
+    assert response.json()["strategy_confidence"] == 1.0
+
+
+# ------------------------------------------------------------------------------------------ filter parity
+
+
+FILTER_CASES: list[tuple[dict[str, Any], set[str]]] = [
+    ({}, {"net-2024", "net-2023", "db-timeouts", "notes"}),
+    ({"tags": ["networking"]}, {"net-2024", "net-2023", "notes"}),
+    ({"tags": ["networking", "ingress"]}, {"net-2024"}),
+    ({"level": "L1"}, {"net-2024", "net-2023", "db-timeouts"}),
+    ({"date_from": "2024-01-01T00:00:00Z", "date_to": "2025-01-01T00:00:00Z"}, {"net-2024"}),
+    ({"date_from": "2023-01-01T00:00:00Z"}, {"net-2024", "net-2023"}),
+    ({"source_prefix": "runbooks/net/"}, {"net-2024", "net-2023"}),
+    ({"tags": ["database"], "date_from": "2020-01-01T00:00:00Z"}, set()),
+]
+
+
+@pytest.mark.parametrize(("filters", "allowed"), FILTER_CASES, ids=[str(case) for case, _ in FILTER_CASES])
+async def test_both_legs_apply_the_same_filters(client, project: str, filters: dict[str, Any], allowed: set[str]) -> None:
+    def body(strategy: str) -> dict[str, Any]:
+        return {"query": "timeout connections", "project": project, "strategy": strategy, "limit": 100, "filters": filters}
+
+    semantic = await client.post("/v1/search", json=body("semantic"))
+    lexical = await client.post("/v1/search", json=body("lexical"))
+
+    assert semantic.status_code == 200, semantic.text
+    assert lexical.status_code == 200, lexical.text
+    semantic_documents = {hit["document_id"] for hit in semantic.json()["results"]}
+    lexical_documents = {hit["document_id"] for hit in lexical.json()["results"]}
+    # The vector leg ranks every chunk that passes the filters, so it returns exactly the allowed documents;
+    # the lexical leg returns those that match the words, never one the filters exclude.
+    assert semantic_documents == allowed
+    assert lexical_documents <= allowed
+    if allowed:
+        assert lexical_documents
+    for payload in (semantic.json(), lexical.json()):
+        assert payload["degraded"] is False
+        assert all(hit["source"] != "elsewhere" for hit in payload["results"])
+
+
+async def test_projects_never_mix(client, project: str) -> None:
+    for strategy in ("semantic", "lexical", "hybrid", "cascading"):
+        response = await client.post(
+            "/v1/search",
+            json={"query": "ingress idle connections", "project": f"{project}-other", "strategy": strategy, "limit": 100},
+        )
+
+        assert response.status_code == 200, response.text
+        assert {hit["document_id"] for hit in response.json()["results"]} == {"elsewhere"}, strategy
+
+
+async def test_query_dates_filter_both_legs(client, project: str) -> None:
+    for strategy in ("semantic", "lexical"):
+        response = await client.get(
+            "/memory/query", params={"query": "ingress timeouts 2023", "project": project, "strategy": strategy, "limit": 100}
+        )
+
+        assert response.status_code == 200, response.text
+        assert {hit["document_id"] for hit in response.json()["results"]} == {"net-2023"}, strategy

@@ -1,0 +1,441 @@
+"""The Helm chart, the plain manifests in k8s/ and the Dockerfile, checked with the real tools.
+
+helm, kubernetes-validate, yamllint, hadolint and checkov come from scripts/install_k8s_tools.sh
+(prefix $K8S_TOOLS_PREFIX, default ~/.cache/poimen-k8s-tools). Without helm every test here skips,
+saying so; the rendered objects are then checked for what the service needs (probes, security,
+flags hot reload, env the app accepts), beyond what the schema validators can see.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.config import Settings
+from app.operations.flags import FLAG_NAMES, Flags, parse_flags_file
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "poimen-memory"
+PRODUCTION_VALUES = CHART / "ci" / "production-values.yaml"
+DEFAULT_VALUES = CHART / "ci" / "default-values.yaml"
+TOOLS_BIN = Path(os.environ.get("K8S_TOOLS_PREFIX", Path.home() / ".cache" / "poimen-k8s-tools")) / "bin"
+INSTALL_HINT = "run scripts/install_k8s_tools.sh (helm, kubernetes-validate, yamllint, hadolint, checkov)"
+
+Manifest = dict[str, Any]
+
+
+def tool(name: str) -> str | None:
+    candidate = TOOLS_BIN / name
+    return str(candidate) if candidate.exists() else shutil.which(name)
+
+
+HELM = tool("helm")
+requires_helm = pytest.mark.skipif(HELM is None, reason=f"helm not installed: {INSTALL_HINT}")
+
+
+def helm_template(*args: str, namespace: str = "search") -> list[Manifest]:
+    assert HELM is not None
+    result = subprocess.run(
+        [HELM, "template", "poimen-memory", str(CHART), "--namespace", namespace, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return [document for document in yaml.safe_load_all(result.stdout) if document]
+
+
+def find(manifests: list[Manifest], kind: str, name_suffix: str = "") -> Manifest:
+    matches = [m for m in manifests if m["kind"] == kind and m["metadata"]["name"].endswith(name_suffix)]
+    assert len(matches) == 1, f"{kind} *{name_suffix}: {[m['metadata']['name'] for m in matches]}"
+    return matches[0]
+
+
+def pod_specs(manifests: list[Manifest]) -> dict[str, Manifest]:
+    """Every pod spec rendered (Deployment, Job, helm test Pod), by object name."""
+    specs = {}
+    for manifest in manifests:
+        if manifest["kind"] in {"Deployment", "Job"}:
+            specs[manifest["metadata"]["name"]] = manifest["spec"]["template"]["spec"]
+        elif manifest["kind"] == "Pod":
+            specs[manifest["metadata"]["name"]] = manifest["spec"]
+    return specs
+
+
+def main_container(manifests: list[Manifest]) -> Manifest:
+    container: Manifest = find(manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+@pytest.fixture(scope="module")
+def default_render() -> list[Manifest]:
+    if HELM is None:
+        pytest.skip(f"helm not installed: {INSTALL_HINT}")
+    return helm_template("--values", str(DEFAULT_VALUES), namespace="poimen")
+
+
+@pytest.fixture(scope="module")
+def production_render() -> list[Manifest]:
+    if HELM is None:
+        pytest.skip(f"helm not installed: {INSTALL_HINT}")
+    return helm_template("--values", str(PRODUCTION_VALUES))
+
+
+# --- the full tool chain ------------------------------------------------------------------------------
+
+
+def test_check_deploy_script_passes(tmp_path: Path) -> None:
+    missing = [
+        name for name in ("helm", "kubernetes-validate", "yamllint", "hadolint", "checkov") if tool(name) is None
+    ]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: {INSTALL_HINT}")
+
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "check_deploy.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert "check_deploy: all checks passed" in result.stdout
+    for render in ("default", "production"):
+        summary = re.search(
+            r"Passed checks: (\d+), Failed checks: (\d+)", (tmp_path / f"{render}.checkov.txt").read_text()
+        )
+        assert summary is not None
+        assert int(summary.group(1)) > 100
+        assert int(summary.group(2)) == 0
+
+
+@requires_helm
+def test_k8s_manifests_are_in_sync_with_the_chart() -> None:
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "render_k8s.sh"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+@requires_helm
+def test_schema_rejects_an_unknown_value() -> None:
+    assert HELM is not None
+    result = subprocess.run(
+        [HELM, "template", "x", str(CHART), "--set", "flags.hybrid_rollout_pct=10"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+    assert result.returncode != 0
+    assert "hybrid_rollout_pct" in result.stderr
+
+
+# --- what the rendered objects mean -----------------------------------------------------------------
+
+
+def test_default_install_renders_the_expected_objects(default_render: list[Manifest]) -> None:
+    kinds = sorted(m["kind"] for m in default_render)
+
+    assert kinds == sorted(
+        ["ServiceAccount", "Secret", "ConfigMap", "ConfigMap", "Service", "Deployment", "PodDisruptionBudget", "Pod"]
+    )
+    assert find(default_render, "Deployment")["spec"]["replicas"] == 2
+
+
+def test_production_install_scales_monitors_and_isolates(production_render: list[Manifest]) -> None:
+    kinds = {m["kind"] for m in production_render}
+    hpa = find(production_render, "HorizontalPodAutoscaler")
+
+    assert {"HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy", "PodDisruptionBudget", "Job"} <= kinds
+    assert "Secret" not in kinds  # credentials come from existingSecret
+    assert "replicas" not in find(production_render, "Deployment")["spec"]  # the HPA owns the count
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["minReplicas"] == 3
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 60
+    assert find(production_render, "PodDisruptionBudget")["apiVersion"] == "policy/v1"
+
+
+def test_probes_use_the_split_endpoints(default_render: list[Manifest]) -> None:
+    container = main_container(default_render)
+
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["startupProbe"]["httpGet"]["path"] == "/healthz"
+    startup_budget_s = container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"]
+    assert startup_budget_s >= 120  # model load on a cold node
+    assert {port["containerPort"] for port in container["ports"]} == {8080}
+
+
+@pytest.mark.parametrize("render", ["default_render", "production_render"])
+def test_every_pod_runs_restricted(render: str, request: pytest.FixtureRequest) -> None:
+    manifests: list[Manifest] = request.getfixturevalue(render)
+
+    for name, spec in pod_specs(manifests).items():
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        assert spec["automountServiceAccountToken"] is False, name
+        mounts_by_container = {}
+        for container in spec["containers"]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, name
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["capabilities"]["drop"] == ["ALL"], name
+            assert context["runAsUser"] == 65532, name
+            assert container["resources"]["limits"]["memory"], name
+            mounts_by_container[container["name"]] = {mount["mountPath"] for mount in container["volumeMounts"]}
+        assert all("/tmp" in mounts for mounts in mounts_by_container.values()), name
+
+
+def test_server_writes_only_to_tmp_and_data(default_render: list[Manifest]) -> None:
+    deployment = find(default_render, "Deployment")["spec"]["template"]["spec"]
+    container = deployment["containers"][0]
+    writable = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
+    volumes = {volume["name"]: volume for volume in deployment["volumes"]}
+    env = {item["name"]: item.get("value") for item in container["env"]}
+
+    assert writable == {"/tmp", "/data"}
+    assert "emptyDir" in volumes["tmp"]
+    assert "emptyDir" in volumes["data"]
+    assert env["POIMEN_DATA_DIR"] == "/data"
+
+
+def test_flags_configmap_is_mounted_as_the_watched_file(production_render: list[Manifest]) -> None:
+    container = main_container(production_render)
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    flags_mount = next(m for m in container["volumeMounts"] if m["name"] == "flags")
+    spec = find(production_render, "Deployment")["spec"]["template"]["spec"]
+    flags_volume = next(v for v in spec["volumes"] if v["name"] == "flags")
+
+    assert "subPath" not in flags_mount  # subPath mounts never see ConfigMap updates
+    assert env["POIMEN_FLAGS_FILE"] == flags_mount["mountPath"] + "/flags.yaml"
+    assert flags_volume["configMap"]["name"] == find(production_render, "ConfigMap", "-flags")["metadata"]["name"]
+
+
+def test_rendered_flags_file_is_accepted_by_the_app(production_render: list[Manifest]) -> None:
+    content = find(production_render, "ConfigMap", "-flags")["data"]["flags.yaml"]
+
+    flags, file_keys = parse_flags_file(content.encode(), base=Flags.from_settings(Settings(_env_file=None)))
+
+    assert flags.hybrid_rollout_percent == 0.0
+    assert flags.rollout_shadow_enabled is True
+    assert file_keys <= set(FLAG_NAMES)
+
+
+@requires_helm
+def test_changing_a_flag_does_not_restart_pods_but_changing_env_does() -> None:
+    def render(*sets: str) -> list[Manifest]:
+        return helm_template("--values", str(PRODUCTION_VALUES), *[arg for s in sets for arg in ("--set", s)])
+
+    base = render("flags.hybrid_rollout_percent=10")
+    flag_step = render("flags.hybrid_rollout_percent=50")
+    env_change = render("flags.hybrid_rollout_percent=10", "config.LOG_LEVEL=DEBUG")
+
+    def template(manifests: list[Manifest]) -> Manifest:
+        pod_template: Manifest = find(manifests, "Deployment")["spec"]["template"]
+        return pod_template
+
+    assert template(flag_step) == template(base)
+    assert find(flag_step, "ConfigMap", "-flags") != find(base, "ConfigMap", "-flags")
+    annotations = template(env_change)["metadata"]["annotations"]
+    assert annotations["checksum/config"] != template(base)["metadata"]["annotations"]["checksum/config"]
+
+
+@pytest.mark.parametrize("render", ["default_render", "production_render"])
+def test_rendered_env_is_a_valid_app_configuration(
+    render: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifests: list[Manifest] = request.getfixturevalue(render)
+    config = find(manifests, "ConfigMap", "-env")["data"]
+    container = main_container(manifests)
+    field_env_names = {name.upper() for name in Settings.model_fields}
+    for name in list(os.environ):
+        if name.upper() in field_env_names:
+            monkeypatch.delenv(name)
+
+    for name, value in config.items():
+        monkeypatch.setenv(name, value)
+    for item in container["env"]:
+        if "value" in item:
+            monkeypatch.setenv(item["name"], item["value"])
+        elif item["name"] == "JWT_SECRET":
+            monkeypatch.setenv("JWT_SECRET", "x" * 48)  # stands in for the Secret's key
+    if any(item["name"] == "JWT_PUBLIC_KEY_FILE" for item in container["env"]):
+        monkeypatch.setenv("JWT_PUBLIC_KEY_FILE", "/etc/poimen/jwt/JWT_PUBLIC_KEY")
+    settings = Settings(_env_file=None)
+
+    assert set(config) <= field_env_names  # no env name the app would silently ignore
+    assert {item["name"] for item in container["env"]} <= field_env_names
+    assert settings.auth_mode == "jwt"
+    assert str(settings.poimen_data_dir) == "/data"
+
+
+def test_production_reads_every_credential_from_the_existing_secret(production_render: list[Manifest]) -> None:
+    container = main_container(production_render)
+    refs = {
+        item["name"]: item["valueFrom"]["secretKeyRef"]
+        for item in container["env"]
+        if "secretKeyRef" in item.get("valueFrom", {})
+    }
+    job = find(production_render, "Job")["spec"]["template"]["spec"]["containers"][0]
+    job_refs = {item["name"]: item["valueFrom"]["secretKeyRef"] for item in job["env"] if "valueFrom" in item}
+
+    assert {ref["name"] for ref in refs.values()} == {"poimen-memory-credentials"}
+    assert refs["DATABASE_URL"]["optional"] is False
+    assert job_refs["DATABASE_URL"] == {"name": "poimen-memory-credentials", "key": "DATABASE_URL"}
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["JWT_PUBLIC_KEY_FILE"] == "/etc/poimen/jwt/JWT_PUBLIC_KEY"
+    assert env["OPENSEARCH_CA_FILE"] == "/etc/poimen/opensearch-ca/ca.crt"
+
+
+def test_migrations_job_runs_before_install_and_upgrade(production_render: list[Manifest]) -> None:
+    job = find(production_render, "Job")
+    annotations = job["metadata"]["annotations"]
+
+    assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["poimen", "migrate"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_helm_test_pod_queries_readyz_through_the_service(default_render: list[Manifest]) -> None:
+    pod = find(default_render, "Pod")
+    service = find(default_render, "Service")
+    script = pod["spec"]["containers"][0]["command"][-1]
+
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert f"http://{service['metadata']['name']}.poimen.svc:8080/readyz" in script
+
+
+def test_servicemonitor_scrapes_the_service_port(production_render: list[Manifest]) -> None:
+    monitor = find(production_render, "ServiceMonitor")
+    service = find(production_render, "Service")
+    endpoint = monitor["spec"]["endpoints"][0]
+
+    assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def network_policies(manifests: list[Manifest]) -> dict[str, Manifest]:
+    return {m["metadata"]["name"]: m["spec"] for m in manifests if m["kind"] == "NetworkPolicy"}
+
+
+def test_networkpolicy_opens_only_the_needed_ports(production_render: list[Manifest]) -> None:
+    policy = network_policies(production_render)["poimen-memory"]
+    egress_ports = {(port["port"], port["protocol"]) for rule in policy["egress"] for port in rule["ports"]}
+    ingress_ports = {port["port"] for rule in policy["ingress"] for port in rule["ports"]}
+
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert egress_ports == {(53, "UDP"), (53, "TCP"), (5432, "TCP"), (9200, "TCP"), (4317, "TCP")}
+    assert ingress_ports == {"http"}
+    assert (
+        policy["podSelector"]["matchLabels"] == find(production_render, "Deployment")["spec"]["selector"]["matchLabels"]
+    )
+
+
+def test_pods_spread_over_zones_and_nodes(production_render: list[Manifest]) -> None:
+    deployment = find(production_render, "Deployment")
+    constraints = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+
+    assert {c["topologyKey"] for c in constraints} == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    assert all(c["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"] for c in constraints)
+
+
+@requires_helm
+def test_no_disruption_budget_for_a_single_replica() -> None:
+    kinds = {m["kind"] for m in helm_template("--set", "replicaCount=1")}
+
+    assert "PodDisruptionBudget" not in kinds
+
+
+def test_dockerfile_matches_the_chart(default_render: list[Manifest]) -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    container = main_container(default_render)
+
+    assert 'CMD ["poimen", "serve", "--host", "0.0.0.0", "--port", "8080"]' in dockerfile
+    assert container["args"] == ["poimen", "serve", "--host", "0.0.0.0", "--port", "8080"]
+    assert "USER 65532:65532" in dockerfile
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in dockerfile
+    assert "/healthz" in dockerfile
+    assert "HF_HUB_OFFLINE=1" in dockerfile
+    assert "POIMEN_MIGRATIONS_DIR=/app/migrations" in dockerfile
+
+
+def test_short_lived_pods_have_their_own_networkpolicy_before_install(production_render: list[Manifest]) -> None:
+    aux = next(m for m in production_render if m["metadata"]["name"] == "poimen-memory-aux")
+    selector = aux["spec"]["podSelector"]["matchLabels"]
+    job_labels = find(production_render, "Job")["spec"]["template"]["metadata"]["labels"]
+    test_labels = find(production_render, "Pod")["metadata"]["labels"]
+    server_labels = find(production_render, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    egress_ports = {port["port"] for rule in aux["spec"]["egress"] for port in rule["ports"]}
+
+    assert aux["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert selector.items() <= job_labels.items()
+    assert selector.items() <= test_labels.items()
+    assert not selector.items() <= server_labels.items()
+    assert "ingress" not in aux["spec"]
+    assert egress_ports == {53, 5432, 8080}
+
+
+def test_service_selects_only_server_pods(production_render: list[Manifest]) -> None:
+    selector = find(production_render, "Service")["spec"]["selector"]
+    job_labels = find(production_render, "Job")["spec"]["template"]["metadata"]["labels"]
+    test_labels = find(production_render, "Pod")["metadata"]["labels"]
+    server_labels = find(production_render, "Deployment")["spec"]["template"]["metadata"]["labels"]
+
+    assert selector.items() <= server_labels.items()
+    assert not selector.items() <= job_labels.items()
+    assert not selector.items() <= test_labels.items()
+
+
+@requires_helm
+def test_dev_manifests_need_only_a_jwt_secret() -> None:
+    manifests = helm_template("--values", str(ROOT / "k8s" / "values-dev.yaml"), "--no-hooks", namespace="poimen-dev")
+    container = main_container(manifests)
+    required_keys = {
+        item["valueFrom"]["secretKeyRef"]["key"]
+        for item in container["env"]
+        if "secretKeyRef" in item.get("valueFrom", {}) and not item["valueFrom"]["secretKeyRef"].get("optional")
+    }
+
+    assert required_keys == {"JWT_SECRET"}
+    assert "DATABASE_URL" not in {item["name"] for item in container["env"]}
+    assert "Job" not in {m["kind"] for m in manifests}
+
+
+STYLE_VALUES_ORDER = [
+    "image", "replicaCount", "autoscaling", "podDisruptionBudget", "service", "ingress", "resources",
+    "startupProbe", "livenessProbe", "readinessProbe", "metrics", "config", "existingSecret",
+    "podSecurityContext", "containerSecurityContext", "nodeSelector", "tolerations", "affinity",
+    "topologySpreadConstraints",
+]  # fmt: skip
+
+
+def test_values_follow_the_house_order_and_every_key_is_commented() -> None:
+    lines = (CHART / "values.yaml").read_text(encoding="utf-8").splitlines()
+    top_level = [(index, line.split(":", 1)[0]) for index, line in enumerate(lines) if re.match(r"^[A-Za-z]\w*:", line)]
+    keys = [key for _, key in top_level]
+    uncommented = [key for index, key in top_level if not lines[index - 1].startswith("#")]
+
+    assert [key for key in keys if key in STYLE_VALUES_ORDER] == STYLE_VALUES_ORDER
+    assert keys.index("topologySpreadConstraints") > keys.index("existingSecret")
+    assert uncommented == []
+    assert set(keys) == set(yaml.safe_load((CHART / "values.schema.json").read_text())["properties"]) - {"global"}

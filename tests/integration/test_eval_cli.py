@@ -1,0 +1,70 @@
+"""`poimen eval` end to end on the embedded engines (PostgreSQL + pgvector, tantivy, MiniLM) and tiny fixtures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.__main__ import main
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "eval"
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def eval_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("POIMEN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("OPENSEARCH_URL", raising=False)
+    return tmp_path
+
+
+def test_eval_writes_results_in_the_issue_shape_and_reuses_the_corpus(
+    eval_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = eval_env / "out"
+    arguments = ["eval", "--dataset", str(FIXTURES / "tiny-beir"), "--output", str(output)]
+
+    first_status = main([*arguments, "--strategies", "semantic,lexical,hybrid", "--fusions", "rrf"])
+    first_log = capsys.readouterr().err
+    second_status = main([*arguments, "--strategies", "lexical", "--fusions", "rrf"])
+    second_log = capsys.readouterr().err
+
+    assert first_status == 0
+    assert second_status == 0
+    assert "ingested in" in first_log
+    assert "already ingested" in second_log
+    results = json.loads((output / "results.json").read_text())
+    assert results["dataset"] == "tiny-beir"
+    assert results["split"] == "test"
+    assert results["default"] in results["runs"]
+    lexical = results["runs"]["lexical"]
+    assert set(lexical) == {"nDCG@10", "MRR@10", "Recall@10", "Recall@100", "P@5", "latency_ms"}
+    assert lexical["Recall@10"] == 1.0  # every judged document is found, and q3 never counts itself
+    assert set(lexical["latency_ms"]) == {"p50", "p95", "mean"}
+    assert (output / "results.png").stat().st_size > 0
+    assert "| run |" in (output / "results.md").read_text()
+
+
+def test_eval_on_a_conversational_dataset_reports_categories(eval_env: Path) -> None:
+    output = eval_env / "out"
+
+    status = main(
+        ["eval", "--dataset", str(FIXTURES / "tiny-chat"), "--output", str(output), "--strategies", "semantic,lexical"]
+    )
+
+    assert status == 0
+    results = json.loads((output / "results.json").read_text())
+    assert results["primary_metric"] == "Recall@10"
+    assert "Recall@5" in results["runs"]["lexical"]
+    assert set(results["by_category"]["lexical"]) == {"1", "2", "4"}
+
+
+def test_eval_rejects_a_folder_without_a_dataset(eval_env: Path) -> None:
+    status = main(["eval", "--dataset", str(eval_env)])
+
+    assert status == 2

@@ -1,0 +1,143 @@
+"""`GET /metrics` after real queries through the app: every stage, the counters, promtool-clean output."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.ops.conftest import CORPUS, sample, wait_indexed
+
+STAGES_BY_STRATEGY = {
+    "hybrid": {"optimize", "embed", "semantic", "lexical", "fusion", "total"},
+    "semantic": {"optimize", "embed", "semantic", "fusion", "total"},
+    "lexical": {"optimize", "lexical", "fusion", "total"},
+    "cascading": {"optimize", "embed", "lexical", "semantic", "fusion", "total"},
+}
+STAGE_COUNT = "poimen_query_stage_duration_seconds_count"
+
+
+def stage_counts(text: str) -> dict[tuple[str, str, str], float]:
+    """(stage, strategy, arm) -> observation count, parsed from an exposition text."""
+    counts: dict[tuple[str, str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for metric_sample in family.samples:
+            if metric_sample.name == STAGE_COUNT:
+                labels = metric_sample.labels
+                counts[labels["stage"], labels["strategy"], labels["arm"]] = metric_sample.value
+    return counts
+
+
+async def ingest_corpus(client, project: str) -> None:
+    response = await client.post(f"/v1/projects/{project}/documents", json={"documents": list(CORPUS)})
+    assert response.status_code == 201, response.text
+    for item in CORPUS:
+        await wait_indexed(client, project, item["id"])
+
+
+async def test_every_stage_of_every_strategy_is_scraped_with_its_arm(ops_app, unique_name) -> None:
+    async with ops_app.client() as client:
+        await ingest_corpus(client, unique_name)
+        before = stage_counts((await client.get("/metrics")).text)
+        for strategy in STAGES_BY_STRATEGY:
+            response = await client.get(
+                "/memory/query", params={"query": f"ttl cache {strategy}", "project": unique_name, "strategy": strategy}
+            )
+            assert response.status_code == 200, response.text
+            assert response.json()["rollout_arm"] == "control"
+        # No strategy chosen: the rollout (100 % hybrid by default) assigns the arm.
+        routed = await client.get("/memory/query", params={"query": "vacuum dead tuples", "project": unique_name})
+        scrape = await client.get("/metrics")
+
+    assert routed.json()["rollout_arm"] == "hybrid"
+    after = stage_counts(scrape.text)
+    grown = {key for key, value in after.items() if value > before.get(key, 0.0)}
+    for strategy, stages in STAGES_BY_STRATEGY.items():
+        assert {stage for stage, s, arm in grown if s == strategy and arm == "control"} == stages, strategy
+    assert {stage for stage, s, arm in grown if s == "hybrid" and arm == "hybrid"} == STAGES_BY_STRATEGY["hybrid"]
+
+
+async def test_counters_for_queries_cache_ingest_and_fallbacks_are_exported(ops_app, unique_name) -> None:
+    queries_before = sample("poimen_queries_total", strategy="lexical", arm="control", outcome="ok")
+    hits_before = sample("poimen_query_cache_requests_total", result="hit")
+    created_before = sample("poimen_ingested_documents_total", status="created")
+    chunks_before = sample("poimen_ingested_chunks_total")
+    async with ops_app.client() as client:
+        await ingest_corpus(client, unique_name)
+        params = {"query": "kubectl port-forward", "project": unique_name, "strategy": "lexical"}
+        first = (await client.get("/memory/query", params=params)).json()
+        second = (await client.get("/memory/query", params=params)).json()
+        text = (await client.get("/metrics")).text
+
+    assert (first["cached"], second["cached"]) == (False, True)
+    assert sample("poimen_queries_total", strategy="lexical", arm="control", outcome="ok") == queries_before + 2
+    assert sample("poimen_query_cache_requests_total", result="hit") == hits_before + 1
+    assert sample("poimen_ingested_documents_total", status="created") == created_before + len(CORPUS)
+    assert sample("poimen_ingested_chunks_total") >= chunks_before + len(CORPUS)
+    families = {family.name for family in text_string_to_metric_families(text)}
+    assert {
+        "poimen_queries",
+        "poimen_query_cache_requests",
+        "poimen_fallbacks",
+        "poimen_engine_errors",
+        "poimen_ingested_documents",
+        "poimen_ingested_chunks",
+        "poimen_lexical_outbox_backlog",
+        "poimen_query_results",
+        "poimen_flags_version",
+        "poimen_rollout_hybrid_percent",
+        "poimen_shadow_overlap_at_10",
+    } <= families
+    assert any(name.startswith("poimen_http") for name in families)
+    assert 'reason="lexical_unavailable"' in text
+
+
+async def test_a_failing_leg_counts_a_fallback_and_an_engine_error_and_fails_readiness(ops_app, unique_name) -> None:
+    async with ops_app.client() as client:
+        await ingest_corpus(client, unique_name)
+        ready_before = await client.get("/readyz")
+        fallbacks_before = sample("poimen_fallbacks_total", reason="lexical_unavailable")
+        errors_before = sample("poimen_engine_errors_total", engine="tantivy")
+        await ops_app.engines.close_lexical()  # the lexical engine goes down under the running app
+        response = await client.get("/memory/query", params={"query": "vacuum storage", "project": unique_name})
+        await _wait_past_readiness_cache()
+        ready_after = await client.get("/readyz")
+        live_after = await client.get("/healthz")
+
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["degraded"] is True
+    assert body["degraded_reasons"] == ["lexical_unavailable"]
+    assert sample("poimen_fallbacks_total", reason="lexical_unavailable") == fallbacks_before + 1
+    assert sample("poimen_engine_errors_total", engine="tantivy") == errors_before + 1
+    assert sample("poimen_queries_total", strategy="hybrid", arm="hybrid", outcome="degraded") >= 1
+    assert ready_before.status_code == 200
+    assert ready_after.status_code == 503
+    assert ready_after.json()["checks"]["lexical"].startswith("down")
+    assert live_after.status_code == 200
+
+
+async def _wait_past_readiness_cache() -> None:
+    import asyncio  # noqa: PLC0415
+
+    from app.api.routes import READINESS_CACHE_S  # noqa: PLC0415
+
+    await asyncio.sleep(READINESS_CACHE_S + 0.1)
+
+
+async def test_metrics_output_passes_promtool(ops_app, unique_name) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not on PATH (Debian package `prometheus`); `.ci/run` installs it")
+    async with ops_app.client() as client:
+        await ingest_corpus(client, unique_name)
+        await client.get("/memory/query", params={"query": "ttl cache", "project": unique_name})
+        text = (await client.get("/metrics")).text
+
+    checked = subprocess.run(  # noqa: S603 - fixed binary found on PATH, input is our own scrape
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False, timeout=30
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "poimen_query_stage_duration_seconds_bucket" in text

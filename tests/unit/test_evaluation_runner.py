@@ -1,0 +1,167 @@
+"""The harness end to end on the in-memory reference adapters and a bag-of-words embedder (no servers)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.config import Settings
+from app.domain.models import FusionMethod, SearchStrategy
+from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.evaluation.datasets import load_dataset
+from app.evaluation.runner import (
+    EvaluationEngines,
+    QueryRunner,
+    RunSpec,
+    default_run_spec,
+    document_ranking,
+    ensure_ingested,
+    latency_summary,
+    run_specs,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "eval"
+DIMENSIONS = 64
+
+
+class BagOfWordsEmbedder:
+    """Hashes lowercase words into 64 buckets and normalises: similar wording, similar vectors."""
+
+    name = "bag-of-words"
+    model_name = "bag-of-words-64"
+    dimensions = DIMENSIONS
+
+    def __init__(self) -> None:
+        self.embedded = 0
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.embedded += len(texts)
+        return [self._vector(text) for text in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    @staticmethod
+    def _vector(text: str) -> list[float]:
+        vector = [0.0] * DIMENSIONS
+        for word in text.lower().split():
+            vector[hashlib.sha256(word.strip("?.!,").encode()).digest()[0] % DIMENSIONS] += 1.0
+        norm = math.sqrt(sum(value * value for value in vector)) or 1.0
+        return [value / norm for value in vector]
+
+
+def memory_engines() -> tuple[EvaluationEngines, BagOfWordsEmbedder]:
+    store = InMemoryDocumentStore()
+    embedder = BagOfWordsEmbedder()
+    engines = EvaluationEngines(
+        embedder=embedder, vector=InMemoryVectorIndex(store), lexical=InMemoryLexicalIndex(), store=store
+    )
+    return engines, embedder
+
+
+def test_document_ranking_drops_the_query_id_and_repeated_documents() -> None:
+    ranking = document_ranking("q3", ["q3", "d4", "d4", "d1"])
+
+    assert ranking == {"d4": 100.0, "d1": 99.0}
+
+
+def test_document_ranking_stops_at_the_depth() -> None:
+    assert list(document_ranking("q", ["a", "b", "c"], depth=2)) == ["a", "b"]
+
+
+def test_run_specs_run_fusion_free_strategies_once_and_always_include_the_default() -> None:
+    settings = Settings(ranking_algorithm=FusionMethod.ZSCORE)
+
+    specs = run_specs(["semantic", "cascading", "hybrid"], ["rrf"], settings)
+
+    assert [spec.name for spec in specs] == ["semantic", "hybrid-rrf", "cascading", "hybrid-zscore"]
+
+
+def test_default_run_follows_the_routing_flag() -> None:
+    routed = default_run_spec(Settings(query_optimization_enabled=True, ranking_algorithm=FusionMethod.RRF))
+    fixed = default_run_spec(Settings(search_strategy=SearchStrategy.LEXICAL))
+
+    assert routed == RunSpec("routed-rrf", None, FusionMethod.RRF)
+    assert fixed.name == "lexical"
+
+
+def test_latency_summary_reports_percentiles() -> None:
+    summary = latency_summary([float(value) for value in range(1, 101)])
+
+    assert summary["p50"] == pytest.approx(50.5)
+    assert summary["mean"] == pytest.approx(50.5)
+    assert summary["p95"] == pytest.approx(95.05)
+
+
+async def test_second_ingest_is_skipped_by_the_marker(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "tiny-beir", split="test")
+    engines, embedder = memory_engines()
+    settings = Settings(chunk_max_chars=400, chunk_overlap_chars=0)
+
+    first = await ensure_ingested(dataset, engines, settings, marker_dir=tmp_path)
+    embedded_after_first = embedder.embedded
+    second = await ensure_ingested(dataset, engines, settings, marker_dir=tmp_path)
+
+    assert not first.skipped
+    assert first.created == 7
+    assert second.skipped
+    assert embedder.embedded == embedded_after_first
+
+
+async def test_changed_settings_ingest_again(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "tiny-beir", split="test")
+    engines, _ = memory_engines()
+    await ensure_ingested(dataset, engines, Settings(chunk_max_chars=400), marker_dir=tmp_path)
+
+    again = await ensure_ingested(dataset, engines, Settings(chunk_max_chars=300), marker_dir=tmp_path)
+
+    assert not again.skipped
+
+
+async def test_lexical_run_finds_the_judged_documents_but_never_the_query_itself(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "tiny-beir", split="test")
+    engines, _ = memory_engines()
+    settings = Settings(chunk_max_chars=400, chunk_overlap_chars=0)
+    summary = await ensure_ingested(dataset, engines, settings, marker_dir=tmp_path)
+    runner = QueryRunner(dataset, engines, settings, clocks=summary.clocks)
+
+    result = await runner.run(RunSpec("lexical", SearchStrategy.LEXICAL, None), progress=False)
+    ranked, _ = await runner.search(dataset.queries[2], RunSpec("lexical", SearchStrategy.LEXICAL, None))
+
+    assert "q3" in ranked  # the searcher returns it ...
+    assert result.per_query["MRR@10"]["q3"] == 1.0  # ... but scoring drops it, so d4 ranks first
+    assert result.metrics["Recall@10"] == 1.0
+    assert set(result.latency_ms) == {"p50", "p95", "mean"}
+
+
+async def test_conversational_queries_search_only_their_conversation(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "tiny-chat", split="test")
+    engines, _ = memory_engines()
+    settings = Settings(chunk_max_chars=400, chunk_overlap_chars=0)
+    summary = await ensure_ingested(dataset, engines, settings, marker_dir=tmp_path)
+    runner = QueryRunner(dataset, engines, settings, clocks=summary.clocks)
+    who_adopted = next(query for query in dataset.queries if query.query_id == "conv-b:q1")
+
+    ranked, _ = await runner.search(who_adopted, RunSpec("hybrid-rrf", SearchStrategy.HYBRID, FusionMethod.RRF))
+    result = await runner.run(RunSpec("hybrid-rrf", SearchStrategy.HYBRID, FusionMethod.RRF), progress=False)
+
+    assert ranked
+    assert all(document_id.startswith("conv-b:") for document_id in ranked)
+    assert set(result.by_category) == {"1", "2", "4"}
+    assert "Recall@5" in result.metrics
+
+
+async def test_relative_dates_in_a_conversation_are_read_against_its_last_session(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "tiny-chat", split="test")
+    engines, _ = memory_engines()
+    summary = await ensure_ingested(dataset, engines, Settings(), marker_dir=tmp_path)
+
+    assert summary.clocks["eval-tiny-chat-conv-a"].date().isoformat() == "2023-06-28"
