@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.domain.models import FusionMethod, SearchStrategy
@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     opensearch_index: str = "poimen-chunks"
     opensearch_auth: Literal["none", "basic", "forward_jwt"] = "none"
     opensearch_username: str | None = None
-    opensearch_password: str | None = None
+    opensearch_password: SecretStr | None = None
     opensearch_ca_file: Path | None = None
     opensearch_verify_certs: bool = True
     opensearch_timeout_s: float = Field(default=5.0, gt=0)
@@ -87,7 +87,7 @@ class Settings(BaseSettings):
 
     # Auth.
     auth_mode: Literal["off", "jwt"] = "off"
-    jwt_secret: str | None = None
+    jwt_secret: SecretStr | None = None
     jwt_public_key_file: Path | None = None
     jwt_jwks_file: Path | None = None
     jwt_issuer: str | None = None
@@ -107,6 +107,7 @@ class Settings(BaseSettings):
     @field_validator("database_url", "opensearch_url", "jwt_secret", "otel_exporter_otlp_endpoint", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
+        # An empty variable (common in Helm values and .env files) means "not set", not an empty string.
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("search_strategy", "ranking_algorithm", mode="before")
@@ -119,7 +120,7 @@ class Settings(BaseSettings):
         if self.auth_mode == "jwt" and not (self.jwt_secret or self.jwt_public_key_file or self.jwt_jwks_file):
             msg = "AUTH_MODE=jwt needs JWT_SECRET, JWT_PUBLIC_KEY_FILE or JWT_JWKS_FILE"
             raise ValueError(msg)
-        if self.jwt_secret is not None and len(self.jwt_secret) < 32:  # noqa: PLR2004 - RFC 7518 3.2: HS256 key >= 256 bits
+        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value()) < 32:  # noqa: PLR2004 - RFC 7518 3.2: HS256 key >= 256 bits
             msg = "JWT_SECRET must be at least 32 characters"
             raise ValueError(msg)
         return self

@@ -214,7 +214,7 @@ class TokenVerifier:
             )
             raise ConfigurationError(msg)
         if settings.jwt_secret is not None:
-            return cls.from_hs256_secret(settings.jwt_secret, **options)
+            return cls.from_hs256_secret(settings.jwt_secret.get_secret_value(), **options)
         if settings.jwt_public_key_file is not None:
             return cls.from_public_key_pem(_read(settings.jwt_public_key_file, "JWT_PUBLIC_KEY_FILE"), **options)
         assert settings.jwt_jwks_file is not None  # noqa: S101 - exactly one is set, checked above

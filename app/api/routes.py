@@ -12,7 +12,7 @@ from litestar.datastructures import State
 from litestar.params import Parameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_503_SERVICE_UNAVAILABLE
 
-from app.api.auth import Principal, TokenVerifier, authorize, authorize_scope, cache_scope
+from app.api.auth import ANONYMOUS, Principal, TokenVerifier, authorize, authorize_scope, cache_scope
 from app.api.schemas import (
     DocumentBatchIn,
     DocumentIn,
@@ -68,7 +68,12 @@ def _search_call(
         options=options,
         explain=explain,
         auth_scope=cache_scope(principal),
-        caller_key=caller_key(principal.subject, request.headers.get("x-client-id"), client.host if client else None),
+        # With auth off everyone is ANONYMOUS: its subject would put every caller on one rollout arm.
+        caller_key=caller_key(
+            None if principal is ANONYMOUS else principal.subject,
+            request.headers.get("x-client-id"),
+            client.host if client else None,
+        ),
     )
 
 

@@ -114,7 +114,7 @@ def create_opensearch_client(settings: Settings) -> AsyncOpenSearch:
     if settings.opensearch_ca_file is not None:
         options["ca_certs"] = str(settings.opensearch_ca_file)
     if settings.opensearch_auth != "none" and settings.opensearch_username and settings.opensearch_password:
-        options["http_auth"] = (settings.opensearch_username, settings.opensearch_password)
+        options["http_auth"] = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
     return AsyncOpenSearch(**options)
 
 

@@ -170,7 +170,7 @@ class TurnShape:
     session become the document's `context` (embedded with it, not part of its text), as `Speaker: text`.
     """
 
-    title: str = "speaker"
+    title: str = "session"
     context_turns: int = 1
 
     def describe(self) -> dict[str, object]:

@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 PROJECT = "durability"
-DOCUMENTS = 400
+DOCUMENTS = 320
 BATCH_DOCUMENTS = 8
 CONCURRENT_REQUESTS = 4
-KILL_AFTER_ACKNOWLEDGED = 20
-"""Batches acknowledged before the kill: about 40% of the ingest, so batches are still in flight."""
+KILL_AFTER_ACKNOWLEDGED = 15
+"""Batches acknowledged before the kill: under half of the 40 batches, so batches are still in flight."""
 SECTIONS = 3
 DRAIN_TIMEOUT_S = 60.0
 
@@ -154,5 +154,5 @@ async def test_sigkill_mid_ingest_loses_no_acknowledged_document(
     # started a fresh one), and the graceful stop of the last user stops it.
     # uvicorn re-raises the SIGTERM it handled once shutdown is complete, hence -SIGTERM.
     assert second.stop() in {0, -signal.SIGTERM}, second.log_tail()
-    assert "Application shutdown complete" in second.log_tail(40)
+    assert "Application shutdown complete" in second.log_path.read_text(errors="replace")
     assert postmaster_pid(data_dir) is None, f"embedded PostgreSQL still running (orphan was {orphan_postmaster})"

@@ -57,7 +57,7 @@ def test_each_conversation_is_its_own_project() -> None:
 def test_session_date_becomes_event_time_and_speaker_the_title() -> None:
     dataset = load_dataset(FIXTURES / "tiny-chat", split="test")
 
-    first = next(read_corpus(dataset))
+    first = next(read_corpus(dataset, TurnShape(title="speaker")))
 
     assert first.event_time == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     assert first.title == "Caroline"

@@ -1,0 +1,87 @@
+"""The `poimen` command line, run for real in subprocesses on a temporary POIMEN_DATA_DIR."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+
+from tests.integration.conftest import cli_environment, run_cli
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.integration.conftest import ServiceProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+NOTES = Path(__file__).resolve().parents[1] / "fixtures" / "notes"
+PROJECT = "notes"
+
+
+def lexical_documents(service: ServiceProcess, query: str) -> list[str]:
+    response = httpx.post(
+        f"{service.url}/v1/search", json={"query": query, "project": PROJECT, "strategy": "lexical"}, timeout=30.0
+    )
+    assert response.status_code == 200, response.text  # noqa: PLR2004
+    return [hit["document_id"] for hit in response.json()["results"]]
+
+
+def test_ingest_reindex_migrate_then_serve_the_notes(
+    poimen_service: Callable[..., ServiceProcess], poimen_data_dir: Path
+) -> None:
+    ingested = run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir)
+    # Losing the lexical index entirely is what `reindex` is for: PostgreSQL still has everything.
+    shutil.rmtree(poimen_data_dir / "lexical")
+    reindexed = run_cli("reindex", "--project", PROJECT, data_dir=poimen_data_dir)
+    migrated = run_cli("migrate", data_dir=poimen_data_dir)
+    service = poimen_service(poimen_data_dir)
+
+    document = httpx.get(f"{service.url}/v1/projects/{PROJECT}/documents/runbooks/port-forwarding.md", timeout=30.0)
+
+    assert ingested.returncode == 0, ingested.stderr
+    assert "ingest notes" in ingested.stderr  # the progress bar's label
+    assert "4/4" in ingested.stderr
+    assert "4 created, 0 updated, 0 unchanged" in ingested.stderr
+    assert reindexed.returncode == 0, reindexed.stderr
+    assert "4 documents queued" in reindexed.stderr
+    assert migrated.returncode == 0, migrated.stderr
+    assert "schema at head" in migrated.stderr
+    assert document.status_code == 200, document.text  # noqa: PLR2004
+    body = document.json()
+    assert body["title"] == "Port forwarding"
+    assert body["tags"] == ["networking", "kubernetes"]
+    breadcrumbs = [chunk["breadcrumb"] for chunk in body["chunks"]]
+    assert ["Port forwarding", "Kubernetes networking", "Port conflicts"] in breadcrumbs
+    assert lexical_documents(service, "platypus checklist")[:1] == ["runbooks/backups.md"]
+    assert lexical_documents(service, "retrospective")[:1] == ["meeting.txt"]
+
+
+def test_invalid_environment_value_stops_serve_with_one_line_naming_it(poimen_data_dir: Path) -> None:
+    result = run_cli("serve", "--port", "0", data_dir=poimen_data_dir, timeout_s=60.0, RRF_K_CONSTANT="abc")
+
+    assert result.returncode == 2  # noqa: PLR2004
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "RRF_K_CONSTANT" in lines[0]
+    assert not poimen_data_dir.exists()  # stopped before touching any engine
+
+
+def test_python_dash_m_app_prints_help_with_every_command(poimen_data_dir: Path) -> None:
+    result = subprocess.run(  # noqa: S603 - the interpreter running the tests
+        [sys.executable, "-m", "app", "--help"],
+        env=cli_environment(poimen_data_dir),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    for command in ("serve", "migrate", "ingest", "reindex"):
+        assert command in result.stdout
