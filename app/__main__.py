@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,9 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
             )
             return EXIT_CONFIGURATION
         print(f"auth is off (AUTH_MODE=off): serving on {bind_host}:{bind_port}, loopback only", file=sys.stderr)
+    # uvicorn drains in-flight requests and runs the lifespan shutdown on SIGTERM, then re-raises the signal
+    # to the handler it found; a no-op one makes that graceful stop exit 0 instead of dying by SIGTERM.
+    signal.signal(signal.SIGTERM, lambda _signal_number, _frame: None)
     uvicorn.run(
         create_app(settings),
         host=bind_host,

@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     rrf_final_k: int = Field(default=10, ge=1, le=100)
     hybrid_semantic_weight: float = Field(default=0.6, ge=0.0, le=1.0)
     cascading_lexical_multiplier: int = Field(default=4, ge=1, le=100)
-    query_optimization_enabled: bool = False
+    query_optimization_enabled: bool = True  # reference Part 7: QUERY_OPTIMIZATION_ENABLED=true
     query_question_classification: bool = True
     query_entity_extraction: bool = True
     lexical_fuzziness: bool = False

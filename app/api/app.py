@@ -150,5 +150,8 @@ def create_app(
             description="Hybrid BM25 + vector retrieval with explained scores.",
         ),
         request_max_body_size=MAX_REQUEST_BODY_BYTES,
+        # Logging belongs to the process (`configure_logging` in `poimen serve`: JSON lines with trace ids);
+        # Litestar's default config would replace the root handlers with its own plain-text format.
+        logging_config=None,
         debug=False,
     )

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_503_SERVICE_UNAVAILABLE
 
@@ -19,6 +20,7 @@ from app.api.schemas import (
     DocumentOut,
     IngestOutcomeOut,
     IngestResponse,
+    ProblemOut,
     SearchRequest,
     SearchResponse,
     document_out,
@@ -43,6 +45,20 @@ SCOPE_INGEST = "ingest"
 SCOPE_ADMIN = "admin"
 READINESS_CACHE_S = 1.0
 PING_TIMEOUT_S = 2.0
+
+_PROBLEM_MEDIA_TYPE = "application/problem+json"
+SEARCH_ERROR_RESPONSES = {
+    400: ResponseSpec(
+        data_container=ProblemOut,
+        media_type=_PROBLEM_MEDIA_TYPE,
+        description="Invalid input; `field` names the offending parameter",
+    ),
+    503: ResponseSpec(
+        data_container=ProblemOut,
+        media_type=_PROBLEM_MEDIA_TYPE,
+        description="Every search engine failed; `reasons` says why each leg failed",
+    ),
+}
 
 ProjectParameter = Annotated[str, Parameter(pattern=PROJECT_ID_PATTERN, description="Project id")]
 
@@ -105,7 +121,7 @@ class SearchController(Controller):
 
     tags = ["search"]  # noqa: RUF012 - Litestar reads it as a class attribute
 
-    @get("/memory/query", summary="Search a project (reference endpoint)")
+    @get("/memory/query", summary="Search a project (reference endpoint)", responses=SEARCH_ERROR_RESPONSES)
     async def memory_query(  # noqa: PLR0913, PLR0917 - one parameter per query-string field
         self,
         request: Request[Any, Any, State],
@@ -134,7 +150,12 @@ class SearchController(Controller):
         call = _search_call(request, principal, query=query_text, options=options, explain=explain)
         return await search_service.search(call)
 
-    @post("/v1/search", summary="Search a project with filters and fusion options", status_code=HTTP_200_OK)
+    @post(
+        "/v1/search",
+        summary="Search a project with filters and fusion options",
+        status_code=HTTP_200_OK,
+        responses=SEARCH_ERROR_RESPONSES,
+    )
     async def search(
         self, request: Request[Any, Any, State], search_service: SearchService, data: SearchRequest
     ) -> SearchResponse:

@@ -345,3 +345,19 @@ def analysis_out(analysis: QueryAnalysis) -> QueryAnalysisOut:
         event_time_from=analysis.event_time_from,
         event_time_to=analysis.event_time_to,
     )
+
+
+class ProblemOut(msgspec.Struct, kw_only=True):
+    """An RFC 9457 problem+json error body, as `app/api/errors.py` writes it.
+
+    `field`/`fields` name the offending input of a 400; `reasons` lists why each engine failed on a 503.
+    """
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    fields: list[str] | None = None
+    reasons: list[str] | None = None
+    engine: str | None = None

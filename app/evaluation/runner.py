@@ -167,7 +167,8 @@ async def ensure_ingested(
     """Ingest the corpus through `IngestionPipeline` and index it lexically, unless the marker says it is done.
 
     The marker (`marker_dir/<dataset>.json`) is written only after the lexical index caught up, so an
-    interrupted ingest is resumed (unchanged documents are skipped by their content hash).
+    interrupted ingest is resumed (unchanged documents are skipped by their content hash), and the
+    lexical index of the data set's projects is rebuilt from the store, so it is complete either way.
     """
     started = time.perf_counter()
     signature = ingest_signature(dataset, settings, engines.embedder, shape)
@@ -196,6 +197,11 @@ async def ensure_ingested(
                 counts[outcome.status] += 1
                 chunks += outcome.chunk_count
             progress.update(len(batch))
+    # Documents an earlier, interrupted run stored were skipped above as unchanged; their lexical
+    # entries may be missing (or the index rebuilt empty), so every project is re-indexed from the store.
+    for project_id in sorted({document.project_id for document in documents}):
+        await engines.lexical.delete_project(project_id)
+        await engines.store.queue_project_for_reindex(project_id)
     worker = OutboxWorker(
         store=engines.store,
         lexical=engines.lexical,

@@ -39,7 +39,7 @@ def api_settings(data_dir: Path, **overrides: Any) -> Settings:
         "log_json": False,
     }
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 @asynccontextmanager

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from app.api.app import create_app
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
 if TYPE_CHECKING:
@@ -32,24 +33,18 @@ RUNBOOK = (
     "## Quokka section\n\nThe quokka alarm fires when the zanzibar gateway drops more than half its packets.\n"
 )
 
-Client = "AsyncTestClient[Litestar]"
-
 
 @pytest.fixture(scope="module")
 async def client(
     api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[AsyncTestClient[Litestar]]:
     data_dir = tmp_path_factory.mktemp("documents_api")
-    settings = api_settings(
-        data_dir, max_document_bytes=MAX_DOCUMENT_BYTES, max_batch_documents=MAX_BATCH_DOCUMENTS
-    )
-    async with build_engines(
-        database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder
-    ) as engines:
-        from app.api.app import create_app  # noqa: PLC0415 - the module under test
-
-        async with app_client(create_app(settings, engines=engines)) as test_client:
-            yield test_client
+    settings = api_settings(data_dir, max_document_bytes=MAX_DOCUMENT_BYTES, max_batch_documents=MAX_BATCH_DOCUMENTS)
+    async with (
+        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as engines,
+        app_client(create_app(settings, engines=engines)) as test_client,
+    ):
+        yield test_client
 
 
 def doc(document_id: str, text: str = RUNBOOK, **fields: Any) -> dict[str, Any]:
@@ -161,7 +156,7 @@ async def test_changed_document_replaces_exactly_its_chunks_and_embeds_only_new_
     await post(client, unique_name, doc("other", "An unrelated note that mentions the quokka alarm in passing only."))
     await wait_indexed(client, unique_name, "runbook-1")
     await wait_indexed(client, unique_name, "other")
-    changed = RUNBOOK.split("## Quokka section")[0].replace("before retrying", "and then retry the deploy")
+    changed = RUNBOOK.split("## Quokka section", maxsplit=1)[0].replace("before retrying", "and then retry the deploy")
 
     response = await post(client, unique_name, doc("runbook-1", changed))
 

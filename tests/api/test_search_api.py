@@ -62,7 +62,9 @@ OTHER_PROJECT_DOCUMENT = {**FILTER_DOCUMENTS[0], "id": "elsewhere"}
 async def client(api_postgres_url, embedder, tmp_path_factory) -> AsyncIterator[Any]:
     """The app with optimizer routing on (QUERY_OPTIMIZATION_ENABLED=true)."""
     data_dir = tmp_path_factory.mktemp("search-api")
-    async with build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as engines:
+    async with build_engines(
+        database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder
+    ) as engines:
         app = create_app(api_settings(data_dir, query_optimization_enabled=True), engines=engines)
         async with app_client(app) as test_client:
             yield test_client
@@ -172,7 +174,9 @@ async def test_post_rejects_bad_input_naming_the_field(client, body: dict[str, A
 
 
 async def test_post_rejects_malformed_json(client) -> None:
-    response = await client.post("/v1/search", content=b'{"query": "x", "project": ', headers={"content-type": "application/json"})
+    response = await client.post(
+        "/v1/search", content=b'{"query": "x", "project": ', headers={"content-type": "application/json"}
+    )
 
     assert response.status_code == 400, response.text
     assert response.headers["content-type"].startswith(PROBLEM_JSON)
@@ -281,9 +285,17 @@ FILTER_CASES: list[tuple[dict[str, Any], set[str]]] = [
 
 
 @pytest.mark.parametrize(("filters", "allowed"), FILTER_CASES, ids=[str(case) for case, _ in FILTER_CASES])
-async def test_both_legs_apply_the_same_filters(client, project: str, filters: dict[str, Any], allowed: set[str]) -> None:
+async def test_both_legs_apply_the_same_filters(
+    client, project: str, filters: dict[str, Any], allowed: set[str]
+) -> None:
     def body(strategy: str) -> dict[str, Any]:
-        return {"query": "timeout connections", "project": project, "strategy": strategy, "limit": 100, "filters": filters}
+        return {
+            "query": "timeout connections",
+            "project": project,
+            "strategy": strategy,
+            "limit": 100,
+            "filters": filters,
+        }
 
     semantic = await client.post("/v1/search", json=body("semantic"))
     lexical = await client.post("/v1/search", json=body("lexical"))
@@ -307,7 +319,12 @@ async def test_projects_never_mix(client, project: str) -> None:
     for strategy in ("semantic", "lexical", "hybrid", "cascading"):
         response = await client.post(
             "/v1/search",
-            json={"query": "ingress idle connections", "project": f"{project}-other", "strategy": strategy, "limit": 100},
+            json={
+                "query": "ingress idle connections",
+                "project": f"{project}-other",
+                "strategy": strategy,
+                "limit": 100,
+            },
         )
 
         assert response.status_code == 200, response.text
@@ -317,7 +334,8 @@ async def test_projects_never_mix(client, project: str) -> None:
 async def test_query_dates_filter_both_legs(client, project: str) -> None:
     for strategy in ("semantic", "lexical"):
         response = await client.get(
-            "/memory/query", params={"query": "ingress timeouts 2023", "project": project, "strategy": strategy, "limit": 100}
+            "/memory/query",
+            params={"query": "ingress timeouts 2023", "project": project, "strategy": strategy, "limit": 100},
         )
 
         assert response.status_code == 200, response.text

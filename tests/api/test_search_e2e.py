@@ -188,7 +188,8 @@ async def test_date_range_filter_is_half_open_on_event_time(api_client, corpus_p
 
 
 @pytest.mark.parametrize(
-    ("strategy", "label"), [("hybrid", "Hybrid"), ("semantic", "Semantic"), ("lexical", "Lexical"), ("cascading", "Cascading")]
+    ("strategy", "label"),
+    [("hybrid", "Hybrid"), ("semantic", "Semantic"), ("lexical", "Lexical"), ("cascading", "Cascading")],
 )
 async def test_strategy_override(api_client, corpus_project, response_validator, strategy: str, label: str) -> None:
     body = {"query": "promote the standby postgres replica", "project": corpus_project, "strategy": strategy}
@@ -232,7 +233,9 @@ async def test_rrf_k_sets_the_contributions(api_client, corpus_project, response
             expected = 1 / (10 + rank) if rank is not None else 0.0
             assert breakdown["rrf_components"][f"{leg}_contribution"] == pytest.approx(expected)
         components = breakdown["rrf_components"]
-        assert hit["final_score"] == pytest.approx(components["semantic_contribution"] + components["lexical_contribution"])
+        assert hit["final_score"] == pytest.approx(
+            components["semantic_contribution"] + components["lexical_contribution"]
+        )
 
 
 async def test_weights_zero_out_a_leg(api_client, corpus_project, response_validator) -> None:

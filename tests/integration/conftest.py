@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -57,9 +57,11 @@ def cli_environment(data_dir: Path, **overrides: str) -> dict[str, str]:
     return environment
 
 
-def run_cli(*arguments: str, data_dir: Path, timeout_s: float = 180.0, **overrides: str) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *arguments: str, data_dir: Path, timeout_s: float = 180.0, **overrides: str
+) -> subprocess.CompletedProcess[str]:
     """Run `poimen ARGUMENTS...` to completion from the repository root and capture its output."""
-    return subprocess.run(  # noqa: S603 - our own console script with test-chosen arguments
+    return subprocess.run(
         [poimen_executable(), *arguments],
         cwd=data_dir.parent,  # not the checkout: its .env must not leak into the run
         env=cli_environment(data_dir, **overrides),
@@ -97,7 +99,7 @@ class ServiceProcess:
             if self.process.poll() is not None:
                 pytest.fail(f"poimen serve exited with {self.process.returncode}:\n{self.log_tail()}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/readyz", timeout=2.0).status_code == 200:  # noqa: PLR2004
+                if httpx.get(f"{self.url}/readyz", timeout=2.0).status_code == 200:
                     return
             time.sleep(0.2)
         pytest.fail(f"poimen serve not ready within {timeout_s} s:\n{self.log_tail()}")
@@ -170,7 +172,7 @@ def poimen_service(tmp_path: Path, poimen_data_dir: Path) -> Iterator[Callable[.
         port = free_port()
         log_path = tmp_path / f"serve-{len(started)}.log"
         with log_path.open("wb") as log:
-            process = subprocess.Popen(  # noqa: S603 - our own console script
+            process = subprocess.Popen(
                 [poimen_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)],
                 cwd=data_dir.parent,  # not the checkout: its .env must not leak into the run
                 env=cli_environment(data_dir, **overrides),

@@ -28,7 +28,7 @@ def lexical_documents(service: ServiceProcess, query: str) -> list[str]:
     response = httpx.post(
         f"{service.url}/v1/search", json={"query": query, "project": PROJECT, "strategy": "lexical"}, timeout=30.0
     )
-    assert response.status_code == 200, response.text  # noqa: PLR2004
+    assert response.status_code == 200, response.text
     return [hit["document_id"] for hit in response.json()["results"]]
 
 
@@ -52,7 +52,7 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
     assert "4 documents queued" in reindexed.stderr
     assert migrated.returncode == 0, migrated.stderr
     assert "schema at head" in migrated.stderr
-    assert document.status_code == 200, document.text  # noqa: PLR2004
+    assert document.status_code == 200, document.text
     body = document.json()
     assert body["title"] == "Port forwarding"
     assert body["tags"] == ["networking", "kubernetes"]
@@ -65,7 +65,7 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
 def test_invalid_environment_value_stops_serve_with_one_line_naming_it(poimen_data_dir: Path) -> None:
     result = run_cli("serve", "--port", "0", data_dir=poimen_data_dir, timeout_s=60.0, RRF_K_CONSTANT="abc")
 
-    assert result.returncode == 2  # noqa: PLR2004
+    assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "RRF_K_CONSTANT" in lines[0]
@@ -73,7 +73,7 @@ def test_invalid_environment_value_stops_serve_with_one_line_naming_it(poimen_da
 
 
 def test_python_dash_m_app_prints_help_with_every_command(poimen_data_dir: Path) -> None:
-    result = subprocess.run(  # noqa: S603 - the interpreter running the tests
+    result = subprocess.run(
         [sys.executable, "-m", "app", "--help"],
         env=cli_environment(poimen_data_dir),
         capture_output=True,

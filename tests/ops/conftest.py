@@ -55,7 +55,7 @@ class OpsApp:
 
 
 @pytest.fixture
-def ops_app(api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path: Path) -> OpsApp:
+def ops_app(api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path: Path) -> OpsApp:  # noqa: F811 - the imported fixture
     """A factory of real apps for one test."""
     return OpsApp(api_postgres_url, embedder, tmp_path)
 

@@ -77,7 +77,9 @@ async def test_entries_are_never_shared_across_projects(ops_app, unique_name) ->
     other = unique_name + "_other"
     async with ops_app.client() as client:
         await ingest(client, unique_name, list(CORPUS))
-        await ingest(client, other, [document("otter", "# Otters\n\nA TTL cache of river otters keeps results of fishing.")])
+        await ingest(
+            client, other, [document("otter", "# Otters\n\nA TTL cache of river otters keeps results of fishing.")]
+        )
         mine = await search(client, unique_name, "ttl cache results")
         theirs = await search(client, other, "ttl cache results")
 

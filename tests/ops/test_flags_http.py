@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import TYPE_CHECKING
 
@@ -20,10 +19,10 @@ def write_atomically(path: Path, content: str) -> None:
     """Replace the file in one rename, as the kubelet swaps a ConfigMap's `..data` link."""
     staging = path.with_name(path.name + ".tmp")
     staging.write_text(content)
-    os.replace(staging, path)
+    staging.replace(path)
 
 
-async def wait_for(check, *, timeout_s: float = WAIT_S):  # noqa: ANN001, ANN202 - async predicate returning a truthy value
+async def wait_for(check, *, timeout_s: float = WAIT_S):
     deadline = time.monotonic() + timeout_s
     while True:
         value = await check()
@@ -32,7 +31,9 @@ async def wait_for(check, *, timeout_s: float = WAIT_S):  # noqa: ANN001, ANN202
         await asyncio.sleep(POLL_INTERVAL_S / 2)
 
 
-async def test_a_rewritten_flags_file_changes_admin_flags_and_queries_without_restart(ops_app, unique_name, tmp_path) -> None:
+async def test_a_rewritten_flags_file_changes_admin_flags_and_queries_without_restart(
+    ops_app, unique_name, tmp_path
+) -> None:
     flags_file = tmp_path / "flags.yaml"
     flags_file.write_text("RRF_FINAL_K: 3\n")
     async with ops_app.client(poimen_flags_file=flags_file, flags_poll_interval_s=POLL_INTERVAL_S) as client:
