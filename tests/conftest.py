@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from app.engines.embedded_postgres import EmbeddedPostgres
+from app.engines.embedder import load_embedder
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from app.engines.embedder import SentenceTransformerEmbedder
 
@@ -21,8 +24,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 @pytest.fixture(scope="session")
 def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A SQLAlchemy asyncpg URL to a real PostgreSQL 18 + pgvector started for this test session."""
-    from app.engines.embedded_postgres import EmbeddedPostgres
-
     server = EmbeddedPostgres(tmp_path_factory.mktemp("pgdata") / "pg")
     url = server.start()
     yield url
@@ -32,8 +33,6 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def embedder() -> SentenceTransformerEmbedder:
     """The real default model (all-MiniLM-L6-v2 from its pip package), loaded once."""
-    from app.engines.embedder import load_embedder
-
     return load_embedder("all-MiniLM-L6-v2", batch_size=32)
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from datetime import datetime
 
+
 class SearchStrategy(enum.StrEnum):
     """Which legs a query runs on, and how they combine."""
 

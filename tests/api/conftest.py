@@ -90,7 +90,9 @@ async def api_client(
             yield client
 
 
-async def wait_indexed(client: AsyncTestClient[Any], project: str, document_id: str, *, timeout_s: float = 10.0) -> None:
+async def wait_indexed(
+    client: AsyncTestClient[Any], project: str, document_id: str, *, timeout_s: float = 10.0
+) -> None:
     """Wait until the outbox has put the document into the lexical index."""
     import asyncio  # noqa: PLC0415
     import time  # noqa: PLC0415
