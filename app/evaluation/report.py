@@ -1,8 +1,9 @@
 """Evaluation reports: `results.json`, a markdown table and a PNG comparing strategies x fusions. Writes files.
 
 `results.json` is shaped `{"dataset", "split", "default", "runs": {name: {metric: value, ...,
-"latency_ms": {"p50", "p95", "mean"}}}}`, plus `primary_metric`, `by_category` (conversational sets)
-and `configuration` (the settings the runs used). Values are rounded to 4 decimals (latency to 3).
+"latency_ms": {"p50", "p95", "mean"}}}}`, plus `primary_metric`, `configuration` (the settings the
+runs used) and, for conversational sets, `by_category`, `by_conversation` and `conversation_queries`.
+Values are rounded to 4 decimals (latency to 3).
 """
 
 from __future__ import annotations
@@ -70,6 +71,21 @@ def results_document(
     }
     if by_category:
         document["by_category"] = by_category
+    by_group = {
+        result.spec.name: {
+            group: {name: round(value, METRIC_DECIMALS) for name, value in means.items()}
+            for group, means in result.by_group.items()
+        }
+        for result in results
+        if result.by_group
+    }
+    if by_group:
+        document["by_conversation"] = by_group
+        counts: dict[str, int] = {}
+        for query in dataset.queries:
+            if query.group is not None:
+                counts[query.group] = counts.get(query.group, 0) + 1
+        document["conversation_queries"] = dict(sorted(counts.items()))
     return document
 
 

@@ -80,11 +80,12 @@ class RunSpec:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """A scored run: mean metrics, per-category means, latency percentiles (ms) and the per-query scores."""
+    """A scored run: mean metrics, per-category and per-conversation means, latency (ms), per-query scores."""
 
     spec: RunSpec
     metrics: Mapping[str, float]
     by_category: Mapping[str, Mapping[str, float]]
+    by_group: Mapping[str, Mapping[str, float]]
     latency_ms: Mapping[str, float]
     per_query: Mapping[str, Mapping[str, float]]
 
@@ -319,10 +320,12 @@ def score_run(
     """Score a run against the data set's qrels: means overall and per question category."""
     per_query = per_query_scores(dataset.qrels, run, names)
     categories = {query.query_id: query.category for query in dataset.queries}
+    groups = {query.query_id: query.group for query in dataset.queries}
     return RunResult(
         spec=spec,
         metrics=mean_scores(per_query),
         by_category=mean_scores_by(per_query, categories) if any(categories.values()) else {},
+        by_group=mean_scores_by(per_query, groups) if any(groups.values()) else {},
         latency_ms=latency_summary(latencies_ms),
         per_query=per_query,
     )

@@ -114,6 +114,7 @@ async def test_closed_lexical_index_falls_back_to_semantic(api_postgres_url, emb
     assert live_after.status_code == 200
 
 
+@pytest.mark.slow  # starts and kills a PostgreSQL of its own
 async def test_stopped_postgres_falls_back_to_lexical_then_both_down_is_503(
     dedicated_postgres, embedder, tmp_path
 ) -> None:

@@ -18,6 +18,8 @@ from jsonschema import Draft202012Validator
 from app.ingestion.sources import read_note_folder
 from tests.api.conftest import wait_indexed
 
+pytestmark = pytest.mark.slow  # ingests and embeds a 21-document corpus once per module
+
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "runbooks"
 
 # (query, expected top document): the reference's query styles, one clear answer each.

@@ -43,6 +43,8 @@ class OpsApp:
         self, *, span_processors: Iterable[SpanProcessor] = (), **overrides: Any
     ) -> AsyncIterator[AsyncTestClient[Litestar]]:
         """A running app (lifespan included) with `api_settings(**overrides)`; `self.engines` are its engines."""
+        # Routing off unless a test turns it on: the strategy a test expects is then the configured one.
+        overrides.setdefault("query_optimization_enabled", False)
         self._count += 1
         folder = self.data_dir / f"app{self._count}"
         async with build_engines(

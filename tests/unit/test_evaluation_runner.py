@@ -78,7 +78,7 @@ def test_document_ranking_stops_at_the_depth() -> None:
 
 
 def test_run_specs_run_fusion_free_strategies_once_and_always_include_the_default() -> None:
-    settings = Settings(ranking_algorithm=FusionMethod.ZSCORE)
+    settings = Settings(ranking_algorithm=FusionMethod.ZSCORE, query_optimization_enabled=False)
 
     specs = run_specs(["semantic", "cascading", "hybrid"], ["rrf"], settings)
 
@@ -87,7 +87,7 @@ def test_run_specs_run_fusion_free_strategies_once_and_always_include_the_defaul
 
 def test_default_run_follows_the_routing_flag() -> None:
     routed = default_run_spec(Settings(query_optimization_enabled=True, ranking_algorithm=FusionMethod.RRF))
-    fixed = default_run_spec(Settings(search_strategy=SearchStrategy.LEXICAL))
+    fixed = default_run_spec(Settings(search_strategy=SearchStrategy.LEXICAL, query_optimization_enabled=False))
 
     assert routed == RunSpec("routed-rrf", None, FusionMethod.RRF)
     assert fixed.name == "lexical"

@@ -263,7 +263,10 @@ def test_stage_histogram_uses_the_contract_buckets() -> None:
         for family in text_string_to_metric_families(generate_latest().decode())
         if family.name == "poimen_query_stage_duration_seconds"
         for s in family.samples
-        if s.name.endswith("_bucket") and s.labels["stage"] == "total" and s.labels["strategy"] == "lexical"
+        if s.name.endswith("_bucket")
+        and s.labels["stage"] == "total"
+        and s.labels["strategy"] == "lexical"
+        and s.labels["arm"] == "control"
     ]
     assert buckets == [
         "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "+Inf",
