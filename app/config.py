@@ -52,11 +52,11 @@ class Settings(BaseSettings):
 
     # Query engine (reference Part 7).
     search_strategy: SearchStrategy = SearchStrategy.HYBRID
-    ranking_algorithm: FusionMethod = FusionMethod.RRF
+    ranking_algorithm: FusionMethod = FusionMethod.WEIGHTED  # docs/evaluation.md: beats RRF on SciFact and LoCoMo
     rrf_k_constant: int = Field(default=60, ge=1, le=10000)
     rrf_retrieve_k: int = Field(default=50, ge=1, le=1000)
     rrf_final_k: int = Field(default=10, ge=1, le=100)
-    hybrid_semantic_weight: float = Field(default=0.6, ge=0.0, le=1.0)
+    hybrid_semantic_weight: float = Field(default=0.45, ge=0.0, le=1.0)  # tuned: docs/evaluation.md
     cascading_lexical_multiplier: int = Field(default=4, ge=1, le=100)
     query_optimization_enabled: bool = True  # reference Part 7: QUERY_OPTIMIZATION_ENABLED=true
     query_question_classification: bool = True

@@ -165,6 +165,23 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
+def check_both_legs_answer(port: int, query: str) -> None:
+    """Refuse to measure an index that cannot answer: an empty leg would make its latency meaningless.
+
+    A lexical index recreated empty (say, after a schema change) is refilled by `poimen reindex`.
+    """
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    for strategy, remedy in (
+        ("lexical", f"run `POIMEN_DATA_DIR=DIR poimen reindex --project {PROJECT}`"),
+        ("semantic", "delete the data dir's ingest marker and ingest again"),
+    ):
+        _, body = search(connection, query, strategy=strategy, limit=10)
+        if not body["results"]:
+            msg = f"the {strategy} leg returns nothing for {query[:40]!r}: {remedy}"
+            raise RuntimeError(msg)
+    connection.close()
+
+
 def run_strategy(port: int, queries: list[str], *, strategy: str, limit: int) -> dict[str, Any]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     for query in queries[:WARMUP_QUERIES]:
@@ -173,6 +190,7 @@ def run_strategy(port: int, queries: list[str], *, strategy: str, limit: int) ->
     server_ms: list[float] = []
     stage_ms: dict[str, list[float]] = {stage: [] for stage in STAGES}
     degraded = 0
+    result_counts: list[int] = []
     for query in queries:
         elapsed_ms, body = search(connection, query, strategy=strategy, limit=limit)
         if body["cached"]:
@@ -184,11 +202,13 @@ def run_strategy(port: int, queries: list[str], *, strategy: str, limit: int) ->
         for stage in STAGES:
             stage_ms[stage].append(metrics[f"{stage}_time_ms"])
         degraded += bool(body["degraded"])
+        result_counts.append(len(body["results"]))
     connection.close()
     return {
         "strategy": strategy,
         "queries": len(queries),
         "degraded": degraded,
+        "mean_results": round(statistics.fmean(result_counts), 2),
         "end_to_end_ms": percentiles(client_ms),
         "server_total_ms": percentiles(server_ms),
         "stage_p50_ms": {stage: round(statistics.median(values), 2) for stage, values in stage_ms.items()},
@@ -204,7 +224,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
     for result in results:
         end_to_end = result["end_to_end_ms"]
         print(
-            f"{result['strategy']:<10} {result['queries']:>4} {end_to_end['p50']:>7.1f} {end_to_end['p95']:>7.1f} "
+            f"{result['strategy']:<10} {result['queries']:>4} {result['mean_results']:>5.1f} {end_to_end['p50']:>7.1f} {end_to_end['p95']:>7.1f} "
             f"{end_to_end['p99']:>7.1f} {end_to_end['mean']:>7.1f} {result['server_total_ms']['p50']:>8.1f} "
             + " ".join(f"{result['stage_p50_ms'][stage]:>9.2f}" for stage in STAGES)
             + (f"  ({result['degraded']} degraded)" if result["degraded"] else "")
@@ -222,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         ingest_once(arguments.dataset, data_dir)
         port = free_port()
         server = start_server(data_dir, port)
+        check_both_legs_answer(port, queries[0])
         results = [
             run_strategy(port, queries, strategy=strategy, limit=arguments.limit) for strategy in arguments.strategies
         ]
