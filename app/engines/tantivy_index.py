@@ -192,8 +192,7 @@ def _regex_literal(text: str) -> str:
 class TantivyLexicalIndex:
     """`LexicalIndex` on an on-disk tantivy index (e.g. `POIMEN_DATA_DIR/lexical`).
 
-    Searches run on the event loop: they take well under a millisecond, less than a thread hop.
-    Writes (fsync on commit) run in a worker thread, one at a time. After `close()` every call
+    Searches and writes (fsync on commit) run in worker threads; writes one at a time. After `close()` every call
     raises `EngineUnavailableError`.
     """
 
@@ -246,10 +245,19 @@ class TantivyLexicalIndex:
         return self._recreated
 
     async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
-        """Return at most `top_k` chunks of `filters.project_id` matching `query`, best BM25 first."""
+        """Return at most `top_k` chunks of `filters.project_id` matching `query`, best BM25 first.
+
+        The search runs in a worker thread: tantivy releases the GIL, so it overlaps the query
+        embedding, and a caller's deadline can abandon a slow search instead of waiting for it.
+        """
         index = self._open_index()
         if top_k <= 0:
             return []
+        return await asyncio.to_thread(self._search_blocking, index, query, top_k, filters)
+
+    def _search_blocking(
+        self, index: tantivy.Index, query: LexicalQuery, top_k: int, filters: Filters
+    ) -> list[ScoredHit]:
         try:
             tantivy_query = self._build_query(query, filters)
             if tantivy_query is None:

@@ -157,12 +157,6 @@ async def test_stopped_postgres_falls_back_to_lexical_then_both_down_is_503(
     assert live_after.status_code == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TantivyLexicalIndex.search runs tantivy synchronously on the event loop, so the searcher's "
-    "asyncio deadline can never interrupt it (65 ms searched against a 1 ms deadline, no timeout); "
-    "passes once the adapter searches in a worker thread",
-)
 async def test_slow_lexical_leg_times_out_to_semantic(api_postgres_url, embedder, tmp_path) -> None:
     # A real deadline miss: fuzzy matching of a few hundred distinct terms takes tantivy well over 1 ms.
     words = " ".join(f"ingress{number} timeout{number}" for number in range(100))
