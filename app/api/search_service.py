@@ -58,25 +58,6 @@ class SearchCall:
     caller_key: str
 
 
-def plan_defaults(flags: Flags, settings: Settings) -> PlanDefaults:
-    """Plan defaults from the live flags (which start from the environment)."""
-    return PlanDefaults(
-        strategy=flags.search_strategy,
-        routing_enabled=flags.query_optimization_enabled,
-        fusion_method=flags.ranking_algorithm,
-        rrf_k=flags.rrf_k_constant,
-        semantic_weight=flags.hybrid_semantic_weight,
-        retrieve_k=flags.rrf_retrieve_k,
-        limit=flags.rrf_final_k,
-        cascading_multiplier=flags.cascading_lexical_multiplier,
-        lexical_timeout_s=flags.lexical_timeout_ms / 1000,
-        semantic_timeout_s=flags.semantic_timeout_ms / 1000,
-        max_chunks_per_document=flags.max_chunks_per_document or None,
-        fuzzy=flags.lexical_fuzziness,
-        entity_filters_enabled=settings.query_entity_extraction,
-    )
-
-
 class SearchService:
     """Runs searches for the HTTP layer; stateless apart from the cache and background shadow tasks."""
 
@@ -117,7 +98,11 @@ class SearchService:
     def _plan(self, analysis: QueryAnalysis, options: SearchOptions, flags: Flags, arm: str) -> SearchPlan:
         if arm == SEMANTIC_ARM:
             options = replace(options, strategy=SearchStrategy.SEMANTIC)
-        return build_plan(analysis, options, plan_defaults(flags, self._settings))
+        return build_plan(
+            analysis,
+            options,
+            PlanDefaults.from_knobs(flags, entity_filters_enabled=self._settings.query_entity_extraction),
+        )
 
     async def search(self, call: SearchCall) -> SearchResponse:
         """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn, Protocol
 
 from app.domain.errors import InvalidQueryError
 from app.domain.models import (
@@ -64,6 +64,38 @@ class SearchOptions:
     fuzzy: bool | None = None
 
 
+class PlanKnobs(Protocol):
+    """The settings a plan's defaults come from; `Settings` and the hot-reloadable flags both have them.
+
+    Each member is the setting of the same name (env name upper-cased) in `app/config.py`.
+    """
+
+    @property
+    def search_strategy(self) -> SearchStrategy: ...  # noqa: D102
+    @property
+    def query_optimization_enabled(self) -> bool: ...  # noqa: D102
+    @property
+    def ranking_algorithm(self) -> FusionMethod: ...  # noqa: D102
+    @property
+    def rrf_k_constant(self) -> int: ...  # noqa: D102
+    @property
+    def hybrid_semantic_weight(self) -> float: ...  # noqa: D102
+    @property
+    def rrf_retrieve_k(self) -> int: ...  # noqa: D102
+    @property
+    def rrf_final_k(self) -> int: ...  # noqa: D102
+    @property
+    def cascading_lexical_multiplier(self) -> int: ...  # noqa: D102
+    @property
+    def lexical_timeout_ms(self) -> int: ...  # noqa: D102
+    @property
+    def semantic_timeout_ms(self) -> int: ...  # noqa: D102
+    @property
+    def max_chunks_per_document(self) -> int: ...  # noqa: D102
+    @property
+    def lexical_fuzziness(self) -> bool: ...  # noqa: D102
+
+
 @dataclass(frozen=True, slots=True)
 class PlanDefaults:
     """Service-wide defaults (from `Settings`) the planner falls back to.
@@ -89,23 +121,28 @@ class PlanDefaults:
     max_query_chars: int = MAX_QUERY_CHARS
 
     @classmethod
+    def from_knobs(cls, knobs: PlanKnobs, *, entity_filters_enabled: bool = True) -> PlanDefaults:
+        """The defaults a set of knobs configures: `Settings` (env) or the live, hot-reloaded flags."""
+        return cls(
+            strategy=knobs.search_strategy,
+            routing_enabled=knobs.query_optimization_enabled,
+            fusion_method=knobs.ranking_algorithm,
+            rrf_k=knobs.rrf_k_constant,
+            semantic_weight=knobs.hybrid_semantic_weight,
+            retrieve_k=knobs.rrf_retrieve_k,
+            limit=knobs.rrf_final_k,
+            cascading_multiplier=knobs.cascading_lexical_multiplier,
+            lexical_timeout_s=knobs.lexical_timeout_ms / 1000,
+            semantic_timeout_s=knobs.semantic_timeout_ms / 1000,
+            max_chunks_per_document=knobs.max_chunks_per_document or None,
+            fuzzy=knobs.lexical_fuzziness,
+            entity_filters_enabled=entity_filters_enabled,
+        )
+
+    @classmethod
     def from_settings(cls, settings: Settings) -> PlanDefaults:
         """The defaults the environment configures (`SEARCH_STRATEGY`, `RRF_K_CONSTANT`, ...)."""
-        return cls(
-            strategy=settings.search_strategy,
-            routing_enabled=settings.query_optimization_enabled,
-            fusion_method=settings.ranking_algorithm,
-            rrf_k=settings.rrf_k_constant,
-            semantic_weight=settings.hybrid_semantic_weight,
-            retrieve_k=settings.rrf_retrieve_k,
-            limit=settings.rrf_final_k,
-            cascading_multiplier=settings.cascading_lexical_multiplier,
-            lexical_timeout_s=settings.lexical_timeout_ms / 1000,
-            semantic_timeout_s=settings.semantic_timeout_ms / 1000,
-            max_chunks_per_document=settings.max_chunks_per_document or None,
-            fuzzy=settings.lexical_fuzziness,
-            entity_filters_enabled=settings.query_entity_extraction,
-        )
+        return cls.from_knobs(settings, entity_filters_enabled=settings.query_entity_extraction)
 
 
 def validate_query_text(raw_query: str, *, max_chars: int = MAX_QUERY_CHARS) -> None:
