@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     rrf_final_k: int = Field(default=10, ge=1, le=100)
     hybrid_semantic_weight: float = Field(default=0.45, ge=0.0, le=1.0)  # tuned: docs/evaluation.md
     cascading_lexical_multiplier: int = Field(default=4, ge=1, le=100)
-    query_optimization_enabled: bool = True  # reference Part 7: QUERY_OPTIMIZATION_ENABLED=true
+    query_optimization_enabled: bool = False  # docs/evaluation.md: routing lost to always-hybrid on SciFact and LoCoMo
     query_question_classification: bool = True
     query_entity_extraction: bool = True
     lexical_fuzziness: bool = False
