@@ -101,7 +101,11 @@ class SearchService:
         return build_plan(
             analysis,
             options,
-            PlanDefaults.from_knobs(flags, entity_filters_enabled=self._settings.query_entity_extraction),
+            PlanDefaults.from_knobs(
+                flags,
+                entity_filters_enabled=self._settings.query_entity_extraction,
+                routable_strategies=self._settings.routable_strategies,
+            ),
         )
 
     async def search(self, call: SearchCall) -> SearchResponse:

@@ -100,7 +100,8 @@ class PlanKnobs(Protocol):
 class PlanDefaults:
     """Service-wide defaults (from `Settings`) the planner falls back to.
 
-    `routing_enabled`: follow the optimizer's strategy when the request names none.
+    `routing_enabled`: follow the optimizer's strategy when the request names none and that strategy is
+    one of `routable_strategies`; otherwise `strategy` applies.
     `entity_filters_enabled`: `#tags` in the query become a tag filter and dates in it an event-time range.
     `max_chunks_per_document`: `None` means no collapsing by default.
     """
@@ -119,9 +120,16 @@ class PlanDefaults:
     fuzzy: bool = False
     entity_filters_enabled: bool = True
     max_query_chars: int = MAX_QUERY_CHARS
+    routable_strategies: frozenset[SearchStrategy] = frozenset(SearchStrategy)
 
     @classmethod
-    def from_knobs(cls, knobs: PlanKnobs, *, entity_filters_enabled: bool = True) -> PlanDefaults:
+    def from_knobs(
+        cls,
+        knobs: PlanKnobs,
+        *,
+        entity_filters_enabled: bool = True,
+        routable_strategies: frozenset[SearchStrategy] = frozenset(SearchStrategy),
+    ) -> PlanDefaults:
         """The defaults a set of knobs configures: `Settings` (env) or the live, hot-reloaded flags."""
         return cls(
             strategy=knobs.search_strategy,
@@ -137,12 +145,17 @@ class PlanDefaults:
             max_chunks_per_document=knobs.max_chunks_per_document or None,
             fuzzy=knobs.lexical_fuzziness,
             entity_filters_enabled=entity_filters_enabled,
+            routable_strategies=routable_strategies,
         )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PlanDefaults:
         """The defaults the environment configures (`SEARCH_STRATEGY`, `RRF_K_CONSTANT`, ...)."""
-        return cls.from_knobs(settings, entity_filters_enabled=settings.query_entity_extraction)
+        return cls.from_knobs(
+            settings,
+            entity_filters_enabled=settings.query_entity_extraction,
+            routable_strategies=settings.routable_strategies,
+        )
 
 
 def validate_query_text(raw_query: str, *, max_chars: int = MAX_QUERY_CHARS) -> None:
@@ -230,7 +243,7 @@ def _choose_strategy(
 ) -> tuple[SearchStrategy, float]:
     if options.strategy is not None:
         return options.strategy, EXPLICIT_CONFIDENCE
-    if defaults.routing_enabled:
+    if defaults.routing_enabled and analysis.strategy in defaults.routable_strategies:
         return analysis.strategy, analysis.confidence
     return defaults.strategy, EXPLICIT_CONFIDENCE
 

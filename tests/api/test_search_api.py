@@ -60,12 +60,15 @@ OTHER_PROJECT_DOCUMENT = {**FILTER_DOCUMENTS[0], "id": "elsewhere"}
 
 @pytest.fixture(scope="module")
 async def client(api_postgres_url, embedder, tmp_path_factory) -> AsyncIterator[Any]:
-    """The app with optimizer routing on (QUERY_OPTIMIZATION_ENABLED=true)."""
+    """The app with full optimizer routing on (every strategy routable, as the reference's table has it)."""
     data_dir = tmp_path_factory.mktemp("search-api")
     async with build_engines(
         database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder
     ) as engines:
-        app = create_app(api_settings(data_dir, query_optimization_enabled=True), engines=engines)
+        settings = api_settings(
+            data_dir, query_optimization_enabled=True, query_routing_strategies="hybrid,semantic,lexical,cascading"
+        )
+        app = create_app(settings, engines=engines)
         async with app_client(app) as test_client:
             yield test_client
 

@@ -234,6 +234,7 @@ def test_defaults_come_from_settings() -> None:
         semantic_timeout_ms=2500,
         max_chunks_per_document=0,
         lexical_fuzziness=True,
+        query_routing_strategies="lexical, Cascading",
     )
 
     defaults = PlanDefaults.from_settings(settings)
@@ -251,4 +252,17 @@ def test_defaults_come_from_settings() -> None:
         semantic_timeout_s=2.5,
         max_chunks_per_document=None,
         fuzzy=True,
+        routable_strategies=frozenset({SearchStrategy.LEXICAL, SearchStrategy.CASCADING}),
     )
+
+
+def test_routing_only_reaches_the_routable_strategies() -> None:
+    optimizer = QueryOptimizer()
+    defaults = PlanDefaults(routing_enabled=True, routable_strategies=frozenset({SearchStrategy.LEXICAL}))
+
+    tagged = build_plan(optimizer.analyze("#networking @devops"), SearchOptions(project="p"), defaults)
+    dated = build_plan(optimizer.analyze("fix port 2024"), SearchOptions(project="p"), defaults)
+
+    assert tagged.strategy is SearchStrategy.LEXICAL
+    assert dated.strategy is SearchStrategy.HYBRID
+    assert dated.strategy_confidence == 1.0
