@@ -49,6 +49,9 @@ CACHE_HIT = 'result="hit"'
 ZERO_RESULTS_BUCKET = 'le="0.0"'  # prometheus-client writes the bucket bound 0 as "0.0"
 
 
+SERVER_ERROR = 'status_code=~"5.."'
+
+
 def rate(metric: str, matchers: str = "") -> str:
     """`rate(metric{namespace filter, matchers}[$__rate_interval])`."""
     labels = f"{SELECTOR},{matchers}" if matchers else SELECTOR
@@ -245,8 +248,8 @@ def traffic_row() -> list[timeseries.Panel | stat.Panel]:
         ),
         series(
             "HTTP 5xx rate",
-            "poimen_http_requests_error_total: responses with status >= 500.",
-            [query(f"sum by (method) ({rate('poimen_http_requests_error_total')})", "{{method}}")],
+            "poimen_http_requests_total with a 5xx status_code: the service failed the request.",
+            [query(f"sum by (method) ({rate('poimen_http_requests_total', SERVER_ERROR)})", "{{method}}")],
             unit="reqps",
             width=12,
         ),
