@@ -6,10 +6,12 @@ pickled to `--cache`. Step 2: every fusion setting re-fuses those lists with `ap
 collapses to the best chunk per document exactly as the searcher does, and is scored with ir-measures.
 
 Tune on training data only: SciFact `--split train`; LoCoMo `--groups conv-26,conv-30,conv-41,conv-42,conv-43`.
+The lexical leg runs once per `--context-boosts` value (tantivy's `FieldBoosts.context`, a query-time
+weight, so one index serves them all); every row of the output names its `context_boost`.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/tune_fusion.py --dataset ../shared/datasets/scifact \
-        --split train --data-dir /tmp/evalwork/data/eval --cache /tmp/evalwork/legs-scifact-train.pkl \
-        --output docs/evaluation/tuning-scifact-train.json
+        --split train --data-dir /tmp/ctx/sci/eval --cache /tmp/ctx/legs-sci-train.pkl \
+        --context-boosts 0,0.25,0.5,1 --coarse --output docs/evaluation/tuning-scifact-train-context.json
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from app.domain.models import (
     FusionMethod,
     FusionSettings,
     ScoredHit,
+    SearchPlan,
     SearchStrategy,
 )
+from app.engines.tantivy_index import FieldBoosts, TantivyLexicalIndex
 from app.evaluation.datasets import load_dataset, project_id_for
 from app.evaluation.metrics import mean_scores, per_query_scores
 from app.evaluation.runner import document_ranking, ensure_ingested, metric_names
@@ -42,15 +46,27 @@ from app.retrieval.postprocess import collapse_per_document
 from app.retrieval.searcher import HybridSearcher
 
 LegHits = dict[str, tuple[list[ScoredHit], list[ScoredHit]]]
+BoostLegs = dict[float, LegHits]
+"""Per context boost (`FieldBoosts.context`), the legs of every query; the semantic leg is the same in all."""
 
 
-async def collect_legs(arguments: argparse.Namespace) -> tuple[LegHits, dict[str, str | None]]:
+async def collect_legs(arguments: argparse.Namespace) -> tuple[BoostLegs, dict[str, str | None]]:
+    """Run both legs per query; the lexical leg once per context boost (a query-time weight, same index)."""
     dataset = _dataset(arguments)
     settings = load_settings().model_copy(update={"poimen_data_dir": arguments.data_dir})
-    legs: LegHits = {}
+    boosts = [float(value) for value in arguments.context_boosts.split(",")]
+    legs: BoostLegs = {boost: {} for boost in boosts}
     async with open_evaluation_engines(settings) as engines:
         summary = await ensure_ingested(dataset, engines, settings, marker_dir=arguments.data_dir / "eval-markers")
-        searcher = HybridSearcher(vector=engines.vector, lexical=engines.lexical, embedder=engines.embedder)
+        searchers = {
+            # Readers only: the writer stays with `engines.lexical`, which wrote the index above.
+            boost: HybridSearcher(
+                vector=engines.vector,
+                lexical=TantivyLexicalIndex(arguments.data_dir / "lexical", boosts=FieldBoosts(context=boost)),
+                embedder=engines.embedder,
+            )
+            for boost in boosts
+        }
         defaults = PlanDefaults.from_settings(settings)
         optimizers = {
             project: QueryOptimizer(clock=lambda moment=moment: moment) for project, moment in summary.clocks.items()
@@ -58,18 +74,25 @@ async def collect_legs(arguments: argparse.Namespace) -> tuple[LegHits, dict[str
         for number, query in enumerate(dataset.queries, start=1):
             project = project_id_for(dataset.name, query.group)
             analysis = optimizers.get(project, QueryOptimizer()).analyze(query.text)
-            per_leg = []
-            for strategy in (SearchStrategy.SEMANTIC, SearchStrategy.LEXICAL):
-                options = SearchOptions(project=project, limit=100, strategy=strategy, collapse=False)
-                plan = replace(
-                    build_plan(analysis, options, defaults), retrieve_k=arguments.retrieve_k, limit=arguments.retrieve_k
-                )
-                result = await searcher.search(plan)
-                per_leg.append([ScoredHit(chunk=hit.chunk, score=hit.score) for hit in result.hits])
-            legs[query.query_id] = (per_leg[0], per_leg[1])
+            options = SearchOptions(project=project, limit=100, strategy=SearchStrategy.SEMANTIC, collapse=False)
+            plan = replace(
+                build_plan(analysis, options, defaults), retrieve_k=arguments.retrieve_k, limit=arguments.retrieve_k
+            )
+            semantic = await _hits(searchers[boosts[0]], plan)
+            options = replace(options, strategy=SearchStrategy.LEXICAL)
+            plan = replace(
+                build_plan(analysis, options, defaults), retrieve_k=arguments.retrieve_k, limit=arguments.retrieve_k
+            )
+            for boost, searcher in searchers.items():
+                legs[boost][query.query_id] = (semantic, await _hits(searcher, plan))
             if number % 100 == 0:
                 print(f"  {number}/{len(dataset.queries)} queries", flush=True)
     return legs, {query.query_id: query.category for query in dataset.queries}
+
+
+async def _hits(searcher: HybridSearcher, plan: SearchPlan) -> list[ScoredHit]:
+    result = await searcher.search(plan)
+    return [ScoredHit(chunk=hit.chunk, score=hit.score) for hit in result.hits]
 
 
 def _dataset(arguments: argparse.Namespace):  # noqa: ANN202
@@ -105,6 +128,11 @@ def settings_grid() -> list[tuple[str, FusionSettings]]:
     return grid
 
 
+def _coarse(label: str) -> bool:
+    """The settings a context-boost sweep keeps: every weighted/z-score weight, RRF at k 1, 5 and 60."""
+    return not label.startswith("rrf") or label.split()[1] in {"k=1", "k=5", "k=60"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, required=True)
@@ -115,6 +143,10 @@ def main() -> None:
     parser.add_argument("--retrieve-k", type=int, default=100, help="hits fetched per leg and cached")
     parser.add_argument("--depths", default="50,100", help="retrieve_k values swept (each <= --retrieve-k)")
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument(
+        "--context-boosts", default="0,0.25,0.5,1", help="tantivy context-field boosts swept (first = semantic run)"
+    )
+    parser.add_argument("--coarse", action="store_true", help="weighted/z-score and a few RRF settings only")
     arguments = parser.parse_args()
     if arguments.cache.is_file():
         legs, categories = pickle.loads(arguments.cache.read_bytes())  # noqa: S301 - our own cache file
@@ -125,15 +157,21 @@ def main() -> None:
     names = metric_names(dataset)
     primary = "Recall@10" if dataset.conversational else "nDCG@10"
     rows = []
-    for depth in (int(value) for value in arguments.depths.split(",")):
+    grid = settings_grid()
+    if arguments.coarse:
+        grid = [(label, fusion) for label, fusion in grid if _coarse(label)]
+    for (boost, boost_legs), depth in itertools.product(
+        legs.items(), (int(value) for value in arguments.depths.split(","))
+    ):
+        tag = f"ctx={boost:g} k={depth:<4}"
         for leg in (SEMANTIC_LEG, LEXICAL_LEG):
-            scores = mean_scores(per_query_scores(dataset.qrels, fused_run(legs, None, depth, leg), names))
-            rows.append({"setting": f"{leg} only", "retrieve_k": depth, **scores})
-            print(f"k={depth:<4} {leg + ' only':<28} {primary} {scores[primary]:.4f}", flush=True)
-        for label, fusion in settings_grid():
-            scores = mean_scores(per_query_scores(dataset.qrels, fused_run(legs, fusion, depth), names))
-            rows.append({"setting": label, "retrieve_k": depth, **scores})
-            print(f"k={depth:<4} {label:<28} {primary} {scores[primary]:.4f}", flush=True)
+            scores = mean_scores(per_query_scores(dataset.qrels, fused_run(boost_legs, None, depth, leg), names))
+            rows.append({"setting": f"{leg} only", "context_boost": boost, "retrieve_k": depth, **scores})
+            print(f"{tag} {leg + ' only':<28} {primary} {scores[primary]:.4f}", flush=True)
+        for label, fusion in grid:
+            scores = mean_scores(per_query_scores(dataset.qrels, fused_run(boost_legs, fusion, depth), names))
+            rows.append({"setting": label, "context_boost": boost, "retrieve_k": depth, **scores})
+            print(f"{tag} {label:<28} {primary} {scores[primary]:.4f}", flush=True)
     rows.sort(key=lambda row: -row[primary])
     print("best:", json.dumps(rows[:10], indent=1))
     if arguments.output:

@@ -81,8 +81,9 @@ class ChunkDraft:
 class Chunk:
     """A retrievable unit of a document. `chunk_hash` is the SHA-256 of what gets embedded.
 
-    `context` is the document's context, set at ingest for embedding only: stores and indexes need
-    not keep it (the hash already records it), so a chunk read back may carry "".
+    `context` is the document's context (e.g. the previous turn of a conversation): appended to the
+    embedded text and indexed lexically in a low-boost field, never returned as the chunk's text. The
+    document store keeps it; vector hits may carry "" (the vector leg does not fetch it).
     """
 
     chunk_id: str

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import ScoredHit
+from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, neighbour_contexts
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -47,12 +48,16 @@ SECTION_TITLE = "section_title"
 BREADCRUMB = "breadcrumb"
 SOURCE = "source"
 TAGS = "tags"  # searched as words, like tantivy's `tags_text`
+CONTEXT = "context"  # the chunk's context and its neighbours' edges (app.engines.lexical_context)
+OWN_FIELDS = (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS)
+"""The chunk's own fields: an excluded term is looked for here only, not in the context."""
 DEFAULT_BOOSTS: dict[str, float] = {  # as tantivy_index
     CONTENT: 2.0,
     SECTION_TITLE: 1.0,
     BREADCRUMB: 1.0,
     SOURCE: 1.0,
     TAGS: 1.0,
+    CONTEXT: DEFAULT_CONTEXT_BOOST,
 }
 DEFAULT_FUZZY_BOOST = 0.5
 
@@ -117,7 +122,7 @@ class _IndexedChunk:
     fields: dict[str, tuple[tuple[tuple[int, str], ...], ...]]
 
     @classmethod
-    def of(cls, chunk: Chunk) -> _IndexedChunk:
+    def of(cls, chunk: Chunk, context: str = "") -> _IndexedChunk:
         def values(texts: Iterable[str]) -> tuple[tuple[tuple[int, str], ...], ...]:
             return tuple(tuple(analyze(text)) for text in texts)
 
@@ -129,6 +134,7 @@ class _IndexedChunk:
                 BREADCRUMB: values(chunk.breadcrumb),
                 SOURCE: values([chunk.source]),
                 TAGS: values(chunk.tags),
+                CONTEXT: values([context]),
             },
         )
 
@@ -171,7 +177,7 @@ class InMemoryLexicalIndex:
         for indexed in everything:
             if not _passes(indexed.chunk, filters):
                 continue
-            if any(indexed.has_phrase(field, words) for words in excluded for field in self._boosts):
+            if any(indexed.has_phrase(field, words) for words in excluded for field in OWN_FIELDS):
                 continue
             if not all(indexed.has_phrase(CONTENT, words) for words in phrases):
                 continue
@@ -194,7 +200,10 @@ class InMemoryLexicalIndex:
         for document in documents:
             key = (document.project_id, document.document_id)
             if document.chunks:
-                self._documents[key] = tuple(_IndexedChunk.of(chunk) for chunk in document.chunks)
+                contexts = neighbour_contexts(document.chunks)
+                self._documents[key] = tuple(
+                    _IndexedChunk.of(chunk, contexts[chunk.chunk_id]) for chunk in document.chunks
+                )
             else:
                 self._documents.pop(key, None)
 
@@ -240,7 +249,7 @@ class _FieldStatistics:
         self._count = len(chunks)
         self._document_frequency: dict[tuple[str, str], int] = {}
         self._average_length: dict[str, float] = {}
-        for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS):
+        for field in (*OWN_FIELDS, CONTEXT):
             total = 0
             for indexed in chunks:
                 terms = indexed.terms(field)

@@ -18,6 +18,9 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   content's weight, like breadcrumb and source), so `#networking` finds chunks tagged `networking`
   whose text never says it. Filters keep the exact keyword `tags`. (Schema version 2; version 1 indices
   are reindexed and the alias swapped by `ensure_index` at start.)
+- `context` (schema version 3) holds the chunk's context and the edges of its neighbours in the
+  document (`app.engines.lexical_context`), `english` text, searched by the `multi_match` at a low
+  boost (`CONTEXT_BOOST`) and never returned; excluded terms are not looked for there.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from opensearchpy.helpers import async_bulk
 from app.config import ConfigurationError
 from app.domain.errors import EngineError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, ScoredHit
+from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, neighbour_contexts
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -44,12 +48,21 @@ if TYPE_CHECKING:
     from app.domain.models import DocumentChunks, Filters, LexicalQuery
 
 ENGINE_NAME: Final = "opensearch"
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps."""
 
 CONTENT_BOOST: Final = 2.0
-SEARCH_FIELDS: Final = ("content^2", "section_title^1.5", "breadcrumb", "source", "tags.text")
-"""Boosts from the reference query: content counts twice, titles one and a half times; tags as words once."""
+CONTEXT_BOOST: Final = DEFAULT_CONTEXT_BOOST
+SEARCH_FIELDS: Final = (
+    "content^2",
+    "section_title^1.5",
+    "breadcrumb",
+    "source",
+    "tags.text",
+    f"context^{CONTEXT_BOOST:g}",
+)
+"""Boosts from the reference query: content counts twice, titles one and a half times; tags as words once;
+the context (neighbours' words) at the low boost tantivy uses."""
 
 _UNBOOSTED_FIELDS: Final = ("content", "section_title", "breadcrumb", "source", "tags.text")
 SOURCE_FIELDS: Final = (
@@ -169,6 +182,7 @@ def index_body(*, shards: int = 2, replicas: int = 1) -> dict[str, Any]:
                 "breadcrumb": english_text_with_raw,
                 "source": english_text_with_raw,
                 "tags": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}},
+                "context": {"type": "text", "analyzer": "english"},
                 "level": {"type": "keyword"},
                 "position": {"type": "integer"},
                 "chunk_hash": {"type": "keyword", "index": False},
@@ -325,8 +339,8 @@ def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> d
     }
 
 
-def chunk_document(chunk: Chunk, *, indexed_at: datetime) -> dict[str, Any]:
-    """The `_source` stored for a chunk."""
+def chunk_document(chunk: Chunk, *, indexed_at: datetime, context: str = "") -> dict[str, Any]:
+    """The `_source` stored for a chunk; `context` is its lexical context (`neighbour_contexts`)."""
     return {
         "chunk_id": chunk.chunk_id,
         "document_id": chunk.document_id,
@@ -340,6 +354,7 @@ def chunk_document(chunk: Chunk, *, indexed_at: datetime) -> dict[str, Any]:
         "tags": list(chunk.tags),
         "event_time": None if chunk.event_time is None else chunk.event_time.isoformat(),
         "chunk_hash": chunk.chunk_hash,
+        "context": context,
         "indexed_at": indexed_at.isoformat(),
     }
 
@@ -354,16 +369,19 @@ def build_bulk_actions(
     documents: Sequence[DocumentChunks], *, index: str, indexed_at: datetime
 ) -> list[dict[str, Any]]:
     """`async_bulk` index actions for every chunk of every document, in order; deletes are separate."""
-    return [
-        {
-            "_op_type": "index",
-            "_index": index,
-            "_id": document_key(chunk.project_id, chunk.chunk_id),
-            "_source": chunk_document(chunk, indexed_at=indexed_at),
-        }
-        for document in documents
-        for chunk in document.chunks
-    ]
+    actions: list[dict[str, Any]] = []
+    for document in documents:
+        contexts = neighbour_contexts(document.chunks)
+        actions.extend(
+            {
+                "_op_type": "index",
+                "_index": index,
+                "_id": document_key(chunk.project_id, chunk.chunk_id),
+                "_source": chunk_document(chunk, indexed_at=indexed_at, context=contexts[chunk.chunk_id]),
+            }
+            for chunk in document.chunks
+        )
+    return actions
 
 
 def build_stale_chunks_query(documents: Sequence[DocumentChunks]) -> dict[str, Any]:

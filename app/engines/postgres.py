@@ -116,6 +116,9 @@ CHUNK_COLUMNS: Final = (
     "chunk_id, document_id, project_id, text, source, level, breadcrumb, section_title, position, tags, "
     "event_time, chunk_hash"
 )
+"""What a search hit needs: everything but the context, which only the lexical indexes read."""
+STORED_CHUNK_COLUMNS: Final = f"{CHUNK_COLUMNS}, context"
+"""What the store hands back (`get_document`, `claim_outbox`): the chunk with its context."""
 
 
 def _chunk_from_row(row: Row[Any]) -> Chunk:
@@ -132,6 +135,7 @@ def _chunk_from_row(row: Row[Any]) -> Chunk:
         tags=tuple(row.tags),
         event_time=row.event_time,
         chunk_hash=row.chunk_hash,
+        context=row._mapping.get("context", ""),  # noqa: SLF001 - Row's documented mapping view
     )
 
 
@@ -300,7 +304,7 @@ class PostgresDocumentStore:
                 chunk_rows = (
                     await connection.execute(
                         text(
-                            f"SELECT {CHUNK_COLUMNS} FROM chunks "  # noqa: S608 - constant column list
+                            f"SELECT {STORED_CHUNK_COLUMNS} FROM chunks "  # noqa: S608 - constant column list
                             "WHERE project_id = :project_id AND document_id = :document_id ORDER BY position, chunk_id"
                         ),
                         key,
@@ -422,7 +426,7 @@ class PostgresDocumentStore:
                     (
                         await connection.execute(
                             text(
-                                f"SELECT {CHUNK_COLUMNS} FROM chunks "  # noqa: S608 - constant column list
+                                f"SELECT {STORED_CHUNK_COLUMNS} FROM chunks "  # noqa: S608 - constant column list
                                 "JOIN unnest(CAST(:projects AS text[]), CAST(:documents AS text[])) "
                                 "AS queued(project_id, document_id) USING (project_id, document_id) "
                                 "ORDER BY project_id, document_id, position, chunk_id"
@@ -520,19 +524,22 @@ DELETE_REPLACED_CHUNKS: Final = (
 
 UPSERT_CHUNK: Final = (
     "INSERT INTO chunks AS c (project_id, chunk_id, document_id, text, source, level, breadcrumb, section_title, "
-    "position, tags, event_time, chunk_hash, embedding, embedding_model, lexically_indexed) VALUES "
+    "position, tags, event_time, chunk_hash, context, embedding, embedding_model, lexically_indexed) VALUES "
     "(:project_id, :chunk_id, :document_id, :text, :source, :level, CAST(:breadcrumb AS text[]), :section_title, "
-    ":position, CAST(:tags AS text[]), :event_time, :chunk_hash, CAST(:embedding AS vector), :embedding_model, false) "
+    ":position, CAST(:tags AS text[]), :event_time, :chunk_hash, :context, CAST(:embedding AS vector), "
+    ":embedding_model, false) "
     "ON CONFLICT (project_id, chunk_id) DO UPDATE SET document_id = EXCLUDED.document_id, text = EXCLUDED.text, "
     "source = EXCLUDED.source, level = EXCLUDED.level, breadcrumb = EXCLUDED.breadcrumb, "
     "section_title = EXCLUDED.section_title, position = EXCLUDED.position, tags = EXCLUDED.tags, "
-    "event_time = EXCLUDED.event_time, chunk_hash = EXCLUDED.chunk_hash, embedding = EXCLUDED.embedding, "
+    "event_time = EXCLUDED.event_time, chunk_hash = EXCLUDED.chunk_hash, context = EXCLUDED.context, "
+    "embedding = EXCLUDED.embedding, "
     "embedding_model = EXCLUDED.embedding_model, lexically_indexed = false, updated_at = now() "
     # Unchanged rows are skipped: no new row version, no HNSW insert.
     "WHERE (c.document_id, c.text, c.source, c.level, c.breadcrumb, c.section_title, c.position, c.tags, "
-    "c.event_time, c.chunk_hash, c.embedding_model) IS DISTINCT FROM (EXCLUDED.document_id, EXCLUDED.text, "
-    "EXCLUDED.source, EXCLUDED.level, EXCLUDED.breadcrumb, EXCLUDED.section_title, EXCLUDED.position, "
-    "EXCLUDED.tags, EXCLUDED.event_time, EXCLUDED.chunk_hash, EXCLUDED.embedding_model) "
+    "c.event_time, c.chunk_hash, c.context, c.embedding_model) IS DISTINCT FROM (EXCLUDED.document_id, "
+    "EXCLUDED.text, EXCLUDED.source, EXCLUDED.level, EXCLUDED.breadcrumb, EXCLUDED.section_title, "
+    "EXCLUDED.position, EXCLUDED.tags, EXCLUDED.event_time, EXCLUDED.chunk_hash, EXCLUDED.context, "
+    "EXCLUDED.embedding_model) "
     "OR c.embedding <> EXCLUDED.embedding"
 )
 
@@ -601,6 +608,7 @@ def _chunk_parameters(document: StoredDocument, embedded: EmbeddedChunk) -> Mapp
         "tags": list(chunk.tags),
         "event_time": chunk.event_time,
         "chunk_hash": chunk.chunk_hash,
+        "context": chunk.context,
         "embedding": vector_literal(embedded.embedding),
         "embedding_model": embedded.embedding_model,
     }

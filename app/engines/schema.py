@@ -71,6 +71,10 @@ def build_metadata(embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> 
         Column("tags", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),
         Column("event_time", DateTime(timezone=True)),
         Column("chunk_hash", Text, nullable=False),
+        # Text that helps find the chunk without being part of it (e.g. the previous turn of a
+        # conversation): embedded with the chunk and indexed lexically at a low boost, never returned.
+        # Declared last in the table by migration 0002; column order does not matter to the code.
+        Column("context", Text, nullable=False, server_default=text("''")),
         Column("embedding", VECTOR(embedding_dimensions), nullable=False),
         Column("embedding_model", Text, nullable=False),
         Column("lexically_indexed", Boolean, nullable=False, server_default=text("false")),

@@ -9,10 +9,12 @@ the query tree itself, so `foo:(bar*` or an unbalanced quote is just the words `
 Filters are zero-scoring clauses, so a filtered hit keeps the BM25 score it has unfiltered.
 
 Chunk tags are searched as words too (`tags_text`), so a `#networking` query finds chunks tagged
-`networking` whose text never says it. A folder written by an older schema of this module (one
-without `tags_text`) is emptied and recreated at open, with a warning: PostgreSQL is the source of
-truth, and `poimen reindex --project <id>` (or `POST /v1/projects/<id>/reindex`) refills it. A
-folder holding some other tantivy index is never touched.
+`networking` whose text never says it. A low-boost `context` field holds the chunk's context and the
+edges of its neighbours in the document (`app.engines.lexical_context`). A folder written by an
+older schema of this module (one without `tags_text` or `context`: the field set only grows) is
+emptied and recreated at open, with a warning: PostgreSQL is the source of truth, and
+`poimen reindex --project <id>` (or `POST /v1/projects/<id>/reindex`) refills it. A folder holding
+some other tantivy index is never touched.
 
 One process owns the writer (tantivy's lockfile refuses a second one, in any process); it is opened
 on the first write and kept. A refused or failed write raises `EngineUnavailableError` and the next
@@ -33,6 +35,7 @@ import tantivy
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import Chunk, ScoredHit
+from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, DEFAULT_CONTEXT_MAX_CHARS, neighbour_contexts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -55,6 +58,7 @@ SECTION_TITLE = "section_title"
 BREADCRUMB = "breadcrumb"
 SOURCE = "source"
 TAGS_TEXT = "tags_text"  # the tags as words; `TAGS` below keeps the exact values for filters
+CONTEXT = "context"  # the chunk's context and its neighbours' edges (app.engines.lexical_context), low boost
 # Keyword fields (raw tokenizer, exact values) used by filters and deletes.
 SOURCE_KEYWORD = "source_keyword"
 PROJECT_ID = "project_id"
@@ -70,7 +74,7 @@ EVENT_TIME_US = "event_time_us"
 PAYLOAD = "payload"
 SCHEMA_FIELD_NAMES = frozenset(
     {
-        *(CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS_TEXT),
+        *(CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS_TEXT, CONTEXT),
         *(SOURCE_KEYWORD, PROJECT_ID, DOCUMENT_ID, DOCUMENT_KEY, CHUNK_ID, LEVEL, TAGS),
         *(EVENT_TIME_US, PAYLOAD),
     }
@@ -87,6 +91,8 @@ class FieldBoosts:
     The title weight is 1.0, not 1.5: on BEIR SciFact (titles as section titles) nDCG@10 was 0.6953
     vs 0.6883 on train and 0.6962 vs 0.6764 on test; equal weights (1/1) gave 0.6753 on train.
     `fuzzy` is the constant score of a term matched only within one edit (an exact match scores BM25).
+    `context` weighs the chunk's context field (its own context plus its neighbours' edges): low, so
+    a term found only there ranks the chunk below one that says it itself (tuned in docs/evaluation.md).
     """
 
     content: float = 2.0
@@ -94,10 +100,11 @@ class FieldBoosts:
     breadcrumb: float = 1.0
     source: float = 1.0
     tags: float = 1.0
+    context: float = DEFAULT_CONTEXT_BOOST
     fuzzy: float = 0.5
 
-    def searched_fields(self) -> tuple[tuple[str, float], ...]:
-        """The free-text fields with their boosts."""
+    def own_fields(self) -> tuple[tuple[str, float], ...]:
+        """The free-text fields of the chunk itself with their boosts (what an excluded term checks)."""
         return (
             (CONTENT, self.content),
             (SECTION_TITLE, self.section_title),
@@ -105,6 +112,11 @@ class FieldBoosts:
             (SOURCE, self.source),
             (TAGS_TEXT, self.tags),
         )
+
+    def searched_fields(self) -> tuple[tuple[str, float], ...]:
+        """Every free-text field a query term is scored on, with its boost (a zero boost is skipped)."""
+        fields = self.own_fields()
+        return (*fields, (CONTEXT, self.context)) if self.context > 0 else fields
 
 
 def build_english_analyzer() -> tantivy.TextAnalyzer:
@@ -122,7 +134,7 @@ def build_english_analyzer() -> tantivy.TextAnalyzer:
 def build_schema() -> tantivy.Schema:
     """The index schema. A folder built with another version is recreated empty at open (see the module doc)."""
     builder = tantivy.SchemaBuilder()
-    for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS_TEXT):
+    for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS_TEXT, CONTEXT):
         builder.add_text_field(field, stored=False, tokenizer_name=ANALYZER_NAME, index_option="position")
     for field in (SOURCE_KEYWORD, PROJECT_ID, DOCUMENT_ID, DOCUMENT_KEY, CHUNK_ID, LEVEL, TAGS):
         builder.add_text_field(field, stored=False, tokenizer_name="raw", index_option="basic")
@@ -204,6 +216,7 @@ class TantivyLexicalIndex:
         *,
         boosts: FieldBoosts | None = None,
         writer_heap_bytes: int = DEFAULT_WRITER_HEAP_BYTES,
+        context_max_chars: int = DEFAULT_CONTEXT_MAX_CHARS,
     ) -> None:
         """Open the index in `path`, creating the folder and an empty index when missing.
 
@@ -213,6 +226,7 @@ class TantivyLexicalIndex:
         self._path = path
         self._boosts = boosts or FieldBoosts()
         self._writer_heap_bytes = writer_heap_bytes
+        self._context_max_chars = context_max_chars
         self._analyzer = build_english_analyzer()
         self._schema = build_schema()
         self._write_lock = asyncio.Lock()
@@ -285,8 +299,9 @@ class TantivyLexicalIndex:
         def write(writer: tantivy.IndexWriter) -> None:
             for document in documents:
                 writer.delete_documents_by_term(DOCUMENT_KEY, document_key(document.project_id, document.document_id))
+                contexts = neighbour_contexts(document.chunks, max_chars=self._context_max_chars)
                 for chunk in document.chunks:
-                    writer.add_document(self._to_tantivy_document(chunk))
+                    writer.add_document(self._to_tantivy_document(chunk, contexts[chunk.chunk_id]))
 
         await self._write(write, "replacing documents in the lexical index failed")
 
@@ -367,9 +382,10 @@ class TantivyLexicalIndex:
         except (ValueError, RuntimeError, OSError):
             self._writer = None
 
-    def _to_tantivy_document(self, chunk: Chunk) -> tantivy.Document:
+    def _to_tantivy_document(self, chunk: Chunk, context: str) -> tantivy.Document:
         document = tantivy.Document()
         document.add_text(CONTENT, chunk.text)
+        document.add_text(CONTEXT, context)
         document.add_text(SECTION_TITLE, chunk.section_title)
         for crumb in chunk.breadcrumb:
             document.add_text(BREADCRUMB, crumb)
@@ -456,10 +472,13 @@ class TantivyLexicalIndex:
         )
 
     def _excluded_clauses(self, excluded_terms: Sequence[str]) -> list[tantivy.Query]:
-        """One clause per excluded term (a multi-word one as a phrase), over every searched field."""
+        """One clause per excluded term (a multi-word one as a phrase), over the chunk's own fields.
+
+        A term only the context holds (a neighbour's words) does not exclude the chunk.
+        """
         clauses = []
         for excluded in excluded_terms:
-            for field, _ in self._boosts.searched_fields():
+            for field, _ in self._boosts.own_fields():
                 field_query = self._phrase_query(field, excluded)
                 if field_query is not None:
                     clauses.append(field_query)

@@ -49,8 +49,12 @@ SCORING_DEPTH: Final = 100
 
 INGEST_BATCH_DOCUMENTS: Final = 128
 OUTBOX_DRAIN_TIMEOUT_S: Final = 600.0
-INGEST_MARKER_VERSION: Final = 1
-"""Bumped when the way the harness turns a corpus into documents changes, so markers stop matching."""
+INGEST_MARKER_VERSION: Final = 2
+"""Bumped when the way the harness turns a corpus into documents changes, so markers stop matching.
+
+2: chunks store their context and the lexical index has a context field (an older tantivy folder is
+recreated empty at open, so the corpus must be indexed again).
+"""
 
 ROUTED: Final = "routed"
 STRATEGY_NAMES: Final = ("semantic", "lexical", "hybrid", "cascading", ROUTED)

@@ -222,6 +222,22 @@ class DocumentStoreContract:
         assert [c.chunk_id for c in item.chunks] == ["doc#0", "doc#1"]
         assert item.outbox_version is not None
 
+    async def test_chunk_context_round_trips_through_reads_and_the_outbox(self, store, project) -> None:
+        with_context = replace(chunk(project, "turn", 0), context="Mia: Did you plant apple trees?")
+        changed = replace(with_context, context="Mia: Did you plant pear trees?")
+
+        await store.save_documents([(document(project, "turn", [with_context]), embedded([with_context]))])
+        stored = await store.get_document(project, "turn")
+        [item] = await claimed(store, project)
+        await store.save_documents([(document(project, "turn", [changed]), embedded([changed]))])
+        restored = await store.get_document(project, "turn")
+
+        assert stored is not None
+        assert stored.chunks == (with_context,)
+        assert item.chunks == (with_context,)
+        assert restored is not None
+        assert restored.chunks[0].context == "Mia: Did you plant pear trees?"
+
     async def test_claim_respects_limit(self, store, project) -> None:
         await store.save_documents([entry(project, "a", 1), entry(project, "b", 1)])
 

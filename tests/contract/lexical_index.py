@@ -66,6 +66,7 @@ def make_chunk(
     tags: tuple[str, ...] = (),
     event_time: datetime | None = None,
     chunk_hash: str | None = None,
+    context: str = "",
 ) -> Chunk:
     """A chunk with test defaults; `document_id` defaults to `doc-<chunk_id>` (one chunk per document)."""
     return Chunk(
@@ -81,6 +82,7 @@ def make_chunk(
         tags=tags,
         event_time=event_time,
         chunk_hash=chunk_hash if chunk_hash is not None else f"hash-{chunk_id}",
+        context=context,
     )
 
 
@@ -260,6 +262,42 @@ class LexicalIndexContract:
 
         assert await search_ids(index, "networking") == ["c-tagged"]
         assert await search_ids(index, "networking", filters=tagged) == ["c-tagged"]
+
+    async def test_a_term_only_in_the_chunk_context_finds_it_below_a_chunk_saying_it(self, index: LexicalIndex) -> None:
+        # A conversational turn answers the question its context (the previous turn) asked.
+        await index_chunks(
+            index,
+            make_chunk("c-answer", "Yes, three of them, all in the back garden.", context="Did you plant apple trees?"),
+            make_chunk("c-says", "The apple trees by the road need pruning."),
+            make_chunk("c-other", "The garden shed needs a new roof."),
+        )
+
+        assert await search_ids(index, "apple trees") == ["c-says", "c-answer"]
+
+    async def test_a_term_in_a_neighbouring_chunk_finds_it_below_the_chunk_saying_it(self, index: LexicalIndex) -> None:
+        # One document cut in three: a query about what its first chunk says also finds the second
+        # (its neighbour), but never the third, and never a chunk of another document.
+        document = "doc-zookeeper"
+        await index_chunks(
+            index,
+            make_chunk("c-first", "Zookeeper keeps a quorum of voters.", document_id=document, position=0),
+            make_chunk("c-second", "Restart the leader node last.", document_id=document, position=1),
+            make_chunk("c-third", "Check the disk usage weekly.", document_id=document, position=2),
+            make_chunk("c-elsewhere", "Rotate the access logs.", document_id="doc-logs", position=1),
+        )
+
+        assert await search_ids(index, "zookeeper quorum") == ["c-first", "c-second"]
+        assert await search_ids(index, "weekly disk") == ["c-third", "c-second"]
+
+    async def test_an_excluded_term_in_a_neighbour_does_not_exclude_the_chunk(self, index: LexicalIndex) -> None:
+        document = "doc-deploy"
+        await index_chunks(
+            index,
+            make_chunk("c-helm", "Deploy the release with a helm chart.", document_id=document, position=0),
+            make_chunk("c-kubectl", "Deploy the release with kubectl apply.", document_id=document, position=1),
+        )
+
+        assert await search_ids(index, "deploy release", excluded_terms=("helm",)) == ["c-kubectl"]
 
     async def test_duplicate_query_terms_are_harmless(self, index: LexicalIndex) -> None:
         await index_chunks(index, make_chunk("c-1", "alerting rules"), make_chunk("c-2", "routing rules"))

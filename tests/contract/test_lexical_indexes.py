@@ -17,6 +17,7 @@ from app.domain.errors import EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters
 from app.engines.memory_lexical import InMemoryLexicalIndex, light_stem
 from app.engines.tantivy_index import (
+    CONTEXT,
     EVENT_TIME_US,
     PAYLOAD,
     SCHEMA_FIELD_NAMES,
@@ -223,13 +224,15 @@ class TestTantivyOnDisk:
 
         assert {field["name"] for field in stored} == SCHEMA_FIELD_NAMES
 
+    # Each older schema: before tags were searched as words; before the context field.
+    @pytest.mark.parametrize("missing", [frozenset({TAGS_TEXT, CONTEXT}), frozenset({CONTEXT})])
     async def test_a_folder_of_an_older_schema_is_recreated_empty(
-        self, data_dir: Path, caplog: pytest.LogCaptureFixture
+        self, data_dir: Path, caplog: pytest.LogCaptureFixture, missing: frozenset[str]
     ) -> None:
         path = data_dir / "lexical"
         path.mkdir()
-        older = tantivy.SchemaBuilder()  # the schema before tags were searched as words
-        for field in sorted(SCHEMA_FIELD_NAMES - {TAGS_TEXT, EVENT_TIME_US, PAYLOAD}):
+        older = tantivy.SchemaBuilder()
+        for field in sorted(SCHEMA_FIELD_NAMES - missing - {EVENT_TIME_US, PAYLOAD}):
             older.add_text_field(field, stored=False)
         older.add_integer_field(EVENT_TIME_US, stored=False, indexed=True, fast=True)
         older.add_bytes_field(PAYLOAD, stored=True, indexed=False)

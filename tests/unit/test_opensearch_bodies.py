@@ -117,6 +117,7 @@ def test_index_body_is_the_pinned_mapping() -> None:
                     "fields": {"raw": {"type": "keyword", "ignore_above": 1024}},
                 },
                 "tags": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}},
+                "context": {"type": "text", "analyzer": "english"},
                 "level": {"type": "keyword"},
                 "position": {"type": "integer"},
                 "chunk_hash": {"type": "keyword", "index": False},
@@ -194,7 +195,14 @@ def test_search_body_with_every_structure_element() -> None:
                     {
                         "multi_match": {
                             "query": "fix kubernetes port 8080",
-                            "fields": ["content^2", "section_title^1.5", "breadcrumb", "source", "tags.text"],
+                            "fields": [
+                                "content^2",
+                                "section_title^1.5",
+                                "breadcrumb",
+                                "source",
+                                "tags.text",
+                                "context^0.5",
+                            ],
                             "type": "best_fields",
                             "operator": "or",
                             "fuzziness": "AUTO",
@@ -245,7 +253,14 @@ def test_search_body_without_fuzzy_has_no_fuzziness_and_only_the_project_filter(
                 {
                     "multi_match": {
                         "query": "kubernetes",
-                        "fields": ["content^2", "section_title^1.5", "breadcrumb", "source", "tags.text"],
+                        "fields": [
+                            "content^2",
+                            "section_title^1.5",
+                            "breadcrumb",
+                            "source",
+                            "tags.text",
+                            "context^0.5",
+                        ],
                         "type": "best_fields",
                         "operator": "or",
                     }
@@ -318,9 +333,23 @@ def test_bulk_actions_index_every_chunk_under_a_project_qualified_id() -> None:
                 "tags": ["k8s"],
                 "event_time": "2024-03-01T08:00:00+00:00",
                 "chunk_hash": "abc",
+                "context": "",
                 "indexed_at": "2025-01-02T03:04:05+00:00",
             },
         }
+    ]
+
+
+def test_bulk_actions_give_each_chunk_its_context_and_its_neighbours_words() -> None:
+    first = make_chunk("c1", text="Zookeeper keeps a quorum.", position=0, context="Asked: what keeps state?")
+    second = make_chunk("c2", text="Restart the leader last.", position=1)
+    indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+    actions = build_bulk_actions([DocumentChunks("poimen", "doc-1", (first, second))], index="i", indexed_at=indexed_at)
+
+    assert [action["_source"]["context"] for action in actions] == [
+        "Asked: what keeps state?\nRestart the leader last.",
+        "Zookeeper keeps a quorum.",
     ]
 
 
@@ -600,7 +629,8 @@ def test_tags_are_searched_as_words_and_filtered_as_exact_keywords() -> None:
 
     body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("networking",)))
 
-    assert SCHEMA_VERSION == 2  # version 1 had no `tags.text`: ensure_index reindexes it and swaps the alias
+    # Version 1 had no `tags.text`, 2 no `context`: ensure_index reindexes an older one and swaps the alias.
+    assert SCHEMA_VERSION == 3
     assert tags == {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}}
     assert "tags.text" in body["query"]["bool"]["must"][0]["multi_match"]["fields"]
     assert {"term": {"tags": "networking"}} in body["query"]["bool"]["filter"]
