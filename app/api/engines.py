@@ -68,6 +68,16 @@ async def _open_lexical(
     return tantivy_index, tantivy_index.close
 
 
+async def refill_recreated_lexical_index(lexical: LexicalIndex, store: DocumentStore) -> None:
+    """After an index-format upgrade emptied the embedded index, queue every project to be indexed again."""
+    if not (isinstance(lexical, TantivyLexicalIndex) and lexical.recreated):
+        return
+    projects = await store.project_ids()
+    for project_id in projects:
+        await store.queue_project_for_reindex(project_id)
+    logger.warning("lexical index format upgraded: %d projects queued for reindexing from PostgreSQL", len(projects))
+
+
 @asynccontextmanager
 async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
     """Start or connect every engine, migrate in embedded mode, and close them all on exit."""
@@ -100,11 +110,13 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         )
         stack.push_async_callback(engine.dispose)
         lexical, close_lexical = await _open_lexical(settings, stack)
+        store = PostgresDocumentStore(engine)
+        await refill_recreated_lexical_index(lexical, store)
         yield Engines(
             embedder=embedder,
             vector=PgVectorIndex(engine, ef_search=settings.hnsw_ef_search),
             lexical=lexical,
-            store=PostgresDocumentStore(engine),
+            store=store,
             embedded_postgres=embedded,
             close_lexical=close_lexical,
         )

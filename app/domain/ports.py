@@ -132,6 +132,10 @@ class DocumentStore(Protocol):
         """Queue every document of the project for lexical indexing; return how many."""
         ...
 
+    async def project_ids(self) -> list[str]:
+        """Return the id of every project that holds at least one document, sorted."""
+        ...
+
     async def ping(self) -> None:
         """Return when the store answers; raise `EngineUnavailableError` otherwise."""
         ...

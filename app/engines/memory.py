@@ -180,6 +180,11 @@ class InMemoryDocumentStore:
             self._chunks[key] = {cid: replace(stored, lexically_indexed=False) for cid, stored in chunks.items()}
         return len(keys)
 
+    async def project_ids(self) -> list[str]:
+        """Return the id of every project that holds at least one document, sorted."""
+        self._check_available()
+        return sorted({project_id for project_id, _ in self._documents})
+
     async def ping(self) -> None:
         """Return, or raise `EngineUnavailableError` when marked unavailable."""
         self._check_available()

@@ -498,6 +498,13 @@ class PostgresDocumentStore:
                 result = await connection.execute(text(QUEUE_PROJECT), {"project_id": project_id})
                 return int(result.scalar_one())
 
+    async def project_ids(self) -> list[str]:
+        """Return the id of every project that holds at least one document, sorted."""
+        with translate_errors(engine=self.name):
+            async with self._engine.connect() as connection:
+                result = await connection.execute(text("SELECT DISTINCT project_id FROM documents ORDER BY project_id"))
+                return [str(row[0]) for row in result]
+
     async def ping(self) -> None:
         """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""
         await _ping(self._engine, name=self.name)

@@ -294,6 +294,16 @@ class DocumentStoreContract:
         assert stored is not None
         assert stored.lexically_indexed is False
 
+    async def test_project_ids_lists_projects_that_hold_documents(self, store, project) -> None:
+        await store.save_documents([entry(project, "a", 1), entry(project + "_x", "c", 1)])
+        await store.delete_document(project + "_x", "c")
+
+        ids = await store.project_ids()
+
+        assert project in ids
+        assert project + "_x" not in ids
+        assert ids == sorted(ids)
+
     async def test_reindex_of_an_empty_project_queues_nothing(self, store, project) -> None:
         assert await store.queue_project_for_reindex(project) == 0
 

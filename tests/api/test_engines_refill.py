@@ -1,0 +1,51 @@
+"""An index-format upgrade empties the embedded lexical index; the start-up refills it from PostgreSQL's truth."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import tantivy
+
+from app.api.engines import refill_recreated_lexical_index
+from app.engines.memory import InMemoryDocumentStore
+from app.engines.tantivy_index import CONTEXT, EVENT_TIME_US, PAYLOAD, SCHEMA_FIELD_NAMES, TantivyLexicalIndex
+from tests.contract.document_store import entry
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def write_older_schema_index(path: Path) -> None:
+    older = tantivy.SchemaBuilder()
+    for field in sorted(SCHEMA_FIELD_NAMES - {CONTEXT, EVENT_TIME_US, PAYLOAD}):
+        older.add_text_field(field, stored=False)
+    older.add_integer_field(EVENT_TIME_US, stored=False, indexed=True, fast=True)
+    older.add_bytes_field(PAYLOAD, stored=True, indexed=False)
+    path.mkdir()
+    tantivy.Index(older.build(), path=str(path))
+
+
+async def test_a_recreated_index_queues_every_project_again(tmp_path) -> None:
+    store = InMemoryDocumentStore()
+    await store.save_documents([entry("alpha", "a", 1), entry("alpha", "b", 1), entry("beta", "c", 1)])
+    await store.complete_outbox(await store.claim_outbox(limit=10))
+    write_older_schema_index(tmp_path / "lexical")
+    lexical = TantivyLexicalIndex(tmp_path / "lexical")
+
+    await refill_recreated_lexical_index(lexical, store)
+
+    assert lexical.recreated
+    assert await store.outbox_backlog() == 3
+    await lexical.close()
+
+
+async def test_an_index_of_the_current_format_queues_nothing(tmp_path) -> None:
+    store = InMemoryDocumentStore()
+    await store.save_documents([entry("alpha", "a", 1)])
+    await store.complete_outbox(await store.claim_outbox(limit=10))
+    lexical = TantivyLexicalIndex(tmp_path / "lexical")
+
+    await refill_recreated_lexical_index(lexical, store)
+
+    assert await store.outbox_backlog() == 0
+    await lexical.close()
