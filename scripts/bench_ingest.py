@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from app.api.cli_tasks import chunking_policy, outbox_worker
+from app.api.cli_tasks import outbox_worker
 from app.api.engines import open_engines
 from app.config import load_settings
+from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.pipeline import IngestionPipeline, embedding_text
 from app.ingestion.sources import read_beir_corpus
 
@@ -67,7 +68,7 @@ async def run(arguments: argparse.Namespace) -> None:
     documents = list(islice(read_beir_corpus(arguments.corpus, project_id=PROJECT), arguments.limit))
     with tempfile.TemporaryDirectory(prefix="poimen-bench-") as data_dir:
         settings = load_settings().model_copy(update={"poimen_data_dir": Path(data_dir), "database_url": None})
-        policy = chunking_policy(settings)
+        policy = ChunkingPolicy.from_settings(settings)
         print(
             f"{len(documents)} documents of {arguments.corpus}; CHUNK_MAX_CHARS={policy.max_chars}"
             f" overlap={policy.overlap_chars} min={policy.min_chars}; model {settings.embedding_model},"

@@ -216,8 +216,9 @@ def run_strategy(port: int, queries: list[str], *, strategy: str, limit: int) ->
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    header = f"{'strategy':<10} {'n':>4} {'hits':>5} {'p50':>7} {'p95':>7} {'p99':>7} {'mean':>7} {'server50':>8} " + " ".join(
-        f"{stage:>9}" for stage in STAGES
+    header = (
+        f"{'strategy':<10} {'n':>4} {'hits':>5} {'p50':>7} {'p95':>7} {'p99':>7} {'mean':>7} {'server50':>8} "
+        + " ".join(f"{stage:>9}" for stage in STAGES)
     )
     print("end-to-end ms (client, HTTP keep-alive), server total p50, per-stage p50 ms")
     print(header)

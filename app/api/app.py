@@ -15,7 +15,7 @@ from litestar.openapi.config import OpenAPIConfig
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
 from app.api.auth import TokenVerifier
-from app.api.cli_tasks import chunking_policy, outbox_worker
+from app.api.cli_tasks import outbox_worker
 from app.api.engines import Engines, open_engines
 from app.api.errors import (
     http_error_handler,
@@ -27,6 +27,7 @@ from app.api.routes import AdminController, DocumentController, HealthController
 from app.api.search_service import SearchService
 from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
+from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.pipeline import IngestionPipeline
 from app.observability import LEXICAL_OUTBOX_BACKLOG, configure_metrics, configure_tracing, metrics_enabled
 from app.operations.cache import QueryCache
@@ -110,7 +111,7 @@ def create_app(
                 pipeline=IngestionPipeline(
                     store=live.store,
                     embedder=live.embedder,
-                    policy=chunking_policy(settings),
+                    policy=ChunkingPolicy.from_settings(settings),
                     on_written=written,
                 ),
             )

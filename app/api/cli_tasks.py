@@ -30,15 +30,6 @@ if TYPE_CHECKING:
 OUTBOX_DRAIN_TIMEOUT_S = 30.0
 
 
-def chunking_policy(settings: Settings) -> ChunkingPolicy:
-    """The chunking policy the settings ask for."""
-    return ChunkingPolicy(
-        max_chars=settings.chunk_max_chars,
-        overlap_chars=settings.chunk_overlap_chars,
-        min_chars=settings.chunk_min_chars,
-    )
-
-
 def outbox_worker(
     settings: Settings, engines: Engines, *, on_indexed: Callable[[str], None] | None = None
 ) -> OutboxWorker:
@@ -90,7 +81,9 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
         print(f"cannot read {path}: {error}", file=sys.stderr)
         return 1
     async with open_engines(settings) as engines:
-        pipeline = IngestionPipeline(store=engines.store, embedder=engines.embedder, policy=chunking_policy(settings))
+        pipeline = IngestionPipeline(
+            store=engines.store, embedder=engines.embedder, policy=ChunkingPolicy.from_settings(settings)
+        )
         counts = {"created": 0, "updated": 0, "unchanged": 0}
         chunks = 0
         remaining = iter(documents)

@@ -137,15 +137,6 @@ def run_specs(strategies: Sequence[str], fusions: Sequence[str], settings: Setti
     return list(specs.values())
 
 
-def chunking_policy(settings: Settings) -> ChunkingPolicy:
-    """The chunking policy the settings configure (the same one `poimen ingest` uses)."""
-    return ChunkingPolicy(
-        max_chars=settings.chunk_max_chars,
-        overlap_chars=settings.chunk_overlap_chars,
-        min_chars=settings.chunk_min_chars,
-    )
-
-
 def ingest_signature(
     dataset: EvalDataset, settings: Settings, embedder: Embedder, shape: TurnShape | None = None
 ) -> dict[str, object]:
@@ -191,7 +182,9 @@ async def ensure_ingested(
             elapsed_s=time.perf_counter() - started,
             clocks=clocks,
         )
-    pipeline = IngestionPipeline(store=engines.store, embedder=engines.embedder, policy=chunking_policy(settings))
+    pipeline = IngestionPipeline(
+        store=engines.store, embedder=engines.embedder, policy=ChunkingPolicy.from_settings(settings)
+    )
     documents = list(read_corpus(dataset, shape))
     counts: dict[str, int] = defaultdict(int)
     chunks = 0

@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from app.domain.models import ChunkDraft
+
+if TYPE_CHECKING:
+    from app.config import Settings
 
 CHUNKER_VERSION: Final = 1
 """Bumped whenever the same input would chunk differently, so stored documents are re-chunked."""
@@ -51,6 +54,15 @@ class ChunkingPolicy:
 
     def __post_init__(self) -> None:
         _check_policy(max_chars=self.max_chars, overlap_chars=self.overlap_chars, min_chars=self.min_chars)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ChunkingPolicy:
+        """The policy `CHUNK_MAX_CHARS`, `CHUNK_OVERLAP_CHARS` and `CHUNK_MIN_CHARS` configure."""
+        return cls(
+            max_chars=settings.chunk_max_chars,
+            overlap_chars=settings.chunk_overlap_chars,
+            min_chars=settings.chunk_min_chars,
+        )
 
 
 _ATX_HEADING: Final = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
