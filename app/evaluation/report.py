@@ -61,24 +61,10 @@ def results_document(
         "runs": runs,
         "configuration": dict(configuration),
     }
-    by_category = {
-        result.spec.name: {
-            category: {name: round(value, METRIC_DECIMALS) for name, value in means.items()}
-            for category, means in result.by_category.items()
-        }
-        for result in results
-        if result.by_category
-    }
+    by_category = _rounded_breakdowns({result.spec.name: result.by_category for result in results})
     if by_category:
         document["by_category"] = by_category
-    by_group = {
-        result.spec.name: {
-            group: {name: round(value, METRIC_DECIMALS) for name, value in means.items()}
-            for group, means in result.by_group.items()
-        }
-        for result in results
-        if result.by_group
-    }
+    by_group = _rounded_breakdowns({result.spec.name: result.by_group for result in results})
     if by_group:
         document["by_conversation"] = by_group
         counts: dict[str, int] = {}
@@ -165,3 +151,16 @@ _COLOURS: Final = {"rrf": "#4C72B0", "weighted": "#DD8452", "zscore": "#55A868"}
 
 def _colour(label: str) -> str:
     return _COLOURS.get(label, "#8C8C8C")
+
+
+def _rounded_breakdowns(
+    breakdowns: Mapping[str, Mapping[str, Mapping[str, float]]],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Run name -> breakdown key (category, conversation) -> metric, rounded; runs without one are left out."""
+    return {
+        run: {
+            key: {name: round(value, METRIC_DECIMALS) for name, value in means.items()} for key, means in by_key.items()
+        }
+        for run, by_key in breakdowns.items()
+        if by_key
+    }
