@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import ScoredHit
-from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, neighbour_contexts
+from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, lexical_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -43,18 +43,14 @@ _WORD = re.compile(r"[^\W_]+")
 _VOWELS = frozenset("aeiouy")
 _UNDOUBLED_ENDINGS = frozenset("lsz")
 
-CONTENT = "content"
-SECTION_TITLE = "section_title"
-BREADCRUMB = "breadcrumb"
+CONTENT = "content"  # the chunk's breadcrumb and text (app.engines.lexical_context)
 SOURCE = "source"
 TAGS = "tags"  # searched as words, like tantivy's `tags_text`
-CONTEXT = "context"  # the chunk's context and its neighbours' edges (app.engines.lexical_context)
-OWN_FIELDS = (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS)
+CONTEXT = "context"  # the chunk's own context (app.engines.lexical_context)
+OWN_FIELDS = (CONTENT, SOURCE, TAGS)
 """The chunk's own fields: an excluded term is looked for here only, not in the context."""
 DEFAULT_BOOSTS: dict[str, float] = {  # as tantivy_index
     CONTENT: 2.0,
-    SECTION_TITLE: 1.0,
-    BREADCRUMB: 1.0,
     SOURCE: 1.0,
     TAGS: 1.0,
     CONTEXT: DEFAULT_CONTEXT_BOOST,
@@ -116,25 +112,24 @@ def _within_one_edit(left: str, right: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _IndexedChunk:
-    """A chunk with each searched field analyzed once, at write time (breadcrumb: one list per crumb)."""
+    """A chunk with each searched field analyzed once, at write time (tags: one list per tag)."""
 
     chunk: Chunk
     fields: dict[str, tuple[tuple[tuple[int, str], ...], ...]]
 
     @classmethod
-    def of(cls, chunk: Chunk, context: str = "") -> _IndexedChunk:
+    def of(cls, chunk: Chunk) -> _IndexedChunk:
         def values(texts: Iterable[str]) -> tuple[tuple[tuple[int, str], ...], ...]:
             return tuple(tuple(analyze(text)) for text in texts)
 
+        text = lexical_text(chunk)
         return cls(
             chunk=chunk,
             fields={
-                CONTENT: values([chunk.text]),
-                SECTION_TITLE: values([chunk.section_title]),
-                BREADCRUMB: values(chunk.breadcrumb),
+                CONTENT: values([text.content]),
                 SOURCE: values([chunk.source]),
                 TAGS: values(chunk.tags),
-                CONTEXT: values([context]),
+                CONTEXT: values([text.context]),
             },
         )
 
@@ -200,10 +195,7 @@ class InMemoryLexicalIndex:
         for document in documents:
             key = (document.project_id, document.document_id)
             if document.chunks:
-                contexts = neighbour_contexts(document.chunks)
-                self._documents[key] = tuple(
-                    _IndexedChunk.of(chunk, contexts[chunk.chunk_id]) for chunk in document.chunks
-                )
+                self._documents[key] = tuple(_IndexedChunk.of(chunk) for chunk in document.chunks)
             else:
                 self._documents.pop(key, None)
 

@@ -18,9 +18,14 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   content's weight, like breadcrumb and source), so `#networking` finds chunks tagged `networking`
   whose text never says it. Filters keep the exact keyword `tags`. (Schema version 2; version 1 indices
   are reindexed and the alias swapped by `ensure_index` at start.)
-- `context` (schema version 3) holds the chunk's context and the edges of its neighbours in the
-  document (`app.engines.lexical_context`), `english` text, searched by the `multi_match` at a low
-  boost (`CONTEXT_BOOST`) and never returned; excluded terms are not looked for there.
+- `context` (schema version 3) holds the chunk's own context (`app.engines.lexical_context`; up to
+  version 3 also its neighbours' edges), `english` text, searched by the `multi_match` at a low boost
+  (`CONTEXT_BOOST`) and never returned; excluded terms are not looked for there.
+- `titled_content` (schema version 4) is the chunk's breadcrumb and text in one `english` field
+  (`titled_text`, what tantivy's content field holds and the vector leg embeds). The query searches it
+  in place of `content`, `section_title` and `breadcrumb`: as one field a title word counts like a body
+  word, where the reference's separate title fields outranked the text (docs/evaluation.md). `content`,
+  `breadcrumb` and `section_title` stay mapped: they rebuild the `Chunk` a hit returns.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from opensearchpy.helpers import async_bulk
 from app.config import ConfigurationError
 from app.domain.errors import EngineError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, ScoredHit
-from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, neighbour_contexts
+from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, lexical_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -48,23 +53,20 @@ if TYPE_CHECKING:
     from app.domain.models import DocumentChunks, Filters, LexicalQuery
 
 ENGINE_NAME: Final = "opensearch"
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps."""
 
 CONTENT_BOOST: Final = 2.0
 CONTEXT_BOOST: Final = DEFAULT_CONTEXT_BOOST
 SEARCH_FIELDS: Final = (
-    "content^2",
-    "section_title^1.5",
-    "breadcrumb",
+    f"titled_content^{CONTENT_BOOST:g}",
     "source",
     "tags.text",
     f"context^{CONTEXT_BOOST:g}",
 )
-"""Boosts from the reference query: content counts twice, titles one and a half times; tags as words once;
-the context (neighbours' words) at the low boost tantivy uses."""
+"""As tantivy: the titled content counts twice, source and tags as words once, the context at a low boost."""
 
-_UNBOOSTED_FIELDS: Final = ("content", "section_title", "breadcrumb", "source", "tags.text")
+_UNBOOSTED_FIELDS: Final = ("titled_content", "source", "tags.text")
 SOURCE_FIELDS: Final = (
     "chunk_id",
     "document_id",
@@ -178,6 +180,7 @@ def index_body(*, shards: int = 2, replicas: int = 1) -> dict[str, Any]:
                         "ngram": {"type": "text", "analyzer": "ngram_analyzer"},
                     },
                 },
+                "titled_content": {"type": "text", "analyzer": "english"},
                 "section_title": {"type": "text", "analyzer": "english"},
                 "breadcrumb": english_text_with_raw,
                 "source": english_text_with_raw,
@@ -301,7 +304,7 @@ def build_filter_clauses(filters: Filters) -> list[dict[str, Any]]:
 def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> dict[str, Any]:
     """The `_search` body: BM25 `multi_match` (best_fields), phrases, filters and exclusions.
 
-    Free text is an OR over its words; every phrase must occur in the content (`match_phrase`,
+    Free text is an OR over its words; every phrase must occur in the titled content (`match_phrase`,
     boosted like content); a chunk with an excluded term in any searched field is dropped
     (`must_not`). `multi_match` never parses query syntax, so `:`, `(`, `*` and quotes are plain
     text. Ties on score break on `chunk_id`, ascending.
@@ -319,7 +322,7 @@ def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> d
             text_match |= {"fuzziness": "AUTO", "max_expansions": FUZZY_MAX_EXPANSIONS}
         must.append({"multi_match": text_match})
     must.extend(
-        {"match_phrase": {"content": {"query": phrase, "boost": CONTENT_BOOST}}}
+        {"match_phrase": {"titled_content": {"query": phrase, "boost": CONTENT_BOOST}}}
         for phrase in dict.fromkeys(query.phrases)
         if phrase.strip()
     )
@@ -339,13 +342,15 @@ def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> d
     }
 
 
-def chunk_document(chunk: Chunk, *, indexed_at: datetime, context: str = "") -> dict[str, Any]:
-    """The `_source` stored for a chunk; `context` is its lexical context (`neighbour_contexts`)."""
+def chunk_document(chunk: Chunk, *, indexed_at: datetime) -> dict[str, Any]:
+    """The `_source` stored for a chunk, with its `lexical_text` as `titled_content` and `context`."""
+    text = lexical_text(chunk)
     return {
         "chunk_id": chunk.chunk_id,
         "document_id": chunk.document_id,
         "project_id": chunk.project_id,
         "content": chunk.text,
+        "titled_content": text.content,
         "source": chunk.source,
         "level": chunk.level,
         "breadcrumb": list(chunk.breadcrumb),
@@ -354,7 +359,7 @@ def chunk_document(chunk: Chunk, *, indexed_at: datetime, context: str = "") -> 
         "tags": list(chunk.tags),
         "event_time": None if chunk.event_time is None else chunk.event_time.isoformat(),
         "chunk_hash": chunk.chunk_hash,
-        "context": context,
+        "context": text.context,
         "indexed_at": indexed_at.isoformat(),
     }
 
@@ -371,13 +376,12 @@ def build_bulk_actions(
     """`async_bulk` index actions for every chunk of every document, in order; deletes are separate."""
     actions: list[dict[str, Any]] = []
     for document in documents:
-        contexts = neighbour_contexts(document.chunks)
         actions.extend(
             {
                 "_op_type": "index",
                 "_index": index,
                 "_id": document_key(chunk.project_id, chunk.chunk_id),
-                "_source": chunk_document(chunk, indexed_at=indexed_at, context=contexts[chunk.chunk_id]),
+                "_source": chunk_document(chunk, indexed_at=indexed_at),
             }
             for chunk in document.chunks
         )

@@ -8,13 +8,15 @@ User text never reaches tantivy's query parser: this module analyzes it into pla
 the query tree itself, so `foo:(bar*` or an unbalanced quote is just the words `foo` and `bar`.
 Filters are zero-scoring clauses, so a filtered hit keeps the BM25 score it has unfiltered.
 
-Chunk tags are searched as words too (`tags_text`), so a `#networking` query finds chunks tagged
-`networking` whose text never says it. A low-boost `context` field holds the chunk's context and the
-edges of its neighbours in the document (`app.engines.lexical_context`). A folder written by an
-older schema of this module (one without `tags_text` or `context`: the field set only grows) is
-emptied and recreated at open, with a warning: PostgreSQL is the source of truth, and
-`poimen reindex --project <id>` (or `POST /v1/projects/<id>/reindex`) refills it. A folder holding
-some other tantivy index is never touched.
+The content field holds the chunk's breadcrumb and text in one field, and a low-boost `context`
+field its own context (`app.engines.lexical_context`). Chunk tags are searched as words too
+(`tags_text`), so a `#networking` query finds chunks tagged `networking` whose text never says it.
+
+The folder records the version of what this module files in it (`SCHEMA_VERSION_FILE`). A folder
+written by an older version (a lower number, or none: versions before the file existed) is emptied
+and recreated at open, with a warning: PostgreSQL is the source of truth, and the service re-queues
+every project (or `poimen reindex --project <id>` refills one). A folder from a newer version is
+refused rather than downgraded, and a folder holding some other tantivy index is never touched.
 
 One process owns the writer (tantivy's lockfile refuses a second one, in any process); it is opened
 on the first write and kept. A refused or failed write raises `EngineUnavailableError` and the next
@@ -35,7 +37,7 @@ import tantivy
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import Chunk, ScoredHit
-from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, DEFAULT_CONTEXT_MAX_CHARS, neighbour_contexts
+from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, DEFAULT_CONTEXT_MAX_CHARS, lexical_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -52,13 +54,15 @@ MAX_TOKEN_CHARS = 40  # longer "words" are hashes, base64 or URLs: noise for BM2
 FUZZY_MIN_TERM_CHARS = 3  # OpenSearch AUTO fuzziness allows no edit below 3 characters
 DEFAULT_WRITER_HEAP_BYTES = 50_000_000  # tantivy needs >= 15 MB per indexing thread
 
+SCHEMA_VERSION = 2
+"""What this module files in its folder. 1: title fields apart and neighbour context (no version file)."""
+SCHEMA_VERSION_FILE = "poimen-schema-version"
+
 # Fields searched by the free text; each is analyzed with the English analyzer.
-CONTENT = "content"
-SECTION_TITLE = "section_title"
-BREADCRUMB = "breadcrumb"
+CONTENT = "content"  # the chunk's breadcrumb and text (app.engines.lexical_context)
 SOURCE = "source"
 TAGS_TEXT = "tags_text"  # the tags as words; `TAGS` below keeps the exact values for filters
-CONTEXT = "context"  # the chunk's context and its neighbours' edges (app.engines.lexical_context), low boost
+CONTEXT = "context"  # the chunk's own context (app.engines.lexical_context), low boost
 # Keyword fields (raw tokenizer, exact values) used by filters and deletes.
 SOURCE_KEYWORD = "source_keyword"
 PROJECT_ID = "project_id"
@@ -74,7 +78,7 @@ EVENT_TIME_US = "event_time_us"
 PAYLOAD = "payload"
 SCHEMA_FIELD_NAMES = frozenset(
     {
-        *(CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS_TEXT, CONTEXT),
+        *(CONTENT, SOURCE, TAGS_TEXT, CONTEXT),
         *(SOURCE_KEYWORD, PROJECT_ID, DOCUMENT_ID, DOCUMENT_KEY, CHUNK_ID, LEVEL, TAGS),
         *(EVENT_TIME_US, PAYLOAD),
     }
@@ -86,18 +90,17 @@ SCHEMA_FIELD_NAMES = frozenset(
 class FieldBoosts:
     """Per-field weights of the free-text terms (the reference `multi_match` has content^2, title^1.5).
 
-    Tags weigh 1.0 like the other metadata fields, half the content: a tag names what a whole
-    document is about, so a tag match should find the chunk without outranking one that discusses it.
-    The title weight is 1.0, not 1.5: on BEIR SciFact (titles as section titles) nDCG@10 was 0.6953
-    vs 0.6883 on train and 0.6962 vs 0.6764 on test; equal weights (1/1) gave 0.6753 on train.
-    `fuzzy` is the constant score of a term matched only within one edit (an exact match scores BM25).
-    `context` weighs the chunk's context field (its own context plus its neighbours' edges): low, so
-    a term found only there ranks the chunk below one that says it itself (tuned in docs/evaluation.md).
+    The title and section path are not fields of their own: they lead the content field
+    (`titled_text`). Scored apart at content's weight they outranked the text, and in one field they
+    did better on both data sets (SciFact train lexical nDCG@10 0.673 -> 0.704, LoCoMo tuning
+    Recall@10 0.687 -> 0.706; docs/evaluation.md). Tags weigh 1.0 like the source, half the content:
+    a tag names what a whole document is about, so a tag match should find the chunk without
+    outranking one that discusses it. `fuzzy` is the constant score of a term matched only within one
+    edit (an exact match scores BM25). `context` weighs the chunk's own context: low, so a term found
+    only there ranks the chunk below one that says it itself (tuned in docs/evaluation.md).
     """
 
     content: float = 2.0
-    section_title: float = 1.0
-    breadcrumb: float = 1.0
     source: float = 1.0
     tags: float = 1.0
     context: float = DEFAULT_CONTEXT_BOOST
@@ -107,8 +110,6 @@ class FieldBoosts:
         """The free-text fields of the chunk itself with their boosts (what an excluded term checks)."""
         return (
             (CONTENT, self.content),
-            (SECTION_TITLE, self.section_title),
-            (BREADCRUMB, self.breadcrumb),
             (SOURCE, self.source),
             (TAGS_TEXT, self.tags),
         )
@@ -134,7 +135,7 @@ def build_english_analyzer() -> tantivy.TextAnalyzer:
 def build_schema() -> tantivy.Schema:
     """The index schema. A folder built with another version is recreated empty at open (see the module doc)."""
     builder = tantivy.SchemaBuilder()
-    for field in (CONTENT, SECTION_TITLE, BREADCRUMB, SOURCE, TAGS_TEXT, CONTEXT):
+    for field in (CONTENT, SOURCE, TAGS_TEXT, CONTEXT):
         builder.add_text_field(field, stored=False, tokenizer_name=ANALYZER_NAME, index_option="position")
     for field in (SOURCE_KEYWORD, PROJECT_ID, DOCUMENT_ID, DOCUMENT_KEY, CHUNK_ID, LEVEL, TAGS):
         builder.add_text_field(field, stored=False, tokenizer_name="raw", index_option="basic")
@@ -235,16 +236,12 @@ class TantivyLexicalIndex:
         self._recreated = False
         try:
             path.mkdir(parents=True, exist_ok=True)
-            if _holds_older_poimen_schema(path):
-                _empty_folder(path)
-                self._recreated = True
-                logger.warning(
-                    "the lexical index in %s had an older schema and was recreated empty; refill it from "
-                    "PostgreSQL with `poimen reindex --project <id>` for each project",
-                    path,
-                )
+            version = _stored_schema_version(path)
+            self._recreated = _empty_if_older(path, version)
             self._index: tantivy.Index | None = tantivy.Index(self._schema, path=str(path), reuse=True)
             self._index.register_tokenizer(ANALYZER_NAME, self._analyzer)
+            if version != SCHEMA_VERSION:
+                (path / SCHEMA_VERSION_FILE).write_text(f"{SCHEMA_VERSION}\n", encoding="ascii")
         except (OSError, ValueError, RuntimeError) as error:
             _raise_unavailable(f"cannot open the lexical index in {path}", error)
 
@@ -299,9 +296,8 @@ class TantivyLexicalIndex:
         def write(writer: tantivy.IndexWriter) -> None:
             for document in documents:
                 writer.delete_documents_by_term(DOCUMENT_KEY, document_key(document.project_id, document.document_id))
-                contexts = neighbour_contexts(document.chunks, max_chars=self._context_max_chars)
                 for chunk in document.chunks:
-                    writer.add_document(self._to_tantivy_document(chunk, contexts[chunk.chunk_id]))
+                    writer.add_document(self._to_tantivy_document(chunk))
 
         await self._write(write, "replacing documents in the lexical index failed")
 
@@ -382,13 +378,11 @@ class TantivyLexicalIndex:
         except (ValueError, RuntimeError, OSError):
             self._writer = None
 
-    def _to_tantivy_document(self, chunk: Chunk, context: str) -> tantivy.Document:
+    def _to_tantivy_document(self, chunk: Chunk) -> tantivy.Document:
+        text = lexical_text(chunk, context_max_chars=self._context_max_chars)
         document = tantivy.Document()
-        document.add_text(CONTENT, chunk.text)
-        document.add_text(CONTEXT, context)
-        document.add_text(SECTION_TITLE, chunk.section_title)
-        for crumb in chunk.breadcrumb:
-            document.add_text(BREADCRUMB, crumb)
+        document.add_text(CONTENT, text.content)
+        document.add_text(CONTEXT, text.context)
         document.add_text(SOURCE, chunk.source)
         for tag in chunk.tags:
             document.add_text(TAGS_TEXT, tag)
@@ -474,7 +468,7 @@ class TantivyLexicalIndex:
     def _excluded_clauses(self, excluded_terms: Sequence[str]) -> list[tantivy.Query]:
         """One clause per excluded term (a multi-word one as a phrase), over the chunk's own fields.
 
-        A term only the context holds (a neighbour's words) does not exclude the chunk.
+        A term only the context holds (e.g. the previous turn's words) does not exclude the chunk.
         """
         clauses = []
         for excluded in excluded_terms:
@@ -517,19 +511,46 @@ class TantivyLexicalIndex:
         return clauses
 
 
-def _holds_older_poimen_schema(path: Path) -> bool:
-    """True when `path` holds an index written by an older version of this module (fewer fields).
+def _stored_schema_version(path: Path) -> int | None:
+    """The `SCHEMA_VERSION` that wrote the index in `path`; None when the folder holds no index of this module.
 
-    "Written by this module" means its schema has the `payload` and `document_key` fields; any other
-    index (or an unreadable `meta.json`) is left alone, and opening it then fails as usual.
+    "Of this module" means its schema has the `payload` and `document_key` fields. An index without a
+    version file predates the file: version 1.
+
+    Raises:
+        ValueError: the version file holds no number.
     """
     try:
         stored = json.loads((path / "meta.json").read_text())
         names = {field["name"] for field in stored["schema"]}
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not {PAYLOAD, DOCUMENT_KEY} <= names:
+        return None
+    try:
+        return int((path / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip())
+    except FileNotFoundError:
+        return 1
+
+
+def _empty_if_older(path: Path, version: int | None) -> bool:
+    """Empty `path` when its index is of an older `SCHEMA_VERSION` (True); refuse a newer one.
+
+    Raises:
+        ValueError: the index was written by a newer version of this module.
+    """
+    if version is not None and version > SCHEMA_VERSION:
+        msg = f"it was written by a newer version (schema {version}, this one reads {SCHEMA_VERSION})"
+        raise ValueError(msg)
+    if version is None or version == SCHEMA_VERSION:
         return False
-    # Versions only ever add fields: a strict subset is older, anything else (newer) is refused.
-    return {PAYLOAD, DOCUMENT_KEY} <= names < SCHEMA_FIELD_NAMES
+    _empty_folder(path)
+    logger.warning(
+        "the lexical index in %s had an older schema and was recreated empty; refill it from "
+        "PostgreSQL with `poimen reindex --project <id>` for each project",
+        path,
+    )
+    return True
 
 
 def _empty_folder(path: Path) -> None:

@@ -49,11 +49,12 @@ SCORING_DEPTH: Final = 100
 
 INGEST_BATCH_DOCUMENTS: Final = 128
 OUTBOX_DRAIN_TIMEOUT_S: Final = 600.0
-INGEST_MARKER_VERSION: Final = 2
+INGEST_MARKER_VERSION: Final = 3
 """Bumped when the way the harness turns a corpus into documents changes, so markers stop matching.
 
 2: chunks store their context and the lexical index has a context field (an older tantivy folder is
-recreated empty at open, so the corpus must be indexed again).
+recreated empty at open, so the corpus must be indexed again). 3: the lexical index files each chunk's
+breadcrumb and text in one field and only its own context (tantivy schema version 2).
 """
 
 ROUTED: Final = "routed"

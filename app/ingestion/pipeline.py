@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Literal
 
 from app.domain.errors import IngestionError, InvalidInputError
-from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument
+from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
 
 if TYPE_CHECKING:
@@ -48,15 +48,14 @@ class IngestOutcome:
 
 
 def embedding_text(chunk: Chunk | ChunkDraft) -> str:
-    """The exact string embedded for a chunk: its breadcrumb joined by " > ", a newline, its text.
+    """The exact string embedded for a chunk: its `titled_text` (breadcrumb, newline, text).
 
     The breadcrumb puts the title and section path into the vector (as BEIR embeds title + text);
     `Chunk.text` itself stays the raw section text. A chunk with a `context` gets a newline and the
     context appended last, so a model that truncates cuts the context, never the chunk's own words.
     `chunk_hash` is the SHA-256 of this string.
     """
-    breadcrumb = " > ".join(chunk.breadcrumb)
-    text = f"{breadcrumb}\n{chunk.text}" if breadcrumb else chunk.text
+    text = titled_text(chunk.breadcrumb, chunk.text)
     context = getattr(chunk, "context", "")
     return f"{text}\n{context}" if context else text
 

@@ -4,25 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import tantivy
-
 from app.api.engines import refill_recreated_lexical_index
 from app.engines.memory import InMemoryDocumentStore
-from app.engines.tantivy_index import CONTEXT, EVENT_TIME_US, PAYLOAD, SCHEMA_FIELD_NAMES, TantivyLexicalIndex
+from app.engines.tantivy_index import TantivyLexicalIndex
 from tests.contract.document_store import entry
+from tests.contract.tantivy_layouts import V1_TEXT_FIELDS, write_poimen_index
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 
 def write_older_schema_index(path: Path) -> None:
-    older = tantivy.SchemaBuilder()
-    for field in sorted(SCHEMA_FIELD_NAMES - {CONTEXT, EVENT_TIME_US, PAYLOAD}):
-        older.add_text_field(field, stored=False)
-    older.add_integer_field(EVENT_TIME_US, stored=False, indexed=True, fast=True)
-    older.add_bytes_field(PAYLOAD, stored=True, indexed=False)
-    path.mkdir()
-    tantivy.Index(older.build(), path=str(path))
+    write_poimen_index(path, V1_TEXT_FIELDS, version=None)
 
 
 async def test_a_recreated_index_queues_every_project_again(tmp_path) -> None:

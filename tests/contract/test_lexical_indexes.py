@@ -18,9 +18,9 @@ from app.domain.models import DocumentChunks, Filters
 from app.engines.memory_lexical import InMemoryLexicalIndex, light_stem
 from app.engines.tantivy_index import (
     CONTEXT,
-    EVENT_TIME_US,
-    PAYLOAD,
     SCHEMA_FIELD_NAMES,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_FILE,
     TAGS_TEXT,
     TantivyLexicalIndex,
     build_schema,
@@ -34,6 +34,7 @@ from tests.contract.lexical_index import (
     search_hits,
     search_ids,
 )
+from tests.contract.tantivy_layouts import TEXT_FIELDS, V1_TEXT_FIELDS, write_poimen_index
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -224,19 +225,26 @@ class TestTantivyOnDisk:
 
         assert {field["name"] for field in stored} == SCHEMA_FIELD_NAMES
 
-    # Each older schema: before tags were searched as words; before the context field.
-    @pytest.mark.parametrize("missing", [frozenset({TAGS_TEXT, CONTEXT}), frozenset({CONTEXT})])
+    # Each older layout: version 1 (no version file) before tags were searched as words, before the
+    # context field, and with the title fields apart; and a version file naming an older version.
+    @pytest.mark.parametrize(
+        ("text_fields", "version"),
+        [
+            (V1_TEXT_FIELDS - {TAGS_TEXT, CONTEXT}, None),
+            (V1_TEXT_FIELDS - {CONTEXT}, None),
+            (V1_TEXT_FIELDS, None),
+            (TEXT_FIELDS, "1"),
+        ],
+    )
     async def test_a_folder_of_an_older_schema_is_recreated_empty(
-        self, data_dir: Path, caplog: pytest.LogCaptureFixture, missing: frozenset[str]
+        self,
+        data_dir: Path,
+        caplog: pytest.LogCaptureFixture,
+        text_fields: frozenset[str],
+        version: str | None,
     ) -> None:
         path = data_dir / "lexical"
-        path.mkdir()
-        older = tantivy.SchemaBuilder()
-        for field in sorted(SCHEMA_FIELD_NAMES - missing - {EVENT_TIME_US, PAYLOAD}):
-            older.add_text_field(field, stored=False)
-        older.add_integer_field(EVENT_TIME_US, stored=False, indexed=True, fast=True)
-        older.add_bytes_field(PAYLOAD, stored=True, indexed=False)
-        tantivy.Index(older.build(), path=str(path))
+        write_poimen_index(path, text_fields, version=version)
 
         index = TantivyLexicalIndex(path)
         try:
@@ -246,6 +254,7 @@ class TestTantivyOnDisk:
             assert "poimen reindex" in caplog.text
         finally:
             await index.close()
+        assert (path / SCHEMA_VERSION_FILE).read_text().strip() == str(SCHEMA_VERSION)
         reopened = TantivyLexicalIndex(path)
         try:
             assert not reopened.recreated
@@ -255,15 +264,9 @@ class TestTantivyOnDisk:
 
     def test_a_folder_of_a_newer_schema_is_unavailable(self, data_dir: Path) -> None:
         path = data_dir / "lexical"
-        path.mkdir()
-        newer = tantivy.SchemaBuilder()
-        for field in [*sorted(SCHEMA_FIELD_NAMES - {EVENT_TIME_US, PAYLOAD}), "added_later"]:
-            newer.add_text_field(field, stored=False)
-        newer.add_integer_field(EVENT_TIME_US, stored=False, indexed=True, fast=True)
-        newer.add_bytes_field(PAYLOAD, stored=True, indexed=False)
-        tantivy.Index(newer.build(), path=str(path))
+        write_poimen_index(path, TEXT_FIELDS | {"added_later"}, version=str(SCHEMA_VERSION + 1))
 
-        with pytest.raises(EngineUnavailableError, match="schema"):
+        with pytest.raises(EngineUnavailableError, match="newer version"):
             TantivyLexicalIndex(path)
         assert (path / "meta.json").exists()  # not wiped
 

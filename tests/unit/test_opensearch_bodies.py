@@ -105,6 +105,7 @@ def test_index_body_is_the_pinned_mapping() -> None:
                         "ngram": {"type": "text", "analyzer": "ngram_analyzer"},
                     },
                 },
+                "titled_content": {"type": "text", "analyzer": "english"},
                 "section_title": {"type": "text", "analyzer": "english"},
                 "breadcrumb": {
                     "type": "text",
@@ -196,12 +197,10 @@ def test_search_body_with_every_structure_element() -> None:
                         "multi_match": {
                             "query": "fix kubernetes port 8080",
                             "fields": [
-                                "content^2",
-                                "section_title^1.5",
-                                "breadcrumb",
+                                "titled_content^2",
                                 "source",
                                 "tags.text",
-                                "context^0.5",
+                                "context^1",
                             ],
                             "type": "best_fields",
                             "operator": "or",
@@ -209,7 +208,7 @@ def test_search_body_with_every_structure_element() -> None:
                             "max_expansions": 50,
                         }
                     },
-                    {"match_phrase": {"content": {"query": "port 8080", "boost": 2.0}}},
+                    {"match_phrase": {"titled_content": {"query": "port 8080", "boost": 2.0}}},
                 ],
                 "filter": [
                     {"term": {"project_id": "poimen"}},
@@ -224,14 +223,14 @@ def test_search_body_with_every_structure_element() -> None:
                     {
                         "multi_match": {
                             "query": "docker",
-                            "fields": ["content", "section_title", "breadcrumb", "source", "tags.text"],
+                            "fields": ["titled_content", "source", "tags.text"],
                             "type": "phrase",
                         }
                     },
                     {
                         "multi_match": {
                             "query": "helm chart",
-                            "fields": ["content", "section_title", "breadcrumb", "source", "tags.text"],
+                            "fields": ["titled_content", "source", "tags.text"],
                             "type": "phrase",
                         }
                     },
@@ -254,12 +253,10 @@ def test_search_body_without_fuzzy_has_no_fuzziness_and_only_the_project_filter(
                     "multi_match": {
                         "query": "kubernetes",
                         "fields": [
-                            "content^2",
-                            "section_title^1.5",
-                            "breadcrumb",
+                            "titled_content^2",
                             "source",
                             "tags.text",
-                            "context^0.5",
+                            "context^1",
                         ],
                         "type": "best_fields",
                         "operator": "or",
@@ -274,7 +271,9 @@ def test_search_body_without_fuzzy_has_no_fuzziness_and_only_the_project_filter(
 def test_search_body_with_only_a_phrase_has_no_free_text_clause() -> None:
     body = build_search_body(LexicalQuery(text="  ", phrases=("exit code 137",)), top_k=5, filters=Filters("p"))
 
-    assert body["query"]["bool"]["must"] == [{"match_phrase": {"content": {"query": "exit code 137", "boost": 2.0}}}]
+    assert body["query"]["bool"]["must"] == [
+        {"match_phrase": {"titled_content": {"query": "exit code 137", "boost": 2.0}}}
+    ]
 
 
 def test_search_body_with_a_half_open_date_range_sends_one_bound() -> None:
@@ -325,6 +324,7 @@ def test_bulk_actions_index_every_chunk_under_a_project_qualified_id() -> None:
                 "document_id": "doc-1",
                 "project_id": "poimen",
                 "content": "Restart the kubernetes pod on port 8080.",
+                "titled_content": "Runbooks > Kubernetes\nRestart the kubernetes pod on port 8080.",
                 "source": "runbooks/k8s.md",
                 "level": "L1",
                 "breadcrumb": ["Runbooks", "Kubernetes"],
@@ -340,17 +340,14 @@ def test_bulk_actions_index_every_chunk_under_a_project_qualified_id() -> None:
     ]
 
 
-def test_bulk_actions_give_each_chunk_its_context_and_its_neighbours_words() -> None:
+def test_bulk_actions_give_each_chunk_its_own_context_only() -> None:
     first = make_chunk("c1", text="Zookeeper keeps a quorum.", position=0, context="Asked: what keeps state?")
     second = make_chunk("c2", text="Restart the leader last.", position=1)
     indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
     actions = build_bulk_actions([DocumentChunks("poimen", "doc-1", (first, second))], index="i", indexed_at=indexed_at)
 
-    assert [action["_source"]["context"] for action in actions] == [
-        "Asked: what keeps state?\nRestart the leader last.",
-        "Zookeeper keeps a quorum.",
-    ]
+    assert [action["_source"]["context"] for action in actions] == ["Asked: what keeps state?", ""]
 
 
 def test_latest_per_document_keeps_the_last_entry_of_each_document() -> None:
@@ -629,8 +626,9 @@ def test_tags_are_searched_as_words_and_filtered_as_exact_keywords() -> None:
 
     body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("networking",)))
 
-    # Version 1 had no `tags.text`, 2 no `context`: ensure_index reindexes an older one and swaps the alias.
-    assert SCHEMA_VERSION == 3
+    # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`: ensure_index reindexes an
+    # older one and swaps the alias.
+    assert SCHEMA_VERSION == 4
     assert tags == {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}}
     assert "tags.text" in body["query"]["bool"]["must"][0]["multi_match"]["fields"]
     assert {"term": {"tags": "networking"}} in body["query"]["bool"]["filter"]
