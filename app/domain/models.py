@@ -159,8 +159,10 @@ class Filters:
     """Restrictions every leg applies identically, so no leg returns what another would exclude.
 
     Tags: a chunk must carry every listed tag. Event time: `event_time_from` inclusive,
-    `event_time_to` exclusive; a chunk without an event time never matches a date range.
-    `chunk_ids` limits a leg to those chunks (the cascading strategy's second stage).
+    `event_time_to` exclusive; a chunk without an event time matches a date range only when
+    `include_undated` (set for a range read from the query's own words: "sepsis mortality from 2009 to
+    2014" narrows dated chunks, it does not hide every undated one). `chunk_ids` limits a leg to those
+    chunks (the cascading strategy's second stage).
     """
 
     project_id: str
@@ -170,6 +172,7 @@ class Filters:
     event_time_from: datetime | None = None
     event_time_to: datetime | None = None
     chunk_ids: tuple[str, ...] | None = None
+    include_undated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

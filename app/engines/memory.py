@@ -47,7 +47,7 @@ def _in_time_range(chunk: Chunk, filters: Filters) -> bool:
     if filters.event_time_from is None and filters.event_time_to is None:
         return True
     if chunk.event_time is None:
-        return False  # a chunk without an event time never matches a date range
+        return filters.include_undated
     return (filters.event_time_from is None or chunk.event_time >= filters.event_time_from) and (
         filters.event_time_to is None or chunk.event_time < filters.event_time_to
     )

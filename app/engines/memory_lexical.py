@@ -275,11 +275,11 @@ def _passes(chunk: Chunk, filters: Filters) -> bool:
 
 
 def _in_time_window(event_time: datetime | None, filters: Filters) -> bool:
-    """`event_time_from` inclusive, `event_time_to` exclusive; an undated chunk fails any window."""
+    """`event_time_from` inclusive, `event_time_to` exclusive; an undated chunk passes only with `include_undated`."""
     if filters.event_time_from is None and filters.event_time_to is None:
         return True
     if event_time is None:
-        return False
+        return filters.include_undated
     moment = _aware(event_time)
     after_start = filters.event_time_from is None or moment >= _aware(filters.event_time_from)
     before_end = filters.event_time_to is None or moment < _aware(filters.event_time_to)

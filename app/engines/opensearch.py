@@ -295,7 +295,11 @@ def build_filter_clauses(filters: Filters) -> list[dict[str, Any]]:
     if filters.event_time_to is not None:
         date_range["lt"] = filters.event_time_to.isoformat()
     if date_range:
-        clauses.append({"range": {"event_time": date_range}})
+        window: dict[str, Any] = {"range": {"event_time": date_range}}
+        if filters.include_undated:
+            undated = {"bool": {"must_not": [{"exists": {"field": "event_time"}}]}}
+            window = {"bool": {"should": [window, undated], "minimum_should_match": 1}}
+        clauses.append(window)
     if filters.chunk_ids is not None:
         clauses.append({"terms": {"chunk_id": sorted(filters.chunk_ids)}})
     return clauses

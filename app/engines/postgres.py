@@ -166,12 +166,16 @@ def _filter_sql(filters: Filters, parameters: dict[str, object]) -> str:
     if filters.source_prefix:
         conditions.append("source LIKE :source_pattern")
         parameters["source_pattern"] = _like_prefix(filters.source_prefix)
+    window = []
     if filters.event_time_from is not None:
-        conditions.append("event_time >= :event_time_from")
+        window.append("event_time >= :event_time_from")
         parameters["event_time_from"] = filters.event_time_from
     if filters.event_time_to is not None:
-        conditions.append("event_time < :event_time_to")
+        window.append("event_time < :event_time_to")
         parameters["event_time_to"] = filters.event_time_to
+    if window:
+        within = " AND ".join(window)
+        conditions.append(f"({within} OR event_time IS NULL)" if filters.include_undated else within)
     if filters.chunk_ids is not None:
         conditions.append("chunk_id = ANY(CAST(:chunk_ids AS text[]))")
         parameters["chunk_ids"] = list(filters.chunk_ids)

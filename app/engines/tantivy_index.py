@@ -492,23 +492,34 @@ class TantivyLexicalIndex:
                 tantivy.Query.regex_query(schema, SOURCE_KEYWORD, _regex_literal(filters.source_prefix) + "(?s:.)*")
             )
         if filters.event_time_from is not None or filters.event_time_to is not None:
-            lower = epoch_microseconds(filters.event_time_from) if filters.event_time_from is not None else None
-            upper = epoch_microseconds(filters.event_time_to) if filters.event_time_to is not None else None
-            clauses.append(
-                tantivy.Query.range_query(
-                    schema,
-                    EVENT_TIME_US,
-                    tantivy.FieldType.Integer,
-                    lower_bound=lower,
-                    upper_bound=upper,
-                    include_lower=True,
-                    # tantivy rejects an exclusive unbounded side; `to` itself is exclusive.
-                    include_upper=upper is None,
-                )
-            )
+            clauses.append(self._time_window_clause(filters))
         if filters.chunk_ids is not None:
             clauses.append(tantivy.Query.term_set_query(schema, CHUNK_ID, list(filters.chunk_ids)))
         return clauses
+
+    def _time_window_clause(self, filters: Filters) -> tantivy.Query:
+        """`[event_time_from, event_time_to)`, or an undated chunk too when `filters.include_undated`."""
+        lower = epoch_microseconds(filters.event_time_from) if filters.event_time_from is not None else None
+        upper = epoch_microseconds(filters.event_time_to) if filters.event_time_to is not None else None
+        window = tantivy.Query.range_query(
+            self._schema,
+            EVENT_TIME_US,
+            tantivy.FieldType.Integer,
+            lower_bound=lower,
+            upper_bound=upper,
+            include_lower=True,
+            # tantivy rejects an exclusive unbounded side; `to` itself is exclusive.
+            include_upper=upper is None,
+        )
+        if not filters.include_undated:
+            return window
+        undated = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tantivy.Query.all_query()),
+                (tantivy.Occur.MustNot, tantivy.Query.exists_query(EVENT_TIME_US)),
+            ]
+        )
+        return tantivy.Query.boolean_query([(tantivy.Occur.Should, window), (tantivy.Occur.Should, undated)])
 
 
 def _stored_schema_version(path: Path) -> int | None:

@@ -265,6 +265,7 @@ def _weights(options: SearchOptions, defaults: PlanDefaults, method: FusionMetho
 def _filters(analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefaults) -> Filters:
     tags = options.tags
     event_time_from, event_time_to = _as_utc(options.date_from), _as_utc(options.date_to)
+    asked_for_dates = event_time_from is not None or event_time_to is not None
     if defaults.entity_filters_enabled:
         tags = tuple(dict.fromkeys([*options.tags, *analysis.entities.tags]))
         query_from, query_to = analysis.event_time_from, analysis.event_time_to
@@ -272,6 +273,9 @@ def _filters(analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefa
         end = _earliest(event_time_to, query_to)
         if start is None or end is None or start < end:
             event_time_from, event_time_to = start, end
+    # A range read only from the query's words narrows dated chunks but keeps undated ones: "mortality from
+    # 2009 to 2014" should not empty a corpus without event times. A range the caller asked for is strict.
+    include_undated = not asked_for_dates and (event_time_from is not None or event_time_to is not None)
     return Filters(
         project_id=options.project,
         levels=options.levels,
@@ -279,6 +283,7 @@ def _filters(analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefa
         source_prefix=options.source_prefix,
         event_time_from=event_time_from,
         event_time_to=event_time_to,
+        include_undated=include_undated,
     )
 
 

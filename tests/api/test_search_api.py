@@ -335,6 +335,8 @@ async def test_projects_never_mix(client, project: str) -> None:
 
 
 async def test_query_dates_filter_both_legs(client, project: str) -> None:
+    # The year in the words drops the 2024 runbook on both legs; undated documents stay (the range is
+    # read from the query, not asked for), while an explicit date_from is strict (test above).
     for strategy in ("semantic", "lexical"):
         response = await client.get(
             "/memory/query",
@@ -342,4 +344,6 @@ async def test_query_dates_filter_both_legs(client, project: str) -> None:
         )
 
         assert response.status_code == 200, response.text
-        assert {hit["document_id"] for hit in response.json()["results"]} == {"net-2023"}, strategy
+        assert {hit["document_id"] for hit in response.json()["results"]} == {"net-2023", "db-timeouts", "notes"}, (
+            strategy
+        )

@@ -483,6 +483,22 @@ class LexicalIndexContract:
         assert set(await search_ids(index, "report", filters=window(None, start))) == {"c-before"}
         assert set(await search_ids(index, "report")) == {"c-start", "c-mid", "c-end", "c-before", "c-undated"}
 
+    async def test_a_range_with_include_undated_keeps_undated_chunks_only(self, index: LexicalIndex) -> None:
+        start = datetime(2025, 1, 1, tzinfo=UTC)
+        await index_chunks(
+            index,
+            make_chunk("c-inside", "quarterly report", event_time=start),
+            make_chunk("c-before", "quarterly report", event_time=start - timedelta(days=1)),
+            make_chunk("c-undated", "quarterly report"),
+        )
+        window = Filters(
+            project_id=PROJECT, event_time_from=start, event_time_to=start + timedelta(days=365), include_undated=True
+        )
+        since = Filters(project_id=PROJECT, event_time_from=start, include_undated=True)
+
+        assert set(await search_ids(index, "report", filters=window)) == {"c-inside", "c-undated"}
+        assert set(await search_ids(index, "report", filters=since)) == {"c-inside", "c-undated"}
+
     async def test_event_time_filter_compares_instants_across_offsets(self, index: LexicalIndex) -> None:
         moment = datetime(2025, 3, 1, 12, 0, 0, 500_000, tzinfo=UTC)
         plus_two = timezone(timedelta(hours=2))

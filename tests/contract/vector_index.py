@@ -172,6 +172,21 @@ class VectorIndexContract:
         assert ids(hits) == ["at_start#0", "inside#0"]
         assert ids(since_feb) == ["inside#0", "at_end#0"]
 
+    async def test_a_range_with_include_undated_keeps_undated_chunks_only(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "inside", 0, event_time=FEB), embedding(1.0)),
+                (chunk(project, "before", 0, event_time=JAN), embedding(1.0, 0.1)),
+                (chunk(project, "undated", 0), embedding(1.0, 0.2)),
+            ],
+        )
+        window = Filters(project_id=project, event_time_from=FEB, event_time_to=MAR, include_undated=True)
+
+        hits = await index.search(embedding(1.0), top_k=10, filters=window)
+
+        assert ids(hits) == ["inside#0", "undated#0"]
+
     async def test_chunk_ids_restrict_and_rank_exactly(self, store, index, project) -> None:
         await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(6)])
 

@@ -284,6 +284,22 @@ def test_search_body_with_a_half_open_date_range_sends_one_bound() -> None:
     assert body["query"]["bool"]["filter"][1] == {"range": {"event_time": {"lt": "2024-06-01T12:30:00+00:00"}}}
 
 
+def test_search_body_with_include_undated_also_admits_chunks_without_an_event_time() -> None:
+    filters = Filters("p", event_time_from=datetime(2024, 1, 1, tzinfo=UTC), include_undated=True)
+
+    body = build_search_body(LexicalQuery("x"), top_k=5, filters=filters)
+
+    assert body["query"]["bool"]["filter"][1] == {
+        "bool": {
+            "should": [
+                {"range": {"event_time": {"gte": "2024-01-01T00:00:00+00:00"}}},
+                {"bool": {"must_not": [{"exists": {"field": "event_time"}}]}},
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
 def test_search_body_keeps_query_syntax_as_plain_text() -> None:
     text = 'title:(foo* "bar~ AND'
 

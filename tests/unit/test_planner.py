@@ -121,6 +121,8 @@ def test_query_year_becomes_an_event_time_range() -> None:
 
     assert plan.filters.event_time_from == datetime(2024, 1, 1, tzinfo=UTC)
     assert plan.filters.event_time_to == datetime(2025, 1, 1, tzinfo=UTC)
+    # Read from the words only: undated chunks stay (a claim "in 2001" must not empty an undated corpus).
+    assert plan.filters.include_undated
 
 
 def test_query_dates_intersect_the_request_range() -> None:
@@ -130,6 +132,7 @@ def test_query_dates_intersect_the_request_range() -> None:
 
     assert plan.filters.event_time_from == datetime(2024, 6, 1, tzinfo=UTC)
     assert plan.filters.event_time_to == datetime(2025, 1, 1, tzinfo=UTC)
+    assert not plan.filters.include_undated  # the caller asked for dates: strict
 
 
 def test_request_range_wins_when_query_dates_do_not_overlap() -> None:
@@ -145,6 +148,11 @@ def test_naive_request_dates_are_utc() -> None:
     plan = plan_for("kubernetes pods memory", date_from=datetime(2024, 1, 1))  # noqa: DTZ001 - the point of the test
 
     assert plan.filters.event_time_from == datetime(2024, 1, 1, tzinfo=UTC)
+    assert not plan.filters.include_undated
+
+
+def test_no_date_range_no_undated_flag() -> None:
+    assert not plan_for("kubernetes pods memory").filters.include_undated
 
 
 def test_entity_filters_can_be_turned_off() -> None:
