@@ -113,12 +113,18 @@ def zscore_fusion(
             continue
         weight = _weight(weights, leg, default=DEFAULT_SCORE_WEIGHTS.get(leg, 1.0))
         scores = [hit.score for _, hit in positions]
-        mean, deviation = statistics.fmean(scores), statistics.pstdev(scores)
+        mean, deviation = _mean_and_deviation(scores)
         standardised = {hit.chunk_id: (hit.score - mean) / deviation if deviation > 0 else 0.0 for _, hit in positions}
         floor = min(standardised.values())
         for chunk_id, entry in entries.items():
             entry.contributions[leg] = weight * standardised.get(chunk_id, floor)
     return _ordered(entries, limit)
+
+
+def _mean_and_deviation(scores: Sequence[float]) -> tuple[float, float]:
+    """Mean and population standard deviation in floats (`statistics.pstdev` is exact, and 10x slower)."""
+    mean = math.fsum(scores) / len(scores)
+    return mean, math.sqrt(math.fsum((score - mean) ** 2 for score in scores) / len(scores))
 
 
 def rank_single_leg(hits: Sequence[ScoredHit], *, leg: str, limit: int | None = None) -> list[FusedHit]:
