@@ -36,7 +36,7 @@ from app.domain.models import (
     SearchStrategy,
 )
 from app.engines.tantivy_index import FieldBoosts, TantivyLexicalIndex
-from app.evaluation.datasets import load_dataset, project_id_for
+from app.evaluation.datasets import EvalDataset, load_dataset, project_id_for
 from app.evaluation.metrics import mean_scores, per_query_scores
 from app.evaluation.runner import document_ranking, ensure_ingested, metric_names
 from app.query.optimizer import QueryOptimizer
@@ -52,7 +52,7 @@ BoostLegs = dict[float, LegHits]
 
 async def collect_legs(arguments: argparse.Namespace) -> tuple[BoostLegs, dict[str, str | None]]:
     """Run both legs per query; the lexical leg once per context boost (a query-time weight, same index)."""
-    dataset = _dataset(arguments)
+    dataset = selected_dataset(arguments)
     settings = load_settings().model_copy(update={"poimen_data_dir": arguments.data_dir})
     boosts = [float(value) for value in arguments.context_boosts.split(",")]
     legs: BoostLegs = {boost: {} for boost in boosts}
@@ -95,7 +95,7 @@ async def _hits(searcher: HybridSearcher, plan: SearchPlan) -> list[ScoredHit]:
     return [ScoredHit(chunk=hit.chunk, score=hit.score) for hit in result.hits]
 
 
-def _dataset(arguments: argparse.Namespace):  # noqa: ANN202
+def selected_dataset(arguments: argparse.Namespace) -> EvalDataset:
     dataset = load_dataset(arguments.dataset, split=arguments.split)
     if arguments.groups:
         wanted = set(arguments.groups.split(","))
@@ -153,7 +153,7 @@ def main() -> None:
     else:
         legs, categories = asyncio.run(collect_legs(arguments))
         arguments.cache.write_bytes(pickle.dumps((legs, categories)))
-    dataset = _dataset(arguments)
+    dataset = selected_dataset(arguments)
     names = metric_names(dataset)
     primary = "Recall@10" if dataset.conversational else "nDCG@10"
     rows = []
