@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from tune_fusion import collect_legs, selected_dataset
+from tune_fusion import add_dataset_arguments, collect_legs, selected_dataset
 
 from app.api.eval_command import open_evaluation_engines
 from app.config import load_settings
@@ -129,10 +129,7 @@ def chunk_vectors(model: SecondModel, chunks: StoredChunks, cache: Path) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--groups", default="", help="comma-separated conversations (LoCoMo)")
-    parser.add_argument("--data-dir", type=Path, required=True, help="an ingested evaluation data dir")
+    add_dataset_arguments(parser, split="test")
     parser.add_argument("--legs", type=Path, required=True, help="pickle of the service's legs (built when missing)")
     parser.add_argument("--model", choices=("e5", "mpnet"), default="e5", help="the second model")
     parser.add_argument("--vectors", type=Path, required=True, help=".npz of its chunk vectors by chunk hash")

@@ -128,6 +128,14 @@ def settings_grid() -> list[tuple[str, FusionSettings]]:
     return grid
 
 
+def add_dataset_arguments(parser: argparse.ArgumentParser, *, split: str) -> None:
+    """The data-set selection the evaluation scripts share: --dataset, --split, --groups, --data-dir."""
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--split", default=split)
+    parser.add_argument("--groups", default="", help="comma-separated conversations to use (LoCoMo)")
+    parser.add_argument("--data-dir", type=Path, required=True, help="an ingested evaluation data dir")
+
+
 def _coarse(label: str) -> bool:
     """The settings a context-boost sweep keeps: every weighted/z-score weight, RRF at k 1, 5 and 60."""
     return not label.startswith("rrf") or label.split()[1] in {"k=1", "k=5", "k=60"}
@@ -135,10 +143,7 @@ def _coarse(label: str) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--split", default="train")
-    parser.add_argument("--groups", default="", help="comma-separated conversations to tune on (LoCoMo)")
-    parser.add_argument("--data-dir", type=Path, required=True, help="the evaluation data dir (POIMEN_DATA_DIR/eval)")
+    add_dataset_arguments(parser, split="train")
     parser.add_argument("--cache", type=Path, required=True, help="pickle of per-leg hits (built when missing)")
     parser.add_argument("--retrieve-k", type=int, default=100, help="hits fetched per leg and cached")
     parser.add_argument("--depths", default="50,100", help="retrieve_k values swept (each <= --retrieve-k)")
