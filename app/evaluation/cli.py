@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from app.evaluation.datasets import TURN_TITLES, TurnShape, find_datasets, load_dataset
-from app.evaluation.report import primary_metric, results_document, write_report
+from app.evaluation.report import primary_metric, results_document, write_report, write_run_files
 from app.evaluation.runner import (
     FUSION_NAMES,
     STRATEGY_NAMES,
@@ -168,7 +168,7 @@ async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_en
             )
             if arguments.output is not None:
                 output = arguments.output if len(datasets) == 1 else arguments.output / dataset.name
-                for path in write_report(document, output):
+                for path in [*write_report(document, output), *write_run_files(results, output)]:
                     _say(f"  wrote {path}")
     return 0
 

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 RESULTS_FILE: Final = "results.json"
 TABLE_FILE: Final = "results.md"
 PLOT_FILE: Final = "results.png"
+RUNS_SUBDIR: Final = "runs"
+TREC_RUN_SUFFIX: Final = ".trec"
 METRIC_DECIMALS: Final = 4
 LATENCY_DECIMALS: Final = 3
 _STRATEGY_ORDER: Final = ("semantic", "lexical", "cascading", "hybrid", "routed")
@@ -144,6 +146,35 @@ def write_report(document: Mapping[str, object], output: Path) -> list[Path]:
     table_path.write_text(markdown_table(document), encoding="utf-8")
     plot_runs(document, plot_path)
     return [results_path, table_path, plot_path]
+
+
+def trec_run_lines(run_name: str, rankings: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """A run in TREC format, `qid Q0 docid rank score run`, queries in id order, ranks 1-based.
+
+    Within a query the order is the searcher's (scores are `depth - rank + 1`, so they strictly decrease);
+    two files are equal exactly when every query ranked the same documents in the same order.
+    """
+    lines = []
+    for query_id in sorted(rankings):
+        ordered = sorted(rankings[query_id].items(), key=lambda item: -item[1])
+        lines.extend(
+            f"{query_id} Q0 {document_id} {rank} {score:g} {run_name}"
+            for rank, (document_id, score) in enumerate(ordered, start=1)
+        )
+    return lines
+
+
+def write_run_files(results: Sequence[RunResult], output: Path) -> list[Path]:
+    """Write each run's ranking as `output/runs/<run name>.trec` (beside `results.json`); return the paths."""
+    folder = output / RUNS_SUBDIR
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for result in results:
+        path = folder / f"{result.spec.name}{TREC_RUN_SUFFIX}"
+        lines = trec_run_lines(result.spec.name, result.rankings)
+        path.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+        paths.append(path)
+    return paths
 
 
 _COLOURS: Final = {"rrf": "#4C72B0", "weighted": "#DD8452", "zscore": "#55A868"}

@@ -12,7 +12,7 @@ import json
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import TYPE_CHECKING, Final
@@ -85,7 +85,10 @@ class RunSpec:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """A scored run: mean metrics, per-category and per-conversation means, latency (ms), per-query scores."""
+    """A scored run: mean metrics, per-category and per-conversation means, latency (ms), per-query scores.
+
+    `rankings` is the run itself: query id -> document id -> score (`depth - rank + 1`), best first.
+    """
 
     spec: RunSpec
     metrics: Mapping[str, float]
@@ -93,6 +96,7 @@ class RunResult:
     by_group: Mapping[str, Mapping[str, float]]
     latency_ms: Mapping[str, float]
     per_query: Mapping[str, Mapping[str, float]]
+    rankings: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +330,7 @@ def score_run(
         by_group=mean_scores_by(per_query, groups) if any(groups.values()) else {},
         latency_ms=latency_summary(latencies_ms),
         per_query=per_query,
+        rankings=run,
     )
 
 

@@ -48,6 +48,10 @@ def test_eval_writes_results_in_the_issue_shape_and_reuses_the_corpus(
     assert set(lexical["latency_ms"]) == {"p50", "p95", "mean"}
     assert (output / "results.png").stat().st_size > 0
     assert "| run |" in (output / "results.md").read_text()
+    run_lines = (output / "runs" / "lexical.trec").read_text().splitlines()
+    assert run_lines
+    assert all(len(line.split()) == 6 for line in run_lines)
+    assert run_lines[0].split()[1::2] == ["Q0", "1", "lexical"]  # qid Q0 docid rank score run: rank 1 first
 
 
 def test_eval_on_a_conversational_dataset_reports_categories(eval_env: Path) -> None:

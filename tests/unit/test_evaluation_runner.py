@@ -14,6 +14,7 @@ from app.domain.models import FusionMethod, SearchStrategy
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
 from app.evaluation.datasets import load_dataset
+from app.evaluation.report import trec_run_lines
 from app.evaluation.runner import (
     EvaluationEngines,
     QueryRunner,
@@ -165,3 +166,15 @@ async def test_relative_dates_in_a_conversation_are_read_against_its_last_sessio
     summary = await ensure_ingested(dataset, engines, Settings(), marker_dir=tmp_path)
 
     assert summary.clocks["eval-tiny-chat-conv-a"].date().isoformat() == "2023-06-28"
+
+
+def test_trec_run_lines_list_each_query_best_first_with_one_based_ranks() -> None:
+    rankings = {"q2": {"d9": 100.0}, "q1": {"d2": 99.0, "d1": 100.0}}
+
+    lines = trec_run_lines("hybrid-rrf", rankings)
+
+    assert lines == [
+        "q1 Q0 d1 1 100 hybrid-rrf",
+        "q1 Q0 d2 2 99 hybrid-rrf",
+        "q2 Q0 d9 1 100 hybrid-rrf",
+    ]
