@@ -13,17 +13,14 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.domain.models import FusionMethod, SearchStrategy
-
-MAX_QUERY_CHARS = 2000
-PROJECT_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+from app.knobs import SearchKnobs
 
 
 class ConfigurationError(Exception):
     """An environment value failed validation; the message is one line naming the variable."""
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, SearchKnobs):
     """Every knob of the service. Field `x_y` is read from env `X_Y` (case-insensitive)."""
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
@@ -50,36 +47,17 @@ class Settings(BaseSettings):
     opensearch_shards: int = Field(default=2, ge=1)
     opensearch_replicas: int = Field(default=1, ge=0)
 
-    # Query engine (reference Part 7).
-    search_strategy: SearchStrategy = SearchStrategy.HYBRID
-    # z-score fusion at semantic weight 0.45 had the largest smallest margin over the SciFact and LoCoMo
-    # targets on the tuning data (docs/evaluation.md). RRF, when asked for, uses a small k: the
-    # reference's k=60 loses to BM25 alone on conversations.
-    ranking_algorithm: FusionMethod = FusionMethod.ZSCORE
-    rrf_k_constant: int = Field(default=5, ge=1, le=10000)
-    rrf_retrieve_k: int = Field(default=50, ge=1, le=1000)
-    rrf_final_k: int = Field(default=10, ge=1, le=100)
-    hybrid_semantic_weight: float = Field(default=0.45, ge=0.0, le=1.0)  # tuned: docs/evaluation.md
-    cascading_lexical_multiplier: int = Field(default=4, ge=1, le=100)
-    # Routing on, but only to the strategies listed: always-hybrid beat full routing on SciFact and LoCoMo
-    # (docs/evaluation.md), while `#tag`/`@mention`/quoted or one-word queries still go to the lexical leg.
-    query_optimization_enabled: bool = True
-    query_routing_strategies: str = "lexical"
-    query_question_classification: bool = True
-    query_entity_extraction: bool = True
-    lexical_fuzziness: bool = False
-    enable_semantic_fallback: bool = True
-    lexical_timeout_ms: int = Field(default=2000, ge=1)
-    semantic_timeout_ms: int = Field(default=5000, ge=1)
-    max_chunks_per_document: int = Field(default=0, ge=0)
-
-    # Cache, flags, rollout (operations).
-    query_cache_ttl_secs: float = Field(default=3600, ge=0)
+    # Search knobs (`app/knobs.py`) are inherited with their env names. Settings that only start-up reads:
     query_cache_max_size: int = Field(default=10000, ge=0)
     poimen_flags_file: Path | None = None
     flags_poll_interval_s: float = Field(default=2.0, gt=0)
-    hybrid_rollout_percent: float = Field(default=100.0, ge=0.0, le=100.0)
-    rollout_shadow_enabled: bool = False
+    # Reference alias of RRF_FINAL_K; `SearchKnobs` moves it there (both set differently: an error).
+    final_result_k: int | None = Field(default=None, ge=1, le=100, exclude=True)
+    # Reference names this service cannot honour stop start-up with what to use instead (`_refused`).
+    enable_semantic_fallback: bool = True
+    chunk_dedup_enabled: bool = True
+    pgvector_index_lists: int | None = None
+    opensearch_refresh_interval: str | None = None
 
     # Ingestion.
     max_document_bytes: int = Field(default=5_000_000, ge=1)
@@ -116,22 +94,27 @@ class Settings(BaseSettings):
         # An empty variable (common in Helm values and .env files) means "not set", not an empty string.
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("search_strategy", "ranking_algorithm", mode="before")
-    @classmethod
-    def _case_insensitive_enum(cls, value: object) -> object:
-        return value.strip().lower() if isinstance(value, str) else value
-
-    @field_validator("query_routing_strategies")
-    @classmethod
-    def _known_strategies(cls, value: str) -> str:
-        names = [name.strip().lower() for name in value.split(",") if name.strip()]
-        unknown = [name for name in names if name not in {strategy.value for strategy in SearchStrategy}]
-        if unknown:
+    @model_validator(mode="after")
+    def _refused(self) -> Settings:
+        if not self.enable_semantic_fallback:
             msg = (
-                f"unknown strategies {unknown}; expected a comma-separated subset of hybrid,semantic,lexical,cascading"
+                "ENABLE_SEMANTIC_FALLBACK=false is not supported: a failing leg always degrades to the other"
+                " (see degraded_reasons); use SEARCH_STRATEGY to run one leg"
             )
             raise ValueError(msg)
-        return ",".join(names)
+        if not self.chunk_dedup_enabled:
+            msg = "CHUNK_DEDUP_ENABLED=false is not supported: unchanged chunks are always skipped by content hash"
+            raise ValueError(msg)
+        if self.pgvector_index_lists is not None:
+            msg = "PGVECTOR_INDEX_LISTS configures IVFFlat; the vector index is HNSW: set HNSW_EF_SEARCH instead"
+            raise ValueError(msg)
+        if self.opensearch_refresh_interval is not None:
+            msg = (
+                "OPENSEARCH_REFRESH_INTERVAL is not read: the outbox refreshes after each batch;"
+                " set the index's refresh_interval in OpenSearch"
+            )
+            raise ValueError(msg)
+        return self
 
     @model_validator(mode="after")
     def _auth_needs_a_key(self) -> Settings:
@@ -142,16 +125,6 @@ class Settings(BaseSettings):
             msg = "JWT_SECRET must be at least 32 characters"
             raise ValueError(msg)
         return self
-
-    @property
-    def routable_strategies(self) -> frozenset[SearchStrategy]:
-        """The strategies the optimizer may route a query to (`QUERY_ROUTING_STRATEGIES`)."""
-        return frozenset(SearchStrategy(name) for name in self.query_routing_strategies.split(",") if name)
-
-    @property
-    def lexical_weight(self) -> float:
-        """The lexical leg's weight in weighted fusion: the complement of `HYBRID_SEMANTIC_WEIGHT`."""
-        return 1.0 - self.hybrid_semantic_weight
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from app.api.cli_tasks import outbox_worker
-from app.api.engines import open_engines
+from app.cli.commands import outbox_worker
 from app.config import load_settings
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.pipeline import IngestionPipeline, embedding_text
 from app.ingestion.sources import read_beir_corpus
+from app.wiring.engines import open_engines
 
 # app.engines.embedder switches Hugging Face to offline mode when it is imported: no hub access.
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tune_fusion import add_dataset_arguments, collect_legs, selected_dataset
 
-from app.api.eval_command import open_evaluation_engines
+from app.cli.eval_command import open_evaluation_engines
 from app.config import load_settings
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusionMethod, FusionSettings, ScoredHit
 from app.evaluation.datasets import project_id_for, read_corpus

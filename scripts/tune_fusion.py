@@ -24,7 +24,7 @@ import pickle
 from dataclasses import replace
 from pathlib import Path
 
-from app.api.eval_command import open_evaluation_engines
+from app.cli.eval_command import open_evaluation_engines
 from app.config import load_settings
 from app.domain.models import (
     LEXICAL_LEG,

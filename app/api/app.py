@@ -1,11 +1,10 @@
-"""The composition root: `create_app()` builds engines in the lifespan and hands them to services."""
+"""The HTTP app: `create_app()` wires Litestar to the services the composition root builds (`app/wiring`)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -14,53 +13,57 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.config import OpenAPIConfig
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
-from app.api.auth import TokenVerifier
-from app.api.cli_tasks import outbox_worker
-from app.api.engines import Engines, open_engines
+from app.api.document_routes import DocumentController
 from app.api.errors import (
     http_error_handler,
     service_error_handler,
     unexpected_error_handler,
     validation_error_handler,
 )
-from app.api.routes import AdminController, DocumentController, HealthController, SearchController
-from app.api.search_service import SearchService
+from app.api.guards import public
+from app.api.operator_routes import AdminController, HealthController
+from app.api.search_routes import SearchController
 from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
-from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.pipeline import IngestionPipeline
-from app.observability import LEXICAL_OUTBOX_BACKLOG, configure_metrics, configure_tracing, metrics_enabled
-from app.operations.cache import QueryCache
-from app.operations.flags import FlagStore
-from app.query.optimizer import QueryOptimizer
-from app.retrieval.searcher import HybridSearcher
+from app.observability.metrics import configure_metrics
+from app.observability.tracing import configure_tracing
+from app.search.service import SearchService
+from app.wiring.services import Services, open_services
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
 
     from opentelemetry.sdk.trace import SpanProcessor
 
-    from app.api.schemas import SearchResponse
+    from app.wiring.engines import Engines
 
 logger = logging.getLogger("poimen.app")
 
-MAX_REQUEST_BODY_BYTES = 64 * 1024 * 1024
-BACKLOG_REFRESH_S = 5.0
+MAX_REQUEST_BODY_BYTES: Final = 64 * 1024 * 1024
 
 
-def provide_search_service(state: State) -> SearchService:
-    """The search service the lifespan built."""
-    service: SearchService = state.search_service
-    return service
+def _services(state: State) -> Services:
+    services: Services = state.services
+    return services
 
 
-async def _refresh_backlog_gauge(engines: Engines) -> None:
-    while metrics_enabled():
-        try:
-            LEXICAL_OUTBOX_BACKLOG.set(await engines.store.outbox_backlog())
-        except SearchServiceError:
-            logger.warning("outbox backlog unavailable: the document store is down")
-        await asyncio.sleep(BACKLOG_REFRESH_S)
+def _search_service(state: State) -> SearchService:
+    return _services(state).search
+
+
+def _pipeline(state: State) -> IngestionPipeline:
+    return _services(state).pipeline
+
+
+def _settings(state: State) -> Settings:
+    return _services(state).settings
+
+
+class PublicPrometheusController(PrometheusController):
+    """`GET /metrics`, scraped without a token (restrict it with a NetworkPolicy)."""
+
+    opt = public
 
 
 def create_app(
@@ -81,62 +84,26 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            live: Engines = engines if engines is not None else await stack.enter_async_context(open_engines(settings))
-            cache: QueryCache[SearchResponse] = QueryCache(
-                ttl_s=settings.query_cache_ttl_secs, max_size=settings.query_cache_max_size
-            )
-            flags = FlagStore(settings, path=settings.poimen_flags_file, poll_interval_s=settings.flags_poll_interval_s)
-            worker = outbox_worker(settings, live, on_indexed=cache.invalidate_project)
-
-            def written(project_id: str) -> None:
-                cache.invalidate_project(project_id)
-                worker.wake()
-
-            search_service = SearchService(
-                searcher=HybridSearcher(vector=live.vector, lexical=live.lexical, embedder=live.embedder),
-                optimizer=QueryOptimizer(),
-                flags=flags,
-                cache=cache,
-                settings=settings,
-            )
-            app.state.update(
-                settings=settings,
-                engines=live,
-                flags=flags,
-                cache=cache,
-                outbox=worker,
-                search_service=search_service,
-                verifier=TokenVerifier.from_settings(settings),
-                pipeline=IngestionPipeline(
-                    store=live.store,
-                    embedder=live.embedder,
-                    policy=ChunkingPolicy.from_settings(settings),
-                    on_written=written,
-                ),
-            )
-            background = [asyncio.create_task(flags.run()), asyncio.create_task(_refresh_backlog_gauge(live))]
-            worker.start()
-            logger.info("poimen ready: lexical=%s vector=%s", live.lexical.name, live.vector.name)
-            try:
+        try:
+            async with open_services(settings, engines=engines) as services:
+                app.state.services = services
                 yield
-            finally:
-                # Shutdown order: stop taking background work, finish in-flight batches, then close engines.
-                await worker.stop(timeout_s=10.0)
-                await search_service.drain_shadow()
-                for task in background:
-                    task.cancel()
-                await asyncio.gather(*background, return_exceptions=True)
-                tracer_provider.shutdown()
+        finally:
+            tracer_provider.shutdown()
 
     prometheus = PrometheusConfig(app_name="poimen", prefix="poimen_http", group_path=True, exclude=["/metrics"])
     handlers: list[type] = [SearchController, DocumentController, AdminController, HealthController]
     if settings.metrics_enabled:
-        handlers.append(PrometheusController)
+        handlers.append(PublicPrometheusController)
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
-        dependencies={"search_service": Provide(provide_search_service, sync_to_thread=False)},
+        dependencies={
+            "services": Provide(_services, sync_to_thread=False),
+            "search_service": Provide(_search_service, sync_to_thread=False),
+            "pipeline": Provide(_pipeline, sync_to_thread=False),
+            "settings": Provide(_settings, sync_to_thread=False),
+        },
         exception_handlers={
             SearchServiceError: service_error_handler,
             ValidationException: validation_error_handler,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
@@ -23,6 +24,23 @@ from app.domain.errors import (
 )
 
 logger = logging.getLogger("poimen.api")
+
+
+class ProblemOut(msgspec.Struct, kw_only=True):
+    """An RFC 9457 problem+json error body, as this module writes it.
+
+    `field`/`fields` name the offending input of a 400; `reasons` lists why each engine failed on a 503.
+    """
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    fields: list[str] | None = None
+    reasons: list[str] | None = None
+    engine: str | None = None
+
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 

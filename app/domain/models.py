@@ -45,6 +45,8 @@ class QuestionType(enum.StrEnum):
 
 SEMANTIC_LEG = "semantic"
 LEXICAL_LEG = "lexical"
+PROJECT_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+"""What a project id may be: 1-64 letters, digits, `.`, `_` or `-` (it names folders, metrics and cache keys)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,16 +238,23 @@ class QueryAnalysis:
 
 @dataclass(frozen=True, slots=True)
 class FusionSettings:
-    """How to fuse: method, RRF constant, and per-leg weights (leg name -> weight)."""
+    """How to fuse: method, RRF constant, and per-leg weights (leg name -> weight; empty: unweighted RRF).
 
-    method: FusionMethod = FusionMethod.RRF
-    rrf_k: int = 60
-    weights: Mapping[str, float] = field(default_factory=dict)
+    No defaults here: the planner fills every field from the knobs (`app/knobs.py`).
+    """
+
+    method: FusionMethod
+    rrf_k: int
+    weights: Mapping[str, float]
 
 
 @dataclass(frozen=True, slots=True)
 class SearchPlan:
-    """Everything the searcher needs to run one query; built by the optimizer and the route."""
+    """Everything the searcher needs to run one query; built by the planner from the knobs and the request.
+
+    No defaults here: every field comes from the planner (`app/query/planner.py`), so nothing that builds
+    a plan can silently get other defaults than the service. `max_chunks_per_document` None: no collapsing.
+    """
 
     semantic_text: str
     lexical_query: LexicalQuery
@@ -253,13 +262,14 @@ class SearchPlan:
     strategy: SearchStrategy
     strategy_confidence: float
     fusion: FusionSettings
-    retrieve_k: int
+    semantic_retrieve_k: int
+    lexical_retrieve_k: int
     limit: int
-    cascading_multiplier: int = 4
-    max_chunks_per_document: int | None = None
-    min_score: float | None = None
-    lexical_timeout_s: float = 2.0
-    semantic_timeout_s: float = 2.0
+    cascading_multiplier: int
+    max_chunks_per_document: int | None
+    min_score: float | None
+    lexical_timeout_s: float
+    semantic_timeout_s: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,7 +154,7 @@ def trec_run_lines(run_name: str, rankings: Mapping[str, Mapping[str, float]]) -
     Within a query the order is the searcher's (scores are `depth - rank + 1`, so they strictly decrease);
     two files are equal exactly when every query ranked the same documents in the same order.
     """
-    lines = []
+    lines: list[str] = []
     for query_id in sorted(rankings):
         ordered = sorted(rankings[query_id].items(), key=lambda item: -item[1])
         lines.extend(

@@ -1,9 +1,8 @@
 """Runs an evaluation: ingest through the real pipeline, search through the real query path, score.
 
-The query path is optimizer -> planner -> `HybridSearcher`; scores come from ir-measures.
-
-Engines are handed in (`EvaluationEngines`): this layer never opens drivers. The search path is the one
-`SearchService` runs, minus what does not change rankings (HTTP, cache, rollout arms).
+Queries go through `SearchService`, the use case the HTTP API calls, with the cache off and every
+caller on the hybrid arm; scores come from ir-measures. Engines are handed in (`EvaluationEngines`):
+this layer never opens drivers.
 """
 
 from __future__ import annotations
@@ -12,8 +11,8 @@ import json
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from itertools import islice
 from typing import TYPE_CHECKING, Final
 
@@ -31,18 +30,20 @@ from app.evaluation.metrics import (
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline
-from app.query.optimizer import QueryOptimizer
-from app.query.planner import PlanDefaults, SearchOptions, build_plan
-from app.retrieval.searcher import HybridSearcher
+from app.ingestion.reindex import rebuild_project
+from app.query.planner import SearchOptions
+from app.search.flags import FixedKnobs, knobs_from_settings
+from app.search.service import SearchCall, SearchService
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from pathlib import Path
 
     from app.config import Settings
     from app.domain.models import Document
     from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.evaluation.datasets import EvalDataset, EvalQuery
+    from app.knobs import SearchKnobs
 
 SCORING_DEPTH: Final = 100
 """Hits kept per query: enough for Recall@100 (the planner's largest page)."""
@@ -203,15 +204,8 @@ async def ensure_ingested(
     # Documents an earlier, interrupted run stored were skipped above as unchanged; their lexical
     # entries may be missing (or the index rebuilt empty), so every project is re-indexed from the store.
     for project_id in sorted({document.project_id for document in documents}):
-        await engines.lexical.delete_project(project_id)
-        await engines.store.queue_project_for_reindex(project_id)
-    worker = OutboxWorker(
-        store=engines.store,
-        lexical=engines.lexical,
-        batch_size=settings.outbox_batch_size,
-        poll_interval_s=settings.outbox_poll_interval_s,
-        max_backoff_s=settings.outbox_max_backoff_s,
-    )
+        await rebuild_project(engines.store, engines.lexical, project_id)
+    worker = OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical)
     await worker.drain(OUTBOX_DRAIN_TIMEOUT_S)
     clocks = conversation_clock(documents)
     recorded = {"signature": signature, "clocks": {project: moment.isoformat() for project, moment in clocks.items()}}
@@ -258,8 +252,27 @@ def conversation_clock(documents: Iterable[Document]) -> dict[str, datetime]:
     return {project: moment + timedelta(days=1) for project, moment in latest.items()}
 
 
+EVALUATION_CALLER: Final = "evaluation"
+
+
+def evaluation_knobs(settings: Settings, spec: RunSpec) -> SearchKnobs:
+    """The service's knobs for one run: routing on for a routed run, every caller on the hybrid arm, no cache.
+
+    A run with an explicit strategy asks for it in the request, as a caller would.
+    """
+    knobs = knobs_from_settings(settings)
+    update: dict[str, object] = {
+        "hybrid_rollout_percent": 100.0,
+        "rollout_shadow_enabled": False,
+        "query_cache_ttl_secs": 0.0,
+    }
+    if spec.strategy is None:
+        update["query_optimization_enabled"] = True
+    return knobs.model_copy(update=update)
+
+
 class QueryRunner:
-    """Runs the judged queries of one data set through the real search path, one run spec at a time."""
+    """Runs the judged queries of one data set through `SearchService`, one run spec at a time."""
 
     def __init__(
         self,
@@ -267,26 +280,34 @@ class QueryRunner:
         engines: EvaluationEngines,
         settings: Settings,
         *,
-        defaults: PlanDefaults | None = None,
         clocks: Mapping[str, datetime] | None = None,
     ) -> None:
         self._dataset = dataset
-        self._searcher = HybridSearcher(vector=engines.vector, lexical=engines.lexical, embedder=engines.embedder)
-        self._defaults = defaults or PlanDefaults.from_settings(settings)
+        self._engines = engines
+        self._settings = settings
         self._metric_names = metric_names(dataset)
-        self._optimizers: dict[str | None, QueryOptimizer] = {}
-        for project, moment in (clocks or {}).items():
-            self._optimizers[project] = QueryOptimizer(clock=_fixed_clock(moment))
-        self._optimizers[None] = QueryOptimizer()
+        self._clocks = dict(clocks or {})
+        self._services: dict[RunSpec, SearchService] = {}
 
-    def _optimizer(self, project: str) -> QueryOptimizer:
-        return self._optimizers.get(project) or self._optimizers[None]
+    def service(self, spec: RunSpec) -> SearchService:
+        """The search service a run uses: the server's use case with `evaluation_knobs`."""
+        if spec not in self._services:
+            engines = self._engines
+            self._services[spec] = SearchService.over(
+                vector=engines.vector,
+                lexical=engines.lexical,
+                embedder=engines.embedder,
+                knobs=FixedKnobs(evaluation_knobs(self._settings, spec)),
+            )
+        return self._services[spec]
 
     async def search(self, query: EvalQuery, spec: RunSpec) -> tuple[list[str], float]:
-        """The ranked document ids for one query (best chunk per document) and the end-to-end milliseconds."""
+        """The ranked document ids for one query (best chunk per document) and the end-to-end milliseconds.
+
+        Relative dates in the query resolve against the project's clock (a conversation's last session).
+        """
         project = project_id_for(self._dataset.name, query.group)
         started = time.perf_counter()
-        analysis = self._optimizer(project).analyze(query.text)
         options = SearchOptions(
             project=project,
             limit=SCORING_DEPTH,
@@ -295,10 +316,16 @@ class QueryRunner:
             collapse=True,
             max_chunks_per_document=1,
         )
-        defaults = replace(self._defaults, routing_enabled=spec.strategy is None)
-        result = await self._searcher.search(build_plan(analysis, options, defaults))
+        call = SearchCall(
+            query=query.text,
+            options=options,
+            auth_scope=EVALUATION_CALLER,
+            caller_key=EVALUATION_CALLER,
+            as_of=self._clocks.get(project),
+        )
+        outcome = await self.service(spec).search(call)
         elapsed_ms = (time.perf_counter() - started) * 1000
-        return [hit.chunk.document_id for hit in result.hits], elapsed_ms
+        return [hit.chunk.document_id for hit in outcome.result.hits], elapsed_ms
 
     async def run(self, spec: RunSpec, *, progress: bool = True) -> RunResult:
         """Search every judged query with `spec`, one at a time (so latencies are not contended), and score."""
@@ -341,11 +368,6 @@ def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
     ordered = sorted(latencies_ms)
     p95 = statistics.quantiles(ordered, n=20, method="inclusive")[-1] if len(ordered) > 1 else ordered[0]
     return {"p50": statistics.median(ordered), "p95": p95, "mean": statistics.fmean(ordered)}
-
-
-def _fixed_clock(moment: datetime) -> Callable[[], datetime]:
-    fixed = moment.astimezone(UTC)
-    return lambda: fixed
 
 
 def _write_marker(marker: Path, recorded: Mapping[str, object]) -> None:

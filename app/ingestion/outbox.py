@@ -13,10 +13,12 @@ import time
 from typing import TYPE_CHECKING
 
 from app.domain.errors import EngineError, EngineTimeoutError
+from app.observability.metrics import record_engine_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from app.config import Settings
     from app.domain.ports import DocumentStore, LexicalIndex
 
 
@@ -57,6 +59,26 @@ class OutboxWorker:
         self._task: asyncio.Task[None] | None = None
         self.consecutive_failures = 0
         """Failed cycles since the last success; 0 while the lexical index keeps up."""
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        store: DocumentStore,
+        lexical: LexicalIndex,
+        on_indexed: Callable[[str], None] | None = None,
+    ) -> OutboxWorker:
+        """A worker with `OUTBOX_BATCH_SIZE`, `OUTBOX_POLL_INTERVAL_S`, `OUTBOX_MAX_BACKOFF_S`; counts engine errors."""
+        return cls(
+            store=store,
+            lexical=lexical,
+            batch_size=settings.outbox_batch_size,
+            poll_interval_s=settings.outbox_poll_interval_s,
+            max_backoff_s=settings.outbox_max_backoff_s,
+            on_indexed=on_indexed,
+            on_error=_count_engine_error,
+        )
 
     @property
     def running(self) -> bool:
@@ -170,3 +192,8 @@ class OutboxWorker:
                 waiter.cancel()
         if wakeable:
             self._wake_event.clear()
+
+
+def _count_engine_error(error: Exception) -> None:
+    if isinstance(error, EngineError):
+        record_engine_error(error.engine)

@@ -19,7 +19,22 @@ from app.domain.models import (
     QuestionType,
     SearchStrategy,
 )
+from app.domain.moments import as_utc
 from app.query.abbreviations import load_abbreviations
+from app.query.vocabulary import (
+    ANYWHERE_RULES,
+    COMPARATIVE_WORDS,
+    DATE_PREPOSITIONS,
+    FACTUAL_FIRST,
+    FIRST_TOKEN_RULES,
+    MONTHS,
+    NEGATION_WORDS,
+    PLAIN_MONTHS,
+    RELATIVE_DAY_WORDS,
+    RELATIVE_PREFIXES,
+    RELATIVE_UNITS,
+    STOPWORDS,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,16 +54,6 @@ CONFIDENCE_SHORT_QUERY: Final = 0.85
 CONFIDENCE_NAVIGATIONAL: Final = 0.85
 CONFIDENCE_DEFAULT: Final = 0.8
 
-STOPWORDS: Final = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "did", "for", "from", "how", "i",
-    "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "should", "so", "that", "the",
-    "their", "then", "there", "these", "this", "those", "to", "was", "we", "were", "what", "when", "where",
-    "which", "who", "why", "will", "with", "you", "your",
-})  # fmt: skip
-"""Words dropped from the lexical text (kept when nothing else is left): they only add noise to BM25."""
-
-NEGATION_WORDS: Final = frozenset({"not", "no", "without"})
-
 # Word-like tokens: `k8s`, `ci/cd`, `port-forward`, `node.js`, `c++`, `#tag`, `@team`, `don't`.
 _TOKEN: Final = re.compile(r"[#@]?\w+(?:[./+'&-]\w+)*\+*")
 _PHRASE: Final = re.compile(r'"([^"]*)"')
@@ -56,52 +61,6 @@ _WHITESPACE: Final = re.compile(r"\s+")
 _NUMBER: Final = re.compile(r"\d+(?:\.\d+)*")
 _QUOTES: Final = str.maketrans(dict.fromkeys("\u201c\u201d\u201e\u00ab\u00bb", '"'))
 _NOT_OPERATOR: Final = "NOT"  # only the upper-case operator excludes; "not" in prose is just negation
-
-_MONTHS: Final[Mapping[str, int]] = {
-    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
-    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
-    "oct": 10, "nov": 11, "dec": 12,
-}  # fmt: skip
-_PLAIN_MONTHS: Final = frozenset(
-    {"january", "february", "april", "june", "july", "august", "september", "october", "november", "december"}
-)
-"""Month names that are never ordinary words; the others ("may", "march", "dec") need a date context."""
-_DATE_PREPOSITIONS: Final = frozenset(
-    {"in", "during", "since", "of", "until", "before", "after", "early", "late", "mid"}
-)
-
-_RELATIVE_DAY_WORDS: Final = frozenset({"today", "yesterday"})
-_RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous"})
-_RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})
-
-_PROCEDURAL_FIRST: Final = frozenset({"how", "steps", "guide", "howto", "tutorial"})
-_FACTUAL_FIRST: Final = frozenset({"what", "define", "when", "who", "which", "whats", "what's"})
-_COMPARATIVE_WORDS: Final = frozenset({"compare", "comparison", "difference", "differences", "vs", "versus"})
-_TROUBLESHOOTING_WORDS: Final = frozenset(
-    {
-        "fix", "error", "errors", "debug", "broken", "failing", "fails", "failed", "failure", "troubleshoot",
-        "troubleshooting", "crash", "crashing", "crashloopbackoff", "oomkilled", "exception", "resolve",
-    }
-)  # fmt: skip
-_NAVIGATIONAL_WORDS: Final = frozenset({"where", "find", "show", "locate", "list"})
-_PROCEDURAL_WORDS: Final = frozenset({"steps", "guide", "tutorial", "howto", "walkthrough"})
-_FACTUAL_WORDS: Final = frozenset({"define", "definition", "meaning"})
-
-
-_FIRST_TOKEN_RULES: Final = (
-    (_PROCEDURAL_FIRST, QuestionType.PROCEDURAL),
-    (_COMPARATIVE_WORDS, QuestionType.COMPARATIVE),
-    (_TROUBLESHOOTING_WORDS, QuestionType.TROUBLESHOOTING),
-    (_NAVIGATIONAL_WORDS, QuestionType.NAVIGATIONAL),
-)
-_ANYWHERE_RULES: Final = (  # in priority order: "resolve timeout errors" is troubleshooting
-    (_TROUBLESHOOTING_WORDS, QuestionType.TROUBLESHOOTING),
-    (_COMPARATIVE_WORDS, QuestionType.COMPARATIVE),
-    (_PROCEDURAL_WORDS, QuestionType.PROCEDURAL),
-    (_NAVIGATIONAL_WORDS, QuestionType.NAVIGATIONAL),
-    (_FACTUAL_WORDS, QuestionType.FACTUAL),
-)
 
 
 def _utc_now() -> datetime:
@@ -147,8 +106,11 @@ class QueryOptimizer:
         table = load_abbreviations() if abbreviations is None else abbreviations
         self._abbreviations: dict[str, str] = {key.lower(): value.lower() for key, value in table.items()}
 
-    def analyze(self, raw_query: str) -> QueryAnalysis:
+    def analyze(self, raw_query: str, *, now: datetime | None = None, classify: bool = True) -> QueryAnalysis:
         """Read `raw_query` and decide how to search it. Never raises; validation belongs to the planner.
+
+        `now` resolves relative dates ("last week"); None means the optimizer's clock. With `classify`
+        False (`QUERY_QUESTION_CLASSIFICATION=false`) every query is of type `open`.
 
         `token_count` counts every word-like token, stop words and `#tags` included (the reference counts
         `["how", "do", "i", ...]`), so "#networking @devops" is a 2-token query.
@@ -188,7 +150,11 @@ class QueryOptimizer:
         has_special_syntax = bool(tags or mentions or phrases)
         has_date_filters = bool(years or months or relative_dates)
         has_negation = bool(excluded_terms) or any(word in NEGATION_WORDS for word in plain_words)
-        question_type = _classify([token.text for token in tokens if not (token.excluded or token.operator)])
+        question_type = (
+            _classify([token.text for token in tokens if not (token.excluded or token.operator)])
+            if classify
+            else QuestionType.OPEN
+        )
         strategy, confidence = _route(
             token_count=len(tokens),
             has_special_syntax=has_special_syntax,
@@ -196,7 +162,7 @@ class QueryOptimizer:
             question_type=question_type,
         )
         event_time_from, event_time_to = _event_time_range(
-            years=years, months=months, relative_dates=relative_dates, now=_as_utc(self._clock())
+            years=years, months=months, relative_dates=relative_dates, now=as_utc(now or self._clock())
         )
         return QueryAnalysis(
             raw_query=raw_query,
@@ -292,12 +258,12 @@ def _months(words: Sequence[str]) -> tuple[int, ...]:
     """Month numbers named in the query. Ambiguous names ("may", "march", "dec") need a year or a preposition."""
     found: list[int] = []
     for index, word in enumerate(words):
-        month = _MONTHS.get(word)
+        month = MONTHS.get(word)
         if month is None:
             continue
         next_is_year = index + 1 < len(words) and _is_year(words[index + 1])
-        after_preposition = index > 0 and words[index - 1] in _DATE_PREPOSITIONS
-        if word in _PLAIN_MONTHS or next_is_year or after_preposition:
+        after_preposition = index > 0 and words[index - 1] in DATE_PREPOSITIONS
+        if word in PLAIN_MONTHS or next_is_year or after_preposition:
             found.append(month)
     return tuple(dict.fromkeys(found))
 
@@ -306,9 +272,9 @@ def _relative_dates(words: Sequence[str]) -> tuple[str, ...]:
     """Relative date expressions, normalised: "today", "yesterday", "this week", "last month", ..."""
     found: list[str] = []
     for index, word in enumerate(words):
-        if word in _RELATIVE_DAY_WORDS:
+        if word in RELATIVE_DAY_WORDS:
             found.append(word)
-        elif word in _RELATIVE_PREFIXES and index + 1 < len(words) and words[index + 1] in _RELATIVE_UNITS:
+        elif word in RELATIVE_PREFIXES and index + 1 < len(words) and words[index + 1] in RELATIVE_UNITS:
             prefix = "this" if word == "this" else "last"
             found.append(f"{prefix} {words[index + 1]}")
     return _dedupe(found)
@@ -318,12 +284,12 @@ def _classify(tokens: Sequence[str]) -> QuestionType:
     """First-token rules of the reference, then indicator words anywhere, then tags mean navigation."""
     words = [token for token in tokens if token[0] not in "#@"]
     first = words[0] if words else ""
-    if first in _FACTUAL_FIRST:  # reference: "what ... difference" is comparative
-        return QuestionType.COMPARATIVE if _COMPARATIVE_WORDS.intersection(words) else QuestionType.FACTUAL
-    by_first_token = next((kind for indicators, kind in _FIRST_TOKEN_RULES if first in indicators), None)
+    if first in FACTUAL_FIRST:  # reference: "what ... difference" is comparative
+        return QuestionType.COMPARATIVE if COMPARATIVE_WORDS.intersection(words) else QuestionType.FACTUAL
+    by_first_token = next((kind for indicators, kind in FIRST_TOKEN_RULES if first in indicators), None)
     if by_first_token is not None:
         return by_first_token
-    anywhere = next((kind for indicators, kind in _ANYWHERE_RULES if indicators.intersection(words)), None)
+    anywhere = next((kind for indicators, kind in ANYWHERE_RULES if indicators.intersection(words)), None)
     if anywhere is not None:
         return anywhere
     if len(words) < len(tokens):  # "#networking @devops", "#networking documents": looking for tagged things
@@ -350,10 +316,6 @@ def _route(  # noqa: PLR0911 - one return per branch of the reference tree
     if question_type is QuestionType.TROUBLESHOOTING:
         return SearchStrategy.HYBRID, CONFIDENCE_TROUBLESHOOTING
     return SearchStrategy.HYBRID, CONFIDENCE_DEFAULT
-
-
-def _as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _month_start(year: int, month: int) -> datetime:

@@ -1,16 +1,15 @@
 """Planner: merges a request's options with the optimizer's reading into the `SearchPlan` the searcher runs.
 
 Precedence, highest first: what the request says explicitly, the optimizer's routing (only when routing
-is enabled), the configured defaults. Request validation lives here too and raises `InvalidQueryError`
-naming the offending field.
+is enabled), the knobs (`app/knobs.py`: env, overlaid by the flags file). Request validation lives here
+too and raises `InvalidQueryError` naming the offending field.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, NoReturn, Protocol
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from app.domain.errors import InvalidQueryError
 from app.domain.models import (
@@ -22,10 +21,13 @@ from app.domain.models import (
     SearchPlan,
     SearchStrategy,
 )
+from app.domain.moments import as_utc
 
 if TYPE_CHECKING:
-    from app.config import Settings
+    from datetime import datetime
+
     from app.domain.models import QueryAnalysis
+    from app.knobs import SearchKnobs
 
 MAX_QUERY_CHARS: Final = 2000
 MIN_LIMIT: Final = 1
@@ -64,100 +66,6 @@ class SearchOptions:
     fuzzy: bool | None = None
 
 
-class PlanKnobs(Protocol):
-    """The settings a plan's defaults come from; `Settings` and the hot-reloadable flags both have them.
-
-    Each member is the setting of the same name (env name upper-cased) in `app/config.py`.
-    """
-
-    @property
-    def search_strategy(self) -> SearchStrategy: ...  # noqa: D102
-    @property
-    def query_optimization_enabled(self) -> bool: ...  # noqa: D102
-    @property
-    def ranking_algorithm(self) -> FusionMethod: ...  # noqa: D102
-    @property
-    def rrf_k_constant(self) -> int: ...  # noqa: D102
-    @property
-    def hybrid_semantic_weight(self) -> float: ...  # noqa: D102
-    @property
-    def rrf_retrieve_k(self) -> int: ...  # noqa: D102
-    @property
-    def rrf_final_k(self) -> int: ...  # noqa: D102
-    @property
-    def cascading_lexical_multiplier(self) -> int: ...  # noqa: D102
-    @property
-    def lexical_timeout_ms(self) -> int: ...  # noqa: D102
-    @property
-    def semantic_timeout_ms(self) -> int: ...  # noqa: D102
-    @property
-    def max_chunks_per_document(self) -> int: ...  # noqa: D102
-    @property
-    def lexical_fuzziness(self) -> bool: ...  # noqa: D102
-
-
-@dataclass(frozen=True, slots=True)
-class PlanDefaults:
-    """Service-wide defaults (from `Settings`) the planner falls back to.
-
-    `routing_enabled`: follow the optimizer's strategy when the request names none and that strategy is
-    one of `routable_strategies`; otherwise `strategy` applies.
-    `entity_filters_enabled`: `#tags` in the query become a tag filter and dates in it an event-time range.
-    `max_chunks_per_document`: `None` means no collapsing by default.
-    """
-
-    strategy: SearchStrategy = SearchStrategy.HYBRID
-    routing_enabled: bool = False
-    fusion_method: FusionMethod = FusionMethod.RRF
-    rrf_k: int = 60
-    semantic_weight: float = 0.6
-    retrieve_k: int = 50
-    limit: int = 10
-    cascading_multiplier: int = 4
-    lexical_timeout_s: float = 2.0
-    semantic_timeout_s: float = 5.0
-    max_chunks_per_document: int | None = None
-    fuzzy: bool = False
-    entity_filters_enabled: bool = True
-    max_query_chars: int = MAX_QUERY_CHARS
-    routable_strategies: frozenset[SearchStrategy] = frozenset(SearchStrategy)
-
-    @classmethod
-    def from_knobs(
-        cls,
-        knobs: PlanKnobs,
-        *,
-        entity_filters_enabled: bool = True,
-        routable_strategies: frozenset[SearchStrategy] = frozenset(SearchStrategy),
-    ) -> PlanDefaults:
-        """The defaults a set of knobs configures: `Settings` (env) or the live, hot-reloaded flags."""
-        return cls(
-            strategy=knobs.search_strategy,
-            routing_enabled=knobs.query_optimization_enabled,
-            fusion_method=knobs.ranking_algorithm,
-            rrf_k=knobs.rrf_k_constant,
-            semantic_weight=knobs.hybrid_semantic_weight,
-            retrieve_k=knobs.rrf_retrieve_k,
-            limit=knobs.rrf_final_k,
-            cascading_multiplier=knobs.cascading_lexical_multiplier,
-            lexical_timeout_s=knobs.lexical_timeout_ms / 1000,
-            semantic_timeout_s=knobs.semantic_timeout_ms / 1000,
-            max_chunks_per_document=knobs.max_chunks_per_document or None,
-            fuzzy=knobs.lexical_fuzziness,
-            entity_filters_enabled=entity_filters_enabled,
-            routable_strategies=routable_strategies,
-        )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> PlanDefaults:
-        """The defaults the environment configures (`SEARCH_STRATEGY`, `RRF_K_CONSTANT`, ...)."""
-        return cls.from_knobs(
-            settings,
-            entity_filters_enabled=settings.query_entity_extraction,
-            routable_strategies=settings.routable_strategies,
-        )
-
-
 def validate_query_text(raw_query: str, *, max_chars: int = MAX_QUERY_CHARS) -> None:
     """Raise `InvalidQueryError(field="query")` for an empty, blank or over-long query.
 
@@ -171,43 +79,48 @@ def validate_query_text(raw_query: str, *, max_chars: int = MAX_QUERY_CHARS) -> 
         raise InvalidQueryError(msg, field="query")
 
 
-def build_plan(analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefaults) -> SearchPlan:
+def build_plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs) -> SearchPlan:
     """Build the plan for one query. Raises `InvalidQueryError` (with `field`) for invalid options.
 
-    Strategy: the request's, else the optimizer's when `defaults.routing_enabled`, else the default.
+    Precedence: what the request says, then the knobs. Strategy: the request's, else the optimizer's
+    when `query_optimization_enabled` and it is one of `routable_strategies`, else `search_strategy`.
     Filters: the request's; plus, when entity filters are enabled, the query's `#tags` (a chunk must
     carry all of them) and the query's dates intersected with the request's date range. Query dates
     that do not overlap the request's range are dropped: the explicit range wins. Both legs get the
     same filters.
     """
-    validate_query_text(analysis.raw_query, max_chars=defaults.max_query_chars)
+    validate_query_text(analysis.raw_query)
     _validate_options(options)
-    limit = defaults.limit if options.limit is None else options.limit
-    strategy, confidence = _choose_strategy(analysis, options, defaults)
-    method = options.fusion_method or defaults.fusion_method
-    retrieve_k = options.retrieve_k or defaults.retrieve_k
+    limit = knobs.rrf_final_k if options.limit is None else options.limit
+    strategy, confidence = _choose_strategy(analysis, options, knobs)
+    method = options.fusion_method or knobs.ranking_algorithm
+    semantic_retrieve_k, lexical_retrieve_k = knobs.retrieve_k()
+    if options.retrieve_k:
+        semantic_retrieve_k = lexical_retrieve_k = options.retrieve_k
     lexical_query = analysis.lexical_query
-    fuzzy = defaults.fuzzy if options.fuzzy is None else options.fuzzy
+    fuzzy = knobs.lexical_fuzziness if options.fuzzy is None else options.fuzzy
     if lexical_query.fuzzy != fuzzy:
         lexical_query = replace(lexical_query, fuzzy=fuzzy)
     return SearchPlan(
         semantic_text=analysis.search_text,
         lexical_query=lexical_query,
-        filters=_filters(analysis, options, defaults),
+        filters=_filters(analysis, options, entity_filters_enabled=knobs.query_entity_extraction),
         strategy=strategy,
         strategy_confidence=confidence,
         fusion=FusionSettings(
             method=method,
-            rrf_k=defaults.rrf_k if options.rrf_k is None else options.rrf_k,
-            weights=_weights(options, defaults, method),
+            rrf_k=knobs.rrf_k_constant if options.rrf_k is None else options.rrf_k,
+            weights=_weights(options, knobs, method),
         ),
-        retrieve_k=max(retrieve_k, limit),  # a leg must be able to fill the page on its own
+        # A leg must be able to fill the page on its own.
+        semantic_retrieve_k=max(semantic_retrieve_k, limit),
+        lexical_retrieve_k=max(lexical_retrieve_k, limit),
         limit=limit,
-        cascading_multiplier=defaults.cascading_multiplier,
-        max_chunks_per_document=_max_chunks_per_document(options, defaults),
+        cascading_multiplier=knobs.cascading_lexical_multiplier,
+        max_chunks_per_document=_max_chunks_per_document(options, knobs.max_chunks_per_document or None),
         min_score=options.min_score,
-        lexical_timeout_s=defaults.lexical_timeout_s,
-        semantic_timeout_s=defaults.semantic_timeout_s,
+        lexical_timeout_s=knobs.lexical_timeout_ms / 1000,
+        semantic_timeout_s=knobs.semantic_timeout_ms / 1000,
     )
 
 
@@ -233,40 +146,43 @@ def _validate_options(options: SearchOptions) -> None:
         fail("min_score must be a finite number", "min_score")
     if options.max_chunks_per_document is not None and options.max_chunks_per_document < 1:
         fail("max_chunks_per_document must be at least 1", "max_chunks_per_document")
-    date_from, date_to = _as_utc(options.date_from), _as_utc(options.date_to)
+    date_from, date_to = as_utc(options.date_from), as_utc(options.date_to)
     if date_from is not None and date_to is not None and date_from >= date_to:
         fail("date_from must be before date_to", "date_from")
 
 
 def _choose_strategy(
-    analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefaults
+    analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs
 ) -> tuple[SearchStrategy, float]:
     if options.strategy is not None:
         return options.strategy, EXPLICIT_CONFIDENCE
-    if defaults.routing_enabled and analysis.strategy in defaults.routable_strategies:
+    if knobs.query_optimization_enabled and analysis.strategy in knobs.routable_strategies:
         return analysis.strategy, analysis.confidence
-    return defaults.strategy, EXPLICIT_CONFIDENCE
+    return knobs.search_strategy, EXPLICIT_CONFIDENCE
 
 
-def _weights(options: SearchOptions, defaults: PlanDefaults, method: FusionMethod) -> dict[str, float]:
-    """Per-leg weights. Plain RRF (the reference's `1/(k+rank)` per list) is unweighted unless asked."""
+def _weights(options: SearchOptions, knobs: SearchKnobs, method: FusionMethod) -> dict[str, float]:
+    """Per-leg weights. Plain RRF (the reference's `1/(k+rank)` per list) is unweighted unless asked.
+
+    A request giving one weight gets the complement for the other; giving none, the knobs' weights.
+    """
     semantic, lexical = options.semantic_weight, options.lexical_weight
     if semantic is None and lexical is None:
         if method is FusionMethod.RRF:
             return {}
-        semantic = defaults.semantic_weight
+        semantic, lexical = knobs.leg_weights()
     if semantic is None:
-        semantic = max(0.0, 1.0 - lexical) if lexical is not None else defaults.semantic_weight
+        semantic = max(0.0, 1.0 - lexical) if lexical is not None else knobs.leg_weights()[0]
     if lexical is None:
         lexical = max(0.0, 1.0 - semantic)
     return {SEMANTIC_LEG: semantic, LEXICAL_LEG: lexical}
 
 
-def _filters(analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefaults) -> Filters:
+def _filters(analysis: QueryAnalysis, options: SearchOptions, *, entity_filters_enabled: bool) -> Filters:
     tags = options.tags
-    event_time_from, event_time_to = _as_utc(options.date_from), _as_utc(options.date_to)
+    event_time_from, event_time_to = as_utc(options.date_from), as_utc(options.date_to)
     asked_for_dates = event_time_from is not None or event_time_to is not None
-    if defaults.entity_filters_enabled:
+    if entity_filters_enabled:
         tags = tuple(dict.fromkeys([*options.tags, *analysis.entities.tags]))
         query_from, query_to = analysis.event_time_from, analysis.event_time_to
         start = _latest(event_time_from, query_from)
@@ -287,18 +203,12 @@ def _filters(analysis: QueryAnalysis, options: SearchOptions, defaults: PlanDefa
     )
 
 
-def _max_chunks_per_document(options: SearchOptions, defaults: PlanDefaults) -> int | None:
+def _max_chunks_per_document(options: SearchOptions, configured: int | None) -> int | None:
     if options.collapse is False:
         return None
     if options.collapse is True:
-        return options.max_chunks_per_document or defaults.max_chunks_per_document or 1
-    return options.max_chunks_per_document or defaults.max_chunks_per_document
-
-
-def _as_utc(moment: datetime | None) -> datetime | None:
-    if moment is None:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        return options.max_chunks_per_document or configured or 1
+    return options.max_chunks_per_document or configured
 
 
 def _latest(first: datetime | None, second: datetime | None) -> datetime | None:

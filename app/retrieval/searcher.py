@@ -2,9 +2,9 @@
 
 Strategies:
 - HYBRID: the semantic leg (embed the query, then vector search) and the lexical leg run concurrently,
-  `retrieve_k` hits each, and are fused with `plan.fusion`.
+  `semantic_retrieve_k` / `lexical_retrieve_k` hits each, and are fused with `plan.fusion`.
 - SEMANTIC / LEXICAL: one leg; the final score is that leg's own score.
-- CASCADING: the lexical leg fetches `retrieve_k * cascading_multiplier` candidates (the query is
+- CASCADING: the lexical leg fetches `lexical_retrieve_k * cascading_multiplier` candidates (the query is
   embedded meanwhile), then the vector index ranks only those chunks; the final score is the vector
   similarity. With no lexical candidate at all, the vector search runs over the plan's filters alone.
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
 from app.domain.errors import AllEnginesFailedError, EngineError, EngineTimeoutError
+from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_SEMANTIC, STAGE_TOTAL
 from app.domain.models import (
     LEXICAL_LEG,
     SEMANTIC_LEG,
@@ -32,7 +33,9 @@ from app.domain.models import (
     SearchResult,
     SearchStrategy,
 )
-from app.observability import SPAN_ATTRIBUTE_RESULT_COUNT, mark_span_failed, phase, record_engine_error
+from app.observability.metrics import record_engine_error
+from app.observability.spans import SPAN_ATTRIBUTE_RESULT_COUNT
+from app.observability.tracing import mark_span_failed, phase
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg
 from app.retrieval.postprocess import collapse_per_document, filter_min_score
 
@@ -48,11 +51,6 @@ _T = TypeVar("_T")
 _U = TypeVar("_U")
 
 EMBEDDER_STAGE: Final = "embedder"
-STAGE_EMBED: Final = "embed"
-STAGE_SEMANTIC: Final = "semantic"
-STAGE_LEXICAL: Final = "lexical"
-STAGE_FUSION: Final = "fusion"
-STAGE_TOTAL: Final = "total"
 SPAN_EMBED: Final = "search.embed"
 SPAN_ENGINE_PREFIX: Final = "search.engine."
 SPAN_FUSE: Final = "search.fuse"
@@ -121,8 +119,8 @@ class HybridSearcher:
 
     async def _hybrid(self, plan: SearchPlan, run: _Run) -> _Ranking:
         semantic_hits, lexical_hits = await _both(
-            self._semantic_leg(plan, run, top_k=plan.retrieve_k, filters=plan.filters),
-            self._lexical_leg(plan, run, top_k=plan.retrieve_k),
+            self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters),
+            self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k),
         )
         ranked = {
             leg: hits for leg, hits in ((SEMANTIC_LEG, semantic_hits), (LEXICAL_LEG, lexical_hits)) if hits is not None
@@ -132,22 +130,22 @@ class HybridSearcher:
         return lambda: fuse(ranked, plan.fusion)
 
     async def _semantic_only(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        hits = await self._semantic_leg(plan, run, top_k=plan.retrieve_k, filters=plan.filters)
+        hits = await self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters)
         if hits is not None:
             return _single(hits, SEMANTIC_LEG)
         return await self._fallback_to_lexical(plan, run)
 
     async def _lexical_only(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        hits = await self._lexical_leg(plan, run, top_k=plan.retrieve_k)
+        hits = await self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k)
         if hits is not None:
             return _single(hits, LEXICAL_LEG)
-        hits = await self._semantic_leg(plan, run, top_k=plan.retrieve_k, filters=plan.filters)
+        hits = await self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters)
         if hits is None:
             raise _all_failed(run)
         return _single(hits, SEMANTIC_LEG)
 
     async def _fallback_to_lexical(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        hits = await self._lexical_leg(plan, run, top_k=plan.retrieve_k)
+        hits = await self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k)
         if hits is None:
             raise _all_failed(run)
         return _single(hits, LEXICAL_LEG)
@@ -155,7 +153,7 @@ class HybridSearcher:
     async def _cascading(self, plan: SearchPlan, run: _Run) -> _Ranking:
         embedding, lexical_hits = await _both(
             self._embed(plan, run),
-            self._lexical_leg(plan, run, top_k=plan.retrieve_k * plan.cascading_multiplier),
+            self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k * plan.cascading_multiplier),
         )
         if embedding is None:
             self._record_semantic(run, hits=None)
@@ -163,13 +161,17 @@ class HybridSearcher:
                 raise _all_failed(run)
             return _single(lexical_hits, LEXICAL_LEG)
         if lexical_hits is None:  # lexical stage failed: rank over the filters alone
-            semantic_hits = await self._vector_search(plan, run, embedding, top_k=plan.retrieve_k, filters=plan.filters)
+            semantic_hits = await self._vector_search(
+                plan, run, embedding, top_k=plan.semantic_retrieve_k, filters=plan.filters
+            )
             if semantic_hits is None:
                 raise _all_failed(run)
             return _single(semantic_hits, SEMANTIC_LEG)
         candidate_ids = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits))
         if not candidate_ids:  # nothing to narrow to; semantic search still sees every matching chunk
-            semantic_hits = await self._vector_search(plan, run, embedding, top_k=plan.retrieve_k, filters=plan.filters)
+            semantic_hits = await self._vector_search(
+                plan, run, embedding, top_k=plan.semantic_retrieve_k, filters=plan.filters
+            )
             return _single(semantic_hits, SEMANTIC_LEG) if semantic_hits is not None else _single([], LEXICAL_LEG)
         restricted = replace(plan.filters, chunk_ids=candidate_ids)
         semantic_hits = await self._vector_search(plan, run, embedding, top_k=len(candidate_ids), filters=restricted)

@@ -14,11 +14,11 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from app.api.app import create_app
-from app.api.engines import Engines
 from app.config import Settings
 from app.engines.migrate import run_migrations
 from app.engines.postgres import PgVectorIndex, PostgresDocumentStore, create_postgres_engine
 from app.engines.tantivy_index import TantivyLexicalIndex
+from app.wiring.engines import Engines
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.api.engines import refill_recreated_lexical_index
 from app.engines.memory import InMemoryDocumentStore
 from app.engines.tantivy_index import TantivyLexicalIndex
+from app.wiring.engines import refill_recreated_lexical_index
 from tests.contract.document_store import entry
 from tests.contract.tantivy_layouts import V1_TEXT_FIELDS, write_poimen_index
 

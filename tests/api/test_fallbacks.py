@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from app.api.engines import Engines
+    from app.wiring.engines import Engines
 
-READINESS_CACHE_S = 1.0  # app/api/routes.py caches the readiness answer this long
+READINESS_CACHE_S = 1.0  # app/api/operator_routes.py caches the readiness answer this long
 DOCUMENTS: list[dict[str, Any]] = [
     {
         "id": "ingress",

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from app.config import Settings
-from app.operations.flags import FLAG_NAMES, Flags, parse_flags_file
+from app.search.flags import FLAG_NAMES, Flags, parse_flags_file
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import app.observability  # noqa: F401 - importing it registers the `poimen_` metric objects
+import app.observability.metrics  # noqa: F401 - importing it registers the `poimen_` metric objects
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
@@ -265,7 +265,7 @@ def test_committed_dashboard_is_what_the_generator_builds() -> None:
 
 
 def test_app_metrics_used_by_the_dashboard_are_registered() -> None:
-    """The `poimen_` (non-HTTP) metrics are module-level objects of app.observability: importing it registers them.
+    """The `poimen_` (non-HTTP) metrics are module-level objects of app.observability.metrics: importing it registers them.
 
     The HTTP metrics appear only after the middleware served a request; the live `/metrics` test covers them.
     """

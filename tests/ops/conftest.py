@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from litestar.testing import AsyncTestClient
     from opentelemetry.sdk.trace import SpanProcessor
 
-    from app.api.engines import Engines
     from app.engines.embedder import SentenceTransformerEmbedder
+    from app.wiring.engines import Engines
 
 
 class OpsApp:

@@ -122,7 +122,7 @@ async def test_a_failing_leg_counts_a_fallback_and_an_engine_error_and_fails_rea
 async def _wait_past_readiness_cache() -> None:
     import asyncio  # noqa: PLC0415
 
-    from app.api.routes import READINESS_CACHE_S  # noqa: PLC0415
+    from app.api.operator_routes import READINESS_CACHE_S  # noqa: PLC0415
 
     await asyncio.sleep(READINESS_CACHE_S + 0.1)
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.operations.rollout import assign_arm
+from app.search.rollout import assign_arm
 from tests.ops.conftest import CORPUS, sample, wait_indexed
 
 SYNTHETIC_CALLERS = 10_000

@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from app.api.auth import (
+from app.auth.tokens import (
     ANONYMOUS,
     Principal,
     TokenVerifier,

@@ -6,8 +6,15 @@ import threading
 import pytest
 from prometheus_client import REGISTRY
 
-from app.domain.models import Filters
-from app.operations.cache import QueryCache, QueryCacheKey
+from app.domain.models import (
+    Filters,
+    FusionMethod,
+    FusionSettings,
+    LexicalQuery,
+    SearchPlan,
+    SearchStrategy,
+)
+from app.search.cache import QueryCache, QueryCacheKey
 
 
 class FakeClock:
@@ -18,42 +25,59 @@ class FakeClock:
         return self.now
 
 
+BASE_PLAN = SearchPlan(
+    semantic_text="how to rotate certs",
+    lexical_query=LexicalQuery(text="rotate certs"),
+    filters=Filters(project_id="alpha", tags=("ops",)),
+    strategy=SearchStrategy.HYBRID,
+    strategy_confidence=0.8,
+    fusion=FusionSettings(method=FusionMethod.RRF, rrf_k=60, weights={"semantic": 0.6, "lexical": 0.4}),
+    semantic_retrieve_k=50,
+    lexical_retrieve_k=50,
+    limit=10,
+    cascading_multiplier=4,
+    max_chunks_per_document=None,
+    min_score=None,
+    lexical_timeout_s=2.0,
+    semantic_timeout_s=5.0,
+)
 BASE_INPUTS: dict[str, object] = {
-    "project_id": "alpha",
     "query": "how to rotate certs",
-    "filters": Filters(project_id="alpha", tags=("ops",)),
-    "strategy": "hybrid",
-    "fusion": "rrf",
-    "weights": {"semantic": 0.6, "lexical": 0.4},
-    "rrf_k": 60,
-    "limit": 10,
-    "collapse": None,
-    "min_score": None,
-    "explain": False,
-    "flags_version": 3,
+    "plan": BASE_PLAN,
+    "knobs_version": 3,
     "arm": "hybrid",
     "auth_scope": "read:alpha",
-    "extra": None,
 }
 
 # One different value per input; each must give a different key.
 CHANGED_INPUTS: dict[str, object] = {
-    "project_id": "beta",
+    "project_id": dataclasses.replace(BASE_PLAN, filters=Filters(project_id="beta", tags=("ops",))),
     "query": "how to rotate keys",
-    "filters": Filters(project_id="alpha", tags=("dev",)),
-    "strategy": "lexical",
-    "fusion": "weighted",
-    "weights": {"semantic": 0.5, "lexical": 0.5},
-    "rrf_k": 61,
-    "limit": 20,
-    "collapse": 1,
-    "min_score": 0.2,
-    "explain": True,
-    "flags_version": 4,
+    "plan": dataclasses.replace(BASE_PLAN, limit=20),
+    "knobs_version": 4,
     "arm": "semantic",
     "auth_scope": "read:alpha,beta",
-    "extra": ("reranker", "on"),
 }
+CHANGED_PLAN_FIELDS: dict[str, object] = {
+    "semantic_text": "rotate keys",
+    "lexical_query": LexicalQuery(text="rotate keys"),
+    "filters": Filters(project_id="alpha", tags=("dev",)),
+    "strategy": SearchStrategy.LEXICAL,
+    "strategy_confidence": 0.9,
+    "fusion": FusionSettings(method=FusionMethod.RRF, rrf_k=61, weights={"semantic": 0.6, "lexical": 0.4}),
+    "semantic_retrieve_k": 51,
+    "lexical_retrieve_k": 51,
+    "limit": 20,
+    "cascading_multiplier": 5,
+    "max_chunks_per_document": 1,
+    "min_score": 0.2,
+    "lexical_timeout_s": 1.0,
+    "semantic_timeout_s": 1.0,
+}
+
+
+def plan_with(**changes: object) -> SearchPlan:
+    return dataclasses.replace(BASE_PLAN, **changes)  # type: ignore[arg-type]
 
 
 def cache_lookups(result: str) -> float:
@@ -65,6 +89,10 @@ def make_cache(clock: FakeClock | None = None, *, ttl_s: float = 60.0, max_size:
 
 
 def key_for(cache: QueryCache[str], **changes: object) -> QueryCacheKey:
+    if "project_id" in changes:
+        changes["plan"] = plan_with(filters=Filters(project_id=str(changes.pop("project_id")), tags=("ops",)))
+    if "limit" in changes:
+        changes["plan"] = plan_with(limit=changes.pop("limit"))
     return cache.make_key(**{**BASE_INPUTS, **changes})  # type: ignore[arg-type]
 
 
@@ -128,8 +156,10 @@ def test_an_answer_computed_before_an_invalidation_is_never_served_after_it() ->
 @pytest.mark.parametrize("name", sorted(CHANGED_INPUTS))
 def test_every_input_changes_the_key(name: str) -> None:
     cache = make_cache()
+    change = CHANGED_INPUTS[name]
+    changes = {"plan": change} if name == "project_id" else {name: change}
 
-    assert key_for(cache, **{name: CHANGED_INPUTS[name]}) != key_for(cache)
+    assert key_for(cache, **changes) != key_for(cache)
 
 
 def test_changed_inputs_cover_every_key_field() -> None:
@@ -138,10 +168,22 @@ def test_changed_inputs_cover_every_key_field() -> None:
     assert fields == set(CHANGED_INPUTS)
 
 
-def test_whitespace_and_weight_order_do_not_change_the_key() -> None:
+@pytest.mark.parametrize("name", sorted(CHANGED_PLAN_FIELDS))
+def test_every_plan_field_changes_the_key(name: str) -> None:
     cache = make_cache()
 
-    same = key_for(cache, query="  how to   rotate\tcerts ", weights={"lexical": 0.4, "semantic": 0.6})
+    assert key_for(cache, plan=plan_with(**{name: CHANGED_PLAN_FIELDS[name]})) != key_for(cache)
+
+
+def test_changed_plan_fields_cover_every_plan_field() -> None:
+    assert {field.name for field in dataclasses.fields(SearchPlan)} == set(CHANGED_PLAN_FIELDS)
+
+
+def test_whitespace_and_weight_order_do_not_change_the_key() -> None:
+    cache = make_cache()
+    reordered = FusionSettings(method=FusionMethod.RRF, rrf_k=60, weights={"lexical": 0.4, "semantic": 0.6})
+
+    same = key_for(cache, query="  how to   rotate\tcerts ", plan=plan_with(fusion=reordered))
 
     assert same == key_for(cache)
     assert hash(same) == hash(key_for(cache))

@@ -11,7 +11,8 @@ from prometheus_client import REGISTRY
 
 from app.config import Settings
 from app.domain.models import SearchStrategy
-from app.operations.flags import FLAG_NAMES, Flags, FlagStore
+from app.knobs import KNOB_NAMES
+from app.search.flags import FlagStore, knobs_from_settings
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,7 +30,7 @@ def gauge(name: str) -> float:
 
 @pytest.fixture
 def settings(monkeypatch: pytest.MonkeyPatch) -> Settings:
-    for name in FLAG_NAMES:
+    for name in KNOB_NAMES:
         monkeypatch.delenv(name.upper(), raising=False)
     monkeypatch.setenv("RRF_K_CONSTANT", "70")
     monkeypatch.setenv("HYBRID_ROLLOUT_PERCENT", "25")
@@ -81,7 +82,7 @@ def test_a_json_file_is_read(settings: Settings, tmp_path: Path) -> None:
 def test_an_empty_file_overrides_nothing(settings: Settings, tmp_path: Path) -> None:
     store = FlagStore(settings, path=write(tmp_path / "flags.yaml", "# nothing yet\n"))
 
-    assert store.current() == Flags.from_settings(settings)
+    assert store.current() == knobs_from_settings(settings)
     assert store.last_error is None
 
 
@@ -95,7 +96,7 @@ def test_describe_shows_each_value_and_its_source(settings: Settings, tmp_path: 
     assert description["last_error"] is None
     flags = description["flags"]
     assert isinstance(flags, dict)
-    assert set(flags) == set(FLAG_NAMES)
+    assert set(flags) == set(KNOB_NAMES)
     assert flags["rrf_final_k"] == {"value": 5, "source": "file"}
     assert flags["rrf_k_constant"] == {"value": 70, "source": "env"}
     assert flags["search_strategy"] == {"value": "hybrid", "source": "default"}
@@ -120,7 +121,7 @@ def test_a_bad_file_keeps_the_last_good_flags_and_says_why(
     errors_before = reload_errors()
     write(path, content)
 
-    with caplog.at_level(logging.WARNING, logger="app.operations.flags"):
+    with caplog.at_level(logging.WARNING, logger="app.search.flags"):
         changed = store.reload()
 
     assert changed is False
@@ -161,7 +162,7 @@ def test_fixing_a_bad_file_applies_it_and_clears_the_error(settings: Settings, t
 def test_a_missing_file_keeps_the_env_flags(settings: Settings, tmp_path: Path) -> None:
     store = FlagStore(settings, path=tmp_path / "absent.yaml")
 
-    assert store.current() == Flags.from_settings(settings)
+    assert store.current() == knobs_from_settings(settings)
     assert store.last_error is not None
     assert "cannot read" in store.last_error
 
@@ -226,11 +227,3 @@ def test_a_configmap_symlink_swap_is_seen(settings: Settings, tmp_path: Path) ->
 
     assert changed is True
     assert store.current().rrf_final_k == 12
-
-
-def test_flags_accept_exactly_what_settings_accepts() -> None:
-    for name, flag_field in Flags.model_fields.items():
-        setting_field = Settings.model_fields[name]
-
-        assert flag_field.annotation == setting_field.annotation, name
-        assert flag_field.metadata == setting_field.metadata, name

@@ -303,7 +303,7 @@ def test_zscore_is_not_fooled_by_score_scale() -> None:
 def test_fuse_dispatches_on_the_method(method: FusionMethod, expected_top_score: float) -> None:
     ranked = legs([hit("a", 0.9), hit("b", 0.1)], [hit("a", 9.0), hit("b", 1.0)])
 
-    fused = fuse(ranked, FusionSettings(method=method), limit=1)
+    fused = fuse(ranked, FusionSettings(method=method, rrf_k=60, weights={}), limit=1)
 
     assert ids(fused) == ["a"]
     assert fused[0].score == pytest.approx(expected_top_score)

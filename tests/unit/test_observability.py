@@ -14,9 +14,12 @@ from opentelemetry.trace import StatusCode
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import observability
+import app.observability.metrics as observability_metrics
+import app.observability.tracing as observability_tracing
 from app.config import Settings
-from app.observability import configure_logging, configure_tracing, fallback_reason, phase, record_search
+from app.observability.logs import configure_logging
+from app.observability.metrics import fallback_reason, record_search
+from app.observability.tracing import configure_tracing, phase
 
 # The metric contract the Grafana dashboard is built on: exposed family name -> (type, label names).
 CONTRACT = {
@@ -62,7 +65,7 @@ def restore_root_logger():
 
 
 def run_traced_search() -> None:
-    with observability._TracerHolder.tracer.start_as_current_span("POST /memory/query"):
+    with observability_tracing._TracerHolder.tracer.start_as_current_span("POST /memory/query"):
         with phase("search.embed"):
             pass
         with phase("search.engine.semantic", engine="pgvector"):
@@ -239,12 +242,12 @@ def test_fallback_reasons_map_onto_the_bounded_set(reason: str, expected: str) -
 
 def test_every_contract_metric_is_exported_with_its_type_and_labels() -> None:
     run_traced_search()
-    observability.record_shadow_overlap(0.8)
-    observability.record_rollout_assignment("hybrid")
-    observability.record_ingested(status="created", chunks=3)
-    observability.record_engine_error("opensearch")
-    observability.record_cache_lookup(hit=True)
-    observability.LEXICAL_OUTBOX_BACKLOG.set(2)
+    observability_metrics.record_shadow_overlap(0.8)
+    observability_metrics.record_rollout_assignment("hybrid")
+    observability_metrics.record_ingested(status="created", chunks=3)
+    observability_metrics.record_engine_error("opensearch")
+    observability_metrics.record_cache_lookup(hit=True)
+    observability_metrics.LEXICAL_OUTBOX_BACKLOG.set(2)
 
     families = {family.name: family for family in text_string_to_metric_families(generate_latest().decode())}
 
@@ -276,7 +279,7 @@ def test_stage_histogram_uses_the_contract_buckets() -> None:
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian package prometheus)")
 def test_exposition_passes_promtool_check_metrics() -> None:
     run_traced_search()
-    observability.record_shadow_overlap(0.5)
+    observability_metrics.record_shadow_overlap(0.5)
 
     checked = subprocess.run(
         ["promtool", "check", "metrics"], input=generate_latest(), capture_output=True, check=False, timeout=30

@@ -10,14 +10,30 @@ from app.config import Settings
 from app.domain.errors import InvalidQueryError
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusionMethod, SearchStrategy
 from app.query.optimizer import QueryOptimizer
-from app.query.planner import PlanDefaults, SearchOptions, build_plan, validate_query_text
+from app.knobs import SearchKnobs
+from app.query.planner import SearchOptions, build_plan, validate_query_text
 
 NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)
 OPTIMIZER = QueryOptimizer(clock=lambda: NOW)
-ROUTED = PlanDefaults(routing_enabled=True)
+ALL_STRATEGIES = "hybrid,semantic,lexical,cascading"
 
 
-def plan_for(query: str, defaults: PlanDefaults = ROUTED, **options):
+def knobs(**values) -> SearchKnobs:
+    """Knobs for these tests: RRF k=60, semantic weight 0.6, routing off and to every strategy, unless given."""
+    base = {
+        "ranking_algorithm": "rrf",
+        "rrf_k_constant": 60,
+        "hybrid_semantic_weight": 0.6,
+        "query_optimization_enabled": False,
+        "query_routing_strategies": ALL_STRATEGIES,
+    }
+    return SearchKnobs(**{**base, **values})
+
+
+ROUTED = knobs(query_optimization_enabled=True)
+
+
+def plan_for(query: str, defaults: SearchKnobs = ROUTED, **options):
     return build_plan(
         OPTIMIZER.analyze(query), SearchOptions(project=options.pop("project", "demo"), **options), defaults
     )
@@ -34,7 +50,7 @@ def test_routing_enabled_follows_the_optimizer() -> None:
 
 
 def test_routing_disabled_uses_the_configured_strategy() -> None:
-    plan = plan_for("#networking @devops", PlanDefaults(strategy=SearchStrategy.SEMANTIC, routing_enabled=False))
+    plan = plan_for("#networking @devops", knobs(search_strategy=SearchStrategy.SEMANTIC))
 
     assert plan.strategy is SearchStrategy.SEMANTIC
     assert plan.strategy_confidence == 1.0
@@ -56,7 +72,7 @@ def test_plan_carries_the_optimizer_texts_and_defaults() -> None:
     assert plan.semantic_text == "how do i deploy to kubernetes?"
     assert plan.lexical_query.text == "deploy k8s kubernetes"
     assert plan.filters.project_id == "demo"
-    assert (plan.limit, plan.retrieve_k, plan.cascading_multiplier) == (10, 50, 4)
+    assert (plan.limit, plan.semantic_retrieve_k, plan.lexical_retrieve_k, plan.cascading_multiplier) == (10, 50, 50, 4)
     assert (plan.lexical_timeout_s, plan.semantic_timeout_s) == (2.0, 5.0)
     assert plan.max_chunks_per_document is None
     assert plan.min_score is None
@@ -64,13 +80,13 @@ def test_plan_carries_the_optimizer_texts_and_defaults() -> None:
 
 def test_request_limit_and_retrieve_k_apply_and_retrieve_k_covers_the_limit() -> None:
     assert plan_for("kubernetes pods memory", limit=5).limit == 5
-    assert plan_for("kubernetes pods memory", limit=80).retrieve_k == 80
-    assert plan_for("kubernetes pods memory", retrieve_k=200).retrieve_k == 200
+    assert plan_for("kubernetes pods memory", limit=80).semantic_retrieve_k == 80
+    assert plan_for("kubernetes pods memory", retrieve_k=200).lexical_retrieve_k == 200
 
 
 def test_fuzzy_comes_from_defaults_unless_the_request_says() -> None:
-    assert plan_for("kubernetes pods memory", PlanDefaults(fuzzy=True)).lexical_query.fuzzy
-    assert not plan_for("kubernetes pods memory", PlanDefaults(fuzzy=True), fuzzy=False).lexical_query.fuzzy
+    assert plan_for("kubernetes pods memory", knobs(lexical_fuzziness=True)).lexical_query.fuzzy
+    assert not plan_for("kubernetes pods memory", knobs(lexical_fuzziness=True), fuzzy=False).lexical_query.fuzzy
 
 
 def test_plain_rrf_is_unweighted_by_default() -> None:
@@ -156,7 +172,7 @@ def test_no_date_range_no_undated_flag() -> None:
 
 
 def test_entity_filters_can_be_turned_off() -> None:
-    plan = plan_for("#networking changes in 2024", PlanDefaults(entity_filters_enabled=False))
+    plan = plan_for("#networking changes in 2024", knobs(query_entity_extraction=False))
 
     assert plan.filters.tags == ()
     assert plan.filters.event_time_from is None
@@ -176,7 +192,7 @@ def test_collapse_options(options, expected) -> None:
 
 
 def test_collapse_false_overrides_a_collapsing_default() -> None:
-    defaults = PlanDefaults(max_chunks_per_document=2)
+    defaults = knobs(max_chunks_per_document=2)
 
     assert plan_for("kubernetes pods memory", defaults).max_chunks_per_document == 2
     assert plan_for("kubernetes pods memory", defaults, collapse=False).max_chunks_per_document is None
@@ -227,46 +243,53 @@ def test_invalid_options_name_the_field(options, field: str) -> None:
     assert error.value.field == field
 
 
-def test_defaults_come_from_settings() -> None:
+def test_knobs_become_the_plan_defaults() -> None:
     settings = Settings(
         _env_file=None,
         search_strategy=SearchStrategy.CASCADING,
-        query_optimization_enabled=True,
+        query_optimization_enabled=False,
         ranking_algorithm=FusionMethod.WEIGHTED,
         rrf_k_constant=30,
         hybrid_semantic_weight=0.7,
         rrf_retrieve_k=40,
+        lexical_retrieve_k=60,
         rrf_final_k=7,
         cascading_lexical_multiplier=3,
         lexical_timeout_ms=1500,
         semantic_timeout_ms=2500,
         max_chunks_per_document=0,
         lexical_fuzziness=True,
-        query_routing_strategies="lexical, Cascading",
     )
 
-    defaults = PlanDefaults.from_settings(settings)
+    plan = build_plan(OPTIMIZER.analyze("kubernetes pods memory"), SearchOptions(project="p"), settings)
 
-    assert defaults == PlanDefaults(
-        strategy=SearchStrategy.CASCADING,
-        routing_enabled=True,
-        fusion_method=FusionMethod.WEIGHTED,
-        rrf_k=30,
-        semantic_weight=0.7,
-        retrieve_k=40,
-        limit=7,
-        cascading_multiplier=3,
-        lexical_timeout_s=1.5,
-        semantic_timeout_s=2.5,
-        max_chunks_per_document=None,
-        fuzzy=True,
-        routable_strategies=frozenset({SearchStrategy.LEXICAL, SearchStrategy.CASCADING}),
-    )
+    assert plan.strategy is SearchStrategy.CASCADING
+    assert plan.fusion.method is FusionMethod.WEIGHTED
+    assert plan.fusion.rrf_k == 30
+    assert plan.fusion.weights == pytest.approx({"semantic": 0.7, "lexical": 0.3})
+    assert (plan.semantic_retrieve_k, plan.lexical_retrieve_k, plan.limit) == (40, 60, 7)
+    assert plan.cascading_multiplier == 3
+    assert (plan.lexical_timeout_s, plan.semantic_timeout_s) == (1.5, 2.5)
+    assert plan.max_chunks_per_document is None
+    assert plan.lexical_query.fuzzy
+
+
+def test_both_knob_weights_are_normalised_and_one_alone_leaves_the_rest() -> None:
+    analysis = OPTIMIZER.analyze("kubernetes pods memory")
+    options = SearchOptions(project="p", fusion_method=FusionMethod.WEIGHTED)
+
+    both = build_plan(analysis, options, SearchKnobs(hybrid_semantic_weight=0.6, hybrid_lexical_weight=0.6))
+    lexical_only = build_plan(analysis, options, SearchKnobs(hybrid_lexical_weight=0.8))
+    semantic_only = build_plan(analysis, options, SearchKnobs(hybrid_semantic_weight=0.8))
+
+    assert both.fusion.weights == pytest.approx({"semantic": 0.5, "lexical": 0.5})
+    assert lexical_only.fusion.weights == pytest.approx({"semantic": 0.2, "lexical": 0.8})
+    assert semantic_only.fusion.weights == pytest.approx({"semantic": 0.8, "lexical": 0.2})
 
 
 def test_routing_only_reaches_the_routable_strategies() -> None:
     optimizer = QueryOptimizer()
-    defaults = PlanDefaults(routing_enabled=True, routable_strategies=frozenset({SearchStrategy.LEXICAL}))
+    defaults = knobs(query_optimization_enabled=True, query_routing_strategies="lexical")
 
     tagged = build_plan(optimizer.analyze("#networking @devops"), SearchOptions(project="p"), defaults)
     dated = build_plan(optimizer.analyze("fix port 2024"), SearchOptions(project="p"), defaults)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.operations.rollout import assign_arm, caller_bucket, caller_key, overlap_at_k
+from app.search.rollout import assign_arm, caller_bucket, caller_key, overlap_at_k
 
 CALLERS = [caller_key(f"user-{n}", None, None) for n in range(10_000)]
 
@@ -35,7 +35,7 @@ def test_one_caller_keeps_its_arm_across_calls() -> None:
 def test_one_caller_gets_the_same_arm_in_another_process() -> None:
     # A fresh interpreter has a different str hash seed; the arm must not depend on it.
     program = (
-        "from app.operations.rollout import assign_arm, caller_bucket;"
+        "from app.search.rollout import assign_arm, caller_bucket;"
         "print(caller_bucket('sub:alice'), assign_arm('sub:alice', hybrid_percent=50.0))"
     )
 

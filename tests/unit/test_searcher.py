@@ -122,9 +122,13 @@ def make_plan(strategy: SearchStrategy = SearchStrategy.HYBRID, **overrides) -> 
         filters=Filters(project_id="p"),
         strategy=strategy,
         strategy_confidence=0.9,
-        fusion=FusionSettings(method=FusionMethod.RRF, rrf_k=60),
-        retrieve_k=50,
+        fusion=FusionSettings(method=FusionMethod.RRF, rrf_k=60, weights={}),
+        semantic_retrieve_k=50,
+        lexical_retrieve_k=50,
         limit=10,
+        cascading_multiplier=4,
+        max_chunks_per_document=None,
+        min_score=None,
         lexical_timeout_s=1.0,
         semantic_timeout_s=1.0,
     )
@@ -168,7 +172,7 @@ async def test_hybrid_asks_each_leg_for_retrieve_k_with_the_plan_filters() -> No
     vector, lexical = FakeVectorIndex(), FakeLexicalIndex()
     filters = Filters(project_id="p", tags=("ops",))
 
-    await searcher(vector, lexical).search(make_plan(retrieve_k=30, filters=filters))
+    await searcher(vector, lexical).search(make_plan(semantic_retrieve_k=30, lexical_retrieve_k=30, filters=filters))
 
     assert vector.calls == [(30, filters)]
     assert [(top_k, f) for _, top_k, f in lexical.calls] == [(30, filters)]
@@ -200,7 +204,10 @@ async def test_hybrid_collapses_per_document_then_applies_min_score() -> None:
         ScoredHit(chunk=chunk("c1", "C"), score=0.1),
     ]
     plan = make_plan(
-        SearchStrategy.SEMANTIC, max_chunks_per_document=1, min_score=0.5, fusion=FusionSettings(FusionMethod.RRF)
+        SearchStrategy.SEMANTIC,
+        max_chunks_per_document=1,
+        min_score=0.5,
+        fusion=FusionSettings(FusionMethod.RRF, 60, {}),
     )
 
     result = await searcher(FakeVectorIndex(hits)).search(plan)
@@ -372,7 +379,13 @@ async def test_cascading_ranks_lexical_candidates_by_vector_similarity() -> None
     filters = Filters(project_id="p", tags=("net",))
 
     result = await searcher(vector, lexical).search(
-        make_plan(SearchStrategy.CASCADING, retrieve_k=5, cascading_multiplier=4, filters=filters)
+        make_plan(
+            SearchStrategy.CASCADING,
+            semantic_retrieve_k=5,
+            lexical_retrieve_k=5,
+            cascading_multiplier=4,
+            filters=filters,
+        )
     )
 
     assert ids(result) == ["c", "a", "b"]  # "z" was not a lexical candidate

@@ -1,4 +1,4 @@
-"""Operator-style flags: env defaults, overridden by a YAML/JSON file that is re-read while running.
+"""Operator-style flags: the search knobs from env, overridden by a YAML/JSON file re-read while running.
 
 In Kubernetes the file comes from a ConfigMap volume. The kubelet updates it by swapping the `..data`
 symlink, so the file is re-read by content on every poll instead of trusting mtimes.
@@ -12,13 +12,13 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from app.domain.models import FusionMethod, SearchStrategy  # noqa: TC001 - pydantic needs them at runtime
-from app.observability import FLAGS_RELOAD_ERRORS_TOTAL, FLAGS_VERSION, ROLLOUT_HYBRID_PERCENT
+from app.knobs import KNOB_NAMES, SearchKnobs, knob_name
+from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, FLAGS_VERSION, ROLLOUT_HYBRID_PERCENT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,55 +30,53 @@ logger = logging.getLogger(__name__)
 FlagSource = Literal["default", "env", "file"]
 
 
-class Flags(BaseModel):
-    """The knobs an operator may change while the service runs; constraints match `Settings`.
+class KnobSource(Protocol):
+    """Where a service reads the knobs in force: the flags store, or fixed knobs (evaluation, tests)."""
 
-    Immutable: a reload builds a new `Flags`, so a request that read one keeps a consistent view.
-    """
+    def current(self) -> SearchKnobs:
+        """The knobs in force now; an immutable value, so read it once per request and keep it."""
+        ...
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    search_strategy: SearchStrategy
-    ranking_algorithm: FusionMethod
-    rrf_k_constant: int = Field(ge=1, le=10000)
-    rrf_retrieve_k: int = Field(ge=1, le=1000)
-    rrf_final_k: int = Field(ge=1, le=100)
-    hybrid_semantic_weight: float = Field(ge=0.0, le=1.0)
-    cascading_lexical_multiplier: int = Field(ge=1, le=100)
-    query_optimization_enabled: bool
-    lexical_fuzziness: bool
-    enable_semantic_fallback: bool
-    hybrid_rollout_percent: float = Field(ge=0.0, le=100.0)
-    rollout_shadow_enabled: bool
-    query_cache_ttl_secs: float = Field(ge=0)
-    max_chunks_per_document: int = Field(ge=0)
-    lexical_timeout_ms: int = Field(ge=1)
-    semantic_timeout_ms: int = Field(ge=1)
-
-    @field_validator("search_strategy", "ranking_algorithm", mode="before")
-    @classmethod
-    def _case_insensitive_enum(cls, value: object) -> object:
-        return value.strip().lower() if isinstance(value, str) else value
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Flags:
-        """The flags as the environment (or `Settings` defaults) set them."""
-        return cls.model_validate({name: getattr(settings, name) for name in FLAG_NAMES})
+    @property
+    def version(self) -> int:
+        """Changes whenever `current()` changes (part of cache keys)."""
+        ...
 
 
-FLAG_NAMES: Final = tuple(Flags.model_fields)
+class FixedKnobs:
+    """A `KnobSource` that never changes: version 0 always."""
+
+    def __init__(self, knobs: SearchKnobs) -> None:
+        self._knobs = knobs
+
+    def current(self) -> SearchKnobs:
+        """The knobs given at construction."""
+        return self._knobs
+
+    @property
+    def version(self) -> int:
+        """Always 0."""
+        return 0
+
+
+def knobs_from_settings(settings: Settings) -> SearchKnobs:
+    """The knobs as the environment (or their defaults) set them; unset knobs stay unset."""
+    return SearchKnobs.model_validate(settings.model_dump(include=set(KNOB_NAMES), exclude_unset=True))
 
 
 class FlagsFileError(ValueError):
     """A flags file that cannot be applied; the message is one line saying why."""
 
 
-def parse_flags_file(content: bytes, *, base: Flags, json_only: bool = False) -> tuple[Flags, frozenset[str]]:
-    """Apply a flags file's overrides to `base`; return the new flags and the names the file set.
+def parse_flags_file(
+    content: bytes, *, base: SearchKnobs, json_only: bool = False
+) -> tuple[SearchKnobs, frozenset[str]]:
+    """Apply a flags file's overrides to `base`; return the new knobs and the names the file set.
 
-    Keys are flag names in any case (`RRF_K_CONSTANT` or `rrf_k_constant`, `-` for `_` too). An
-    empty file overrides nothing. Raises `FlagsFileError` for a parse error, a top level that is not
-    a mapping, an unknown key or an invalid value.
+    Keys are knob names in any case (`RRF_K_CONSTANT` or `rrf_k_constant`, `-` for `_` too), reference
+    aliases included (`FINAL_RESULT_K`). Knobs `base` left unset and the file does not set keep their
+    defaults. An empty file overrides nothing. Raises `FlagsFileError` for a parse error, a top level
+    that is not a mapping, an unknown key, an alias that disagrees with its knob, or an invalid value.
     """
     try:
         loaded = json.loads(content) if json_only else yaml.safe_load(content)
@@ -93,13 +91,16 @@ def parse_flags_file(content: bytes, *, base: Flags, json_only: bool = False) ->
         raise FlagsFileError(message)
     overrides: dict[str, object] = {}
     for key, value in loaded.items():
-        name = str(key).strip().lower().replace("-", "_")
-        if name not in FLAG_NAMES:
+        name = knob_name(str(key))
+        if name is None:
             message = f"unknown flag {key!r}"
+            raise FlagsFileError(message)
+        if name in overrides and str(overrides[name]) != str(value):
+            message = f"{key!r} and another spelling of {name!r} disagree: set only one"
             raise FlagsFileError(message)
         overrides[name] = value
     try:
-        flags = Flags.model_validate({**base.model_dump(), **overrides})
+        flags = SearchKnobs.model_validate({**base.model_dump(exclude_unset=True), **overrides})
     except ValidationError as error:
         reasons = "; ".join(f"{'.'.join(map(str, item['loc'])).upper()}: {item['msg']}" for item in error.errors())
         message = f"invalid value: {reasons}"
@@ -109,7 +110,7 @@ def parse_flags_file(content: bytes, *, base: Flags, json_only: bool = False) ->
 
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
-    flags: Flags
+    flags: SearchKnobs
     file_keys: frozenset[str]
     version: int
 
@@ -128,7 +129,7 @@ class FlagStore:
         self._settings = settings
         self.path = path if path is not None else settings.poimen_flags_file
         self.poll_interval_s = poll_interval_s if poll_interval_s is not None else settings.flags_poll_interval_s
-        self._defaults = Flags.from_settings(settings)
+        self._defaults = knobs_from_settings(settings)
         self._snapshot = _Snapshot(flags=self._defaults, file_keys=frozenset(), version=0)
         self._last_digest: str | None = None
         self.last_error: str | None = None
@@ -136,7 +137,7 @@ class FlagStore:
         self._publish()
         self.reload()
 
-    def current(self) -> Flags:
+    def current(self) -> SearchKnobs:
         """The flags in force now. Cheap: read it once per request and keep that object."""
         return self._snapshot.flags
 
@@ -151,7 +152,7 @@ class FlagStore:
         env_set = self._settings.model_fields_set
         return {
             name: "file" if name in snapshot.file_keys else "env" if name in env_set else "default"
-            for name in FLAG_NAMES
+            for name in KNOB_NAMES
         }
 
     def describe(self) -> dict[str, object]:
@@ -163,7 +164,7 @@ class FlagStore:
             "version": snapshot.version,
             "file": str(self.path) if self.path is not None else None,
             "last_error": self.last_error,
-            "flags": {name: {"value": values[name], "source": sources[name]} for name in FLAG_NAMES},
+            "flags": {name: {"value": values[name], "source": sources[name]} for name in KNOB_NAMES},
         }
 
     def reload(self) -> bool:
@@ -199,7 +200,7 @@ class FlagStore:
                 return False
             self._snapshot = _Snapshot(flags=flags, file_keys=file_keys, version=previous.version + 1)
             self._publish()
-            changed = sorted(name for name in FLAG_NAMES if getattr(flags, name) != getattr(previous.flags, name))
+            changed = sorted(name for name in KNOB_NAMES if getattr(flags, name) != getattr(previous.flags, name))
             logger.info(
                 "flags version %d from %s: changed %s", self._snapshot.version, self.path, ", ".join(changed) or "none"
             )

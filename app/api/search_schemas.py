@@ -1,4 +1,4 @@
-"""Wire shapes (msgspec Structs) of the HTTP API and their mapping to and from domain values.
+"""Wire shapes (msgspec Structs) of the search endpoints, and the search outcome -> response mapping.
 
 The search response follows the reference shape (query-optimization-engine.md Part 4) exactly, with a
 few additions a caller needs: the rollout arm, whether it came from cache, and degradation reasons.
@@ -6,25 +6,19 @@ few additions a caller needs: the rollout arm, whether it came from cache, and d
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
-from app.config import MAX_QUERY_CHARS, PROJECT_ID_PATTERN
-from app.domain.models import (
-    LEXICAL_LEG,
-    SEMANTIC_LEG,
-    Chunk,
-    Document,
-    FusedHit,
-    QueryAnalysis,
-    SearchStrategy,
-    StoredDocument,
-)
+from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_SEMANTIC
+from app.domain.models import LEXICAL_LEG, PROJECT_ID_PATTERN, SEMANTIC_LEG, FusedHit, QueryAnalysis, SearchStrategy
+from app.query.planner import MAX_QUERY_CHARS
+
+if TYPE_CHECKING:
+    from app.search.service import SearchOutcome
 
 ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description="[A-Za-z0-9._-]{1,64}")]
-DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 StrategyName = Literal["hybrid", "semantic", "lexical", "cascading"]
 FusionName = Literal["rrf", "weighted", "zscore"]
 
@@ -34,131 +28,6 @@ STRATEGY_LABELS = {
     SearchStrategy.LEXICAL: "Lexical",
     SearchStrategy.CASCADING: "Cascading",
 }
-
-
-# ---------------------------------------------------------------------------------------------- ingestion
-
-
-class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
-    """One document to ingest. `markdown` is accepted as a synonym of `text`."""
-
-    id: DocumentId
-    text: str | None = None
-    markdown: str | None = None
-    source: Annotated[str, msgspec.Meta(max_length=1024)] = ""
-    title: Annotated[str, msgspec.Meta(max_length=1024)] = ""
-    tags: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=128)]], msgspec.Meta(max_length=64)] = []
-    event_time: datetime | None = None
-    metadata: dict[str, Any] = {}
-
-    def body(self) -> str:
-        """The document's text, whichever field carried it."""
-        return self.text if self.text is not None else (self.markdown or "")
-
-    def to_domain(self, project_id: str) -> Document:
-        """The domain document; naive event times are taken as UTC."""
-        event_time = self.event_time
-        if event_time is not None and event_time.tzinfo is None:
-            event_time = event_time.replace(tzinfo=UTC)
-        return Document(
-            project_id=project_id,
-            document_id=self.id,
-            source=self.source or self.id,
-            title=self.title,
-            text=self.body(),
-            tags=tuple(dict.fromkeys(self.tags)),
-            event_time=event_time,
-            metadata=self.metadata,
-        )
-
-
-class DocumentBatchIn(msgspec.Struct, kw_only=True):
-    """Several documents in one request; written atomically."""
-
-    documents: Annotated[list[DocumentIn], msgspec.Meta(min_length=1)]
-
-
-class IngestOutcomeOut(msgspec.Struct, kw_only=True):
-    """What happened to one document."""
-
-    id: str
-    status: Literal["created", "updated", "unchanged"]
-    chunks: int
-    embedded: int
-
-
-class IngestResponse(msgspec.Struct, kw_only=True):
-    """The answer to an ingest: every document is committed to PostgreSQL when this is sent."""
-
-    project: str
-    documents: list[IngestOutcomeOut]
-
-
-class ChunkOut(msgspec.Struct, kw_only=True):
-    """A stored chunk."""
-
-    id: str
-    position: int
-    text: str
-    breadcrumb: list[str]
-    section_title: str
-    level: str
-    tags: list[str]
-    event_time: datetime | None
-    chunk_hash: str
-
-
-class DocumentOut(msgspec.Struct, kw_only=True):
-    """A stored document with its chunks in order."""
-
-    id: str
-    project: str
-    source: str
-    title: str
-    tags: list[str]
-    event_time: datetime | None
-    metadata: dict[str, Any]
-    content_hash: str
-    lexically_indexed: bool
-    created_at: datetime
-    updated_at: datetime
-    chunks: list[ChunkOut]
-
-
-def chunk_out(chunk: Chunk) -> ChunkOut:
-    """Wire shape of a chunk."""
-    return ChunkOut(
-        id=chunk.chunk_id,
-        position=chunk.position,
-        text=chunk.text,
-        breadcrumb=list(chunk.breadcrumb),
-        section_title=chunk.section_title,
-        level=chunk.level,
-        tags=list(chunk.tags),
-        event_time=chunk.event_time,
-        chunk_hash=chunk.chunk_hash,
-    )
-
-
-def document_out(document: StoredDocument) -> DocumentOut:
-    """Wire shape of a stored document."""
-    return DocumentOut(
-        id=document.document_id,
-        project=document.project_id,
-        source=document.source,
-        title=document.title,
-        tags=list(document.tags),
-        event_time=document.event_time,
-        metadata=dict(document.metadata),
-        content_hash=document.content_hash,
-        lexically_indexed=document.lexically_indexed,
-        created_at=document.created_at,
-        updated_at=document.updated_at,
-        chunks=[chunk_out(chunk) for chunk in document.chunks],
-    )
-
-
-# ---------------------------------------------------------------------------------------------- search
 
 
 class SearchFilters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -347,17 +216,42 @@ def analysis_out(analysis: QueryAnalysis) -> QueryAnalysisOut:
     )
 
 
-class ProblemOut(msgspec.Struct, kw_only=True):
-    """An RFC 9457 problem+json error body, as `app/api/errors.py` writes it.
-
-    `field`/`fields` name the offending input of a 400; `reasons` lists why each engine failed on a 503.
-    """
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    field: str | None = None
-    fields: list[str] | None = None
-    reasons: list[str] | None = None
-    engine: str | None = None
+def search_response(query: str, outcome: SearchOutcome, *, explain: bool) -> SearchResponse:
+    """The wire shape of one search outcome; `query` is the caller's text as sent."""
+    result, plan = outcome.result, outcome.plan
+    # Only the hybrid strategy fuses; the others rank by one leg's own score (cascading: vector similarity).
+    fusion_method = {
+        SearchStrategy.HYBRID: result.fusion_method.value,
+        SearchStrategy.CASCADING: "cascading",
+    }.get(result.strategy, "none")
+    semantic = result.legs.get(SEMANTIC_LEG)
+    lexical = result.legs.get(LEXICAL_LEG)
+    stage = result.stage_ms
+    return SearchResponse(
+        query=query,
+        project=plan.filters.project_id,
+        search_strategy=STRATEGY_LABELS[result.strategy],
+        strategy_confidence=plan.strategy_confidence,
+        results=[
+            hit_out(hit, rank=rank, fusion_method=fusion_method, strategy=result.strategy)
+            for rank, hit in enumerate(result.hits, start=1)
+        ],
+        metrics=SearchMetricsOut(
+            total_time_ms=round(outcome.total_ms, 3),
+            optimize_time_ms=round(outcome.optimize_ms, 3),
+            embed_time_ms=round(stage.get(STAGE_EMBED, 0.0), 3),
+            semantic_time_ms=round(stage.get(STAGE_SEMANTIC, 0.0), 3),
+            lexical_time_ms=round(stage.get(STAGE_LEXICAL, 0.0), 3),
+            fusion_time_ms=round(stage.get(STAGE_FUSION, 0.0), 3),
+            semantic_results_count=semantic.result_count if semantic else 0,
+            lexical_results_count=lexical.result_count if lexical else 0,
+            final_results_count=len(result.hits),
+        ),
+        fusion_method=fusion_method,
+        question_type=outcome.analysis.question_type.value,
+        rollout_arm=outcome.arm,
+        cached=outcome.cached,
+        degraded=result.degraded,
+        degraded_reasons=list(result.degraded_reasons),
+        query_analysis=analysis_out(outcome.analysis) if explain else None,
+    )

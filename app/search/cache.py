@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from cachetools import TTLCache
 
-from app.observability import record_cache_lookup
+from app.observability.metrics import record_cache_lookup
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable, Mapping
+    from collections.abc import Callable, Hashable
+
+    from app.domain.models import SearchPlan
 
 ValueT = TypeVar("ValueT")
 
@@ -22,25 +24,24 @@ class QueryCacheKey:
     """Everything that changes a search's answer. Build it with `QueryCache.make_key`.
 
     `generation` is the project's write generation when the key was made: a write bumps it, so
-    entries cached before the write can no longer be found (they expire by TTL or size).
+    entries cached before the write can no longer be found (they expire by TTL or size). `plan` is
+    every field of the search plan, weights as sorted pairs.
     """
 
     project_id: str
     generation: int
     query: str
-    filters: Hashable
-    strategy: str
-    fusion: str
-    weights: tuple[tuple[str, float], ...]
-    rrf_k: int
-    limit: int
-    collapse: int | None
-    min_score: float | None
-    explain: bool
-    flags_version: int
+    plan: Hashable
+    knobs_version: int
     arm: str
     auth_scope: str
-    extra: Hashable
+
+
+def plan_fingerprint(plan: SearchPlan) -> Hashable:
+    """The plan as a hashable value: equal exactly when the plans are equal."""
+    fusion = plan.fusion
+    own = tuple(getattr(plan, field.name) for field in fields(plan) if field.name != "fusion")
+    return (*own, fusion.method, fusion.rrf_k, tuple(sorted(fusion.weights.items())))
 
 
 class QueryCache(Generic[ValueT]):
@@ -83,49 +84,22 @@ class QueryCache(Generic[ValueT]):
         with self._lock:
             self._generations[project_id] = self._generations.get(project_id, 0) + 1
 
-    def make_key(  # noqa: PLR0913 - the key is by definition every input that changes the answer
-        self,
-        *,
-        project_id: str,
-        query: str,
-        filters: Hashable,
-        strategy: str,
-        fusion: str,
-        weights: Mapping[str, float],
-        rrf_k: int,
-        limit: int,
-        collapse: int | None,
-        min_score: float | None,
-        explain: bool,
-        flags_version: int,
-        arm: str,
-        auth_scope: str,
-        extra: Hashable = None,
-    ) -> QueryCacheKey:
+    def make_key(self, *, query: str, plan: SearchPlan, knobs_version: int, arm: str, auth_scope: str) -> QueryCacheKey:
         """Build the key for one search under the project's current generation.
 
         `query` is the normalized query text; runs of whitespace are collapsed here as well, case is
-        kept. `filters` must be hashable (the frozen `Filters` is). `auth_scope` is the caller's
-        authorization scope, so one caller is never served an answer built for another's rights;
-        `extra` takes any further input that changes the answer.
+        kept. `auth_scope` is the caller's authorization scope, so one caller is never served an answer
+        built for another's rights; `knobs_version` changes whenever the flags in force change.
         """
+        project_id = plan.filters.project_id
         return QueryCacheKey(
             project_id=project_id,
             generation=self.generation(project_id),
             query=" ".join(query.split()),
-            filters=filters,
-            strategy=strategy,
-            fusion=fusion,
-            weights=tuple(sorted(weights.items())),
-            rrf_k=rrf_k,
-            limit=limit,
-            collapse=collapse,
-            min_score=min_score,
-            explain=explain,
-            flags_version=flags_version,
+            plan=plan_fingerprint(plan),
+            knobs_version=knobs_version,
             arm=arm,
             auth_scope=auth_scope,
-            extra=extra,
         )
 
     def get(self, key: QueryCacheKey) -> ValueT | None:

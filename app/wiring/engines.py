@@ -1,6 +1,6 @@
 """Opening and closing the real engines: the embedded default or external PostgreSQL / OpenSearch.
 
-Used by the app lifespan (the composition root) and by the CLI, so both run the same engines.
+Used by the app lifespan and by the CLI, so both run the same engines.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from app.engines.embedder import load_embedder
 from app.engines.migrate import run_migrations
 from app.engines.postgres import PgVectorIndex, PostgresDocumentStore, create_postgres_engine
 from app.engines.tantivy_index import TantivyLexicalIndex
+from app.ingestion.reindex import queue_every_project
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -72,10 +73,8 @@ async def refill_recreated_lexical_index(lexical: LexicalIndex, store: DocumentS
     """After an index-format upgrade emptied the embedded index, queue every project to be indexed again."""
     if not (isinstance(lexical, TantivyLexicalIndex) and lexical.recreated):
         return
-    projects = await store.project_ids()
-    for project_id in projects:
-        await store.queue_project_for_reindex(project_id)
-    logger.warning("lexical index format upgraded: %d projects queued for reindexing from PostgreSQL", len(projects))
+    projects = await queue_every_project(store)
+    logger.warning("lexical index format upgraded: %d projects queued for reindexing from PostgreSQL", projects)
 
 
 @asynccontextmanager

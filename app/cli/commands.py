@@ -2,63 +2,32 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from itertools import islice
 from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from app.api.engines import open_engines
 from app.domain.errors import EngineError, SearchServiceError
-from app.engines.embedded_postgres import EmbeddedPostgres
-from app.engines.embedder import load_embedder
-from app.engines.migrate import run_migrations
-from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.outbox import OutboxWorker
-from app.ingestion.pipeline import IngestionPipeline
+from app.ingestion.reindex import rebuild_project
 from app.ingestion.sources import read_documents
-from app.observability import record_engine_error
+from app.wiring.engines import open_engines
+from app.wiring.migrate import migrate as migrate_schema
+from app.wiring.services import build_pipeline
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
-    from app.api.engines import Engines
     from app.config import Settings
 
 OUTBOX_DRAIN_TIMEOUT_S = 30.0
 
 
-def outbox_worker(
-    settings: Settings, engines: Engines, *, on_indexed: Callable[[str], None] | None = None
-) -> OutboxWorker:
-    """An outbox worker over these engines with the configured batch and backoff."""
-    return OutboxWorker(
-        store=engines.store,
-        lexical=engines.lexical,
-        batch_size=settings.outbox_batch_size,
-        poll_interval_s=settings.outbox_poll_interval_s,
-        max_backoff_s=settings.outbox_max_backoff_s,
-        on_indexed=on_indexed,
-        on_error=lambda error: record_engine_error(error.engine) if isinstance(error, EngineError) else None,
-    )
-
-
 async def migrate(settings: Settings) -> None:
     """Apply the schema to DATABASE_URL (or the embedded server), sized for the configured model."""
-    embedder = await asyncio.to_thread(load_embedder, settings.embedding_model)
-    embedded = None
-    database_url = settings.database_url
-    if database_url is None:
-        embedded = EmbeddedPostgres(settings.poimen_data_dir / "postgres")
-        database_url = await asyncio.to_thread(embedded.start)
-    try:
-        await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=embedder.dimensions)
-    finally:
-        if embedded is not None:
-            embedded.stop()
-    print(f"schema at head ({embedder.dimensions}-dimension embeddings)", file=sys.stderr)
+    dimensions = await migrate_schema(settings)
+    print(f"schema at head ({dimensions}-dimension embeddings)", file=sys.stderr)
 
 
 async def _drain_or_explain(worker: OutboxWorker) -> None:
@@ -81,9 +50,7 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
         print(f"cannot read {path}: {error}", file=sys.stderr)
         return 1
     async with open_engines(settings) as engines:
-        pipeline = IngestionPipeline(
-            store=engines.store, embedder=engines.embedder, policy=ChunkingPolicy.from_settings(settings)
-        )
+        pipeline = build_pipeline(settings, engines)
         counts = {"created": 0, "updated": 0, "unchanged": 0}
         chunks = 0
         remaining = iter(documents)
@@ -103,7 +70,7 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
             f" {chunks} chunks",
             file=sys.stderr,
         )
-        await _drain_or_explain(outbox_worker(settings, engines))
+        await _drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
     return 0
 
 
@@ -111,11 +78,10 @@ async def reindex(settings: Settings, *, project: str) -> int:
     """Rebuild a project's lexical index from PostgreSQL, the source of truth; 0 on success."""
     async with open_engines(settings) as engines:
         try:
-            await engines.lexical.delete_project(project)
+            queued = await rebuild_project(engines.store, engines.lexical, project)
         except EngineError as error:
             print(f"cannot clear the lexical index ({error.message}); stop the server or retry", file=sys.stderr)
             return 1
-        queued = await engines.store.queue_project_for_reindex(project)
         print(f"{queued} documents queued for lexical indexing", file=sys.stderr)
-        await _drain_or_explain(outbox_worker(settings, engines))
+        await _drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
     return 0

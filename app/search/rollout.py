@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Final, Literal
 
+from app.domain.labels import HYBRID_ARM, SEMANTIC_ARM
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 Arm = Literal["hybrid", "semantic"]
 
-HYBRID_ARM: Final = "hybrid"
-SEMANTIC_ARM: Final = "semantic"
 BUCKETS: Final = 10_000
 """Callers hash into this many buckets, so the split has a resolution of 0.01 percentage points."""
 

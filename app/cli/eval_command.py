@@ -5,9 +5,9 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from app.api.engines import open_engines
 from app.evaluation.cli import run_eval_with
 from app.evaluation.runner import EvaluationEngines
+from app.wiring.engines import open_engines
 
 if TYPE_CHECKING:
     import argparse

@@ -1,0 +1,128 @@
+"""Document endpoints: write, read and delete a project's documents. PostgreSQL has a write when we answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Controller, Request, delete, get, post
+from litestar.datastructures import State
+from litestar.params import PathParameter
+from litestar.status_codes import HTTP_201_CREATED
+
+from app.api.dependencies import Injected
+from app.api.document_schemas import (
+    DocumentBatchIn,
+    DocumentIn,
+    DocumentOut,
+    IngestOutcomeOut,
+    IngestResponse,
+    document_out,
+)
+from app.api.guards import ingest_guard, search_guard
+from app.config import Settings
+from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
+from app.ingestion.pipeline import IngestionPipeline
+from app.observability.metrics import record_ingested
+from app.wiring.services import Services
+
+ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")]
+DocumentIdPath = Annotated[str, PathParameter(description="Document id; may contain `/`")]
+
+
+def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentIn]:
+    try:
+        raw = msgspec.json.decode(body)
+    except msgspec.DecodeError as error:
+        msg = f"malformed JSON: {error}"
+        raise InvalidInputError(msg, field="body") from None
+    if not isinstance(raw, dict):
+        msg = 'expected a JSON object: one document, or {"documents": [...]}'
+        raise InvalidInputError(msg, field="body")
+    try:
+        if "documents" in raw:
+            documents = msgspec.convert(raw, DocumentBatchIn).documents
+        else:
+            documents = [msgspec.convert(raw, DocumentIn)]
+    except msgspec.ValidationError as error:
+        raise InvalidInputError(str(error), field=_field_of(str(error))) from None
+    for document in documents:
+        if document.text is None and document.markdown is None:
+            msg = f"document {document.id!r} has no text"
+            raise InvalidInputError(msg, field="text")
+        size = len(document.body().encode())
+        if size > max_document_bytes:
+            msg = f"document {document.id!r} is {size} bytes; the limit is {max_document_bytes}"
+            raise DocumentTooLargeError(msg, field="text")
+    return documents
+
+
+def _field_of(message: str) -> str | None:
+    # msgspec says "... - at `$.documents[0].id`": report the path without the `$.` root.
+    marker = "at `$."
+    if marker in message:
+        return message.split(marker, 1)[1].rstrip("`")
+    if "missing required field `" in message:
+        return message.split("missing required field `", 1)[1].split("`", 1)[0]
+    return None
+
+
+def _not_found(project: str, document_id: str) -> DocumentNotFoundError:
+    return DocumentNotFoundError(f"no document {document_id!r} in project {project!r}")
+
+
+class DocumentController(Controller):
+    """Ingestion: write, read and delete a project's documents."""
+
+    path = "/v1/projects/{project:str}/documents"
+    tags = ["documents"]  # noqa: RUF012 - Litestar reads it as a class attribute
+
+    @post("/", summary="Ingest one document or a batch", status_code=HTTP_201_CREATED, guards=[ingest_guard])
+    async def ingest(
+        self,
+        request: Request[Any, Any, State],
+        project: ProjectPath,
+        settings: Injected[Settings],
+        pipeline: Injected[IngestionPipeline],
+    ) -> IngestResponse:
+        """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata}`, or `{documents}`."""
+        documents = _decode_documents(await request.body(), max_document_bytes=settings.max_document_bytes)
+        if len(documents) > settings.max_batch_documents:
+            msg = f"{len(documents)} documents in one request; at most {settings.max_batch_documents}"
+            raise InvalidInputError(msg, field="documents")
+        outcomes = await pipeline.ingest([document.to_domain(project) for document in documents])
+        for outcome in outcomes:
+            record_ingested(status=outcome.status, chunks=outcome.chunk_count if outcome.status != "unchanged" else 0)
+        return IngestResponse(
+            project=project,
+            documents=[
+                IngestOutcomeOut(
+                    id=outcome.document_id,
+                    status=outcome.status,
+                    chunks=outcome.chunk_count,
+                    embedded=outcome.embedded_count,
+                )
+                for outcome in outcomes
+            ],
+        )
+
+    @get("/{document_id:path}", summary="A stored document with its chunks", guards=[search_guard])
+    async def read(
+        self, project: ProjectPath, document_id: DocumentIdPath, services: Injected[Services]
+    ) -> DocumentOut:
+        """The document as PostgreSQL holds it, chunks in order with breadcrumbs. Ids may contain `/`."""
+        document_id = document_id.removeprefix("/")
+        document = await services.engines.store.get_document(project, document_id)
+        if document is None:
+            raise _not_found(project, document_id)
+        return document_out(document)
+
+    @delete("/{document_id:path}", summary="Delete a document and its chunks", guards=[ingest_guard])
+    async def remove(
+        self, project: ProjectPath, document_id: DocumentIdPath, pipeline: Injected[IngestionPipeline]
+    ) -> None:
+        """Delete from PostgreSQL now; the lexical index follows through the outbox."""
+        document_id = document_id.removeprefix("/")
+        if not await pipeline.delete(project, document_id):
+            raise _not_found(project, document_id)
+        record_ingested(status="deleted")

@@ -1,0 +1,129 @@
+"""Wire shapes (msgspec Structs) of the document endpoints and their mapping to and from domain values."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from app.domain.models import Chunk, Document, StoredDocument
+from app.domain.moments import as_utc
+
+DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
+    """One document to ingest. `markdown` is accepted as a synonym of `text`."""
+
+    id: DocumentId
+    text: str | None = None
+    markdown: str | None = None
+    source: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+    title: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+    tags: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=128)]], msgspec.Meta(max_length=64)] = []
+    event_time: datetime | None = None
+    metadata: dict[str, Any] = {}
+
+    def body(self) -> str:
+        """The document's text, whichever field carried it."""
+        return self.text if self.text is not None else (self.markdown or "")
+
+    def to_domain(self, project_id: str) -> Document:
+        """The domain document; naive event times are taken as UTC."""
+        return Document(
+            project_id=project_id,
+            document_id=self.id,
+            source=self.source or self.id,
+            title=self.title,
+            text=self.body(),
+            tags=tuple(dict.fromkeys(self.tags)),
+            event_time=as_utc(self.event_time),
+            metadata=self.metadata,
+        )
+
+
+class DocumentBatchIn(msgspec.Struct, kw_only=True):
+    """Several documents in one request; written atomically."""
+
+    documents: Annotated[list[DocumentIn], msgspec.Meta(min_length=1)]
+
+
+class IngestOutcomeOut(msgspec.Struct, kw_only=True):
+    """What happened to one document."""
+
+    id: str
+    status: Literal["created", "updated", "unchanged"]
+    chunks: int
+    embedded: int
+
+
+class IngestResponse(msgspec.Struct, kw_only=True):
+    """The answer to an ingest: every document is committed to PostgreSQL when this is sent."""
+
+    project: str
+    documents: list[IngestOutcomeOut]
+
+
+class ChunkOut(msgspec.Struct, kw_only=True):
+    """A stored chunk."""
+
+    id: str
+    position: int
+    text: str
+    breadcrumb: list[str]
+    section_title: str
+    level: str
+    tags: list[str]
+    event_time: datetime | None
+    chunk_hash: str
+
+
+class DocumentOut(msgspec.Struct, kw_only=True):
+    """A stored document with its chunks in order."""
+
+    id: str
+    project: str
+    source: str
+    title: str
+    tags: list[str]
+    event_time: datetime | None
+    metadata: dict[str, Any]
+    content_hash: str
+    lexically_indexed: bool
+    created_at: datetime
+    updated_at: datetime
+    chunks: list[ChunkOut]
+
+
+def chunk_out(chunk: Chunk) -> ChunkOut:
+    """Wire shape of a chunk."""
+    return ChunkOut(
+        id=chunk.chunk_id,
+        position=chunk.position,
+        text=chunk.text,
+        breadcrumb=list(chunk.breadcrumb),
+        section_title=chunk.section_title,
+        level=chunk.level,
+        tags=list(chunk.tags),
+        event_time=chunk.event_time,
+        chunk_hash=chunk.chunk_hash,
+    )
+
+
+def document_out(document: StoredDocument) -> DocumentOut:
+    """Wire shape of a stored document."""
+    return DocumentOut(
+        id=document.document_id,
+        project=document.project_id,
+        source=document.source,
+        title=document.title,
+        tags=list(document.tags),
+        event_time=document.event_time,
+        metadata=dict(document.metadata),
+        content_hash=document.content_hash,
+        lexically_indexed=document.lexically_indexed,
+        created_at=document.created_at,
+        updated_at=document.updated_at,
+        chunks=[chunk_out(chunk) for chunk in document.chunks],
+    )

@@ -1,0 +1,83 @@
+"""Auth for every route: a guard verifies the bearer token and checks scope and project before the handler.
+
+Every route handler carries exactly one of `search_guard`, `ingest_guard`, `admin_guard` or `public`
+(`tests/api/test_route_guards.py` walks the app and fails on a route that has none), so a new handler
+cannot be open to everyone by accident. A project named in the path or the query string is validated
+and authorized here; one named in a JSON body is authorized by the handler with `authorize_project`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from app.auth.forwarding import forwarded_token
+from app.auth.tokens import SCOPE_ADMIN, SCOPE_INGEST, SCOPE_SEARCH, Principal, authorize, authorize_scope
+from app.domain.errors import InvalidQueryError
+from app.domain.models import PROJECT_ID_PATTERN
+
+if TYPE_CHECKING:
+    from litestar.connection import ASGIConnection
+    from litestar.handlers.base import BaseRouteHandler
+    from litestar.types import Guard
+
+    from app.wiring.services import Services
+
+import re
+
+PRINCIPAL_STATE_KEY: Final = "principal"
+PUBLIC_OPT_KEY: Final = "public"
+SCOPE_OPT_KEY: Final = "scope"
+_PROJECT_ID: Final = re.compile(PROJECT_ID_PATTERN)
+
+public: Final = {PUBLIC_OPT_KEY: True}
+"""`opt=public` marks a route that needs no token (probes, metrics, the OpenAPI document)."""
+
+
+def check_project_id(project: str | None) -> str:
+    """`project` if it is a valid project id; else `InvalidQueryError(field="project")`."""
+    if not project:
+        msg = "project is required"
+        raise InvalidQueryError(msg, field="project")
+    if not _PROJECT_ID.fullmatch(project):
+        msg = "project must match [A-Za-z0-9._-]{1,64}"
+        raise InvalidQueryError(msg, field="project")
+    return project
+
+
+def _scope_guard(scope: str) -> Guard:
+    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        project = connection.path_params.get("project") or connection.query_params.get("project")
+        if project is not None:
+            check_project_id(project)
+        services: Services = connection.app.state.services
+        principal = services.verifier.verify(connection.headers.get("authorization"))
+        if project is not None:
+            authorize(principal, project=project, scope=scope)
+        else:
+            authorize_scope(principal, scope=scope)
+        connection.state[PRINCIPAL_STATE_KEY] = principal
+        if services.settings.opensearch_auth == "forward_jwt":
+            forwarded_token.set(principal.token)
+
+    guard.__name__ = f"{scope}_guard"
+    guard.__qualname__ = guard.__name__
+    return guard
+
+
+search_guard: Final = _scope_guard(SCOPE_SEARCH)
+ingest_guard: Final = _scope_guard(SCOPE_INGEST)
+admin_guard: Final = _scope_guard(SCOPE_ADMIN)
+GUARDS: Final = frozenset({search_guard, ingest_guard, admin_guard})
+
+
+def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    """The caller the route's guard verified."""
+    principal: Principal = connection.state[PRINCIPAL_STATE_KEY]
+    return principal
+
+
+def authorize_project(connection: ASGIConnection[Any, Any, Any, Any], project: str, *, scope: str) -> Principal:
+    """For a project named in a body: check the guard's caller may use `scope` on it; return the caller."""
+    principal = principal_of(connection)
+    authorize(principal, project=project, scope=scope)
+    return principal

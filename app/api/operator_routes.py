@@ -1,0 +1,87 @@
+"""Operator endpoints: the effective flags, a lexical rebuild, and the split liveness/readiness probes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final
+
+from litestar import Controller, Response, get, post
+from litestar.datastructures import State
+from litestar.params import PathParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
+
+from app.api.dependencies import Injected
+from app.api.guards import admin_guard, public
+from app.domain.errors import EngineError
+from app.ingestion.reindex import rebuild_project
+from app.wiring.services import Services
+
+READINESS_CACHE_S: Final = 1.0
+PING_TIMEOUT_S: Final = 2.0
+
+
+class AdminController(Controller):
+    """Operator endpoints."""
+
+    tags = ["admin"]  # noqa: RUF012 - Litestar reads it as a class attribute
+    guards = [admin_guard]  # noqa: RUF012 - Litestar reads it as a class attribute
+
+    @get("/admin/flags", summary="Effective flags and where each value came from")
+    async def flags(self, services: Injected[Services]) -> dict[str, Any]:
+        """The live flags (env defaults overridden by the flags file), their sources and the file's state."""
+        return services.flags.describe()
+
+    @post("/v1/projects/{project:str}/reindex", summary="Rebuild a project's lexical index", status_code=HTTP_200_OK)
+    async def reindex(
+        self,
+        project: Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")],
+        services: Injected[Services],
+    ) -> dict[str, Any]:
+        """Queue every document of the project for lexical indexing from PostgreSQL."""
+        queued = await rebuild_project(services.engines.store, services.engines.lexical, project)
+        services.outbox.wake()
+        return {"project": project, "queued_documents": queued}
+
+
+class HealthController(Controller):
+    """Split probes: liveness never touches an engine; readiness checks them all."""
+
+    tags = ["health"]  # noqa: RUF012 - Litestar reads it as a class attribute
+    opt = public
+
+    @get("/healthz", summary="Liveness: the process answers")
+    async def live(self) -> dict[str, str]:
+        """Always ok while the process serves."""
+        return {"status": "ok"}
+
+    @get("/readyz", summary="Readiness: both stores reachable and the model loaded")
+    async def ready(self, state: State) -> Response[dict[str, Any]]:
+        """503 while a required engine is down; the answer is cached for a second."""
+        now = time.monotonic()
+        cached = state.get("readiness")
+        if cached is not None and now - cached[0] < READINESS_CACHE_S:
+            body = cached[1]
+        else:
+            body = await _readiness(state.get("services"))
+            state.readiness = (now, body)
+        status = HTTP_200_OK if body["status"] == "ready" else HTTP_503_SERVICE_UNAVAILABLE
+        return Response(body, status_code=status)
+
+
+async def _readiness(services: Services | None) -> dict[str, Any]:
+    if services is None:
+        return {"status": "starting", "checks": {}}
+    engines = services.engines
+    checks: dict[str, str] = {"model": "ok" if engines.embedder.dimensions > 0 else "not loaded"}
+    probes = (("vector", engines.vector.ping), ("store", engines.store.ping), ("lexical", engines.lexical.ping))
+    for label, ping in probes:
+        try:
+            async with asyncio.timeout(PING_TIMEOUT_S):
+                await ping()
+            checks[label] = "ok"
+        except (EngineError, TimeoutError) as error:
+            checks[label] = f"down: {type(error).__name__}"
+    ready = all(value == "ok" for value in checks.values())
+    return {"status": "ready" if ready else "not ready", "checks": checks, "checked_at": datetime.now(UTC).isoformat()}

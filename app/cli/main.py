@@ -1,0 +1,122 @@
+"""The `poimen` command line: `serve | migrate | ingest | reindex | eval` (also `python -m app ...`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.config import ConfigurationError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+EXIT_CONFIGURATION = 2
+EXIT_FAILURE = 1
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
+    import uvicorn  # noqa: PLC0415 - only the server needs it
+
+    from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
+    from app.observability.logs import configure_logging  # noqa: PLC0415 - keeps `poimen --help` fast
+
+    # Before anything logs: JSON lines carrying trace ids (uvicorn's loggers propagate here, log_config=None).
+    configure_logging(settings.log_level, json=settings.log_json)
+    bind_host = host or settings.poimen_host
+    bind_port = port or settings.poimen_port
+    if settings.auth_mode == "off":
+        if not _is_loopback(bind_host):
+            print(
+                f"refusing to serve on {bind_host} with AUTH_MODE=off: bind 127.0.0.1 or set AUTH_MODE=jwt",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIGURATION
+        print(f"auth is off (AUTH_MODE=off): serving on {bind_host}:{bind_port}, loopback only", file=sys.stderr)
+    # uvicorn drains in-flight requests and runs the lifespan shutdown on SIGTERM, then re-raises the signal
+    # to the handler it found; a no-op one makes that graceful stop exit 0 instead of dying by SIGTERM.
+    signal.signal(signal.SIGTERM, lambda _signal_number, _frame: None)
+    uvicorn.run(
+        create_app(settings),
+        host=bind_host,
+        port=bind_port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=20,
+    )
+    return 0
+
+
+def _migrate(settings: Settings) -> int:
+    from app.cli.commands import migrate  # noqa: PLC0415 - heavy imports only for this command
+
+    asyncio.run(migrate(settings))
+    return 0
+
+
+def _ingest(settings: Settings, *, path: Path, project: str, batch_size: int) -> int:
+    from app.cli.commands import ingest  # noqa: PLC0415 - heavy imports only for this command
+
+    return asyncio.run(ingest(settings, path=path, project=project, batch_size=batch_size))
+
+
+def _reindex(settings: Settings, *, project: str) -> int:
+    from app.cli.commands import reindex  # noqa: PLC0415 - heavy imports only for this command
+
+    return asyncio.run(reindex(settings, project=project))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `poimen` argument parser."""
+    parser = argparse.ArgumentParser(prog="poimen", description="Poimen Memory Search: hybrid retrieval service.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the HTTP service (embedded engines unless URLs are set)")
+    serve.add_argument("--host", default=None, help="bind address (default POIMEN_HOST, 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default POIMEN_PORT, 8080)")
+    commands.add_parser("migrate", help="apply the PostgreSQL schema (alembic upgrade head)")
+    ingest = commands.add_parser("ingest", help="ingest a folder of markdown/text files or a BEIR corpus.jsonl")
+    ingest.add_argument("path", type=Path)
+    ingest.add_argument("--project", required=True)
+    ingest.add_argument("--batch-size", type=int, default=64, help="documents written per transaction")
+    reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
+    reindex.add_argument("--project", required=True)
+    evaluate = commands.add_parser("eval", help="evaluate retrieval quality on a BEIR-layout data set")
+    from app.evaluation.cli import add_eval_arguments  # noqa: PLC0415 - keeps the parser definition in one place
+
+    add_eval_arguments(evaluate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `poimen` console script."""
+    arguments = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigurationError as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_CONFIGURATION
+    command = arguments.command
+    if command == "serve":
+        return _serve(settings, host=arguments.host, port=arguments.port)
+    if command == "migrate":
+        return _migrate(settings)
+    if command == "ingest":
+        return _ingest(settings, path=arguments.path, project=arguments.project, batch_size=arguments.batch_size)
+    if command == "reindex":
+        return _reindex(settings, project=arguments.project)
+    from app.cli.eval_command import run_eval  # noqa: PLC0415 - heavy imports only for this command
+
+    return run_eval(settings, arguments)

@@ -1,0 +1,76 @@
+"""Logging: JSON lines (or plain text) on stderr, each record carrying the current trace and span ids."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+from opentelemetry import trace
+
+if TYPE_CHECKING:
+    from typing import TextIO
+
+
+class TraceContextFilter(logging.Filter):
+    """Adds `trace_id` and `span_id` (hex, empty outside a span) of the current span to each record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
+        context = trace.get_current_span().get_span_context()
+        record.trace_id = format(context.trace_id, "032x") if context.is_valid else ""
+        record.span_id = format(context.span_id, "016x") if context.is_valid else ""
+        return True
+
+
+# Attributes every LogRecord has; anything else was passed through `extra=` and is logged as a field.
+_RECORD_ATTRIBUTES: Final = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "trace_id",
+    "span_id",
+    "taskName",
+}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: timestamp, level, logger, message, trace_id, span_id, extras, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:  # noqa: D102 - documented on the class
+        entry: dict[str, object] = {
+            "timestamp": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "trace_id": getattr(record, "trace_id", ""),
+            "span_id": getattr(record, "span_id", ""),
+        }
+        entry.update((key, value) for key, value in record.__dict__.items() if key not in _RECORD_ATTRIBUTES)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+_TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s [trace_id=%(trace_id)s span_id=%(span_id)s] %(message)s"
+
+
+class _PoimenHandler(logging.StreamHandler):  # type: ignore[type-arg] # generic only in typeshed
+    """Marks the handler `configure_logging` installed, so calling it again replaces instead of stacking."""
+
+
+def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: TextIO | None = None) -> None:
+    """Send every log record to `stream` (stderr by default), as JSON lines or plain text.
+
+    Each record carries the current span's trace_id and span_id. Idempotent: a second call replaces
+    the handler installed by the first; handlers installed by others (pytest's) are left alone.
+    """
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, _PoimenHandler):
+            root.removeHandler(handler)
+    handler = _PoimenHandler(stream if stream is not None else sys.stderr)
+    handler.addFilter(TraceContextFilter())
+    handler.setFormatter(JsonFormatter() if json else logging.Formatter(_TEXT_FORMAT))
+    root.addHandler(handler)
+    root.setLevel(level)

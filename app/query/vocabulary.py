@@ -1,0 +1,69 @@
+"""The optimizer's word tables: stop words, month names, relative dates and question-type indicators.
+
+Data only; `app/query/optimizer.py` reads queries with them. Lowercase words throughout.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from app.domain.models import QuestionType
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+STOPWORDS: Final = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "did", "for", "from", "how", "i",
+    "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "should", "so", "that", "the",
+    "their", "then", "there", "these", "this", "those", "to", "was", "we", "were", "what", "when", "where",
+    "which", "who", "why", "will", "with", "you", "your",
+})  # fmt: skip
+"""Words dropped from the lexical text (kept when nothing else is left): they only add noise to BM25."""
+
+NEGATION_WORDS: Final = frozenset({"not", "no", "without"})
+
+MONTHS: Final[Mapping[str, int]] = {
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
+    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
+    "oct": 10, "nov": 11, "dec": 12,
+}  # fmt: skip
+PLAIN_MONTHS: Final = frozenset(
+    {"january", "february", "april", "june", "july", "august", "september", "october", "november", "december"}
+)
+"""Month names that are never ordinary words; the others ("may", "march", "dec") need a date context."""
+DATE_PREPOSITIONS: Final = frozenset(
+    {"in", "during", "since", "of", "until", "before", "after", "early", "late", "mid"}
+)
+
+RELATIVE_DAY_WORDS: Final = frozenset({"today", "yesterday"})
+RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous"})
+RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})
+
+PROCEDURAL_FIRST: Final = frozenset({"how", "steps", "guide", "howto", "tutorial"})
+FACTUAL_FIRST: Final = frozenset({"what", "define", "when", "who", "which", "whats", "what's"})
+COMPARATIVE_WORDS: Final = frozenset({"compare", "comparison", "difference", "differences", "vs", "versus"})
+TROUBLESHOOTING_WORDS: Final = frozenset(
+    {
+        "fix", "error", "errors", "debug", "broken", "failing", "fails", "failed", "failure", "troubleshoot",
+        "troubleshooting", "crash", "crashing", "crashloopbackoff", "oomkilled", "exception", "resolve",
+    }
+)  # fmt: skip
+NAVIGATIONAL_WORDS: Final = frozenset({"where", "find", "show", "locate", "list"})
+PROCEDURAL_WORDS: Final = frozenset({"steps", "guide", "tutorial", "howto", "walkthrough"})
+FACTUAL_WORDS: Final = frozenset({"define", "definition", "meaning"})
+
+
+FIRST_TOKEN_RULES: Final = (
+    (PROCEDURAL_FIRST, QuestionType.PROCEDURAL),
+    (COMPARATIVE_WORDS, QuestionType.COMPARATIVE),
+    (TROUBLESHOOTING_WORDS, QuestionType.TROUBLESHOOTING),
+    (NAVIGATIONAL_WORDS, QuestionType.NAVIGATIONAL),
+)
+ANYWHERE_RULES: Final = (  # in priority order: "resolve timeout errors" is troubleshooting
+    (TROUBLESHOOTING_WORDS, QuestionType.TROUBLESHOOTING),
+    (COMPARATIVE_WORDS, QuestionType.COMPARATIVE),
+    (PROCEDURAL_WORDS, QuestionType.PROCEDURAL),
+    (NAVIGATIONAL_WORDS, QuestionType.NAVIGATIONAL),
+    (FACTUAL_WORDS, QuestionType.FACTUAL),
+)

@@ -1,0 +1,113 @@
+"""The composition root: builds the services of one process from its settings and engines.
+
+The HTTP app's lifespan, the CLI and the evaluation all get their services here, so each is built one way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.auth.tokens import TokenVerifier
+from app.domain.errors import SearchServiceError
+from app.ingestion.chunking import ChunkingPolicy
+from app.ingestion.outbox import OutboxWorker
+from app.ingestion.pipeline import IngestionPipeline
+from app.observability.metrics import LEXICAL_OUTBOX_BACKLOG, metrics_enabled
+from app.search.cache import QueryCache
+from app.search.flags import FlagStore
+from app.search.service import SearchOutcome, SearchService
+from app.wiring.engines import Engines, open_engines
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from app.config import Settings
+logger = logging.getLogger("poimen.wiring")
+
+BACKLOG_REFRESH_S = 5.0
+OUTBOX_STOP_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Everything one serving process runs on; built and torn down by `open_services`."""
+
+    settings: Settings
+    engines: Engines
+    flags: FlagStore
+    cache: QueryCache[SearchOutcome]
+    outbox: OutboxWorker
+    search: SearchService
+    pipeline: IngestionPipeline
+    verifier: TokenVerifier
+
+
+def build_pipeline(
+    settings: Settings, engines: Engines, *, on_written: Callable[[str], None] | None = None
+) -> IngestionPipeline:
+    """The ingestion pipeline with the configured chunking policy."""
+    return IngestionPipeline(
+        store=engines.store,
+        embedder=engines.embedder,
+        policy=ChunkingPolicy.from_settings(settings),
+        on_written=on_written,
+    )
+
+
+async def _refresh_backlog_gauge(engines: Engines) -> None:
+    while metrics_enabled():
+        try:
+            LEXICAL_OUTBOX_BACKLOG.set(await engines.store.outbox_backlog())
+        except SearchServiceError:
+            logger.warning("outbox backlog unavailable: the document store is down")
+        await asyncio.sleep(BACKLOG_REFRESH_S)
+
+
+@asynccontextmanager
+async def open_services(settings: Settings, *, engines: Engines | None = None) -> AsyncIterator[Services]:
+    """Open the engines (unless given), build every service, run the background work; stop it all on exit.
+
+    Background work: the outbox worker, the flags file poller and the outbox backlog gauge.
+    Shutdown order: stop taking background work, finish in-flight batches, then close the engines.
+    """
+    async with AsyncExitStack() as stack:
+        live = engines if engines is not None else await stack.enter_async_context(open_engines(settings))
+        cache: QueryCache[SearchOutcome] = QueryCache(
+            ttl_s=settings.query_cache_ttl_secs, max_size=settings.query_cache_max_size
+        )
+        flags = FlagStore(settings, path=settings.poimen_flags_file, poll_interval_s=settings.flags_poll_interval_s)
+        worker = OutboxWorker.from_settings(
+            settings, store=live.store, lexical=live.lexical, on_indexed=cache.invalidate_project
+        )
+
+        def written(project_id: str) -> None:
+            cache.invalidate_project(project_id)
+            worker.wake()
+
+        services = Services(
+            settings=settings,
+            engines=live,
+            flags=flags,
+            cache=cache,
+            outbox=worker,
+            search=SearchService.over(
+                vector=live.vector, lexical=live.lexical, embedder=live.embedder, knobs=flags, cache=cache
+            ),
+            pipeline=build_pipeline(settings, live, on_written=written),
+            verifier=TokenVerifier.from_settings(settings),
+        )
+        background = [asyncio.create_task(flags.run()), asyncio.create_task(_refresh_backlog_gauge(live))]
+        worker.start()
+        logger.info("poimen ready: lexical=%s vector=%s", live.lexical.name, live.vector.name)
+        try:
+            yield services
+        finally:
+            await worker.stop(timeout_s=OUTBOX_STOP_TIMEOUT_S)
+            await services.search.drain_shadow()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
