@@ -9,8 +9,8 @@ import pytest
 from app.config import Settings
 from app.domain.errors import InvalidQueryError
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusionMethod, SearchStrategy
-from app.query.optimizer import QueryOptimizer
 from app.knobs import SearchKnobs
+from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan, validate_query_text
 
 NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)
