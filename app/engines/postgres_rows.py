@@ -1,0 +1,91 @@
+"""How domain objects meet PostgreSQL rows: chunk rows to `Chunk`s, documents and chunks to bound parameters.
+
+A chunk row has the columns of `app.engines.chunk_codec`'s record (plus the chunk's context when
+selected), so it is decoded by that codec. Vectors travel as pgvector's text form, cast in SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from app.engines.chunk_codec import chunk_from_record
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from sqlalchemy.engine import Row
+
+    from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, StoredDocument
+
+ANY_VERSION: Final = 2**63 - 1
+"""Completes an outbox entry whatever its version (a `DocumentChunks` without `outbox_version`)."""
+
+
+def chunk_from_row(row: Row[Any]) -> Chunk:
+    """The chunk of a row selected with `CHUNK_COLUMNS` (context empty) or `STORED_CHUNK_COLUMNS`."""
+    # Row's documented mapping view; its keys are the selected column names.
+    record = cast("Mapping[str, Any]", row._mapping)  # noqa: SLF001
+    return chunk_from_record(record, context=record.get("context", ""))
+
+
+def json_value(value: object) -> dict[str, object]:
+    """A `jsonb` value as a dict (an empty one for anything but an object)."""
+    # SQLAlchemy's asyncpg dialect registers a jsonb codec that already decodes; plain asyncpg gives text.
+    decoded = json.loads(value) if isinstance(value, str | bytes) else value
+    return dict(decoded) if isinstance(decoded, dict) else {}
+
+
+def vector_literal(embedding: Sequence[float]) -> str:
+    """The text form pgvector parses, `[0.1,0.2]`; sent as text and cast in SQL, so no codec registration is needed."""
+    return "[" + ",".join(str(float(value)) for value in embedding) + "]"
+
+
+def document_parameters(document: StoredDocument) -> Mapping[str, object]:
+    """The bound parameters of `UPSERT_DOCUMENT` for one document."""
+    return {
+        "project_id": document.project_id,
+        "document_id": document.document_id,
+        "source": document.source,
+        "title": document.title,
+        "content_hash": document.content_hash,
+        "tags": list(document.tags),
+        "event_time": document.event_time,
+        "metadata": json.dumps(dict(document.metadata), default=str),
+        "created_at": document.created_at,
+        "updated_at": document.updated_at,
+    }
+
+
+def chunk_parameters(document: StoredDocument, embedded: EmbeddedChunk) -> Mapping[str, object]:
+    """The bound parameters of `UPSERT_CHUNK` for one chunk of `document`."""
+    chunk = embedded.chunk
+    return {
+        # The document decides where its chunks live, whatever a chunk says.
+        "project_id": document.project_id,
+        "chunk_id": chunk.chunk_id,
+        "document_id": document.document_id,
+        "text": chunk.text,
+        "source": chunk.source,
+        "level": chunk.level,
+        "breadcrumb": list(chunk.breadcrumb),
+        "section_title": chunk.section_title,
+        "position": chunk.position,
+        "tags": list(chunk.tags),
+        "event_time": chunk.event_time,
+        "chunk_hash": chunk.chunk_hash,
+        "context": chunk.context,
+        "embedding": vector_literal(embedded.embedding),
+        "embedding_model": embedded.embedding_model,
+    }
+
+
+def outbox_parameters(documents: Sequence[DocumentChunks]) -> Mapping[str, object]:
+    """The bound parameters of `COMPLETE_OUTBOX`: each document's claimed version, or any version."""
+    return {
+        "projects": [document.project_id for document in documents],
+        "documents": [document.document_id for document in documents],
+        "versions": [
+            ANY_VERSION if document.outbox_version is None else document.outbox_version for document in documents
+        ],
+    }

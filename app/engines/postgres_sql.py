@@ -1,0 +1,192 @@
+"""The SQL the PostgreSQL adapters run: statement text and the `WHERE` clause of a `Filters`.
+
+Hand-written so the hot path stays a prepared statement (asyncpg caches them per connection, keyed
+by text) with no ORM in between. Only constant fragments are ever interpolated; values are always
+bound parameters. Tables are in `app.engines.schema`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from app.domain.models import Filters
+
+CHUNK_COLUMNS: Final = (
+    "chunk_id, document_id, project_id, text, source, level, breadcrumb, section_title, position, tags, "
+    "event_time, chunk_hash"
+)
+"""What a search hit needs: everything but the context, which only the lexical indexes read."""
+STORED_CHUNK_COLUMNS: Final = f"{CHUNK_COLUMNS}, context"
+"""What the store hands back (`get_document`, `claim_outbox`): the chunk with its context."""
+
+
+def filter_sql(filters: Filters, parameters: dict[str, object]) -> str:
+    """SQL conditions (after `project_id = :project_id`) for every filter; fills `parameters`.
+
+    Each combination of filters is its own statement text, so each gets a plan fit for it.
+    """
+    conditions = ["project_id = :project_id"]
+    parameters["project_id"] = filters.project_id
+    if filters.levels:
+        conditions.append("level = ANY(CAST(:levels AS text[]))")
+        parameters["levels"] = list(filters.levels)
+    if filters.tags:
+        conditions.append("tags @> CAST(:tags AS text[])")
+        parameters["tags"] = list(filters.tags)
+    if filters.source_prefix:
+        conditions.append("source LIKE :source_pattern")
+        parameters["source_pattern"] = _like_prefix(filters.source_prefix)
+    window = []
+    if filters.event_time_from is not None:
+        window.append("event_time >= :event_time_from")
+        parameters["event_time_from"] = filters.event_time_from
+    if filters.event_time_to is not None:
+        window.append("event_time < :event_time_to")
+        parameters["event_time_to"] = filters.event_time_to
+    if window:
+        within = " AND ".join(window)
+        conditions.append(f"({within} OR event_time IS NULL)" if filters.include_undated else within)
+    if filters.chunk_ids is not None:
+        conditions.append("chunk_id = ANY(CAST(:chunk_ids AS text[]))")
+        parameters["chunk_ids"] = list(filters.chunk_ids)
+    return " AND ".join(conditions)
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def exact_search_sql(where: str) -> str:
+    """Cosine distance to `:embedding` of every chunk matching `where`, nearest `:top_k` first (no index)."""
+    # Materialising the candidates first keeps the planner off the HNSW index: exact ranking.
+    return (
+        f"WITH candidates AS MATERIALIZED (SELECT {CHUNK_COLUMNS}, embedding FROM chunks WHERE {where}) "  # noqa: S608 - only our own fragments
+        f"SELECT {CHUNK_COLUMNS}, embedding <=> CAST(:embedding AS vector) AS distance FROM candidates "
+        "ORDER BY distance, chunk_id LIMIT :top_k"
+    )
+
+
+def nearest_search_sql(where: str) -> str:
+    """The `:top_k` nearest chunks to `:embedding` matching `where` by the HNSW index, nearest first."""
+    return (
+        f"WITH nearest AS MATERIALIZED (SELECT {CHUNK_COLUMNS}, "  # noqa: S608 - only our own fragments
+        f"embedding <=> CAST(:embedding AS vector) AS distance FROM chunks WHERE {where} "
+        "ORDER BY embedding <=> CAST(:embedding AS vector) LIMIT :top_k) "
+        # relaxed_order may return neighbours slightly out of order: sort them again.
+        f"SELECT {CHUNK_COLUMNS}, distance FROM nearest ORDER BY distance, chunk_id"
+    )
+
+
+SESSIONS_PRESET: Final = (
+    "SELECT current_setting('hnsw.iterative_scan', true) = 'relaxed_order' "
+    "AND coalesce(current_setting('hnsw.ef_search', true), '0')::int >= :ef_search"
+)
+"""Whether this session already runs iterative scans with at least `:ef_search` (`create_postgres_engine`)."""
+
+SET_LOCAL_HNSW: Final = (
+    "SELECT set_config('hnsw.ef_search', :ef_search, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+)
+"""`set_config(..., true)` is SET LOCAL: it ends with the transaction, never leaks to the pool."""
+
+SELECT_DOCUMENT: Final = (
+    "SELECT source, title, content_hash, tags, event_time, metadata, created_at, updated_at, "
+    "NOT EXISTS (SELECT 1 FROM lexical_outbox o WHERE o.project_id = d.project_id "
+    "AND o.document_id = d.document_id) AS lexically_indexed "
+    "FROM documents d WHERE project_id = :project_id AND document_id = :document_id"
+)
+
+SELECT_DOCUMENT_CHUNKS: Final = (
+    f"SELECT {STORED_CHUNK_COLUMNS} FROM chunks "  # noqa: S608 - constant column list
+    "WHERE project_id = :project_id AND document_id = :document_id ORDER BY position, chunk_id"
+)
+
+SELECT_CONTENT_HASH: Final = (
+    "SELECT content_hash FROM documents WHERE project_id = :project_id AND document_id = :document_id"
+)
+
+SELECT_CACHED_EMBEDDINGS: Final = (
+    "SELECT DISTINCT ON (chunk_hash) chunk_hash, CAST(embedding AS text) AS embedding FROM chunks "
+    "WHERE chunk_hash = ANY(CAST(:hashes AS text[])) AND embedding_model = :model"
+)
+"""One stored embedding per chunk hash under `:model`, as pgvector's text form."""
+
+SELECT_QUEUED: Final = "SELECT project_id, document_id, version FROM lexical_outbox ORDER BY version LIMIT :limit"
+
+SELECT_QUEUED_CHUNKS: Final = (
+    f"SELECT {STORED_CHUNK_COLUMNS} FROM chunks "  # noqa: S608 - constant column list
+    "JOIN unnest(CAST(:projects AS text[]), CAST(:documents AS text[])) "
+    "AS queued(project_id, document_id) USING (project_id, document_id) "
+    "ORDER BY project_id, document_id, position, chunk_id"
+)
+
+MARK_PROJECT_NOT_INDEXED: Final = (
+    "UPDATE chunks SET lexically_indexed = false WHERE project_id = :project_id AND lexically_indexed"
+)
+
+UPSERT_DOCUMENT: Final = (
+    "INSERT INTO documents (project_id, document_id, source, title, content_hash, tags, event_time, metadata, "
+    "created_at, updated_at) VALUES (:project_id, :document_id, :source, :title, :content_hash, "
+    "CAST(:tags AS text[]), :event_time, CAST(:metadata AS jsonb), :created_at, :updated_at) "
+    "ON CONFLICT (project_id, document_id) DO UPDATE SET source = EXCLUDED.source, title = EXCLUDED.title, "
+    "content_hash = EXCLUDED.content_hash, tags = EXCLUDED.tags, event_time = EXCLUDED.event_time, "
+    "metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at"
+)
+"""Insert or replace a document; a replaced document keeps its first `created_at`."""
+
+DELETE_REPLACED_CHUNKS: Final = (
+    "DELETE FROM chunks c USING unnest(CAST(:document_projects AS text[]), CAST(:document_ids AS text[])) "
+    "AS saved(project_id, document_id) "
+    "WHERE c.project_id = saved.project_id AND c.document_id = saved.document_id "
+    "AND NOT EXISTS (SELECT 1 FROM unnest(CAST(:keep_projects AS text[]), CAST(:keep_chunk_ids AS text[])) "
+    "AS kept(project_id, chunk_id) WHERE kept.project_id = c.project_id AND kept.chunk_id = c.chunk_id)"
+)
+"""Delete the chunks of saved documents that are not in their new chunk sets."""
+
+UPSERT_CHUNK: Final = (
+    "INSERT INTO chunks AS c (project_id, chunk_id, document_id, text, source, level, breadcrumb, section_title, "
+    "position, tags, event_time, chunk_hash, context, embedding, embedding_model, lexically_indexed) VALUES "
+    "(:project_id, :chunk_id, :document_id, :text, :source, :level, CAST(:breadcrumb AS text[]), :section_title, "
+    ":position, CAST(:tags AS text[]), :event_time, :chunk_hash, :context, CAST(:embedding AS vector), "
+    ":embedding_model, false) "
+    "ON CONFLICT (project_id, chunk_id) DO UPDATE SET document_id = EXCLUDED.document_id, text = EXCLUDED.text, "
+    "source = EXCLUDED.source, level = EXCLUDED.level, breadcrumb = EXCLUDED.breadcrumb, "
+    "section_title = EXCLUDED.section_title, position = EXCLUDED.position, tags = EXCLUDED.tags, "
+    "event_time = EXCLUDED.event_time, chunk_hash = EXCLUDED.chunk_hash, context = EXCLUDED.context, "
+    "embedding = EXCLUDED.embedding, "
+    "embedding_model = EXCLUDED.embedding_model, lexically_indexed = false, updated_at = now() "
+    # Unchanged rows are skipped: no new row version, no HNSW insert.
+    "WHERE (c.document_id, c.text, c.source, c.level, c.breadcrumb, c.section_title, c.position, c.tags, "
+    "c.event_time, c.chunk_hash, c.context, c.embedding_model) IS DISTINCT FROM (EXCLUDED.document_id, "
+    "EXCLUDED.text, EXCLUDED.source, EXCLUDED.level, EXCLUDED.breadcrumb, EXCLUDED.section_title, "
+    "EXCLUDED.position, EXCLUDED.tags, EXCLUDED.event_time, EXCLUDED.chunk_hash, EXCLUDED.context, "
+    "EXCLUDED.embedding_model) "
+    "OR c.embedding <> EXCLUDED.embedding"
+)
+
+QUEUE_DOCUMENTS: Final = (
+    "INSERT INTO lexical_outbox (project_id, document_id) "
+    "SELECT * FROM unnest(CAST(:projects AS text[]), CAST(:documents AS text[])) "
+    "ON CONFLICT (project_id, document_id) DO UPDATE "
+    "SET version = nextval('lexical_outbox_version_seq'), queued_at = now()"
+)
+"""Queue documents, or bump the version of those already queued so a running claim cannot complete them."""
+
+QUEUE_PROJECT: Final = (
+    "WITH queued AS (INSERT INTO lexical_outbox (project_id, document_id) "
+    "SELECT project_id, document_id FROM documents WHERE project_id = :project_id "
+    "ON CONFLICT (project_id, document_id) DO UPDATE "
+    "SET version = nextval('lexical_outbox_version_seq'), queued_at = now() RETURNING 1) "
+    "SELECT count(*) FROM queued"
+)
+
+COMPLETE_OUTBOX: Final = (
+    "WITH done AS (DELETE FROM lexical_outbox o "
+    "USING unnest(CAST(:projects AS text[]), CAST(:documents AS text[]), CAST(:versions AS bigint[])) "
+    "AS claimed(project_id, document_id, version) "
+    "WHERE o.project_id = claimed.project_id AND o.document_id = claimed.document_id "
+    "AND o.version <= claimed.version RETURNING o.project_id, o.document_id) "
+    "UPDATE chunks c SET lexically_indexed = true FROM done "
+    "WHERE c.project_id = done.project_id AND c.document_id = done.document_id AND NOT c.lexically_indexed"
+)

@@ -1,0 +1,197 @@
+"""The tantivy query tree of a `LexicalQuery` and its `Filters`, and the field weights it scores with.
+
+User text never reaches tantivy's query parser: the query is analyzed into plain terms here and the
+tree built from them, so `foo:(bar*` or an unbalanced quote is just the words `foo` and `bar`.
+Filters are zero-scoring clauses, so a filtered hit keeps the BM25 score it has unfiltered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import tantivy
+
+from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST
+from app.engines.tantivy_schema import (
+    CHUNK_ID,
+    CONTENT,
+    CONTEXT,
+    EVENT_TIME_US,
+    LEVEL,
+    PROJECT_ID,
+    SOURCE,
+    SOURCE_KEYWORD,
+    TAGS,
+    TAGS_TEXT,
+    epoch_microseconds,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from app.domain.models import Filters, LexicalQuery
+
+FUZZY_MIN_TERM_CHARS: Final = 3  # OpenSearch AUTO fuzziness allows no edit below 3 characters
+
+
+@dataclass(frozen=True, slots=True)
+class FieldBoosts:
+    """Per-field weights of the free-text terms (the reference `multi_match` has content^2, title^1.5).
+
+    The title and section path are not fields of their own: they lead the content field
+    (`titled_text`). Scored apart at content's weight they outranked the text, and in one field they
+    did better on both data sets (SciFact train lexical nDCG@10 0.673 -> 0.704, LoCoMo tuning
+    Recall@10 0.687 -> 0.706; docs/evaluation.md). Tags weigh 1.0 like the source, half the content:
+    a tag names what a whole document is about, so a tag match should find the chunk without
+    outranking one that discusses it. `fuzzy` is the constant score of a term matched only within one
+    edit (an exact match scores BM25). `context` weighs the chunk's own context: low, so a term found
+    only there ranks the chunk below one that says it itself (tuned in docs/evaluation.md).
+    """
+
+    content: float = 2.0
+    source: float = 1.0
+    tags: float = 1.0
+    context: float = DEFAULT_CONTEXT_BOOST
+    fuzzy: float = 0.5
+
+    def own_fields(self) -> tuple[tuple[str, float], ...]:
+        """The free-text fields of the chunk itself with their boosts (what an excluded term checks)."""
+        return (
+            (CONTENT, self.content),
+            (SOURCE, self.source),
+            (TAGS_TEXT, self.tags),
+        )
+
+    def searched_fields(self) -> tuple[tuple[str, float], ...]:
+        """Every free-text field a query term is scored on, with its boost (a zero boost is skipped)."""
+        fields = self.own_fields()
+        return (*fields, (CONTEXT, self.context)) if self.context > 0 else fields
+
+
+class TantivyQueryBuilder:
+    """Builds query trees for one schema, analyzer and set of boosts; holds no index and does no I/O."""
+
+    def __init__(self, schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer, boosts: FieldBoosts) -> None:
+        self._schema = schema
+        self._analyzer = analyzer
+        self._boosts = boosts
+
+    def build(self, query: LexicalQuery, filters: Filters) -> tantivy.Query | None:
+        """The whole query tree, or None when nothing can match (no searchable term, empty chunk_ids)."""
+        text_query = self._text_query(query)
+        filter_clauses = self._filter_clauses(filters)
+        if text_query is None or filter_clauses is None:
+            return None
+        clauses = [(tantivy.Occur.Must, text_query)]
+        clauses.extend((tantivy.Occur.Must, tantivy.Query.const_score_query(clause, 0.0)) for clause in filter_clauses)
+        clauses.extend((tantivy.Occur.MustNot, clause) for clause in self._excluded_clauses(query.excluded_terms))
+        return tantivy.Query.boolean_query(clauses)
+
+    def _text_query(self, query: LexicalQuery) -> tantivy.Query | None:
+        """OR of the analyzed terms over the searched fields, AND every phrase; None when both are empty."""
+        clauses = [
+            (tantivy.Occur.Should, self._term_clause(term, fuzzy=query.fuzzy))
+            for term in dict.fromkeys(self._analyzer.analyze(query.text))
+        ]
+        for phrase in query.phrases:
+            phrase_query = self._phrase_query(CONTENT, phrase)
+            if phrase_query is not None:
+                clauses.append((tantivy.Occur.Must, tantivy.Query.boost_query(phrase_query, self._boosts.content)))
+        if not clauses:
+            return None
+        return tantivy.Query.boolean_query(clauses)
+
+    def _term_clause(self, term: str, *, fuzzy: bool) -> tantivy.Query:
+        """One analyzed term: the sum of its boosted BM25 over every searched field.
+
+        With `fuzzy`, a term within one edit in the content also matches, at a small constant score
+        that an exact match (scored by BM25 through the max) never falls below.
+        """
+        exact = tantivy.Query.boolean_query(
+            [
+                (
+                    tantivy.Occur.Should,
+                    tantivy.Query.boost_query(tantivy.Query.term_query(self._schema, field, term), boost),
+                )
+                for field, boost in self._boosts.searched_fields()
+            ]
+        )
+        if not fuzzy or len(term) < FUZZY_MIN_TERM_CHARS:
+            return exact
+        near = tantivy.Query.fuzzy_term_query(self._schema, CONTENT, term, distance=1)
+        return tantivy.Query.disjunction_max_query([exact, tantivy.Query.boost_query(near, self._boosts.fuzzy)])
+
+    def _phrase_query(self, field: str, phrase: str) -> tantivy.Query | None:
+        """The analyzed words of `phrase` at their relative positions (a dropped stop word leaves a gap)."""
+        tokens = self._analyzer.pre_tokenize(phrase).tokens
+        if not tokens:
+            return None
+        if len(tokens) == 1:
+            # tantivy panics on a one-word phrase query; a term query means the same.
+            return tantivy.Query.term_query(self._schema, field, tokens[0].text)
+        first = tokens[0].position
+        return tantivy.Query.phrase_query(
+            self._schema, field, [(token.position - first, token.text) for token in tokens]
+        )
+
+    def _excluded_clauses(self, excluded_terms: Sequence[str]) -> list[tantivy.Query]:
+        """One clause per excluded term (a multi-word one as a phrase), over the chunk's own fields.
+
+        A term only the context holds (e.g. the previous turn's words) does not exclude the chunk.
+        """
+        clauses = []
+        for excluded in excluded_terms:
+            for field, _ in self._boosts.own_fields():
+                field_query = self._phrase_query(field, excluded)
+                if field_query is not None:
+                    clauses.append(field_query)
+        return clauses
+
+    def _filter_clauses(self, filters: Filters) -> list[tantivy.Query] | None:
+        """Clauses every hit must satisfy, or None when `filters` can match nothing."""
+        if filters.chunk_ids is not None and not filters.chunk_ids:
+            return None
+        schema = self._schema
+        clauses = [tantivy.Query.term_query(schema, PROJECT_ID, filters.project_id)]
+        if filters.levels:
+            clauses.append(tantivy.Query.term_set_query(schema, LEVEL, list(filters.levels)))
+        clauses.extend(tantivy.Query.term_query(schema, TAGS, tag) for tag in dict.fromkeys(filters.tags))
+        if filters.source_prefix:
+            clauses.append(
+                tantivy.Query.regex_query(schema, SOURCE_KEYWORD, _regex_literal(filters.source_prefix) + "(?s:.)*")
+            )
+        if filters.event_time_from is not None or filters.event_time_to is not None:
+            clauses.append(self._time_window_clause(filters))
+        if filters.chunk_ids is not None:
+            clauses.append(tantivy.Query.term_set_query(schema, CHUNK_ID, list(filters.chunk_ids)))
+        return clauses
+
+    def _time_window_clause(self, filters: Filters) -> tantivy.Query:
+        """`[event_time_from, event_time_to)`, or an undated chunk too when `filters.include_undated`."""
+        lower = epoch_microseconds(filters.event_time_from) if filters.event_time_from is not None else None
+        upper = epoch_microseconds(filters.event_time_to) if filters.event_time_to is not None else None
+        window = tantivy.Query.range_query(
+            self._schema,
+            EVENT_TIME_US,
+            tantivy.FieldType.Integer,
+            lower_bound=lower,
+            upper_bound=upper,
+            include_lower=True,
+            # tantivy rejects an exclusive unbounded side; `to` itself is exclusive.
+            include_upper=upper is None,
+        )
+        if not filters.include_undated:
+            return window
+        undated = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tantivy.Query.all_query()),
+                (tantivy.Occur.MustNot, tantivy.Query.exists_query(EVENT_TIME_US)),
+            ]
+        )
+        return tantivy.Query.boolean_query([(tantivy.Occur.Should, window), (tantivy.Occur.Should, undated)])
+
+
+def _regex_literal(text: str) -> str:
+    r"""`text` as a regex matching itself: every non-alphanumeric becomes a `\x{..}` escape."""
+    return "".join(char if char.isalnum() else f"\\x{{{ord(char):x}}}" for char in text)
