@@ -8,7 +8,6 @@ Request bodies come from `app.engines.opensearch_bodies`, the mapping from
 from __future__ import annotations
 
 import logging
-from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -16,6 +15,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import NotFoundError
 from opensearchpy.helpers import async_bulk
 
+from app.auth.forwarding import forwarded_token
 from app.config import ConfigurationError
 from app.domain.errors import EngineUnavailableError
 from app.engines.opensearch_bodies import (
@@ -43,11 +43,6 @@ if TYPE_CHECKING:
 DELETE_CLAUSES_PER_REQUEST: Final = 200
 """Documents per `delete_by_query`; stays well under OpenSearch's default 1024 boolean clauses."""
 
-forwarded_token: ContextVar[str | None] = ContextVar("opensearch_forwarded_token", default=None)
-"""The caller's bearer token, set by the HTTP layer for one request when `OPENSEARCH_AUTH=forward_jwt`.
-
-It is sent to OpenSearch as `Authorization: Bearer ...` on that request only and never logged.
-"""
 
 logger = logging.getLogger(__name__)
 

@@ -24,15 +24,11 @@ from aiohttp import web
 from opensearchpy import AsyncOpenSearch
 from osmem_server import OsmemServer
 
+from app.auth.forwarding import forwarded_token
 from app.config import Settings
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters, LexicalQuery
-from app.engines.opensearch import (
-    OpenSearchLexicalIndex,
-    create_opensearch_client,
-    ensure_index,
-    forwarded_token,
-)
+from app.engines.opensearch import OpenSearchLexicalIndex, create_opensearch_client, ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.tantivy_index import TantivyLexicalIndex
 from tests.contract.lexical_index import (
