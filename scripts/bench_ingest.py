@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from app.cli.commands import outbox_worker
+from app.ingestion.outbox import OutboxWorker
 from app.config import load_settings
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.pipeline import IngestionPipeline, embedding_text
@@ -91,7 +91,7 @@ async def run(arguments: argparse.Namespace) -> None:
             bare_documents = Measure("bare/docs", time.perf_counter() - started, len(documents), len(document_texts))
             print(bare_documents.line(), flush=True)
 
-            worker = outbox_worker(settings, engines)
+            worker = OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical)
             started = time.perf_counter()
             worker.start()
             chunks = 0

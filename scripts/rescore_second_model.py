@@ -174,7 +174,9 @@ def main() -> None:
                 for chunk in pool.values()
             ]
             ranked[RESCORE_LEG] = sorted(rescored, key=lambda hit: -hit.score)
-        hits = collapse_per_document(fuse(ranked, FusionSettings(method=FusionMethod.ZSCORE, weights=weights)), 1)
+        hits = collapse_per_document(
+            fuse(ranked, FusionSettings(method=FusionMethod.ZSCORE, rrf_k=1, weights=weights)), 1
+        )
         return document_ranking(query_id, [hit.chunk.document_id for hit in hits])
 
     selected = [query_id for query_id in queries if query_id in query_legs]

@@ -41,7 +41,7 @@ from app.evaluation.datasets import EvalDataset, load_dataset, project_id_for
 from app.evaluation.metrics import mean_scores, per_query_scores
 from app.evaluation.runner import document_ranking, ensure_ingested, metric_names
 from app.query.optimizer import QueryOptimizer
-from app.query.planner import PlanDefaults, SearchOptions, build_plan
+from app.query.planner import SearchOptions, build_plan
 from app.retrieval.fusion import fuse, rank_single_leg
 from app.retrieval.postprocess import collapse_per_document
 from app.retrieval.searcher import HybridSearcher
@@ -68,22 +68,22 @@ async def collect_legs(arguments: argparse.Namespace) -> tuple[BoostLegs, dict[s
             )
             for boost in boosts
         }
-        defaults = PlanDefaults.from_settings(settings)
         optimizers = {
             project: QueryOptimizer(clock=lambda moment=moment: moment) for project, moment in summary.clocks.items()
         }
         for number, query in enumerate(dataset.queries, start=1):
             project = project_id_for(dataset.name, query.group)
             analysis = optimizers.get(project, QueryOptimizer()).analyze(query.text)
+            depth = {
+                "semantic_retrieve_k": arguments.retrieve_k,
+                "lexical_retrieve_k": arguments.retrieve_k,
+                "limit": arguments.retrieve_k,
+            }
             options = SearchOptions(project=project, limit=100, strategy=SearchStrategy.SEMANTIC, collapse=False)
-            plan = replace(
-                build_plan(analysis, options, defaults), retrieve_k=arguments.retrieve_k, limit=arguments.retrieve_k
-            )
+            plan = replace(build_plan(analysis, options, settings), **depth)
             semantic = await _hits(searchers[boosts[0]], plan)
             options = replace(options, strategy=SearchStrategy.LEXICAL)
-            plan = replace(
-                build_plan(analysis, options, defaults), retrieve_k=arguments.retrieve_k, limit=arguments.retrieve_k
-            )
+            plan = replace(build_plan(analysis, options, settings), **depth)
             for boost, searcher in searchers.items():
                 legs[boost][query.query_id] = (semantic, await _hits(searcher, plan))
             if number % 100 == 0:
@@ -124,8 +124,10 @@ def settings_grid() -> list[tuple[str, FusionSettings]]:
         grid.append((f"rrf k={k} w_sem={weight}", FusionSettings(method=FusionMethod.RRF, rrf_k=k, weights=weights)))
     for weight in (0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8):
         weights = {SEMANTIC_LEG: weight, LEXICAL_LEG: 1 - weight}
-        grid.append((f"weighted w_sem={weight}", FusionSettings(method=FusionMethod.WEIGHTED, weights=weights)))
-        grid.append((f"zscore w_sem={weight}", FusionSettings(method=FusionMethod.ZSCORE, weights=weights)))
+        grid.append(
+            (f"weighted w_sem={weight}", FusionSettings(method=FusionMethod.WEIGHTED, rrf_k=1, weights=weights))
+        )
+        grid.append((f"zscore w_sem={weight}", FusionSettings(method=FusionMethod.ZSCORE, rrf_k=1, weights=weights)))
     return grid
 
 

@@ -26,14 +26,18 @@ class AdminController(Controller):
     """Operator endpoints."""
 
     tags = ["admin"]  # noqa: RUF012 - Litestar reads it as a class attribute
-    guards = [admin_guard]  # noqa: RUF012 - Litestar reads it as a class attribute
 
-    @get("/admin/flags", summary="Effective flags and where each value came from")
+    @get("/admin/flags", summary="Effective flags and where each value came from", guards=[admin_guard])
     async def flags(self, services: Injected[Services]) -> dict[str, Any]:
         """The live flags (env defaults overridden by the flags file), their sources and the file's state."""
         return services.flags.describe()
 
-    @post("/v1/projects/{project:str}/reindex", summary="Rebuild a project's lexical index", status_code=HTTP_200_OK)
+    @post(
+        "/v1/projects/{project:str}/reindex",
+        summary="Rebuild a project's lexical index",
+        status_code=HTTP_200_OK,
+        guards=[admin_guard],
+    )
     async def reindex(
         self,
         project: Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")],

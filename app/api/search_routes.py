@@ -67,9 +67,13 @@ class SearchController(Controller):
     """`GET /memory/query` (reference endpoint) and `POST /v1/search` (full options)."""
 
     tags = ["search"]  # noqa: RUF012 - Litestar reads it as a class attribute
-    guards = [search_guard]  # noqa: RUF012 - Litestar reads it as a class attribute
 
-    @get("/memory/query", summary="Search a project (reference endpoint)", responses=SEARCH_ERROR_RESPONSES)
+    @get(
+        "/memory/query",
+        summary="Search a project (reference endpoint)",
+        responses=SEARCH_ERROR_RESPONSES,
+        guards=[search_guard],
+    )
     async def memory_query(  # noqa: PLR0913, PLR0917 - one parameter per query-string field
         self,
         request: Request[Any, Any, State],
@@ -105,6 +109,7 @@ class SearchController(Controller):
         summary="Search a project with filters and fusion options",
         status_code=HTTP_200_OK,
         responses=SEARCH_ERROR_RESPONSES,
+        guards=[search_guard],
     )
     async def search(
         self,

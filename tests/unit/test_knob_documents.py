@@ -1,0 +1,94 @@
+"""The knob model is the one truth: `.env.example`, the chart's values and schema, and the docs follow it."""
+
+from __future__ import annotations
+
+import enum
+import json
+import types
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+from annotated_types import Ge, Le
+
+from app.config import Settings
+from app.knobs import KNOB_ALIASES, KNOB_NAMES, SearchKnobs
+from app.search.flags import parse_flags_file
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "poimen-memory"
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def expected_schema(name: str) -> dict[str, object]:
+    """The JSON schema a knob's field implies: its type (null when optional), bounds and enum values."""
+    field = SearchKnobs.model_fields[name]
+    annotation = field.annotation
+    arguments = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    base = next(argument for argument in arguments if argument is not type(None))
+    if isinstance(base, type) and issubclass(base, enum.Enum):
+        return {"enum": [member.value for member in base]}
+    json_type = _JSON_TYPES[base]
+    schema: dict[str, object] = {"type": [json_type, "null"] if type(None) in arguments else json_type}
+    for constraint in field.metadata:
+        if isinstance(constraint, Ge):
+            schema["minimum"] = constraint.ge
+        if isinstance(constraint, Le):
+            schema["maximum"] = constraint.le
+    return schema
+
+
+def env_lines(path: Path) -> dict[str, str]:
+    """`NAME=value` lines of an env file, commented-out ones included (`# NAME=value`)."""
+    found = {}
+    for line in path.read_text().splitlines():
+        text = line.lstrip("# ").strip()
+        if "=" in text and text.split("=", 1)[0].isupper() and " " not in text.split("=", 1)[0]:
+            name, value = text.split("=", 1)
+            found[name] = value
+    return found
+
+
+def test_env_example_names_settings_and_its_knob_values_are_the_defaults() -> None:
+    lines = env_lines(ROOT / ".env.example")
+
+    unknown = [name for name in lines if name.lower() not in Settings.model_fields]
+    knobs = {name.lower(): value for name, value in lines.items() if name.lower() in KNOB_NAMES}
+    parsed = SearchKnobs.model_validate(knobs)
+    differing = [name for name in knobs if getattr(parsed, name) != SearchKnobs.model_fields[name].default]
+
+    assert unknown == []
+    assert knobs
+    assert differing == []
+
+
+def test_chart_flags_schema_lists_every_knob_and_alias_with_its_constraints() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["flags"]
+
+    expected = {name: expected_schema(name) for name in KNOB_NAMES}
+    expected.update({alias: expected_schema(name) for alias, name in KNOB_ALIASES.items()})
+
+    assert schema["additionalProperties"] is False
+    assert schema["properties"] == expected
+
+
+def test_chart_values_are_valid_knobs() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    config_knobs = {name.lower(): value for name, value in values["config"].items() if name.lower() in KNOB_NAMES}
+
+    flags, file_keys = parse_flags_file(yaml.safe_dump(values["flags"]).encode(), base=SearchKnobs())
+    from_env = SearchKnobs.model_validate(config_knobs)
+
+    assert file_keys == set(values["flags"])
+    assert flags.ranking_algorithm == from_env.ranking_algorithm
+    assert flags.rrf_k_constant == from_env.rrf_k_constant
+
+
+@pytest.mark.parametrize("name", KNOB_NAMES)
+def test_readme_lists_every_knob_with_its_default(name: str) -> None:
+    readme = (ROOT / "README.md").read_text()
+    default = SearchKnobs.model_fields[name].default
+    shown = "unset" if default is None else str(default.value if isinstance(default, enum.Enum) else default).lower()
+
+    assert f"| `{name.upper()}` | {shown} |" in readme
