@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from app.ingestion.outbox import OutboxWorker
 from app.config import load_settings
 from app.ingestion.chunking import ChunkingPolicy
+from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline, embedding_text
 from app.ingestion.sources import read_beir_corpus
 from app.wiring.engines import open_engines

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from litestar.handlers import HTTPRouteHandler
 
 from app.api.app import create_app
 from app.api.guards import GUARDS, PUBLIC_OPT_KEY
 from app.config import Settings
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PUBLIC_PATHS = {"/healthz", "/readyz", "/metrics"}
 """Probes and the scrape endpoint; Litestar's own OpenAPI routes (`/schema...`) are public too."""
