@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from app.engines.chunk_codec import chunk_from_record
+from app.engines.chunk_codec import chunk_from_record, chunk_to_record
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -61,19 +61,11 @@ def chunk_parameters(document: StoredDocument, embedded: EmbeddedChunk) -> Mappi
     """The bound parameters of `UPSERT_CHUNK` for one chunk of `document`."""
     chunk = embedded.chunk
     return {
+        **chunk_to_record(chunk),
         # The document decides where its chunks live, whatever a chunk says.
         "project_id": document.project_id,
-        "chunk_id": chunk.chunk_id,
         "document_id": document.document_id,
-        "text": chunk.text,
-        "source": chunk.source,
-        "level": chunk.level,
-        "breadcrumb": list(chunk.breadcrumb),
-        "section_title": chunk.section_title,
-        "position": chunk.position,
-        "tags": list(chunk.tags),
-        "event_time": chunk.event_time,
-        "chunk_hash": chunk.chunk_hash,
+        "event_time": chunk.event_time,  # a timestamptz parameter, not the record's ISO text
         "context": chunk.context,
         "embedding": vector_literal(embedded.embedding),
         "embedding_model": embedded.embedding_model,

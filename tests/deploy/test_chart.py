@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from app.config import Settings
-from app.search.flags import FLAG_NAMES, Flags, parse_flags_file
+from app.knobs import KNOB_NAMES
+from app.search.flags import knobs_from_settings, parse_flags_file
 
 pytestmark = pytest.mark.slow
 
@@ -232,11 +233,11 @@ def test_flags_configmap_is_mounted_as_the_watched_file(production_render: list[
 def test_rendered_flags_file_is_accepted_by_the_app(production_render: list[Manifest]) -> None:
     content = find(production_render, "ConfigMap", "-flags")["data"]["flags.yaml"]
 
-    flags, file_keys = parse_flags_file(content.encode(), base=Flags.from_settings(Settings(_env_file=None)))
+    flags, file_keys = parse_flags_file(content.encode(), base=knobs_from_settings(Settings(_env_file=None)))
 
     assert flags.hybrid_rollout_percent == 0.0
     assert flags.rollout_shadow_enabled is True
-    assert file_keys <= set(FLAG_NAMES)
+    assert file_keys <= set(KNOB_NAMES)
 
 
 @requires_helm
