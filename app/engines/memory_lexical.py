@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC
 from typing import TYPE_CHECKING
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import ScoredHit
+from app.domain.moments import as_utc
 from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, lexical_text
 
 if TYPE_CHECKING:
@@ -280,12 +280,7 @@ def _in_time_window(event_time: datetime | None, filters: Filters) -> bool:
         return True
     if event_time is None:
         return filters.include_undated
-    moment = _aware(event_time)
-    after_start = filters.event_time_from is None or moment >= _aware(filters.event_time_from)
-    before_end = filters.event_time_to is None or moment < _aware(filters.event_time_to)
+    moment = as_utc(event_time)
+    after_start = filters.event_time_from is None or moment >= as_utc(filters.event_time_from)
+    before_end = filters.event_time_to is None or moment < as_utc(filters.event_time_to)
     return after_start and before_end
-
-
-def _aware(moment: datetime) -> datetime:
-    """A naive datetime is taken as UTC, as the other adapters do."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import tantivy
 
+from app.domain.moments import as_utc
 from app.engines.chunk_codec import chunk_from_record, chunk_to_record
 from app.engines.lexical_context import DEFAULT_CONTEXT_MAX_CHARS, lexical_text
 
@@ -93,8 +94,7 @@ def document_key(project_id: str, document_id: str) -> str:
 
 def epoch_microseconds(moment: datetime) -> int:
     """Whole microseconds since the Unix epoch; a naive datetime is taken as UTC."""
-    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    delta = aware - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = as_utc(moment) - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 

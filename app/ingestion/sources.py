@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import InvalidInputError
 from app.domain.models import Document
+from app.domain.moments import as_utc
 from app.ingestion.chunking import first_heading, split_front_matter
 
 if TYPE_CHECKING:
@@ -184,4 +185,4 @@ def _event_time(value: str | None) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None  # an informal date ("last spring") stays in metadata only
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return as_utc(parsed)
