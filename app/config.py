@@ -68,6 +68,8 @@ class Settings(BaseSettings, SearchKnobs):
     outbox_batch_size: int = Field(default=200, ge=1)
     outbox_poll_interval_s: float = Field(default=0.5, gt=0)
     outbox_max_backoff_s: float = Field(default=30.0, gt=0)
+    # A claimed outbox entry stays with its worker this long; then any process may take it (a crash).
+    outbox_lease_s: float = Field(default=60.0, gt=0)
 
     # Auth.
     auth_mode: Literal["off", "jwt"] = "off"

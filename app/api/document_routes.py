@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
-from litestar.params import PathParameter
+from litestar.params import HeaderParameter, PathParameter
 from litestar.status_codes import HTTP_201_CREATED
 
 from app.api.dependencies import Injected
@@ -28,6 +28,9 @@ from app.wiring.services import Services
 
 ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")]
 DocumentIdPath = Annotated[str, PathParameter(description="Document id; may contain `/`")]
+IfMatchHeader = Annotated[
+    str | None, HeaderParameter(name="If-Match", description="Write only if the document is at this version")
+]
 
 
 def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentIn]:
@@ -67,6 +70,15 @@ def _field_of(message: str) -> str | None:
     return None
 
 
+def _version_from(if_match: str) -> int:
+    """The document version an `If-Match` header names: `7` or `"7"` (an ETag of the version)."""
+    value = if_match.strip().removeprefix("W/").strip('"')
+    if not value.isdigit():
+        msg = f"If-Match must be a document version (a whole number), got {if_match!r}"
+        raise InvalidInputError(msg, field="If-Match")
+    return int(value)
+
+
 def _not_found(project: str, document_id: str) -> DocumentNotFoundError:
     return DocumentNotFoundError(f"no document {document_id!r} in project {project!r}")
 
@@ -84,13 +96,27 @@ class DocumentController(Controller):
         project: ProjectPath,
         settings: Injected[Settings],
         pipeline: Injected[IngestionPipeline],
+        if_match: IfMatchHeader = None,
     ) -> IngestResponse:
-        """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata}`, or `{documents}`."""
+        """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata}`, or `{documents}`.
+
+        Concurrent writes of one document apply in the order they arrived, on any replica. To update
+        safely, send the version last read (`expected_version`, or `If-Match` for a single document):
+        a document stored at another version answers 409 and nothing of the request is written.
+        """
         documents = _decode_documents(await request.body(), max_document_bytes=settings.max_document_bytes)
         if len(documents) > settings.max_batch_documents:
             msg = f"{len(documents)} documents in one request; at most {settings.max_batch_documents}"
             raise InvalidInputError(msg, field="documents")
-        outcomes = await pipeline.ingest([document.to_domain(project) for document in documents])
+        expected = {d.id: d.expected_version for d in documents if d.expected_version is not None}
+        if if_match is not None:
+            if len(documents) != 1:
+                msg = "If-Match applies to one document; give each document of a batch its expected_version"
+                raise InvalidInputError(msg, field="If-Match")
+            expected[documents[0].id] = _version_from(if_match)
+        outcomes = await pipeline.ingest(
+            [document.to_domain(project) for document in documents], expected_versions=expected
+        )
         for outcome in outcomes:
             record_ingested(status=outcome.status, chunks=outcome.chunk_count if outcome.status != "unchanged" else 0)
         return IngestResponse(
@@ -101,6 +127,7 @@ class DocumentController(Controller):
                     status=outcome.status,
                     chunks=outcome.chunk_count,
                     embedded=outcome.embedded_count,
+                    version=outcome.version,
                 )
                 for outcome in outcomes
             ],
@@ -119,10 +146,15 @@ class DocumentController(Controller):
 
     @delete("/{document_id:path}", summary="Delete a document and its chunks", guards=[ingest_guard])
     async def remove(
-        self, project: ProjectPath, document_id: DocumentIdPath, pipeline: Injected[IngestionPipeline]
+        self,
+        project: ProjectPath,
+        document_id: DocumentIdPath,
+        pipeline: Injected[IngestionPipeline],
+        if_match: IfMatchHeader = None,
     ) -> None:
-        """Delete from PostgreSQL now; the lexical index follows through the outbox."""
+        """Delete from PostgreSQL now; the lexical index follows through the outbox (If-Match: 409 if stale)."""
         document_id = document_id.removeprefix("/")
-        if not await pipeline.delete(project, document_id):
+        expected = None if if_match is None else _version_from(if_match)
+        if not await pipeline.delete(project, document_id, expected_version=expected):
             raise _not_found(project, document_id)
         record_ingested(status="deleted")

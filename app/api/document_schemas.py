@@ -24,6 +24,8 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
     tags: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=128)]], msgspec.Meta(max_length=64)] = []
     event_time: datetime | None = None
     metadata: dict[str, Any] = {}
+    expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    """Write only if the stored version is this one (0: only if the document does not exist yet); else 409."""
 
     def body(self) -> str:
         """The document's text, whichever field carried it."""
@@ -56,6 +58,7 @@ class IngestOutcomeOut(msgspec.Struct, kw_only=True):
     status: Literal["created", "updated", "unchanged"]
     chunks: int
     embedded: int
+    version: int
 
 
 class IngestResponse(msgspec.Struct, kw_only=True):
@@ -93,6 +96,7 @@ class DocumentOut(msgspec.Struct, kw_only=True):
     lexically_indexed: bool
     created_at: datetime
     updated_at: datetime
+    version: int
     chunks: list[ChunkOut]
 
 
@@ -125,5 +129,6 @@ def document_out(document: StoredDocument) -> DocumentOut:
         lexically_indexed=document.lexically_indexed,
         created_at=document.created_at,
         updated_at=document.updated_at,
+        version=document.version,
         chunks=[chunk_out(chunk) for chunk in document.chunks],
     )

@@ -21,6 +21,7 @@ from app.domain.errors import (
     InvalidInputError,
     PermissionDeniedError,
     SearchServiceError,
+    VersionConflictError,
 )
 
 logger = logging.getLogger("poimen.api")
@@ -40,6 +41,8 @@ class ProblemOut(msgspec.Struct, kw_only=True):
     fields: list[str] | None = None
     reasons: list[str] | None = None
     engine: str | None = None
+    document_id: str | None = None
+    current_version: int | None = None
 
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -50,6 +53,7 @@ _STATUS_BY_ERROR: tuple[tuple[type[SearchServiceError], int, str], ...] = (
     (AuthenticationError, 401, "Unauthorized"),
     (PermissionDeniedError, 403, "Forbidden"),
     (DocumentNotFoundError, 404, "Not found"),
+    (VersionConflictError, 409, "Version conflict"),
     (AllEnginesFailedError, 503, "Search unavailable"),
     (EngineTimeoutError, 504, "Engine timed out"),
     (EngineError, 503, "Engine unavailable"),
@@ -76,6 +80,9 @@ def service_error_handler(_: Request[Any, Any, Any], error: SearchServiceError) 
                 extra["reasons"] = list(error.reasons)
             if isinstance(error, EngineError):
                 extra["engine"] = error.engine
+            if isinstance(error, VersionConflictError):
+                extra["document_id"] = error.document_id
+                extra["current_version"] = error.current_version
             return problem(status, title, error.message, **extra)
     logger.error("unmapped service error %s", type(error).__name__)
     return problem(HTTP_500_INTERNAL_SERVER_ERROR, "Internal error", "unexpected service error")

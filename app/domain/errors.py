@@ -31,6 +31,18 @@ class DocumentNotFoundError(SearchServiceError):
     """No such document in that project."""
 
 
+class VersionConflictError(SearchServiceError):
+    """A write named the document version it expected, and the stored one differs (nothing was written).
+
+    `current_version` is the stored version, None when the document does not exist.
+    """
+
+    def __init__(self, message: str, *, document_id: str, current_version: int | None) -> None:
+        super().__init__(message)
+        self.document_id = document_id
+        self.current_version = current_version
+
+
 class IngestionError(SearchServiceError):
     """A document could not be stored; nothing of it was written."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -141,6 +141,28 @@ class StoredDocument:
     lexically_indexed: bool
     created_at: datetime
     updated_at: datetime
+    version: int = 0
+    """The store's version of this document: grows with every write (0 on a document not yet stored)."""
+
+
+DocumentKey: TypeAlias = tuple[str, str]
+"""(project id, document id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentState:
+    """What a writer needs to know of a stored document: its content hash and version."""
+
+    content_hash: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxStats:
+    """The lexical outbox: documents waiting, and seconds the oldest has waited (0 when none)."""
+
+    backlog: int
+    oldest_age_s: float
 
 
 @dataclass(frozen=True, slots=True)

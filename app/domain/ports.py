@@ -13,12 +13,16 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from app.domain.models import (
         DocumentChunks,
+        DocumentKey,
+        DocumentState,
         EmbeddedChunk,
         Filters,
         LexicalQuery,
+        OutboxStats,
         ScoredHit,
         StoredDocument,
     )
@@ -84,6 +88,14 @@ class LexicalIndex(Protocol):
         ...
 
 
+class ChunkTruth(Protocol):
+    """What the searcher asks the source of truth: which chunks exist now, as which content."""
+
+    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent)."""
+        ...
+
+
 class DocumentStore(Protocol):
     """The source of truth for documents, chunks, embeddings and the lexical outbox."""
 
@@ -93,39 +105,73 @@ class DocumentStore(Protocol):
         """Return the document with its chunks in position order, or None."""
         ...
 
-    async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
-        """Return the stored content hash of the document, or None when it does not exist."""
+    async def document_states(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]:
+        """Return the content hash and version of each listed document that exists (absent ones are left out)."""
+        ...
+
+    def lock_documents(self, keys: Sequence[DocumentKey]) -> AbstractAsyncContextManager[None]:
+        """Hold these documents for one writer for the block; other writers of any of them wait for it.
+
+        Every process writing to the store takes the same locks, so writes of one document serialize in
+        the order they asked, and a read of `document_states` inside the block stays true until its end.
+        """
         ...
 
     async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
         """Return embeddings already stored for these chunk hashes under `model` (hash -> vector)."""
         ...
 
-    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:
+    async def save_documents(
+        self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]
+    ) -> dict[DocumentKey, int]:
         """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
 
         Either every listed document is written with all its chunks, or nothing is. The new chunks
-        are marked not yet lexically indexed and an outbox entry is recorded in the same transaction.
+        are marked not yet lexically indexed and an outbox entry is recorded in the same transaction,
+        and the projects' generations move on. Returns each document's new version (versions only grow).
         """
         ...
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
-        """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""
+        """Delete the document and its chunks, queue the lexical delete, move the project's generation on.
+
+        False when it did not exist.
+        """
         ...
 
     async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
-        """Return up to `limit` documents awaiting lexical indexing with their current chunks."""
+        """Lease up to `limit` documents awaiting lexical indexing that no other worker holds, with their chunks.
+
+        Oldest change first. Workers in any number of processes may claim at once: none gets another's
+        entries while its lease lasts; entries of a claimer that died come back when the lease runs out.
+        Each entry carries `outbox_version`; its chunks are at least as new as that version.
+        """
+        ...
+
+    async def release_outbox(self, documents: Sequence[DocumentChunks]) -> None:
+        """Give claimed entries back before their lease ends (indexing them failed)."""
         ...
 
     async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
-        """Mark these documents' chunks lexically indexed and drop their outbox entries.
+        """Mark these documents' chunks lexically indexed, drop their outbox entries, move generations on.
 
         An entry recorded after `claim_outbox` read the document stays queued.
         """
         ...
 
-    async def outbox_backlog(self) -> int:
-        """Return how many documents await lexical indexing."""
+    async def outbox_stats(self) -> OutboxStats:
+        """Return how many documents await lexical indexing and how long the oldest has waited."""
+        ...
+
+    async def project_generation(self, project_id: str) -> int:
+        """Return the project's generation: it moves on with every write that changes its search answers.
+
+        Read by every replica to key its query cache, so none serves an answer from before a write.
+        """
+        ...
+
+    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent)."""
         ...
 
     async def queue_project_for_reindex(self, project_id: str) -> int:

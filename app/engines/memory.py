@@ -7,20 +7,22 @@ which is how tests exercise fallbacks without killing a server.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import math
+import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from app.domain.errors import EngineUnavailableError
-from app.domain.models import Chunk, DocumentChunks, ScoredHit, StoredDocument
+from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, ScoredHit, StoredDocument
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
-    from app.domain.models import EmbeddedChunk, Filters
-
-DocumentKey = tuple[str, str]
+    from app.domain.models import DocumentKey, EmbeddedChunk, Filters
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +68,19 @@ class InMemoryDocumentStore:
 
     name = "memory"
 
-    def __init__(self) -> None:
+    def __init__(self, *, outbox_lease_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.available = True
         self._documents: dict[DocumentKey, StoredDocument] = {}
         self._chunks: dict[DocumentKey, dict[str, _StoredChunk]] = {}
         self._outbox: dict[DocumentKey, int] = {}
+        self._queued_at: dict[DocumentKey, float] = {}
+        self._leases: dict[DocumentKey, float] = {}
         self._versions = itertools.count(1)
+        self._document_versions = itertools.count(1)
+        self._generations: dict[str, int] = {}
+        self._locks: dict[DocumentKey, asyncio.Lock] = {}
+        self._outbox_lease_s = outbox_lease_s
+        self._clock = clock
 
     def _check_available(self) -> None:
         if not self.available:
@@ -95,11 +104,23 @@ class InMemoryDocumentStore:
             return None
         return replace(document, chunks=self._ordered_chunks(key), lexically_indexed=key not in self._outbox)
 
-    async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
-        """Return the stored content hash of the document, or None when it does not exist."""
+    async def document_states(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]:
+        """Return the content hash and version of each listed document that exists."""
         self._check_available()
-        document = self._documents.get((project_id, document_id))
-        return None if document is None else document.content_hash
+        return {
+            key: DocumentState(content_hash=document.content_hash, version=document.version)
+            for key in keys
+            if (document := self._documents.get(key)) is not None
+        }
+
+    @asynccontextmanager
+    async def lock_documents(self, keys: Sequence[DocumentKey]) -> AsyncIterator[None]:
+        """Hold one asyncio lock per document (in sorted order, so two writers never deadlock)."""
+        self._check_available()
+        async with contextlib.AsyncExitStack() as stack:
+            for key in sorted(set(keys)):
+                await stack.enter_async_context(self._locks.setdefault(key, asyncio.Lock()))
+            yield
 
     async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
         """Return embeddings already stored for these chunk hashes under `model` (hash -> vector), any project."""
@@ -112,14 +133,20 @@ class InMemoryDocumentStore:
                     found.setdefault(stored.chunk.chunk_hash, list(stored.embedding))
         return found
 
-    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:
+    async def save_documents(
+        self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]
+    ) -> dict[DocumentKey, int]:
         """Replace each document and its whole chunk set and queue it; all or nothing (nothing can fail here)."""
         self._check_available()
+        versions: dict[DocumentKey, int] = {}
         for document, embedded_chunks in documents:
             key = (document.project_id, document.document_id)
             previous = self._documents.get(key)
             created_at = document.created_at if previous is None else previous.created_at
-            self._documents[key] = replace(document, chunks=(), lexically_indexed=False, created_at=created_at)
+            versions[key] = next(self._document_versions)
+            self._documents[key] = replace(
+                document, chunks=(), lexically_indexed=False, created_at=created_at, version=versions[key]
+            )
             old_chunks = self._chunks.get(key, {})
             new_chunks: dict[str, _StoredChunk] = {}
             for embedded in embedded_chunks:
@@ -130,7 +157,9 @@ class InMemoryDocumentStore:
                 unchanged = old is not None and replace(old, lexically_indexed=False) == stored
                 new_chunks[chunk.chunk_id] = old if unchanged and old is not None else stored
             self._chunks[key] = new_chunks
-            self._outbox[key] = next(self._versions)
+            self._queue(key)
+        self._bump({key[0] for key in versions})
+        return versions
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""
@@ -139,17 +168,30 @@ class InMemoryDocumentStore:
         if self._documents.pop(key, None) is None:
             return False
         self._chunks.pop(key, None)
-        self._outbox[key] = next(self._versions)
+        self._queue(key)
+        self._bump({project_id})
         return True
 
     async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
-        """Return up to `limit` queued documents, oldest change first, each with its current chunks."""
+        """Lease up to `limit` queued documents no one holds, oldest change first, each with its current chunks."""
         self._check_available()
-        queued = sorted(self._outbox.items(), key=lambda item: item[1])[: max(limit, 0)]
+        now = self._clock()
+        free = [(key, version) for key, version in self._outbox.items() if self._leases.get(key, 0.0) <= now]
+        queued = sorted(free, key=lambda item: item[1])[: max(limit, 0)]
+        for key, _ in queued:
+            self._leases[key] = now + self._outbox_lease_s
         return [
             DocumentChunks(project_id, document_id, self._ordered_chunks((project_id, document_id)), version)
             for (project_id, document_id), version in queued
         ]
+
+    async def release_outbox(self, documents: Sequence[DocumentChunks]) -> None:
+        """End the lease of these claimed entries (only of the version each claimed)."""
+        self._check_available()
+        for document in documents:
+            key = (document.project_id, document.document_id)
+            if self._outbox.get(key) == document.outbox_version:
+                self._leases.pop(key, None)
 
     async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
         """Dequeue entries at or below their claimed version and mark those documents' chunks indexed."""
@@ -160,22 +202,44 @@ class InMemoryDocumentStore:
             if version is None or (document.outbox_version is not None and version > document.outbox_version):
                 continue  # changed after the claim: stays queued
             del self._outbox[key]
+            self._leases.pop(key, None)
+            self._queued_at.pop(key, None)
             chunks = self._chunks.get(key, {})
             self._chunks[key] = {
                 chunk_id: replace(stored, lexically_indexed=True) for chunk_id, stored in chunks.items()
             }
 
-    async def outbox_backlog(self) -> int:
-        """Return how many documents await lexical indexing."""
+        self._bump({document.project_id for document in documents})
+
+    async def outbox_stats(self) -> OutboxStats:
+        """Return how many documents await lexical indexing and how long the oldest has waited."""
         self._check_available()
-        return len(self._outbox)
+        oldest = min(self._queued_at.values(), default=None)
+        return OutboxStats(backlog=len(self._outbox), oldest_age_s=0.0 if oldest is None else self._clock() - oldest)
+
+    async def project_generation(self, project_id: str) -> int:
+        """Return the project's generation (0 until its first write)."""
+        self._check_available()
+        return self._generations.get(project_id, 0)
+
+    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now."""
+        self._check_available()
+        wanted = set(chunk_ids)
+        return {
+            chunk_id: stored.chunk.chunk_hash
+            for (chunk_project, _), stored_chunks in self._chunks.items()
+            if chunk_project == project_id
+            for chunk_id, stored in stored_chunks.items()
+            if chunk_id in wanted
+        }
 
     async def queue_project_for_reindex(self, project_id: str) -> int:
         """Queue every document of the project and mark its chunks not indexed; return how many documents."""
         self._check_available()
         keys = [key for key in self._documents if key[0] == project_id]
         for key in keys:
-            self._outbox[key] = next(self._versions)
+            self._queue(key)
             chunks = self._chunks.get(key, {})
             self._chunks[key] = {cid: replace(stored, lexically_indexed=False) for cid, stored in chunks.items()}
         return len(keys)
@@ -195,6 +259,16 @@ class InMemoryDocumentStore:
             if chunk_project == project_id and chunk_id in stored_chunks:
                 return stored_chunks[chunk_id].lexically_indexed
         return None
+
+    def _queue(self, key: DocumentKey) -> None:
+        """A new outbox version for the document; it ends any lease, as in PostgreSQL."""
+        self._outbox[key] = next(self._versions)
+        self._queued_at[key] = self._clock()
+        self._leases.pop(key, None)
+
+    def _bump(self, project_ids: set[str]) -> None:
+        for project_id in project_ids:
+            self._generations[project_id] = self._generations.get(project_id, 0) + 1
 
     def _ordered_chunks(self, key: DocumentKey) -> tuple[Chunk, ...]:
         stored_chunks = self._chunks.get(key, {}).values()

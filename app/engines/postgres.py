@@ -1,7 +1,7 @@
-"""PostgreSQL adapters: `PostgresDocumentStore` (the source of truth) and `PgVectorIndex` (the vector leg).
+"""`PostgresDocumentStore`: the source of truth for documents, chunks, embeddings and the lexical outbox.
 
-Both run on one SQLAlchemy `AsyncEngine` (asyncpg) that the app lifespan owns and disposes. The SQL
-they run is in `app.engines.postgres_sql`, rows and parameters are mapped by `app.engines.postgres_rows`,
+It shares the SQLAlchemy `AsyncEngine` of `app.engines.pgvector` (the app lifespan owns it). The SQL
+it runs is in `app.engines.postgres_sql`, rows and parameters are mapped by `app.engines.postgres_rows`,
 and driver errors become `EngineError`s in `app.engines.postgres_errors.translate_errors()`.
 """
 
@@ -9,154 +9,57 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Final
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.domain.errors import EngineTimeoutError, EngineUnavailableError
-from app.domain.models import Chunk, DocumentChunks, ScoredHit, StoredDocument
+from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
+from app.engines.pgvector import ping_database
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import (
     chunk_from_row,
     chunk_parameters,
     document_parameters,
     json_value,
+    key_parameters,
     outbox_parameters,
-    vector_literal,
 )
 from app.engines.postgres_sql import (
+    BUMP_GENERATIONS,
+    CLAIM_QUEUED,
     COMPLETE_OUTBOX,
     DELETE_REPLACED_CHUNKS,
+    LOCK_DOCUMENTS,
     MARK_PROJECT_NOT_INDEXED,
     QUEUE_DOCUMENTS,
     QUEUE_PROJECT,
+    RELEASE_CLAIMS,
     SELECT_CACHED_EMBEDDINGS,
-    SELECT_CONTENT_HASH,
     SELECT_DOCUMENT,
     SELECT_DOCUMENT_CHUNKS,
-    SELECT_QUEUED,
+    SELECT_DOCUMENT_STATES,
+    SELECT_EXISTING_CHUNKS,
+    SELECT_GENERATION,
+    SELECT_OUTBOX_STATS,
     SELECT_QUEUED_CHUNKS,
-    SESSIONS_PRESET,
-    SET_LOCAL_HNSW,
     UPSERT_CHUNK,
     UPSERT_DOCUMENT,
-    exact_search_sql,
-    filter_sql,
-    nearest_search_sql,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Sequence
 
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-    from app.domain.models import EmbeddedChunk, Filters
+    from app.domain.models import DocumentKey, EmbeddedChunk
 
 VECTOR_ENGINE: Final = "pgvector"
 STORE_ENGINE: Final = "postgres"
+DEFAULT_OUTBOX_LEASE_S: Final = 60.0
+"""How long a claimed outbox entry stays with its claimer before another worker may take it."""
 MAX_HNSW_EF_SEARCH: Final = 1000
 """pgvector's upper bound for `hnsw.ef_search`."""
-
-
-def create_postgres_engine(
-    url: str,
-    *,
-    pool_size: int = 10,
-    connect_timeout_s: float = 5.0,
-    command_timeout_s: float | None = None,
-    hnsw_ef_search: int = 100,
-) -> AsyncEngine:
-    """An asyncpg `AsyncEngine` for both adapters; the caller disposes it (`await engine.dispose()`).
-
-    `url` may be `postgresql://` (as `DATABASE_URL` usually is) or `postgresql+asyncpg://`.
-    Connections are checked before use, so a restarted server costs one failed ping, not a failed call.
-    Every session starts with pgvector's iterative scan on and `hnsw.ef_search = hnsw_ef_search`, so
-    a vector search is one statement with no SET round trips (`PgVectorIndex` checks this once).
-    """
-    if url.startswith(("postgresql://", "postgres://")):
-        url = "postgresql+asyncpg://" + url.split("://", 1)[1]
-    connect_args: dict[str, Any] = {
-        "timeout": connect_timeout_s,
-        # JIT compilation costs more than it saves on short index-driven queries.
-        "server_settings": {
-            "application_name": "poimen-memory",
-            "jit": "off",
-            "hnsw.iterative_scan": "relaxed_order",
-            "hnsw.ef_search": str(min(hnsw_ef_search, MAX_HNSW_EF_SEARCH)),
-        },
-    }
-    if command_timeout_s is not None:
-        connect_args["command_timeout"] = command_timeout_s
-    return create_async_engine(
-        url,
-        pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_pre_ping=True,
-        pool_timeout=connect_timeout_s,
-        connect_args=connect_args,
-    )
-
-
-class PgVectorIndex:
-    """`VectorIndex` over `chunks.embedding`: HNSW cosine search with every filter applied in SQL.
-
-    Filtered queries use pgvector 0.8 iterative index scans (relaxed order, re-sorted here), so they
-    still fill `top_k` when the filter is selective. With `filters.chunk_ids` the ranking is exact
-    among those chunks (no index). `score` is cosine similarity, `1 - cosine distance`, in [-1, 1].
-    """
-
-    name = VECTOR_ENGINE
-
-    def __init__(self, engine: AsyncEngine, *, ef_search: int = 100) -> None:
-        self._engine = engine
-        self._ef_search = ef_search
-        self._sessions_preset: bool | None = None  # learnt on first search
-
-    async def _uses_preset_sessions(self) -> bool:
-        """Whether the engine's sessions already carry our HNSW settings (`create_postgres_engine` sets them)."""
-        if self._sessions_preset is None:
-            async with self._engine.connect() as connection:
-                result = await connection.execute(text(SESSIONS_PRESET), {"ef_search": self._ef_search})
-                self._sessions_preset = bool(result.scalar_one())
-                await connection.rollback()
-        return self._sessions_preset
-
-    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
-        """Return at most `top_k` chunks matching `filters`, best first (ties by chunk id)."""
-        if top_k <= 0 or filters.chunk_ids == ():
-            return []
-        parameters: dict[str, object] = {"embedding": vector_literal(embedding), "top_k": top_k}
-        where = filter_sql(filters, parameters)
-        statement = exact_search_sql(where) if filters.chunk_ids is not None else nearest_search_sql(where)
-        ef_search = min(max(self._ef_search, top_k), MAX_HNSW_EF_SEARCH)
-        with translate_errors(engine=self.name):
-            if top_k <= self._ef_search and await self._uses_preset_sessions():
-                # One round trip: no BEGIN/SET/ROLLBACK around a read-only statement.
-                async with self._engine.connect() as plain_connection:
-                    connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
-                    rows = (await connection.execute(text(statement), parameters)).all()
-                return [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
-            async with self._engine.connect() as connection:
-                # SET LOCAL: ends with this transaction, never leaks to the pool.
-                await connection.execute(text(SET_LOCAL_HNSW), {"ef_search": str(ef_search)})
-                rows = (await connection.execute(text(statement), parameters)).all()
-                await connection.rollback()
-        return [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
-
-    async def ping(self) -> None:
-        """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""
-        await _ping(self._engine, name=self.name)
-
-
-async def _ping(engine: AsyncEngine, *, name: str) -> None:
-    """`SELECT 1`; a timeout also counts as unavailable, as the ports' `ping` contract says."""
-    try:
-        with translate_errors(engine=name):
-            async with engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
-    except EngineTimeoutError as error:
-        raise EngineUnavailableError(error.message, engine=name) from error
 
 
 class PostgresDocumentStore:
@@ -168,8 +71,9 @@ class PostgresDocumentStore:
 
     name = STORE_ENGINE
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, outbox_lease_s: float = DEFAULT_OUTBOX_LEASE_S) -> None:
         self._engine = engine
+        self._outbox_lease_s = outbox_lease_s
 
     async def get_document(self, project_id: str, document_id: str) -> StoredDocument | None:
         """Return the document with its chunks in position order, or None."""
@@ -195,18 +99,39 @@ class PostgresDocumentStore:
             lexically_indexed=document.lexically_indexed,
             created_at=document.created_at,
             updated_at=document.updated_at,
+            version=document.version,
         )
 
-    async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
-        """Return the stored content hash of the document, or None when it does not exist."""
+    async def document_states(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]:
+        """Return the stored content hash and version of each listed document that exists."""
+        if not keys:
+            return {}
         with translate_errors(engine=self.name):
             async with self._engine.connect() as connection:
-                result = await connection.execute(
-                    text(SELECT_CONTENT_HASH), {"project_id": project_id, "document_id": document_id}
-                )
-                content_hash: str | None = result.scalar_one_or_none()
+                result = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(keys))
+                rows = result.all()
                 await connection.rollback()
-        return content_hash
+        return {
+            (row.project_id, row.document_id): DocumentState(content_hash=row.content_hash, version=row.version)
+            for row in rows
+        }
+
+    @asynccontextmanager
+    async def lock_documents(self, keys: Sequence[DocumentKey]) -> AsyncIterator[None]:
+        """Hold PostgreSQL advisory locks on these documents for the block: writers of one document queue up.
+
+        Every process on this database takes the same locks, so concurrent writes of a document
+        serialize in the order they asked. The locks end with their transaction: at the end of the
+        block, or when the connection dies with its process.
+        """
+        names = [f"{project_id}\x1f{document_id}" for project_id, document_id in keys]
+        with translate_errors(engine=self.name):
+            async with self._engine.connect() as connection:
+                await connection.execute(text(LOCK_DOCUMENTS), {"names": names})
+                try:
+                    yield
+                finally:
+                    await connection.rollback()
 
     async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
         """Return embeddings already stored for these chunk hashes under `model` (hash -> vector), any project."""
@@ -222,15 +147,18 @@ class PostgresDocumentStore:
         # pgvector's text form `[0.1,-2e-05]` is valid JSON.
         return {row.chunk_hash: json.loads(row.embedding) for row in rows}
 
-    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:
+    async def save_documents(
+        self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]
+    ) -> dict[DocumentKey, int]:
         """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
 
         One transaction for the batch. A document listed twice keeps its last entry. Chunks whose
         every field is unchanged are left as they are (no HNSW re-insert, still lexically indexed).
+        Returns each document's new version; the projects' generations move on in the same transaction.
         """
         latest = {(document.project_id, document.document_id): (document, chunks) for document, chunks in documents}
         if not latest:
-            return
+            return {}
         document_rows = [document_parameters(document) for document, _ in latest.values()]
         chunk_rows = {
             (document.project_id, embedded.chunk.chunk_id): chunk_parameters(document, embedded)
@@ -252,6 +180,10 @@ class PostgresDocumentStore:
                 if chunk_rows:
                     await connection.execute(text(UPSERT_CHUNK), list(chunk_rows.values()))
                 await _queue(connection, list(latest))
+                versions = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(list(latest)))
+                saved = {(row.project_id, row.document_id): int(row.version) for row in versions}
+                await _bump_generations(connection, {key[0] for key in latest})
+        return saved
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""
@@ -264,33 +196,35 @@ class PostgresDocumentStore:
                 deleted = result.rowcount > 0
                 if deleted:
                     await _queue(connection, [(project_id, document_id)])
+                    await _bump_generations(connection, {project_id})
         return deleted
 
     async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
-        """Return up to `limit` queued documents, oldest change first, each with its current chunks.
+        """Lease up to `limit` queued documents no other worker holds, oldest change first, with their chunks.
 
-        Reads the queue and the chunks in one snapshot, so each snapshot answers its `outbox_version`.
-        A deleted document comes back with no chunks. Claiming does not dequeue: `complete_outbox` does.
+        The lease (`outbox_lease_s`) keeps other workers, in any process, off these entries until it runs
+        out, so a crashed claimer's entries come back. The chunks are read after the claim committed, so
+        each is at least as new as its `outbox_version`. A deleted document comes back with no chunks.
+        Claiming does not dequeue: `complete_outbox` does; `release_outbox` gives entries back early.
         """
         if limit <= 0:
             return []
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as plain_connection:
-                connection = await plain_connection.execution_options(isolation_level="REPEATABLE READ")
-                queued = (await connection.execute(text(SELECT_QUEUED), {"limit": limit})).all()
+            async with self._engine.begin() as connection:
+                result = await connection.execute(text(CLAIM_QUEUED), {"limit": limit, "lease_s": self._outbox_lease_s})
+                queued = sorted(result.all(), key=lambda row: row.version)
+            if not queued:
+                return []
+            async with self._engine.connect() as connection:
                 chunk_rows = (
-                    (
-                        await connection.execute(
-                            text(SELECT_QUEUED_CHUNKS),
-                            {
-                                "projects": [row.project_id for row in queued],
-                                "documents": [row.document_id for row in queued],
-                            },
-                        )
-                    ).all()
-                    if queued
-                    else []
-                )
+                    await connection.execute(
+                        text(SELECT_QUEUED_CHUNKS),
+                        {
+                            "projects": [row.project_id for row in queued],
+                            "documents": [row.document_id for row in queued],
+                        },
+                    )
+                ).all()
                 await connection.rollback()
         chunks_by_document: dict[tuple[str, str], list[Chunk]] = defaultdict(list)
         for row in chunk_rows:
@@ -305,6 +239,14 @@ class PostgresDocumentStore:
             for row in queued
         ]
 
+    async def release_outbox(self, documents: Sequence[DocumentChunks]) -> None:
+        """End the lease of these claimed entries (their indexing failed): any worker may take them again."""
+        if not documents:
+            return
+        with translate_errors(engine=self.name):
+            async with self._engine.begin() as connection:
+                await connection.execute(text(RELEASE_CLAIMS), outbox_parameters(documents))
+
     async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
         """Drop these documents' outbox entries at or below their claimed version; mark their chunks indexed.
 
@@ -316,14 +258,40 @@ class PostgresDocumentStore:
         with translate_errors(engine=self.name):
             async with self._engine.begin() as connection:
                 await connection.execute(text(COMPLETE_OUTBOX), outbox_parameters(documents))
+                # The lexical leg now answers differently: cached answers of these projects are stale.
+                await _bump_generations(connection, {document.project_id for document in documents})
 
-    async def outbox_backlog(self) -> int:
-        """Return how many documents await lexical indexing."""
+    async def outbox_stats(self) -> OutboxStats:
+        """Return how many documents await lexical indexing and how long the oldest has waited."""
         with translate_errors(engine=self.name):
             async with self._engine.connect() as connection:
-                backlog = (await connection.execute(text("SELECT count(*) FROM lexical_outbox"))).scalar_one()
+                row = (await connection.execute(text(SELECT_OUTBOX_STATS))).one()
                 await connection.rollback()
-        return int(backlog)
+        return OutboxStats(backlog=int(row.backlog), oldest_age_s=float(row.oldest_age_s))
+
+    async def project_generation(self, project_id: str) -> int:
+        """Return the project's generation: it moves on with every write that changes its answers (0: none yet)."""
+        with translate_errors(engine=self.name):
+            async with self._engine.connect() as plain_connection:
+                connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
+                generation = (
+                    await connection.execute(text(SELECT_GENERATION), {"project_id": project_id})
+                ).scalar_one_or_none()
+        return int(generation or 0)
+
+    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now."""
+        if not chunk_ids:
+            return {}
+        with translate_errors(engine=self.name):
+            async with self._engine.connect() as plain_connection:
+                connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
+                rows = (
+                    await connection.execute(
+                        text(SELECT_EXISTING_CHUNKS), {"project_id": project_id, "chunk_ids": list(chunk_ids)}
+                    )
+                ).all()
+        return {row.chunk_id: row.chunk_hash for row in rows}
 
     async def queue_project_for_reindex(self, project_id: str) -> int:
         """Queue every document of the project and mark its chunks not indexed; return how many documents."""
@@ -342,7 +310,7 @@ class PostgresDocumentStore:
 
     async def ping(self) -> None:
         """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""
-        await _ping(self._engine, name=self.name)
+        await ping_database(self._engine, name=self.name)
 
 
 async def _queue(connection: AsyncConnection, keys: Sequence[tuple[str, str]]) -> None:
@@ -350,3 +318,7 @@ async def _queue(connection: AsyncConnection, keys: Sequence[tuple[str, str]]) -
         text(QUEUE_DOCUMENTS),
         {"projects": [key[0] for key in keys], "documents": [key[1] for key in keys]},
     )
+
+
+async def _bump_generations(connection: AsyncConnection, project_ids: set[str]) -> None:
+    await connection.execute(text(BUMP_GENERATIONS), {"projects": sorted(project_ids)})

@@ -81,3 +81,8 @@ def outbox_parameters(documents: Sequence[DocumentChunks]) -> Mapping[str, objec
             ANY_VERSION if document.outbox_version is None else document.outbox_version for document in documents
         ],
     }
+
+
+def key_parameters(keys: Sequence[tuple[str, str]]) -> Mapping[str, object]:
+    """`:projects` and `:documents`, parallel arrays of (project id, document id) keys."""
+    return {"projects": [key[0] for key in keys], "documents": [key[1] for key in keys]}

@@ -91,7 +91,7 @@ SET_LOCAL_HNSW: Final = (
 """`set_config(..., true)` is SET LOCAL: it ends with the transaction, never leaks to the pool."""
 
 SELECT_DOCUMENT: Final = (
-    "SELECT source, title, content_hash, tags, event_time, metadata, created_at, updated_at, "
+    "SELECT source, title, content_hash, tags, event_time, metadata, created_at, updated_at, version, "
     "NOT EXISTS (SELECT 1 FROM lexical_outbox o WHERE o.project_id = d.project_id "
     "AND o.document_id = d.document_id) AS lexically_indexed "
     "FROM documents d WHERE project_id = :project_id AND document_id = :document_id"
@@ -102,8 +102,40 @@ SELECT_DOCUMENT_CHUNKS: Final = (
     "WHERE project_id = :project_id AND document_id = :document_id ORDER BY position, chunk_id"
 )
 
-SELECT_CONTENT_HASH: Final = (
-    "SELECT content_hash FROM documents WHERE project_id = :project_id AND document_id = :document_id"
+SELECT_DOCUMENT_STATES: Final = (
+    "SELECT project_id, document_id, content_hash, version FROM documents "
+    "JOIN unnest(CAST(:projects AS text[]), CAST(:documents AS text[])) AS asked(project_id, document_id) "
+    "USING (project_id, document_id)"
+)
+"""The stored content hash and version of each asked document that exists."""
+
+LOCK_DOCUMENTS: Final = (
+    "SELECT count(pg_advisory_xact_lock(key)) FROM (SELECT DISTINCT hashtextextended(name, 0) AS key "
+    "FROM unnest(CAST(:names AS text[])) AS name ORDER BY key) AS ordered"
+)
+"""Transaction-level advisory locks on document names, taken in one global order so two writers never deadlock.
+
+Every process writing to this database takes them, so writes of one document serialize in PostgreSQL,
+in the order they asked; a hash collision only serializes two documents that did not need it.
+"""
+
+SELECT_EXISTING_CHUNKS: Final = (
+    "SELECT chunk_id, chunk_hash FROM chunks WHERE project_id = :project_id "
+    "AND chunk_id = ANY(CAST(:chunk_ids AS text[]))"
+)
+
+SELECT_GENERATION: Final = "SELECT generation FROM project_generations WHERE project_id = :project_id"
+
+BUMP_GENERATIONS: Final = (
+    "INSERT INTO project_generations AS g (project_id) "
+    "SELECT DISTINCT project_id FROM unnest(CAST(:projects AS text[])) AS project_id ORDER BY project_id "
+    "ON CONFLICT (project_id) DO UPDATE SET generation = g.generation + 1"
+)
+"""One new generation per listed project; run last in a write's transaction (it locks the project's row)."""
+
+SELECT_OUTBOX_STATS: Final = (
+    "SELECT count(*) AS backlog, coalesce(extract(epoch FROM now() - min(queued_at)), 0) AS oldest_age_s "
+    "FROM lexical_outbox"
 )
 
 SELECT_CACHED_EMBEDDINGS: Final = (
@@ -112,7 +144,24 @@ SELECT_CACHED_EMBEDDINGS: Final = (
 )
 """One stored embedding per chunk hash under `:model`, as pgvector's text form."""
 
-SELECT_QUEUED: Final = "SELECT project_id, document_id, version FROM lexical_outbox ORDER BY version LIMIT :limit"
+CLAIM_QUEUED: Final = (
+    "WITH picked AS (SELECT project_id, document_id FROM lexical_outbox "
+    "WHERE claimed_until IS NULL OR claimed_until < now() ORDER BY version LIMIT :limit FOR UPDATE SKIP LOCKED) "
+    "UPDATE lexical_outbox o SET claimed_until = now() + make_interval(secs => :lease_s) FROM picked "
+    "WHERE o.project_id = picked.project_id AND o.document_id = picked.document_id "
+    "RETURNING o.project_id, o.document_id, o.version"
+)
+"""Lease up to `:limit` entries no one holds (or whose lease ran out), oldest change first.
+
+`SKIP LOCKED` lets any number of workers, in any process, claim at once without taking each other's rows.
+"""
+
+RELEASE_CLAIMS: Final = (
+    "UPDATE lexical_outbox o SET claimed_until = NULL "
+    "FROM unnest(CAST(:projects AS text[]), CAST(:documents AS text[]), CAST(:versions AS bigint[])) "
+    "AS claimed(project_id, document_id, version) "
+    "WHERE o.project_id = claimed.project_id AND o.document_id = claimed.document_id AND o.version = claimed.version"
+)
 
 SELECT_QUEUED_CHUNKS: Final = (
     f"SELECT {STORED_CHUNK_COLUMNS} FROM chunks "  # noqa: S608 - constant column list
@@ -131,9 +180,9 @@ UPSERT_DOCUMENT: Final = (
     "CAST(:tags AS text[]), :event_time, CAST(:metadata AS jsonb), :created_at, :updated_at) "
     "ON CONFLICT (project_id, document_id) DO UPDATE SET source = EXCLUDED.source, title = EXCLUDED.title, "
     "content_hash = EXCLUDED.content_hash, tags = EXCLUDED.tags, event_time = EXCLUDED.event_time, "
-    "metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at"
+    "metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at, version = nextval('document_version_seq')"
 )
-"""Insert or replace a document; a replaced document keeps its first `created_at`."""
+"""Insert or replace a document; a replaced document keeps its first `created_at` and gets a new version."""
 
 DELETE_REPLACED_CHUNKS: Final = (
     "DELETE FROM chunks c USING unnest(CAST(:document_projects AS text[]), CAST(:document_ids AS text[])) "
@@ -169,15 +218,19 @@ QUEUE_DOCUMENTS: Final = (
     "INSERT INTO lexical_outbox (project_id, document_id) "
     "SELECT * FROM unnest(CAST(:projects AS text[]), CAST(:documents AS text[])) "
     "ON CONFLICT (project_id, document_id) DO UPDATE "
-    "SET version = nextval('lexical_outbox_version_seq'), queued_at = now()"
+    "SET version = nextval('lexical_outbox_version_seq'), queued_at = now(), claimed_until = NULL"
 )
-"""Queue documents, or bump the version of those already queued so a running claim cannot complete them."""
+"""Queue documents, or bump the version of those already queued so a running claim cannot complete them.
+
+A bump also ends the lease: the new version is claimable at once (the lexical index refuses the older
+write that may still be running, by its version).
+"""
 
 QUEUE_PROJECT: Final = (
     "WITH queued AS (INSERT INTO lexical_outbox (project_id, document_id) "
     "SELECT project_id, document_id FROM documents WHERE project_id = :project_id "
     "ON CONFLICT (project_id, document_id) DO UPDATE "
-    "SET version = nextval('lexical_outbox_version_seq'), queued_at = now() RETURNING 1) "
+    "SET version = nextval('lexical_outbox_version_seq'), queued_at = now(), claimed_until = NULL RETURNING 1) "
     "SELECT count(*) FROM queued"
 )
 

@@ -35,11 +35,13 @@ DEFAULT_EMBEDDING_DIMENSIONS: Final = 384
 HNSW_M: Final = 16
 HNSW_EF_CONSTRUCTION: Final = 64
 OUTBOX_VERSION_SEQUENCE: Final = "lexical_outbox_version_seq"
+DOCUMENT_VERSION_SEQUENCE: Final = "document_version_seq"
 
 
 def build_metadata(embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> MetaData:
-    """The tables `documents`, `chunks` and `lexical_outbox`, with `vector(embedding_dimensions)` embeddings."""
+    """The tables `documents`, `chunks`, `lexical_outbox` and `project_generations`, `vector(N)` embeddings."""
     metadata = MetaData()
+    document_version = Sequence(DOCUMENT_VERSION_SEQUENCE, metadata=metadata)
     Table(
         "documents",
         metadata,
@@ -53,6 +55,8 @@ def build_metadata(embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> 
         Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
         Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
         Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+        # A new value of the sequence on every write: versions only grow, across deletes and re-creations.
+        Column("version", BigInteger, document_version, nullable=False, server_default=document_version.next_value()),
         PrimaryKeyConstraint("project_id", "document_id", name="documents_pkey"),
     )
     Table(
@@ -109,8 +113,18 @@ def build_metadata(embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> 
         # Bumped on every change; a worker completes only the version it claimed (or older).
         Column("version", BigInteger, outbox_version, nullable=False, server_default=outbox_version.next_value()),
         Column("queued_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+        # A claim is a lease: until then no other worker takes the row; a new version clears it.
+        Column("claimed_until", DateTime(timezone=True)),
         PrimaryKeyConstraint("project_id", "document_id", name="lexical_outbox_pkey"),
         Index("lexical_outbox_version_idx", "version"),
+    )
+    Table(
+        "project_generations",
+        metadata,
+        Column("project_id", Text, nullable=False),
+        # Bumped with every write that changes a project's answers: the query cache's key on every replica.
+        Column("generation", BigInteger, nullable=False, server_default=text("1")),
+        PrimaryKeyConstraint("project_id", name="project_generations_pkey"),
     )
     return metadata
 
@@ -121,3 +135,4 @@ metadata: Final = build_metadata()
 documents: Final = metadata.tables["documents"]
 chunks: Final = metadata.tables["chunks"]
 lexical_outbox: Final = metadata.tables["lexical_outbox"]
+project_generations: Final = metadata.tables["project_generations"]

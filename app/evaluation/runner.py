@@ -297,6 +297,7 @@ class QueryRunner:
                 vector=engines.vector,
                 lexical=engines.lexical,
                 embedder=engines.embedder,
+                store=engines.store,
                 knobs=FixedKnobs(evaluation_knobs(self._settings, spec)),
             )
         return self._services[spec]

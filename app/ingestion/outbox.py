@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 class OutboxWorker:
     """Drains the store's outbox into a `LexicalIndex` in batches, in the background or on demand.
 
-    One cycle: `claim_outbox(limit=batch_size)` -> `lexical.replace_documents` -> `complete_outbox`.
+    One cycle: `claim_outbox(limit=batch_size)` -> `lexical.replace_documents` -> `complete_outbox`;
+    a failed cycle releases its claim. Any number of workers, in any process, may drain one store:
+    claims are leases, so no two workers hold one entry, and the lexical index refuses a write older
+    than the version it holds.
     After a failed cycle the worker waits `poll_interval_s`, doubling per consecutive failure up to
     `max_backoff_s`, and retries the same entries. Cycles never overlap, whoever runs them.
     `on_indexed(project_id)` runs once per project of each completed batch; `on_error` sees every
@@ -95,8 +98,15 @@ class OutboxWorker:
             claimed = await self._store.claim_outbox(limit=self._batch_size)
             if not claimed:
                 return 0
-            await self._lexical.replace_documents(claimed)
-            await self._store.complete_outbox(claimed)
+            try:
+                await self._lexical.replace_documents(claimed)
+                await self._store.complete_outbox(claimed)
+            except EngineError:
+                # Give the entries back at once rather than when the lease ends: another worker (or
+                # this one, after its backoff) may take them. Best effort: the lease covers a failure.
+                with contextlib.suppress(EngineError):
+                    await self._store.release_outbox(claimed)
+                raise
         if self._on_indexed is not None:
             for project_id in sorted({document.project_id for document in claimed}):
                 self._on_indexed(project_id)

@@ -15,19 +15,17 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Literal
 
-from app.domain.errors import IngestionError, InvalidInputError
+from app.domain.errors import IngestionError, InvalidInputError, VersionConflictError
 from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
+    from app.domain.models import DocumentKey, DocumentState
     from app.domain.ports import DocumentStore, Embedder
 
 IngestStatus = Literal["created", "updated", "unchanged"]
-
-HASH_LOOKUP_CONCURRENCY: Final = 8
-"""Content-hash reads in flight at once: enough to hide round trips, well under a pool's size."""
 
 CACHE_LOOKUP_BATCH: Final = 1000
 """Chunk hashes per `cached_embeddings` call, so one query never carries an unbounded list."""
@@ -45,6 +43,8 @@ class IngestOutcome:
     status: IngestStatus
     chunk_count: int
     embedded_count: int
+    version: int
+    """The document's version after this call (unchanged documents keep theirs)."""
 
 
 def embedding_text(chunk: Chunk | ChunkDraft) -> str:
@@ -169,18 +169,46 @@ class IngestionPipeline:
             chunks.append(_with_hash(chunk))
         return chunks
 
-    async def ingest(self, documents: Sequence[Document]) -> list[IngestOutcome]:
+    async def ingest(
+        self, documents: Sequence[Document], *, expected_versions: Mapping[str, int] | None = None
+    ) -> list[IngestOutcome]:
         """Store every new or changed document of the batch in one atomic write; outcomes in input order.
+
+        The batch's documents are locked in the store for the whole call (`lock_documents`), so
+        concurrent writes of one document, from any process, apply in the order they asked and a
+        delete is never undone by a write that began before it. `expected_versions` maps document ids
+        to the version the caller last saw (0: must not exist yet).
 
         Raises:
             InvalidInputError: the batch fails `validate_documents`, or a document yields no chunk.
+            VersionConflictError: a stored version differs from the expected one; nothing was written.
             EngineError: the store or the embedder failed; nothing of the batch was written.
         """
         validate_documents(documents)
         if not documents:
             return []
+        keys = [(document.project_id, document.document_id) for document in documents]
+        async with self._store.lock_documents(keys):
+            states = await self._store.document_states(keys)
+            _check_versions(documents, states, expected_versions or {})
+            outcomes = await self._write(documents, states)
+        self._notify(
+            {
+                document.project_id
+                for document, outcome in zip(documents, outcomes, strict=True)
+                if outcome.status != "unchanged"
+            }
+        )
+        return outcomes
+
+    async def _write(
+        self, documents: Sequence[Document], states: Mapping[DocumentKey, DocumentState]
+    ) -> list[IngestOutcome]:
         model = self._embedder.model_name
-        stored_hashes = await self._stored_hashes(documents)
+        stored_hashes = [
+            state.content_hash if (state := states.get((document.project_id, document.document_id))) else None
+            for document in documents
+        ]
         # Chunking a large batch takes CPU time; a worker thread keeps the event loop answering.
         plans = await asyncio.to_thread(self._plan, documents, stored_hashes)
         changed = [plan for plan in plans if plan.status != "unchanged"]
@@ -189,6 +217,7 @@ class IngestionPipeline:
                 msg = f"document {plan.document.document_id!r} has no text outside front matter"
                 raise InvalidInputError(msg, field="text")
         vectors, embedded_by = await self._embeddings([chunk for plan in changed for chunk in plan.chunks])
+        versions = {key: state.version for key, state in states.items()}
         if changed:
             now = datetime.now(UTC)
             writes = [
@@ -201,14 +230,14 @@ class IngestionPipeline:
                 )
                 for plan in changed
             ]
-            await self._store.save_documents(writes)
-            self._notify({plan.document.project_id for plan in changed})
+            versions.update(await self._store.save_documents(writes))
         return [
             IngestOutcome(
                 document_id=plan.document.document_id,
                 status=plan.status,
                 chunk_count=len(plan.chunks),
                 embedded_count=embedded_by.get((plan.document.project_id, plan.document.document_id), 0),
+                version=versions.get((plan.document.project_id, plan.document.document_id), 0),
             )
             for plan in plans
         ]
@@ -225,21 +254,22 @@ class IngestionPipeline:
             for document, stored_hash in zip(documents, stored_hashes, strict=True)
         ]
 
-    async def delete(self, project_id: str, document_id: str) -> bool:
-        """Delete a document and queue its lexical removal; False when it did not exist."""
-        deleted = await self._store.delete_document(project_id, document_id)
+    async def delete(self, project_id: str, document_id: str, *, expected_version: int | None = None) -> bool:
+        """Delete a document and queue its lexical removal; False when it did not exist.
+
+        Takes the document's lock like `ingest`, so a write that began earlier finishes first and a
+        later one finds the document gone. Raises `VersionConflictError` when `expected_version` is
+        given and differs from the stored one.
+        """
+        key = (project_id, document_id)
+        async with self._store.lock_documents([key]):
+            if expected_version is not None:
+                state = (await self._store.document_states([key])).get(key)
+                _check_version(document_id, state, expected_version)
+            deleted = await self._store.delete_document(project_id, document_id)
         if deleted:
             self._notify({project_id})
         return deleted
-
-    async def _stored_hashes(self, documents: Sequence[Document]) -> list[str | None]:
-        limit = asyncio.Semaphore(HASH_LOOKUP_CONCURRENCY)
-
-        async def lookup(document: Document) -> str | None:
-            async with limit:
-                return await self._store.get_content_hash(document.project_id, document.document_id)
-
-        return list(await asyncio.gather(*(lookup(document) for document in documents)))
 
     async def _embeddings(self, chunks: Sequence[Chunk]) -> tuple[dict[str, list[float]], dict[tuple[str, str], int]]:
         """Vectors by chunk hash for every chunk, embedding only hashes not cached for this model.
@@ -290,6 +320,23 @@ class _DocumentPlan:
         if self.stored_hash is None:
             return "created"
         return "unchanged" if self.stored_hash == self.content_hash else "updated"
+
+
+def _check_versions(
+    documents: Sequence[Document], states: Mapping[DocumentKey, DocumentState], expected: Mapping[str, int]
+) -> None:
+    for document in documents:
+        if document.document_id in expected:
+            state = states.get((document.project_id, document.document_id))
+            _check_version(document.document_id, state, expected[document.document_id])
+
+
+def _check_version(document_id: str, state: DocumentState | None, expected: int) -> None:
+    current = state.version if state is not None else None
+    if (current or 0) != expected:
+        shown = "does not exist" if current is None else f"is at version {current}"
+        msg = f"document {document_id!r} {shown}; the request expected version {expected}"
+        raise VersionConflictError(msg, document_id=document_id, current_version=current)
 
 
 def _with_hash(chunk: Chunk) -> Chunk:

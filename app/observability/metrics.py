@@ -100,6 +100,10 @@ LEXICAL_OUTBOX_BACKLOG: Final = Gauge(
     "poimen_lexical_outbox_backlog",
     "Documents stored but not yet indexed by the lexical engine.",
 )
+LEXICAL_OUTBOX_OLDEST_AGE_SECONDS: Final = Gauge(
+    "poimen_lexical_outbox_oldest_age_seconds",
+    "Seconds the oldest pending outbox entry has waited: how far the lexical leg lags PostgreSQL.",
+)
 QUERY_RESULTS: Final = Histogram(
     "poimen_query_results",
     "Number of hits a search returned.",

@@ -8,6 +8,9 @@ Strategies:
   embedded meanwhile), then the vector index ranks only those chunks; the final score is the vector
   similarity. With no lexical candidate at all, the vector search runs over the plan's filters alone.
 
+Read-your-deletes: with a `truth` (the document store), lexical hits whose chunk PostgreSQL no longer
+holds as indexed are dropped before fusion (the lexical index lags by the outbox).
+
 Fallbacks: a failing or slow leg is dropped and named in `degraded_reasons`
 (`{embedder,semantic,lexical}_{unavailable,timeout}`); a single-leg strategy whose leg fails runs the
 other leg instead. When no leg is left, `AllEnginesFailedError` carries the reasons. Only `EngineError`s
@@ -45,7 +48,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from app.domain.models import Filters
-    from app.domain.ports import Embedder, LexicalIndex, VectorIndex
+    from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex
 
 _T = TypeVar("_T")
 _U = TypeVar("_U")
@@ -74,7 +77,10 @@ class _Run:
 class HybridSearcher:
     """Executes search plans. Stateless: one instance serves concurrent requests."""
 
-    def __init__(self, *, vector: VectorIndex, lexical: LexicalIndex, embedder: Embedder) -> None:
+    def __init__(
+        self, *, vector: VectorIndex, lexical: LexicalIndex, embedder: Embedder, truth: ChunkTruth | None = None
+    ) -> None:
+        self._truth = truth
         self._vector = vector
         self._lexical = lexical
         self._embedder = embedder
@@ -236,7 +242,7 @@ class HybridSearcher:
         started = time.perf_counter()
         with phase(SPAN_ENGINE_PREFIX + self._lexical.name) as span:
             hits, reason = await _attempt(
-                self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters),
+                self._current_lexical_hits(plan, top_k=top_k),
                 stage=STAGE_LEXICAL,
                 deadline=_deadline(None, plan.lexical_timeout_s),
             )
@@ -248,6 +254,23 @@ class HybridSearcher:
             elapsed_ms=run.stage_ms[STAGE_LEXICAL], result_count=len(hits or ()), error=reason
         )
         return hits
+
+    async def _current_lexical_hits(self, plan: SearchPlan, *, top_k: int) -> list[ScoredHit]:
+        """The lexical leg's hits that the source of truth still holds as they were indexed.
+
+        The lexical index follows PostgreSQL through the outbox, so for a moment it may answer with a
+        chunk that was deleted or rewritten (chunk ids are positions): such a hit is dropped here,
+        before fusion, so a deleted memory never comes back through the lexical leg. When the store
+        cannot answer, the hits stand: the lexical leg is then all the search has.
+        """
+        hits = await self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
+        if not hits or self._truth is None:
+            return hits
+        try:
+            current = await self._truth.existing_chunks(plan.filters.project_id, [hit.chunk_id for hit in hits])
+        except EngineError:
+            return hits
+        return [hit for hit in hits if current.get(hit.chunk_id) == hit.chunk.chunk_hash]
 
     @staticmethod
     def _record_semantic(run: _Run, *, hits: Sequence[ScoredHit] | None) -> None:

@@ -1,4 +1,4 @@
-"""TTL query cache: answers for repeated searches, dropped per project when that project changes."""
+"""TTL query cache: answers for repeated searches, keyed by the project's generation in the document store."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ ValueT = TypeVar("ValueT")
 class QueryCacheKey:
     """Everything that changes a search's answer. Build it with `QueryCache.make_key`.
 
-    `generation` is the project's write generation when the key was made: a write bumps it, so
-    entries cached before the write can no longer be found (they expire by TTL or size). `plan` is
-    every field of the search plan, weights as sorted pairs.
+    `generation` is the project's generation in the document store when the key was made (read before
+    the search runs): every write, through any replica, moves it on, so entries cached before the
+    write can no longer be found on any replica (they expire by TTL or size). `plan` is every field of
+    the search plan, weights as sorted pairs.
     """
 
     project_id: str
@@ -58,7 +59,6 @@ class QueryCache(Generic[ValueT]):
         self.ttl_s, self.max_size = ttl_s, max_size
         self.enabled = ttl_s > 0 and max_size > 0
         self._entries: TTLCache[QueryCacheKey, ValueT] = TTLCache(maxsize=max(max_size, 1), ttl=ttl_s, timer=clock)
-        self._generations: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def set_ttl(self, ttl_s: float) -> None:
@@ -74,27 +74,19 @@ class QueryCache(Generic[ValueT]):
             self.enabled = ttl_s > 0 and self.max_size > 0
             self._entries = TTLCache(maxsize=max(self.max_size, 1), ttl=ttl_s, timer=self._clock)
 
-    def generation(self, project_id: str) -> int:
-        """The project's current write generation (0 until its first invalidation)."""
-        with self._lock:
-            return self._generations.get(project_id, 0)
-
-    def invalidate_project(self, project_id: str) -> None:
-        """Make every entry cached so far for `project_id` unreachable; O(1), no scan."""
-        with self._lock:
-            self._generations[project_id] = self._generations.get(project_id, 0) + 1
-
-    def make_key(self, *, query: str, plan: SearchPlan, knobs_version: int, arm: str, auth_scope: str) -> QueryCacheKey:
-        """Build the key for one search under the project's current generation.
+    @staticmethod
+    def make_key(  # noqa: PLR0913 - the key is by definition every input that changes the answer
+        *, query: str, plan: SearchPlan, generation: int, knobs_version: int, arm: str, auth_scope: str
+    ) -> QueryCacheKey:
+        """Build the key for one search under the project's `generation` (read from the store just before).
 
         `query` is the normalized query text; runs of whitespace are collapsed here as well, case is
         kept. `auth_scope` is the caller's authorization scope, so one caller is never served an answer
         built for another's rights; `knobs_version` changes whenever the flags in force change.
         """
-        project_id = plan.filters.project_id
         return QueryCacheKey(
-            project_id=project_id,
-            generation=self.generation(project_id),
+            project_id=plan.filters.project_id,
+            generation=generation,
             query=" ".join(query.split()),
             plan=plan_fingerprint(plan),
             knobs_version=knobs_version,
@@ -119,7 +111,7 @@ class QueryCache(Generic[ValueT]):
             self._entries[key] = value
 
     def clear(self) -> None:
-        """Drop every entry (generations are kept, so old keys stay unreachable)."""
+        """Drop every entry."""
         with self._lock:
             self._entries.clear()
 

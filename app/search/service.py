@@ -10,11 +10,11 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry import trace
 
-from app.domain.errors import AllEnginesFailedError
+from app.domain.errors import AllEnginesFailedError, EngineError
 from app.domain.labels import CONTROL_ARM, HYBRID_ARM, SEMANTIC_ARM, STAGE_OPTIMIZE, STAGE_TOTAL
 from app.domain.models import SearchStrategy
 from app.observability.metrics import record_rollout_assignment, record_search, record_shadow_overlap
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from app.domain.models import QueryAnalysis, SearchPlan, SearchResult
-    from app.domain.ports import Embedder, LexicalIndex, VectorIndex
+    from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.knobs import SearchKnobs
+    from app.search.cache import QueryCacheKey
     from app.search.flags import KnobSource
 
 logger = logging.getLogger("poimen.search")
@@ -72,6 +73,14 @@ class SearchOutcome:
     total_ms: float
 
 
+class Generations(Protocol):
+    """Where the cache reads a project's generation: the document store."""
+
+    async def project_generation(self, project_id: str) -> int:
+        """The project's generation now; it moves on with every write that changes its answers."""
+        ...
+
+
 class SearchService:
     """Runs searches; stateless apart from the cache and background shadow searches."""
 
@@ -82,31 +91,38 @@ class SearchService:
         optimizer: QueryOptimizer,
         knobs: KnobSource,
         cache: QueryCache[SearchOutcome],
+        generations: Generations | None = None,
     ) -> None:
         self._searcher = searcher
         self._optimizer = optimizer
         self._knobs = knobs
         self._cache = cache
+        self._generations = generations
         self._shadow_tasks: set[asyncio.Task[None]] = set()
         self._applied_knobs_version = -1
         self._apply_knobs()
 
     @classmethod
-    def over(
+    def over(  # noqa: PLR0913 - the ports and the two settings sources, each named
         cls,
         *,
         vector: VectorIndex,
         lexical: LexicalIndex,
         embedder: Embedder,
+        store: DocumentStore,
         knobs: KnobSource,
         cache: QueryCache[SearchOutcome] | None = None,
     ) -> SearchService:
-        """The service over these ports with the optimizer's own clock; no cache unless one is given."""
+        """The service over these ports with the optimizer's own clock; no cache unless one is given.
+
+        The store is the source of truth the lexical hits are checked against, and the cache's generations.
+        """
         return cls(
-            searcher=HybridSearcher(vector=vector, lexical=lexical, embedder=embedder),
+            searcher=HybridSearcher(vector=vector, lexical=lexical, embedder=embedder, truth=store),
             optimizer=QueryOptimizer(),
             knobs=knobs,
             cache=cache if cache is not None else QueryCache(ttl_s=0, max_size=0),
+            generations=store,
         )
 
     def _apply_knobs(self) -> SearchKnobs:
@@ -151,14 +167,8 @@ class SearchService:
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
             plan = self._plan(analysis, call.options, knobs, arm)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
-        key = self._cache.make_key(
-            query=analysis.normalized,
-            plan=plan,
-            knobs_version=self._knobs.version,
-            arm=arm,
-            auth_scope=call.auth_scope,
-        )
-        cached = self._cache.get(key)
+        key = await self._cache_key(call, analysis, plan, arm)
+        cached = self._cache.get(key) if key is not None else None
         if cached is not None:
             return self._cached_outcome(cached, arm=arm, optimize_ms=optimize_ms, started=started)
         try:
@@ -192,12 +202,38 @@ class SearchService:
             degraded_reasons=result.degraded_reasons,
             result_count=len(result.hits),
         )
-        if not result.degraded:
+        if key is not None and not result.degraded:
             # A degraded answer is not what the caller would get once the engine is back: never reuse it.
             self._cache.put(key, outcome)
         if knobs.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
             self._start_shadow(call, analysis, knobs, arm, [hit.chunk_id for hit in result.hits])
         return outcome
+
+    async def _cache_key(
+        self, call: SearchCall, analysis: QueryAnalysis, plan: SearchPlan, arm: str
+    ) -> QueryCacheKey | None:
+        """The cache key under the project's generation, read from the store now; None: do not cache.
+
+        Reading the generation per query is what lets no replica serve an answer from before a write
+        acknowledged by another (one primary-key read). When the store cannot answer, the cache is
+        skipped: an answer it holds might predate a write.
+        """
+        if not self._cache.enabled:
+            return None
+        generation = 0
+        if self._generations is not None:
+            try:
+                generation = await self._generations.project_generation(plan.filters.project_id)
+            except EngineError:
+                return None
+        return self._cache.make_key(
+            query=analysis.normalized,
+            plan=plan,
+            generation=generation,
+            knobs_version=self._knobs.version,
+            arm=arm,
+            auth_scope=call.auth_scope,
+        )
 
     @staticmethod
     def _cached_outcome(cached: SearchOutcome, *, arm: str, optimize_ms: float, started: float) -> SearchOutcome:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.embedder import load_embedder
 from app.engines.migrate import run_migrations
-from app.engines.postgres import PgVectorIndex, PostgresDocumentStore, create_postgres_engine
+from app.engines.pgvector import PgVectorIndex, create_postgres_engine
+from app.engines.postgres import PostgresDocumentStore
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.ingestion.reindex import queue_every_project
 
@@ -109,7 +110,7 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         )
         stack.push_async_callback(engine.dispose)
         lexical, close_lexical = await _open_lexical(settings, stack)
-        store = PostgresDocumentStore(engine)
+        store = PostgresDocumentStore(engine, outbox_lease_s=settings.outbox_lease_s)
         await refill_recreated_lexical_index(lexical, store)
         yield Engines(
             embedder=embedder,

@@ -16,7 +16,7 @@ from app.domain.errors import SearchServiceError
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline
-from app.observability.metrics import LEXICAL_OUTBOX_BACKLOG, metrics_enabled
+from app.observability.metrics import LEXICAL_OUTBOX_BACKLOG, LEXICAL_OUTBOX_OLDEST_AGE_SECONDS, metrics_enabled
 from app.search.cache import QueryCache
 from app.search.flags import FlagStore
 from app.search.service import SearchOutcome, SearchService
@@ -61,7 +61,9 @@ def build_pipeline(
 async def _refresh_backlog_gauge(engines: Engines) -> None:
     while metrics_enabled():
         try:
-            LEXICAL_OUTBOX_BACKLOG.set(await engines.store.outbox_backlog())
+            stats = await engines.store.outbox_stats()
+            LEXICAL_OUTBOX_BACKLOG.set(stats.backlog)
+            LEXICAL_OUTBOX_OLDEST_AGE_SECONDS.set(stats.oldest_age_s)
         except SearchServiceError:
             logger.warning("outbox backlog unavailable: the document store is down")
         await asyncio.sleep(BACKLOG_REFRESH_S)
@@ -80,12 +82,10 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
             ttl_s=settings.query_cache_ttl_secs, max_size=settings.query_cache_max_size
         )
         flags = FlagStore(settings, path=settings.poimen_flags_file, poll_interval_s=settings.flags_poll_interval_s)
-        worker = OutboxWorker.from_settings(
-            settings, store=live.store, lexical=live.lexical, on_indexed=cache.invalidate_project
-        )
+        worker = OutboxWorker.from_settings(settings, store=live.store, lexical=live.lexical)
 
-        def written(project_id: str) -> None:
-            cache.invalidate_project(project_id)
+        def written(_project_id: str) -> None:
+            # The store moved the project's generation on with the write: the cache needs no telling.
             worker.wake()
 
         services = Services(
@@ -95,7 +95,12 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
             cache=cache,
             outbox=worker,
             search=SearchService.over(
-                vector=live.vector, lexical=live.lexical, embedder=live.embedder, knobs=flags, cache=cache
+                vector=live.vector,
+                lexical=live.lexical,
+                embedder=live.embedder,
+                store=live.store,
+                knobs=flags,
+                cache=cache,
             ),
             pipeline=build_pipeline(settings, live, on_written=written),
             verifier=TokenVerifier.from_settings(settings),

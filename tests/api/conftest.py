@@ -16,7 +16,8 @@ from litestar.testing import AsyncTestClient
 from app.api.app import create_app
 from app.config import Settings
 from app.engines.migrate import run_migrations
-from app.engines.postgres import PgVectorIndex, PostgresDocumentStore, create_postgres_engine
+from app.engines.pgvector import PgVectorIndex, create_postgres_engine
+from app.engines.postgres import PostgresDocumentStore
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.wiring.engines import Engines
 

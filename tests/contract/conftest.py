@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from app.engines.migrate import run_migrations
-from app.engines.postgres import create_postgres_engine
+from app.engines.pgvector import create_postgres_engine
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -5,6 +5,7 @@ Also the builders both contract suites use to make documents and chunks by hand.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -126,12 +127,75 @@ class DocumentStoreContract:
 
     async def test_missing_document_is_none(self, store, project) -> None:
         assert await store.get_document(project, "nope") is None
-        assert await store.get_content_hash(project, "nope") is None
+        assert await store.document_states([(project, "nope")]) == {}
 
-    async def test_content_hash_of_saved_document(self, store, project) -> None:
-        await store.save_documents([entry(project, "doc", 1, content_hash="abc")])
+    async def test_state_of_saved_document_is_its_hash_and_version(self, store, project) -> None:
+        versions = await store.save_documents([entry(project, "doc", 1, content_hash="abc")])
 
-        assert await store.get_content_hash(project, "doc") == "abc"
+        states = await store.document_states([(project, "doc"), (project, "nope")])
+
+        assert set(states) == {(project, "doc")}
+        assert states[project, "doc"].content_hash == "abc"
+        assert states[project, "doc"].version == versions[project, "doc"]
+
+    async def test_versions_grow_with_every_write_and_across_a_delete(self, store, project) -> None:
+        first = (await store.save_documents([entry(project, "doc", 1)]))[project, "doc"]
+        second = (await store.save_documents([entry(project, "doc", 2, content_hash="content-2")]))[project, "doc"]
+        await store.delete_document(project, "doc")
+        third = (await store.save_documents([entry(project, "doc", 1)]))[project, "doc"]
+
+        stored = await store.get_document(project, "doc")
+
+        assert first < second < third
+        assert stored is not None
+        assert stored.version == third
+
+    async def test_a_second_writer_of_a_document_waits_for_the_first(self, store, project) -> None:
+        events: list[str] = []
+        first_holds = asyncio.Event()
+
+        async def writer(name: str, hold: asyncio.Event | None) -> None:
+            async with store.lock_documents([(project, "doc")]):
+                events.append(f"{name} in")
+                if hold is not None:
+                    first_holds.set()
+                    await asyncio.sleep(0.2)
+                events.append(f"{name} out")
+
+        first = asyncio.create_task(writer("first", first_holds))
+        await first_holds.wait()
+        second = asyncio.create_task(writer("second", None))
+        other = asyncio.create_task(self._other_document_writer(store, project, events))
+        await asyncio.gather(first, second, other)
+
+        assert events.index("first out") < events.index("second in")
+        assert events.index("other in") < events.index("first out")  # another document is not held up
+
+    @staticmethod
+    async def _other_document_writer(store, project, events: list[str]) -> None:
+        async with store.lock_documents([(project, "other")]):
+            events.append("other in")
+
+    async def test_writes_and_deletes_move_the_project_generation_on(self, store, project) -> None:
+        start = await store.project_generation(project)
+        await store.save_documents([entry(project, "doc", 1)])
+        after_save = await store.project_generation(project)
+        await store.delete_document(project, "doc")
+        after_delete = await store.project_generation(project)
+        await store.complete_outbox(await claimed(store, project))
+        after_index = await store.project_generation(project)
+
+        assert start < after_save < after_delete < after_index
+        assert await store.project_generation(project + "_untouched") == 0
+
+    async def test_existing_chunks_names_only_what_the_project_holds_now(self, store, project) -> None:
+        await store.save_documents([entry(project, "a", 2), entry(project, "b", 1)])
+        await store.delete_document(project, "b")
+
+        existing = await store.existing_chunks(project, ["a#0", "a#1", "b#0", "nope#0"])
+
+        assert existing == {"a#0": "hash:text of a part 0", "a#1": "hash:text of a part 1"}
+        assert await store.existing_chunks(project + "_x", ["a#0"]) == {}
 
     async def test_saving_the_same_document_twice_changes_nothing(self, store, project) -> None:
         await store.save_documents([entry(project, "doc", 3)])
@@ -244,9 +308,50 @@ class DocumentStoreContract:
         assert len(await store.claim_outbox(limit=1)) == 1
         assert await store.claim_outbox(limit=0) == []
 
+    async def test_a_claimed_entry_is_no_other_workers_until_released(self, store, project) -> None:
+        await store.save_documents([entry(project, "a", 1), entry(project, "b", 1)])
+
+        first = await claimed(store, project)
+        second = await claimed(store, project)
+        await store.release_outbox(first)
+        third = await claimed(store, project)
+
+        assert sorted(d.document_id for d in first) == ["a", "b"]
+        assert second == []
+        assert sorted(d.document_id for d in third) == ["a", "b"]
+
+    async def test_a_new_version_of_a_claimed_entry_is_claimable_at_once(self, store, project) -> None:
+        await store.save_documents([entry(project, "a", 1)])
+        [old] = await claimed(store, project)
+
+        await store.save_documents([entry(project, "a", 2, content_hash="content-2")])
+        [new] = await claimed(store, project)
+
+        assert new.outbox_version is not None
+        assert old.outbox_version is not None
+        assert new.outbox_version > old.outbox_version
+        assert len(new.chunks) == 2
+
+    async def test_concurrent_claimers_share_the_entries_without_overlap(self, store, project) -> None:
+        await store.save_documents([entry(project, f"d{n}", 1) for n in range(40)])
+
+        batches = await asyncio.gather(*(store.claim_outbox(limit=7) for _ in range(8)))
+
+        ours = [d.document_id for batch in batches for d in batch if d.project_id == project]
+        assert len(ours) == len(set(ours))
+        assert set(ours) <= {f"d{n}" for n in range(40)}
+
+    async def test_outbox_stats_count_entries_and_age_the_oldest(self, store, project) -> None:
+        await store.save_documents([entry(project, "a", 1)])
+
+        stats = await store.outbox_stats()
+
+        assert stats.backlog >= 1
+        assert stats.oldest_age_s >= 0.0
+
     async def test_completed_entry_leaves_queue_and_marks_document_indexed(self, store, project) -> None:
         await store.save_documents([entry(project, "doc", 2)])
-        backlog = await store.outbox_backlog()
+        backlog = (await store.outbox_stats()).backlog
         items = await claimed(store, project)
 
         await store.complete_outbox(items)
@@ -255,7 +360,7 @@ class DocumentStoreContract:
         assert stored is not None
         assert stored.lexically_indexed is True
         assert await claimed(store, project) == []
-        assert await store.outbox_backlog() == backlog - 1
+        assert (await store.outbox_stats()).backlog == backlog - 1
 
     async def test_entry_requeued_after_claim_stays_queued(self, store, project) -> None:
         await store.save_documents([entry(project, "doc", 2)])
@@ -274,12 +379,12 @@ class DocumentStoreContract:
         assert stored.lexically_indexed is False
 
     async def test_backlog_counts_queued_documents(self, store, project) -> None:
-        before = await store.outbox_backlog()
+        before = (await store.outbox_stats()).backlog
 
         await store.save_documents([entry(project, "a", 1), entry(project, "b", 1)])
         await store.save_documents([entry(project, "a", 1)])
 
-        assert await store.outbox_backlog() == before + 2
+        assert (await store.outbox_stats()).backlog == before + 2
 
     async def test_reindex_queues_every_document_of_the_project_only(self, store, project) -> None:
         await store.save_documents([entry(project, "a", 1), entry(project, "b", 2), entry(project + "_x", "c", 1)])

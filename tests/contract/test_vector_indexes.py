@@ -10,7 +10,8 @@ from app.domain.models import Filters
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.migrate import run_migrations
-from app.engines.postgres import PgVectorIndex, PostgresDocumentStore, create_postgres_engine
+from app.engines.pgvector import PgVectorIndex, create_postgres_engine
+from app.engines.postgres import PostgresDocumentStore
 from tests.contract.document_store import chunk, embedding
 from tests.contract.vector_index import VectorIndexContract, save
 

@@ -60,6 +60,9 @@ class OutboxStore:
     async def outbox_backlog(self) -> int:
         return len(self.outbox)
 
+    async def release_outbox(self, documents: Sequence[DocumentChunks]) -> None:
+        return None
+
     # The rest of DocumentStore: the worker never calls these.
     async def get_document(self, project_id: str, document_id: str) -> StoredDocument | None:
         raise NotImplementedError

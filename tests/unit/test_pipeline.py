@@ -1,13 +1,14 @@
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from app.domain.errors import EngineUnavailableError, InvalidInputError
-from app.domain.models import Document, DocumentChunks, EmbeddedChunk, StoredDocument
+from app.domain.errors import EngineUnavailableError, InvalidInputError, VersionConflictError
+from app.domain.models import Document, DocumentChunks, DocumentState, EmbeddedChunk, StoredDocument
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.pipeline import IngestionPipeline, IngestOutcome, chunk_hash, content_hash, embedding_text
 
@@ -58,20 +59,30 @@ class FakeStore:
         self.save_calls: list[list[str]] = []
         self.deleted: list[tuple[str, str]] = []
 
-    async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
-        stored = self.documents.get((project_id, document_id))
-        return None if stored is None else stored.content_hash
+    async def document_states(self, keys):
+        return {
+            key: DocumentState(content_hash=stored.content_hash, version=stored.version)
+            for key in keys
+            if (stored := self.documents.get(key)) is not None
+        }
+
+    def lock_documents(self, keys):
+        return contextlib.nullcontext()
 
     async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
         return {h: self.embeddings[(model, h)] for h in chunk_hashes if (model, h) in self.embeddings}
 
-    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:
+    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]):
         self.save_calls.append([stored.document_id for stored, _ in documents])
+        versions = {}
         for stored, embedded in documents:
             assert [e.chunk for e in embedded] == list(stored.chunks)
-            self.documents[(stored.project_id, stored.document_id)] = stored
+            key = (stored.project_id, stored.document_id)
+            versions[key] = len(self.save_calls)
+            self.documents[key] = replace(stored, version=versions[key])
             for item in embedded:
                 self.embeddings[(item.embedding_model, item.chunk.chunk_hash)] = list(item.embedding)
+        return versions
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         self.deleted.append((project_id, document_id))
@@ -122,7 +133,7 @@ async def test_new_documents_are_created_with_ids_hashes_and_embeddings(store, e
 
     outcomes = await ingestion.ingest([doc("a", "# One\nFirst.\n# Two\nSecond.")])
 
-    assert outcomes == [IngestOutcome(document_id="a", status="created", chunk_count=2, embedded_count=2)]
+    assert outcomes == [IngestOutcome(document_id="a", status="created", chunk_count=2, embedded_count=2, version=1)]
     stored = store.documents[("p", "a")]
     assert [c.chunk_id for c in stored.chunks] == ["a#0", "a#1"]
     assert stored.chunks[0].text == "First."
@@ -138,7 +149,9 @@ async def test_unchanged_document_writes_nothing_and_embeds_nothing(store, embed
 
     outcomes = await ingestion.ingest([doc("a", "Some text.")])
 
-    assert outcomes == [IngestOutcome(document_id="a", status="unchanged", chunk_count=1, embedded_count=0)]
+    assert outcomes == [
+        IngestOutcome(document_id="a", status="unchanged", chunk_count=1, embedded_count=0, version=1)
+    ]  # kept
     assert embedder.calls == []
     assert len(store.save_calls) == 1
 
@@ -150,7 +163,7 @@ async def test_updated_document_re_embeds_only_changed_chunk_text(store, embedde
 
     outcomes = await ingestion.ingest([doc("a", "# One\nStays the same.\n# Two\nNew text.")])
 
-    assert outcomes == [IngestOutcome(document_id="a", status="updated", chunk_count=2, embedded_count=1)]
+    assert outcomes == [IngestOutcome(document_id="a", status="updated", chunk_count=2, embedded_count=1, version=2)]
     assert embedder.embedded_texts == ["Title > Two\nNew text."]
     assert [c.text for c in store.documents[("p", "a")].chunks] == ["Stays the same.", "New text."]
 
@@ -308,3 +321,28 @@ def test_embedding_text_puts_the_breadcrumb_first_and_hash_matches() -> None:
 
     assert embedding_text(chunk) == "Paper title > Sec\nBody."
     assert chunk.chunk_hash == chunk_hash("Paper title > Sec\nBody.")
+
+
+async def test_an_expected_version_that_differs_refuses_the_write() -> None:
+    store, embedder = FakeStore(), CountingEmbedder()
+    ingestion = pipeline(store, embedder)
+    [created] = await ingestion.ingest([doc("a", "First text.")])
+
+    with pytest.raises(VersionConflictError) as refused:
+        await ingestion.ingest([doc("a", "Second text.")], expected_versions={"a": created.version + 1})
+    [updated] = await ingestion.ingest([doc("a", "Second text.")], expected_versions={"a": created.version})
+
+    assert refused.value.current_version == created.version
+    assert updated.status == "updated"
+    assert updated.version > created.version
+
+
+async def test_expected_version_zero_means_create_only() -> None:
+    store, embedder = FakeStore(), CountingEmbedder()
+    ingestion = pipeline(store, embedder)
+
+    [created] = await ingestion.ingest([doc("a", "First text.")], expected_versions={"a": 0})
+
+    with pytest.raises(VersionConflictError):
+        await ingestion.ingest([doc("a", "Other text.")], expected_versions={"a": 0})
+    assert created.status == "created"

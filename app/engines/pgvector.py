@@ -1,0 +1,129 @@
+"""The vector leg on PostgreSQL: `PgVectorIndex` (HNSW cosine search) and the shared `AsyncEngine` factory.
+
+One SQLAlchemy `AsyncEngine` (asyncpg) serves this index and `PostgresDocumentStore`; the app lifespan
+owns and disposes it. Driver errors become `EngineError`s in `app.engines.postgres_errors.translate_errors()`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.domain.errors import EngineTimeoutError, EngineUnavailableError
+from app.domain.models import ScoredHit
+from app.engines.postgres_errors import translate_errors
+from app.engines.postgres_rows import chunk_from_row, vector_literal
+from app.engines.postgres_sql import SESSIONS_PRESET, SET_LOCAL_HNSW, exact_search_sql, filter_sql, nearest_search_sql
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from app.domain.models import Filters
+
+VECTOR_ENGINE: Final = "pgvector"
+MAX_HNSW_EF_SEARCH: Final = 1000
+"""pgvector's upper bound for `hnsw.ef_search`."""
+
+
+def create_postgres_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    connect_timeout_s: float = 5.0,
+    command_timeout_s: float | None = None,
+    hnsw_ef_search: int = 100,
+) -> AsyncEngine:
+    """An asyncpg `AsyncEngine` for both adapters; the caller disposes it (`await engine.dispose()`).
+
+    `url` may be `postgresql://` (as `DATABASE_URL` usually is) or `postgresql+asyncpg://`.
+    Connections are checked before use, so a restarted server costs one failed ping, not a failed call.
+    Every session starts with pgvector's iterative scan on and `hnsw.ef_search = hnsw_ef_search`, so
+    a vector search is one statement with no SET round trips (`PgVectorIndex` checks this once).
+    """
+    if url.startswith(("postgresql://", "postgres://")):
+        url = "postgresql+asyncpg://" + url.split("://", 1)[1]
+    connect_args: dict[str, Any] = {
+        "timeout": connect_timeout_s,
+        # JIT compilation costs more than it saves on short index-driven queries.
+        "server_settings": {
+            "application_name": "poimen-memory",
+            "jit": "off",
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": str(min(hnsw_ef_search, MAX_HNSW_EF_SEARCH)),
+        },
+    }
+    if command_timeout_s is not None:
+        connect_args["command_timeout"] = command_timeout_s
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_timeout=connect_timeout_s,
+        connect_args=connect_args,
+    )
+
+
+class PgVectorIndex:
+    """`VectorIndex` over `chunks.embedding`: HNSW cosine search with every filter applied in SQL.
+
+    Filtered queries use pgvector 0.8 iterative index scans (relaxed order, re-sorted here), so they
+    still fill `top_k` when the filter is selective. With `filters.chunk_ids` the ranking is exact
+    among those chunks (no index). `score` is cosine similarity, `1 - cosine distance`, in [-1, 1].
+    """
+
+    name = VECTOR_ENGINE
+
+    def __init__(self, engine: AsyncEngine, *, ef_search: int = 100) -> None:
+        self._engine = engine
+        self._ef_search = ef_search
+        self._sessions_preset: bool | None = None  # learnt on first search
+
+    async def _uses_preset_sessions(self) -> bool:
+        """Whether the engine's sessions already carry our HNSW settings (`create_postgres_engine` sets them)."""
+        if self._sessions_preset is None:
+            async with self._engine.connect() as connection:
+                result = await connection.execute(text(SESSIONS_PRESET), {"ef_search": self._ef_search})
+                self._sessions_preset = bool(result.scalar_one())
+                await connection.rollback()
+        return self._sessions_preset
+
+    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        """Return at most `top_k` chunks matching `filters`, best first (ties by chunk id)."""
+        if top_k <= 0 or filters.chunk_ids == ():
+            return []
+        parameters: dict[str, object] = {"embedding": vector_literal(embedding), "top_k": top_k}
+        where = filter_sql(filters, parameters)
+        statement = exact_search_sql(where) if filters.chunk_ids is not None else nearest_search_sql(where)
+        ef_search = min(max(self._ef_search, top_k), MAX_HNSW_EF_SEARCH)
+        with translate_errors(engine=self.name):
+            if top_k <= self._ef_search and await self._uses_preset_sessions():
+                # One round trip: no BEGIN/SET/ROLLBACK around a read-only statement.
+                async with self._engine.connect() as plain_connection:
+                    connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
+                    rows = (await connection.execute(text(statement), parameters)).all()
+                return [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
+            async with self._engine.connect() as connection:
+                # SET LOCAL: ends with this transaction, never leaks to the pool.
+                await connection.execute(text(SET_LOCAL_HNSW), {"ef_search": str(ef_search)})
+                rows = (await connection.execute(text(statement), parameters)).all()
+                await connection.rollback()
+        return [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
+
+    async def ping(self) -> None:
+        """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""
+        await ping_database(self._engine, name=self.name)
+
+
+async def ping_database(engine: AsyncEngine, *, name: str) -> None:
+    """`SELECT 1`; a timeout also counts as unavailable, as the ports' `ping` contract says."""
+    try:
+        with translate_errors(engine=name):
+            async with engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+    except EngineTimeoutError as error:
+        raise EngineUnavailableError(error.message, engine=name) from error
