@@ -23,6 +23,7 @@ from app.engines.opensearch_bodies import (
     build_project_query,
     build_search_body,
     build_stale_chunks_query,
+    document_key,
     latest_per_document,
 )
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
@@ -31,6 +32,7 @@ from app.engines.opensearch_responses import (
     parse_search_response,
     raise_for_bulk_failures,
     raise_for_by_query_failures,
+    split_version_conflicts,
     translate_errors,
 )
 
@@ -89,8 +91,9 @@ async def ensure_index(
 
     - No alias yet: create `<alias>-v<SCHEMA_VERSION>` with the alias attached (one atomic request).
     - Alias on the current version: verify its `_meta.schema_version`, change nothing.
-    - Alias on an older version: create the new version, copy documents with `_reindex`, then move
-      the alias in one `update_aliases` call. The old index is kept for rollback; delete it by hand.
+    - Alias on an older version: create the new version, copy documents with `_reindex` (keeping
+      their external versions), then move the alias in one `update_aliases` call. The old index is
+      kept for rollback; delete it by hand.
     Raises `EngineUnavailableError` when a concrete index already squats the alias name, or the alias
     points at a newer version than this code knows.
     """
@@ -106,8 +109,9 @@ async def ensure_index(
                 msg = f"alias {alias} points at {current}, expected {target} or an older version"
                 raise EngineUnavailableError(msg, engine=ENGINE_NAME)
             await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=None, extra=extra)
+            # `external` keeps each chunk's `_version` (its outbox version): a stale writer stays refused.
             await client.reindex(
-                body={"source": {"index": current[0]}, "dest": {"index": target}},
+                body={"source": {"index": current[0]}, "dest": {"index": target, "version_type": "external"}},
                 refresh=True,
                 wait_for_completion=True,
                 **extra,
@@ -206,34 +210,65 @@ class OpenSearchLexicalIndex:
         Indexing first means a document never disappears between the two steps. Both steps are
         idempotent (`_id` is the project-qualified chunk id), so a batch retried after a partial
         failure converges to exactly the listed chunks.
+
+        Version-safe for concurrent writers (`app.engines.opensearch_bodies`): chunks are written
+        with external versioning on `outbox_version`, and the delete only matches chunks older than
+        it. A chunk refused for a newer version is not an error (the newer content is there); its
+        document counts as superseded and its delete also takes back what this call wrote of it.
         """
-        # A document listed twice would have its two deletes remove each other's chunks: keep the last.
+        # A document listed twice would have its two deletes remove each other's chunks: keep one.
         documents = latest_per_document(documents)
         if not documents:
             return
-        actions = build_bulk_actions(documents, index=self._index, indexed_at=datetime.now().astimezone())
         options = self._request_options()
         with translate_errors():
-            if actions:
-                _, failed = await async_bulk(
-                    self._client,
-                    actions,
-                    chunk_size=self._bulk_chunk_size,
-                    raise_on_error=False,
-                    refresh=True,
-                    **options,
-                )
-                raise_for_bulk_failures(failed if isinstance(failed, list) else [], attempted=len(actions))
-            for start in range(0, len(documents), DELETE_CLAUSES_PER_REQUEST):
-                batch = documents[start : start + DELETE_CLAUSES_PER_REQUEST]
-                response = await self._client.delete_by_query(
-                    index=self._index,
-                    body=build_stale_chunks_query(batch),
-                    conflicts="proceed",
-                    refresh=True,
-                    **options,
-                )
-                raise_for_by_query_failures(response)
+            superseded = await self._index_chunks(documents, options)
+            await self._delete_stale_chunks(documents, superseded=superseded, options=options)
+
+    async def _index_chunks(
+        self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
+    ) -> frozenset[tuple[str, str]]:
+        """Bulk-index the chunks; return the (project_id, document_id)s a newer version refused."""
+        actions = build_bulk_actions(documents, index=self._index, indexed_at=datetime.now().astimezone())
+        if not actions:
+            return frozenset()
+        _, failed = await async_bulk(
+            self._client, actions, chunk_size=self._bulk_chunk_size, raise_on_error=False, refresh=True, **options
+        )
+        conflicted, failures = split_version_conflicts(failed if isinstance(failed, list) else [])
+        raise_for_bulk_failures(failures, attempted=len(actions))
+        if not conflicted:
+            return frozenset()
+        owners = {
+            document_key(chunk.project_id, chunk.chunk_id): (document.project_id, document.document_id)
+            for document in documents
+            for chunk in document.chunks
+        }
+        superseded = frozenset(owners[key] for key in conflicted if key in owners)
+        logger.debug(
+            "opensearch kept newer chunk versions",
+            extra={"refused_chunks": len(conflicted), "superseded_documents": len(superseded)},
+        )
+        return superseded
+
+    async def _delete_stale_chunks(
+        self,
+        documents: Sequence[DocumentChunks],
+        *,
+        superseded: frozenset[tuple[str, str]],
+        options: Mapping[str, Any],
+    ) -> None:
+        """Delete the chunks each document no longer lists (all of a superseded document's, up to its version)."""
+        for start in range(0, len(documents), DELETE_CLAUSES_PER_REQUEST):
+            batch = documents[start : start + DELETE_CLAUSES_PER_REQUEST]
+            response = await self._client.delete_by_query(
+                index=self._index,
+                body=build_stale_chunks_query(batch, superseded=superseded),
+                conflicts="proceed",  # a chunk rewritten since the query's snapshot is newer: skip it
+                refresh=True,
+                **options,
+            )
+            raise_for_by_query_failures(response)
 
     async def delete_project(self, project_id: str) -> None:
         """Delete every chunk of the project; a project with nothing indexed is not an error."""

@@ -3,6 +3,13 @@
 Golden tests pin them without a server (`tests/unit/test_opensearch_bodies.py`). The documents a
 chunk is stored as use `app.engines.chunk_codec` (its text as `content`, the reference mapping's
 name), plus the fields only searches read (`app.engines.opensearch_mapping`).
+
+Writes are versioned by the outbox (`DocumentChunks.outbox_version`), so several outbox workers can
+write one index and the newest snapshot of a document wins whatever order their requests land in:
+each chunk is indexed with `version_type=external_gte` on the outbox version (OpenSearch refuses an
+older version with a 409 and replays an equal one), and stores that version as `outbox_version`, so
+deletes only match chunks older than the writer. A snapshot without a version (tests, tools outside
+the outbox) writes and deletes unconditionally, as before versioning; its chunks count as the oldest.
 """
 
 from __future__ import annotations
@@ -44,6 +51,11 @@ SOURCE_FIELDS: Final = (
     "chunk_hash",
 )
 """`_source` fields a hit returns: exactly what rebuilds a `Chunk`."""
+
+VERSION_FIELD: Final = "outbox_version"
+"""The `_source` field holding the outbox version a chunk was written at (absent: written unversioned)."""
+VERSION_TYPE: Final = "external_gte"
+"""Equal versions replay (a retried batch is idempotent), older ones are refused with a 409."""
 
 FUZZY_MAX_EXPANSIONS: Final = 50
 TEXT_FIELD: Final = "content"
@@ -123,58 +135,98 @@ def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> d
     }
 
 
-def chunk_document(chunk: Chunk, *, indexed_at: datetime) -> dict[str, Any]:
-    """The `_source` stored for a chunk, with its `lexical_text` as `titled_content` and `context`."""
+def chunk_document(chunk: Chunk, *, indexed_at: datetime, outbox_version: int | None = None) -> dict[str, Any]:
+    """The `_source` stored for a chunk, with its `lexical_text` as `titled_content` and `context`.
+
+    `outbox_version`, when given, is stored as `VERSION_FIELD` for version-bounded deletes.
+    """
     text = lexical_text(chunk)
-    return {
+    source = {
         **chunk_to_record(chunk, text_key=TEXT_FIELD),
         "titled_content": text.content,
         "context": text.context,
         "indexed_at": indexed_at.isoformat(),
     }
+    if outbox_version is not None:
+        source[VERSION_FIELD] = outbox_version
+    return source
 
 
 def latest_per_document(documents: Sequence[DocumentChunks]) -> list[DocumentChunks]:
-    """One entry per (project, document): the last one listed, which is the newest state of it."""
-    latest = {(document.project_id, document.document_id): document for document in documents}
+    """One entry per (project, document): the highest outbox version, else the last one listed.
+
+    Entries without a version compare as newest-listed-wins, as before versioning.
+    """
+    latest: dict[tuple[str, str], DocumentChunks] = {}
+    for document in documents:
+        key = (document.project_id, document.document_id)
+        kept = latest.get(key)
+        if (
+            kept is not None
+            and kept.outbox_version is not None
+            and document.outbox_version is not None
+            and kept.outbox_version > document.outbox_version
+        ):
+            continue
+        latest[key] = document
     return list(latest.values())
 
 
 def build_bulk_actions(
     documents: Sequence[DocumentChunks], *, index: str, indexed_at: datetime
 ) -> list[dict[str, Any]]:
-    """`async_bulk` index actions for every chunk of every document, in order; deletes are separate."""
+    """`async_bulk` index actions for every chunk of every document, in order; deletes are separate.
+
+    A document with an `outbox_version` is written with external versioning on it (`VERSION_TYPE`).
+    """
     actions: list[dict[str, Any]] = []
     for document in documents:
+        version = document.outbox_version
+        versioning = {} if version is None else {"version": version, "version_type": VERSION_TYPE}
         actions.extend(
             {
                 "_op_type": "index",
                 "_index": index,
                 "_id": document_key(chunk.project_id, chunk.chunk_id),
-                "_source": chunk_document(chunk, indexed_at=indexed_at),
+                "_source": chunk_document(chunk, indexed_at=indexed_at, outbox_version=version),
+                **versioning,
             }
             for chunk in document.chunks
         )
     return actions
 
 
-def build_stale_chunks_query(documents: Sequence[DocumentChunks]) -> dict[str, Any]:
+def build_stale_chunks_query(
+    documents: Sequence[DocumentChunks], *, superseded: frozenset[tuple[str, str]] = frozenset()
+) -> dict[str, Any]:
     """A `delete_by_query` body matching every indexed chunk of these documents that is not listed now.
 
-    A document with no chunks matches all of its chunks, which deletes it.
+    A document with no chunks matches all of its chunks, which deletes it. With an `outbox_version`
+    V, only chunks written before V (or unversioned) match, so a stale writer removes nothing newer.
+    A document in `superseded` ((project_id, document_id) whose write met a newer version) matches
+    every chunk at V or older, listed or not: the stale writer takes back what it just wrote.
     """
     per_document: list[dict[str, Any]] = []
     for document in documents:
-        clause: dict[str, Any] = {
-            "filter": [
-                {"term": {"project_id": document.project_id}},
-                {"term": {"document_id": document.document_id}},
-            ]
-        }
-        if document.chunks:
+        filters: list[dict[str, Any]] = [
+            {"term": {"project_id": document.project_id}},
+            {"term": {"document_id": document.document_id}},
+        ]
+        clause: dict[str, Any] = {"filter": filters}
+        is_superseded = (document.project_id, document.document_id) in superseded
+        if document.outbox_version is not None:
+            filters.append(_older_than(document.outbox_version, inclusive=is_superseded))
+        if document.chunks and not is_superseded:
             clause["must_not"] = [{"terms": {"chunk_id": sorted({chunk.chunk_id for chunk in document.chunks})}}]
         per_document.append({"bool": clause})
     return {"query": {"bool": {"should": per_document, "minimum_should_match": 1}}}
+
+
+def _older_than(version: int, *, inclusive: bool) -> dict[str, Any]:
+    """Chunks written before `version` (at it too when `inclusive`), or written unversioned."""
+    bound = {"lte" if inclusive else "lt": version}
+    unversioned = {"bool": {"must_not": [{"exists": {"field": VERSION_FIELD}}]}}
+    return {"bool": {"should": [{"range": {VERSION_FIELD: bound}}, unversioned], "minimum_should_match": 1}}
 
 
 def build_project_query(project_id: str) -> dict[str, Any]:

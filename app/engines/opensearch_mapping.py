@@ -23,13 +23,17 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   in place of `content`, `section_title` and `breadcrumb`: as one field a title word counts like a body
   word, where the reference's separate title fields outranked the text (docs/evaluation.md). `content`,
   `breadcrumb` and `section_title` stay mapped: they rebuild the `Chunk` a hit returns.
+- `outbox_version` (schema version 5, `long`) is the outbox version a chunk was written at, the same
+  number OpenSearch holds as its external `_version`: deletes of superseded chunks are bounded by it,
+  so a slow outbox worker holding an older snapshot never removes a newer one's chunks
+  (`app.engines.opensearch_bodies`). Chunks reindexed from version 4 have none and count as oldest.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps."""
 
 
@@ -91,6 +95,7 @@ def index_body(*, shards: int = 2, replicas: int = 1) -> dict[str, Any]:
                 "chunk_hash": {"type": "keyword", "index": False},
                 "event_time": {"type": "date"},
                 "indexed_at": {"type": "date"},
+                "outbox_version": {"type": "long"},
             },
         },
     }

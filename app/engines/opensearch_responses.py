@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 ENGINE_NAME: Final = "opensearch"
 _TIMEOUT_STATUSES: Final = frozenset({408, 504})
+_VERSION_CONFLICT: Final = "version_conflict_engine_exception"
 
 
 def parse_search_response(response: Mapping[str, Any]) -> list[ScoredHit]:
@@ -59,6 +60,26 @@ def raise_for_bulk_failures(failed_items: Sequence[Mapping[str, Any]], *, attemp
     reason = _describe_error(error)
     msg = f"{len(failed_items)} of {attempted} bulk items failed (status {statuses}): {reason}"
     raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+
+
+def split_version_conflicts(
+    failed_items: Sequence[Mapping[str, Any]],
+) -> tuple[list[str], list[Mapping[str, Any]]]:
+    """Split failed bulk items into the `_id`s refused for a version conflict and every other failure.
+
+    With external versioning a 409 `version_conflict_engine_exception` means the index already holds
+    a newer version of that chunk: the write lost to newer content, which is not an error.
+    """
+    conflicted: list[str] = []
+    others: list[Mapping[str, Any]] = []
+    for item in failed_items:
+        body: object = next(iter(item.values()), {})
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict) and error.get("type") == _VERSION_CONFLICT and isinstance(body, dict):
+            conflicted.append(str(body.get("_id", "")))
+        else:
+            others.append(item)
+    return conflicted, others
 
 
 def raise_for_by_query_failures(response: Mapping[str, Any]) -> None:

@@ -8,6 +8,12 @@ import pytest
 
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import create_postgres_engine
+from tests.contract.opensearch_servers import (  # noqa: F401 - fixtures shared by the OpenSearch modules
+    noida_url,
+    opensearch_alias,
+    opensearch_client,
+    opensearch_url,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

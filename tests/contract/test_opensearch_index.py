@@ -7,22 +7,14 @@ over real HTTP, and a ranking check of tantivy against `noida-db`'s Lucene-exact
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import os
 import random
 import socket
-import subprocess
-import time
-import urllib.request
-from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from aiohttp import web
 from opensearchpy import AsyncOpenSearch
-from osmem_server import OsmemServer
 
 from app.auth.forwarding import forwarded_token
 from app.config import Settings
@@ -39,16 +31,15 @@ from tests.contract.lexical_index import (
     search_hits,
     search_ids,
 )
+from tests.contract.opensearch_servers import REAL_CLUSTER_URL
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator
     from pathlib import Path
 
     from app.domain.ports import LexicalIndex
 
 pytestmark = pytest.mark.opensearch
-
-REAL_CLUSTER_URL = os.environ.get("OPENSEARCH_URL") or None
 
 # Contract cases osmem-server 0.1.6 cannot run, each with the exact reason. They run on a real cluster.
 EMULATOR_GAPS: dict[str, str] = {
@@ -58,36 +49,6 @@ EMULATOR_GAPS: dict[str, str] = {
         "(see test_fuzzy_keeps_the_exact_match_first_on_lucene_bm25)"
     ),
 }
-
-
-@pytest.fixture(scope="session")
-def opensearch_url() -> Iterator[str]:
-    """A real cluster's URL, or an `osmem-server` started on 127.0.0.1 for this session."""
-    if REAL_CLUSTER_URL is not None:
-        yield REAL_CLUSTER_URL
-        return
-    server = OsmemServer.start(japanese=False, addr="127.0.0.1:0")
-    try:
-        yield server.url
-    finally:
-        server.close()
-
-
-@pytest.fixture(scope="session")
-async def opensearch_client(opensearch_url: str) -> AsyncIterator[AsyncOpenSearch]:
-    settings = Settings(opensearch_url=opensearch_url) if REAL_CLUSTER_URL is None else Settings()
-    client = create_opensearch_client(settings)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def opensearch_alias(opensearch_client: AsyncOpenSearch, unique_name: str) -> AsyncIterator[str]:
-    """A fresh alias (and its versioned index) per test, deleted afterwards."""
-    alias = f"poimen-test-{unique_name.replace('_', '-')}"
-    yield alias
-    with contextlib.suppress(Exception):
-        await opensearch_client.indices.delete(index=f"{alias}-v*", ignore_unavailable=True)
 
 
 class TestOpenSearchLexicalIndexOnLucene(LexicalIndexContract):
@@ -442,43 +403,6 @@ def ranking_corpus() -> list[str]:
         ]
         documents.append(" ".join(words))
     return documents
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def noida_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """noida-db's Elasticsearch 8 API (Lucene-exact BM25) on a free loopback port, for this module."""
-    binary = files("noida_db").joinpath("noida-db")
-    port = free_port()
-    data_dir = tmp_path_factory.mktemp("noida")
-    command = [str(binary), "start", "--only", "elasticsearch", "--host", "127.0.0.1"]
-    command += ["--elasticsearch-port", str(port), "--data-dir", str(data_dir)]
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=1) as response:
-                    json.load(response)
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"noida-db did not start on {url} (exit code {process.poll()})")
-                time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 async def test_tantivy_top10_matches_lucene_bm25(noida_url: str, tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from app.engines.opensearch_responses import (
     parse_search_response,
     raise_for_bulk_failures,
     raise_for_by_query_failures,
+    split_version_conflicts,
     translate_error,
 )
 
@@ -124,6 +125,7 @@ def test_index_body_is_the_pinned_mapping() -> None:
                 "chunk_hash": {"type": "keyword", "index": False},
                 "event_time": {"type": "date"},
                 "indexed_at": {"type": "date"},
+                "outbox_version": {"type": "long"},
             },
         },
     }
@@ -374,6 +376,36 @@ def test_latest_per_document_keeps_the_last_entry_of_each_document() -> None:
     assert latest_per_document([older, other, newer]) == [newer, other]
 
 
+def test_latest_per_document_keeps_the_highest_outbox_version_wherever_it_is_listed() -> None:
+    newer = DocumentChunks("poimen", "doc-1", (make_chunk("c2"),), outbox_version=6)
+    older = DocumentChunks("poimen", "doc-1", (make_chunk("c1"),), outbox_version=5)
+
+    assert latest_per_document([newer, older]) == [newer]
+
+
+def test_bulk_actions_of_a_versioned_document_use_external_gte_and_store_the_version() -> None:
+    indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+    actions = build_bulk_actions(
+        [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),), outbox_version=42)], index="i", indexed_at=indexed_at
+    )
+
+    assert [(action["version"], action["version_type"]) for action in actions] == [(42, "external_gte")]
+    assert actions[0]["_source"]["outbox_version"] == 42
+
+
+def test_bulk_actions_of_an_unversioned_document_carry_no_version() -> None:
+    indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+    actions = build_bulk_actions(
+        [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),))], index="i", indexed_at=indexed_at
+    )
+
+    assert "version" not in actions[0]
+    assert "version_type" not in actions[0]
+    assert "outbox_version" not in actions[0]["_source"]
+
+
 def test_document_key_separates_projects() -> None:
     assert document_key("a", "c1") != document_key("b", "c1")
 
@@ -402,6 +434,51 @@ def test_stale_chunks_query_keeps_listed_chunks_and_deletes_emptied_documents() 
             }
         }
     }
+
+
+OLDER_THAN_7 = {
+    "bool": {
+        "should": [
+            {"range": {"outbox_version": {"lt": 7}}},
+            {"bool": {"must_not": [{"exists": {"field": "outbox_version"}}]}},
+        ],
+        "minimum_should_match": 1,
+    }
+}
+
+
+def test_stale_chunks_query_of_a_versioned_document_matches_only_older_or_unversioned_chunks() -> None:
+    documents = [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),), outbox_version=7)]
+
+    body = build_stale_chunks_query(documents)
+
+    assert body["query"]["bool"]["should"] == [
+        {
+            "bool": {
+                "filter": [{"term": {"project_id": "poimen"}}, {"term": {"document_id": "doc-1"}}, OLDER_THAN_7],
+                "must_not": [{"terms": {"chunk_id": ["c1"]}}],
+            }
+        }
+    ]
+
+
+def test_stale_chunks_query_of_a_superseded_document_matches_all_its_chunks_up_to_its_version() -> None:
+    documents = [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),), outbox_version=7)]
+
+    body = build_stale_chunks_query(documents, superseded=frozenset({("poimen", "doc-1")}))
+
+    up_to_7 = {
+        "bool": {
+            "should": [
+                {"range": {"outbox_version": {"lte": 7}}},
+                {"bool": {"must_not": [{"exists": {"field": "outbox_version"}}]}},
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+    assert body["query"]["bool"]["should"] == [
+        {"bool": {"filter": [{"term": {"project_id": "poimen"}}, {"term": {"document_id": "doc-1"}}, up_to_7]}}
+    ]
 
 
 def test_project_query_matches_one_project() -> None:
@@ -547,6 +624,33 @@ def test_bulk_item_failures_raise_so_the_outbox_retries() -> None:
     )
 
 
+def test_version_conflicts_are_split_from_real_bulk_failures() -> None:
+    conflict = {
+        "index": {
+            "_index": "poimen-chunks-v5",
+            "_id": "poimen:c1",
+            "status": 409,
+            "error": {
+                "type": "version_conflict_engine_exception",
+                "reason": "[poimen:c1]: version conflict, current version [6] is higher than or equal to [5]",
+            },
+        }
+    }
+    rejected = {
+        "index": {
+            "_index": "poimen-chunks-v5",
+            "_id": "poimen:c2",
+            "status": 429,
+            "error": {"type": "rejected_execution_exception", "reason": "rejected execution"},
+        }
+    }
+
+    conflicted, failures = split_version_conflicts([conflict, rejected])
+
+    assert conflicted == ["poimen:c1"]
+    assert failures == [rejected]
+
+
 def test_no_bulk_item_failures_raise_nothing() -> None:
     raise_for_bulk_failures([], attempted=5)
 
@@ -642,9 +746,9 @@ def test_tags_are_searched_as_words_and_filtered_as_exact_keywords() -> None:
 
     body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("networking",)))
 
-    # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`: ensure_index reindexes an
-    # older one and swaps the alias.
-    assert SCHEMA_VERSION == 4
+    # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`:
+    # ensure_index reindexes an older one and swaps the alias.
+    assert SCHEMA_VERSION == 5
     assert tags == {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}}
     assert "tags.text" in body["query"]["bool"]["must"][0]["multi_match"]["fields"]
     assert {"term": {"tags": "networking"}} in body["query"]["bool"]["filter"]
