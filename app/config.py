@@ -129,6 +129,22 @@ class Settings(BaseSettings, SearchKnobs):
         return self
 
 
+def shared_database_problem(settings: Settings) -> str | None:
+    """Why these settings cannot serve next to other processes, or None.
+
+    An external `DATABASE_URL` is shared by every replica, while the embedded lexical index lives in
+    one process's data folder: each replica's index would miss what another drained from the shared
+    outbox, and a restarted one would answer the lexical leg from an empty index. That combination
+    is refused; the embedded default (both unset) keeps PostgreSQL and the index in one data folder.
+    """
+    if settings.database_url is not None and settings.opensearch_url is None:
+        return (
+            "DATABASE_URL is set but OPENSEARCH_URL is not: every process would keep its own lexical index "
+            "over the shared database; set OPENSEARCH_URL, or unset DATABASE_URL for the embedded default"
+        )
+    return None
+
+
 def describe_validation_error(error: ValidationError) -> str:
     """One line naming each bad variable and why, e.g. `RRF_K_CONSTANT: Input should be ...`."""
     parts = []

@@ -44,7 +44,7 @@ class AdminController(Controller):
         services: Injected[Services],
     ) -> dict[str, Any]:
         """Queue every document of the project for lexical indexing from PostgreSQL."""
-        queued = await rebuild_project(services.engines.store, services.engines.lexical, project)
+        queued = await rebuild_project(services.engines.store, project)
         services.outbox.wake()
         return {"project": project, "queued_documents": queued}
 

@@ -77,11 +77,7 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
 async def reindex(settings: Settings, *, project: str) -> int:
     """Rebuild a project's lexical index from PostgreSQL, the source of truth; 0 on success."""
     async with open_engines(settings) as engines:
-        try:
-            queued = await rebuild_project(engines.store, engines.lexical, project)
-        except EngineError as error:
-            print(f"cannot clear the lexical index ({error.message}); stop the server or retry", file=sys.stderr)
-            return 1
+        queued = await rebuild_project(engines.store, project)
         print(f"{queued} documents queued for lexical indexing", file=sys.stderr)
         await _drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
     return 0

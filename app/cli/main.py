@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.config import ConfigurationError, Settings, load_settings
+from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 EXIT_CONFIGURATION = 2
 EXIT_FAILURE = 1
@@ -109,14 +109,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
     command = arguments.command
-    if command == "serve":
-        return _serve(settings, host=arguments.host, port=arguments.port)
-    if command == "migrate":
-        return _migrate(settings)
-    if command == "ingest":
-        return _ingest(settings, path=arguments.path, project=arguments.project, batch_size=arguments.batch_size)
-    if command == "reindex":
-        return _reindex(settings, project=arguments.project)
+    problem = shared_database_problem(settings) if command in {"serve", "ingest", "reindex"} else None
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return EXIT_CONFIGURATION
+    commands: dict[str, Callable[[], int]] = {
+        "serve": lambda: _serve(settings, host=arguments.host, port=arguments.port),
+        "migrate": lambda: _migrate(settings),
+        "ingest": lambda: _ingest(
+            settings, path=arguments.path, project=arguments.project, batch_size=arguments.batch_size
+        ),
+        "reindex": lambda: _reindex(settings, project=arguments.project),
+        "eval": lambda: _eval(settings, arguments),
+    }
+    return commands[command]()
+
+
+def _eval(settings: Settings, arguments: argparse.Namespace) -> int:
     from app.cli.eval_command import run_eval  # noqa: PLC0415 - heavy imports only for this command
 
     return run_eval(settings, arguments)

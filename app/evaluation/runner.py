@@ -204,7 +204,7 @@ async def ensure_ingested(
     # Documents an earlier, interrupted run stored were skipped above as unchanged; their lexical
     # entries may be missing (or the index rebuilt empty), so every project is re-indexed from the store.
     for project_id in sorted({document.project_id for document in documents}):
-        await rebuild_project(engines.store, engines.lexical, project_id)
+        await rebuild_project(engines.store, project_id)
     worker = OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical)
     await worker.drain(OUTBOX_DRAIN_TIMEOUT_S)
     clocks = conversation_clock(documents)

@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.domain.ports import DocumentStore, LexicalIndex
+    from app.domain.ports import DocumentStore
 
 
-async def rebuild_project(store: DocumentStore, lexical: LexicalIndex, project_id: str) -> int:
-    """Drop the project's lexical entries and queue every one of its documents; return how many were queued.
+async def rebuild_project(store: DocumentStore, project_id: str) -> int:
+    """Queue every document of the project for lexical indexing again; return how many were queued.
 
-    The outbox worker then indexes them again. Raises `EngineError` when the lexical index cannot be
-    cleared (nothing is queued then).
+    Nothing is cleared first: the outbox rewrites each document's entries in place, so searches keep
+    finding the project the whole time (clearing first left its lexical leg empty until the outbox
+    caught up, and nothing said so). Entries of documents PostgreSQL no longer holds never reach a
+    result: the searcher drops lexical hits the store does not hold (read-your-deletes).
     """
-    await lexical.delete_project(project_id)
     return await store.queue_project_for_reindex(project_id)
 
 

@@ -28,7 +28,7 @@ async def test_a_recreated_index_queues_every_project_again(tmp_path) -> None:
     await refill_recreated_lexical_index(lexical, store)
 
     assert lexical.recreated
-    assert await store.outbox_backlog() == 3
+    assert (await store.outbox_stats()).backlog == 3
     await lexical.close()
 
 
@@ -40,5 +40,5 @@ async def test_an_index_of_the_current_format_queues_nothing(tmp_path) -> None:
 
     await refill_recreated_lexical_index(lexical, store)
 
-    assert await store.outbox_backlog() == 0
+    assert (await store.outbox_stats()).backlog == 0
     await lexical.close()
