@@ -346,6 +346,14 @@ def ingestion_row() -> list[timeseries.Panel | stat.Panel]:
             unit="short",
         ),
         series(
+            "Lexical outbox lag",
+            "poimen_lexical_outbox_oldest_age_seconds: how long the oldest pending outbox entry has waited, i.e. how "
+            "far the lexical leg lags PostgreSQL (the semantic leg sees a write at once). Every replica reports the "
+            "same shared outbox, so the max is shown.",
+            [query(f"max(poimen_lexical_outbox_oldest_age_seconds{{{SELECTOR}}})", "oldest pending")],
+            unit="s",
+        ),
+        series(
             "Ingested documents by status",
             "poimen_ingested_documents_total per second (created, updated, unchanged, deleted).",
             [query(f"sum by (status) ({rate('poimen_ingested_documents_total')})", "{{status}}")],

@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+from typing import TYPE_CHECKING
+
 import pytest
 from sqlalchemy import text
 
 from app.domain.errors import EngineError, EngineUnavailableError
-from app.domain.models import EmbeddedChunk
+from app.domain.models import DocumentChunks, EmbeddedChunk
 from app.engines.memory import InMemoryDocumentStore
 from app.engines.postgres import PostgresDocumentStore
+from app.ingestion.outbox import OutboxWorker
 from tests.contract.document_store import DocumentStoreContract, chunk, document, embedding, entry
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+class CountingLexicalIndex:
+    """A lexical index that only counts which documents it was asked to index, and by which task."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.indexed: list[tuple[str, str]] = []
+        self.batches_by_worker_task: Counter[str] = Counter()
+
+    async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
+        task = asyncio.current_task()
+        self.batches_by_worker_task[task.get_name() if task else "none"] += 1
+        await asyncio.sleep(0.01)  # a write takes time: the other worker claims meanwhile
+        self.indexed.extend((document.project_id, document.document_id) for document in documents)
 
 
 class TestInMemoryDocumentStore(DocumentStoreContract):
@@ -50,6 +74,28 @@ class TestPostgresDocumentStore(DocumentStoreContract):
         async with postgres_engine.connect() as connection:
             after = (await connection.execute(text(flags), {"p": project})).scalar_one()
         assert (before, after) == (False, True)
+
+    async def test_two_workers_draining_one_outbox_index_each_entry_once(self, postgres_engine, project) -> None:
+        writer = PostgresDocumentStore(postgres_engine)
+        await writer.save_documents([entry(project, f"d{n}", 1) for n in range(60)])
+        lexical = CountingLexicalIndex()
+        workers = [
+            OutboxWorker(
+                store=PostgresDocumentStore(postgres_engine),  # as two processes would: one store each
+                lexical=lexical,
+                batch_size=7,
+                poll_interval_s=0.01,
+                max_backoff_s=0.1,
+            )
+            for _ in range(2)
+        ]
+
+        await asyncio.gather(*(worker.drain(30.0) for worker in workers))
+
+        ours = Counter(key for key in lexical.indexed if key[0] == project)
+        assert sorted(ours) == sorted((project, f"d{n}") for n in range(60))
+        assert set(ours.values()) == {1}
+        assert len(lexical.batches_by_worker_task) == 2  # both workers took a share
 
     async def test_embedding_round_trips_through_the_cache(self, store, project) -> None:
         vector = embedding(0.125, -0.5, 3.0e-5)

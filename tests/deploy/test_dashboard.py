@@ -37,6 +37,7 @@ METRIC_CONTRACT: dict[str, MetricType] = {
     "poimen_ingested_documents_total": "counter",
     "poimen_ingested_chunks_total": "counter",
     "poimen_lexical_outbox_backlog": "gauge",
+    "poimen_lexical_outbox_oldest_age_seconds": "gauge",
     "poimen_query_results": "histogram",
     "poimen_flags_reload_errors_total": "counter",
     "poimen_flags_version": "gauge",
@@ -248,6 +249,7 @@ def test_dashboard_covers_what_a_rollout_is_watched_by() -> None:
     assert uses('poimen_query_cache_requests_total{namespace=~"$namespace",result="hit"}'), "cache hit ratio"
     assert uses("sum by (reason) (rate(poimen_fallbacks_total"), "fallback rate by reason"
     assert uses("poimen_lexical_outbox_backlog"), "outbox backlog"
+    assert uses("poimen_lexical_outbox_oldest_age_seconds"), "outbox lag"
     assert uses("sum by (arm) (rate(poimen_rollout_assignments_total"), "rollout share"
     assert uses("poimen_rollout_hybrid_percent"), "configured rollout percent"
     assert uses("sum by (engine) (rate(poimen_engine_errors_total"), "engine errors"

@@ -85,6 +85,7 @@ async def test_counters_for_queries_cache_ingest_and_fallbacks_are_exported(ops_
         "poimen_ingested_documents",
         "poimen_ingested_chunks",
         "poimen_lexical_outbox_backlog",
+        "poimen_lexical_outbox_oldest_age_seconds",
         "poimen_query_results",
         "poimen_flags_version",
         "poimen_rollout_hybrid_percent",
