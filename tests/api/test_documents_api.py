@@ -312,3 +312,50 @@ async def test_a_64_character_project_id_is_accepted(client) -> None:
 
     assert response.status_code == 201, response.text
     assert (await client.delete(f"/v1/projects/{project}/documents/x")).status_code == 204
+
+
+async def test_a_write_reports_the_version_and_a_stale_if_match_is_refused(client) -> None:
+    project = "versions"
+    created = await post(client, project, doc("v", "First text of the versioned note."))
+    version = created.json()["documents"][0]["version"]
+
+    stale = await client.post(
+        f"/v1/projects/{project}/documents", json=doc("v", "Lost update."), headers={"If-Match": f'"{version + 1}"'}
+    )
+    fresh = await client.post(
+        f"/v1/projects/{project}/documents", json=doc("v", "Second text."), headers={"If-Match": f'"{version}"'}
+    )
+    read = await client.get(f"/v1/projects/{project}/documents/v")
+
+    problem = assert_problem(stale, 409)
+    assert problem["current_version"] == version
+    assert problem["document_id"] == "v"
+    assert fresh.status_code == 201
+    new_version = fresh.json()["documents"][0]["version"]
+    assert new_version > version
+    assert read.json()["version"] == new_version
+    assert [chunk["text"] for chunk in read.json()["chunks"]] == ["Second text."]
+
+
+async def test_expected_version_in_a_batch_and_if_match_on_delete(client) -> None:
+    project = "versions-batch"
+    created = await post(client, project, {"documents": [doc("a", "Alpha note."), doc("b", "Beta note.")]})
+    versions = {item["id"]: item["version"] for item in created.json()["documents"]}
+
+    refused = await post(
+        client,
+        project,
+        {"documents": [doc("a", "Alpha 2.", expected_version=versions["a"]), doc("b", "Beta 2.", expected_version=0)]},
+    )
+    unchanged = await client.get(f"/v1/projects/{project}/documents/a")
+    stale = str(versions["a"] + 1)
+    stale_delete = await client.delete(f"/v1/projects/{project}/documents/a", headers={"If-Match": stale})
+    bad_header = await client.delete(f"/v1/projects/{project}/documents/a", headers={"If-Match": "abc"})
+    delete = await client.delete(f"/v1/projects/{project}/documents/a", headers={"If-Match": str(versions["a"])})
+
+    assert assert_problem(refused, 409)["document_id"] == "b"  # b exists: expected_version 0 means create-only
+    assert [chunk["text"] for chunk in unchanged.json()["chunks"]] == ["Alpha note."]  # nothing of the batch
+    assert unchanged.json()["version"] == versions["a"]
+    assert assert_problem(stale_delete, 409)["current_version"] == versions["a"]
+    assert assert_problem(bad_header, 400)["field"] == "If-Match"
+    assert delete.status_code == 204

@@ -72,6 +72,20 @@ def test_invalid_environment_value_stops_serve_with_one_line_naming_it(poimen_da
     assert not poimen_data_dir.exists()  # stopped before touching any engine
 
 
+def test_a_shared_database_without_opensearch_is_refused_with_one_line(poimen_data_dir: Path) -> None:
+    external = "postgresql://poimen@127.0.0.1:9/poimen"  # never reached: refused before any engine opens
+
+    served = run_cli("serve", "--port", "0", data_dir=poimen_data_dir, timeout_s=60.0, DATABASE_URL=external)
+    ingested = run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir, DATABASE_URL=external)
+
+    for result in (served, ingested):
+        assert result.returncode == 2
+        [line] = result.stderr.strip().splitlines()
+        assert "DATABASE_URL" in line
+        assert "OPENSEARCH_URL" in line
+    assert not poimen_data_dir.exists()
+
+
 def test_python_dash_m_app_prints_help_with_every_command(poimen_data_dir: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "app", "--help"],

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 from dataclasses import replace
@@ -9,6 +10,7 @@ import pytest
 
 from app.domain.errors import EngineUnavailableError, InvalidInputError, VersionConflictError
 from app.domain.models import Document, DocumentChunks, DocumentState, EmbeddedChunk, StoredDocument
+from app.engines.memory import InMemoryDocumentStore
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.pipeline import IngestionPipeline, IngestOutcome, chunk_hash, content_hash, embedding_text
 
@@ -346,3 +348,52 @@ async def test_expected_version_zero_means_create_only() -> None:
     with pytest.raises(VersionConflictError):
         await ingestion.ingest([doc("a", "Other text.")], expected_versions={"a": 0})
     assert created.status == "created"
+
+
+class GatedEmbedder(CountingEmbedder):
+    """Embeds only after `gate` opens: an ingest holds its documents' lock meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.waiting = asyncio.Event()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.waiting.set()
+        await self.gate.wait()
+        return await super().embed_documents(texts)
+
+
+async def test_a_delete_asked_during_an_earlier_ingest_runs_after_it_and_wins() -> None:
+    store, embedder = InMemoryDocumentStore(), GatedEmbedder()
+    ingestion = pipeline(store, embedder)
+    slow_ingest = asyncio.create_task(ingestion.ingest([doc("a", "Written first.")]))
+    await embedder.waiting.wait()  # the ingest holds the document, mid-embedding
+
+    delete = asyncio.create_task(ingestion.delete("p", "a"))
+    await asyncio.sleep(0.05)
+    deleted_before_the_ingest_finished = delete.done()
+    embedder.gate.set()
+    [outcome] = await slow_ingest
+
+    assert deleted_before_the_ingest_finished is False
+    assert outcome.status == "created"
+    assert await delete is True  # it found the ingest's document ...
+    assert await store.get_document("p", "a") is None  # ... and the late-finishing ingest did not undo it
+
+
+async def test_two_writes_of_one_document_apply_in_the_order_they_asked() -> None:
+    store, embedder = InMemoryDocumentStore(), GatedEmbedder()
+    ingestion = pipeline(store, embedder)
+    first = asyncio.create_task(ingestion.ingest([doc("a", "First version.")]))
+    await embedder.waiting.wait()
+
+    second = asyncio.create_task(ingestion.ingest([doc("a", "Second version.")]))
+    await asyncio.sleep(0.05)
+    embedder.gate.set()
+    [first_outcome], [second_outcome] = await first, await second
+
+    stored = await store.get_document("p", "a")
+    assert stored is not None
+    assert [chunk.text for chunk in stored.chunks] == ["Second version."]
+    assert first_outcome.version < second_outcome.version == stored.version
