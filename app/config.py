@@ -30,6 +30,9 @@ class Settings(BaseSettings, SearchKnobs):
     opensearch_url: str | None = None
     poimen_data_dir: Path = Path(".poimen")
     embedding_model: str = "all-MiniLM-L6-v2"
+    # The vector column's size: `poimen migrate` reads it here, never from the model (no torch in the
+    # migration Job); `poimen serve` checks the model against it at start.
+    embedding_dimensions: int = Field(default=384, ge=1, le=16000)
     embedding_batch_size: int = Field(default=64, ge=1, le=1024)
     embedding_threads: int = Field(default=0, ge=0, le=256)
     database_pool_size: int = Field(default=10, ge=1, le=200)

@@ -1,4 +1,4 @@
-"""What the CLI's `migrate`, `ingest` and `reindex` commands do, on the same engines as the server."""
+"""What the CLI's `ingest` and `reindex` commands do, on the same engines as the server."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from app.ingestion.outbox import OutboxWorker
 from app.ingestion.reindex import rebuild_project
 from app.ingestion.sources import read_documents
 from app.wiring.engines import open_engines
-from app.wiring.migrate import migrate as migrate_schema
 from app.wiring.services import build_pipeline
 
 if TYPE_CHECKING:
@@ -22,12 +21,6 @@ if TYPE_CHECKING:
     from app.config import Settings
 
 OUTBOX_DRAIN_TIMEOUT_S = 30.0
-
-
-async def migrate(settings: Settings) -> None:
-    """Apply the schema to DATABASE_URL (or the embedded server), sized for the configured model."""
-    dimensions = await migrate_schema(settings)
-    print(f"schema at head ({dimensions}-dimension embeddings)", file=sys.stderr)
 
 
 async def _drain_or_explain(worker: OutboxWorker) -> None:

@@ -61,9 +61,11 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
 
 
 def _migrate(settings: Settings) -> int:
-    from app.cli.commands import migrate  # noqa: PLC0415 - heavy imports only for this command
+    # Only the schema's modules: the migration Job must not load torch or the model.
+    from app.wiring.migrate import migrate  # noqa: PLC0415 - heavy imports only for this command
 
-    asyncio.run(migrate(settings))
+    dimensions = asyncio.run(migrate(settings))
+    print(f"schema at head ({dimensions}-dimension embeddings)", file=sys.stderr)
     return 0
 
 

@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from app.config import ConfigurationError
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.embedder import load_embedder
 from app.engines.migrate import run_migrations
@@ -100,11 +101,17 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             stack.callback(embedded.stop)
             logger.info("embedded PostgreSQL started under %s", embedded.data_dir)
         embedder = await model_task
+        if embedder.dimensions != settings.embedding_dimensions:
+            msg = (
+                f"EMBEDDING_DIMENSIONS={settings.embedding_dimensions} but {settings.embedding_model} embeds in "
+                f"{embedder.dimensions} dimensions: set EMBEDDING_DIMENSIONS={embedder.dimensions}"
+            )
+            raise ConfigurationError(msg)
         # The first encode pays for lazy initialisation (~0.3 s); pay it now, not on a caller's query.
         await embedder.embed_query("warm up")
         if embedded is not None:
             # Kubernetes migrates in a Job (`poimen migrate`); the embedded default migrates itself.
-            await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=embedder.dimensions)
+            await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions)
         engine = create_postgres_engine(
             database_url, pool_size=settings.database_pool_size, hnsw_ef_search=settings.hnsw_ef_search
         )

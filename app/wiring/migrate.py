@@ -1,4 +1,8 @@
-"""`poimen migrate`: apply the schema to DATABASE_URL, or to the embedded server it starts for the purpose."""
+"""`poimen migrate`: apply the schema to DATABASE_URL, or to the embedded server it starts for the purpose.
+
+Sized by `EMBEDDING_DIMENSIONS`, not by loading the model: the migration Job stays small and never
+imports torch (`poimen serve` checks the model against the setting at start).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,6 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from app.engines.embedded_postgres import EmbeddedPostgres
-from app.engines.embedder import load_embedder
 from app.engines.migrate import run_migrations
 
 if TYPE_CHECKING:
@@ -14,16 +17,15 @@ if TYPE_CHECKING:
 
 
 async def migrate(settings: Settings) -> int:
-    """Bring the schema to head, sized for the configured model; return the embedding dimensions."""
-    embedder = await asyncio.to_thread(load_embedder, settings.embedding_model)
+    """Bring the schema to head with `EMBEDDING_DIMENSIONS`-dimension embeddings; return that dimension."""
     embedded = None
     database_url = settings.database_url
     if database_url is None:
         embedded = EmbeddedPostgres(settings.poimen_data_dir / "postgres")
         database_url = await asyncio.to_thread(embedded.start)
     try:
-        await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=embedder.dimensions)
+        await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions)
     finally:
         if embedded is not None:
             embedded.stop()
-    return embedder.dimensions
+    return settings.embedding_dimensions

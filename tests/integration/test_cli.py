@@ -99,3 +99,25 @@ def test_python_dash_m_app_prints_help_with_every_command(poimen_data_dir: Path)
     assert result.returncode == 0, result.stderr
     for command in ("serve", "migrate", "ingest", "reindex"):
         assert command in result.stdout
+
+
+def test_migrate_never_imports_torch_or_the_model(poimen_data_dir: Path) -> None:
+    probe = (
+        "import sys; from app.cli.main import main; status = main(['migrate']); "
+        "heavy = sorted(name for name in ('torch', 'sentence_transformers', 'transformers') if name in sys.modules); "
+        "print('heavy=' + ','.join(heavy)); sys.exit(status)"
+    )
+
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=Path(__file__).resolve().parents[2],
+        env=cli_environment(poimen_data_dir),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "heavy="
+    assert "schema at head (384-dimension embeddings)" in result.stderr
