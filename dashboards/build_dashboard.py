@@ -40,6 +40,7 @@ OUTPUT = Path(__file__).with_name("poimen-memory.json")
 UID = "poimen-memory"
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 SELECTOR = 'namespace=~"$namespace"'
+ARM = 'arm=~"$arm"'
 RATE_WINDOW = "$__rate_interval"
 STAGES_HELP = "stage: optimize, embed, semantic, lexical, fusion, rerank, total"
 ERROR = 'outcome="error"'
@@ -202,6 +203,21 @@ def rollout_row() -> list[timeseries.Panel | stat.Panel]:
     ]
 
 
+def shadow_latency() -> timeseries.Panel:
+    shadow = "poimen_shadow_search_duration_seconds"
+    return series(
+        "Shadow search latency by arm (p50 / p95)",
+        f"{shadow}: how long the other arm's search takes off the response path (shadow mode), next to the "
+        "overlap panels: what switching arms would cost.",
+        [
+            query(quantile(q, shadow, "arm"), f"p{int(q * 100)} {{{{arm}}}}", ref)
+            for q, ref in ((0.5, "A"), (0.95, "B"))
+        ],
+        unit="s",
+        width=12,
+    )
+
+
 def traffic_row() -> list[timeseries.Panel | stat.Panel]:
     queries = "poimen_queries_total"
     return [
@@ -260,9 +276,9 @@ def latency_row() -> list[timeseries.Panel | stat.Panel]:
     stage_metric = "poimen_query_stage_duration_seconds"
     panels: list[timeseries.Panel | stat.Panel] = [
         series(
-            f"Latency p{int(q * 100)} per stage",
-            f"{stage_metric}, {STAGES_HELP}; all strategies and arms.",
-            [query(quantile(q, stage_metric, "stage"), "{{stage}}")],
+            f"Latency p{int(q * 100)} per stage and arm",
+            f"{stage_metric}, {STAGES_HELP}; the arms chosen in the `arm` variable, each on its own line.",
+            [query(quantile(q, stage_metric, "stage, arm", ARM), "{{stage}} / {{arm}}")],
             unit="s",
         )
         for q in (0.5, 0.95, 0.99)
@@ -305,17 +321,17 @@ def engines_row() -> list[timeseries.Panel | stat.Panel]:
             max_value=1,
         ),
         series(
-            "Fallback rate by reason",
+            "Fallback rate by reason and arm",
             "poimen_fallbacks_total: queries answered by one engine because the other was unavailable or timed out.",
-            [query(f"sum by (reason) ({rate('poimen_fallbacks_total')})", "{{reason}}")],
+            [query(f"sum by (reason, arm) ({rate('poimen_fallbacks_total', ARM)})", "{{reason}} / {{arm}}")],
             unit="reqps",
             width=6,
         ),
         series(
-            "Engine errors by engine",
+            "Engine errors by engine and arm",
             "poimen_engine_errors_total: errors translated at the adapter boundary (pgvector, postgres, tantivy, "
-            "opensearch, embedder).",
-            [query(f"sum by (engine) ({rate('poimen_engine_errors_total')})", "{{engine}}")],
+            "opensearch, embedder); arm=none is background work (the outbox worker).",
+            [query(f"sum by (engine, arm) ({rate('poimen_engine_errors_total')})", "{{engine}} / {{arm}}")],
             unit="reqps",
             width=6,
         ),
@@ -388,6 +404,15 @@ def build() -> DashboardModel:
         .include_all(include_all=True)
         .all_value(".*")
     )
+    arm = (
+        dashboard.CustomVariable("arm")
+        .label("Arm")
+        .values("hybrid,semantic,control")
+        .multi(multi=True)
+        .include_all(include_all=True)
+        .all_value(".*")
+        .current(VariableOption(selected=True, text="All", value="$__all"))
+    )
     builder = (
         dashboard.Dashboard("Poimen Memory Search")
         .uid(UID)
@@ -400,9 +425,10 @@ def build() -> DashboardModel:
         .timezone("browser")
         .with_variable(datasource)
         .with_variable(namespace)
+        .with_variable(arm)
     )
     rows = (
-        ("Rollout (hybrid_rollout_percent)", rollout_row()),
+        ("Rollout (hybrid_rollout_percent)", [*rollout_row(), shadow_latency()]),
         ("Traffic and errors", traffic_row()),
         ("Latency", latency_row()),
         ("Cache, fallbacks and engines", engines_row()),

@@ -20,3 +20,5 @@ SEMANTIC_ARM: Final = "semantic"
 CONTROL_ARM: Final = "control"
 """The arm label of requests that chose their strategy themselves: no rollout applies to them."""
 ARMS: Final = frozenset({HYBRID_ARM, SEMANTIC_ARM, CONTROL_ARM})
+NO_ARM: Final = "none"
+"""The arm label of work that serves no search (the outbox worker's engine errors)."""

@@ -7,12 +7,13 @@ below; anything else is recorded as `"other"`, so no caller input can grow the n
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry import trace
 from prometheus_client import Counter, Gauge, Histogram
 
-from app.domain.labels import ARMS, HYBRID_ARM, SEMANTIC_ARM, STAGES
+from app.domain.labels import ARMS, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGES
 from app.observability.spans import (
     SPAN_ATTRIBUTE_ARM,
     SPAN_ATTRIBUTE_DEGRADED_REASONS,
@@ -23,6 +24,10 @@ from app.observability.spans import (
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+current_arm: ContextVar[str] = ContextVar("poimen_search_arm", default=NO_ARM)
+"""The rollout arm of the search this task serves; set by `SearchService`, read by engine error counts."""
+ENGINE_ERROR_ARMS: Final = ARMS | {NO_ARM}
 
 OTHER: Final = "other"
 """The label value recorded for anything outside a label's bounded set."""
@@ -79,13 +84,19 @@ QUERY_CACHE_REQUESTS_TOTAL: Final = Counter(
 )
 FALLBACKS_TOTAL: Final = Counter(
     "poimen_fallbacks_total",
-    "Searches answered without one of their legs, by reason.",
-    ["reason"],
+    "Searches answered without one of their legs, by reason and rollout arm.",
+    ["reason", "arm"],
 )
 ENGINE_ERRORS_TOTAL: Final = Counter(
     "poimen_engine_errors_total",
-    "Calls to an engine that failed, by engine.",
-    ["engine"],
+    "Calls to an engine that failed, by engine and rollout arm (none: background work such as the outbox).",
+    ["engine", "arm"],
+)
+SHADOW_SEARCH_DURATION_SECONDS: Final = Histogram(
+    "poimen_shadow_search_duration_seconds",
+    "Seconds a shadow search took, by the arm it ran (off the response path; shadow mode only).",
+    ["arm"],
+    buckets=_STAGE_BUCKETS_S,
 )
 INGESTED_DOCUMENTS_TOTAL: Final = Counter(
     "poimen_ingested_documents_total",
@@ -193,13 +204,16 @@ def _initialise_label_sets() -> None:
     for result in CACHE_RESULTS:
         QUERY_CACHE_REQUESTS_TOTAL.labels(result=result)
     for reason in FALLBACK_REASONS:
-        FALLBACKS_TOTAL.labels(reason=reason)
+        for arm in ARMS:
+            FALLBACKS_TOTAL.labels(reason=reason, arm=arm)
     for engine in ENGINES:
-        ENGINE_ERRORS_TOTAL.labels(engine=engine)
+        for arm in ENGINE_ERROR_ARMS:
+            ENGINE_ERRORS_TOTAL.labels(engine=engine, arm=arm)
     for status in INGEST_STATUSES:
         INGESTED_DOCUMENTS_TOTAL.labels(status=status)
     for arm in (HYBRID_ARM, SEMANTIC_ARM):
         ROLLOUT_ASSIGNMENTS_TOTAL.labels(arm=arm)
+        SHADOW_SEARCH_DURATION_SECONDS.labels(arm=arm)
 
 
 _initialise_label_sets()
@@ -230,7 +244,7 @@ def record_search(  # noqa: PLR0913 - one call records everything a finished sea
                 ).observe(elapsed_ms / 1000.0)
         QUERIES_TOTAL.labels(strategy=strategy_value, arm=arm_value, outcome=bounded(outcome, OUTCOMES)).inc()
         for reason in degraded_reasons:
-            FALLBACKS_TOTAL.labels(reason=fallback_reason(reason)).inc()
+            FALLBACKS_TOTAL.labels(reason=fallback_reason(reason), arm=arm_value).inc()
         QUERY_RESULTS.labels(strategy=strategy_value).observe(max(result_count, 0))
     span = trace.get_current_span()
     if span.is_recording():
@@ -253,10 +267,17 @@ def record_cache_lookup(*, hit: bool) -> None:
 
 
 def record_engine_error(engine: str) -> None:
-    """Count one failed engine call; `engine` is the adapter's `name`."""
+    """Count one failed engine call; `engine` is the adapter's `name`, the arm that of the search running it."""
     if not MetricsSwitch.enabled:
         return
-    ENGINE_ERRORS_TOTAL.labels(engine=bounded(engine, ENGINES)).inc()
+    ENGINE_ERRORS_TOTAL.labels(engine=bounded(engine, ENGINES), arm=bounded(current_arm.get(), ENGINE_ERROR_ARMS)).inc()
+
+
+def record_shadow_search(arm: str, elapsed_s: float) -> None:
+    """Observe how long a shadow search of `arm` took."""
+    if not MetricsSwitch.enabled:
+        return
+    SHADOW_SEARCH_DURATION_SECONDS.labels(arm=bounded(arm, ARMS)).observe(max(elapsed_s, 0.0))
 
 
 def record_ingested(*, status: str, documents: int = 1, chunks: int = 0) -> None:

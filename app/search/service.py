@@ -15,9 +15,15 @@ from typing import TYPE_CHECKING, Protocol
 from opentelemetry import trace
 
 from app.domain.errors import AllEnginesFailedError, EngineError
-from app.domain.labels import CONTROL_ARM, HYBRID_ARM, SEMANTIC_ARM, STAGE_OPTIMIZE, STAGE_TOTAL
+from app.domain.labels import CONTROL_ARM, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGE_OPTIMIZE, STAGE_TOTAL
 from app.domain.models import SearchStrategy
-from app.observability.metrics import record_rollout_assignment, record_search, record_shadow_overlap
+from app.observability.metrics import (
+    current_arm,
+    record_rollout_assignment,
+    record_search,
+    record_shadow_overlap,
+    record_shadow_search,
+)
 from app.observability.spans import SPAN_ATTRIBUTE_ARM, SPAN_ATTRIBUTE_CACHED, SPAN_OPTIMIZE, SPAN_REQUEST
 from app.observability.tracing import phase
 from app.query.optimizer import QueryOptimizer
@@ -155,13 +161,17 @@ class SearchService:
         arm, outcome, result count and degraded reasons on it.
         """
         with phase(SPAN_REQUEST):
-            return await self._search(call)
+            try:
+                return await self._search(call)
+            finally:
+                current_arm.set(NO_ARM)
 
     async def _search(self, call: SearchCall) -> SearchOutcome:
         started = time.perf_counter()
         validate_query_text(call.query)
         knobs = self._apply_knobs()
         arm = self._arm(call, knobs)
+        current_arm.set(arm)  # engine errors of this search count under its arm
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
@@ -259,11 +269,15 @@ class SearchService:
 
         async def shadow() -> None:
             # Its own span, linked to the request by parentage; it may end after the request span.
+            current_arm.set(other_arm)
+            started = time.perf_counter()
             with phase("search.shadow", **{SPAN_ATTRIBUTE_ARM: other_arm}):
                 try:
                     result = await self._searcher.search(plan)
                 except AllEnginesFailedError:
                     return
+                finally:
+                    record_shadow_search(other_arm, time.perf_counter() - started)
             shadow_ids = [hit.chunk_id for hit in result.hits]
             record_shadow_overlap(overlap_at_k(served_ids, shadow_ids, k=SHADOW_OVERLAP_DEPTH))
 

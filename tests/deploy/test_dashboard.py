@@ -44,6 +44,7 @@ METRIC_CONTRACT: dict[str, MetricType] = {
     "poimen_rollout_hybrid_percent": "gauge",
     "poimen_rollout_assignments_total": "counter",
     "poimen_shadow_overlap_at_10": "histogram",
+    "poimen_shadow_search_duration_seconds": "histogram",
     # Litestar PrometheusConfig(app_name="poimen", prefix="poimen_http").
     "poimen_http_requests_total": "counter",
     "poimen_http_requests_error_total": "counter",
@@ -245,14 +246,18 @@ def test_dashboard_covers_what_a_rollout_is_watched_by() -> None:
     assert uses("sum by (strategy, arm) (rate(poimen_queries_total"), "request rate by strategy and arm"
     assert uses('outcome="error"'), "error rate"
     for q in ("0.5", "0.95", "0.99"):
-        assert uses(f"histogram_quantile({q}, sum by (le, stage) (rate(poimen_query_stage_duration_seconds_bucket"), q
+        assert uses(
+            f"histogram_quantile({q}, sum by (le, stage, arm) (rate(poimen_query_stage_duration_seconds_bucket"
+        ), q
     assert uses('poimen_query_cache_requests_total{namespace=~"$namespace",result="hit"}'), "cache hit ratio"
-    assert uses("sum by (reason) (rate(poimen_fallbacks_total"), "fallback rate by reason"
+    assert uses("sum by (reason, arm) (rate(poimen_fallbacks_total"), "fallback rate by reason and arm"
+    assert uses("sum by (engine, arm) (rate(poimen_engine_errors_total"), "engine errors by arm"
+    assert uses("sum by (le, stage, arm) (rate(poimen_query_stage_duration_seconds_bucket"), "stage latency by arm"
+    assert uses("poimen_shadow_search_duration_seconds_bucket"), "shadow-arm latency"
     assert uses("poimen_lexical_outbox_backlog"), "outbox backlog"
     assert uses("poimen_lexical_outbox_oldest_age_seconds"), "outbox lag"
     assert uses("sum by (arm) (rate(poimen_rollout_assignments_total"), "rollout share"
     assert uses("poimen_rollout_hybrid_percent"), "configured rollout percent"
-    assert uses("sum by (engine) (rate(poimen_engine_errors_total"), "engine errors"
 
 
 def test_committed_dashboard_is_what_the_generator_builds() -> None:

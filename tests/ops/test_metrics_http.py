@@ -99,8 +99,8 @@ async def test_a_failing_leg_counts_a_fallback_and_an_engine_error_and_fails_rea
     async with ops_app.client() as client:
         await ingest_corpus(client, unique_name)
         ready_before = await client.get("/readyz")
-        fallbacks_before = sample("poimen_fallbacks_total", reason="lexical_unavailable")
-        errors_before = sample("poimen_engine_errors_total", engine="tantivy")
+        fallbacks_before = sample("poimen_fallbacks_total", reason="lexical_unavailable", arm="hybrid")
+        errors_before = sample("poimen_engine_errors_total", engine="tantivy", arm="hybrid")
         await ops_app.engines.close_lexical()  # the lexical engine goes down under the running app
         response = await client.get("/memory/query", params={"query": "vacuum storage", "project": unique_name})
         await _wait_past_readiness_cache()
@@ -111,8 +111,8 @@ async def test_a_failing_leg_counts_a_fallback_and_an_engine_error_and_fails_rea
     assert response.status_code == 200, body
     assert body["degraded"] is True
     assert body["degraded_reasons"] == ["lexical_unavailable"]
-    assert sample("poimen_fallbacks_total", reason="lexical_unavailable") == fallbacks_before + 1
-    assert sample("poimen_engine_errors_total", engine="tantivy") == errors_before + 1
+    assert sample("poimen_fallbacks_total", reason="lexical_unavailable", arm="hybrid") == fallbacks_before + 1
+    assert sample("poimen_engine_errors_total", engine="tantivy", arm="hybrid") == errors_before + 1
     assert sample("poimen_queries_total", strategy="hybrid", arm="hybrid", outcome="degraded") >= 1
     assert ready_before.status_code == 200
     assert ready_after.status_code == 503

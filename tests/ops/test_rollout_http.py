@@ -57,6 +57,9 @@ async def test_one_caller_never_switches_arm_and_both_arms_are_served(ops_app, u
 async def test_shadow_mode_records_overlap_between_the_arms(ops_app, unique_name) -> None:
     observations_before = sample("poimen_shadow_overlap_at_10_count")
     below_full_before = sample("poimen_shadow_overlap_at_10_bucket", le="0.9")
+    shadow_durations_before = sum(
+        sample("poimen_shadow_search_duration_seconds_count", arm=arm) for arm in ("hybrid", "semantic")
+    )
     async with ops_app.client(hybrid_rollout_percent=50, rollout_shadow_enabled=True) as client:
         await ingest_corpus(client, unique_name)
         for number in range(4):
@@ -66,6 +69,10 @@ async def test_shadow_mode_records_overlap_between_the_arms(ops_app, unique_name
             await asyncio.sleep(0.05)
 
     assert sample("poimen_shadow_overlap_at_10_count") == observations_before + 4
+    shadow_durations = sum(
+        sample("poimen_shadow_search_duration_seconds_count", arm=arm) for arm in ("hybrid", "semantic")
+    )
+    assert shadow_durations == shadow_durations_before + 4  # every shadow search's latency, under its arm
     # The corpus is three documents: both arms return all of them, so each overlap is 1.
     assert sample("poimen_shadow_overlap_at_10_bucket", le="0.9") == below_full_before
 

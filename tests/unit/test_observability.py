@@ -26,17 +26,19 @@ CONTRACT = {
     "poimen_query_stage_duration_seconds": ("histogram", {"stage", "strategy", "arm"}),
     "poimen_queries": ("counter", {"strategy", "arm", "outcome"}),
     "poimen_query_cache_requests": ("counter", {"result"}),
-    "poimen_fallbacks": ("counter", {"reason"}),
-    "poimen_engine_errors": ("counter", {"engine"}),
+    "poimen_fallbacks": ("counter", {"reason", "arm"}),
+    "poimen_engine_errors": ("counter", {"engine", "arm"}),
     "poimen_ingested_documents": ("counter", {"status"}),
     "poimen_ingested_chunks": ("counter", set()),
     "poimen_lexical_outbox_backlog": ("gauge", set()),
+    "poimen_lexical_outbox_oldest_age_seconds": ("gauge", set()),
     "poimen_query_results": ("histogram", {"strategy"}),
     "poimen_flags_reload_errors": ("counter", set()),
     "poimen_flags_version": ("gauge", set()),
     "poimen_rollout_hybrid_percent": ("gauge", set()),
     "poimen_rollout_assignments": ("counter", {"arm"}),
     "poimen_shadow_overlap_at_10": ("histogram", set()),
+    "poimen_shadow_search_duration_seconds": ("histogram", {"arm"}),
 }
 
 
@@ -188,7 +190,7 @@ def test_record_search_counts_query_stages_fallback_and_results() -> None:
         sample("poimen_queries_total", **query),
         sample("poimen_query_stage_duration_seconds_count", **stage),
         sample("poimen_query_stage_duration_seconds_sum", **stage),
-        sample("poimen_fallbacks_total", reason="semantic_unavailable"),
+        sample("poimen_fallbacks_total", reason="semantic_unavailable", arm="hybrid"),
         sample("poimen_query_results_sum", strategy="cascading"),
     )
 
@@ -204,7 +206,7 @@ def test_record_search_counts_query_stages_fallback_and_results() -> None:
     assert sample("poimen_queries_total", **query) == before[0] + 1
     assert sample("poimen_query_stage_duration_seconds_count", **stage) == before[1] + 1
     assert sample("poimen_query_stage_duration_seconds_sum", **stage) == pytest.approx(before[2] + 0.25)
-    assert sample("poimen_fallbacks_total", reason="semantic_unavailable") == before[3] + 1
+    assert sample("poimen_fallbacks_total", reason="semantic_unavailable", arm="hybrid") == before[3] + 1
     assert sample("poimen_query_results_sum", strategy="cascading") == before[4] + 4
 
 
