@@ -191,13 +191,6 @@ async def test_a_delayed_older_write_loses_to_a_concurrent_newer_one(
     assert await indexed(client, alias) == {"c1": ("six one", 6), "c2": ("six two", 6)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "known gap: a stale write whose chunk ids the newer snapshot never had, landing after the newer "
-        "write finished, meets no version conflict and stays until the document's next change"
-    ),
-)
 async def test_a_late_stale_write_of_chunks_the_newer_version_never_had_leaves_nothing(
     target: tuple[AsyncOpenSearch, str],
 ) -> None:
