@@ -115,6 +115,8 @@ async def ensure_index(
                 msg = f"alias {alias} points at {current}, expected {target} or an older version"
                 raise EngineUnavailableError(msg, engine=ENGINE_NAME)
             await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=None, extra=extra)
+            # Version markers are written without a refresh: make them visible to `_reindex`'s scroll.
+            await client.indices.refresh(index=current[0], **extra)
             # `external` keeps each chunk's `_version` (its outbox version): a stale writer stays refused.
             await client.reindex(
                 body={"source": {"index": current[0]}, "dest": {"index": target, "version_type": "external"}},
