@@ -224,8 +224,9 @@ class OpenSearchLexicalIndex:
         it. A chunk refused for a newer version is not an error (the newer content is there); its
         document counts as superseded and its delete also takes back what this call wrote of it.
         Each versioned document's marker (`app.engines.opensearch_markers`) is claimed first, so a
-        writer older than the document's newest one writes nothing, and read again last, so a writer
-        overtaken meanwhile takes back what it wrote.
+        writer older than the document's newest one writes no chunk (and deletes only chunks at or
+        below its version), and read again last, so a writer overtaken meanwhile takes back what it
+        wrote.
         """
         # A document listed twice would have its two deletes remove each other's chunks: keep one.
         documents = latest_per_document(documents)
@@ -234,12 +235,12 @@ class OpenSearchLexicalIndex:
         options = self._request_options()
         with translate_errors():
             stale = await self._claim_markers(documents, options)
-            documents = [document for document in documents if (document.project_id, document.document_id) not in stale]
-            if not documents:
-                return
-            superseded = await self._index_chunks(documents, options)
+            fresh = [document for document in documents if (document.project_id, document.document_id) not in stale]
+            # A stale document writes no chunk and counts as superseded: its delete takes back whatever
+            # an earlier, failed attempt at its version left behind after the newer writer's delete.
+            superseded = await self._index_chunks(fresh, options) | stale
             await self._delete_stale_chunks(documents, superseded=superseded, options=options)
-            await self._take_back_overtaken(documents, superseded=superseded, options=options)
+            await self._take_back_overtaken(fresh, superseded=superseded, options=options)
 
     async def _claim_markers(
         self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]

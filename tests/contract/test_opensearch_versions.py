@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -21,6 +22,7 @@ from opensearchpy import AsyncOpenSearch
 
 from app.domain.models import DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch import OpenSearchLexicalIndex, ensure_index
+from app.engines.opensearch_bodies import chunk_document, document_key
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.opensearch_markers import marker_key
 from tests.contract.lexical_index import PROJECT, make_chunk
@@ -221,6 +223,28 @@ async def test_a_stale_write_after_a_newer_delete_leaves_nothing(target: tuple[A
     await index.replace_documents([snapshot(6, ("c6", "six six"))])
 
     assert await indexed(client, alias) == {}
+
+
+async def test_a_retried_stale_write_takes_back_what_its_failed_attempt_left(
+    target: tuple[AsyncOpenSearch, str],
+) -> None:
+    client, alias = target
+    index = OpenSearchLexicalIndex(client, index=alias)
+    await index.replace_documents([snapshot(6, ("c1", "six one"))])
+    # A first attempt at version 5 wrote c5, which became visible only after version 6's delete ran.
+    left = snapshot(5, ("c5", "five five"))
+    await client.index(
+        index=alias,
+        id=document_key(PROJECT, "c5"),
+        body=chunk_document(left.chunks[0], indexed_at=datetime.now(UTC), outbox_version=5),
+        version=5,
+        version_type="external_gte",
+        refresh=True,
+    )
+
+    await index.replace_documents([left])
+
+    assert await indexed(client, alias) == {"c1": ("six one", 6)}
 
 
 @pytest.mark.parametrize("before", ["index", "delete"])
