@@ -20,13 +20,19 @@ from app.config import ConfigurationError
 from app.domain.errors import EngineUnavailableError
 from app.engines.opensearch_bodies import (
     build_bulk_actions,
-    build_project_query,
     build_search_body,
     build_stale_chunks_query,
     document_key,
     latest_per_document,
 )
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
+from app.engines.opensearch_markers import (
+    build_marker_actions,
+    build_markers_get_body,
+    build_project_delete_query,
+    overtaken_documents,
+    versioned_documents,
+)
 from app.engines.opensearch_responses import (
     ENGINE_NAME,
     parse_search_response,
@@ -109,6 +115,8 @@ async def ensure_index(
                 msg = f"alias {alias} points at {current}, expected {target} or an older version"
                 raise EngineUnavailableError(msg, engine=ENGINE_NAME)
             await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=None, extra=extra)
+            # Version markers are written without a refresh: make them visible to `_reindex`'s scroll.
+            await client.indices.refresh(index=current[0], **extra)
             # `external` keeps each chunk's `_version` (its outbox version): a stale writer stays refused.
             await client.reindex(
                 body={"source": {"index": current[0]}, "dest": {"index": target, "version_type": "external"}},
@@ -215,6 +223,10 @@ class OpenSearchLexicalIndex:
         with external versioning on `outbox_version`, and the delete only matches chunks older than
         it. A chunk refused for a newer version is not an error (the newer content is there); its
         document counts as superseded and its delete also takes back what this call wrote of it.
+        Each versioned document's marker (`app.engines.opensearch_markers`) is claimed first, so a
+        writer older than the document's newest one writes no chunk (and deletes only chunks at or
+        below its version), and read again last, so a writer overtaken meanwhile takes back what it
+        wrote.
         """
         # A document listed twice would have its two deletes remove each other's chunks: keep one.
         documents = latest_per_document(documents)
@@ -222,8 +234,60 @@ class OpenSearchLexicalIndex:
             return
         options = self._request_options()
         with translate_errors():
-            superseded = await self._index_chunks(documents, options)
+            stale = await self._claim_markers(documents, options)
+            fresh = [document for document in documents if (document.project_id, document.document_id) not in stale]
+            # A stale document writes no chunk and counts as superseded: its delete takes back whatever
+            # an earlier, failed attempt at its version left behind after the newer writer's delete.
+            superseded = await self._index_chunks(fresh, options) | stale
             await self._delete_stale_chunks(documents, superseded=superseded, options=options)
+            await self._take_back_overtaken(fresh, superseded=superseded, options=options)
+
+    async def _claim_markers(
+        self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
+    ) -> frozenset[tuple[str, str]]:
+        """Write each versioned document's marker; return the (project_id, document_id)s a newer marker refused."""
+        actions = build_marker_actions(documents, index=self._index)
+        if not actions:
+            return frozenset()
+        # No refresh: the marker is only read by id (real-time), and delete_project refreshes first.
+        _, failed = await async_bulk(
+            self._client, actions, chunk_size=self._bulk_chunk_size, raise_on_error=False, **options
+        )
+        conflicted, failures = split_version_conflicts(failed if isinstance(failed, list) else [])
+        raise_for_bulk_failures(failures, attempted=len(actions))
+        written = versioned_documents(documents)
+        stale = frozenset((written[key].project_id, written[key].document_id) for key in conflicted if key in written)
+        if stale:
+            logger.debug("opensearch refused stale writers", extra={"stale_documents": len(stale)})
+        return stale
+
+    async def _take_back_overtaken(
+        self,
+        documents: Sequence[DocumentChunks],
+        *,
+        superseded: frozenset[tuple[str, str]],
+        options: Mapping[str, Any],
+    ) -> None:
+        """Delete every chunk at or below its version of each document whose marker a newer writer took meanwhile.
+
+        The newer writer's delete may have run before this call's chunks were visible; superseded
+        documents had theirs deleted already.
+        """
+        pending = [
+            document
+            for document in documents
+            if document.outbox_version is not None and (document.project_id, document.document_id) not in superseded
+        ]
+        if not pending:
+            return
+        response = await self._client.mget(
+            body=build_markers_get_body(pending), index=self._index, realtime=True, **options
+        )
+        overtaken = overtaken_documents(pending, response)
+        if overtaken:
+            logger.debug("opensearch writers overtaken", extra={"overtaken_documents": len(overtaken)})
+            taken_back = [document for document in pending if (document.project_id, document.document_id) in overtaken]
+            await self._delete_stale_chunks(taken_back, superseded=overtaken, options=options)
 
     async def _index_chunks(
         self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
@@ -271,15 +335,22 @@ class OpenSearchLexicalIndex:
             raise_for_by_query_failures(response)
 
     async def delete_project(self, project_id: str) -> None:
-        """Delete every chunk of the project; a project with nothing indexed is not an error."""
+        """Delete every chunk and version marker of the project; a project with nothing indexed is not an error.
+
+        The markers go too, or they would pile up forever: outbox versions come from one sequence, so
+        every later write of the project is newer anyway. Markers are written without a refresh, so
+        the index is refreshed first to let the delete see them all.
+        """
+        options = self._request_options()
         with translate_errors():
             try:
+                await self._client.indices.refresh(index=self._index, **options)
                 response = await self._client.delete_by_query(
                     index=self._index,
-                    body=build_project_query(project_id),
+                    body=build_project_delete_query(project_id),
                     conflicts="proceed",
                     refresh=True,
-                    **self._request_options(),
+                    **options,
                 )
             except NotFoundError:
                 return

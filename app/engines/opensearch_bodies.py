@@ -10,6 +10,8 @@ each chunk is indexed with `version_type=external_gte` on the outbox version (Op
 older version with a 409 and replays an equal one), and stores that version as `outbox_version`, so
 deletes only match chunks older than the writer. A snapshot without a version (tests, tools outside
 the outbox) writes and deletes unconditionally, as before versioning; its chunks count as the oldest.
+Chunk versions alone cannot refuse a stale write of chunk ids the newer snapshot never had: the
+per-document version markers of `app.engines.opensearch_markers` do.
 """
 
 from __future__ import annotations

@@ -27,13 +27,18 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   number OpenSearch holds as its external `_version`: deletes of superseded chunks are bounded by it,
   so a slow outbox worker holding an older snapshot never removes a newer one's chunks
   (`app.engines.opensearch_bodies`). Chunks reindexed from version 4 have none and count as oldest.
+- `marker_project_id` and `marker_document_id` (schema version 6, keywords) are the only fields of a
+  document's version marker (`app.engines.opensearch_markers`): one document per source document,
+  externally versioned on the newest outbox version that started writing it, so a stale writer of
+  chunk ids the newer snapshot never had is refused too. Markers have no chunk field, so no chunk query
+  matches one and they add nothing to BM25's per-field statistics.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps."""
 
 
@@ -96,6 +101,8 @@ def index_body(*, shards: int = 2, replicas: int = 1) -> dict[str, Any]:
                 "event_time": {"type": "date"},
                 "indexed_at": {"type": "date"},
                 "outbox_version": {"type": "long"},
+                "marker_project_id": {"type": "keyword"},
+                "marker_document_id": {"type": "keyword"},
             },
         },
     }

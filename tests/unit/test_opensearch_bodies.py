@@ -126,6 +126,8 @@ def test_index_body_is_the_pinned_mapping() -> None:
                 "event_time": {"type": "date"},
                 "indexed_at": {"type": "date"},
                 "outbox_version": {"type": "long"},
+                "marker_project_id": {"type": "keyword"},
+                "marker_document_id": {"type": "keyword"},
             },
         },
     }
@@ -746,9 +748,9 @@ def test_tags_are_searched_as_words_and_filtered_as_exact_keywords() -> None:
 
     body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("networking",)))
 
-    # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`:
-    # ensure_index reindexes an older one and swaps the alias.
-    assert SCHEMA_VERSION == 5
+    # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`,
+    # 5 no version markers: ensure_index reindexes an older one and swaps the alias.
+    assert SCHEMA_VERSION == 6
     assert tags == {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}}
     assert "tags.text" in body["query"]["bool"]["must"][0]["multi_match"]["fields"]
     assert {"term": {"tags": "networking"}} in body["query"]["bool"]["filter"]
