@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, FusionMethod, FusionSettings, ScoredHit
@@ -22,11 +21,9 @@ from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, FusionMethod,
 if TYPE_CHECKING:
     from app.domain.models import Chunk
 
-RRF_K: Final = 60
-"""Cormack et al. (2009), applied to 1-based ranks: a list's top hit adds 1/61."""
-
-DEFAULT_SCORE_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType({SEMANTIC_LEG: 0.6, LEXICAL_LEG: 0.4})
-"""Score-based fusions (weighted, z-score) default to the reference's 0.6 semantic / 0.4 lexical."""
+NEUTRAL_WEIGHT: Final = 1.0
+"""The weight of a leg `weights` does not name. The tuned weights and k are knobs (`app/knobs.py`),
+never defaults here: the planner always passes them."""
 
 IDENTICAL_SCORES_NORMALISED: Final = 0.5
 """Min-max of a list whose scores are all equal: the reference maps every score to the middle."""
@@ -43,7 +40,7 @@ class _Entry:
 def reciprocal_rank_fusion(
     ranked: Mapping[str, Sequence[ScoredHit]],
     *,
-    k: int = RRF_K,
+    k: int,
     weights: Mapping[str, float] | None = None,
     limit: int | None = None,
 ) -> list[FusedHit]:
@@ -81,12 +78,12 @@ def weighted_score_fusion(
     """Weighted linear fusion of min-max normalised scores: `score = sum of weight * normalised`.
 
     Each leg's scores are normalised over that leg's list; a leg that missed a chunk adds 0.
-    Legs missing from `weights` take `DEFAULT_SCORE_WEIGHTS` (semantic 0.6, lexical 0.4; others 1.0).
+    Legs missing from `weights` (or all legs, without `weights`) weigh `NEUTRAL_WEIGHT`.
     """
     _check_non_negative(limit=limit, weights=weights)
     entries = _collect(ranked)
     for leg, positions in _ranked_positions(ranked).items():
-        weight = _weight(weights, leg, default=DEFAULT_SCORE_WEIGHTS.get(leg, 1.0))
+        weight = _weight(weights, leg, default=NEUTRAL_WEIGHT)
         normalised = min_max_normalize([hit.score for _, hit in positions])
         for (_, hit), value in zip(positions, normalised, strict=True):
             entries[hit.chunk_id].contributions[leg] = weight * value
@@ -110,7 +107,7 @@ def zscore_fusion(
     for leg, positions in _ranked_positions(ranked).items():
         if not positions:
             continue
-        weight = _weight(weights, leg, default=DEFAULT_SCORE_WEIGHTS.get(leg, 1.0))
+        weight = _weight(weights, leg, default=NEUTRAL_WEIGHT)
         scores = [hit.score for _, hit in positions]
         mean, deviation = _mean_and_deviation(scores)
         standardised = {hit.chunk_id: (hit.score - mean) / deviation if deviation > 0 else 0.0 for _, hit in positions}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import statistics
 
 import pytest
@@ -18,6 +19,9 @@ from app.retrieval.fusion import (
     zscore_fusion,
 )
 from app.retrieval.postprocess import collapse_per_document, filter_min_score
+
+REFERENCE_WEIGHTS = {SEMANTIC_LEG: 0.6, LEXICAL_LEG: 0.4}
+"""The reference notes' 0.6 / 0.4, given explicitly: fusion has no tuned defaults of its own."""
 
 
 def hit(chunk_id: str, score: float = 1.0, *, document_id: str | None = None) -> ScoredHit:
@@ -49,14 +53,14 @@ def ids(fused) -> list[str]:
 def test_rrf_ranks_chunk_found_by_both_legs_first() -> None:
     ranked = legs([hit("a", 0.9), hit("b", 0.8)], [hit("a", 8.0), hit("c", 7.0)])
 
-    fused = reciprocal_rank_fusion(ranked)
+    fused = reciprocal_rank_fusion(ranked, k=60)
 
     assert fused[0].chunk_id == "a"
     assert fused[0].score == pytest.approx(1 / 61 + 1 / 61)
 
 
 def test_rrf_single_leg_hit_scores_one_over_61() -> None:
-    fused = reciprocal_rank_fusion(legs([hit("a", 0.9)], []))
+    fused = reciprocal_rank_fusion(legs([hit("a", 0.9)], []), k=60)
 
     assert ids(fused) == ["a"]
     assert fused[0].score == pytest.approx(1 / 61)
@@ -64,14 +68,14 @@ def test_rrf_single_leg_hit_scores_one_over_61() -> None:
 
 
 def test_rrf_of_empty_lists_is_empty() -> None:
-    assert reciprocal_rank_fusion(legs([], [])) == []
-    assert reciprocal_rank_fusion({}) == []
+    assert reciprocal_rank_fusion(legs([], []), k=60) == []
+    assert reciprocal_rank_fusion({}, k=60) == []
 
 
 def test_rrf_swapped_ranks_tie_exactly_and_break_on_chunk_id() -> None:
     ranked = legs([hit("b", 0.9), hit("a", 0.8)], [hit("a", 8.0), hit("b", 7.0)])
 
-    fused = reciprocal_rank_fusion(ranked)
+    fused = reciprocal_rank_fusion(ranked, k=60)
 
     assert fused[0].score == fused[1].score
     assert ids(fused) == ["a", "b"]  # deterministic: equal scores order by chunk id
@@ -81,7 +85,7 @@ def test_rrf_output_never_exceeds_limit() -> None:
     ranked = legs([hit(f"s{i}") for i in range(20)], [hit(f"l{i}") for i in range(20)])
 
     for limit in (0, 1, 5, 10, 40, 100):
-        assert len(reciprocal_rank_fusion(ranked, limit=limit)) == min(limit, 40)
+        assert len(reciprocal_rank_fusion(ranked, limit=limit, k=60)) == min(limit, 40)
 
 
 def test_rrf_false_pass_fused_order_is_not_original_score_order() -> None:
@@ -89,7 +93,7 @@ def test_rrf_false_pass_fused_order_is_not_original_score_order() -> None:
     # semantic and #1 in lexical. Sorting by raw score would put x first; RRF must put z first.
     ranked = legs([hit("x", 0.99), hit("y", 0.98), hit("z", 0.50)], [hit("z", 3.0)])
 
-    fused = reciprocal_rank_fusion(ranked)
+    fused = reciprocal_rank_fusion(ranked, k=60)
 
     assert ids(fused)[0] == "z"
     assert fused[0].score == pytest.approx(1 / 63 + 1 / 61)
@@ -99,7 +103,7 @@ def test_rrf_false_pass_fused_order_is_not_original_score_order() -> None:
 def test_rrf_reports_ranks_raw_scores_and_contributions() -> None:
     ranked = legs([hit("a", 0.95), hit("b", 0.88)], [hit("b", 8.5), hit("a", 7.2)])
 
-    fused = {h.chunk_id: h for h in reciprocal_rank_fusion(ranked)}
+    fused = {h.chunk_id: h for h in reciprocal_rank_fusion(ranked, k=60)}
 
     assert dict(fused["a"].ranks) == {SEMANTIC_LEG: 1, LEXICAL_LEG: 2}
     assert dict(fused["a"].leg_scores) == {SEMANTIC_LEG: 0.95, LEXICAL_LEG: 7.2}
@@ -123,14 +127,14 @@ def test_rrf_k_changes_scores_and_can_change_order() -> None:
 def test_rrf_weights_scale_each_legs_contribution() -> None:
     ranked = legs([hit("s")], [hit("l")])
 
-    fused = reciprocal_rank_fusion(ranked, weights={SEMANTIC_LEG: 1.0, LEXICAL_LEG: 3.0})
+    fused = reciprocal_rank_fusion(ranked, weights={SEMANTIC_LEG: 1.0, LEXICAL_LEG: 3.0}, k=60)
 
     assert ids(fused) == ["l", "s"]
     assert fused[0].score == pytest.approx(3 / 61)
 
 
 def test_rrf_counts_a_duplicate_only_at_its_best_rank() -> None:
-    fused = reciprocal_rank_fusion(legs([hit("a"), hit("b"), hit("a")], []))
+    fused = reciprocal_rank_fusion(legs([hit("a"), hit("b"), hit("a")], []), k=60)
 
     by_id = {h.chunk_id: h for h in fused}
     assert by_id["a"].score == pytest.approx(1 / 61)
@@ -143,15 +147,15 @@ def test_rrf_rejects_negative_k_weight_and_limit() -> None:
     with pytest.raises(ValueError, match="k must be"):
         reciprocal_rank_fusion(ranked, k=-1)
     with pytest.raises(ValueError, match="weight"):
-        reciprocal_rank_fusion(ranked, weights={SEMANTIC_LEG: -0.5})
+        reciprocal_rank_fusion(ranked, weights={SEMANTIC_LEG: -0.5}, k=60)
     with pytest.raises(ValueError, match="limit"):
-        reciprocal_rank_fusion(ranked, limit=-1)
+        reciprocal_rank_fusion(ranked, limit=-1, k=60)
 
 
 # --- invariants shared by every fusion -----------------------------------------------------------
 
 ALL_FUSIONS = [
-    pytest.param(reciprocal_rank_fusion, id="rrf"),
+    pytest.param(functools.partial(reciprocal_rank_fusion, k=60), id="rrf"),
     pytest.param(weighted_score_fusion, id="weighted"),
     pytest.param(zscore_fusion, id="zscore"),
 ]
@@ -215,7 +219,7 @@ def test_min_max_of_identical_scores_is_one_half() -> None:
 def test_weighted_fusion_uses_point_six_point_four_by_default() -> None:
     ranked = legs([hit("a", 0.9), hit("b", 0.5)], [hit("b", 10.0), hit("a", 2.0)])
 
-    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked)}
+    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked, weights=REFERENCE_WEIGHTS)}
 
     assert fused["a"].score == pytest.approx(0.6 * 1.0 + 0.4 * 0.0)
     assert fused["b"].score == pytest.approx(0.6 * 0.0 + 0.4 * 1.0)
@@ -225,7 +229,7 @@ def test_weighted_fusion_uses_point_six_point_four_by_default() -> None:
 def test_weighted_fusion_chunk_missing_from_a_leg_gets_nothing_from_it() -> None:
     ranked = legs([hit("a", 0.9), hit("b", 0.3)], [hit("c", 5.0), hit("d", 1.0)])
 
-    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked)}
+    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked, weights=REFERENCE_WEIGHTS)}
 
     assert fused["a"].score == pytest.approx(0.6)
     assert fused["c"].score == pytest.approx(0.4)
@@ -235,7 +239,7 @@ def test_weighted_fusion_chunk_missing_from_a_leg_gets_nothing_from_it() -> None
 def test_weighted_fusion_identical_scores_rule_applies_per_leg() -> None:
     ranked = legs([hit("a", 0.7), hit("b", 0.7)], [hit("a", 3.0)])
 
-    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked)}
+    fused = {h.chunk_id: h for h in weighted_score_fusion(ranked, weights=REFERENCE_WEIGHTS)}
 
     assert fused["a"].score == pytest.approx(0.6 * 0.5 + 0.4 * 0.5)
     assert fused["b"].score == pytest.approx(0.6 * 0.5)
@@ -262,7 +266,7 @@ def test_zscore_standardises_each_leg_and_floors_missing_chunks() -> None:
     z_sem = {cid: (s - sem_mean) / sem_sd for cid, s in zip("abc", sem_scores, strict=True)}
     z_lex = {cid: (s - lex_mean) / lex_sd for cid, s in zip("cd", lex_scores, strict=True)}
 
-    fused = {h.chunk_id: h for h in zscore_fusion(legs(semantic, lexical))}
+    fused = {h.chunk_id: h for h in zscore_fusion(legs(semantic, lexical), weights=REFERENCE_WEIGHTS)}
 
     lex_floor, sem_floor = min(z_lex.values()), min(z_sem.values())
     assert fused["a"].score == pytest.approx(0.6 * z_sem["a"] + 0.4 * lex_floor)
@@ -273,7 +277,7 @@ def test_zscore_standardises_each_leg_and_floors_missing_chunks() -> None:
 
 
 def test_zscore_of_identical_scores_is_zero() -> None:
-    fused = zscore_fusion(legs([hit("a", 0.5), hit("b", 0.5)], []))
+    fused = zscore_fusion(legs([hit("a", 0.5), hit("b", 0.5)], []), weights=REFERENCE_WEIGHTS)
 
     assert [h.score for h in fused] == [0.0, 0.0]
     assert ids(fused) == ["a", "b"]
@@ -296,8 +300,8 @@ def test_zscore_is_not_fooled_by_score_scale() -> None:
     ("method", "expected_top_score"),
     [
         (FusionMethod.RRF, 2 / 61),
-        (FusionMethod.WEIGHTED, 1.0),
-        (FusionMethod.ZSCORE, 1.0),
+        (FusionMethod.WEIGHTED, 2.0),  # no weights given: both legs weigh 1 (NEUTRAL_WEIGHT)
+        (FusionMethod.ZSCORE, 2.0),
     ],
 )
 def test_fuse_dispatches_on_the_method(method: FusionMethod, expected_top_score: float) -> None:
