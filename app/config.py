@@ -43,6 +43,9 @@ class Settings(BaseSettings, SearchKnobs):
     opensearch_auth: Literal["none", "basic", "forward_jwt"] = "none"
     opensearch_username: str | None = None
     opensearch_password: SecretStr | None = None
+    # With OPENSEARCH_AUTH=forward_jwt: the service's own bearer token for its own work (index creation,
+    # readiness, the outbox), as an alternative to OPENSEARCH_USERNAME/OPENSEARCH_PASSWORD.
+    opensearch_service_token: SecretStr | None = None
     opensearch_ca_file: Path | None = None
     opensearch_verify_certs: bool = True
     opensearch_timeout_s: float = Field(default=5.0, gt=0)
@@ -93,7 +96,14 @@ class Settings(BaseSettings, SearchKnobs):
     metrics_enabled: bool = True
     tracing_enabled: bool = True
 
-    @field_validator("database_url", "opensearch_url", "jwt_secret", "otel_exporter_otlp_endpoint", mode="before")
+    @field_validator(
+        "database_url",
+        "opensearch_url",
+        "jwt_secret",
+        "otel_exporter_otlp_endpoint",
+        "opensearch_service_token",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # An empty variable (common in Helm values and .env files) means "not set", not an empty string.
@@ -117,6 +127,20 @@ class Settings(BaseSettings, SearchKnobs):
             msg = (
                 "OPENSEARCH_REFRESH_INTERVAL is not read: the outbox refreshes after each batch;"
                 " set the index's refresh_interval in OpenSearch"
+            )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _forwarding_needs_an_own_identity(self) -> Settings:
+        if self.opensearch_auth != "forward_jwt" or self.opensearch_url is None:
+            return self
+        basic = bool(self.opensearch_username and self.opensearch_password)
+        if not basic and self.opensearch_service_token is None:
+            msg = (
+                "OPENSEARCH_AUTH=forward_jwt forwards callers' tokens on searches only; the service's own work "
+                "(index creation, readiness, the outbox) needs OPENSEARCH_USERNAME and OPENSEARCH_PASSWORD "
+                "or OPENSEARCH_SERVICE_TOKEN"
             )
             raise ValueError(msg)
         return self

@@ -62,10 +62,11 @@ def create_opensearch_client(settings: Settings) -> AsyncOpenSearch:
     """Build the async client from settings; the app lifespan owns it and closes it.
 
     TLS follows the URL scheme (`https://`), with `OPENSEARCH_CA_FILE` and `OPENSEARCH_VERIFY_CERTS`.
-    Basic credentials are used for `basic`, and for `forward_jwt` too when configured: background
-    writes (the outbox) have no caller token and fall back to them. Timeouts do not retry, so a search
-    never outlives its deadline several times over; connection errors and 502/503/504 retry
-    `OPENSEARCH_MAX_RETRIES` times.
+    Basic credentials are used for `basic`. With `forward_jwt` only searches carry the caller's token;
+    the service's own work (index creation, readiness, the outbox's writes) uses its own identity:
+    basic credentials, or `OPENSEARCH_SERVICE_TOKEN` as a bearer token (`Settings` requires one).
+    Timeouts do not retry, so a search never outlives its deadline several times over; connection errors
+    and 502/503/504 retry `OPENSEARCH_MAX_RETRIES` times.
     """
     if settings.opensearch_url is None:
         msg = "OPENSEARCH_URL is not set"
@@ -87,6 +88,9 @@ def create_opensearch_client(settings: Settings) -> AsyncOpenSearch:
         options["ca_certs"] = str(settings.opensearch_ca_file)
     if settings.opensearch_auth != "none" and settings.opensearch_username and settings.opensearch_password:
         options["http_auth"] = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
+    elif settings.opensearch_auth == "forward_jwt" and settings.opensearch_service_token is not None:
+        # The service's own identity; a search that forwards its caller's token replaces this header.
+        options["headers"] = {"Authorization": f"Bearer {settings.opensearch_service_token.get_secret_value()}"}
     return AsyncOpenSearch(**options)
 
 
@@ -196,9 +200,14 @@ class OpenSearchLexicalIndex:
         self._forward_jwt = forward_jwt
         self._bulk_chunk_size = bulk_chunk_size
 
-    def _request_options(self) -> dict[str, Any]:
+    def _request_options(self, *, as_caller: bool = False) -> dict[str, Any]:
+        """Per-request options; only a search (`as_caller`) carries the caller's forwarded token.
+
+        Writes, deletes and pings are the service's own work: they keep the client's own identity even
+        when a caller's token is in context.
+        """
         options: dict[str, Any] = {"request_timeout": self._timeout_s}
-        token = forwarded_token.get() if self._forward_jwt else None
+        token = forwarded_token.get() if self._forward_jwt and as_caller else None
         if token:
             options["headers"] = {"Authorization": f"Bearer {token}"}
         return options
@@ -209,7 +218,7 @@ class OpenSearchLexicalIndex:
         if top_k <= 0 or not body["query"]["bool"]["must"] or filters.chunk_ids == ():
             return []  # nothing searchable (or an empty id set): no hits, no round trip
         with translate_errors():
-            response = await self._client.search(index=self._index, body=body, **self._request_options())
+            response = await self._client.search(index=self._index, body=body, **self._request_options(as_caller=True))
         return parse_search_response(response)
 
     async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:

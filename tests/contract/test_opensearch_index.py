@@ -7,6 +7,7 @@ over real HTTP, and a ranking check of tantivy against `noida-db`'s Lucene-exact
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import socket
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from aiohttp import web
 from opensearchpy import AsyncOpenSearch
+from pydantic import ValidationError
 
 from app.auth.forwarding import forwarded_token
 from app.config import Settings
@@ -457,3 +459,40 @@ async def test_fuzzy_keeps_the_exact_match_first_on_lucene_bm25(noida_url: str) 
 
     assert fuzzy == ["c-exact", "c-typo"]
     assert exact == ["c-exact"]
+
+
+async def test_with_a_service_token_the_services_own_calls_carry_it_and_writes_never_forward() -> None:
+    cluster = ScriptedCluster()
+    cluster.body = EMPTY_SEARCH
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", cluster.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    settings = Settings(
+        opensearch_url=f"http://127.0.0.1:{port}",
+        opensearch_auth="forward_jwt",
+        opensearch_service_token="service-token",
+        opensearch_max_retries=0,
+    )
+    client = create_opensearch_client(settings)
+    index = OpenSearchLexicalIndex(client, index="poimen-chunks", forward_jwt=True)
+    reset = forwarded_token.set("caller-token")
+    try:
+        await index.search(LexicalQuery("anything"), top_k=5, filters=Filters(PROJECT))
+        with contextlib.suppress(EngineUnavailableError):
+            await index.ping()  # the scripted cluster answers every path with the search body
+    finally:
+        forwarded_token.reset(reset)
+        await client.close()
+        await runner.cleanup()
+
+    assert cluster.headers[0]["Authorization"] == "Bearer caller-token"  # the search: the caller
+    assert cluster.headers[1]["Authorization"] == "Bearer service-token"  # own work: the service
+
+
+def test_forward_jwt_without_an_own_identity_stops_start_up() -> None:
+    with pytest.raises(ValidationError, match="OPENSEARCH_SERVICE_TOKEN"):
+        Settings(_env_file=None, opensearch_url="http://127.0.0.1:9200", opensearch_auth="forward_jwt")
