@@ -210,7 +210,7 @@ upgrade and `helm template` goes through it.
 
 {{/* DATABASE_URL for the server and the Job: the CloudNativePG app Secret's `uri`, the chart's Secret, or optional (embedded). */}}
 {{- define "poimen-memory.databaseUrlEnv" -}}
-{{- $mode := include "poimen-memory.databaseMode" . }}
+{{- $mode := include "poimen-memory.databaseMode" . -}}
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
@@ -231,7 +231,7 @@ extra image): WAIT_FOR lists them; with withDatabaseUrl the host of DATABASE_URL
 (dict "root" $ "targets" (list "host:port" ...) "withDatabaseUrl" bool).
 */}}
 {{- define "poimen-memory.waitContainer" -}}
-{{- $root := .root }}
+{{- $root := .root -}}
 - name: wait-for-backends
   image: {{ include "poimen-memory.image" $root }}
   imagePullPolicy: {{ $root.Values.image.pullPolicy }}
