@@ -7,7 +7,7 @@
 # Sources: k8s/values-dev.yaml (namespace poimen-dev) and charts/poimen-memory/ci/production-values.yaml
 # (namespace search), release name poimen-memory. Each environment gets
 #   poimen-memory.yaml   every object of the release (helm template --no-hooks)
-#   migrate-job.yaml     the pre-install hooks (migrations Job + its NetworkPolicy), applied and awaited first (prod only)
+#   migrate-job.yaml     the install hooks (migrations Job + its NetworkPolicy), applied and awaited first (prod only)
 # helm comes from PATH or from scripts/install_k8s_tools.sh's prefix.
 set -euo pipefail
 
@@ -16,6 +16,7 @@ CHART="${ROOT}/charts/poimen-memory"
 TOOLS_BIN="${K8S_TOOLS_PREFIX:-${HOME}/.cache/poimen-k8s-tools}/bin"
 export PATH="${TOOLS_BIN}:${PATH}"
 command -v helm >/dev/null || { echo "render_k8s: helm not found; run scripts/install_k8s_tools.sh" >&2; exit 2; }
+"${ROOT}/scripts/chart_deps.sh"
 
 MODE="${1:-write}"
 case "${MODE}" in
@@ -40,9 +41,9 @@ render() {  # render ENV NAMESPACE VALUES_FILE WITH_MIGRATIONS
             echo "# Run before every apply of a new image:"
             echo "#   kubectl apply -f k8s/${env}/migrate-job.yaml && kubectl -n ${namespace} wait --for=condition=complete --timeout=10m job/poimen-memory-migrate"
             echo "#   kubectl -n ${namespace} delete job poimen-memory-migrate"
-            # Every pre-install hook (the Job, and its NetworkPolicy when enabled), in helm's order.
+            # Every install hook (the Job, and its NetworkPolicy when enabled), in helm's order.
             helm template poimen-memory "${CHART}" --namespace "${namespace}" --values "${values}" \
-                | awk 'BEGIN { RS = "\n---\n" } /helm\.sh\/hook: pre-install/ { sub(/^---\n/, ""); sub(/\n+$/, ""); printf "---\n%s\n", $0 }'
+                | awk 'BEGIN { RS = "\n---\n" } /helm\.sh\/hook: post-install/ { sub(/^---\n/, ""); sub(/\n+$/, ""); printf "---\n%s\n", $0 }'
         } >"${OUT}/${env}/migrate-job.yaml"
     fi
 }

@@ -112,7 +112,7 @@ def test_check_deploy_script_passes(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert "check_deploy: all checks passed" in result.stdout
-    for render in ("default", "production"):
+    for render in ("default", "production", "quickstart", "production-stack"):
         summary = re.search(
             r"Passed checks: (\d+), Failed checks: (\d+)", (tmp_path / f"{render}.checkov.txt").read_text()
         )
@@ -156,9 +156,11 @@ def test_default_install_renders_the_expected_objects(default_render: list[Manif
     kinds = sorted(m["kind"] for m in default_render)
 
     assert kinds == sorted(
-        ["ServiceAccount", "Secret", "ConfigMap", "ConfigMap", "Service", "Deployment", "PodDisruptionBudget", "Pod"]
+        ["ServiceAccount", "Secret", "ConfigMap", "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment", "Pod"]
     )
-    assert find(default_render, "Deployment")["spec"]["replicas"] == 2
+    deployment = find(default_render, "Deployment")
+    assert deployment["spec"]["replicas"] == 1  # the embedded engines live in one pod
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # a ReadWriteOnce volume, one PostgreSQL
 
 
 def test_production_install_scales_monitors_and_isolates(production_render: list[Manifest]) -> None:
@@ -214,7 +216,10 @@ def test_server_writes_only_to_tmp_and_data(default_render: list[Manifest]) -> N
 
     assert writable == {"/tmp", "/data"}
     assert "emptyDir" in volumes["tmp"]
-    assert "emptyDir" in volumes["data"]
+    # The demo keeps its data across restarts: /data is the release's PersistentVolumeClaim.
+    claim = find(default_render, "PersistentVolumeClaim")
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert env["POIMEN_DATA_DIR"] == "/data"
 
 
@@ -306,13 +311,20 @@ def test_production_reads_every_credential_from_the_existing_secret(production_r
     assert env["OPENSEARCH_CA_FILE"] == "/etc/poimen/opensearch-ca/ca.crt"
 
 
-def test_migrations_job_runs_before_install_and_upgrade(production_render: list[Manifest]) -> None:
+def test_migrations_job_runs_after_install_and_before_upgrade(production_render: list[Manifest]) -> None:
     job = find(production_render, "Job")
     annotations = job["metadata"]["annotations"]
+    spec = job["spec"]["template"]["spec"]
+    wait = spec["initContainers"][0]
 
-    assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
-    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["poimen", "migrate"]
-    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    # After install: a database in the same release exists only then. Before upgrade: it exists, and a
+    # failed migration fails the upgrade while the old pods serve.
+    assert annotations["helm.sh/hook"] == "post-install,pre-upgrade"
+    assert spec["containers"][0]["args"] == ["poimen", "migrate"]
+    assert spec["restartPolicy"] == "Never"
+    assert job["spec"]["backoffLimit"] >= 3  # a database still starting is retried, not fatal
+    assert wait["name"] == "wait-for-backends"
+    assert "DATABASE_URL" in {item["name"] for item in wait["env"]}
 
 
 def test_helm_test_pod_queries_readyz_through_the_service(default_render: list[Manifest]) -> None:
@@ -362,7 +374,12 @@ def test_pods_spread_over_zones_and_nodes(production_render: list[Manifest]) -> 
 
 @requires_helm
 def test_no_disruption_budget_for_a_single_replica() -> None:
-    kinds = {m["kind"] for m in helm_template("--set", "replicaCount=1")}
+    kinds = {
+        m["kind"]
+        for m in helm_template(
+            "--values", str(PRODUCTION_VALUES), "--set", "autoscaling.enabled=false", "--set", "replicaCount=1"
+        )
+    }
 
     assert "PodDisruptionBudget" not in kinds
 
@@ -388,7 +405,7 @@ def test_short_lived_pods_have_their_own_networkpolicy_before_install(production
     server_labels = find(production_render, "Deployment")["spec"]["template"]["metadata"]["labels"]
     egress_ports = {port["port"] for rule in aux["spec"]["egress"] for port in rule["ports"]}
 
-    assert aux["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert aux["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
     assert selector.items() <= job_labels.items()
     assert selector.items() <= test_labels.items()
     assert not selector.items() <= server_labels.items()

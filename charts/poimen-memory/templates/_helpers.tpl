@@ -84,21 +84,196 @@ poimen-memory/aux-pod: "true"
 {{- define "poimen-memory.flagsFile" -}}{{ include "poimen-memory.flagsDir" . }}/flags.yaml{{- end }}
 
 {{/*
-True (non-empty) when the service talks to an external PostgreSQL (DATABASE_URL required, migrations Job
-rendered): with existingSecret unless embeddedDatabase is set, or when secret.databaseUrl is set.
+Where PostgreSQL comes from:
+  cnpg      postgresql.enabled: the CloudNativePG Cluster of this release
+  external  a DATABASE_URL from existingSecret (unless embeddedDatabase) or secret.databaseUrl
+  embedded  anything else (the defaults): PostgreSQL and the BM25 index inside the one pod, on /data
 */}}
-{{- define "poimen-memory.externalDatabase" -}}
-{{- if or (and .Values.existingSecret (not .Values.embeddedDatabase)) .Values.secret.databaseUrl }}true{{- end }}
+{{- define "poimen-memory.databaseMode" -}}
+{{- if .Values.postgresql.enabled -}}
+cnpg
+{{- else if or (and .Values.existingSecret (not .Values.embeddedDatabase)) .Values.secret.databaseUrl -}}
+external
+{{- else -}}
+embedded
+{{- end -}}
 {{- end }}
 
-{{/* DATABASE_URL for the server: required with an external database, optional (embedded PostgreSQL) without. */}}
-{{- define "poimen-memory.secretEnv" -}}
+{{/* True (non-empty) when the service talks to a shared PostgreSQL (DATABASE_URL required, migrations Job rendered). */}}
+{{- define "poimen-memory.externalDatabase" -}}
+{{- if ne (include "poimen-memory.databaseMode" .) "embedded" }}true{{- end }}
+{{- end }}
+
+{{/*
+Name of the CloudNativePG Cluster, computed as the cluster chart computes it ("cluster.fullname", where the
+chart's name is the alias postgresql). CloudNativePG then names what it creates at run time after it
+(documented naming convention): the `<cluster>-rw` Service (primary, read-write) and the `<cluster>-app`
+Secret (application user: username, password, dbname, host, port, uri).
+*/}}
+{{- define "poimen-memory.postgresql.clusterName" -}}
+{{- $values := .Values.postgresql }}
+{{- if $values.fullnameOverride }}
+{{- $values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default "postgresql" $values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Namespace of the Cluster (the cluster chart's namespaceOverride, else the release namespace). */}}
+{{- define "poimen-memory.postgresql.namespace" -}}
+{{- default .Release.Namespace .Values.postgresql.namespaceOverride }}
+{{- end }}
+
+{{/* The Secret CloudNativePG generates for the application user, and the Service of the primary. */}}
+{{- define "poimen-memory.postgresql.appSecret" -}}
+{{- include "poimen-memory.postgresql.clusterName" . }}-app
+{{- end }}
+{{- define "poimen-memory.postgresql.rwService" -}}
+{{- include "poimen-memory.postgresql.clusterName" . }}-rw
+{{- end }}
+
+{{/* The bundled OpenSearch's client Service, computed as the opensearch chart computes "opensearch.serviceName". */}}
+{{- define "poimen-memory.opensearch.serviceName" -}}
+{{- $values := .Values.opensearch }}
+{{- $nodeGroup := default "master" $values.nodeGroup }}
+{{- $clusterName := default "opensearch-cluster" $values.clusterName }}
+{{- if eq $nodeGroup "master" }}
+{{- if $values.masterService }}
+{{- $values.masterService }}
+{{- else if $values.fullnameOverride }}
+{{- $values.fullnameOverride }}
+{{- else }}
+{{- default $clusterName $values.nameOverride }}-master
+{{- end }}
+{{- else if $values.fullnameOverride }}
+{{- $values.fullnameOverride }}
+{{- else }}
+{{- default $clusterName $values.nameOverride }}-{{ $nodeGroup }}
+{{- end }}
+{{- end }}
+
+{{/* OPENSEARCH_URL of the bundled OpenSearch: its Service, protocol and HTTP port. */}}
+{{- define "poimen-memory.opensearch.url" -}}
+{{- printf "%s://%s.%s.svc:%v" (default "https" .Values.opensearch.protocol) (include "poimen-memory.opensearch.serviceName" .) .Release.Namespace (default 9200 .Values.opensearch.httpPort) }}
+{{- end }}
+
+{{/* True (non-empty) when the service has an OpenSearch: bundled, config.OPENSEARCH_URL or an extraEnv. */}}
+{{- define "poimen-memory.hasOpensearch" -}}
+{{- $fromExtraEnv := false }}
+{{- range .Values.extraEnv }}{{ if eq .name "OPENSEARCH_URL" }}{{ $fromExtraEnv = true }}{{ end }}{{ end }}
+{{- if or .Values.opensearch.enabled .Values.config.OPENSEARCH_URL $fromExtraEnv }}true{{- end }}
+{{- end }}
+
+{{/*
+Renders nothing, or stops the render with what to set. Included by the Deployment, so every install,
+upgrade and `helm template` goes through it.
+*/}}
+{{- define "poimen-memory.validate" -}}
+{{- $mode := include "poimen-memory.databaseMode" . }}
+{{- if and (eq $mode "embedded") (or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1)) }}
+{{- fail (printf "the embedded database (no external database configured: postgresql.enabled is false, existingSecret is unset or embeddedDatabase is true, secret.databaseUrl is empty) runs inside one pod, so replicaCount=%v / autoscaling.enabled=%v cannot work: set replicaCount=1 and autoscaling.enabled=false, or give the pods a shared database: postgresql.enabled=true (CloudNativePG, with opensearch.enabled=true; see values-quickstart.yaml) or existingSecret with DATABASE_URL plus config.OPENSEARCH_URL (docs/deploy.md)" .Values.replicaCount .Values.autoscaling.enabled) }}
+{{- end }}
+{{- if and (ne $mode "embedded") (not (include "poimen-memory.hasOpensearch" .)) }}
+{{- fail "a shared database (postgresql.enabled, existingSecret or secret.databaseUrl) needs a shared OpenSearch too (the service refuses DATABASE_URL without OPENSEARCH_URL: each pod would keep its own lexical index): set opensearch.enabled=true or config.OPENSEARCH_URL" }}
+{{- end }}
+{{- if and .Values.postgresql.enabled (or .Values.secret.databaseUrl .Values.embeddedDatabase) }}
+{{- fail "postgresql.enabled=true wires DATABASE_URL to the CloudNativePG Cluster: leave secret.databaseUrl empty and embeddedDatabase false" }}
+{{- end }}
+{{- if .Values.opensearch.enabled }}
+{{- if .Values.config.OPENSEARCH_URL }}
+{{- fail "opensearch.enabled=true points OPENSEARCH_URL at the bundled OpenSearch: leave config.OPENSEARCH_URL empty (or disable opensearch to use your own)" }}
+{{- end }}
+{{- if eq (toString .Values.config.OPENSEARCH_AUTH) "none" }}
+{{- fail "the bundled OpenSearch runs its security plugin: set config.OPENSEARCH_AUTH=basic (the user of opensearchCredentials.secretName) or forward_jwt" }}
+{{- end }}
+{{- if and (eq (default "https" .Values.opensearch.protocol) "https") (ne (toString .Values.config.OPENSEARCH_VERIFY_CERTS) "false") (not .Values.opensearchCa.secretName) }}
+{{- fail "the bundled OpenSearch serves TLS: set opensearchCa.secretName to a Secret with its CA (production), or config.OPENSEARCH_VERIFY_CERTS=\"false\" for the demo certificates (quickstart only; docs/deploy.md)" }}
+{{- end }}
+{{- if .Values.opensearchCredentials.create }}
+{{- $wired := false }}
+{{- range .Values.opensearch.extraEnvs }}
+{{- if and (eq .name "OPENSEARCH_INITIAL_ADMIN_PASSWORD") .valueFrom .valueFrom.secretKeyRef }}
+{{- if eq .valueFrom.secretKeyRef.name $.Values.opensearchCredentials.secretName }}{{ $wired = true }}{{ end }}
+{{- end }}
+{{- end }}
+{{- if not $wired }}
+{{- fail (printf "opensearchCredentials.create=true generates the admin password in Secret %s: opensearch.extraEnvs must read OPENSEARCH_INITIAL_ADMIN_PASSWORD from it (secretKeyRef name %s, key password), as values.yaml does" .Values.opensearchCredentials.secretName .Values.opensearchCredentials.secretName) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* DATABASE_URL for the server and the Job: the CloudNativePG app Secret's `uri`, the chart's Secret, or optional (embedded). */}}
+{{- define "poimen-memory.databaseUrlEnv" -}}
+{{- $mode := include "poimen-memory.databaseMode" . -}}
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
+{{- if eq $mode "cnpg" }}
+      name: {{ include "poimen-memory.postgresql.appSecret" . }}
+      key: uri
+      optional: false
+{{- else }}
       name: {{ include "poimen-memory.secretName" . }}
       key: DATABASE_URL
-      optional: {{ not (include "poimen-memory.externalDatabase" .) }}
+      optional: {{ eq $mode "embedded" }}
+{{- end }}
+{{- end }}
+
+{{/*
+An init container that waits until TCP host:port targets accept connections (the app image's Python, no
+extra image): WAIT_FOR lists them; with withDatabaseUrl the host of DATABASE_URL is added. Call with
+(dict "root" $ "targets" (list "host:port" ...) "withDatabaseUrl" bool).
+*/}}
+{{- define "poimen-memory.waitContainer" -}}
+{{- $root := .root -}}
+- name: wait-for-backends
+  image: {{ include "poimen-memory.image" $root }}
+  imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+  command:
+    - python
+    - -c
+    - |
+      import os, socket, sys, time, urllib.parse
+      targets = os.environ.get("WAIT_FOR", "").split()
+      if os.environ.get("DATABASE_URL"):
+          url = urllib.parse.urlsplit(os.environ["DATABASE_URL"])
+          targets.append(f"{url.hostname}:{url.port or 5432}")
+      for target in targets:
+          host, port = target.rsplit(":", 1)
+          while True:
+              try:
+                  socket.create_connection((host, int(port)), timeout=3).close()
+                  print("reachable:", target, flush=True)
+                  break
+              except OSError as error:
+                  print("waiting for", target, "-", error, flush=True)
+                  time.sleep(5)
+  env:
+    - name: WAIT_FOR
+      value: {{ join " " .targets | quote }}
+    {{- if .withDatabaseUrl }}
+    {{- include "poimen-memory.databaseUrlEnv" $root | nindent 4 }}
+    {{- end }}
+  resources:
+    requests:
+      cpu: 10m
+      memory: 32Mi
+      ephemeral-storage: 16Mi
+    limits:
+      cpu: 100m
+      memory: 64Mi
+      ephemeral-storage: 64Mi
+  securityContext:
+    {{- toYaml $root.Values.containerSecurityContext | nindent 4 }}
+  volumeMounts:
+    - name: tmp
+      mountPath: /tmp
 {{- end }}
 
 {{/* Pod-level security context and the common pod settings every pod of this chart shares. */}}

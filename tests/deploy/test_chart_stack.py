@@ -1,0 +1,501 @@
+"""The chart with its dependencies: the CloudNativePG `Cluster` and OpenSearch, wired to the service.
+
+Four renders: the defaults (one pod on the embedded engines with a volume), the quickstart
+(values-quickstart.yaml: one PostgreSQL instance, single-node OpenSearch), production with the bundled
+databases (ci/production-stack-values.yaml) and production with external databases
+(ci/production-values.yaml). Names of the dependencies' objects are read from the render, never spelled
+here: the service must follow whatever the dependency charts and CloudNativePG's naming convention produce.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from prometheus_client import REGISTRY
+
+import app.observability.metrics  # noqa: F401 - importing it registers the `poimen_` metric objects
+from app.config import Settings, shared_database_problem
+from tests.deploy.conftest import HELM_DEPS
+from tests.deploy.test_chart import CHART, HELM, INSTALL_HINT, ROOT, Manifest, find, helm_template, main_container, tool
+
+pytestmark = pytest.mark.slow
+
+QUICKSTART_VALUES = CHART / "values-quickstart.yaml"
+STACK_VALUES = CHART / "ci" / "production-stack-values.yaml"
+RENDERS = {
+    "default": CHART / "ci" / "default-values.yaml",
+    "production": CHART / "ci" / "production-values.yaml",
+    "quickstart": QUICKSTART_VALUES,
+    "production-stack": STACK_VALUES,
+}
+CNPG_CRDS = HELM_DEPS / "cloudnative-pg-1.30.0-crds.yaml"
+RULE_TESTS = Path(__file__).with_name("prometheus-rules.test.yaml")
+CRD_KINDS = {"Cluster", "PrometheusRule", "ServiceMonitor"}
+
+requires_helm = pytest.mark.skipif(HELM is None, reason=f"helm not installed: {INSTALL_HINT}")
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    assert HELM is not None
+    return subprocess.run([HELM, *args], capture_output=True, text=True, check=False, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def quickstart_render() -> list[Manifest]:
+    if HELM is None:
+        pytest.skip(f"helm not installed: {INSTALL_HINT}")
+    return helm_template("--values", str(QUICKSTART_VALUES))
+
+
+@pytest.fixture(scope="module")
+def stack_render() -> list[Manifest]:
+    if HELM is None:
+        pytest.skip(f"helm not installed: {INSTALL_HINT}")
+    return helm_template("--values", str(STACK_VALUES))
+
+
+def env_of(container: Manifest) -> dict[str, Manifest]:
+    return {item["name"]: item for item in container.get("env", [])}
+
+
+def dependency_objects(manifests: list[Manifest], name: str) -> list[Manifest]:
+    """Objects rendered by a dependency chart, told apart by its `app.kubernetes.io/name` label."""
+    return [m for m in manifests if m["metadata"].get("labels", {}).get("app.kubernetes.io/name") == name]
+
+
+def opensearch_client_service(manifests: list[Manifest]) -> Manifest:
+    services = [
+        m
+        for m in dependency_objects(manifests, "opensearch")
+        if m["kind"] == "Service" and m["spec"].get("clusterIP") != "None"
+    ]
+    assert len(services) == 1, [s["metadata"]["name"] for s in services]
+    return services[0]
+
+
+# --- every render is clean ------------------------------------------------------------------------------
+
+
+@requires_helm
+@pytest.mark.parametrize("render", sorted(RENDERS))
+def test_helm_lint_strict_passes(render: str) -> None:
+    result = helm("lint", "--strict", str(CHART), "--values", str(RENDERS[render]))
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+@requires_helm
+@pytest.mark.parametrize("render", sorted(RENDERS))
+def test_every_builtin_kind_passes_kubernetes_validate(render: str, tmp_path: Path) -> None:
+    validator = tool("kubernetes-validate")
+    if validator is None:
+        pytest.skip(f"kubernetes-validate not installed: {INSTALL_HINT}")
+    rendered = helm("template", "poimen-memory", str(CHART), "--namespace", "search", "--values", str(RENDERS[render]))
+    assert rendered.returncode == 0, rendered.stderr
+    (tmp_path / "render.yaml").write_text(rendered.stdout)
+
+    result = subprocess.run(
+        [validator, "--kubernetes-version", "1.35.0", "--strict", "--quiet", str(tmp_path / "render.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+    problems = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if re.match(r"^(WARN|ERROR)", line) and not any(f"schema for kind {kind} with" in line for kind in CRD_KINDS)
+    ]
+    assert problems == []
+
+
+def crd_schema(kind: str, group: str, version: str) -> dict[str, Any]:
+    for document in yaml.safe_load_all(CNPG_CRDS.read_text(encoding="utf-8")):
+        if document and document["spec"]["group"] == group and document["spec"]["names"]["kind"] == kind:
+            for served in document["spec"]["versions"]:
+                if served["name"] == version:
+                    schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
+                    return schema
+    raise AssertionError(f"no {kind}.{group}/{version} in {CNPG_CRDS}")
+
+
+def unknown_fields(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """Fields the API server would prune: not in the structural schema (jsonschema accepts them)."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        if schema.get("x-kubernetes-preserve-unknown-fields") or "additionalProperties" in schema:
+            return found
+        properties = schema.get("properties", {})
+        for key, item in value.items():
+            if key not in properties:
+                found.append(f"{path}.{key}")
+            else:
+                found += unknown_fields(item, properties[key], f"{path}.{key}")
+    elif isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            found += unknown_fields(item, schema["items"], f"{path}[{index}]")
+    return found
+
+
+@pytest.mark.parametrize("render", ["quickstart_render", "stack_render"])
+def test_cluster_validates_against_the_cloudnative_pg_crd(render: str, request: pytest.FixtureRequest) -> None:
+    if not CNPG_CRDS.exists():
+        pytest.skip(f"{CNPG_CRDS} not found (../shared/helm-deps beside the repository, or HELM_DEPS_DIR)")
+    cluster = find(request.getfixturevalue(render), "Cluster")
+    schema = crd_schema("Cluster", "postgresql.cnpg.io", "v1")
+
+    jsonschema.Draft7Validator(schema).validate(cluster)
+    assert unknown_fields(cluster["spec"], schema["properties"]["spec"], "spec") == []
+    assert cluster["apiVersion"] == "postgresql.cnpg.io/v1"
+
+
+# --- the quickstart: wired to what the dependencies render -----------------------------------------------
+
+
+def test_quickstart_env_points_at_the_rendered_dependencies(quickstart_render: list[Manifest]) -> None:
+    cluster_name = find(quickstart_render, "Cluster")["metadata"]["name"]
+    service = opensearch_client_service(quickstart_render)
+    http_port = next(port["port"] for port in service["spec"]["ports"] if port["name"] == "http")
+    statefulset = find(quickstart_render, "StatefulSet")
+    opensearch_env = env_of(statefulset["spec"]["template"]["spec"]["containers"][0])
+    deployment = find(quickstart_render, "Deployment")["spec"]["template"]["spec"]
+    env = env_of(main_container(quickstart_render))
+    wait_for = env_of(deployment["initContainers"][0])["WAIT_FOR"]["value"].split()
+
+    # CloudNativePG's convention: the application user's Secret `<cluster>-app` (key uri), primary `<cluster>-rw`.
+    assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": f"{cluster_name}-app",
+        "key": "uri",
+        "optional": False,
+    }
+    assert f"{cluster_name}-rw.search.svc:5432" in wait_for
+    # The OpenSearch Service the opensearch chart renders, its protocol and HTTP port.
+    assert env["OPENSEARCH_URL"]["value"] == f"https://{service['metadata']['name']}.search.svc:{http_port}"
+    assert f"{service['metadata']['name']}.search.svc:{http_port}" in wait_for
+    # One Secret starts OpenSearch (initial admin password) and authenticates the service.
+    admin_ref = opensearch_env["OPENSEARCH_INITIAL_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    credentials = next(
+        m for m in quickstart_render if m["kind"] == "Secret" and m["metadata"]["name"] == admin_ref["name"]
+    )
+    assert env["OPENSEARCH_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": admin_ref["name"],
+        "key": admin_ref["key"],
+    }
+    assert env["OPENSEARCH_USERNAME"]["valueFrom"]["secretKeyRef"]["name"] == admin_ref["name"]
+    assert set(credentials["data"]) == {"username", "password"}
+    assert credentials["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_quickstart_is_one_of_each_with_auth_on(quickstart_render: list[Manifest]) -> None:
+    cluster = find(quickstart_render, "Cluster")
+    statefulset = find(quickstart_render, "StatefulSet")
+    config = find(quickstart_render, "ConfigMap", "-env")["data"]
+    chart_secret = find(quickstart_render, "Secret", "poimen-memory")
+    env = env_of(main_container(quickstart_render))
+    migrate = find(quickstart_render, "Job", "-migrate")
+
+    assert find(quickstart_render, "Deployment")["spec"]["replicas"] == 1
+    assert cluster["spec"]["instances"] == 1
+    assert statefulset["spec"]["replicas"] == 1
+    assert {"name": "discovery.type", "value": "single-node"} in statefulset["spec"]["template"]["spec"]["containers"][
+        0
+    ]["env"]
+    # pgvector: an image flavour that ships it, and the extension created by the superuser at bootstrap.
+    assert "minimal" not in cluster["spec"]["imageName"]
+    assert "CREATE EXTENSION IF NOT EXISTS vector;" in cluster["spec"]["bootstrap"]["initdb"]["postInitApplicationSQL"]
+    assert cluster["spec"]["bootstrap"]["initdb"]["owner"] == cluster["spec"]["bootstrap"]["initdb"]["database"]
+    # Caller auth with the HS256 key the chart generates.
+    assert config["AUTH_MODE"] == "jwt"
+    assert env["JWT_SECRET"]["valueFrom"]["secretKeyRef"] == {
+        "name": chart_secret["metadata"]["name"],
+        "key": "JWT_SECRET",
+    }
+    assert len(chart_secret["data"]["JWT_SECRET"]) >= 64  # base64 of 48 generated characters
+    # The relaxed TLS choice is explicit, and the Job migrates the bundled database.
+    assert config["OPENSEARCH_VERIFY_CERTS"] == "false"
+    assert migrate["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
+    job_env = env_of(migrate["spec"]["template"]["spec"]["containers"][0])
+    assert job_env["DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == f"{cluster['metadata']['name']}-app"
+    assert not any(m["kind"] == "PersistentVolumeClaim" for m in quickstart_render)  # nothing on /data
+
+
+@pytest.mark.parametrize("render", ["quickstart_render", "stack_render"])
+def test_rendered_stack_env_is_accepted_by_the_app(
+    render: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifests: list[Manifest] = request.getfixturevalue(render)
+    config = find(manifests, "ConfigMap", "-env")["data"]
+    field_env_names = {name.upper() for name in Settings.model_fields}
+    for name in list(os.environ):
+        if name.upper() in field_env_names:
+            monkeypatch.delenv(name)
+    stand_ins = {"DATABASE_URL": "postgresql://app:x@db-rw.search:5432/app", "JWT_SECRET": "x" * 48}
+
+    for name, value in config.items():
+        monkeypatch.setenv(name, value)
+    for item in main_container(manifests)["env"]:
+        monkeypatch.setenv(item["name"], item.get("value", stand_ins.get(item["name"], "from-a-secret")))
+    settings = Settings(_env_file=None)
+
+    assert set(config) <= field_env_names
+    assert shared_database_problem(settings) is None
+    assert settings.database_url is not None
+    assert settings.opensearch_url is not None
+    assert settings.opensearch_auth == "basic"
+
+
+# --- production with the bundled databases -----------------------------------------------------------
+
+
+def test_production_stack_is_highly_available(stack_render: list[Manifest]) -> None:
+    cluster = find(stack_render, "Cluster")
+    statefulset = find(stack_render, "StatefulSet")
+    opensearch_affinity = statefulset["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    budgets = [m for m in stack_render if m["kind"] == "PodDisruptionBudget"]
+    env = env_of(main_container(stack_render))
+    config = find(stack_render, "ConfigMap", "-env")["data"]
+
+    assert cluster["spec"]["instances"] == 3
+    assert cluster["spec"]["enablePDB"] is True  # CloudNativePG creates the database's PDBs itself
+    assert cluster["spec"]["affinity"]["podAntiAffinityType"] == "required"
+    assert statefulset["spec"]["replicas"] == 3
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in opensearch_affinity
+    assert {b["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/name") for b in budgets} == {
+        "poimen-memory",
+        "opensearch",
+    }
+    assert find(stack_render, "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 3
+    # TLS verified against the CA Secret the user created; no demo password Secret.
+    assert config["OPENSEARCH_VERIFY_CERTS"] == "true"
+    assert env["OPENSEARCH_CA_FILE"]["value"].startswith("/etc/poimen/opensearch-ca/")
+    assert not any(m["kind"] == "Secret" for m in stack_render)
+
+
+def test_production_stack_networkpolicy_allows_exactly_the_bundled_databases(stack_render: list[Manifest]) -> None:
+    cluster_name = find(stack_render, "Cluster")["metadata"]["name"]
+    opensearch_labels = find(stack_render, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
+    policy = next(m for m in stack_render if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] == "poimen-memory")
+    peers = {rule["ports"][0]["port"]: rule.get("to") for rule in policy["spec"]["egress"]}
+
+    assert peers[5432] == [{"podSelector": {"matchLabels": {"cnpg.io/cluster": cluster_name}}}]
+    assert peers[9200][0]["podSelector"]["matchLabels"].items() <= opensearch_labels.items()
+
+
+# --- renders that must not happen ---------------------------------------------------------------------
+
+
+EMBEDDED_WITH_REPLICAS = {
+    "defaults, 2 replicas": ["--set", "replicaCount=2"],
+    "defaults, autoscaling": ["--set", "autoscaling.enabled=true"],
+    "embeddedDatabase flag, 3 replicas": [
+        "--set",
+        "existingSecret=creds",
+        "--set",
+        "embeddedDatabase=true",
+        "--set",
+        "replicaCount=3",
+    ],
+    "production values, embeddedDatabase": ["--values", str(RENDERS["production"]), "--set", "embeddedDatabase=true"],
+    "OpenSearch bundled but no database": [
+        "--values",
+        str(QUICKSTART_VALUES),
+        "--set",
+        "postgresql.enabled=false",
+        "--set",
+        "replicaCount=2",
+    ],
+}
+
+
+@requires_helm
+@pytest.mark.parametrize("args", EMBEDDED_WITH_REPLICAS.values(), ids=EMBEDDED_WITH_REPLICAS.keys())
+def test_embedded_database_with_more_than_one_replica_does_not_render(args: list[str]) -> None:
+    result = helm("template", "poimen-memory", str(CHART), "--namespace", "search", *args)
+
+    assert result.returncode != 0
+    assert "the embedded database" in result.stderr
+    assert "set replicaCount=1 and autoscaling.enabled=false" in result.stderr
+    assert "postgresql.enabled=true" in result.stderr
+
+
+SHARED_DATABASE_WITHOUT_OPENSEARCH = {
+    "secret.databaseUrl": ["--set", "secret.databaseUrl=postgresql://u:p@db:5432/app"],
+    "existingSecret": ["--set", "existingSecret=creds"],
+    "CloudNativePG": ["--set", "postgresql.enabled=true"],
+    "production values without OPENSEARCH_URL": [
+        "--values",
+        str(RENDERS["production"]),
+        "--set",
+        "config.OPENSEARCH_URL=",
+    ],
+}
+
+
+@requires_helm
+@pytest.mark.parametrize(
+    "args", SHARED_DATABASE_WITHOUT_OPENSEARCH.values(), ids=SHARED_DATABASE_WITHOUT_OPENSEARCH.keys()
+)
+def test_shared_database_without_opensearch_does_not_render(args: list[str]) -> None:
+    result = helm("template", "poimen-memory", str(CHART), "--namespace", "search", *args)
+
+    assert result.returncode != 0
+    assert "needs a shared OpenSearch too" in result.stderr
+    assert "opensearch.enabled=true or config.OPENSEARCH_URL" in result.stderr
+
+
+@requires_helm
+def test_bundled_opensearch_needs_an_explicit_tls_choice() -> None:
+    result = helm(
+        "template", "x", str(CHART), "--set", "postgresql.enabled=true", "--set", "opensearch.enabled=true",
+        "--set", "config.OPENSEARCH_AUTH=basic",
+    )  # fmt: skip
+
+    assert result.returncode != 0
+    assert "opensearchCa.secretName" in result.stderr
+    assert 'OPENSEARCH_VERIFY_CERTS="false"' in result.stderr
+
+
+# --- NOTES.txt ---------------------------------------------------------------------------------------
+
+
+@requires_helm
+def test_notes_warn_when_the_cloudnative_pg_crd_is_absent() -> None:
+    def notes(*args: str) -> str:
+        result = helm(
+            "install", "poimen-memory", str(CHART), "--namespace", "search", "--dry-run=client",
+            "--values", str(QUICKSTART_VALUES), *args,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split("NOTES:", 1)[1]
+
+    offline = notes()  # --dry-run=client knows no CRD: what a cluster without the operator reports
+    without_database = notes("--set", "postgresql.enabled=false", "--set", "opensearch.enabled=false")
+    template = (CHART / "templates" / "NOTES.txt").read_text(encoding="utf-8")
+
+    assert "the CloudNativePG CRDs (postgresql.cnpg.io/v1) are not installed" in offline
+    assert "helm upgrade --install cnpg cloudnative-pg" in offline
+    assert '.Capabilities.APIVersions.Has "postgresql.cnpg.io/v1"' in template  # silent once the operator is there
+    assert "CloudNativePG CRDs" not in without_database
+    assert "OPENSEARCH_VERIFY_CERTS=false" in offline
+    for doc in set(re.findall(r"docs/[\w./-]+\.md", offline + without_database)):
+        assert (ROOT / doc).is_file(), doc
+    assert "docs/deploy.md" in offline
+
+
+# --- alerts -------------------------------------------------------------------------------------------
+
+
+def rendered_rules(directory: Path) -> Path:
+    rule = find(
+        helm_template("--values", str(STACK_VALUES), "--show-only", "templates/prometheusrule.yaml"), "PrometheusRule"
+    )
+    path = directory / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
+    return path
+
+
+@requires_helm
+def test_every_alert_passes_promtool_unit_tests(tmp_path: Path) -> None:
+    promtool = tool("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed: `make install-tools` as root (apt package prometheus)")
+    rules = rendered_rules(tmp_path)
+    shutil.copyfile(RULE_TESTS, tmp_path / RULE_TESTS.name)
+    alerts = {rule["alert"] for group in yaml.safe_load(rules.read_text())["groups"] for rule in group["rules"]}
+    tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
+
+    check = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [promtool, "test", "rules", RULE_TESTS.name], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert (
+        alerts
+        == tested
+        == {
+            "PoimenHighErrorRatio",
+            "PoimenHighDegradedRatio",
+            "PoimenSearchLatencyOverBudget",
+            "PoimenLexicalOutboxLagging",
+            "PoimenReadinessFlapping",
+        }
+    )
+
+
+@requires_helm
+def test_alerts_use_only_metrics_the_service_exports(tmp_path: Path) -> None:
+    suffixes = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
+    exported = {
+        family.name + suffix
+        for family in REGISTRY.collect()
+        if family.name.startswith("poimen_")
+        for suffix in suffixes.get(family.type, ("",))
+    }
+    rules = yaml.safe_load(rendered_rules(tmp_path).read_text())
+    used = {
+        name
+        for group in rules["groups"]
+        for rule in group["rules"]
+        for name in re.findall(r"\bpoimen_\w+", rule["expr"])
+    }
+
+    assert used
+    assert used <= exported
+    assert "poimen_lexical_outbox_oldest_age_seconds" in used
+
+
+# --- dependencies declared, locked, never committed -------------------------------------------------------
+
+
+def test_chart_lock_pins_the_declared_dependencies() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    lock = yaml.safe_load((CHART / "Chart.lock").read_text())
+
+    def declared(dependency: dict[str, Any]) -> dict[str, Any]:
+        # helm's chart.Dependency JSON field order; empty fields are left out (omitempty).
+        fields = ("name", "version", "repository", "condition", "tags", "enabled", "import-values", "alias")
+        return {key: dependency[key] for key in fields if dependency.get(key) or key in {"name", "repository"}}
+
+    digest = hashlib.sha256(
+        json.dumps(
+            [[declared(d) for d in chart["dependencies"]], [declared(d) for d in lock["dependencies"]]],
+            separators=(",", ":"),
+        ).encode()
+    ).hexdigest()
+
+    assert {(d["name"], d["version"], d["repository"], d["condition"]) for d in chart["dependencies"]} == {
+        ("cluster", "0.8.1", "https://cloudnative-pg.github.io/charts", "postgresql.enabled"),
+        ("opensearch", "3.6.0", "https://opensearch-project.github.io/helm-charts/", "opensearch.enabled"),
+    }
+    assert [(d["name"], d["version"], d["repository"]) for d in lock["dependencies"]] == [
+        (d["name"], d["version"], d["repository"]) for d in chart["dependencies"]
+    ]
+    assert lock["digest"] == f"sha256:{digest}"  # what `helm dependency build` checks
+
+
+def test_dependency_charts_are_never_committed() -> None:
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(
+        [git, "ls-files", "charts/poimen-memory/charts"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    ignored = subprocess.run(
+        [git, "check-ignore", "-q", "charts/poimen-memory/charts/opensearch-3.6.0.tgz"], cwd=ROOT, check=False
+    )
+
+    assert tracked == ""
+    assert ignored.returncode == 0
