@@ -281,8 +281,8 @@ def test_rendered_env_is_a_valid_app_configuration(
     for item in container["env"]:
         if "value" in item:
             monkeypatch.setenv(item["name"], item["value"])
-        elif item["name"] == "JWT_SECRET":
-            monkeypatch.setenv("JWT_SECRET", "x" * 48)  # stands in for the Secret's key
+        elif item["name"] in {"JWT_SECRET", "OPENSEARCH_USERNAME", "OPENSEARCH_PASSWORD"}:
+            monkeypatch.setenv(item["name"], "x" * 48)  # stands in for the Secret's key
     if any(item["name"] == "JWT_PUBLIC_KEY_FILE" for item in container["env"]):
         monkeypatch.setenv("JWT_PUBLIC_KEY_FILE", "/etc/poimen/jwt/JWT_PUBLIC_KEY")
     settings = Settings(_env_file=None)
