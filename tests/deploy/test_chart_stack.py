@@ -355,15 +355,30 @@ def test_shared_database_without_opensearch_does_not_render(args: list[str]) -> 
 
 
 @requires_helm
-def test_bundled_opensearch_needs_an_explicit_tls_choice() -> None:
+def test_the_bundled_opensearch_alone_logs_in_and_says_loudly_that_tls_is_unverified() -> None:
     result = helm(
+        "install", "x", str(CHART), "--dry-run=client", "--set", "postgresql.enabled=true",
+        "--set", "opensearch.enabled=true",
+    )  # fmt: skip
+    with_ca = helm(
         "template", "x", str(CHART), "--set", "postgresql.enabled=true", "--set", "opensearch.enabled=true",
-        "--set", "config.OPENSEARCH_AUTH=basic",
+        "--set", "opensearchCa.secretName=opensearch-ca",
     )  # fmt: skip
 
-    assert result.returncode != 0
-    assert "opensearchCa.secretName" in result.stderr
-    assert 'OPENSEARCH_VERIFY_CERTS="false"' in result.stderr
+    assert result.returncode == 0, result.stderr
+    manifest, notes = result.stdout.split("NOTES:", 1)
+    env = {
+        item["name"]: item.get("value")
+        for document in yaml.safe_load_all(manifest.split("MANIFEST:", 1)[-1])
+        if document and document.get("kind") == "Deployment"
+        for container in document["spec"]["template"]["spec"]["containers"]
+        for item in container.get("env", [])
+    }
+    assert env["OPENSEARCH_AUTH"] == "basic"  # the security plugin is on: the generated user, not none
+    assert env["OPENSEARCH_VERIFY_CERTS"] == "false"
+    assert "WARNING: OPENSEARCH_VERIFY_CERTS=false" in notes
+    assert with_ca.returncode == 0, with_ca.stderr
+    assert "OPENSEARCH_VERIFY_CERTS" not in with_ca.stdout.split("kind: Deployment", 1)[1].split("---", 1)[0]
 
 
 # --- NOTES.txt ---------------------------------------------------------------------------------------

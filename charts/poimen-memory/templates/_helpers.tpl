@@ -188,12 +188,6 @@ upgrade and `helm template` goes through it.
 {{- if .Values.config.OPENSEARCH_URL }}
 {{- fail "opensearch.enabled=true points OPENSEARCH_URL at the bundled OpenSearch: leave config.OPENSEARCH_URL empty (or disable opensearch to use your own)" }}
 {{- end }}
-{{- if eq (toString .Values.config.OPENSEARCH_AUTH) "none" }}
-{{- fail "the bundled OpenSearch runs its security plugin: set config.OPENSEARCH_AUTH=basic (the user of opensearchCredentials.secretName) or forward_jwt" }}
-{{- end }}
-{{- if and (eq (default "https" .Values.opensearch.protocol) "https") (ne (toString .Values.config.OPENSEARCH_VERIFY_CERTS) "false") (not .Values.opensearchCa.secretName) }}
-{{- fail "the bundled OpenSearch serves TLS: set opensearchCa.secretName to a Secret with its CA (production), or config.OPENSEARCH_VERIFY_CERTS=\"false\" for the demo certificates (quickstart only; docs/deploy.md)" }}
-{{- end }}
 {{- if .Values.opensearchCredentials.create }}
 {{- $wired := false }}
 {{- range .Values.opensearch.extraEnvs }}
@@ -206,6 +200,13 @@ upgrade and `helm template` goes through it.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* With the bundled OpenSearch and no CA Secret, the demo certificates cannot be verified: verification goes off (NOTES says so loudly). */}}
+{{- define "poimen-memory.opensearch.unverifiedDemoTls" -}}
+{{- if and .Values.opensearch.enabled (eq (default "https" .Values.opensearch.protocol) "https") (not .Values.opensearchCa.secretName) -}}
+true
+{{- end -}}
 {{- end }}
 
 {{/* DATABASE_URL for the server and the Job: the CloudNativePG app Secret's `uri`, the chart's Secret, or optional (embedded). */}}
