@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from opensearchpy import AsyncOpenSearch
-from opensearchpy.exceptions import NotFoundError
+from opensearchpy.exceptions import NotFoundError, RequestError
 from opensearchpy.helpers import async_bulk
 
 from app.auth.forwarding import forwarded_token
@@ -128,15 +128,20 @@ async def ensure_index(
                 wait_for_completion=True,
                 **extra,
             )
-            await client.indices.update_aliases(
-                body={
-                    "actions": [
-                        {"remove": {"index": current[0], "alias": alias}},
-                        {"add": {"index": target, "alias": alias}},
-                    ]
-                },
-                **extra,
-            )
+            try:
+                await client.indices.update_aliases(
+                    body={
+                        "actions": [
+                            {"remove": {"index": current[0], "alias": alias}},
+                            {"add": {"index": target, "alias": alias}},
+                        ]
+                    },
+                    **extra,
+                )
+            except NotFoundError:
+                # Another replica moved the alias first (the copy above was idempotent: external versions).
+                if sorted((await client.indices.get_alias(name=alias, **extra)).keys()) != [target]:
+                    raise
             logger.info("opensearch alias moved", extra={"alias": alias, "from": current[0], "to": target})
             return target
         if await client.indices.exists(index=alias, **extra):
@@ -154,9 +159,15 @@ async def _create_index(
         if alias is not None:
             await client.indices.put_alias(index=name, name=alias, **extra)
         return
-    if alias is not None:
-        body = body | {"aliases": {alias: {}}}
-    await client.indices.create(index=name, body=body, **extra)
+    try:
+        await client.indices.create(index=name, body=body | ({"aliases": {alias: {}}} if alias else {}), **extra)
+    except RequestError as error:
+        # Replicas start together: another one may have created it between our check and our create.
+        if error.error != "resource_already_exists_exception":
+            raise
+        await _verify_schema_version(client, name, extra)
+        if alias is not None:
+            await client.indices.put_alias(index=name, name=alias, **extra)
 
 
 async def _verify_schema_version(client: AsyncOpenSearch, name: str, extra: dict[str, Any]) -> None:

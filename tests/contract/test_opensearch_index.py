@@ -95,6 +95,17 @@ async def test_ensure_index_creates_a_versioned_index_behind_the_alias(
     assert mapping[created]["mappings"]["properties"]["content"]["analyzer"] == "english"
 
 
+async def test_replicas_starting_together_all_get_the_one_index(
+    opensearch_client: AsyncOpenSearch, opensearch_alias: str
+) -> None:
+    names = await asyncio.gather(
+        *(ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0) for _ in range(3))
+    )
+
+    assert set(names) == {versioned_index_name(opensearch_alias)}
+    assert list(await opensearch_client.indices.get_alias(name=opensearch_alias)) == [names[0]]
+
+
 async def test_ensure_index_twice_verifies_and_changes_nothing(
     opensearch_client: AsyncOpenSearch, opensearch_alias: str
 ) -> None:
