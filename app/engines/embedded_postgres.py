@@ -105,13 +105,16 @@ def _start_with_retries(server: PostgresServer, *, data_dir: Path) -> None:
     wheel widens their permissions just before `pg_ctl`, but another program may narrow them again
     in between (pytest resets its temp root to 0700 whenever a session starts). Each retry widens
     them again. A failed `initdb` leaves a half-initialised folder that the wheel would take for a
-    complete one (it skips `initdb` once `PG_VERSION` exists), so that folder is emptied first.
+    complete one (it skips `initdb` once `PG_VERSION` exists), so that folder is emptied first. On a
+    busy machine the wheel can also read `postmaster.pid` while postgres is still writing it, and fails
+    an assertion: that is retried too.
     """
     for attempt in range(1, START_ATTEMPTS + 1):
         initialised = (data_dir / "PG_VERSION").exists()
         try:
             server.start()
-        except (subprocess.SubprocessError, OSError):
+        # AssertionError: the wheel asserts on a `postmaster.pid` caught mid-write (a loaded machine).
+        except (subprocess.SubprocessError, OSError, AssertionError):
             if attempt == START_ATTEMPTS:
                 raise
             _logger.warning("embedded postgres failed to start, retrying", extra={"attempt": attempt})
