@@ -95,10 +95,14 @@ class OpenFeatureKnobs:
         self._client: OpenFeatureClient = api.get_client(domain=self._domain)
         self._client.add_hooks(evaluation_hooks())
         self._wait_until_started(settings.flags_provider_wait_s if wait_s is None else wait_s)
-        for event in (ProviderEvent.PROVIDER_READY, ProviderEvent.PROVIDER_CONFIGURATION_CHANGED):
-            self._client.add_handler(event, self._definitions_changed)
-        for event in (ProviderEvent.PROVIDER_ERROR, ProviderEvent.PROVIDER_STALE):
-            self._client.add_handler(event, self._provider_failed)
+        self._handlers = (
+            (ProviderEvent.PROVIDER_CONFIGURATION_CHANGED, self._definitions_changed),
+            (ProviderEvent.PROVIDER_READY, self._provider_ready),
+            (ProviderEvent.PROVIDER_ERROR, self._provider_failed),
+            (ProviderEvent.PROVIDER_STALE, self._provider_failed),
+        )
+        for event, handler in self._handlers:
+            self._client.add_handler(event, handler)
         self._publish()
 
     @property
@@ -161,7 +165,9 @@ class OpenFeatureKnobs:
         """Nothing to poll: the provider watches its file or stream on its own threads."""
 
     def close(self) -> None:
-        """Hand the domain to a no-op provider; the SDK shuts the real one down."""
+        """Stop listening and hand the domain to a no-op provider; the SDK shuts the real one down."""
+        for event, handler in self._handlers:
+            self._client.remove_handler(event, handler)
         api.set_provider(NoOpProvider(), domain=self._domain)
 
     def _default_origin(self, name: str) -> FlagOrigin:
@@ -243,12 +249,17 @@ class OpenFeatureKnobs:
     def _definitions_changed(self, details: EventDetails) -> None:  # noqa: ARG002 - the SDK's handler signature
         with self._lock:
             self._absent = frozenset()
-            self._memo = {}
             self._reported = set()
             self._version += 1
             self.last_error = None
         logger.info("flags version %d from %s", self._version, self.provider_name)
         self._publish()
+
+    def _provider_ready(self, details: EventDetails) -> None:  # noqa: ARG002 - the SDK's handler signature
+        # Ready again (reconnected, or a good file after a broken one): flags may exist that were missing.
+        with self._lock:
+            self._absent = frozenset()
+            self.last_error = None
 
     def _provider_failed(self, details: EventDetails) -> None:
         self._report(details.message or "provider error")
