@@ -90,6 +90,7 @@ class OpenFeatureKnobs:
         self._last_good: dict[str, Any] = {}
         self._memo: dict[tuple[tuple[str, Any], ...], SearchKnobs] = {}
         self._reported: set[str] = set()
+        self._tripped = False
         self.last_error: str | None = None
         api.set_provider(provider, domain=self._domain)
         self._client: OpenFeatureClient = api.get_client(domain=self._domain)
@@ -180,10 +181,15 @@ class OpenFeatureKnobs:
             key = flag_key(name)
             if key in absent:
                 continue
-            evaluated = self._evaluate_flag(name, key, context)
+            evaluated = self._last_good_value(name) if self._tripped else self._evaluate_flag(name, key, context)
             if evaluated is not None:
                 values[name] = evaluated
         return self._knobs(values), values
+
+    def _last_good_value(self, name: str) -> FlagValue | None:
+        if name not in self._last_good:
+            return None
+        return FlagValue(self._last_good[name], "last-good", None, str(Reason.ERROR))
 
     def _evaluate_flag(self, name: str, key: str, context: EvaluationContext) -> FlagValue | None:
         fallback = self._last_good.get(name, self._default_values[name])
@@ -194,10 +200,14 @@ class OpenFeatureKnobs:
             with self._lock:
                 self._absent = self._absent | {key}
             return None
-        self._report(f"{key}: {details.error_code}: {details.error_message}")
-        if name in self._last_good:
-            return FlagValue(fallback, "last-good", None, str(Reason.ERROR))
-        return None
+        if self._client.get_provider_status() != ProviderStatus.READY:
+            # A provider that is down (an unreachable sidecar) fails every flag, each after its deadline:
+            # stop asking until it is ready again, so a search never waits on it.
+            self._tripped = True
+            self._report(f"provider {self._client.get_provider_status().value.lower()}: {details.error_message}")
+        else:
+            self._report(f"{key}: {details.error_code}: {details.error_message}")
+        return self._last_good_value(name)
 
     def _details(self, name: str, key: str, fallback: Any, context: EvaluationContext) -> FlagEvaluationDetails[Any]:  # noqa: ANN401
         kind = FLAG_KINDS[name]
@@ -244,6 +254,7 @@ class OpenFeatureKnobs:
             time.sleep(0.01)
         status = self._client.get_provider_status()
         if status != ProviderStatus.READY:
+            self._tripped = True  # until its ready or configuration-changed event
             self._provider_failed(EventDetails(message=f"provider {status.value.lower()} after {wait_s:g} s"))
 
     def _definitions_changed(self, details: EventDetails) -> None:  # noqa: ARG002 - the SDK's handler signature
@@ -251,6 +262,7 @@ class OpenFeatureKnobs:
             self._absent = frozenset()
             self._reported = set()
             self._version += 1
+            self._tripped = False
             self.last_error = None
         logger.info("flags version %d from %s", self._version, self.provider_name)
         self._publish()
@@ -259,6 +271,7 @@ class OpenFeatureKnobs:
         # Ready again (reconnected, or a good file after a broken one): flags may exist that were missing.
         with self._lock:
             self._absent = frozenset()
+            self._tripped = False
             self.last_error = None
 
     def _provider_failed(self, details: EventDetails) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import socket
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -92,6 +94,14 @@ def call(caller: str, project: str = "alpha") -> SearchCall:
     return SearchCall(
         query="quarterly revenue report", options=SearchOptions(project=project), auth_scope="t", caller_key=caller
     )
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound, read, released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def reload_errors() -> float:
@@ -209,3 +219,28 @@ def test_a_broken_flag_file_keeps_the_last_good_split_and_counts_an_error(replic
     assert eventually(lambda: all(source.problem() is not None for source in replicas.sources))
     assert replicas.arms(0, CALLER_KEYS[:1000]) == before
     assert reload_errors() == errors + 2  # once per replica, not once per poll
+
+
+async def test_an_unreachable_flagd_sidecar_never_delays_or_breaks_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in KNOB_NAMES:
+        monkeypatch.delenv(name.upper(), raising=False)
+    settings = Settings(
+        _env_file=None,
+        flags_provider="openfeature",
+        flagd_resolver="rpc",
+        flagd_port=free_port(),
+        flags_provider_wait_s=1.0,
+        rrf_final_k=4,
+    )
+    errors = reload_errors()
+    replica = Replicas(settings, count=1)
+
+    started = time.monotonic()
+    outcome = await replica.services[0].search(call("sub:someone"))
+    elapsed_s = time.monotonic() - started
+    replica.close()
+
+    assert elapsed_s < 1.0
+    assert outcome.plan.limit == 4  # the env knob
+    assert replica.sources[0].problem() is not None
+    assert reload_errors() > errors
