@@ -57,6 +57,17 @@ class Settings(BaseSettings, SearchKnobs):
     query_cache_max_size: int = Field(default=10000, ge=0)
     poimen_flags_file: Path | None = None
     flags_poll_interval_s: float = Field(default=2.0, gt=0)
+    # Where the knobs come from while running: `file` (env + POIMEN_FLAGS_FILE) or `openfeature` (README "Flags").
+    flags_provider: Literal["file", "openfeature"] = "file"
+    # With FLAGS_PROVIDER=openfeature: `flagd`, or `module:factory` returning another OpenFeature provider.
+    openfeature_provider: str = "flagd"
+    flags_provider_wait_s: float = Field(default=5.0, ge=0)  # start-up wait for the provider; defaults until then
+    # flagd's own variables (its provider reads the other FLAGD_* itself). No resolver: in-process with a
+    # flag file, else flagd's default `rpc` (a sidecar at FLAGD_HOST:FLAGD_PORT, 8013; in-process sync 8015).
+    flagd_resolver: Literal["rpc", "in-process", "file"] | None = None
+    flagd_offline_flag_source_path: Path | None = None
+    flagd_host: str = "localhost"
+    flagd_port: int | None = Field(default=None, ge=1, le=65535)
     # Reference alias of RRF_FINAL_K; `SearchKnobs` moves it there (both set differently: an error).
     final_result_k: int | None = Field(default=None, ge=1, le=100, exclude=True)
     # Reference names this service cannot honour stop start-up with what to use instead (`_refused`).
@@ -102,6 +113,8 @@ class Settings(BaseSettings, SearchKnobs):
         "jwt_secret",
         "otel_exporter_otlp_endpoint",
         "opensearch_service_token",
+        "flagd_resolver",
+        "flagd_offline_flag_source_path",
         mode="before",
     )
     @classmethod
@@ -128,6 +141,17 @@ class Settings(BaseSettings, SearchKnobs):
                 "OPENSEARCH_REFRESH_INTERVAL is not read: the outbox refreshes after each batch;"
                 " set the index's refresh_interval in OpenSearch"
             )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _flagd_file_needs_a_path(self) -> Settings:
+        if (
+            self.flags_provider == "openfeature"
+            and self.flagd_resolver == "file"
+            and not self.flagd_offline_flag_source_path
+        ):
+            msg = "FLAGD_RESOLVER=file needs FLAGD_OFFLINE_FLAG_SOURCE_PATH (a flagd flag definition file)"
             raise ValueError(msg)
         return self
 

@@ -29,7 +29,7 @@ class AdminController(Controller):
 
     @get("/admin/flags", summary="Effective flags and where each value came from", guards=[admin_guard])
     async def flags(self, services: Injected[Services]) -> dict[str, Any]:
-        """The live flags (env defaults overridden by the flags file), their sources and the file's state."""
+        """The live flags, each value with its source: env, the flags file, or the OpenFeature provider's variant."""
         return services.flags.describe()
 
     @post(
@@ -88,4 +88,12 @@ async def _readiness(services: Services | None) -> dict[str, Any]:
         except (EngineError, TimeoutError) as error:
             checks[label] = f"down: {type(error).__name__}"
     ready = all(value == "ok" for value in checks.values())
-    return {"status": "ready" if ready else "not ready", "checks": checks, "checked_at": datetime.now(UTC).isoformat()}
+    # A flags problem is a detail, not a readiness failure: search runs on the last good or default knobs.
+    flags_problem = services.flags.problem()
+    details = {"flags": f"{services.flags.name}: " + (f"degraded: {flags_problem}" if flags_problem else "ok")}
+    return {
+        "status": "ready" if ready else "not ready",
+        "checks": checks,
+        "details": details,
+        "checked_at": datetime.now(UTC).isoformat(),
+    }

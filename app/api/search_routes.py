@@ -49,6 +49,7 @@ def _search_call(
             request.headers.get("x-client-id"),
             client.host if client else None,
         ),
+        scopes=tuple(sorted(principal.scopes)),
     )
 
 

@@ -142,6 +142,8 @@ class SearchResponse(msgspec.Struct, kw_only=True):
     fusion_method: str
     question_type: str
     rollout_arm: str
+    # What chose the arm: `flags` (the flag system's split), `service` (HYBRID_ROLLOUT_PERCENT bucketing), `request`.
+    rollout_decided_by: str
     cached: bool
     degraded: bool
     degraded_reasons: list[str]
@@ -250,6 +252,7 @@ def search_response(query: str, outcome: SearchOutcome, *, explain: bool) -> Sea
         fusion_method=fusion_method,
         question_type=outcome.analysis.question_type.value,
         rollout_arm=outcome.arm,
+        rollout_decided_by=outcome.arm_decided_by,
         cached=outcome.cached,
         degraded=result.degraded,
         degraded_reasons=list(result.degraded_reasons),

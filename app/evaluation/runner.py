@@ -32,7 +32,8 @@ from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline
 from app.ingestion.reindex import rebuild_project
 from app.query.planner import SearchOptions
-from app.search.flags import FixedKnobs, knobs_from_settings
+from app.search.flags import knobs_from_settings
+from app.search.knob_source import FixedKnobs
 from app.search.service import SearchCall, SearchService
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ from opentelemetry import trace
 from prometheus_client import Counter, Gauge, Histogram
 
 from app.domain.labels import ARMS, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGES
+from app.knobs import KNOB_NAMES
 from app.observability.spans import (
     SPAN_ATTRIBUTE_ARM,
     SPAN_ATTRIBUTE_DEGRADED_REASONS,
@@ -40,6 +41,14 @@ FALLBACK_REASONS: Final = frozenset(
 )
 ENGINES: Final = frozenset({"pgvector", "postgres", "tantivy", "opensearch", "embedder"})
 INGEST_STATUSES: Final = frozenset({"created", "updated", "unchanged", "deleted"})
+ROLLOUT_DECIDERS: Final = frozenset({"flags", "service"})
+FLAG_KEYS: Final = frozenset(name.replace("_", "-") for name in KNOB_NAMES)
+# OpenFeature's resolution reasons (openfeature.flag_evaluation.Reason), lower-cased.
+FLAG_REASONS: Final = frozenset(
+    {"static", "default", "targeting_match", "split", "cached", "disabled", "unknown", "stale", "error"}
+)
+# Variant names come from the flag definitions (a bounded set an operator writes); longer ones are cut.
+MAX_VARIANT_LABEL_CHARS: Final = 40
 
 # Stage names the searcher or route may use for the same stage; folded onto the dashboard's names.
 _STAGE_ALIASES: Final = {
@@ -123,7 +132,8 @@ QUERY_RESULTS: Final = Histogram(
 )
 FLAGS_RELOAD_ERRORS_TOTAL: Final = Counter(
     "poimen_flags_reload_errors_total",
-    "Flags files rejected (parse error, unknown key, invalid value); the last good flags stay in force.",
+    "Flag definitions rejected (flags file or flagd file: parse error, unknown key, invalid value) or a flag"
+    " provider failing or unreachable; the last good flags stay in force.",
 )
 FLAGS_VERSION: Final = Gauge(
     "poimen_flags_version",
@@ -135,8 +145,13 @@ ROLLOUT_HYBRID_PERCENT: Final = Gauge(
 )
 ROLLOUT_ASSIGNMENTS_TOTAL: Final = Counter(
     "poimen_rollout_assignments_total",
-    "Requests assigned to a rollout arm, by arm.",
-    ["arm"],
+    "Requests assigned to a rollout arm, by arm and what decided it (flags: the flag system's split; service).",
+    ["arm", "decided_by"],
+)
+FLAG_EVALUATIONS_TOTAL: Final = Counter(
+    "poimen_flag_evaluations_total",
+    "OpenFeature flag evaluations, by flag key, variant (none without one) and resolution reason.",
+    ["flag", "variant", "reason"],
 )
 SHADOW_OVERLAP_AT_10: Final = Histogram(
     "poimen_shadow_overlap_at_10",
@@ -212,7 +227,8 @@ def _initialise_label_sets() -> None:
     for status in INGEST_STATUSES:
         INGESTED_DOCUMENTS_TOTAL.labels(status=status)
     for arm in (HYBRID_ARM, SEMANTIC_ARM):
-        ROLLOUT_ASSIGNMENTS_TOTAL.labels(arm=arm)
+        for decided_by in ROLLOUT_DECIDERS:
+            ROLLOUT_ASSIGNMENTS_TOTAL.labels(arm=arm, decided_by=decided_by)
         SHADOW_SEARCH_DURATION_SECONDS.labels(arm=arm)
 
 
@@ -289,11 +305,21 @@ def record_ingested(*, status: str, documents: int = 1, chunks: int = 0) -> None
         INGESTED_CHUNKS_TOTAL.inc(chunks)
 
 
-def record_rollout_assignment(arm: str) -> None:
-    """Count one request assigned to a rollout arm (`hybrid` or `semantic`)."""
+def record_rollout_assignment(arm: str, *, decided_by: str = "service") -> None:
+    """Count one request assigned to a rollout arm (`hybrid` or `semantic`) by `flags` or the `service`."""
     if not MetricsSwitch.enabled:
         return
-    ROLLOUT_ASSIGNMENTS_TOTAL.labels(arm=bounded(arm, ARMS)).inc()
+    ROLLOUT_ASSIGNMENTS_TOTAL.labels(arm=bounded(arm, ARMS), decided_by=bounded(decided_by, ROLLOUT_DECIDERS)).inc()
+
+
+def record_flag_evaluation(flag: str, *, variant: str | None, reason: str | None) -> None:
+    """Count one flag evaluation; unknown flags and reasons are `other`, a missing variant `none`."""
+    if not MetricsSwitch.enabled:
+        return
+    variant_label = "none" if not variant else variant.strip()[:MAX_VARIANT_LABEL_CHARS]
+    FLAG_EVALUATIONS_TOTAL.labels(
+        flag=bounded(flag, FLAG_KEYS), variant=variant_label, reason=bounded(reason or "unknown", FLAG_REASONS)
+    ).inc()
 
 
 def record_shadow_overlap(overlap: float) -> None:

@@ -26,7 +26,9 @@ class QueryCacheKey:
     `generation` is the project's generation in the document store when the key was made (read before
     the search runs): every write, through any replica, moves it on, so entries cached before the
     write can no longer be found on any replica (they expire by TTL or size). `plan` is every field of
-    the search plan, weights as sorted pairs.
+    the search plan, weights as sorted pairs. `knobs` is the identity of the knobs resolved for this
+    caller (their source's version and every value): with per-caller flags, two callers in one
+    `auth_scope` may run under different knobs, and each must find only answers built under its own.
     """
 
     project_id: str
@@ -36,6 +38,7 @@ class QueryCacheKey:
     knobs_version: int
     arm: str
     auth_scope: str
+    knobs: Hashable = None
 
 
 def plan_fingerprint(plan: SearchPlan) -> Hashable:
@@ -76,13 +79,21 @@ class QueryCache(Generic[ValueT]):
 
     @staticmethod
     def make_key(  # noqa: PLR0913 - the key is by definition every input that changes the answer
-        *, query: str, plan: SearchPlan, generation: int, knobs_version: int, arm: str, auth_scope: str
+        *,
+        query: str,
+        plan: SearchPlan,
+        generation: int,
+        knobs_version: int,
+        arm: str,
+        auth_scope: str,
+        knobs: Hashable = None,
     ) -> QueryCacheKey:
         """Build the key for one search under the project's `generation` (read from the store just before).
 
         `query` is the normalized query text; runs of whitespace are collapsed here as well, case is
         kept. `auth_scope` is the caller's authorization scope, so one caller is never served an answer
-        built for another's rights; `knobs_version` changes whenever the flags in force change.
+        built for another's rights; `knobs_version` changes whenever the flags in force change; `knobs`
+        identifies the knobs resolved for this caller (`ResolvedKnobs.identity`).
         """
         return QueryCacheKey(
             project_id=plan.filters.project_id,
@@ -92,6 +103,7 @@ class QueryCache(Generic[ValueT]):
             knobs_version=knobs_version,
             arm=arm,
             auth_scope=auth_scope,
+            knobs=knobs,
         )
 
     def get(self, key: QueryCacheKey) -> ValueT | None:

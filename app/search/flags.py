@@ -12,51 +12,24 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import ValidationError
 
 from app.knobs import KNOB_NAMES, SearchKnobs, knob_name
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, FLAGS_VERSION, ROLLOUT_HYBRID_PERCENT
+from app.search.knob_source import ResolvedKnobs
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from app.config import Settings
+    from app.search.knob_source import FlagContext
 
 logger = logging.getLogger(__name__)
 
 FlagSource = Literal["default", "env", "file"]
-
-
-class KnobSource(Protocol):
-    """Where a service reads the knobs in force: the flags store, or fixed knobs (evaluation, tests)."""
-
-    def current(self) -> SearchKnobs:
-        """The knobs in force now; an immutable value, so read it once per request and keep it."""
-        ...
-
-    @property
-    def version(self) -> int:
-        """Changes whenever `current()` changes (part of cache keys)."""
-        ...
-
-
-class FixedKnobs:
-    """A `KnobSource` that never changes: version 0 always."""
-
-    def __init__(self, knobs: SearchKnobs) -> None:
-        self._knobs = knobs
-
-    def current(self) -> SearchKnobs:
-        """The knobs given at construction."""
-        return self._knobs
-
-    @property
-    def version(self) -> int:
-        """Always 0."""
-        return 0
 
 
 def knobs_from_settings(settings: Settings) -> SearchKnobs:
@@ -114,16 +87,22 @@ class _Snapshot:
     file_keys: frozenset[str]
     version: int
 
+    @property
+    def resolved(self) -> ResolvedKnobs:
+        return ResolvedKnobs(knobs=self.flags, version=self.version)
+
 
 class FlagStore:
-    """The flags in force: env defaults from `settings`, overridden by the file at `path`.
+    """`FlagSource` of `FLAGS_PROVIDER=file` (the default): env defaults from `settings`, overridden by `path`.
 
     `path` defaults to `POIMEN_FLAGS_FILE`, `poll_interval_s` to `FLAGS_POLL_INTERVAL_S`. The file is
     read once on construction; `run()` re-reads it every poll. A file that cannot be applied keeps
     the last good flags (the env defaults at start), logs one line and counts
     `poimen_flags_reload_errors_total`. Reads (`current`, `version`) are lock-free: they see one
-    immutable snapshot, replaced whole by a successful reload.
+    immutable snapshot, replaced whole by a successful reload. Every caller gets the same knobs.
     """
+
+    name = "file"
 
     def __init__(self, settings: Settings, *, path: Path | None = None, poll_interval_s: float | None = None) -> None:
         self._settings = settings
@@ -140,6 +119,10 @@ class FlagStore:
     def current(self) -> SearchKnobs:
         """The flags in force now. Cheap: read it once per request and keep that object."""
         return self._snapshot.flags
+
+    def resolve(self, context: FlagContext) -> ResolvedKnobs:  # noqa: ARG002 - no targeting: one value for all
+        """The flags in force and their version, from one snapshot."""
+        return self._snapshot.resolved
 
     @property
     def version(self) -> int:
@@ -161,6 +144,7 @@ class FlagStore:
         values = snapshot.flags.model_dump(mode="json")
         sources = self.sources()
         return {
+            "provider": self.name,
             "version": snapshot.version,
             "file": str(self.path) if self.path is not None else None,
             "last_error": self.last_error,
@@ -205,6 +189,13 @@ class FlagStore:
                 "flags version %d from %s: changed %s", self._snapshot.version, self.path, ", ".join(changed) or "none"
             )
             return True
+
+    def problem(self) -> str | None:
+        """Why the last flags file was rejected (the last good flags stay in force), or None."""
+        return self.last_error
+
+    def close(self) -> None:
+        """Nothing to release: the poller stops with `run()`'s task."""
 
     async def run(self) -> None:
         """Poll the flags file until cancelled; returns at once when there is no file to watch."""

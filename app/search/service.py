@@ -30,6 +30,7 @@ from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan, validate_query_text
 from app.retrieval.searcher import HybridSearcher
 from app.search.cache import QueryCache
+from app.search.knob_source import FlagContext
 from app.search.rollout import assign_arm, overlap_at_k
 
 if TYPE_CHECKING:
@@ -39,11 +40,14 @@ if TYPE_CHECKING:
     from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.knobs import SearchKnobs
     from app.search.cache import QueryCacheKey
-    from app.search.flags import KnobSource
+    from app.search.knob_source import KnobSource, ResolvedKnobs
 
 logger = logging.getLogger("poimen.search")
 
 SHADOW_OVERLAP_DEPTH = 10
+ARM_BY_FLAGS = "flags"
+ARM_BY_SERVICE = "service"
+ARM_BY_REQUEST = "request"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +55,8 @@ class SearchCall:
     """One caller's search: the query, its options, and who is asking.
 
     `auth_scope` names what the caller may see (cache entries are shared only within one scope);
-    `caller_key` keeps a caller on one rollout arm. `as_of` is "now" for relative dates in the query
+    `caller_key` keeps a caller on one rollout arm and is the flags' targeting key; `scopes` are the
+    caller's granted scopes, for flag targeting. `as_of` is "now" for relative dates in the query
     ("last week"); None means the service's clock.
     """
 
@@ -60,14 +65,22 @@ class SearchCall:
     auth_scope: str
     caller_key: str
     as_of: datetime | None = None
+    scopes: tuple[str, ...] = ()
+
+    @property
+    def flag_context(self) -> FlagContext:
+        """The evaluation context the flags are resolved with for this call."""
+        return FlagContext(targeting_key=self.caller_key, project=self.options.project, scopes=self.scopes)
 
 
 @dataclass(frozen=True, slots=True)
 class SearchOutcome:
     """What one search produced: the optimizer's reading, the plan it ran, the result and how it was served.
 
-    `arm` is the rollout arm (`control` when the request chose its strategy). `cached` is True when the
-    result came from the query cache; `optimize_ms` and `total_ms` are then this request's own times.
+    `arm` is the rollout arm (`control` when the request chose its strategy); `arm_decided_by` says what
+    chose it: `flags` (the flag system's own split), `service` (bucketing by `hybrid_rollout_percent`)
+    or `request`. `cached` is True when the result came from the query cache; `optimize_ms` and
+    `total_ms` are then this request's own times.
     """
 
     analysis: QueryAnalysis
@@ -77,6 +90,7 @@ class SearchOutcome:
     cached: bool
     optimize_ms: float
     total_ms: float
+    arm_decided_by: str = ARM_BY_SERVICE
 
 
 class Generations(Protocol):
@@ -105,8 +119,8 @@ class SearchService:
         self._cache = cache
         self._generations = generations
         self._shadow_tasks: set[asyncio.Task[None]] = set()
-        self._applied_knobs_version = -1
-        self._apply_knobs()
+        self._applied_knobs_version = knobs.version
+        self._cache.set_ttl(knobs.current().query_cache_ttl_secs)
 
     @classmethod
     def over(  # noqa: PLR0913 - the ports and the two settings sources, each named
@@ -131,21 +145,30 @@ class SearchService:
             generations=store,
         )
 
-    def _apply_knobs(self) -> SearchKnobs:
-        """The knobs in force; when their version changed, apply the ones that live outside a plan (cache TTL)."""
-        knobs = self._knobs.current()
-        version = self._knobs.version
-        if version != self._applied_knobs_version:
-            self._cache.set_ttl(knobs.query_cache_ttl_secs)
-            self._applied_knobs_version = version
-        return knobs
+    def _apply_knobs(self, call: SearchCall) -> ResolvedKnobs:
+        """The knobs for this call; when the source's version changed, apply the process-wide ones (cache TTL).
 
-    def _arm(self, call: SearchCall, knobs: SearchKnobs) -> str:
+        The TTL is one per cache, so it is read without a caller context (`current()`), never per caller.
+        """
+        resolved = self._knobs.resolve(call.flag_context)
+        if resolved.version != self._applied_knobs_version:
+            self._cache.set_ttl(self._knobs.current().query_cache_ttl_secs)
+            self._applied_knobs_version = resolved.version
+        return resolved
+
+    def rollout_arm(self, call: SearchCall, resolved: ResolvedKnobs | None = None) -> tuple[str, str]:
+        """(arm, decided_by) for this call, with the knobs resolved for it (resolved now when not given).
+
+        A request that names its strategy is `control`; else the flag system's own split when it made
+        one for this caller, else SHA-256 bucketing by `hybrid_rollout_percent`. Both are sticky per caller
+        and equal on every replica. Not counted: `search` counts the arm it serves.
+        """
         if call.options.strategy is not None:
-            return CONTROL_ARM
-        arm = assign_arm(call.caller_key, hybrid_percent=knobs.hybrid_rollout_percent)
-        record_rollout_assignment(arm)
-        return arm
+            return CONTROL_ARM, ARM_BY_REQUEST
+        resolved = resolved if resolved is not None else self._knobs.resolve(call.flag_context)
+        if resolved.arm is not None:
+            return resolved.arm, ARM_BY_FLAGS
+        return assign_arm(call.caller_key, hybrid_percent=resolved.knobs.hybrid_rollout_percent), ARM_BY_SERVICE
 
     @staticmethod
     def _plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs, arm: str) -> SearchPlan:
@@ -169,17 +192,21 @@ class SearchService:
     async def _search(self, call: SearchCall) -> SearchOutcome:
         started = time.perf_counter()
         validate_query_text(call.query)
-        knobs = self._apply_knobs()
-        arm = self._arm(call, knobs)
+        resolved = self._apply_knobs(call)
+        knobs = resolved.knobs
+        arm, decided_by = self.rollout_arm(call, resolved)
+        if arm != CONTROL_ARM:
+            record_rollout_assignment(arm, decided_by=decided_by)
         current_arm.set(arm)  # engine errors of this search count under its arm
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
             plan = self._plan(analysis, call.options, knobs, arm)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
-        key = await self._cache_key(call, analysis, plan, arm)
+        key = await self._cache_key(call, analysis, plan, arm, resolved)
         cached = self._cache.get(key) if key is not None else None
         if cached is not None:
+            cached = replace(cached, arm_decided_by=decided_by)
             return self._cached_outcome(cached, arm=arm, optimize_ms=optimize_ms, started=started)
         try:
             result = await self._searcher.search(plan)
@@ -203,6 +230,7 @@ class SearchService:
             cached=False,
             optimize_ms=optimize_ms,
             total_ms=total_ms,
+            arm_decided_by=decided_by,
         )
         record_search(
             strategy=plan.strategy.value,
@@ -220,7 +248,7 @@ class SearchService:
         return outcome
 
     async def _cache_key(
-        self, call: SearchCall, analysis: QueryAnalysis, plan: SearchPlan, arm: str
+        self, call: SearchCall, analysis: QueryAnalysis, plan: SearchPlan, arm: str, resolved: ResolvedKnobs
     ) -> QueryCacheKey | None:
         """The cache key under the project's generation, read from the store now; None: do not cache.
 
@@ -240,7 +268,8 @@ class SearchService:
             query=analysis.normalized,
             plan=plan,
             generation=generation,
-            knobs_version=self._knobs.version,
+            knobs_version=resolved.version,
+            knobs=resolved.identity,
             arm=arm,
             auth_scope=call.auth_scope,
         )

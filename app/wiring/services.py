@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from app.auth.tokens import TokenVerifier
 from app.domain.errors import SearchServiceError
+from app.engines.openfeature_flags import OpenFeatureKnobs
+from app.engines.openfeature_provider import build_provider
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from app.config import Settings
+    from app.search.knob_source import FlagSource
 logger = logging.getLogger("poimen.wiring")
 
 BACKLOG_REFRESH_S = 5.0
@@ -38,7 +41,7 @@ class Services:
 
     settings: Settings
     engines: Engines
-    flags: FlagStore
+    flags: FlagSource
     cache: QueryCache[SearchOutcome]
     outbox: OutboxWorker
     search: SearchService
@@ -69,11 +72,18 @@ async def _refresh_backlog_gauge(engines: Engines) -> None:
         await asyncio.sleep(BACKLOG_REFRESH_S)
 
 
+def build_flag_source(settings: Settings) -> FlagSource:
+    """The knobs' source `FLAGS_PROVIDER` selects: the flags file over env (default) or an OpenFeature provider."""
+    if settings.flags_provider == "openfeature":
+        return OpenFeatureKnobs(settings, provider=build_provider(settings))
+    return FlagStore(settings, path=settings.poimen_flags_file, poll_interval_s=settings.flags_poll_interval_s)
+
+
 @asynccontextmanager
 async def open_services(settings: Settings, *, engines: Engines | None = None) -> AsyncIterator[Services]:
     """Open the engines (unless given), build every service, run the background work; stop it all on exit.
 
-    Background work: the outbox worker, the flags file poller and the outbox backlog gauge.
+    Background work: the outbox worker, the flags source (file poller) and the outbox backlog gauge.
     Shutdown order: stop taking background work, finish in-flight batches, then close the engines.
     """
     async with AsyncExitStack() as stack:
@@ -81,7 +91,8 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
         cache: QueryCache[SearchOutcome] = QueryCache(
             ttl_s=settings.query_cache_ttl_secs, max_size=settings.query_cache_max_size
         )
-        flags = FlagStore(settings, path=settings.poimen_flags_file, poll_interval_s=settings.flags_poll_interval_s)
+        flags = build_flag_source(settings)
+        stack.callback(flags.close)
         worker = OutboxWorker.from_settings(settings, store=live.store, lexical=live.lexical)
 
         def written(_project_id: str) -> None:

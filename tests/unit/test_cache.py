@@ -14,7 +14,9 @@ from app.domain.models import (
     SearchPlan,
     SearchStrategy,
 )
+from app.knobs import SearchKnobs
 from app.search.cache import QueryCache, QueryCacheKey
+from app.search.knob_source import ResolvedKnobs
 
 
 class FakeClock:
@@ -48,6 +50,7 @@ BASE_INPUTS: dict[str, object] = {
     "knobs_version": 3,
     "arm": "hybrid",
     "auth_scope": "read:alpha",
+    "knobs": ResolvedKnobs(knobs=SearchKnobs(), version=3).identity,
 }
 
 # One different value per input; each must give a different key.
@@ -59,6 +62,7 @@ CHANGED_INPUTS: dict[str, object] = {
     "knobs_version": 4,
     "arm": "semantic",
     "auth_scope": "read:alpha,beta",
+    "knobs": ResolvedKnobs(knobs=SearchKnobs(lexical_fuzziness=True), version=3).identity,
 }
 CHANGED_PLAN_FIELDS: dict[str, object] = {
     "semantic_text": "rotate keys",

@@ -36,9 +36,10 @@ CONTRACT = {
     "poimen_flags_reload_errors": ("counter", set()),
     "poimen_flags_version": ("gauge", set()),
     "poimen_rollout_hybrid_percent": ("gauge", set()),
-    "poimen_rollout_assignments": ("counter", {"arm"}),
+    "poimen_rollout_assignments": ("counter", {"arm", "decided_by"}),
     "poimen_shadow_overlap_at_10": ("histogram", set()),
     "poimen_shadow_search_duration_seconds": ("histogram", {"arm"}),
+    "poimen_flag_evaluations": ("counter", {"flag", "variant", "reason"}),
 }
 
 
@@ -246,6 +247,7 @@ def test_every_contract_metric_is_exported_with_its_type_and_labels() -> None:
     run_traced_search()
     observability_metrics.record_shadow_overlap(0.8)
     observability_metrics.record_rollout_assignment("hybrid")
+    observability_metrics.record_flag_evaluation("search-strategy", variant="lexical", reason="STATIC")
     observability_metrics.record_ingested(status="created", chunks=3)
     observability_metrics.record_engine_error("opensearch")
     observability_metrics.record_cache_lookup(hit=True)
@@ -288,3 +290,19 @@ def test_exposition_passes_promtool_check_metrics() -> None:
     )
 
     assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+
+
+def test_flag_evaluations_keep_their_labels_bounded() -> None:
+    before = sample("poimen_flag_evaluations_total", flag="other", variant="none", reason="other")
+
+    observability_metrics.record_flag_evaluation("not-a-knob", variant=None, reason="SOMETHING_NEW")
+
+    assert sample("poimen_flag_evaluations_total", flag="other", variant="none", reason="other") == before + 1
+
+
+def test_rollout_assignments_count_what_decided_the_arm() -> None:
+    before = sample("poimen_rollout_assignments_total", arm="hybrid", decided_by="flags")
+
+    observability_metrics.record_rollout_assignment("hybrid", decided_by="flags")
+
+    assert sample("poimen_rollout_assignments_total", arm="hybrid", decided_by="flags") == before + 1

@@ -310,3 +310,14 @@ checkov.io/skip{{ $index }}: {{ printf "%s=%s" . (get $reasons .) | quote }}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The FeatureFlag the OpenFeature path reads, as namespace/name: the rendered one, or openfeature.existingFeatureFlag.
+*/}}
+{{- define "poimen-memory.featureFlagRef" -}}
+{{- with .Values.openfeature.existingFeatureFlag -}}
+{{ . }}
+{{- else -}}
+{{ .Release.Namespace }}/{{ include "poimen-memory.fullname" . }}-flags
+{{- end -}}
+{{- end }}

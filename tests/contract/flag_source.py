@@ -1,0 +1,148 @@
+"""The `FlagSource` contract: every flag source (flags file, OpenFeature/flagd) passes these tests.
+
+A test writes knob values through the source's own definition format (`FlagDefinitions.write`), then
+asks the source what it resolves. Not collected by itself (no `Test` prefix).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Protocol
+
+import pytest
+from prometheus_client import REGISTRY
+
+from app.domain.models import SearchStrategy
+from app.knobs import KNOB_NAMES
+from app.search.knob_source import FlagContext
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from app.search.knob_source import FlagSource
+
+ENV_RRF_K = 70
+CALLER = FlagContext(targeting_key="sub:alice", project="alpha", scopes=("search",))
+OTHER_CALLER = FlagContext(targeting_key="client:bot-7", project="beta")
+
+
+def reload_errors() -> float:
+    return REGISTRY.get_sample_value("poimen_flags_reload_errors_total") or 0.0
+
+
+def eventually(condition: Callable[[], bool], *, timeout_s: float = 5.0) -> bool:
+    """Poll `condition` until it holds or `timeout_s` passes; sources that watch files on a thread need it."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+class FlagDefinitions(Protocol):
+    """A source and the file it reads, written in that source's own format."""
+
+    source: FlagSource
+
+    def write(self, values: Mapping[str, object]) -> None:
+        """Replace the definitions with these knob values (knob names), and wait until the source saw them."""
+        ...
+
+    def write_broken(self) -> None:
+        """Replace the definitions with a file that does not parse, and wait until the source saw it."""
+        ...
+
+
+class FlagSourceContract:
+    @pytest.fixture
+    def definitions(self) -> FlagDefinitions:
+        raise NotImplementedError
+
+    def test_knobs_without_a_flag_keep_their_env_values(self, definitions: FlagDefinitions) -> None:
+        definitions.write({})
+
+        knobs = definitions.source.resolve(CALLER).knobs
+
+        assert knobs.rrf_k_constant == ENV_RRF_K
+        assert knobs.search_strategy is SearchStrategy.HYBRID
+
+    def test_a_flag_sets_its_knob_for_every_caller(self, definitions: FlagDefinitions) -> None:
+        definitions.write({"search_strategy": "lexical", "rrf_k_constant": 9, "query_optimization_enabled": False})
+
+        first = definitions.source.resolve(CALLER).knobs
+        second = definitions.source.resolve(OTHER_CALLER).knobs
+
+        assert (first.search_strategy, first.rrf_k_constant, first.query_optimization_enabled) == (
+            SearchStrategy.LEXICAL,
+            9,
+            False,
+        )
+        assert second == first
+        assert definitions.source.current() == first
+
+    def test_float_and_reference_spelled_values_mean_what_the_env_knob_means(
+        self, definitions: FlagDefinitions
+    ) -> None:
+        definitions.write({"hybrid_lexical_weight": 0.8, "ranking_algorithm": "weighted_linear"})
+
+        knobs = definitions.source.resolve(CALLER).knobs
+
+        assert knobs.leg_weights() == pytest.approx((0.2, 0.8))
+        assert knobs.ranking_algorithm.value == "weighted"
+
+    def test_editing_the_definitions_changes_the_knobs_and_the_version_without_restart(
+        self, definitions: FlagDefinitions
+    ) -> None:
+        definitions.write({"rrf_k_constant": 9})
+        before = definitions.source.resolve(CALLER)
+
+        definitions.write({"rrf_k_constant": 11})
+        after = definitions.source.resolve(CALLER)
+
+        assert (before.knobs.rrf_k_constant, after.knobs.rrf_k_constant) == (9, 11)
+        assert after.version != before.version
+        assert after.version == definitions.source.version
+
+    def test_broken_definitions_keep_the_last_good_values_and_count_an_error(
+        self, definitions: FlagDefinitions
+    ) -> None:
+        definitions.write({"rrf_k_constant": 9, "search_strategy": "semantic"})
+        errors = reload_errors()
+
+        definitions.write_broken()
+        knobs = definitions.source.resolve(CALLER).knobs
+
+        assert (knobs.rrf_k_constant, knobs.search_strategy) == (9, SearchStrategy.SEMANTIC)
+        assert reload_errors() == errors + 1
+        assert definitions.source.problem() is not None
+
+    def test_good_definitions_after_broken_ones_clear_the_problem(self, definitions: FlagDefinitions) -> None:
+        definitions.write_broken()
+
+        definitions.write({"rrf_k_constant": 12})
+
+        assert definitions.source.resolve(CALLER).knobs.rrf_k_constant == 12
+        assert definitions.source.problem() is None
+
+    def test_an_invalid_value_never_reaches_a_search_and_counts_an_error(self, definitions: FlagDefinitions) -> None:
+        errors = reload_errors()
+
+        definitions.write({"rrf_k_constant": 0})
+        knobs = definitions.source.resolve(CALLER).knobs
+
+        assert knobs.rrf_k_constant == ENV_RRF_K
+        assert reload_errors() == errors + 1
+
+    def test_describe_shows_every_knob_with_its_value_and_source(self, definitions: FlagDefinitions) -> None:
+        definitions.write({"rrf_k_constant": 9})
+
+        described = definitions.source.describe()
+        flags = described["flags"]
+
+        assert isinstance(flags, dict)
+        assert set(flags) == set(KNOB_NAMES)
+        assert described["provider"] == definitions.source.name
+        assert flags["rrf_k_constant"]["value"] == 9
+        assert flags["rrf_k_constant"]["source"] in {"file", "openfeature"}
+        assert flags["rrf_final_k"]["source"] == "default"

@@ -1,0 +1,119 @@
+"""The chart's OpenFeature path: a FeatureFlag with its FeatureFlagSource or InProcessConfiguration, rendered from
+values, valid against the OpenFeature operator's CRD schemas (../shared/helm-deps), with the injection annotations."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from app.config import Settings
+from app.domain.models import SearchStrategy
+from app.engines.openfeature_flags import OpenFeatureKnobs
+from app.engines.openfeature_provider import build_provider
+from app.search.knob_source import FlagContext
+from tests.deploy.conftest import HELM_DEPS
+from tests.deploy.test_chart import HELM, INSTALL_HINT, Manifest, find, helm_template, main_container
+from tests.deploy.test_chart_stack import unknown_fields
+
+OPENFEATURE_CRDS = HELM_DEPS / "open-feature-operator-0.9.2-crds.yaml"
+GROUP = "core.openfeature.dev"
+IN_PROCESS = ("--set", "openfeature.mode=in-process", "--set", "openfeature.inProcess.host=flagd.flags")
+
+
+def render(*args: str) -> list[Manifest]:
+    if HELM is None:
+        pytest.skip(f"helm not installed: {INSTALL_HINT}")
+    return helm_template("--set", "openfeature.enabled=true", *args)
+
+
+def openfeature_schema(kind: str) -> dict[str, Any]:
+    if not OPENFEATURE_CRDS.exists():
+        pytest.skip(f"{OPENFEATURE_CRDS} not found (../shared/helm-deps beside the repository, or HELM_DEPS_DIR)")
+    for document in yaml.safe_load_all(OPENFEATURE_CRDS.read_text(encoding="utf-8")):
+        if document and document["spec"]["group"] == GROUP and document["spec"]["names"]["kind"] == kind:
+            for served in document["spec"]["versions"]:
+                if served["name"] == "v1beta1":
+                    schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
+                    return schema
+    raise AssertionError(f"no {kind}.{GROUP}/v1beta1 in {OPENFEATURE_CRDS}")
+
+
+def assert_valid(manifest: Manifest) -> None:
+    import jsonschema  # noqa: PLC0415 - test-only dependency, as in test_chart_stack
+
+    schema = openfeature_schema(manifest["kind"])
+    jsonschema.Draft7Validator(schema).validate(manifest)
+    assert unknown_fields(manifest["spec"], schema["properties"]["spec"], "spec") == []
+    assert manifest["apiVersion"] == f"{GROUP}/v1beta1"
+
+
+def pod_annotations(manifests: list[Manifest]) -> dict[str, str]:
+    annotations: dict[str, str] = find(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    return annotations
+
+
+def env_values(manifests: list[Manifest]) -> dict[str, str]:
+    return {item["name"]: item.get("value", "") for item in main_container(manifests)["env"]}
+
+
+@pytest.mark.parametrize("mode_args", [(), IN_PROCESS], ids=["sidecar", "in-process"])
+def test_the_feature_flag_validates_against_the_operator_crd(mode_args: tuple[str, ...]) -> None:
+    manifests = render(*mode_args)
+
+    assert_valid(find(manifests, "FeatureFlag"))
+
+
+def test_sidecar_mode_renders_a_valid_flag_source_and_the_injection_annotations() -> None:
+    manifests = render()
+
+    source = find(manifests, "FeatureFlagSource")
+    assert_valid(source)
+    flag = find(manifests, "FeatureFlag")
+    assert source["spec"]["sources"] == [{"source": f"search/{flag['metadata']['name']}", "provider": "kubernetes"}]
+    annotations = pod_annotations(manifests)
+    assert annotations["openfeature.dev/enabled"] == "true"
+    assert annotations["openfeature.dev/featureflagsource"] == f"search/{source['metadata']['name']}"
+    env = env_values(manifests)
+    assert (env["FLAGS_PROVIDER"], env["FLAGD_RESOLVER"], env["FLAGD_PORT"]) == ("openfeature", "rpc", "8013")
+
+
+def test_in_process_mode_renders_a_valid_in_process_configuration_and_its_annotation() -> None:
+    manifests = render(*IN_PROCESS)
+
+    configuration = find(manifests, "InProcessConfiguration")
+    assert_valid(configuration)
+    assert configuration["spec"]["host"] == "flagd.flags"
+    assert pod_annotations(manifests)["openfeature.dev/inprocessconfiguration"] == (
+        f"search/{configuration['metadata']['name']}"
+    )
+    # The operator injects FLAGD_RESOLVER/HOST/PORT from the InProcessConfiguration; the chart does not.
+    assert "FLAGD_RESOLVER" not in env_values(manifests)
+    assert [m for m in manifests if m["kind"] == "FeatureFlagSource"] == []
+
+
+def test_disabled_by_default_leaves_the_flags_config_map_path_alone() -> None:
+    if HELM is None:
+        pytest.skip(f"helm not installed: {INSTALL_HINT}")
+    manifests = helm_template()
+
+    assert [m for m in manifests if m["apiVersion"].startswith(GROUP)] == []
+    assert "FLAGS_PROVIDER" not in env_values(manifests)
+    assert not any(key.startswith("openfeature.dev/") for key in pod_annotations(manifests))
+
+
+def test_the_default_feature_flag_is_a_flagd_file_the_service_reads(tmp_path: Any) -> None:
+    flag = find(render(), "FeatureFlag")
+    path = tmp_path / "flags.json"
+    path.write_text(json.dumps({"flags": flag["spec"]["flagSpec"]["flags"]}))
+    settings = Settings(_env_file=None, flags_provider="openfeature", flagd_offline_flag_source_path=path)
+    source = OpenFeatureKnobs(settings, provider=build_provider(settings))
+
+    resolved = source.resolve(FlagContext(targeting_key="sub:anyone", project="alpha"))
+    source.close()
+
+    assert resolved.knobs.search_strategy is SearchStrategy.HYBRID
+    assert resolved.arm == "hybrid"
+    assert source.problem() is None
