@@ -34,7 +34,9 @@ def upgrade() -> None:
     # Existing documents get distinct versions from the sequence (a volatile default rewrites the table once).
     op.add_column(
         "documents",
-        sa.Column("version", sa.BigInteger(), server_default=sa.text("nextval('document_version_seq')"), nullable=False),
+        sa.Column(
+            "version", sa.BigInteger(), server_default=sa.text("nextval('document_version_seq')"), nullable=False
+        ),
     )
     op.create_table(
         "project_generations",
