@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from app.auth.tokens import TokenVerifier
 from app.domain.errors import SearchServiceError
+from app.ingestion.catalog import ProjectCatalog
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline
@@ -43,6 +44,7 @@ class Services:
     outbox: OutboxWorker
     search: SearchService
     pipeline: IngestionPipeline
+    catalog: ProjectCatalog
     verifier: TokenVerifier
 
 
@@ -103,6 +105,7 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
                 cache=cache,
             ),
             pipeline=build_pipeline(settings, live, on_written=written),
+            catalog=ProjectCatalog(store=live.store, on_written=written),
             verifier=TokenVerifier.from_settings(settings),
         )
         background = [asyncio.create_task(flags.run()), asyncio.create_task(_refresh_backlog_gauge(live))]
