@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry import trace
 
-from app.domain.errors import AllEnginesFailedError, EngineError
+from app.domain.errors import AllEnginesFailedError, EngineError, InvalidQueryError
 from app.domain.labels import CONTROL_ARM, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGE_OPTIMIZE, STAGE_TOTAL
 from app.domain.models import SearchStrategy
 from app.observability.metrics import (
@@ -30,9 +30,11 @@ from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan, validate_query_text
 from app.retrieval.searcher import HybridSearcher
 from app.search.cache import QueryCache
+from app.search.paging import PAGE_DEPTH, SearchPage, page_of
 from app.search.rollout import assign_arm, overlap_at_k
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
 
     from app.domain.models import QueryAnalysis, SearchPlan, SearchResult
@@ -60,6 +62,7 @@ class SearchCall:
     auth_scope: str
     caller_key: str
     as_of: datetime | None = None
+    page: SearchPage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,26 @@ class SearchOutcome:
     cached: bool
     optimize_ms: float
     total_ms: float
+    offset: int = 0
+    next_offset: int | None = None
+    generation: int | None = None
+    """The project's generation the ranking was made at (None: not read, the cache is off)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A search up to the cache lookup: what the batch path needs before it embeds every query at once."""
+
+    call: SearchCall
+    started: float
+    knobs: SearchKnobs
+    arm: str
+    analysis: QueryAnalysis
+    plan: SearchPlan
+    optimize_ms: float
+    key: QueryCacheKey | None
+    generation: int | None
+    cached: SearchOutcome | None
 
 
 class Generations(Protocol):
@@ -90,7 +113,7 @@ class Generations(Protocol):
 class SearchService:
     """Runs searches; stateless apart from the cache and background shadow searches."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the collaborators, each named
         self,
         *,
         searcher: HybridSearcher,
@@ -98,8 +121,10 @@ class SearchService:
         knobs: KnobSource,
         cache: QueryCache[SearchOutcome],
         generations: Generations | None = None,
+        query_embedder: Embedder | None = None,
     ) -> None:
         self._searcher = searcher
+        self._query_embedder = query_embedder
         self._optimizer = optimizer
         self._knobs = knobs
         self._cache = cache
@@ -129,6 +154,7 @@ class SearchService:
             knobs=knobs,
             cache=cache if cache is not None else QueryCache(ttl_s=0, max_size=0),
             generations=store,
+            query_embedder=embedder,
         )
 
     def _apply_knobs(self) -> SearchKnobs:
@@ -166,25 +192,83 @@ class SearchService:
             finally:
                 current_arm.set(NO_ARM)
 
+    async def search_batch(self, calls: Sequence[SearchCall]) -> list[SearchOutcome]:
+        """Answer several searches, in order; the queries that need an embedding are embedded in one batch.
+
+        Each answer is what `search` gives for its call (same plan, cache and rollout arm). Invalid input in
+        any call raises before anything runs. When the batch embedding fails, each search embeds on its own
+        (and degrades as `search` does).
+        """
+        with phase(SPAN_REQUEST):
+            try:
+                prepared = [await self._prepare_item(index, call) for index, call in enumerate(calls)]
+                embeddings = await self._embed_batch([p for p in prepared if p.cached is None])
+                return list(
+                    await asyncio.gather(*(self._run(p, embeddings.get(p.plan.semantic_text)) for p in prepared))
+                )
+            finally:
+                current_arm.set(NO_ARM)
+
+    async def _prepare_item(self, index: int, call: SearchCall) -> _Prepared:
+        try:
+            return await self._prepare(call)
+        except InvalidQueryError as error:
+            # Name the query of the batch: `queries[2].query`.
+            raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field or 'query'}") from None
+
+    async def _embed_batch(self, prepared: Sequence[_Prepared]) -> dict[str, list[float]]:
+        texts = list(
+            dict.fromkeys(p.plan.semantic_text for p in prepared if p.plan.strategy is not SearchStrategy.LEXICAL)
+        )
+        if not texts or self._query_embedder is None:
+            return {}
+        try:
+            vectors = await self._query_embedder.embed_queries(texts)
+        except EngineError:
+            logger.warning("batch query embedding failed: each search embeds on its own")
+            return {}
+        return dict(zip(texts, vectors, strict=True))
+
     async def _search(self, call: SearchCall) -> SearchOutcome:
+        return await self._run(await self._prepare(call), None)
+
+    async def _prepare(self, call: SearchCall) -> _Prepared:
         started = time.perf_counter()
         validate_query_text(call.query)
         knobs = self._apply_knobs()
         arm = self._arm(call, knobs)
         current_arm.set(arm)  # engine errors of this search count under its arm
+        options = call.options if call.page is None else replace(call.options, limit=PAGE_DEPTH)
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
-            plan = self._plan(analysis, call.options, knobs, arm)
+            plan = self._plan(analysis, options, knobs, arm)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
-        key = await self._cache_key(call, analysis, plan, arm)
+        key, generation = await self._cache_key(call, analysis, plan, arm)
         cached = self._cache.get(key) if key is not None else None
-        if cached is not None:
-            return self._cached_outcome(cached, arm=arm, optimize_ms=optimize_ms, started=started)
+        if call.page is not None and call.page.generation is not None and call.page.generation != generation:
+            # A later page: the ranking its first page was cut from, if the cache still holds it.
+            pinned, _ = await self._cache_key(call, analysis, plan, arm, generation=call.page.generation)
+            snapshot = self._cache.get(pinned) if pinned is not None else None
+            if snapshot is not None:
+                cached, generation = snapshot, call.page.generation
+        return _Prepared(call, started, knobs, arm, analysis, plan, optimize_ms, key, generation, cached)
+
+    async def _run(self, prepared: _Prepared, query_embedding: list[float] | None) -> SearchOutcome:
+        call, plan, arm = prepared.call, prepared.plan, prepared.arm
+        if prepared.cached is not None:
+            outcome = self._cached_outcome(
+                prepared.cached, arm=arm, optimize_ms=prepared.optimize_ms, started=prepared.started
+            )
+            return page_of(replace(outcome, generation=prepared.generation), call, prepared.knobs)
+        current_arm.set(arm)
         try:
-            result = await self._searcher.search(plan)
+            result = await self._searcher.search(plan, query_embedding=query_embedding)
         except AllEnginesFailedError as error:
-            stage_ms = {STAGE_OPTIMIZE: optimize_ms, STAGE_TOTAL: (time.perf_counter() - started) * 1000}
+            stage_ms = {
+                STAGE_OPTIMIZE: prepared.optimize_ms,
+                STAGE_TOTAL: (time.perf_counter() - prepared.started) * 1000,
+            }
             record_search(
                 strategy=plan.strategy.value,
                 arm=arm,
@@ -194,48 +278,58 @@ class SearchService:
                 result_count=0,
             )
             raise
-        total_ms = (time.perf_counter() - started) * 1000
+        total_ms = (time.perf_counter() - prepared.started) * 1000
         outcome = SearchOutcome(
-            analysis=analysis,
+            analysis=prepared.analysis,
             plan=plan,
             result=result,
             arm=arm,
             cached=False,
-            optimize_ms=optimize_ms,
+            optimize_ms=prepared.optimize_ms,
             total_ms=total_ms,
+            generation=prepared.generation,
         )
         record_search(
             strategy=plan.strategy.value,
             arm=arm,
             outcome="degraded" if result.degraded else "ok",
-            stage_ms={**result.stage_ms, STAGE_OPTIMIZE: optimize_ms, STAGE_TOTAL: total_ms},
+            stage_ms={**result.stage_ms, STAGE_OPTIMIZE: prepared.optimize_ms, STAGE_TOTAL: total_ms},
             degraded_reasons=result.degraded_reasons,
             result_count=len(result.hits),
         )
-        if key is not None and not result.degraded:
+        if prepared.key is not None and not result.degraded:
             # A degraded answer is not what the caller would get once the engine is back: never reuse it.
-            self._cache.put(key, outcome)
-        if knobs.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
-            self._start_shadow(call, analysis, knobs, arm, [hit.chunk_id for hit in result.hits])
-        return outcome
+            self._cache.put(prepared.key, outcome)
+        if prepared.knobs.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
+            self._start_shadow(call, prepared.analysis, prepared.knobs, arm, [hit.chunk_id for hit in result.hits])
+        return page_of(outcome, call, prepared.knobs)
 
     async def _cache_key(
-        self, call: SearchCall, analysis: QueryAnalysis, plan: SearchPlan, arm: str
-    ) -> QueryCacheKey | None:
-        """The cache key under the project's generation, read from the store now; None: do not cache.
+        self,
+        call: SearchCall,
+        analysis: QueryAnalysis,
+        plan: SearchPlan,
+        arm: str,
+        *,
+        generation: int | None = None,
+    ) -> tuple[QueryCacheKey | None, int | None]:
+        """The cache key under the project's generation (read from the store now unless given) and that generation.
+
+        The key is None when not to cache.
 
         Reading the generation per query is what lets no replica serve an answer from before a write
         acknowledged by another (one primary-key read). When the store cannot answer, the cache is
         skipped: an answer it holds might predate a write.
         """
         if not self._cache.enabled:
-            return None
-        generation = 0
-        if self._generations is not None:
-            try:
-                generation = await self._generations.project_generation(plan.filters.project_id)
-            except EngineError:
-                return None
+            return None, None
+        if generation is None:
+            generation = 0
+            if self._generations is not None:
+                try:
+                    generation = await self._generations.project_generation(plan.filters.project_id)
+                except EngineError:
+                    return None, None
         return self._cache.make_key(
             query=analysis.normalized,
             plan=plan,
@@ -243,7 +337,7 @@ class SearchService:
             knobs_version=self._knobs.version,
             arm=arm,
             auth_scope=call.auth_scope,
-        )
+        ), generation
 
     @staticmethod
     def _cached_outcome(cached: SearchOutcome, *, arm: str, optimize_ms: float, started: float) -> SearchOutcome:
