@@ -287,3 +287,8 @@ def search_response(
         offset=outcome.offset,
         next_cursor=next_cursor,
     )
+
+
+def response_json(response: SearchResponse | list[SearchResponse]) -> str:
+    """A search response (or several) as the JSON the HTTP API sends (for `poimen query --json`)."""
+    return msgspec.json.encode(response).decode()
