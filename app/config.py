@@ -76,6 +76,9 @@ class Settings(BaseSettings, SearchKnobs):
     pgvector_index_lists: int | None = None
     opensearch_refresh_interval: str | None = None
 
+    # Most queries one `POST /v1/search/batch` may carry (more: a 400 naming `queries`).
+    search_batch_max_queries: int = Field(default=32, ge=1, le=1000)
+
     # Ingestion.
     max_document_bytes: int = Field(default=5_000_000, ge=1)
     max_batch_documents: int = Field(default=500, ge=1)

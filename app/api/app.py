@@ -22,9 +22,11 @@ from app.api.errors import (
 )
 from app.api.guards import public
 from app.api.operator_routes import AdminController, HealthController
+from app.api.project_routes import ProjectController
 from app.api.search_routes import SearchController
 from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
+from app.ingestion.catalog import ProjectCatalog
 from app.ingestion.pipeline import IngestionPipeline
 from app.observability.metrics import configure_metrics
 from app.observability.tracing import configure_tracing
@@ -54,6 +56,10 @@ def _search_service(state: State) -> SearchService:
 
 def _pipeline(state: State) -> IngestionPipeline:
     return _services(state).pipeline
+
+
+def _catalog(state: State) -> ProjectCatalog:
+    return _services(state).catalog
 
 
 def _settings(state: State) -> Settings:
@@ -92,7 +98,7 @@ def create_app(
             tracer_provider.shutdown()
 
     prometheus = PrometheusConfig(app_name="poimen", prefix="poimen_http", group_path=True, exclude=["/metrics"])
-    handlers: list[type] = [SearchController, DocumentController, AdminController, HealthController]
+    handlers: list[type] = [SearchController, DocumentController, ProjectController, AdminController, HealthController]
     if settings.metrics_enabled:
         handlers.append(PublicPrometheusController)
     return Litestar(
@@ -102,6 +108,7 @@ def create_app(
             "services": Provide(_services, sync_to_thread=False),
             "search_service": Provide(_search_service, sync_to_thread=False),
             "pipeline": Provide(_pipeline, sync_to_thread=False),
+            "catalog": Provide(_catalog, sync_to_thread=False),
             "settings": Provide(_settings, sync_to_thread=False),
         },
         exception_handlers={

@@ -7,9 +7,10 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
-from litestar.params import HeaderParameter, PathParameter
-from litestar.status_codes import HTTP_201_CREATED
+from litestar.params import HeaderParameter, PathParameter, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from app.api.cursors import decode_cursor, encode_cursor
 from app.api.dependencies import Injected
 from app.api.document_schemas import (
     DocumentBatchIn,
@@ -20,14 +21,25 @@ from app.api.document_schemas import (
     document_out,
 )
 from app.api.guards import ingest_guard, search_guard
+from app.api.project_routes import (
+    EventFrom,
+    EventTo,
+    SourcePrefix,
+    Tag,
+    UpdatedSince,
+    document_selection,
+)
+from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
+from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.ingestion.pipeline import IngestionPipeline
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
 
 ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")]
 DocumentIdPath = Annotated[str, PathParameter(description="Document id; may contain `/`")]
+DOCUMENTS_CURSOR = "documents"
 IfMatchHeader = Annotated[
     str | None, HeaderParameter(name="If-Match", description="Write only if the document is at this version")
 ]
@@ -61,7 +73,13 @@ def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentI
 
 
 def _field_of(message: str) -> str | None:
-    # msgspec says "... - at `$.documents[0].id`": report the path without the `$.` root.
+    # msgspec says "... - at `$.documents[0].id`": report the path without the `$.` root; an unknown field
+    # is named in the message ("Object contains unknown field `colour` - at `$.documents[0]`").
+    unknown = "unknown field `"
+    if unknown in message:
+        name = message.split(unknown, 1)[1].split("`", 1)[0]
+        path = message.split("at `$", 1)[1].rstrip("`").lstrip(".") if "at `$" in message else ""
+        return f"{path}.{name}" if path else name
     marker = "at `$."
     if marker in message:
         return message.split(marker, 1)[1].rstrip("`")
@@ -84,7 +102,7 @@ def _not_found(project: str, document_id: str) -> DocumentNotFoundError:
 
 
 class DocumentController(Controller):
-    """Ingestion: write, read and delete a project's documents."""
+    """Ingestion: write, list, read and delete a project's documents."""
 
     path = "/v1/projects/{project:str}/documents"
     tags = ["documents"]  # noqa: RUF012 - Litestar reads it as a class attribute
@@ -98,7 +116,7 @@ class DocumentController(Controller):
         pipeline: Injected[IngestionPipeline],
         if_match: IfMatchHeader = None,
     ) -> IngestResponse:
-        """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata}`, or `{documents}`.
+        """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata, context}`, or a batch.
 
         Concurrent writes of one document apply in the order they arrived, on any replica. To update
         safely, send the version last read (`expected_version`, or `If-Match` for a single document):
@@ -132,6 +150,73 @@ class DocumentController(Controller):
                 for outcome in outcomes
             ],
         )
+
+    @get("/", summary="List a project's documents (cursor pagination, filters)", guards=[search_guard])
+    async def list_documents(  # noqa: PLR0913, PLR0917 - one parameter per query-string field
+        self,
+        project: ProjectPath,
+        catalog: Injected[ProjectCatalog],
+        limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE_SIZE, description="Page size")] = 100,
+        cursor: Annotated[str | None, QueryParameter(description="`next_cursor` of the previous page")] = None,
+        source_prefix: SourcePrefix = None,
+        tag: Tag = None,
+        event_time_from: EventFrom = None,
+        event_time_to: EventTo = None,
+        updated_since: UpdatedSince = None,
+    ) -> DocumentListOut:
+        """Documents by id (code point order). Paging by id never repeats a document, even across writes."""
+        after = None
+        if cursor is not None:
+            after = decode_cursor(cursor, kind=DOCUMENTS_CURSOR).get("after")
+            if not isinstance(after, str):
+                msg = "cursor is not a cursor this endpoint returned"
+                raise InvalidInputError(msg, field="cursor")
+        selection = document_selection(
+            project,
+            source_prefix=source_prefix,
+            tag=tag,
+            event_time_from=event_time_from,
+            event_time_to=event_time_to,
+            updated_since=updated_since,
+        )
+        page = await catalog.page(selection, after=after, limit=limit)
+        return DocumentListOut(
+            project=project,
+            items=[summary_out(item) for item in page.items],
+            next_cursor=None
+            if page.next_after is None
+            else encode_cursor(DOCUMENTS_CURSOR, {"after": page.next_after}),
+        )
+
+    @delete("/", summary="Delete the documents matching a filter", status_code=HTTP_200_OK, guards=[ingest_guard])
+    async def remove_matching(  # noqa: PLR0913, PLR0917 - one parameter per filter
+        self,
+        project: ProjectPath,
+        catalog: Injected[ProjectCatalog],
+        source_prefix: SourcePrefix = None,
+        tag: Tag = None,
+        event_time_from: EventFrom = None,
+        event_time_to: EventTo = None,
+        updated_since: UpdatedSince = None,
+    ) -> DeletedOut:
+        """Delete every document matching all given filters, in one transaction; at least one filter is required."""
+        selection = document_selection(
+            project,
+            source_prefix=source_prefix,
+            tag=tag,
+            event_time_from=event_time_from,
+            event_time_to=event_time_to,
+            updated_since=updated_since,
+        )
+        if selection.is_everything:
+            msg = (
+                "give at least one filter (source_prefix, tag, event_time_from/to, updated_since); "
+                "DELETE /v1/projects/{project} removes everything"
+            )
+            raise InvalidInputError(msg, field="source_prefix")
+        deleted = await catalog.delete(selection)
+        record_ingested(status="deleted", documents=deleted)
+        return DeletedOut(project=project, deleted=deleted)
 
     @get("/{document_id:path}", summary="A stored document with its chunks", guards=[search_guard])
     async def read(

@@ -10,11 +10,17 @@ import msgspec
 from app.domain.models import Chunk, Document, StoredDocument
 from app.domain.moments import as_utc
 
+MAX_CONTEXT_CHARS = 8192
 DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
-class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
-    """One document to ingest. `markdown` is accepted as a synonym of `text`."""
+class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One document to ingest. `markdown` is accepted as a synonym of `text`; an unknown field is a 400.
+
+    `context` is text that helps find the document without being part of it (e.g. a conversation's
+    previous turn): embedded and indexed with every chunk, returned by `GET` of the document, never as
+    a chunk's text.
+    """
 
     id: DocumentId
     text: str | None = None
@@ -24,6 +30,7 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
     tags: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=128)]], msgspec.Meta(max_length=64)] = []
     event_time: datetime | None = None
     metadata: dict[str, Any] = {}
+    context: Annotated[str, msgspec.Meta(max_length=MAX_CONTEXT_CHARS)] = ""
     expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
     """Write only if the stored version is this one (0: only if the document does not exist yet); else 409."""
 
@@ -42,10 +49,11 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
             tags=tuple(dict.fromkeys(self.tags)),
             event_time=as_utc(self.event_time),
             metadata=self.metadata,
+            context=self.context,
         )
 
 
-class DocumentBatchIn(msgspec.Struct, kw_only=True):
+class DocumentBatchIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Several documents in one request; written atomically."""
 
     documents: Annotated[list[DocumentIn], msgspec.Meta(min_length=1)]
@@ -92,6 +100,7 @@ class DocumentOut(msgspec.Struct, kw_only=True):
     tags: list[str]
     event_time: datetime | None
     metadata: dict[str, Any]
+    context: str
     content_hash: str
     lexically_indexed: bool
     created_at: datetime
@@ -125,6 +134,8 @@ def document_out(document: StoredDocument) -> DocumentOut:
         tags=list(document.tags),
         event_time=document.event_time,
         metadata=dict(document.metadata),
+        # Every chunk carries the document's context (the store keeps it per chunk).
+        context=document.chunks[0].context if document.chunks else "",
         content_hash=document.content_hash,
         lexically_indexed=document.lexically_indexed,
         created_at=document.created_at,

@@ -89,7 +89,8 @@ def service_error_handler(_: Request[Any, Any, Any], error: SearchServiceError) 
 
 
 _BODY_KEY = "data"
-_NAMED_FIELD_MESSAGES = ("missing required field `", "unknown field `")
+_UNKNOWN_FIELD = "unknown field `"
+_NAMED_FIELD_MESSAGES = ("missing required field `", _UNKNOWN_FIELD)
 
 
 def _field_name(key: str, message: str) -> str:
@@ -98,10 +99,12 @@ def _field_name(key: str, message: str) -> str:
     A body error without a path ("Object missing required field `query`") comes keyed by the handler's
     `data` parameter, which tells the caller nothing; the message names the real field.
     """
+    named = next((message.split(m, 1)[1].split("`", 1)[0] for m in _NAMED_FIELD_MESSAGES if m in message), None)
     if key in {"", _BODY_KEY}:
-        for marker in _NAMED_FIELD_MESSAGES:
-            if marker in message:
-                return message.split(marker, 1)[1].split("`", 1)[0]
+        return named or key
+    # An unknown field inside an object ("... unknown field `colour` - at `$.queries[0]`"): name the field.
+    if named is not None and _UNKNOWN_FIELD in message:
+        return f"{key}.{named}"
     return key
 
 

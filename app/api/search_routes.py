@@ -1,7 +1,14 @@
-"""Search endpoints: `GET /memory/query` (the reference endpoint) and `POST /v1/search` (every option)."""
+"""Search endpoints: `GET /memory/query` (reference), `POST /v1/search` (every option), `POST /v1/search/batch`.
+
+Paging (both single-search endpoints and each query of a batch): `offset` or `cursor` asks for one page of
+a ranking `PAGE_DEPTH` deep. The cursor carries the next offset, the project generation the ranking was
+made at, and a fingerprint of the query and its options (a cursor replayed with another query is a 400).
+"""
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
@@ -10,16 +17,29 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
+from app.api.cursors import decode_cursor, encode_cursor
 from app.api.dependencies import Injected
 from app.api.errors import PROBLEM_MEDIA_TYPE, ProblemOut
 from app.api.guards import authorize_project, principal_of, search_guard
-from app.api.search_schemas import SearchRequest, SearchResponse, search_response
+from app.api.search_schemas import (
+    BatchSearchRequest,
+    BatchSearchResponse,
+    SearchFields,
+    SearchRequest,
+    SearchResponse,
+    search_response,
+)
 from app.auth.tokens import ANONYMOUS, SCOPE_SEARCH, Principal, cache_scope
-from app.domain.errors import InvalidQueryError
+from app.config import Settings
+from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.query.planner import MAX_QUERY_CHARS, SearchOptions
+from app.search.calls import SearchCall, SearchOutcome
+from app.search.paging import PAGE_DEPTH, SearchPage
 from app.search.rollout import caller_key
-from app.search.service import SearchCall, SearchService
+from app.search.service import SearchService
+
+SEARCH_CURSOR = "search"
 
 SEARCH_ERROR_RESPONSES = {
     400: ResponseSpec(
@@ -35,13 +55,74 @@ SEARCH_ERROR_RESPONSES = {
 }
 
 
+def _fingerprint(query: str, options: SearchOptions) -> str:
+    """What a cursor is bound to: the query and every option but the page size."""
+    return hashlib.sha256(f"{query}\x1f{replace(options, limit=None)!r}".encode()).hexdigest()[:16]
+
+
+def _page(query: str, options: SearchOptions, *, offset: int | None, cursor: str | None) -> SearchPage | None:
+    """The page asked for (None: an unpaged search); a cursor of another query or a foreign cursor is a 400."""
+    if cursor is None:
+        return None if offset is None else SearchPage(offset=offset)
+    if offset is not None:
+        msg = "give offset or cursor, not both"
+        raise InvalidQueryError(msg, field="offset")
+    values = decode_cursor(cursor, kind=SEARCH_CURSOR)
+    start, generation = values.get("o"), values.get("g")
+    if values.get("f") != _fingerprint(query, options):
+        msg = "cursor belongs to another query or other options"
+        raise InvalidQueryError(msg, field="cursor")
+    if not isinstance(start, int) or not 0 <= start < PAGE_DEPTH or not isinstance(generation, int | None):
+        msg = "cursor is not a cursor this endpoint returned"
+        raise InvalidQueryError(msg, field="cursor")
+    return SearchPage(offset=start, generation=generation)
+
+
+def _respond(query: str, options: SearchOptions, outcome: SearchOutcome, *, explain: bool) -> SearchResponse:
+    following = None
+    if outcome.next_offset is not None:
+        values = {"o": outcome.next_offset, "g": outcome.generation, "f": _fingerprint(query, options)}
+        following = encode_cursor(SEARCH_CURSOR, values)
+    return search_response(query, outcome, explain=explain, next_cursor=following)
+
+
+def _options(project: str, data: SearchFields) -> SearchOptions:
+    filters = data.filters
+    levels: tuple[str, ...] = ()
+    if filters is not None and filters.level is not None:
+        levels = (filters.level,) if isinstance(filters.level, str) else tuple(filters.level)
+    return SearchOptions(
+        project=project,
+        limit=data.limit,
+        strategy=SearchStrategy(data.strategy) if data.strategy else None,
+        fusion_method=FusionMethod(data.fusion) if data.fusion else None,
+        semantic_weight=data.weights.semantic if data.weights else None,
+        lexical_weight=data.weights.lexical if data.weights else None,
+        rrf_k=data.rrf_k,
+        levels=levels,
+        tags=tuple(filters.tags) if filters else (),
+        source_prefix=filters.source_prefix if filters else None,
+        date_from=filters.date_from if filters else None,
+        date_to=filters.date_to if filters else None,
+        collapse=True if data.collapse is not None else None,
+        max_chunks_per_document=data.collapse,
+        min_score=data.min_score,
+    )
+
+
 def _search_call(
-    request: Request[Any, Any, State], principal: Principal, *, query: str, options: SearchOptions
+    request: Request[Any, Any, State],
+    principal: Principal,
+    *,
+    query: str,
+    options: SearchOptions,
+    page: SearchPage | None = None,
 ) -> SearchCall:
     client = request.client
     return SearchCall(
         query=query,
         options=options,
+        page=page,
         auth_scope=cache_scope(principal),
         # With auth off everyone is ANONYMOUS: its subject would put every caller on one rollout arm.
         caller_key=caller_key(
@@ -88,6 +169,10 @@ class SearchController(Controller):
         strategy: Annotated[str | None, QueryParameter(description="hybrid | semantic | lexical | cascading")] = None,
         fusion: Annotated[str | None, QueryParameter(description="rrf | weighted | zscore")] = None,
         explain: Annotated[bool, QueryParameter(description="Include the optimizer's analysis")] = False,  # noqa: FBT002
+        offset: Annotated[
+            int | None, QueryParameter(ge=0, lt=PAGE_DEPTH, description="Page from this 0-based rank on")
+        ] = None,
+        cursor: Annotated[str | None, QueryParameter(description="`next_cursor` of the previous page")] = None,
     ) -> SearchResponse:
         """Search with the service defaults; the response follows the reference Part 4 shape."""
         if query_text is None:
@@ -102,8 +187,9 @@ class SearchController(Controller):
             strategy=_enum(strategy, SearchStrategy, "strategy"),
             fusion_method=_enum(fusion, FusionMethod, "fusion"),
         )
-        call = _search_call(request, principal_of(request), query=query_text, options=options)
-        return search_response(query_text, await search_service.search(call), explain=explain)
+        page = _page(query_text, options, offset=offset, cursor=cursor)
+        call = _search_call(request, principal_of(request), query=query_text, options=options, page=page)
+        return _respond(query_text, options, await search_service.search(call), explain=explain)
 
     @post(
         "/v1/search",
@@ -120,26 +206,47 @@ class SearchController(Controller):
     ) -> SearchResponse:
         """Search with explicit filters, strategy, fusion, weights, collapse and min_score."""
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
-        filters = data.filters
-        levels: tuple[str, ...] = ()
-        if filters is not None and filters.level is not None:
-            levels = (filters.level,) if isinstance(filters.level, str) else tuple(filters.level)
-        options = SearchOptions(
-            project=data.project,
-            limit=data.limit,
-            strategy=SearchStrategy(data.strategy) if data.strategy else None,
-            fusion_method=FusionMethod(data.fusion) if data.fusion else None,
-            semantic_weight=data.weights.semantic if data.weights else None,
-            lexical_weight=data.weights.lexical if data.weights else None,
-            rrf_k=data.rrf_k,
-            levels=levels,
-            tags=tuple(filters.tags) if filters else (),
-            source_prefix=filters.source_prefix if filters else None,
-            date_from=filters.date_from if filters else None,
-            date_to=filters.date_to if filters else None,
-            collapse=True if data.collapse is not None else None,
-            max_chunks_per_document=data.collapse,
-            min_score=data.min_score,
+        options = _options(data.project, data)
+        page = _page(data.query, options, offset=data.offset, cursor=data.cursor)
+        call = _search_call(request, principal, query=data.query, options=options, page=page)
+        return _respond(data.query, options, await search_service.search(call), explain=data.explain)
+
+    @post(
+        "/v1/search/batch",
+        summary="Several searches of one project in one request",
+        status_code=HTTP_200_OK,
+        responses=SEARCH_ERROR_RESPONSES,
+        guards=[search_guard],
+    )
+    async def search_batch(
+        self,
+        request: Request[Any, Any, State],
+        search_service: Injected[SearchService],
+        settings: Injected[Settings],
+        data: JSONBody[BatchSearchRequest],
+    ) -> BatchSearchResponse:
+        """One search response per query, in order; the query embeddings are computed in one batch.
+
+        At most `SEARCH_BATCH_MAX_QUERIES` queries (a 400 naming `queries` beyond). Each query takes the
+        fields of `POST /v1/search` but `project`; an invalid one fails the batch with a 400 naming it.
+        """
+        principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
+        if len(data.queries) > settings.search_batch_max_queries:
+            msg = f"{len(data.queries)} queries in one batch; at most {settings.search_batch_max_queries}"
+            raise InvalidQueryError(msg, field="queries")
+        calls, options = [], []
+        for index, query in enumerate(data.queries):
+            query_options = _options(data.project, query)
+            try:
+                page = _page(query.query, query_options, offset=query.offset, cursor=query.cursor)
+            except InvalidInputError as error:
+                raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field}") from None
+            options.append(query_options)
+            calls.append(_search_call(request, principal, query=query.query, options=query_options, page=page))
+        outcomes = await search_service.search_batch(calls)
+        return BatchSearchResponse(
+            results=[
+                _respond(query.query, query_options, outcome, explain=query.explain)
+                for query, query_options, outcome in zip(data.queries, options, outcomes, strict=True)
+            ]
         )
-        call = _search_call(request, principal, query=data.query, options=options)
-        return search_response(data.query, await search_service.search(call), explain=data.explain)

@@ -14,9 +14,10 @@ import msgspec
 from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_SEMANTIC
 from app.domain.models import LEXICAL_LEG, PROJECT_ID_PATTERN, SEMANTIC_LEG, FusedHit, QueryAnalysis, SearchStrategy
 from app.query.planner import MAX_QUERY_CHARS
+from app.search.paging import PAGE_DEPTH
 
 if TYPE_CHECKING:
-    from app.search.service import SearchOutcome
+    from app.search.calls import SearchOutcome
 
 ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description="[A-Za-z0-9._-]{1,64}")]
 StrategyName = Literal["hybrid", "semantic", "lexical", "cascading"]
@@ -47,11 +48,14 @@ class FusionWeights(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     lexical: Annotated[float, msgspec.Meta(ge=0.0, le=10.0)] = 1.0
 
 
-class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Body of `POST /v1/search`."""
+class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One search's fields: the body of `POST /v1/search` less `project`, and one query of a batch.
+
+    Paging: send `offset` (0 for the first page) or the `next_cursor` of the previous page; every page is
+    cut from one ranking of the query, so pages never repeat a hit.
+    """
 
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
-    project: ProjectId
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     filters: SearchFilters | None = None
     strategy: StrategyName | None = None
@@ -61,6 +65,21 @@ class SearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     collapse: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     min_score: float | None = None
     explain: bool = False
+    offset: Annotated[int, msgspec.Meta(ge=0, lt=PAGE_DEPTH)] | None = None
+    cursor: Annotated[str, msgspec.Meta(max_length=4096)] | None = None
+
+
+class SearchRequest(SearchFields, kw_only=True, forbid_unknown_fields=True):
+    """Body of `POST /v1/search`."""
+
+    project: ProjectId
+
+
+class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Body of `POST /v1/search/batch`: several searches of one project, answered in order."""
+
+    project: ProjectId
+    queries: Annotated[list[SearchFields], msgspec.Meta(min_length=1)]
 
 
 class RrfComponents(msgspec.Struct, kw_only=True):
@@ -148,6 +167,15 @@ class SearchResponse(msgspec.Struct, kw_only=True):
     degraded: bool
     degraded_reasons: list[str]
     query_analysis: QueryAnalysisOut | None = None
+    offset: int = 0
+    next_cursor: str | None = None
+    """Present on a paged search (`offset` or `cursor` sent) while the ranking has more hits."""
+
+
+class BatchSearchResponse(msgspec.Struct, kw_only=True):
+    """Answer of `POST /v1/search/batch`: one search response per query, in the order asked."""
+
+    results: list[SearchResponse]
 
 
 def _retrieval_engine(hit: FusedHit, strategy: SearchStrategy) -> str:
@@ -218,8 +246,10 @@ def analysis_out(analysis: QueryAnalysis) -> QueryAnalysisOut:
     )
 
 
-def search_response(query: str, outcome: SearchOutcome, *, explain: bool) -> SearchResponse:
-    """The wire shape of one search outcome; `query` is the caller's text as sent."""
+def search_response(
+    query: str, outcome: SearchOutcome, *, explain: bool, next_cursor: str | None = None
+) -> SearchResponse:
+    """The wire shape of one search outcome; `query` is the caller's text as sent; ranks go on from its offset."""
     result, plan = outcome.result, outcome.plan
     # Only the hybrid strategy fuses; the others rank by one leg's own score (cascading: vector similarity).
     fusion_method = {
@@ -236,7 +266,7 @@ def search_response(query: str, outcome: SearchOutcome, *, explain: bool) -> Sea
         strategy_confidence=plan.strategy_confidence,
         results=[
             hit_out(hit, rank=rank, fusion_method=fusion_method, strategy=result.strategy)
-            for rank, hit in enumerate(result.hits, start=1)
+            for rank, hit in enumerate(result.hits, start=outcome.offset + 1)
         ],
         metrics=SearchMetricsOut(
             total_time_ms=round(outcome.total_ms, 3),
@@ -257,4 +287,11 @@ def search_response(query: str, outcome: SearchOutcome, *, explain: bool) -> Sea
         degraded=result.degraded,
         degraded_reasons=list(result.degraded_reasons),
         query_analysis=analysis_out(outcome.analysis) if explain else None,
+        offset=outcome.offset,
+        next_cursor=next_cursor,
     )
+
+
+def response_json(response: SearchResponse | list[SearchResponse]) -> str:
+    """A search response (or several) as the JSON the HTTP API sends (for `poimen query --json`)."""
+    return msgspec.json.encode(response).decode()

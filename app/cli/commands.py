@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 OUTBOX_DRAIN_TIMEOUT_S = 30.0
 
 
-async def _drain_or_explain(worker: OutboxWorker) -> None:
+async def drain_or_explain(worker: OutboxWorker) -> None:
+    """Let the outbox worker index what this command queued; say so, or why it is deferred."""
     try:
         indexed = await worker.drain(OUTBOX_DRAIN_TIMEOUT_S)
     except EngineError as error:
@@ -63,7 +64,7 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
             f" {chunks} chunks",
             file=sys.stderr,
         )
-        await _drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
+        await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
     return 0
 
 
@@ -72,5 +73,5 @@ async def reindex(settings: Settings, *, project: str) -> int:
     async with open_engines(settings) as engines:
         queued = await rebuild_project(engines.store, project)
         print(f"{queued} documents queued for lexical indexing", file=sys.stderr)
-        await _drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
+        await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
     return 0

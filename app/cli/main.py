@@ -1,4 +1,4 @@
-"""The `poimen` command line: `serve | migrate | ingest | reindex | eval` (also `python -m app ...`)."""
+"""The `poimen` command line: serve, migrate, ingest, reindex, query, export, import, eval (or `python -m app`)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--batch-size", type=int, default=64, help="documents written per transaction")
     reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
     reindex.add_argument("--project", required=True)
+    query = commands.add_parser("query", help="search a project: a table of results, or --json")
+    query.add_argument("texts", nargs="+", metavar="QUERY", help="one or more queries")
+    query.add_argument("--project", required=True)
+    query.add_argument("--limit", type=int, default=None, help="results per query (default RRF_FINAL_K)")
+    query.add_argument("--strategy", choices=["hybrid", "semantic", "lexical", "cascading"], default=None)
+    query.add_argument("--json", action="store_true", help="print the HTTP response shape, one JSON line per query")
+    export = commands.add_parser("export", help="write a project as JSON lines, embeddings included")
+    export.add_argument("--project", required=True)
+    export.add_argument("--output", type=Path, default=None, help="file to write (default: stdout)")
+    load = commands.add_parser("import", help="read an export into this service's engines without re-embedding")
+    load.add_argument("path", type=Path)
+    load.add_argument("--project", default=None, help="import into this project (default: the exported one)")
     evaluate = commands.add_parser("eval", help="evaluate retrieval quality on a BEIR-layout data set")
     from app.evaluation.cli import add_eval_arguments  # noqa: PLC0415 - keeps the parser definition in one place
 
@@ -111,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
     command = arguments.command
-    problem = shared_database_problem(settings) if command in {"serve", "ingest", "reindex"} else None
+    writers = {"serve", "ingest", "reindex", "import"}
+    problem = shared_database_problem(settings) if command in writers else None
     if problem is not None:
         print(problem, file=sys.stderr)
         return EXIT_CONFIGURATION
@@ -122,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings, path=arguments.path, project=arguments.project, batch_size=arguments.batch_size
         ),
         "reindex": lambda: _reindex(settings, project=arguments.project),
+        "query": lambda: _query(settings, arguments),
+        "export": lambda: _export(settings, arguments),
+        "import": lambda: _import(settings, arguments),
         "eval": lambda: _eval(settings, arguments),
     }
     return commands[command]()
@@ -131,3 +147,32 @@ def _eval(settings: Settings, arguments: argparse.Namespace) -> int:
     from app.cli.eval_command import run_eval  # noqa: PLC0415 - heavy imports only for this command
 
     return run_eval(settings, arguments)
+
+
+def _query(settings: Settings, arguments: argparse.Namespace) -> int:
+    from app.cli.memory_commands import query  # noqa: PLC0415 - heavy imports only for this command
+    from app.domain.models import SearchStrategy  # noqa: PLC0415 - as above
+
+    strategy = SearchStrategy(arguments.strategy) if arguments.strategy else None
+    return asyncio.run(
+        query(
+            settings,
+            texts=arguments.texts,
+            project=arguments.project,
+            limit=arguments.limit,
+            strategy=strategy,
+            as_json=arguments.json,
+        )
+    )
+
+
+def _export(settings: Settings, arguments: argparse.Namespace) -> int:
+    from app.cli.memory_commands import export_project  # noqa: PLC0415 - heavy imports only for this command
+
+    return asyncio.run(export_project(settings, project=arguments.project, output=arguments.output))
+
+
+def _import(settings: Settings, arguments: argparse.Namespace) -> int:
+    from app.cli.memory_commands import import_project  # noqa: PLC0415 - heavy imports only for this command
+
+    return asyncio.run(import_project(settings, path=arguments.path, project=arguments.project))

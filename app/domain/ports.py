@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from contextlib import AbstractAsyncContextManager
 
+    from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
     from app.domain.models import (
         DocumentChunks,
         DocumentKey,
@@ -41,6 +42,10 @@ class Embedder(Protocol):
 
     async def embed_query(self, text: str) -> list[float]:
         """Embed one query; the vector is comparable by cosine with `embed_documents` output."""
+        ...
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed several queries in one batch, in order; each vector is what `embed_query` gives (to float rounding)."""
         ...
 
 
@@ -176,6 +181,37 @@ class DocumentStore(Protocol):
 
     async def queue_project_for_reindex(self, project_id: str) -> int:
         """Queue every document of the project for lexical indexing; return how many."""
+        ...
+
+    async def list_documents(
+        self, selection: DocumentSelection, *, after: str | None, limit: int
+    ) -> list[DocumentSummary]:
+        """Return up to `limit` selected documents of the project, by document id, ids strictly after `after`.
+
+        Ordered by id (code point order), so paging with the last id seen never repeats or skips a
+        document that exists throughout. An unknown project lists nothing.
+        """
+        ...
+
+    async def embedded_documents(
+        self, project_id: str, *, after: str | None, limit: int
+    ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
+        """Return up to `limit` documents with their chunks and stored embeddings, by id after `after` (export).
+
+        Each pair is what `save_documents` takes, so writing it back reproduces the document without embedding.
+        """
+        ...
+
+    async def delete_documents(self, selection: DocumentSelection) -> int:
+        """Delete every selected document with its chunks in one transaction; return how many.
+
+        Queues the lexical delete of each through the outbox and moves the project's generation on, as
+        `delete_document` does; deleting nothing changes nothing.
+        """
+        ...
+
+    async def project_stats(self, project_id: str) -> ProjectStats:
+        """Return the project's document and chunk counts and its lexical backlog; all zeros when unknown."""
         ...
 
     async def project_ids(self) -> list[str]:

@@ -101,6 +101,10 @@ class SentenceTransformerEmbedder:
         """Embed one query, off the event loop so other requests keep moving."""
         return (await asyncio.to_thread(self.encode, [text], batch_size=1))[0]
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed several queries in one batch; this model encodes queries and passages alike."""
+        return await asyncio.to_thread(self.encode, texts)
+
 
 def load_embedder(model_name: str, *, batch_size: int = 64, threads: int = 0) -> SentenceTransformerEmbedder:
     """Load a bundled model offline. `threads` > 0 caps torch's intra-op threads."""

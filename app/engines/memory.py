@@ -10,19 +10,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import math
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from app.domain.catalog import DocumentSummary, ProjectStats
 from app.domain.errors import EngineUnavailableError
-from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, ScoredHit, StoredDocument
+from app.domain.models import (
+    Chunk,
+    DocumentChunks,
+    DocumentState,
+    EmbeddedChunk,
+    OutboxStats,
+    ScoredHit,
+    StoredDocument,
+)
+from app.engines.memory_filters import chunk_matches, cosine_similarity, document_selected
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
-    from app.domain.models import DocumentKey, EmbeddedChunk, Filters
+    from app.domain.catalog import DocumentSelection
+    from app.domain.models import DocumentKey, Filters
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,36 +41,6 @@ class _StoredChunk:
     embedding: tuple[float, ...]
     embedding_model: str
     lexically_indexed: bool
-
-
-def chunk_matches(chunk: Chunk, filters: Filters) -> bool:
-    """Whether `chunk` passes every filter, with the semantics of `Filters` (the SQL adapters' reference)."""
-    return (
-        chunk.project_id == filters.project_id
-        and (not filters.levels or chunk.level in filters.levels)
-        and set(filters.tags) <= set(chunk.tags)
-        and (not filters.source_prefix or chunk.source.startswith(filters.source_prefix))
-        and _in_time_range(chunk, filters)
-        and (filters.chunk_ids is None or chunk.chunk_id in filters.chunk_ids)
-    )
-
-
-def _in_time_range(chunk: Chunk, filters: Filters) -> bool:
-    if filters.event_time_from is None and filters.event_time_to is None:
-        return True
-    if chunk.event_time is None:
-        return filters.include_undated
-    return (filters.event_time_from is None or chunk.event_time >= filters.event_time_from) and (
-        filters.event_time_to is None or chunk.event_time < filters.event_time_to
-    )
-
-
-def cosine_similarity(left: Sequence[float], right: Sequence[float]) -> float:
-    """Cosine of the angle between two vectors, in [-1, 1]; 0.0 when either is all zeros."""
-    norms = math.sqrt(math.fsum(x * x for x in left)) * math.sqrt(math.fsum(y * y for y in right))
-    if norms == 0.0:
-        return 0.0
-    return math.fsum(x * y for x, y in zip(left, right, strict=True)) / norms
 
 
 class InMemoryDocumentStore:
@@ -243,6 +223,78 @@ class InMemoryDocumentStore:
             chunks = self._chunks.get(key, {})
             self._chunks[key] = {cid: replace(stored, lexically_indexed=False) for cid, stored in chunks.items()}
         return len(keys)
+
+    async def list_documents(
+        self, selection: DocumentSelection, *, after: str | None, limit: int
+    ) -> list[DocumentSummary]:
+        """Return up to `limit` selected documents by id, ids strictly after `after`."""
+        self._check_available()
+        selected = sorted(
+            (key, document)
+            for key, document in self._documents.items()
+            if document_selected(document, selection) and (after is None or key[1] > after)
+        )
+        return [
+            DocumentSummary(
+                document_id=document.document_id,
+                source=document.source,
+                title=document.title,
+                tags=document.tags,
+                event_time=document.event_time,
+                chunk_count=len(self._chunks.get(key, {})),
+                version=document.version,
+                lexically_indexed=key not in self._outbox,
+                created_at=document.created_at,
+                updated_at=document.updated_at,
+            )
+            for key, document in selected[: max(limit, 0)]
+        ]
+
+    async def embedded_documents(
+        self, project_id: str, *, after: str | None, limit: int
+    ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
+        """Return up to `limit` documents with chunks and embeddings, by id after `after`."""
+        self._check_available()
+        keys = sorted(key for key in self._documents if key[0] == project_id and (after is None or key[1] > after))
+        exported = []
+        for key in keys[: max(limit, 0)]:
+            stored_chunks = sorted(
+                self._chunks.get(key, {}).values(), key=lambda s: (s.chunk.position, s.chunk.chunk_id)
+            )
+            document = replace(self._documents[key], chunks=tuple(s.chunk for s in stored_chunks))
+            exported.append(
+                (document, [EmbeddedChunk(s.chunk, list(s.embedding), s.embedding_model) for s in stored_chunks])
+            )
+        return exported
+
+    async def delete_documents(self, selection: DocumentSelection) -> int:
+        """Delete every selected document and its chunks, queue their lexical deletes; return how many."""
+        self._check_available()
+        keys = [key for key, document in self._documents.items() if document_selected(document, selection)]
+        for key in keys:
+            del self._documents[key]
+            self._chunks.pop(key, None)
+            self._queue(key)
+        if keys:
+            self._bump({selection.project_id})
+        return len(keys)
+
+    async def project_stats(self, project_id: str) -> ProjectStats:
+        """Return the project's counts and lexical backlog; all zeros when unknown."""
+        self._check_available()
+        chunks = [stored for key, by_id in self._chunks.items() if key[0] == project_id for stored in by_id.values()]
+        pending = [key for key in self._outbox if key[0] == project_id]
+        oldest = min((self._queued_at[key] for key in pending if key in self._queued_at), default=None)
+        documents = [document for key, document in self._documents.items() if key[0] == project_id]
+        return ProjectStats(
+            project_id=project_id,
+            documents=len(documents),
+            chunks=len(chunks),
+            lexically_indexed=sum(stored.lexically_indexed for stored in chunks),
+            pending=len(pending),
+            oldest_pending_age_s=0.0 if oldest is None else self._clock() - oldest,
+            last_write_at=max((document.updated_at for document in documents), default=None),
+        )
 
     async def project_ids(self) -> list[str]:
         """Return the id of every project that holds at least one document, sorted."""

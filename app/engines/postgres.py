@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 from sqlalchemy import text
 
 from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
+from app.engines import postgres_catalog
 from app.engines.pgvector import ping_database
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import (
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+    from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
     from app.domain.models import DocumentKey, EmbeddedChunk
 
 VECTOR_ENGINE: Final = "pgvector"
@@ -300,6 +302,30 @@ class PostgresDocumentStore:
                 await connection.execute(text(MARK_PROJECT_NOT_INDEXED), {"project_id": project_id})
                 result = await connection.execute(text(QUEUE_PROJECT), {"project_id": project_id})
                 return int(result.scalar_one())
+
+    async def list_documents(
+        self, selection: DocumentSelection, *, after: str | None, limit: int
+    ) -> list[DocumentSummary]:
+        """Return up to `limit` selected documents by id (code point order), ids strictly after `after`."""
+        return await postgres_catalog.list_documents(
+            self._engine, selection, after=after, limit=limit, store_name=self.name
+        )
+
+    async def embedded_documents(
+        self, project_id: str, *, after: str | None, limit: int
+    ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
+        """Return up to `limit` documents with chunks and stored embeddings, by id after `after` (one snapshot)."""
+        return await postgres_catalog.embedded_documents(
+            self._engine, project_id, after=after, limit=limit, store_name=self.name
+        )
+
+    async def delete_documents(self, selection: DocumentSelection) -> int:
+        """Delete the selected documents and their chunks, queue their lexical deletes; return how many."""
+        return await postgres_catalog.delete_documents(self._engine, selection, store_name=self.name)
+
+    async def project_stats(self, project_id: str) -> ProjectStats:
+        """Return the project's document and chunk counts and its lexical backlog; all zeros when unknown."""
+        return await postgres_catalog.project_stats(self._engine, project_id, store_name=self.name)
 
     async def project_ids(self) -> list[str]:
         """Return the id of every project that holds at least one document, sorted."""

@@ -36,7 +36,7 @@ def filter_sql(filters: Filters, parameters: dict[str, object]) -> str:
         parameters["tags"] = list(filters.tags)
     if filters.source_prefix:
         conditions.append("source LIKE :source_pattern")
-        parameters["source_pattern"] = _like_prefix(filters.source_prefix)
+        parameters["source_pattern"] = like_prefix(filters.source_prefix)
     window = []
     if filters.event_time_from is not None:
         window.append("event_time >= :event_time_from")
@@ -53,7 +53,8 @@ def filter_sql(filters: Filters, parameters: dict[str, object]) -> str:
     return " AND ".join(conditions)
 
 
-def _like_prefix(prefix: str) -> str:
+def like_prefix(prefix: str) -> str:
+    """A `LIKE` pattern matching every text that starts with `prefix` (its wildcards and escape escaped)."""
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
 

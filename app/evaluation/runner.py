@@ -32,9 +32,10 @@ from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline
 from app.ingestion.reindex import rebuild_project
 from app.query.planner import SearchOptions
+from app.search.calls import SearchCall
 from app.search.flags import knobs_from_settings
 from app.search.knob_source import FixedKnobs
-from app.search.service import SearchCall, SearchService
+from app.search.service import SearchService
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

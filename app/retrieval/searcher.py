@@ -72,6 +72,7 @@ class _Run:
     reasons: list[str] = field(default_factory=list)
     semantic_ms: float = 0.0  # embed + vector search, the semantic leg's own time
     semantic_error: str | None = None
+    query_embedding: Sequence[float] | None = None  # embedded ahead (a batch): the embed stage is skipped
 
 
 class HybridSearcher:
@@ -85,8 +86,11 @@ class HybridSearcher:
         self._lexical = lexical
         self._embedder = embedder
 
-    async def search(self, plan: SearchPlan) -> SearchResult:
+    async def search(self, plan: SearchPlan, *, query_embedding: Sequence[float] | None = None) -> SearchResult:
         """Run `plan` and return at most `plan.limit` hits, best first.
+
+        `query_embedding`: `plan.semantic_text` already embedded by `Embedder.embed_queries` (a batch of
+        searches embeds once); without it the semantic leg embeds the text itself.
 
         After ranking, hits are collapsed to `plan.max_chunks_per_document` per document (when set),
         then those below `plan.min_score` dropped, then cut to `plan.limit`. `stage_ms` holds
@@ -95,7 +99,7 @@ class HybridSearcher:
         leg's time includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
         """
         started = time.perf_counter()
-        run = _Run()
+        run = _Run(query_embedding=query_embedding)
         strategy_runs = {
             SearchStrategy.HYBRID: self._hybrid,
             SearchStrategy.SEMANTIC: self._semantic_only,
@@ -197,6 +201,9 @@ class HybridSearcher:
         return await self._vector_search(plan, run, embedding, top_k=top_k, filters=filters, deadline=deadline)
 
     async def _embed(self, plan: SearchPlan, run: _Run, *, deadline: float | None = None) -> list[float] | None:
+        if run.query_embedding is not None:
+            run.stage_ms[STAGE_EMBED] = 0.0
+            return list(run.query_embedding)
         started = time.perf_counter()
         with phase(SPAN_EMBED) as span:
             embedding, reason = await _attempt(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry import trace
 
-from app.domain.errors import AllEnginesFailedError, EngineError
+from app.domain.errors import AllEnginesFailedError, EngineError, InvalidQueryError
 from app.domain.labels import CONTROL_ARM, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGE_OPTIMIZE, STAGE_TOTAL
 from app.domain.models import SearchStrategy
 from app.observability.metrics import (
@@ -30,13 +30,14 @@ from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan, validate_query_text
 from app.retrieval.searcher import HybridSearcher
 from app.search.cache import QueryCache
-from app.search.knob_source import FlagContext
+from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
+from app.search.paging import PAGE_DEPTH, page_of
 from app.search.rollout import assign_arm, overlap_at_k
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from collections.abc import Sequence
 
-    from app.domain.models import QueryAnalysis, SearchPlan, SearchResult
+    from app.domain.models import QueryAnalysis, SearchPlan
     from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.knobs import SearchKnobs
     from app.search.cache import QueryCacheKey
@@ -45,52 +46,23 @@ if TYPE_CHECKING:
 logger = logging.getLogger("poimen.search")
 
 SHADOW_OVERLAP_DEPTH = 10
-ARM_BY_FLAGS = "flags"
-ARM_BY_SERVICE = "service"
-ARM_BY_REQUEST = "request"
 
 
 @dataclass(frozen=True, slots=True)
-class SearchCall:
-    """One caller's search: the query, its options, and who is asking.
+class _Prepared:
+    """A search up to the cache lookup: what the batch path needs before it embeds every query at once."""
 
-    `auth_scope` names what the caller may see (cache entries are shared only within one scope);
-    `caller_key` keeps a caller on one rollout arm and is the flags' targeting key; `scopes` are the
-    caller's granted scopes, for flag targeting. `as_of` is "now" for relative dates in the query
-    ("last week"); None means the service's clock.
-    """
-
-    query: str
-    options: SearchOptions
-    auth_scope: str
-    caller_key: str
-    as_of: datetime | None = None
-    scopes: tuple[str, ...] = ()
-
-    @property
-    def flag_context(self) -> FlagContext:
-        """The evaluation context the flags are resolved with for this call."""
-        return FlagContext(targeting_key=self.caller_key, project=self.options.project, scopes=self.scopes)
-
-
-@dataclass(frozen=True, slots=True)
-class SearchOutcome:
-    """What one search produced: the optimizer's reading, the plan it ran, the result and how it was served.
-
-    `arm` is the rollout arm (`control` when the request chose its strategy); `arm_decided_by` says what
-    chose it: `flags` (the flag system's own split), `service` (bucketing by `hybrid_rollout_percent`)
-    or `request`. `cached` is True when the result came from the query cache; `optimize_ms` and
-    `total_ms` are then this request's own times.
-    """
-
+    call: SearchCall
+    started: float
+    resolved: ResolvedKnobs
+    arm: str
+    decided_by: str
     analysis: QueryAnalysis
     plan: SearchPlan
-    result: SearchResult
-    arm: str
-    cached: bool
     optimize_ms: float
-    total_ms: float
-    arm_decided_by: str = ARM_BY_SERVICE
+    key: QueryCacheKey | None
+    generation: int | None
+    cached: SearchOutcome | None
 
 
 class Generations(Protocol):
@@ -104,7 +76,7 @@ class Generations(Protocol):
 class SearchService:
     """Runs searches; stateless apart from the cache and background shadow searches."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the collaborators, each named
         self,
         *,
         searcher: HybridSearcher,
@@ -112,8 +84,10 @@ class SearchService:
         knobs: KnobSource,
         cache: QueryCache[SearchOutcome],
         generations: Generations | None = None,
+        query_embedder: Embedder | None = None,
     ) -> None:
         self._searcher = searcher
+        self._query_embedder = query_embedder
         self._optimizer = optimizer
         self._knobs = knobs
         self._cache = cache
@@ -143,6 +117,7 @@ class SearchService:
             knobs=knobs,
             cache=cache if cache is not None else QueryCache(ttl_s=0, max_size=0),
             generations=store,
+            query_embedder=embedder,
         )
 
     def _apply_knobs(self, call: SearchCall) -> ResolvedKnobs:
@@ -189,7 +164,47 @@ class SearchService:
             finally:
                 current_arm.set(NO_ARM)
 
+    async def search_batch(self, calls: Sequence[SearchCall]) -> list[SearchOutcome]:
+        """Answer several searches, in order; the queries that need an embedding are embedded in one batch.
+
+        Each answer is what `search` gives for its call (same plan, cache and rollout arm). Invalid input in
+        any call raises before anything runs. When the batch embedding fails, each search embeds on its own
+        (and degrades as `search` does).
+        """
+        with phase(SPAN_REQUEST):
+            try:
+                prepared = [await self._prepare_item(index, call) for index, call in enumerate(calls)]
+                embeddings = await self._embed_batch([p for p in prepared if p.cached is None])
+                return list(
+                    await asyncio.gather(*(self._run(p, embeddings.get(p.plan.semantic_text)) for p in prepared))
+                )
+            finally:
+                current_arm.set(NO_ARM)
+
+    async def _prepare_item(self, index: int, call: SearchCall) -> _Prepared:
+        try:
+            return await self._prepare(call)
+        except InvalidQueryError as error:
+            # Name the query of the batch: `queries[2].query`.
+            raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field or 'query'}") from None
+
+    async def _embed_batch(self, prepared: Sequence[_Prepared]) -> dict[str, list[float]]:
+        texts = list(
+            dict.fromkeys(p.plan.semantic_text for p in prepared if p.plan.strategy is not SearchStrategy.LEXICAL)
+        )
+        if not texts or self._query_embedder is None:
+            return {}
+        try:
+            vectors = await self._query_embedder.embed_queries(texts)
+        except EngineError:
+            logger.warning("batch query embedding failed: each search embeds on its own")
+            return {}
+        return dict(zip(texts, vectors, strict=True))
+
     async def _search(self, call: SearchCall) -> SearchOutcome:
+        return await self._run(await self._prepare(call), None)
+
+    async def _prepare(self, call: SearchCall) -> _Prepared:
         started = time.perf_counter()
         validate_query_text(call.query)
         resolved = self._apply_knobs(call)
@@ -198,20 +213,39 @@ class SearchService:
         if arm != CONTROL_ARM:
             record_rollout_assignment(arm, decided_by=decided_by)
         current_arm.set(arm)  # engine errors of this search count under its arm
+        options = call.options if call.page is None else replace(call.options, limit=PAGE_DEPTH)
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
-            plan = self._plan(analysis, call.options, knobs, arm)
+            plan = self._plan(analysis, options, knobs, arm)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
-        key = await self._cache_key(call, analysis, plan, arm, resolved)
+        key, generation = await self._cache_key(call, analysis, plan, arm, resolved)
         cached = self._cache.get(key) if key is not None else None
+        if call.page is not None and call.page.generation is not None and call.page.generation != generation:
+            # A later page: the ranking its first page was cut from, if the cache still holds it.
+            pinned, _ = await self._cache_key(call, analysis, plan, arm, resolved, generation=call.page.generation)
+            snapshot = self._cache.get(pinned) if pinned is not None else None
+            if snapshot is not None:
+                cached, generation = snapshot, call.page.generation
         if cached is not None:
             cached = replace(cached, arm_decided_by=decided_by)
-            return self._cached_outcome(cached, arm=arm, optimize_ms=optimize_ms, started=started)
+        return _Prepared(call, started, resolved, arm, decided_by, analysis, plan, optimize_ms, key, generation, cached)
+
+    async def _run(self, prepared: _Prepared, query_embedding: list[float] | None) -> SearchOutcome:
+        call, plan, arm = prepared.call, prepared.plan, prepared.arm
+        if prepared.cached is not None:
+            outcome = self._cached_outcome(
+                prepared.cached, arm=arm, optimize_ms=prepared.optimize_ms, started=prepared.started
+            )
+            return page_of(replace(outcome, generation=prepared.generation), call, prepared.resolved.knobs)
+        current_arm.set(arm)
         try:
-            result = await self._searcher.search(plan)
+            result = await self._searcher.search(plan, query_embedding=query_embedding)
         except AllEnginesFailedError as error:
-            stage_ms = {STAGE_OPTIMIZE: optimize_ms, STAGE_TOTAL: (time.perf_counter() - started) * 1000}
+            stage_ms = {
+                STAGE_OPTIMIZE: prepared.optimize_ms,
+                STAGE_TOTAL: (time.perf_counter() - prepared.started) * 1000,
+            }
             record_search(
                 strategy=plan.strategy.value,
                 arm=arm,
@@ -221,49 +255,61 @@ class SearchService:
                 result_count=0,
             )
             raise
-        total_ms = (time.perf_counter() - started) * 1000
+        total_ms = (time.perf_counter() - prepared.started) * 1000
         outcome = SearchOutcome(
-            analysis=analysis,
+            analysis=prepared.analysis,
             plan=plan,
             result=result,
             arm=arm,
             cached=False,
-            optimize_ms=optimize_ms,
+            optimize_ms=prepared.optimize_ms,
             total_ms=total_ms,
-            arm_decided_by=decided_by,
+            arm_decided_by=prepared.decided_by,
+            generation=prepared.generation,
         )
         record_search(
             strategy=plan.strategy.value,
             arm=arm,
             outcome="degraded" if result.degraded else "ok",
-            stage_ms={**result.stage_ms, STAGE_OPTIMIZE: optimize_ms, STAGE_TOTAL: total_ms},
+            stage_ms={**result.stage_ms, STAGE_OPTIMIZE: prepared.optimize_ms, STAGE_TOTAL: total_ms},
             degraded_reasons=result.degraded_reasons,
             result_count=len(result.hits),
         )
-        if key is not None and not result.degraded:
+        if prepared.key is not None and not result.degraded:
             # A degraded answer is not what the caller would get once the engine is back: never reuse it.
-            self._cache.put(key, outcome)
+            self._cache.put(prepared.key, outcome)
+        knobs = prepared.resolved.knobs
         if knobs.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
-            self._start_shadow(call, analysis, knobs, arm, [hit.chunk_id for hit in result.hits])
-        return outcome
+            self._start_shadow(call, prepared.analysis, knobs, arm, [hit.chunk_id for hit in result.hits])
+        return page_of(outcome, call, knobs)
 
-    async def _cache_key(
-        self, call: SearchCall, analysis: QueryAnalysis, plan: SearchPlan, arm: str, resolved: ResolvedKnobs
-    ) -> QueryCacheKey | None:
-        """The cache key under the project's generation, read from the store now; None: do not cache.
+    async def _cache_key(  # noqa: PLR0913 - the key is every input that changes the answer
+        self,
+        call: SearchCall,
+        analysis: QueryAnalysis,
+        plan: SearchPlan,
+        arm: str,
+        resolved: ResolvedKnobs,
+        *,
+        generation: int | None = None,
+    ) -> tuple[QueryCacheKey | None, int | None]:
+        """The cache key under the project's generation (read from the store now unless given) and that generation.
+
+        The key is None when not to cache.
 
         Reading the generation per query is what lets no replica serve an answer from before a write
         acknowledged by another (one primary-key read). When the store cannot answer, the cache is
         skipped: an answer it holds might predate a write.
         """
         if not self._cache.enabled:
-            return None
-        generation = 0
-        if self._generations is not None:
-            try:
-                generation = await self._generations.project_generation(plan.filters.project_id)
-            except EngineError:
-                return None
+            return None, None
+        if generation is None:
+            generation = 0
+            if self._generations is not None:
+                try:
+                    generation = await self._generations.project_generation(plan.filters.project_id)
+                except EngineError:
+                    return None, None
         return self._cache.make_key(
             query=analysis.normalized,
             plan=plan,
@@ -272,7 +318,7 @@ class SearchService:
             knobs=resolved.identity,
             arm=arm,
             auth_scope=call.auth_scope,
-        )
+        ), generation
 
     @staticmethod
     def _cached_outcome(cached: SearchOutcome, *, arm: str, optimize_ms: float, started: float) -> SearchOutcome:

@@ -15,19 +15,21 @@ from app.auth.tokens import TokenVerifier
 from app.domain.errors import SearchServiceError
 from app.engines.openfeature_flags import OpenFeatureKnobs
 from app.engines.openfeature_provider import build_provider
+from app.ingestion.catalog import ProjectCatalog
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline
 from app.observability.metrics import LEXICAL_OUTBOX_BACKLOG, LEXICAL_OUTBOX_OLDEST_AGE_SECONDS, metrics_enabled
 from app.search.cache import QueryCache
 from app.search.flags import FlagStore
-from app.search.service import SearchOutcome, SearchService
+from app.search.service import SearchService
 from app.wiring.engines import Engines, open_engines
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from app.config import Settings
+    from app.search.calls import SearchOutcome
     from app.search.knob_source import FlagSource
 logger = logging.getLogger("poimen.wiring")
 
@@ -46,6 +48,7 @@ class Services:
     outbox: OutboxWorker
     search: SearchService
     pipeline: IngestionPipeline
+    catalog: ProjectCatalog
     verifier: TokenVerifier
 
 
@@ -114,6 +117,7 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
                 cache=cache,
             ),
             pipeline=build_pipeline(settings, live, on_written=written),
+            catalog=ProjectCatalog(store=live.store, on_written=written),
             verifier=TokenVerifier.from_settings(settings),
         )
         background = [asyncio.create_task(flags.run()), asyncio.create_task(_refresh_backlog_gauge(live))]

@@ -93,3 +93,32 @@ def test_errors_are_documented_as_problem_json(openapi, path: str, method: str, 
     problem = component(openapi, content["application/problem+json"]["schema"])
     assert {"type", "title", "status", "detail"} <= set(problem["required"])
     assert {"field", "reasons"} <= set(problem["properties"])
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [
+        ("/v1/projects/{project}", "get"),
+        ("/v1/projects/{project}", "delete"),
+        ("/v1/projects/{project}/documents", "get"),
+        ("/v1/projects/{project}/documents", "delete"),
+        ("/v1/search/batch", "post"),
+    ],
+)
+def test_memory_management_endpoints_are_described(openapi, path: str, method: str) -> None:
+    operation = openapi["paths"][path][method]
+
+    assert operation["summary"]
+    assert "application/json" in operation["responses"]["200"]["content"]
+
+
+def test_listing_parameters_and_search_paging_are_described(openapi) -> None:
+    listing = {p["name"] for p in openapi["paths"]["/v1/projects/{project}/documents"]["get"]["parameters"]}
+    query = {p["name"] for p in openapi["paths"]["/memory/query"]["get"]["parameters"]}
+    request = component(
+        openapi, openapi["paths"]["/v1/search"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    )
+
+    assert {"limit", "cursor", "source_prefix", "tag", "event_time_from", "event_time_to", "updated_since"} <= listing
+    assert {"offset", "cursor"} <= query
+    assert {"offset", "cursor"} <= set(request["properties"])

@@ -14,6 +14,7 @@ from app.domain.models import DocumentChunks, EmbeddedChunk
 from app.engines.memory import InMemoryDocumentStore
 from app.engines.postgres import PostgresDocumentStore
 from app.ingestion.outbox import OutboxWorker
+from tests.contract.document_catalog import DocumentCatalogContract
 from tests.contract.document_store import DocumentStoreContract, chunk, document, embedding, entry
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class CountingLexicalIndex:
         self.indexed.extend((document.project_id, document.document_id) for document in documents)
 
 
-class TestInMemoryDocumentStore(DocumentStoreContract):
+class TestInMemoryDocumentStore(DocumentStoreContract, DocumentCatalogContract):
     @pytest.fixture
     def store(self):
         return InMemoryDocumentStore()
@@ -49,7 +50,7 @@ class TestInMemoryDocumentStore(DocumentStoreContract):
 
 
 @pytest.mark.integration
-class TestPostgresDocumentStore(DocumentStoreContract):
+class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract):
     @pytest.fixture
     def store(self, postgres_engine):
         return PostgresDocumentStore(postgres_engine)

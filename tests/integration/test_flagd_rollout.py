@@ -25,7 +25,8 @@ from app.engines.openfeature_flags import OpenFeatureKnobs
 from app.engines.openfeature_provider import build_provider
 from app.knobs import KNOB_NAMES
 from app.query.planner import SearchOptions
-from app.search.service import ARM_BY_FLAGS, SearchCall, SearchService
+from app.search.calls import ARM_BY_FLAGS, SearchCall
+from app.search.service import SearchService
 from tests.contract.flag_source import eventually
 
 if TYPE_CHECKING:

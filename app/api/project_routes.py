@@ -1,0 +1,82 @@
+"""Project endpoints: a project's stats and its deletion; the listing and the filters it shares with deletes.
+
+The listing (`GET .../documents`) and delete by filter (`DELETE .../documents`) are on `DocumentController`
+(one controller per path); their query parameters and selection are defined here.
+
+Scopes: reading (stats, listing) is `search`, like reading one document. Deleting by filter is `ingest`:
+a caller who may write and delete documents one at a time may delete the same documents by a filter.
+Deleting a whole project is `admin`: it is irreversible for everything the project holds, so an agent's
+ingest token cannot wipe a project by mistake (a filter that selects everything still needs a condition).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from litestar import Controller, delete, get
+from litestar.params import PathParameter, QueryParameter
+from litestar.status_codes import HTTP_200_OK
+
+from app.api.dependencies import Injected
+from app.api.guards import admin_guard, search_guard
+from app.api.project_schemas import DeletedOut, ProjectStatsOut, stats_out
+from app.domain.catalog import DocumentSelection
+from app.domain.errors import InvalidInputError
+from app.domain.moments import as_utc
+from app.ingestion.catalog import ProjectCatalog
+from app.observability.metrics import record_ingested
+
+ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")]
+SourcePrefix = Annotated[str | None, QueryParameter(description="Only documents whose source starts with this")]
+Tag = Annotated[str | None, QueryParameter(description="Only documents carrying this tag")]
+EventFrom = Annotated[datetime | None, QueryParameter(description="Event time at or after (ISO 8601; naive = UTC)")]
+EventTo = Annotated[datetime | None, QueryParameter(description="Event time before (ISO 8601; naive = UTC)")]
+UpdatedSince = Annotated[datetime | None, QueryParameter(description="Written at or after (ISO 8601; naive = UTC)")]
+
+
+def document_selection(  # noqa: PLR0913 - one parameter per filter
+    project: str,
+    *,
+    source_prefix: str | None,
+    tag: str | None,
+    event_time_from: datetime | None,
+    event_time_to: datetime | None,
+    updated_since: datetime | None,
+) -> DocumentSelection:
+    """The selection the query-string filters name; naive times are UTC; an empty time range is a 400."""
+    start, end = as_utc(event_time_from), as_utc(event_time_to)
+    if start is not None and end is not None and start >= end:
+        msg = "event_time_from must be before event_time_to"
+        raise InvalidInputError(msg, field="event_time_from")
+    return DocumentSelection(
+        project_id=project,
+        source_prefix=source_prefix or None,
+        tag=tag or None,
+        event_time_from=start,
+        event_time_to=end,
+        updated_since=as_utc(updated_since),
+    )
+
+
+class ProjectController(Controller):
+    """A project as a whole: stats and deletion."""
+
+    path = "/v1/projects/{project:str}"
+    tags = ["projects"]  # noqa: RUF012 - Litestar reads it as a class attribute
+
+    @get("/", summary="A project's document and chunk counts and lexical backlog", guards=[search_guard])
+    async def stats(self, project: ProjectPath, catalog: Injected[ProjectCatalog]) -> ProjectStatsOut:
+        """Counts from PostgreSQL; `pending` documents await lexical indexing. Unknown project: zeros."""
+        return stats_out(await catalog.stats(project))
+
+    @delete("/", summary="Delete a whole project", status_code=HTTP_200_OK, guards=[admin_guard])
+    async def remove_project(self, project: ProjectPath, catalog: Injected[ProjectCatalog]) -> DeletedOut:
+        """Delete every document and chunk from PostgreSQL now; the lexical index follows through the outbox.
+
+        The project's generation moves on in the same transaction, so no replica serves a cached answer
+        from before the delete. Needs the `admin` scope.
+        """
+        deleted = await catalog.delete(DocumentSelection(project_id=project))
+        record_ingested(status="deleted", documents=deleted)
+        return DeletedOut(project=project, deleted=deleted)

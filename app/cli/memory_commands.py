@@ -1,0 +1,126 @@
+"""`poimen query`, `poimen export` and `poimen import`: search and move a project on the same engines as the server.
+
+`query` runs `SearchService` (the path of the HTTP API) with the cache off and prints a table, or with
+`--json` the HTTP response shape (one JSON line per query). `export`/`import` write and read a project as
+JSON lines with its embeddings (`app.ingestion.transfer`), so importing embeds nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Final, TextIO
+
+from app.api.search_schemas import response_json, search_response
+from app.cli.commands import drain_or_explain
+from app.domain.errors import SearchServiceError
+from app.ingestion.outbox import OutboxWorker
+from app.ingestion.transfer import export_lines, import_lines
+from app.query.planner import SearchOptions
+from app.search.calls import SearchCall
+from app.search.flags import knobs_from_settings
+from app.search.knob_source import FixedKnobs
+from app.search.service import SearchService
+from app.wiring.engines import open_engines
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from app.config import Settings
+    from app.domain.models import SearchStrategy
+    from app.search.calls import SearchOutcome
+
+SNIPPET_CHARS: Final = 70
+CLI_SCOPE: Final = "cli"
+
+
+def _table(query: str, outcome: SearchOutcome) -> str:
+    result = outcome.result
+    lines = [f'"{query}": {result.strategy.value}, {len(result.hits)} results, {outcome.total_ms:.0f} ms']
+    if result.degraded_reasons:
+        lines.append("degraded: " + ", ".join(result.degraded_reasons))
+    lines.append(f"{'rank':>4}  {'score':>8}  {'sem':>4}  {'lex':>4}  {'document':<32}  text")
+    for rank, hit in enumerate(result.hits, start=1):
+        snippet = " ".join(hit.chunk.text.split())
+        if len(snippet) > SNIPPET_CHARS:
+            snippet = snippet[: SNIPPET_CHARS - 1] + "…"
+        semantic, lexical = (str(hit.ranks.get(leg, "-")) for leg in ("semantic", "lexical"))
+        lines.append(
+            f"{rank:>4}  {hit.score:>8.4f}  {semantic:>4}  {lexical:>4}  {hit.chunk.document_id[:32]:<32}  {snippet}"
+        )
+    return "\n".join(lines)
+
+
+async def query(  # noqa: PLR0913 - the command's options, each named
+    settings: Settings,
+    *,
+    texts: Sequence[str],
+    project: str,
+    limit: int | None,
+    strategy: SearchStrategy | None,
+    as_json: bool,
+) -> int:
+    """Search `project` for each text and print a table (or JSON lines); 0 on success."""
+    async with open_engines(settings) as engines:
+        service = SearchService.over(
+            vector=engines.vector,
+            lexical=engines.lexical,
+            embedder=engines.embedder,
+            store=engines.store,
+            knobs=FixedKnobs(knobs_from_settings(settings)),
+        )
+        for text in texts:
+            options = SearchOptions(project=project, limit=limit, strategy=strategy)
+            try:
+                outcome = await service.search(
+                    SearchCall(query=text, options=options, auth_scope=CLI_SCOPE, caller_key=CLI_SCOPE)
+                )
+            except SearchServiceError as error:
+                print(f"{text!r}: {error.message}", file=sys.stderr)
+                return 1
+            print(response_json(search_response(text, outcome, explain=False)) if as_json else _table(text, outcome))
+    return 0
+
+
+async def export_project(settings: Settings, *, project: str, output: Path | None) -> int:
+    """Write `project` as JSON lines (embeddings included) to `output` or stdout; 0 on success."""
+    documents = 0
+    async with open_engines(settings) as engines:
+        with ExitStack() as stack:
+            sink: TextIO = sys.stdout if output is None else stack.enter_context(output.open("w", encoding="utf-8"))
+            lines = export_lines(
+                engines.store, project, model_name=engines.embedder.model_name, dimensions=engines.embedder.dimensions
+            )
+            async for line in lines:
+                sink.write(line + "\n")
+                documents += 1
+    print(f"{documents - 1} documents of {project!r} exported", file=sys.stderr)
+    return 0
+
+
+async def import_project(settings: Settings, *, path: Path, project: str | None) -> int:
+    """Write an export into this service's engines without embedding; 0 on success, 2 for a file it refuses."""
+    async with open_engines(settings) as engines:
+        try:
+            with path.open(encoding="utf-8") as source:
+                report = await import_lines(
+                    engines.store,
+                    source,
+                    model_name=engines.embedder.model_name,
+                    dimensions=engines.embedder.dimensions,
+                    project_id=project,
+                )
+        except OSError as error:
+            print(f"cannot read {path}: {error}", file=sys.stderr)
+            return 2
+        except SearchServiceError as error:
+            print(f"import refused: {error.message}", file=sys.stderr)
+            return 2
+        print(
+            f"{report.documents} documents, {report.chunks} chunks imported into {report.project_id!r};"
+            f" embedded: {report.embedded}",
+            file=sys.stderr,
+        )
+        await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
+    return 0

@@ -1,0 +1,61 @@
+"""What the in-memory adapters match: `Filters` on chunks, `DocumentSelection` on documents, and cosine.
+
+The reference semantics the SQL of the PostgreSQL adapters must agree with (the contract suites check it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from app.domain.catalog import DocumentSelection
+    from app.domain.models import Chunk, Filters, StoredDocument
+
+
+def chunk_matches(chunk: Chunk, filters: Filters) -> bool:
+    """Whether `chunk` passes every filter, with the semantics of `Filters` (the SQL adapters' reference)."""
+    return (
+        chunk.project_id == filters.project_id
+        and (not filters.levels or chunk.level in filters.levels)
+        and set(filters.tags) <= set(chunk.tags)
+        and (not filters.source_prefix or chunk.source.startswith(filters.source_prefix))
+        and _in_time_range(chunk, filters)
+        and (filters.chunk_ids is None or chunk.chunk_id in filters.chunk_ids)
+    )
+
+
+def _in_time_range(chunk: Chunk, filters: Filters) -> bool:
+    if filters.event_time_from is None and filters.event_time_to is None:
+        return True
+    if chunk.event_time is None:
+        return filters.include_undated
+    return (filters.event_time_from is None or chunk.event_time >= filters.event_time_from) and (
+        filters.event_time_to is None or chunk.event_time < filters.event_time_to
+    )
+
+
+def document_selected(document: StoredDocument, selection: DocumentSelection) -> bool:
+    """Whether `document` is in `selection`, with the semantics of `DocumentSelection` (the SQL's reference)."""
+    in_range = (selection.event_time_from is None and selection.event_time_to is None) or (
+        document.event_time is not None
+        and (selection.event_time_from is None or document.event_time >= selection.event_time_from)
+        and (selection.event_time_to is None or document.event_time < selection.event_time_to)
+    )
+    return (
+        document.project_id == selection.project_id
+        and (not selection.source_prefix or document.source.startswith(selection.source_prefix))
+        and (selection.tag is None or selection.tag in document.tags)
+        and in_range
+        and (selection.updated_since is None or document.updated_at >= selection.updated_since)
+    )
+
+
+def cosine_similarity(left: Sequence[float], right: Sequence[float]) -> float:
+    """Cosine of the angle between two vectors, in [-1, 1]; 0.0 when either is all zeros."""
+    norms = math.sqrt(math.fsum(x * x for x in left)) * math.sqrt(math.fsum(y * y for y in right))
+    if norms == 0.0:
+        return 0.0
+    return math.fsum(x * y for x, y in zip(left, right, strict=True)) / norms

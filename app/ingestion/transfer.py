@@ -1,0 +1,198 @@
+"""Export and import of a project as JSON lines, embeddings included: a project moves without re-embedding.
+
+The first line is a header naming the format, the project, the embedding model and its dimension; each
+following line is one document with its chunks, and each chunk carries its embedding and the model that
+made it. Importing writes through `DocumentStore.save_documents` exactly what was exported (content hashes
+included, so a later ingest of an unchanged document stays "unchanged"), queues the lexical index as any
+write does, and calls no embedder. A file made with another model or dimension is refused: vectors of two
+models are not comparable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from app.domain.errors import InvalidInputError
+from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable
+
+    from app.domain.ports import DocumentStore
+
+EXPORT_FORMAT: Final = "poimen-export"
+EXPORT_VERSION: Final = 1
+PAGE_SIZE: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import wrote: documents and chunks, and how many chunks it embedded (always 0)."""
+
+    project_id: str
+    documents: int
+    chunks: int
+    embedded: int = 0
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _parsed_time(value: object) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def document_record(document: StoredDocument, chunks: Iterable[EmbeddedChunk]) -> dict[str, Any]:
+    """One document line: the document's fields and every chunk with its embedding and model."""
+    return {
+        "kind": "document",
+        "id": document.document_id,
+        "source": document.source,
+        "title": document.title,
+        "content_hash": document.content_hash,
+        "tags": list(document.tags),
+        "event_time": _time(document.event_time),
+        "metadata": dict(document.metadata),
+        "created_at": _time(document.created_at),
+        "updated_at": _time(document.updated_at),
+        "chunks": [
+            {
+                "id": item.chunk.chunk_id,
+                "text": item.chunk.text,
+                "source": item.chunk.source,
+                "level": item.chunk.level,
+                "breadcrumb": list(item.chunk.breadcrumb),
+                "section_title": item.chunk.section_title,
+                "position": item.chunk.position,
+                "tags": list(item.chunk.tags),
+                "event_time": _time(item.chunk.event_time),
+                "chunk_hash": item.chunk.chunk_hash,
+                "context": item.chunk.context,
+                "embedding_model": item.embedding_model,
+                "embedding": [float(value) for value in item.embedding],
+            }
+            for item in chunks
+        ],
+    }
+
+
+def document_from_record(record: dict[str, Any], *, project_id: str) -> tuple[StoredDocument, list[EmbeddedChunk]]:
+    """The document and embedded chunks of one document line, placed in `project_id`."""
+    document_id = str(record["id"])
+    chunks = [
+        EmbeddedChunk(
+            Chunk(
+                chunk_id=str(item["id"]),
+                document_id=document_id,
+                project_id=project_id,
+                text=str(item["text"]),
+                source=str(item["source"]),
+                level=str(item["level"]),
+                breadcrumb=tuple(item["breadcrumb"]),
+                section_title=str(item["section_title"]),
+                position=int(item["position"]),
+                tags=tuple(item["tags"]),
+                event_time=_parsed_time(item.get("event_time")),
+                chunk_hash=str(item["chunk_hash"]),
+                context=str(item.get("context", "")),
+            ),
+            [float(value) for value in item["embedding"]],
+            str(item["embedding_model"]),
+        )
+        for item in record["chunks"]
+    ]
+    created_at = _parsed_time(record["created_at"])
+    updated_at = _parsed_time(record["updated_at"])
+    if created_at is None or updated_at is None:
+        msg = f"document {document_id!r} has no created_at/updated_at"
+        raise InvalidInputError(msg, field="created_at")
+    document = StoredDocument(
+        project_id=project_id,
+        document_id=document_id,
+        source=str(record["source"]),
+        title=str(record["title"]),
+        content_hash=str(record["content_hash"]),
+        tags=tuple(record["tags"]),
+        event_time=_parsed_time(record.get("event_time")),
+        metadata=dict(record.get("metadata") or {}),
+        chunks=tuple(item.chunk for item in chunks),
+        lexically_indexed=False,
+        created_at=created_at,
+        updated_at=updated_at,
+    )
+    return document, chunks
+
+
+async def export_lines(
+    store: DocumentStore, project_id: str, *, model_name: str, dimensions: int
+) -> AsyncIterator[str]:
+    """The export of a project, one JSON line at a time (header first), paging through it by document id."""
+    header = {
+        "kind": "header",
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "project": project_id,
+        "embedding_model": model_name,
+        "dimensions": dimensions,
+    }
+    yield json.dumps(header)
+    after: str | None = None
+    while page := await store.embedded_documents(project_id, after=after, limit=PAGE_SIZE):
+        for document, chunks in page:
+            yield json.dumps(document_record(document, chunks), ensure_ascii=False)
+        after = page[-1][0].document_id
+
+
+def _checked_header(line: str, *, model_name: str, dimensions: int) -> dict[str, Any]:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+        msg = f"not a {EXPORT_FORMAT} file: the first line must be its header"
+        raise InvalidInputError(msg, field="header")
+    if header.get("version") != EXPORT_VERSION:
+        msg = f"export version {header.get('version')!r}; this service reads version {EXPORT_VERSION}"
+        raise InvalidInputError(msg, field="version")
+    if header.get("embedding_model") != model_name or header.get("dimensions") != dimensions:
+        msg = (
+            f"exported with {header.get('embedding_model')!r} ({header.get('dimensions')} dimensions); this service "
+            f"embeds with {model_name!r} ({dimensions}): set EMBEDDING_MODEL to match, or re-ingest the documents"
+        )
+        raise InvalidInputError(msg, field="embedding_model")
+    return header
+
+
+async def import_lines(
+    store: DocumentStore, lines: Iterable[str], *, model_name: str, dimensions: int, project_id: str | None = None
+) -> ImportReport:
+    """Write an export into the store (into `project_id`, or the project it names) without embedding anything."""
+    remaining = (line for line in lines if line.strip())
+    header = _checked_header(next(remaining, ""), model_name=model_name, dimensions=dimensions)
+    target = project_id or str(header["project"])
+    documents = chunks = 0
+    batch: list[tuple[StoredDocument, list[EmbeddedChunk]]] = []
+
+    async def flush() -> None:
+        keys = [(document.project_id, document.document_id) for document, _ in batch]
+        async with store.lock_documents(keys):
+            await store.save_documents(batch)
+        batch.clear()
+
+    for number, line in enumerate(remaining, start=2):
+        try:
+            document, embedded = document_from_record(json.loads(line), project_id=target)
+        except (ValueError, KeyError, TypeError) as error:
+            msg = f"line {number}: not a document record ({type(error).__name__}: {error})"
+            raise InvalidInputError(msg, field=f"line {number}") from None
+        batch.append((replace(document, project_id=target), embedded))
+        documents, chunks = documents + 1, chunks + len(embedded)
+        if len(batch) >= PAGE_SIZE:
+            await flush()
+    if batch:
+        await flush()
+    return ImportReport(project_id=target, documents=documents, chunks=chunks)

@@ -1,0 +1,62 @@
+"""Export and import as JSON lines between two in-memory stores: the same documents and vectors, no embedder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.domain.errors import InvalidInputError
+from app.engines.memory import InMemoryDocumentStore
+from app.ingestion.transfer import export_lines, import_lines
+from tests.contract.document_store import entry
+
+MODEL, DIMENSIONS = "test-model", 384
+
+
+async def exported(store: InMemoryDocumentStore, project: str) -> list[str]:
+    return [line async for line in export_lines(store, project, model_name=MODEL, dimensions=DIMENSIONS)]
+
+
+async def test_an_export_imports_into_another_store_with_the_same_documents_and_vectors() -> None:
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 2), entry("p", "b/1", 1), entry("other", "c", 1)])
+    lines = await exported(source, "p")
+
+    report = await import_lines(target, lines, model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert (report.project_id, report.documents, report.chunks, report.embedded) == ("p", 2, 3, 0)
+    before = await source.embedded_documents("p", after=None, limit=10)
+    after = await target.embedded_documents("p", after=None, limit=10)
+    assert [(d.document_id, d.chunks, d.content_hash, d.created_at) for d, _ in after] == [
+        (d.document_id, d.chunks, d.content_hash, d.created_at) for d, _ in before
+    ]
+    assert [[list(e.embedding) for e in c] for _, c in after] == [[list(e.embedding) for e in c] for _, c in before]
+    assert await target.project_ids() == ["p"]
+
+
+async def test_import_can_rename_the_project() -> None:
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+
+    await import_lines(target, await exported(source, "p"), model_name=MODEL, dimensions=DIMENSIONS, project_id="q")
+
+    document = await target.get_document("q", "a")
+    assert document is not None
+    assert document.chunks[0].project_id == "q"
+
+
+@pytest.mark.parametrize(
+    ("header", "field"),
+    [
+        ({"format": "csv"}, "header"),
+        ({"format": "poimen-export", "version": 9}, "version"),
+        ({"format": "poimen-export", "version": 1, "embedding_model": "other", "dimensions": 384}, "embedding_model"),
+        ({"format": "poimen-export", "version": 1, "embedding_model": MODEL, "dimensions": 3}, "embedding_model"),
+    ],
+)
+async def test_a_foreign_or_mismatched_header_is_refused(header, field) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        await import_lines(InMemoryDocumentStore(), [json.dumps(header)], model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert refused.value.field == field
