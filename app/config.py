@@ -104,7 +104,8 @@ class Settings(BaseSettings, SearchKnobs):
     poimen_host: str = "127.0.0.1"
     poimen_port: int = Field(default=8080, ge=1, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_json: bool = True
+    # JSON lines (containers, log shippers) or plain text; `auto`: plain text on a terminal, JSON otherwise.
+    log_json: bool | Literal["auto"] = "auto"
     otel_exporter_otlp_endpoint: str | None = None
     otel_service_name: str = "poimen-memory"
     metrics_enabled: bool = True

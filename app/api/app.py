@@ -34,7 +34,7 @@ from app.search.service import SearchService
 from app.wiring.services import Services, open_services
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Callable, Iterable
 
     from opentelemetry.sdk.trace import SpanProcessor
 
@@ -77,12 +77,14 @@ def create_app(
     *,
     engines: Engines | None = None,
     span_processors: Iterable[SpanProcessor] = (),
+    on_ready: Callable[[], None] | None = None,
 ) -> Litestar:
     """Build the app. With `engines`, use those (tests); otherwise open the configured ones at start.
 
     `METRICS_ENABLED` and `TRACING_ENABLED` apply to the whole process (metric objects and the
     tracer are process-wide). `span_processors` receive every span besides the OTLP exporter (tests
-    pass an in-memory exporter).
+    pass an in-memory exporter). `on_ready` runs once every engine is open (`poimen serve` greets a
+    terminal with it).
     """
     settings = settings or get_settings()
     configure_metrics(enabled=settings.metrics_enabled)
@@ -93,6 +95,8 @@ def create_app(
         try:
             async with open_services(settings, engines=engines) as services:
                 app.state.services = services
+                if on_ready is not None:
+                    on_ready()
                 yield
         finally:
             tracer_provider.shutdown()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
+import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,8 +36,11 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.observability.logs import configure_logging  # noqa: PLC0415 - keeps `poimen --help` fast
 
+    terminal = sys.stderr.isatty()
     # Before anything logs: JSON lines carrying trace ids (uvicorn's loggers propagate here, log_config=None).
-    configure_logging(settings.log_level, json=settings.log_json)
+    configure_logging(settings.log_level, json=not terminal if settings.log_json == "auto" else settings.log_json)
+    if settings.log_level != "DEBUG":
+        _quiet_libraries()
     bind_host = host or settings.poimen_host
     bind_port = port or settings.poimen_port
     if settings.auth_mode == "off":
@@ -50,7 +55,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     # to the handler it found; a no-op one makes that graceful stop exit 0 instead of dying by SIGTERM.
     signal.signal(signal.SIGTERM, lambda _signal_number, _frame: None)
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, on_ready=_first_lines(settings, bind_host, bind_port) if terminal else None),
         host=bind_host,
         port=bind_port,
         log_config=None,
@@ -79,6 +84,34 @@ def _reindex(settings: Settings, *, project: str) -> int:
     from app.cli.commands import reindex  # noqa: PLC0415 - heavy imports only for this command
 
     return asyncio.run(reindex(settings, project=project))
+
+
+def _quiet_libraries() -> None:
+    """No progress bars or advisory warnings from the model libraries; the service's own lines stay."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")  # the embedded PostgreSQL's wheel
+
+
+def _first_lines(settings: Settings, host: str, port: int) -> Callable[[], None]:
+    """What a person at a terminal needs once the service is ready: where, what data, auth, a first query."""
+    url = f"http://{host}:{port}"
+    database = "external PostgreSQL (DATABASE_URL)" if settings.database_url else "embedded PostgreSQL"
+    lexical = "OpenSearch (OPENSEARCH_URL)" if settings.opensearch_url else "embedded BM25"
+    auth = "off (loopback only)" if settings.auth_mode == "off" else "JWT bearer tokens required"
+    lines = [
+        f"Poimen Memory Search is ready at {url}",
+        f"  data   {settings.poimen_data_dir.resolve()} ({database}, {lexical})",
+        f"  auth   {auth}",
+        f"  try    curl -s '{url}/memory/query?query=hello&project=demo'",
+        f"  api    {url}/schema (OpenAPI)",
+    ]
+
+    def show() -> None:
+        print("\n".join(lines), file=sys.stderr, flush=True)
+
+    return show
 
 
 def build_parser() -> argparse.ArgumentParser:

