@@ -101,6 +101,8 @@ class Settings(BaseSettings, SearchKnobs):
     jwt_leeway_s: float = Field(default=30.0, ge=0)
 
     # Serving and observability.
+    # Requests in flight per process before the next is shed with 503 + Retry-After (probes never are).
+    max_concurrent_requests: int = Field(default=256, ge=1)
     poimen_host: str = "127.0.0.1"
     poimen_port: int = Field(default=8080, ge=1, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -89,6 +89,9 @@ class SearchKnobs(BaseModel):
     query_cache_ttl_secs: float = Field(default=3600, ge=0)
     hybrid_rollout_percent: float = Field(default=100.0, ge=0.0, le=100.0)
     rollout_shadow_enabled: bool = False
+    # Requests per second per caller (rollout caller key) before 429 + Retry-After; 0: no limit.
+    rate_limit_per_caller_rps: float = Field(default=0.0, ge=0.0)
+    rate_limit_burst: int = Field(default=20, ge=1, le=10000)
 
     @model_validator(mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from app.api.errors import (
 )
 from app.api.guards import public
 from app.api.operator_routes import AdminController, HealthController
+from app.api.overload import concurrency_limit
 from app.api.project_routes import ProjectController
 from app.api.search_routes import SearchController
 from app.config import Settings, get_settings
@@ -121,7 +122,11 @@ def create_app(
             HTTPException: http_error_handler,
             Exception: unexpected_error_handler,
         },
-        middleware=[prometheus.middleware] if settings.metrics_enabled else [],
+        # Shedding first: a refused request costs no metrics, no routing, no work.
+        middleware=[
+            concurrency_limit(settings.max_concurrent_requests),
+            *([prometheus.middleware] if settings.metrics_enabled else []),
+        ],
         openapi_config=OpenAPIConfig(
             title="Poimen Memory Search",
             version="0.1.0",

@@ -20,6 +20,7 @@ from app.domain.errors import (
     IngestionError,
     InvalidInputError,
     PermissionDeniedError,
+    RateLimitedError,
     SearchServiceError,
     VersionConflictError,
 )
@@ -46,6 +47,8 @@ class ProblemOut(msgspec.Struct, kw_only=True):
 
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+RETRY_AFTER_S = 1
+"""Seconds a 503 tells the caller to wait: engines come back, or the load drains, in about that time."""
 
 _STATUS_BY_ERROR: tuple[tuple[type[SearchServiceError], int, str], ...] = (
     (DocumentTooLargeError, 413, "Document too large"),
@@ -54,6 +57,7 @@ _STATUS_BY_ERROR: tuple[tuple[type[SearchServiceError], int, str], ...] = (
     (PermissionDeniedError, 403, "Forbidden"),
     (DocumentNotFoundError, 404, "Not found"),
     (VersionConflictError, 409, "Version conflict"),
+    (RateLimitedError, 429, "Too many requests"),
     (AllEnginesFailedError, 503, "Search unavailable"),
     (EngineTimeoutError, 504, "Engine timed out"),
     (EngineError, 503, "Engine unavailable"),
@@ -61,12 +65,23 @@ _STATUS_BY_ERROR: tuple[tuple[type[SearchServiceError], int, str], ...] = (
 )
 
 
-def problem(status: int, title: str, detail: str, **extra: Any) -> Response[dict[str, Any]]:  # noqa: ANN401 - JSON members
-    """A problem+json response."""
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    retry_after_s: int | None = None,
+    **extra: Any,  # noqa: ANN401 - JSON members
+) -> Response[dict[str, Any]]:
+    """A problem+json response; 503s and 429s say when to retry (`Retry-After`, 1 s unless given)."""
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     body.update({key: value for key, value in extra.items() if value is not None})
-    headers = {"WWW-Authenticate": 'Bearer realm="poimen"'} if status == 401 else None  # noqa: PLR2004
-    return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+    headers: dict[str, str] = {}
+    if status == 401:  # noqa: PLR2004
+        headers["WWW-Authenticate"] = 'Bearer realm="poimen"'
+    if status in {429, 503}:
+        headers["Retry-After"] = str(retry_after_s or RETRY_AFTER_S)
+    return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers or None)
 
 
 def service_error_handler(_: Request[Any, Any, Any], error: SearchServiceError) -> Response[dict[str, Any]]:
@@ -80,6 +95,8 @@ def service_error_handler(_: Request[Any, Any, Any], error: SearchServiceError) 
                 extra["reasons"] = list(error.reasons)
             if isinstance(error, EngineError):
                 extra["engine"] = error.engine
+            if isinstance(error, RateLimitedError):
+                return problem(status, title, error.message, retry_after_s=error.retry_after_s)
             if isinstance(error, VersionConflictError):
                 extra["document_id"] = error.document_id
                 extra["current_version"] = error.current_version

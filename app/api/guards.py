@@ -8,12 +8,24 @@ and authorized here; one named in a JSON body is authorized by the handler with 
 
 from __future__ import annotations
 
+import math
+import re
 from typing import TYPE_CHECKING, Any, Final
 
 from app.auth.forwarding import forwarded_token
-from app.auth.tokens import SCOPE_ADMIN, SCOPE_INGEST, SCOPE_SEARCH, Principal, authorize, authorize_scope
-from app.domain.errors import InvalidQueryError
+from app.auth.tokens import (
+    ANONYMOUS,
+    SCOPE_ADMIN,
+    SCOPE_INGEST,
+    SCOPE_SEARCH,
+    Principal,
+    authorize,
+    authorize_scope,
+)
+from app.domain.errors import InvalidQueryError, RateLimitedError
 from app.domain.models import PROJECT_ID_PATTERN
+from app.observability.metrics import record_shed
+from app.search.rollout import caller_key
 
 if TYPE_CHECKING:
     from litestar.connection import ASGIConnection
@@ -22,7 +34,6 @@ if TYPE_CHECKING:
 
     from app.wiring.services import Services
 
-import re
 
 PRINCIPAL_STATE_KEY: Final = "principal"
 PUBLIC_OPT_KEY: Final = "public"
@@ -56,6 +67,7 @@ def _scope_guard(scope: str) -> Guard:
         else:
             authorize_scope(principal, scope=scope)
         connection.state[PRINCIPAL_STATE_KEY] = principal
+        _within_rate(services, request_caller_key(connection, principal))
         if services.settings.opensearch_auth == "forward_jwt":
             forwarded_token.set(principal.token)
 
@@ -68,6 +80,27 @@ search_guard: Final = _scope_guard(SCOPE_SEARCH)
 ingest_guard: Final = _scope_guard(SCOPE_INGEST)
 admin_guard: Final = _scope_guard(SCOPE_ADMIN)
 GUARDS: Final = frozenset({search_guard, ingest_guard, admin_guard})
+
+
+def request_caller_key(connection: ASGIConnection[Any, Any, Any, Any], principal: Principal) -> str:
+    """Who is calling, for rollout stickiness and rate limits: JWT subject, else `X-Client-Id`, else address."""
+    client = connection.client
+    return caller_key(
+        # With auth off everyone is ANONYMOUS: its subject would make every caller one.
+        None if principal is ANONYMOUS else principal.subject,
+        connection.headers.get("x-client-id"),
+        client.host if client else None,
+    )
+
+
+def _within_rate(services: Services, key: str) -> None:
+    """Raise `RateLimitedError` (429 + Retry-After) when `key` is over `RATE_LIMIT_PER_CALLER_RPS`."""
+    knobs = services.flags.current()
+    wait_s = services.rate_limit.take(key, rate_per_s=knobs.rate_limit_per_caller_rps, burst=knobs.rate_limit_burst)
+    if wait_s > 0:
+        record_shed("rate_limit")
+        msg = f"more than {knobs.rate_limit_per_caller_rps:g} requests per second from this caller; retry shortly"
+        raise RateLimitedError(msg, retry_after_s=max(1, math.ceil(wait_s)))
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:

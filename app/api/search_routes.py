@@ -20,7 +20,7 @@ from litestar.status_codes import HTTP_200_OK
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.dependencies import Injected
 from app.api.errors import PROBLEM_MEDIA_TYPE, ProblemOut
-from app.api.guards import authorize_project, principal_of, search_guard
+from app.api.guards import authorize_project, principal_of, request_caller_key, search_guard
 from app.api.search_schemas import (
     BatchSearchRequest,
     BatchSearchResponse,
@@ -29,14 +29,13 @@ from app.api.search_schemas import (
     SearchResponse,
     search_response,
 )
-from app.auth.tokens import ANONYMOUS, SCOPE_SEARCH, Principal, cache_scope
+from app.auth.tokens import SCOPE_SEARCH, Principal, cache_scope
 from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.query.planner import MAX_QUERY_CHARS, SearchOptions
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage
-from app.search.rollout import caller_key
 from app.search.service import SearchService
 
 SEARCH_CURSOR = "search"
@@ -118,18 +117,12 @@ def _search_call(
     options: SearchOptions,
     page: SearchPage | None = None,
 ) -> SearchCall:
-    client = request.client
     return SearchCall(
         query=query,
         options=options,
         page=page,
         auth_scope=cache_scope(principal),
-        # With auth off everyone is ANONYMOUS: its subject would put every caller on one rollout arm.
-        caller_key=caller_key(
-            None if principal is ANONYMOUS else principal.subject,
-            request.headers.get("x-client-id"),
-            client.host if client else None,
-        ),
+        caller_key=request_caller_key(request, principal),
         scopes=tuple(sorted(principal.scopes)),
     )
 

@@ -43,6 +43,14 @@ class VersionConflictError(SearchServiceError):
         self.current_version = current_version
 
 
+class RateLimitedError(SearchServiceError):
+    """The caller sent more requests than its rate allows; `retry_after_s` says when to come back."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class IngestionError(SearchServiceError):
     """A document could not be stored; nothing of it was written."""
 

@@ -7,6 +7,7 @@ below; anything else is recorded as `"other"`, so no caller input can grow the n
 
 from __future__ import annotations
 
+import itertools
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Final
 
@@ -101,6 +102,12 @@ ENGINE_ERRORS_TOTAL: Final = Counter(
     "Calls to an engine that failed, by engine and rollout arm (none: background work such as the outbox).",
     ["engine", "arm"],
 )
+REQUESTS_SHED_TOTAL: Final = Counter(
+    "poimen_requests_shed_total",
+    "Requests refused before any work: overload (503, too many in flight) or rate_limit (429, per caller).",
+    ["reason"],
+)
+SHED_REASONS: Final = frozenset({"overload", "rate_limit"})
 SHADOW_SEARCH_DURATION_SECONDS: Final = Histogram(
     "poimen_shadow_search_duration_seconds",
     "Seconds a shadow search took, by the arm it ran (off the response path; shadow mode only).",
@@ -212,23 +219,21 @@ def fallback_reason(reason: str) -> str:
 
 def _initialise_label_sets() -> None:
     # Counters with known label sets start at 0, so rate() and the dashboard see them before the first event.
-    for strategy in STRATEGIES:
-        for arm in ARMS:
-            for outcome in OUTCOMES:
-                QUERIES_TOTAL.labels(strategy=strategy, arm=arm, outcome=outcome)
+    for strategy, arm, outcome in itertools.product(STRATEGIES, ARMS, OUTCOMES):
+        QUERIES_TOTAL.labels(strategy=strategy, arm=arm, outcome=outcome)
     for result in CACHE_RESULTS:
         QUERY_CACHE_REQUESTS_TOTAL.labels(result=result)
-    for reason in FALLBACK_REASONS:
-        for arm in ARMS:
-            FALLBACKS_TOTAL.labels(reason=reason, arm=arm)
-    for engine in ENGINES:
-        for arm in ENGINE_ERROR_ARMS:
-            ENGINE_ERRORS_TOTAL.labels(engine=engine, arm=arm)
+    for reason, arm in itertools.product(FALLBACK_REASONS, ARMS):
+        FALLBACKS_TOTAL.labels(reason=reason, arm=arm)
+    for engine, arm in itertools.product(ENGINES, ENGINE_ERROR_ARMS):
+        ENGINE_ERRORS_TOTAL.labels(engine=engine, arm=arm)
+    for reason in SHED_REASONS:
+        REQUESTS_SHED_TOTAL.labels(reason=reason)
     for status in INGEST_STATUSES:
         INGESTED_DOCUMENTS_TOTAL.labels(status=status)
+    for arm, decided_by in itertools.product((HYBRID_ARM, SEMANTIC_ARM), ROLLOUT_DECIDERS):
+        ROLLOUT_ASSIGNMENTS_TOTAL.labels(arm=arm, decided_by=decided_by)
     for arm in (HYBRID_ARM, SEMANTIC_ARM):
-        for decided_by in ROLLOUT_DECIDERS:
-            ROLLOUT_ASSIGNMENTS_TOTAL.labels(arm=arm, decided_by=decided_by)
         SHADOW_SEARCH_DURATION_SECONDS.labels(arm=arm)
 
 
@@ -287,6 +292,13 @@ def record_engine_error(engine: str) -> None:
     if not MetricsSwitch.enabled:
         return
     ENGINE_ERRORS_TOTAL.labels(engine=bounded(engine, ENGINES), arm=bounded(current_arm.get(), ENGINE_ERROR_ARMS)).inc()
+
+
+def record_shed(reason: str) -> None:
+    """Count one request refused for `reason` (`overload` or `rate_limit`)."""
+    if not MetricsSwitch.enabled:
+        return
+    REQUESTS_SHED_TOTAL.labels(reason=bounded(reason, SHED_REASONS)).inc()
 
 
 def record_shadow_search(arm: str, elapsed_s: float) -> None:

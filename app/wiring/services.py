@@ -22,6 +22,7 @@ from app.ingestion.pipeline import IngestionPipeline
 from app.observability.metrics import LEXICAL_OUTBOX_BACKLOG, LEXICAL_OUTBOX_OLDEST_AGE_SECONDS, metrics_enabled
 from app.search.cache import QueryCache
 from app.search.flags import FlagStore
+from app.search.rate_limit import CallerRateLimit
 from app.search.service import SearchService
 from app.wiring.engines import Engines, open_engines
 
@@ -50,6 +51,7 @@ class Services:
     pipeline: IngestionPipeline
     catalog: ProjectCatalog
     verifier: TokenVerifier
+    rate_limit: CallerRateLimit
 
 
 def build_pipeline(
@@ -119,6 +121,7 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
             pipeline=build_pipeline(settings, live, on_written=written),
             catalog=ProjectCatalog(store=live.store, on_written=written),
             verifier=TokenVerifier.from_settings(settings),
+            rate_limit=CallerRateLimit(),
         )
         background = [asyncio.create_task(flags.run()), asyncio.create_task(_refresh_backlog_gauge(live))]
         worker.start()
