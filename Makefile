@@ -24,9 +24,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## create .venv and install the service with test and lint tools
 
-install-tools: ## install helm, kubernetes-validate, yamllint, hadolint, checkov and promtool (CI)
+install-tools: ## install helm, kubernetes-validate, yamllint, hadolint, checkov, promtool and chromium (CI)
 	bash scripts/install_k8s_tools.sh $(TOOLS)
 	command -v promtool >/dev/null || (apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null)) || echo "promtool not installed (needs apt as root)"
+	# Debian's Chromium for tests/browser (Playwright drives it by path; its own browser download cannot run here).
+	test -x /usr/bin/chromium || (apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null)) || echo "chromium not installed (needs apt as root): tests/browser will skip"
 
 run: install ## install, then serve on the embedded default at http://127.0.0.1:8080
 	$(VENV)/bin/poimen serve

@@ -112,6 +112,8 @@ class Settings(BaseSettings, SearchKnobs):
     otel_service_name: str = "poimen-memory"
     metrics_enabled: bool = True
     tracing_enabled: bool = True
+    # The search console at /console (a static page; its API calls carry the token pasted into it).
+    console_enabled: bool = True
 
     @field_validator(
         "database_url",

@@ -6,13 +6,14 @@ import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.config import OpenAPIConfig
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
+from app.api.console import console_router
 from app.api.document_routes import DocumentController
 from app.api.errors import (
     http_error_handler,
@@ -103,9 +104,17 @@ def create_app(
             tracer_provider.shutdown()
 
     prometheus = PrometheusConfig(app_name="poimen", prefix="poimen_http", group_path=True, exclude=["/metrics"])
-    handlers: list[type] = [SearchController, DocumentController, ProjectController, AdminController, HealthController]
+    handlers: list[type | Router] = [
+        SearchController,
+        DocumentController,
+        ProjectController,
+        AdminController,
+        HealthController,
+    ]
     if settings.metrics_enabled:
         handlers.append(PublicPrometheusController)
+    if settings.console_enabled:
+        handlers.append(console_router())
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],

@@ -17,6 +17,9 @@ from app.query.planner import MAX_QUERY_CHARS
 from app.search.paging import PAGE_DEPTH
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from app.domain.models import LegHit, SearchResult
     from app.search.calls import SearchOutcome
 
 ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description="[A-Za-z0-9._-]{1,64}")]
@@ -149,6 +152,27 @@ class QueryAnalysisOut(msgspec.Struct, kw_only=True):
     event_time_to: datetime | None
 
 
+class LegHitOut(msgspec.Struct, kw_only=True):
+    """One hit of one leg's own ranking: its 1-based rank there and the leg's raw score."""
+
+    id: str
+    rank: int
+    score: float
+    document_id: str
+    section_title: str
+
+
+class LegRankingsOut(msgspec.Struct, kw_only=True):
+    """Each leg's own ranked top-k before fusion (null: the leg did not run or failed; []: it found nothing).
+
+    Raw scores: cosine similarity for `semantic`, BM25 for `lexical`. Always the whole top-k the leg
+    returned (`semantic_retrieve_k` / `lexical_retrieve_k`), whatever page of the fused ranking is asked.
+    """
+
+    semantic: list[LegHitOut] | None
+    lexical: list[LegHitOut] | None
+
+
 class SearchResponse(msgspec.Struct, kw_only=True):
     """Answer of `GET /memory/query` and `POST /v1/search`."""
 
@@ -167,6 +191,8 @@ class SearchResponse(msgspec.Struct, kw_only=True):
     degraded: bool
     degraded_reasons: list[str]
     query_analysis: QueryAnalysisOut | None = None
+    leg_rankings: LegRankingsOut | None = None
+    """With `explain`: what each leg found on its own, so a caller sees what one leg found and the other missed."""
     offset: int = 0
     next_cursor: str | None = None
     """Present on a paged search (`offset` or `cursor` sent) while the ranking has more hits."""
@@ -214,6 +240,24 @@ def hit_out(hit: FusedHit, *, rank: int, fusion_method: str, strategy: SearchStr
         section_title=chunk.section_title,
         tags=list(chunk.tags),
         event_time=chunk.event_time,
+    )
+
+
+def _leg_out(hits: Sequence[LegHit] | None) -> list[LegHitOut] | None:
+    if hits is None:
+        return None
+    return [
+        LegHitOut(
+            id=hit.chunk_id, rank=rank, score=hit.score, document_id=hit.document_id, section_title=hit.section_title
+        )
+        for rank, hit in enumerate(hits, start=1)
+    ]
+
+
+def leg_rankings_out(result: SearchResult) -> LegRankingsOut:
+    """Wire shape of each leg's own ranking."""
+    return LegRankingsOut(
+        semantic=_leg_out(result.leg_hits.get(SEMANTIC_LEG)), lexical=_leg_out(result.leg_hits.get(LEXICAL_LEG))
     )
 
 
@@ -287,6 +331,7 @@ def search_response(
         degraded=result.degraded,
         degraded_reasons=list(result.degraded_reasons),
         query_analysis=analysis_out(outcome.analysis) if explain else None,
+        leg_rankings=leg_rankings_out(result) if explain else None,
         offset=outcome.offset,
         next_cursor=next_cursor,
     )

@@ -30,6 +30,7 @@ from app.domain.models import (
     LEXICAL_LEG,
     SEMANTIC_LEG,
     FusedHit,
+    LegHit,
     LegTiming,
     ScoredHit,
     SearchPlan,
@@ -72,6 +73,7 @@ class _Run:
     reasons: list[str] = field(default_factory=list)
     semantic_ms: float = 0.0  # embed + vector search, the semantic leg's own time
     semantic_error: str | None = None
+    leg_hits: dict[str, tuple[LegHit, ...]] = field(default_factory=dict)  # each answering leg's own ranking
     query_embedding: Sequence[float] | None = None  # embedded ahead (a batch): the embed stage is skipped
 
 
@@ -123,6 +125,7 @@ class HybridSearcher:
             legs=dict(run.legs),
             stage_ms=dict(run.stage_ms),
             degraded_reasons=tuple(run.reasons),
+            leg_hits=dict(run.leg_hits),
         )
 
     # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
@@ -242,6 +245,8 @@ class HybridSearcher:
         if reason is not None:
             run.reasons.append(reason)
             run.semantic_error = reason
+        else:
+            run.leg_hits[SEMANTIC_LEG] = _leg_hits(hits)
         self._record_semantic(run, hits=hits)
         return hits
 
@@ -257,6 +262,8 @@ class HybridSearcher:
         run.stage_ms[STAGE_LEXICAL] = _elapsed_ms(started)
         if reason is not None:
             run.reasons.append(reason)
+        else:
+            run.leg_hits[LEXICAL_LEG] = _leg_hits(hits)
         run.legs[LEXICAL_LEG] = LegTiming(
             elapsed_ms=run.stage_ms[STAGE_LEXICAL], result_count=len(hits or ()), error=reason
         )
@@ -289,6 +296,10 @@ class HybridSearcher:
 
 
 _Ranking: TypeAlias = "Callable[[], list[FusedHit]]"
+
+
+def _leg_hits(hits: Sequence[ScoredHit] | None) -> tuple[LegHit, ...]:
+    return tuple(LegHit.of(hit) for hit in hits or ())
 
 
 def _single(hits: Sequence[ScoredHit], leg: str) -> _Ranking:

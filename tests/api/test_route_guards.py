@@ -13,8 +13,9 @@ from app.config import Settings
 if TYPE_CHECKING:
     from pathlib import Path
 
-PUBLIC_PATHS = {"/healthz", "/readyz", "/metrics"}
-"""Probes and the scrape endpoint; Litestar's own OpenAPI routes (`/schema...`) are public too."""
+PUBLIC_PATHS = {"/healthz", "/readyz", "/metrics", "/console", "/console/{file_path:path}"}
+"""Probes, the scrape endpoint and the console's static files (no data: its API calls carry the user's token);
+Litestar's own OpenAPI routes (`/schema...`) are public too."""
 
 
 def route_handlers(tmp_path: Path) -> list[tuple[str, HTTPRouteHandler]]:
@@ -39,7 +40,7 @@ def test_every_route_has_exactly_one_auth_guard_or_is_marked_public(tmp_path: Pa
     assert unguarded == []
 
 
-def test_only_probes_metrics_and_the_api_document_are_public(tmp_path: Path) -> None:
+def test_only_probes_metrics_the_console_page_and_the_api_document_are_public(tmp_path: Path) -> None:
     public_paths = {
         path
         for path, handler in route_handlers(tmp_path)

@@ -440,3 +440,52 @@ async def test_cascading_with_everything_down_raises() -> None:
         await searcher(FakeVectorIndex(), lexical, embedder).search(make_plan(SearchStrategy.CASCADING))
 
     assert set(error.value.reasons) == {"lexical_unavailable", "embedder_unavailable"}
+
+
+# --- each leg's own ranking ----------------------------------------------------------------------
+
+
+def leg_ids(result, leg: str) -> list[str]:
+    return [hit.chunk_id for hit in result.leg_hits[leg]]
+
+
+async def test_hybrid_keeps_each_legs_own_ranking_with_raw_scores_beyond_the_limit() -> None:
+    vector = FakeVectorIndex(semantic_hits(("a", 0.9), ("b", 0.8), ("d", 0.1)))
+    lexical = FakeLexicalIndex(lexical_hits(("b", 8.0), ("c", 7.0)))
+
+    result = await searcher(vector, lexical).search(make_plan(limit=1))
+
+    assert ids(result) == ["b"]
+    assert leg_ids(result, SEMANTIC_LEG) == ["a", "b", "d"]
+    assert leg_ids(result, LEXICAL_LEG) == ["b", "c"]
+    assert [hit.score for hit in result.leg_hits[LEXICAL_LEG]] == [8.0, 7.0]
+    assert result.leg_hits[SEMANTIC_LEG][0].document_id == "doc-a"
+
+
+async def test_a_failed_leg_has_no_ranking_and_an_empty_leg_an_empty_one() -> None:
+    vector = FakeVectorIndex(error=EngineUnavailableError("down", engine="fake-vector"))
+
+    result = await searcher(vector, FakeLexicalIndex()).search(make_plan())
+
+    assert SEMANTIC_LEG not in result.leg_hits
+    assert result.leg_hits[LEXICAL_LEG] == ()
+
+
+async def test_single_leg_strategy_keeps_only_the_leg_that_ran() -> None:
+    vector = FakeVectorIndex(semantic_hits(("a", 0.9)))
+
+    result = await searcher(vector, FakeLexicalIndex(lexical_hits(("b", 1.0)))).search(
+        make_plan(SearchStrategy.SEMANTIC)
+    )
+
+    assert set(result.leg_hits) == {SEMANTIC_LEG}
+
+
+async def test_cascading_keeps_the_lexical_candidates_and_their_vector_ranking() -> None:
+    lexical = FakeLexicalIndex(lexical_hits(("a", 9.0), ("b", 5.0)))
+    vector = FakeVectorIndex(semantic_hits(("z", 0.99), ("b", 0.9), ("a", 0.4)))
+
+    result = await searcher(vector, lexical).search(make_plan(SearchStrategy.CASCADING))
+
+    assert leg_ids(result, LEXICAL_LEG) == ["a", "b"]
+    assert leg_ids(result, SEMANTIC_LEG) == ["b", "a"]

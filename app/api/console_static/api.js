@@ -1,0 +1,98 @@
+// Calls to the service's own API. Every call carries the pasted token (if any); every failure becomes
+// an ApiError whose message is readable: the problem+json `detail`, the offending field, engine reasons.
+
+const TOKEN_KEY = "poimen.console.token";
+
+export class ApiError extends Error {
+  constructor(status, title, detail, extra = {}) {
+    super(detail);
+    this.status = status;
+    this.title = title;
+    this.detail = detail;
+    this.field = extra.field ?? null;
+    this.reasons = extra.reasons ?? null;
+  }
+}
+
+export function storedToken() {
+  return sessionStorage.getItem(TOKEN_KEY) ?? "";
+}
+
+export function storeToken(token) {
+  // Session storage at most: the token never outlives the tab and is never written to disk by us.
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+async function call(method, path, body) {
+  const headers = { accept: "application/json, application/problem+json" };
+  const token = storedToken().trim();
+  if (token) headers.authorization = token.toLowerCase().startsWith("bearer ") ? token : `Bearer ${token}`;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (error) {
+    throw new ApiError(0, "Service unreachable", `The request did not reach the service (${error.message}).`);
+  }
+  const text = await response.text();
+  let payload = null;
+  try {
+    payload = text ? JSON.parse(text) : null;
+  } catch {
+    payload = null;
+  }
+  if (!response.ok) {
+    const problem = payload && typeof payload === "object" ? payload : {};
+    const detail = problem.detail || text.slice(0, 300) || response.statusText || "no detail given";
+    throw new ApiError(response.status, problem.title || `HTTP ${response.status}`, detail, problem);
+  }
+  return payload;
+}
+
+function splitTags(text) {
+  return text.split(",").map((tag) => tag.trim()).filter(Boolean);
+}
+
+function numberOrNull(text) {
+  return text.trim() === "" ? null : Number(text);
+}
+
+/** The body of POST /v1/search from the form's values; unset fields are left to the service. */
+export function searchBody(form) {
+  const body = { project: form.project.trim(), query: form.query, explain: true };
+  if (form.strategy) body.strategy = form.strategy;
+  if (form.fusion) body.fusion = form.fusion;
+  const semantic = numberOrNull(form.weightSemantic);
+  const lexical = numberOrNull(form.weightLexical);
+  if (semantic !== null || lexical !== null) body.weights = { semantic: semantic ?? 1.0, lexical: lexical ?? 1.0 };
+  const rrfK = numberOrNull(form.rrfK);
+  if (rrfK !== null) body.rrf_k = rrfK;
+  const limit = numberOrNull(form.limit);
+  if (limit !== null) body.limit = limit;
+  const filters = {};
+  if (form.sourcePrefix.trim()) filters.source_prefix = form.sourcePrefix.trim();
+  const tags = splitTags(form.tags);
+  if (tags.length) filters.tags = tags;
+  if (form.level.trim()) filters.level = form.level.trim();
+  if (form.dateFrom) filters.date_from = `${form.dateFrom}T00:00:00Z`;
+  if (form.dateTo) filters.date_to = `${form.dateTo}T00:00:00Z`;
+  if (Object.keys(filters).length) body.filters = filters;
+  return body;
+}
+
+export function search(body) {
+  return call("POST", "/v1/search", body);
+}
+
+const segment = (value) => encodeURIComponent(value);
+
+export function getDocument(project, documentId) {
+  return call("GET", `/v1/projects/${segment(project)}/documents/${documentId.split("/").map(segment).join("/")}`);
+}
+
+export function listDocuments(project, cursor) {
+  const query = new URLSearchParams({ limit: "50" });
+  if (cursor) query.set("cursor", cursor);
+  return call("GET", `/v1/projects/${segment(project)}/documents?${query}`);
+}

@@ -1,0 +1,51 @@
+"""The console's static files: served public at `/console`, absent with `CONSOLE_ENABLED=false`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.api.app import create_app
+from app.api.console import CONSOLE_DIRECTORY, CONSOLE_PATH
+from app.config import Settings
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+async def test_console_page_is_html_with_a_self_only_content_policy(api_client) -> None:
+    response = await api_client.get("/console")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert response.headers["cache-control"] == "no-cache"
+    assert "default-src 'none'" in response.text
+    assert 'src="/console/console.js"' in response.text
+
+
+async def test_console_scripts_and_styles_are_served_from_the_package(api_client) -> None:
+    for name in ("console.js", "api.js", "render.js", "console.css"):
+        response = await api_client.get(f"/console/{name}")
+
+        assert response.status_code == 200, name
+        assert response.text == (CONSOLE_DIRECTORY / name).read_text()
+
+
+def test_console_page_loads_nothing_from_another_origin() -> None:
+    for path in CONSOLE_DIRECTORY.iterdir():
+        text = path.read_text()
+
+        assert "http://" not in text, path.name
+        assert "https://" not in text, path.name
+
+
+async def test_an_unknown_console_file_is_a_problem_404(api_client) -> None:
+    response = await api_client.get("/console/missing.js")
+
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("application/problem+json")
+
+
+def test_console_disabled_leaves_the_route_out(tmp_path: Path) -> None:
+    app = create_app(Settings(_env_file=None, poimen_data_dir=tmp_path, console_enabled=False))
+
+    assert not [route.path for route in app.routes if route.path.startswith(CONSOLE_PATH)]

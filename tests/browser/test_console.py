@@ -1,0 +1,107 @@
+"""The search console in a real headless Chromium against a real service: load, search, legs, documents, errors."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import PROJECT, screenshot
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def search(page: Page, query: str, *, project: str = PROJECT, strategy: str = "hybrid") -> None:
+    page.fill("#project", project)
+    page.fill("#query", query)
+    page.select_option("#strategy", strategy)
+    page.click("#search-button")
+
+
+def test_the_page_loads_with_its_form_and_no_script_error(page: Page) -> None:
+    expect(page).to_have_title("Poimen search console")
+    expect(page.locator("#search-form")).to_be_visible()
+    expect(page.locator("#status")).to_have_text("Type a query and press Search.")
+    expect(page.locator("#error")).to_be_hidden()
+
+
+def test_a_search_renders_fused_hits_with_breakdowns_and_both_legs(page: Page) -> None:
+    search(page, "painted lake sunrise")
+
+    hits = page.locator("#fused-list li.hit")
+    expect(hits.first).to_be_visible()
+    expect(hits.first.locator(".breakdown table tr")).to_have_count(3)
+    expect(page.locator("#leg-semantic .leg-list li[data-id]").first).to_be_visible()
+    expect(page.locator("#leg-lexical .leg-list li[data-id]").first).to_be_visible()
+    expect(page.locator("#strategy-run")).to_have_text("Hybrid")
+    expect(page.locator("#timings-body .timing")).to_have_count(6)
+    expect(page.locator("#legs-caption")).to_contain_text("found by both")
+    # The lexical leg misses the paraphrase ("watercolour of dawn above still water"); the semantic leg has it.
+    expect(page.locator("#leg-semantic li.only", has_text="chat/s2/t1")).to_have_count(1)
+    expect(page.locator("#leg-lexical li[data-id]", has_text="chat/s2/t1")).to_have_count(0)
+    expect(page.locator("#degraded")).to_be_hidden()
+    screenshot(page, "search")
+
+
+def test_a_hit_opens_its_document_with_the_hit_chunk_marked(page: Page) -> None:
+    search(page, "port 8080 is taken")
+    expect(page.locator("#fused-list li.hit").first).to_be_visible()
+
+    page.locator("#fused-list li.hit").first.locator("a.doc").click()
+
+    expect(page.locator("#document")).to_be_visible()
+    expect(page.locator("#document-caption")).to_have_text(f"{PROJECT} / runbooks/ports")
+    expect(page.locator("#document-chunks li.hit-chunk")).to_have_count(1)
+    expect(page.locator("#document-chunks")).to_contain_text("lsof -i :8080")
+    screenshot(page, "document")
+
+
+def test_browsing_lists_the_projects_documents(page: Page) -> None:
+    page.fill("#project", PROJECT)
+
+    page.click("#browse-button")
+
+    expect(page.locator("#documents-list li")).to_have_count(6)
+    expect(page.locator("#documents-list")).to_contain_text("notes/pottery")
+
+
+def test_an_error_shows_the_problems_detail_and_field_instead_of_the_last_answer(page: Page) -> None:
+    search(page, "pottery bowl")
+    expect(page.locator("#fused-list li.hit").first).to_be_visible()
+
+    search(page, "anything", project="not a project!")
+
+    error = page.locator("#error")
+    expect(error).to_be_visible()
+    expect(error.locator("strong")).to_have_text("Invalid request (400)")
+    expect(error.locator(".detail")).to_contain_text("project")
+    expect(error).to_contain_text("Field: project")
+    expect(error).not_to_contain_text("null")
+    expect(page.locator("#fused")).to_be_hidden()
+    expect(page.locator("#status")).to_have_text("The last request failed.")
+    screenshot(page, "error")
+
+
+def test_a_missing_document_is_a_readable_404(page: Page) -> None:
+    search(page, "pottery bowl")
+    page.fill("#project", "empty-project")
+
+    page.locator("#fused-list a.doc").first.click()
+
+    expect(page.locator("#error strong")).to_have_text("Not found (404)")
+    expect(page.locator("#error .detail")).to_contain_text("in project 'empty-project'")
+    expect(page.locator("#document")).to_be_hidden()
+
+
+def test_the_token_stays_in_session_storage_and_is_sent_as_a_bearer(page: Page) -> None:
+    page.fill("#token", "secret-token")
+    with page.expect_request("**/v1/search") as sent:
+        search(page, "pottery bowl")
+
+    assert sent.value.headers["authorization"] == "Bearer secret-token"
+    assert page.evaluate("window.localStorage.length") == 0
+    assert page.evaluate("sessionStorage.getItem('poimen.console.token')") == "secret-token"
