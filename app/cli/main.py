@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
+import logging
 import os
 import signal
 import sys
@@ -41,6 +42,8 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     configure_logging(settings.log_level, json=not terminal if settings.log_json == "auto" else settings.log_json)
     if settings.log_level != "DEBUG":
         _quiet_libraries()
+        if terminal:  # the greeting says where it listens; uvicorn's lifecycle lines stay in container logs
+            logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     bind_host = host or settings.poimen_host
     bind_port = port or settings.poimen_port
     if settings.auth_mode == "off":

@@ -75,7 +75,6 @@ THIRD_PARTY_LOGGERS: Final = (
     "opensearch",
     "urllib3",
     "alembic",
-    "uvicorn.error",
     "openfeature",
 )
 """Libraries that narrate their own start-up (initdb, model loading, each HTTP call): WARNING and up only,
