@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -214,3 +215,15 @@ def test_probes_answer_live_and_ready(client: PoimenClient) -> None:
 
 def test_metrics_are_prometheus_text(client: PoimenClient) -> None:
     assert "# TYPE" in client.metrics()
+
+
+def test_the_readme_example_runs_against_the_live_service(service_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    first_line = "from poimen_client.clients import PoimenClient\n"
+    example = first_line + readme.split("```python\n" + first_line, 1)[1].split("```", 1)[0]
+    assert len(example.splitlines()) == 5
+
+    code = compile(example.replace("http://127.0.0.1:8080", service_url), "README.md", "exec")
+    exec(code, {})  # noqa: S102 - the README's own example
+
+    assert "(1, 'runbook-1')" in capsys.readouterr().out
