@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from poimen_client.clients import AsyncPoimenClient, PoimenClient
-from poimen_client.errors import InvalidRequestError, RateLimitedError, TransportError, UnavailableError
+from poimen_client.errors import (
+    InvalidRequestError,
+    RateLimitedError,
+    TransportError,
+    UnavailableError,
+    UnexpectedAnswerError,
+)
 from poimen_client.retries import RetryPolicy, retry_after_seconds
 
 from tests.integration.conftest import free_port
@@ -185,6 +191,15 @@ def test_an_error_without_a_problem_body_quotes_the_body(server: ScriptedServer)
 
     assert raised.value.status == 502
     assert "(not a problem+json body) <html>Bad Gateway</html>" in str(raised.value)
+
+
+def test_a_success_of_another_shape_raises_unexpected_answer(server: ScriptedServer) -> None:
+    server.script = [(200, {}, {"project": "p", "documents": "many"})]
+
+    with PoimenClient(server.url) as client, pytest.raises(UnexpectedAnswerError) as raised:
+        client.project_stats("p")
+
+    assert "unexpected answer to GET /v1/projects/p" in str(raised.value)
 
 
 async def test_the_async_client_retries_after_retry_after(server: ScriptedServer) -> None:
