@@ -14,12 +14,14 @@ export PATH := $(TOOLS)/bin:$(PATH)
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# The CPU build of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e ".[test,lint]"
+	# The Python client, its own package; tests/client runs it against a live `poimen serve`.
+	$(PIP) install -q -e clients/python
 	touch $@
 
 install: $(VENV)/.installed ## create .venv and install the service with test and lint tools
@@ -44,14 +46,14 @@ test-all: install install-tools ## install everything, then run the whole suite 
 	$(PY) -m pytest -q
 
 lint: install ## ruff, ruff format --check, mypy --strict, import-linter layers
-	$(VENV)/bin/ruff check app tests scripts dashboards migrations
-	$(VENV)/bin/ruff format --check app tests scripts dashboards migrations
+	$(VENV)/bin/ruff check app clients tests scripts dashboards migrations
+	$(VENV)/bin/ruff format --check app clients tests scripts dashboards migrations
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 fmt: install ## format and autofix
-	$(VENV)/bin/ruff format app tests scripts dashboards migrations
-	$(VENV)/bin/ruff check --fix app tests scripts dashboards migrations
+	$(VENV)/bin/ruff format app clients tests scripts dashboards migrations
+	$(VENV)/bin/ruff check --fix app clients tests scripts dashboards migrations
 
 migrate: install ## apply the schema to DATABASE_URL (or the embedded server)
 	$(VENV)/bin/poimen migrate

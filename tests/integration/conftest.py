@@ -149,18 +149,41 @@ def stop_leftover_postgres(data_dir: Path) -> None:
         time.sleep(0.1)
 
 
-@pytest.fixture
-def poimen_data_dir() -> Iterator[Path]:
-    """A fresh POIMEN_DATA_DIR outside pytest's temp root.
+@contextlib.contextmanager
+def fresh_data_dir() -> Iterator[Path]:
+    """A fresh POIMEN_DATA_DIR outside pytest's temp root; its PostgreSQL stopped and folder removed on exit.
 
     As root the embedded PostgreSQL runs as the `pgserver` user, which must traverse every folder
     above its data; pytest narrows its own temp root to 0700 whenever any pytest session starts,
     which breaks a running `initdb` or `pg_ctl` of a concurrent session.
     """
     path = Path(tempfile.mkdtemp(prefix="poimen-it-"))
-    yield path / "data"
-    stop_leftover_postgres(path / "data")
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+        yield path / "data"
+    finally:
+        stop_leftover_postgres(path / "data")
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def poimen_data_dir() -> Iterator[Path]:
+    """A fresh POIMEN_DATA_DIR outside pytest's temp root (see `fresh_data_dir`)."""
+    with fresh_data_dir() as path:
+        yield path
+
+
+def spawn_service(data_dir: Path, *, log_path: Path, **overrides: str) -> ServiceProcess:
+    """Start `poimen serve` on a free loopback port with its output in `log_path`; not yet waited for."""
+    port = free_port()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [poimen_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=data_dir.parent,  # not the checkout: its .env must not leak into the run
+            env=cli_environment(data_dir, **overrides),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    return ServiceProcess(process=process, url=f"http://127.0.0.1:{port}", log_path=log_path)
 
 
 @pytest.fixture
@@ -169,17 +192,7 @@ def poimen_service(tmp_path: Path, poimen_data_dir: Path) -> Iterator[Callable[.
     started: list[tuple[ServiceProcess, Path]] = []
 
     def start(data_dir: Path = poimen_data_dir, *, wait: bool = True, **overrides: str) -> ServiceProcess:
-        port = free_port()
-        log_path = tmp_path / f"serve-{len(started)}.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [poimen_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)],
-                cwd=data_dir.parent,  # not the checkout: its .env must not leak into the run
-                env=cli_environment(data_dir, **overrides),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        service = ServiceProcess(process=process, url=f"http://127.0.0.1:{port}", log_path=log_path)
+        service = spawn_service(data_dir, log_path=tmp_path / f"serve-{len(started)}.log", **overrides)
         started.append((service, data_dir))
         if wait:
             service.wait_ready()

@@ -1,0 +1,157 @@
+"""The request/response layer both clients share: each endpoint defined once, sent by either client.
+
+An `Endpoint` is a method, a path template, a response type and a builder function that turns the
+caller's arguments into a `Call` (path values, query string, body, headers). Read from a `PoimenClient`
+it is a function returning the decoded answer; read from an `AsyncPoimenClient`, one returning an
+awaitable of it. An `Exchange` is one call in flight: the request to send, whether and when to send it
+again, and the answer's decoding or error. The clients only send and sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, Self, TypeVar, overload
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from poimen_client.errors import TransportError, UnexpectedAnswerError, error_from_response
+from poimen_client.retries import retry_after_seconds
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterator, Mapping
+
+    from poimen_client.clients import AsyncPoimenClient, PoimenClient
+    from poimen_client.retries import RetryPolicy
+
+P = ParamSpec("P")
+T = TypeVar("T")
+QueryValue = str | int | float | bool
+JSON_MEDIA_TYPE: Final = "application/json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Call:
+    """What one endpoint call sends, apart from the method and path template its `Endpoint` holds.
+
+    `path_values` fill the template (quoted here; a document id keeps its `/`); `query` values that
+    are None are left out; `body` is encoded as JSON.
+    """
+
+    path_values: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, QueryValue | None] = field(default_factory=dict)
+    body: object = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint(Generic[P, T]):
+    """One operation of the API; a descriptor that both client classes inherit from `Endpoints`."""
+
+    method: str
+    path: str
+    """The path template as the OpenAPI document spells it, e.g. `/v1/projects/{project}`."""
+    response_type: type[T]
+    """What a success decodes to: a Struct, `dict[str, Any]`, `str` (text) or `type(None)` (no body)."""
+    build: Callable[P, Call]
+    also_success: frozenset[int] = frozenset()
+    """Statuses besides 2xx that are an answer, not an error, and never retried (`/readyz` answers 503)."""
+
+    def exchange(self, call: Call, *, retry: RetryPolicy) -> Exchange[T]:
+        """One call of this endpoint, ready to send."""
+        return Exchange(endpoint=self, call=call, retry=retry)
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(self, instance: PoimenClient, owner: type[Any]) -> Callable[P, T]: ...
+    @overload
+    def __get__(self, instance: AsyncPoimenClient, owner: type[Any]) -> Callable[P, Awaitable[T]]: ...
+    def __get__(self, instance: PoimenClient | AsyncPoimenClient | None, owner: type[Any]) -> Any:
+        if instance is None:
+            return self
+
+        @functools.wraps(self.build)
+        def send(*args: P.args, **kwargs: P.kwargs) -> Any:  # noqa: ANN401 - T, or an awaitable of T
+            return instance.send(self.exchange(self.build(*args, **kwargs), retry=instance.retry))
+
+        return send
+
+
+def endpoint(
+    method: str, path: str, *, response: type[T], also_success: frozenset[int] = frozenset()
+) -> Callable[[Callable[P, Call]], Endpoint[P, T]]:
+    """Decorate a builder function (its signature and docstring become the client method's) as an endpoint."""
+
+    def define(build: Callable[P, Call]) -> Endpoint[P, T]:
+        return Endpoint(method, path, response, build, also_success)
+
+    return define
+
+
+@dataclass(slots=True, kw_only=True)
+class Exchange(Generic[T]):
+    """One endpoint call in flight: builds its request, decides retries, decodes its answer."""
+
+    endpoint: Endpoint[Any, T]
+    call: Call
+    retry: RetryPolicy
+    attempt: int = 1
+    """1-based number of the send whose answer is being looked at."""
+
+    def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        """The HTTP request, built by the client's httpx instance (base URL, auth, default headers)."""
+        call = self.call
+        values = {
+            name: quote(value, safe="/" if name == "document_id" else "") for name, value in call.path_values.items()
+        }
+        headers = dict(call.headers)
+        content = None
+        if call.body is not None:
+            content = msgspec.json.encode(call.body)
+            headers["content-type"] = JSON_MEDIA_TYPE
+        query = {name: value for name, value in call.query.items() if value is not None}
+        return http.build_request(
+            self.endpoint.method,
+            self.endpoint.path.format_map(values),
+            params=query or None,
+            content=content,
+            headers=headers,
+        )
+
+    @contextlib.contextmanager
+    def transport_errors(self, request: httpx.Request) -> Iterator[None]:
+        """Turn httpx's connection and timeout failures into `TransportError` naming the request."""
+        try:
+            yield
+        except httpx.TransportError as error:
+            msg = f"{request.method} {request.url} failed: {type(error).__name__}: {error}"
+            raise TransportError(msg) from error
+
+    def retry_delay_s(self, response: httpx.Response) -> float | None:
+        """Seconds to wait before sending again, or None when `response` is final; counts the attempt."""
+        if response.status_code in self.endpoint.also_success:
+            return None
+        delay_s = self.retry.delay_s(response, attempt=self.attempt)
+        if delay_s is not None:
+            self.attempt += 1
+        return delay_s
+
+    def result(self, response: httpx.Response) -> T:
+        """The decoded answer; a `ServiceError` subclass for an error status."""
+        if not (response.is_success or response.status_code in self.endpoint.also_success):
+            raise error_from_response(response, retry_after_s=retry_after_seconds(response))
+        response_type: Any = self.endpoint.response_type
+        if response_type is type(None):
+            return None  # type: ignore[return-value]  # T is None for this endpoint
+        if response_type is str:
+            return response.text  # type: ignore[return-value]  # T is str for this endpoint
+        try:
+            decoded: T = msgspec.json.decode(response.content, type=response_type)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            msg = f"unexpected answer to {self.endpoint.method} {response.request.url.path}: {error}"
+            raise UnexpectedAnswerError(msg) from error
+        return decoded

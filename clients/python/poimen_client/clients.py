@@ -1,0 +1,125 @@
+"""`PoimenClient` (blocking) and `AsyncPoimenClient` (asyncio) on httpx.
+
+Both inherit every endpoint from `Endpoints`; each only sends an `Exchange` and sleeps between
+retries its own way. A token (a JWT when the service runs `AUTH_MODE=jwt`) is sent as
+`Authorization: Bearer`; pass a callable to fetch a fresh one for every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Self, TypeVar
+
+import httpx
+
+from poimen_client.endpoints import Endpoints
+from poimen_client.retries import RetryPolicy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator, Mapping
+
+    from poimen_client.calls import Exchange
+
+T = TypeVar("T")
+HttpT = TypeVar("HttpT", httpx.Client, httpx.AsyncClient)
+TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
+DEFAULT_TIMEOUT_S: Final = 30.0
+USER_AGENT: Final = "poimen-client/0.1.0"
+
+
+class BearerToken(httpx.Auth):
+    """`Authorization: Bearer <token>` on every request; a callable is asked for the token each time."""
+
+    def __init__(self, token: str | Callable[[], str]) -> None:
+        self._token = token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        """Add the header; httpx runs this flow for sync and async clients alike."""
+        token = self._token() if callable(self._token) else self._token
+        request.headers["Authorization"] = f"Bearer {token}"
+        yield request
+
+
+class ClientBase(Endpoints, Generic[HttpT, TransportT]):
+    """What both clients hold: the retry policy and an httpx client with base URL, token and headers.
+
+    `token`: a JWT (or a function returning one) for a service with `AUTH_MODE=jwt`. `retry`: how 429
+    and 503 answers are retried (`RetryPolicy(max_attempts=1)` turns retries off). `headers`: sent with
+    every request. `transport`: an httpx transport of the client's kind, e.g. for a proxy or a Unix socket.
+    """
+
+    http_type: ClassVar[type[httpx.Client | httpx.AsyncClient]]
+
+    def __init__(  # noqa: PLR0913 - keyword-only options, each with a default
+        self,
+        base_url: str,
+        *,
+        token: str | Callable[[], str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: TransportT | None = None,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        options: dict[str, Any] = {
+            "base_url": base_url.rstrip("/"),
+            "auth": BearerToken(token) if token is not None else None,
+            "timeout": timeout_s,
+            "headers": {"user-agent": USER_AGENT, "accept": "application/json", **(headers or {})},
+            "transport": transport,  # of the client's kind: TransportT goes with HttpT
+        }
+        http: Any = self.http_type(**options)
+        self._http: HttpT = http
+
+
+class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
+    """Blocking client: `with PoimenClient("http://127.0.0.1:8080") as client: client.search("p", "q")`."""
+
+    http_type = httpx.Client
+
+    def send(self, exchange: Exchange[T]) -> T:
+        """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
+        request = exchange.request(self._http)
+        with exchange.transport_errors(request):
+            response = self._http.send(request)
+            while (delay_s := exchange.retry_delay_s(response)) is not None:
+                time.sleep(delay_s)
+                response = self._http.send(request)
+        return exchange.result(response)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
+    """Asyncio client: `async with AsyncPoimenClient(url) as client: await client.search("p", "q")`."""
+
+    http_type = httpx.AsyncClient
+
+    async def send(self, exchange: Exchange[T]) -> T:
+        """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
+        request = exchange.request(self._http)
+        with exchange.transport_errors(request):
+            response = await self._http.send(request)
+            while (delay_s := exchange.retry_delay_s(response)) is not None:
+                await asyncio.sleep(delay_s)
+                response = await self._http.send(request)
+        return exchange.result(response)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()

@@ -1,0 +1,155 @@
+"""Every operation of the Poimen Memory Search API, defined once for both clients.
+
+Each function below builds one endpoint's `Call` from the caller's arguments; `@endpoint` binds it to
+its method, path template and response type. `PoimenClient` and `AsyncPoimenClient` inherit the class,
+so `client.search(...)` has this signature and docstring on both (async: awaitable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence  # noqa: TC003 - the client methods' signatures are read at runtime
+from typing import Any, Final
+
+import msgspec
+
+from poimen_client.calls import Call, endpoint
+from poimen_client.models import (
+    BatchSearchResponse,
+    Deleted,
+    Document,
+    DocumentFilter,
+    DocumentPage,
+    IngestResponse,
+    Liveness,
+    ProjectStats,
+    Readiness,
+    Reindexed,
+    SearchQuery,
+    SearchResponse,
+    StoredDocument,
+)
+
+MEMORY_QUERY_FIELDS: Final = frozenset({"query", "limit", "strategy", "fusion", "explain", "offset", "cursor"})
+"""The `SearchQuery` fields `GET /memory/query` takes; the others need `search()`."""
+
+
+def _search_query(query: str | SearchQuery) -> SearchQuery:
+    return SearchQuery(query=query) if isinstance(query, str) else query
+
+
+def _filter_query(where: DocumentFilter | None) -> dict[str, Any]:
+    builtins: dict[str, Any] = msgspec.to_builtins(where) if where is not None else {}
+    return builtins
+
+
+class Endpoints:
+    """The API's operations; `PoimenClient` and `AsyncPoimenClient` inherit them."""
+
+    # Search
+
+    @endpoint("GET", "/memory/query", response=SearchResponse)
+    def memory_query(project: str, query: str | SearchQuery) -> Call:
+        """Search a project with the service's defaults (the reference endpoint).
+
+        `query` may carry `limit`, `strategy`, `fusion`, `explain`, `offset` and `cursor`; filters,
+        weights and the other options need `search()`.
+        """
+        search_query = _search_query(query)
+        fields: dict[str, Any] = msgspec.to_builtins(search_query)
+        unsupported = sorted(set(fields) - MEMORY_QUERY_FIELDS)
+        if unsupported:
+            msg = f"GET /memory/query does not take {', '.join(unsupported)}: use search()"
+            raise ValueError(msg)
+        return Call(query={"project": project, **fields})
+
+    @endpoint("POST", "/v1/search", response=SearchResponse)
+    def search(project: str, query: str | SearchQuery) -> Call:
+        """Search a project with filters, strategy, fusion, weights, collapse, min_score, paging.
+
+        Page with `SearchQuery(query=..., offset=0)`, then `cursor=answer.next_cursor` until it is None.
+        """
+        return Call(body={"project": project, **msgspec.to_builtins(_search_query(query))})
+
+    @endpoint("POST", "/v1/search/batch", response=BatchSearchResponse)
+    def search_batch(project: str, queries: Sequence[str | SearchQuery]) -> Call:
+        """Several searches of one project in one request; one response per query, in order."""
+        return Call(body={"project": project, "queries": [_search_query(query) for query in queries]})
+
+    # Documents
+
+    @endpoint("POST", "/v1/projects/{project}/documents", response=IngestResponse)
+    def ingest(project: str, documents: Document | Sequence[Document], *, if_match: int | None = None) -> Call:
+        """Write one document or several (atomically); PostgreSQL holds them when this returns.
+
+        `if_match` (one document only) or each document's `expected_version`: write only if the stored
+        version is that one, else `ConflictError` with the `current_version`.
+        """
+        if isinstance(documents, Document):
+            body: object = documents
+        elif if_match is not None:
+            msg = "if_match applies to one document; give each document of a batch its expected_version"
+            raise ValueError(msg)
+        else:
+            body = {"documents": list(documents)}
+        headers = {} if if_match is None else {"If-Match": str(if_match)}
+        return Call(path_values={"project": project}, body=body, headers=headers)
+
+    @endpoint("GET", "/v1/projects/{project}/documents", response=DocumentPage)
+    def list_documents(
+        project: str, *, where: DocumentFilter | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Call:
+        """One page of a project's documents by id; pass `next_cursor` back as `cursor` until it is None."""
+        return Call(path_values={"project": project}, query={"limit": limit, "cursor": cursor, **_filter_query(where)})
+
+    @endpoint("GET", "/v1/projects/{project}/documents/{document_id}", response=StoredDocument)
+    def get_document(project: str, document_id: str) -> Call:
+        """A stored document with its chunks in order; `NotFoundError` if there is none."""
+        return Call(path_values={"project": project, "document_id": document_id})
+
+    @endpoint("DELETE", "/v1/projects/{project}/documents/{document_id}", response=type(None))
+    def delete_document(project: str, document_id: str, *, if_match: int | None = None) -> Call:
+        """Delete a document and its chunks; `NotFoundError` if there is none, `ConflictError` if stale."""
+        headers = {} if if_match is None else {"If-Match": str(if_match)}
+        return Call(path_values={"project": project, "document_id": document_id}, headers=headers)
+
+    @endpoint("DELETE", "/v1/projects/{project}/documents", response=Deleted)
+    def delete_documents(project: str, where: DocumentFilter) -> Call:
+        """Delete every document matching all conditions of `where` (at least one), in one transaction."""
+        return Call(path_values={"project": project}, query=_filter_query(where))
+
+    # Projects and operations
+
+    @endpoint("GET", "/v1/projects/{project}", response=ProjectStats)
+    def project_stats(project: str) -> Call:
+        """Document and chunk counts and the lexical backlog; an unknown project answers zeros."""
+        return Call(path_values={"project": project})
+
+    @endpoint("DELETE", "/v1/projects/{project}", response=Deleted)
+    def delete_project(project: str) -> Call:
+        """Delete a whole project (needs the `admin` scope)."""
+        return Call(path_values={"project": project})
+
+    @endpoint("POST", "/v1/projects/{project}/reindex", response=Reindexed)
+    def reindex(project: str) -> Call:
+        """Queue every document of the project for lexical indexing again (needs `admin`)."""
+        return Call(path_values={"project": project})
+
+    @endpoint("GET", "/admin/flags", response=dict[str, Any])
+    def flags() -> Call:
+        """The effective flags, each value with where it came from (needs `admin`)."""
+        return Call()
+
+    @endpoint("GET", "/healthz", response=Liveness)
+    def liveness() -> Call:
+        """The process answers."""
+        return Call()
+
+    @endpoint("GET", "/readyz", response=Readiness, also_success=frozenset({503}))
+    def readiness() -> Call:
+        """Whether every engine answers: `status == "ready"`; a not-ready service is an answer, not an error."""
+        return Call()
+
+    @endpoint("GET", "/metrics", response=str)
+    def metrics() -> Call:
+        """The Prometheus exposition text."""
+        return Call()

@@ -1,0 +1,198 @@
+"""The client's error tree: one root, one class per kind of answer a caller handles differently.
+
+`error_from_response()` is the one place that maps an HTTP answer to an error; it reads the service's
+problem+json body (`detail`, `field`, `reasons`, `current_version`) into attributes and a message that
+says what went wrong and where, without the token.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, ClassVar, Final
+
+import msgspec
+
+from poimen_client.models import Problem
+
+if TYPE_CHECKING:
+    import httpx
+
+BODY_EXCERPT_CHARS: Final = 200
+
+
+class PoimenError(Exception):
+    """Root of every error this client raises."""
+
+
+class TransportError(PoimenError):
+    """The service could not be reached, or did not answer in time; no HTTP answer arrived."""
+
+
+class UnexpectedAnswerError(PoimenError):
+    """A success answer that does not have the shape this client knows (a service of another version?)."""
+
+
+class ServiceError(PoimenError):
+    """The service answered with an error status.
+
+    `status` is the HTTP status, `problem` the decoded problem+json body (fields empty when the body was
+    not one, e.g. from a proxy), `retry_after_s` the `Retry-After` header in seconds when there was one.
+    """
+
+    status_codes: ClassVar[frozenset[int]] = frozenset()
+    """The statuses this class stands for (`error_from_response` picks by it)."""
+
+    def __init__(self, message: str, *, status: int, problem: Problem, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.problem = problem
+        self.retry_after_s = retry_after_s
+
+    @property
+    def detail(self) -> str:
+        """The service's explanation."""
+        return self.problem.detail
+
+
+class InvalidRequestError(ServiceError):
+    """400: the request was malformed; `field` names the offending input (`fields` every one)."""
+
+    status_codes = frozenset({400, 422})
+
+    @property
+    def field(self) -> str | None:
+        """The first offending field, e.g. `queries[0].limit` or `cursor`."""
+        return self.problem.field
+
+    @property
+    def fields(self) -> list[str]:
+        """Every offending field the service named."""
+        return self.problem.fields or ([self.problem.field] if self.problem.field else [])
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    """413: a document (or the whole body) is over the service's size limit."""
+
+    status_codes = frozenset({413})
+
+
+class UnauthorizedError(ServiceError):
+    """401: no token, or one the service does not accept (expired, wrong key, malformed)."""
+
+    status_codes = frozenset({401})
+
+
+class ForbiddenError(ServiceError):
+    """403: the token is valid but does not grant this project or scope."""
+
+    status_codes = frozenset({403})
+
+
+class NotFoundError(ServiceError):
+    """404: no such document (or no such route: check the base URL)."""
+
+    status_codes = frozenset({404})
+
+
+class ConflictError(ServiceError):
+    """409: the stored document is at another version than the one the write expected."""
+
+    status_codes = frozenset({409})
+
+    @property
+    def current_version(self) -> int | None:
+        """The version the service holds now (0: the document does not exist)."""
+        return self.problem.current_version
+
+    @property
+    def document_id(self) -> str | None:
+        """The document whose version did not match."""
+        return self.problem.document_id
+
+
+class UnavailableError(ServiceError):
+    """503 or 504: the service or its engines cannot answer now; `reasons` says why each engine failed."""
+
+    status_codes = frozenset({502, 503, 504})
+
+    @property
+    def reasons(self) -> list[str]:
+        """One reason per failed engine, when the service gave them."""
+        return self.problem.reasons or []
+
+
+class RateLimitedError(UnavailableError):
+    """429: too many requests; `retry_after_s` says when to come back."""
+
+    status_codes = frozenset({429})
+
+
+_ERROR_CLASSES: Final[tuple[type[ServiceError], ...]] = (
+    PayloadTooLargeError,
+    InvalidRequestError,
+    UnauthorizedError,
+    ForbiddenError,
+    NotFoundError,
+    ConflictError,
+    RateLimitedError,
+    UnavailableError,
+)
+
+
+def error_from_response(response: httpx.Response, *, retry_after_s: float | None = None) -> ServiceError:
+    """The error an answer with an error status stands for, its message naming the request."""
+    problem = _problem_of(response)
+    error_class = next((c for c in _ERROR_CLASSES if response.status_code in c.status_codes), ServiceError)
+    request = response.request
+    parts = [f"{response.status_code} {problem.title or response.reason_phrase} on {request.method} {request.url.path}"]
+    parts.append(f": {problem.detail}" if problem.detail else "")
+    parts.extend(_hints(problem, response, retry_after_s=retry_after_s))
+    return error_class("".join(parts), status=response.status_code, problem=problem, retry_after_s=retry_after_s)
+
+
+def _problem_of(response: httpx.Response) -> Problem:
+    try:
+        return msgspec.json.decode(response.content, type=Problem)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        excerpt = response.text[:BODY_EXCERPT_CHARS].strip()
+        return Problem(status=response.status_code, detail=f"(not a problem+json body) {excerpt}".strip())
+
+
+def _hints(problem: Problem, response: httpx.Response, *, retry_after_s: float | None) -> list[str]:
+    hints = []
+    if problem.fields and len(problem.fields) > 1:
+        hints.append(f" [fields: {', '.join(problem.fields)}]")
+    elif problem.field:
+        hints.append(f" [field: {problem.field}]")
+    if problem.current_version is not None:
+        hints.append(f" [current_version: {problem.current_version}]")
+    if problem.reasons:
+        hints.append(f" [reasons: {'; '.join(problem.reasons)}]")
+    if retry_after_s is not None:
+        hints.append(f" [retry after {retry_after_s:g} s]")
+    if response.status_code == 401:  # noqa: PLR2004 - HTTP 401
+        hints.append(_token_hint(response.request.headers.get("authorization")))
+    return hints
+
+
+def _token_hint(authorization: str | None) -> str:
+    """Why a 401 is likely: no token sent, or the token's own `exp` has passed (read, never verified)."""
+    if not authorization:
+        return " (no token was sent: pass token=... to the client)"
+    claims = _unverified_claims(authorization.removeprefix("Bearer ").strip())
+    expires = claims.get("exp") if claims else None
+    if isinstance(expires, int | float) and expires < datetime.now(UTC).timestamp():
+        return f" (the token expired at {datetime.fromtimestamp(expires, UTC).isoformat()})"
+    return ""
+
+
+def _unverified_claims(token: str) -> dict[str, object] | None:
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError, binascii.Error):
+        return None
+    return claims if isinstance(claims, dict) else None

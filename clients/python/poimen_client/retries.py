@@ -1,0 +1,68 @@
+"""When to send a request again: 429 and 503 answers, with exponential backoff that honours `Retry-After`.
+
+Pure decisions, no sleeping: the sync and the async client each sleep their own way on the delay
+`RetryPolicy.delay_s()` returns.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Retry 429/503 answers up to `max_attempts` sends in all.
+
+    The wait before retry n (1-based) is the answer's `Retry-After` when it has one, else
+    `base_delay_s * 2 ** (n - 1)` capped at `max_delay_s`, scaled by a random factor in [0.5, 1] so
+    that many clients shed by one overload do not come back in step. A `Retry-After` longer than
+    `max_delay_s` is not waited for: the error is raised at once with its `retry_after_s`, so the caller
+    decides. `RetryPolicy(max_attempts=1)` never retries.
+    """
+
+    max_attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    retry_statuses: frozenset[int] = frozenset({429, 503})
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            msg = f"max_attempts must be at least 1, got {self.max_attempts}"
+            raise ValueError(msg)
+        if self.base_delay_s < 0 or self.max_delay_s < 0:
+            msg = "delays must not be negative"
+            raise ValueError(msg)
+
+    def delay_s(self, response: httpx.Response, *, attempt: int) -> float | None:
+        """Seconds to wait before sending again after `response` to send number `attempt`; None: do not."""
+        if response.status_code not in self.retry_statuses or attempt >= self.max_attempts:
+            return None
+        retry_after_s = retry_after_seconds(response)
+        if retry_after_s is not None:
+            return retry_after_s if retry_after_s <= self.max_delay_s else None
+        backoff_s = min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1))
+        return backoff_s * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not cryptography
+
+
+def retry_after_seconds(response: httpx.Response) -> float | None:
+    """The `Retry-After` header in seconds (delta-seconds or an HTTP date); None if absent or unreadable."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -1,0 +1,229 @@
+"""`PoimenClient` against a live `poimen serve` (embedded PostgreSQL, tantivy, the real model), auth off."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from poimen_client.clients import PoimenClient
+from poimen_client.errors import ConflictError, InvalidRequestError, NotFoundError
+from poimen_client.models import Document, DocumentFilter, SearchFilters, SearchQuery
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.integration
+
+NOTES = [
+    Document(id="k8s/ports.md", text="# Ports\n\nIf port 8080 is taken, find the process with lsof.", tags=["ops"]),
+    Document(id="k8s/dns.md", text="# DNS\n\nCoreDNS resolves service names inside the cluster.", tags=["ops"]),
+    Document(id="cooking/bread.md", text="# Bread\n\nSourdough needs a starter fed every day.", tags=["food"]),
+    Document(id="cooking/soup.md", text="# Soup\n\nA lentil soup simmers for forty minutes.", tags=["food"]),
+    Document(id="travel/rail.md", text="# Rail\n\nThe night train leaves Vienna at ten.", tags=["travel"]),
+]
+
+
+@pytest.fixture
+def client(service_url: str) -> Iterator[PoimenClient]:
+    with PoimenClient(service_url) as client:
+        yield client
+
+
+@pytest.fixture
+def project(client: PoimenClient, unique_name: str) -> str:
+    """A project holding NOTES."""
+    client.ingest(unique_name, NOTES)
+    return unique_name
+
+
+def test_ingest_answers_each_document_with_its_version(client: PoimenClient, unique_name: str) -> None:
+    created = client.ingest(unique_name, Document(id="a", text="# A\n\nAlpha."))
+    updated = client.ingest(unique_name, Document(id="a", text="# A\n\nAlpha, changed."))
+
+    assert created.project == unique_name
+    assert [(outcome.id, outcome.status) for outcome in created.documents + updated.documents] == [
+        ("a", "created"), ("a", "updated"),
+    ]  # fmt: skip
+    assert updated.documents[0].version > created.documents[0].version
+
+
+def test_get_document_returns_chunks_and_context(client: PoimenClient, unique_name: str) -> None:
+    when = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    written = client.ingest(
+        unique_name, Document(id="notes/a b?.md", text="# Title\n\nBody.", context="asked before", event_time=when)
+    )
+
+    document = client.get_document(unique_name, "notes/a b?.md")
+
+    assert (document.id, document.context, document.event_time) == ("notes/a b?.md", "asked before", when)
+    assert document.version == written.documents[0].version
+    assert [chunk.text for chunk in document.chunks] == ["Body."]
+
+
+def test_search_finds_the_matching_document_first(client: PoimenClient, project: str) -> None:
+    answer = client.search(project, SearchQuery(query="which process holds port 8080", strategy="semantic", limit=3))
+
+    assert answer.results[0].document_id == "k8s/ports.md"
+    assert answer.results[0].rank == 1
+    assert answer.metrics.final_results_count == len(answer.results)
+
+
+def test_search_applies_filters(client: PoimenClient, project: str) -> None:
+    query = SearchQuery(query="how long to cook", filters=SearchFilters(tags=["food"]), strategy="semantic")
+
+    answer = client.search(project, query)
+
+    assert {hit.document_id for hit in answer.results} == {"cooking/bread.md", "cooking/soup.md"}
+
+
+def test_memory_query_pages_follow_the_cursor_without_repeats(client: PoimenClient, project: str) -> None:
+    first = client.memory_query(project, SearchQuery(query="notes", strategy="semantic", limit=2, offset=0))
+    assert first.next_cursor is not None
+    second = client.memory_query(
+        project, SearchQuery(query="notes", strategy="semantic", limit=2, cursor=first.next_cursor)
+    )
+
+    ids = [hit.id for hit in first.results + second.results]
+    assert len(ids) == len(set(ids)) == 4
+    assert [hit.rank for hit in second.results] == [3, 4]
+
+
+def test_memory_query_refuses_options_only_search_takes(client: PoimenClient) -> None:
+    with pytest.raises(ValueError, match="filters"):
+        client.memory_query("p", SearchQuery(query="q", filters=SearchFilters(tags=["x"])))
+
+
+def test_search_batch_answers_each_query_in_order(client: PoimenClient, project: str) -> None:
+    answer = client.search_batch(
+        project, ["sourdough starter", SearchQuery(query="night train", strategy="semantic", limit=1)]
+    )
+
+    assert [response.query for response in answer.results] == ["sourdough starter", "night train"]
+    assert answer.results[1].results[0].document_id == "travel/rail.md"
+
+
+def test_list_documents_pages_until_next_cursor_is_none(client: PoimenClient, project: str) -> None:
+    pages = [client.list_documents(project, limit=2)]
+    while pages[-1].next_cursor is not None:
+        pages.append(client.list_documents(project, limit=2, cursor=pages[-1].next_cursor))
+
+    assert [item.id for page in pages for item in page.items] == sorted(document.id for document in NOTES)
+    assert len(pages) == 3
+
+
+def test_list_documents_filters_by_source_prefix(client: PoimenClient, project: str) -> None:
+    page = client.list_documents(project, where=DocumentFilter(source_prefix="cooking/"))
+
+    assert [item.id for item in page.items] == ["cooking/bread.md", "cooking/soup.md"]
+    assert page.next_cursor is None
+
+
+def test_delete_documents_removes_only_the_matching_ones(client: PoimenClient, project: str) -> None:
+    deleted = client.delete_documents(project, DocumentFilter(source_prefix="k8s/"))
+
+    assert deleted.deleted == 2
+    assert client.project_stats(project).documents == 3
+
+
+def test_stale_expected_version_raises_conflict_with_the_current_version(client: PoimenClient, project: str) -> None:
+    stored = client.get_document(project, "travel/rail.md").version
+
+    with pytest.raises(ConflictError) as raised:
+        client.ingest(project, Document(id="travel/rail.md", text="# Rail\n\nChanged.", expected_version=stored + 7))
+
+    assert raised.value.status == 409
+    assert raised.value.current_version == stored
+    assert raised.value.document_id == "travel/rail.md"
+    assert f"current_version: {stored}" in str(raised.value)
+
+
+def test_if_match_of_the_stored_version_writes_a_newer_one(client: PoimenClient, project: str) -> None:
+    stored = client.get_document(project, "travel/rail.md").version
+
+    answer = client.ingest(project, Document(id="travel/rail.md", text="# Rail\n\nAt eleven."), if_match=stored)
+
+    assert answer.documents[0].version > stored
+
+
+def test_delete_document_with_a_stale_if_match_raises_conflict(client: PoimenClient, project: str) -> None:
+    stored = client.get_document(project, "travel/rail.md").version
+    with pytest.raises(ConflictError):
+        client.delete_document(project, "travel/rail.md", if_match=stored + 5)
+
+    client.delete_document(project, "travel/rail.md", if_match=stored)
+
+    with pytest.raises(NotFoundError):
+        client.get_document(project, "travel/rail.md")
+
+
+def test_missing_document_raises_not_found_naming_the_request(client: PoimenClient, unique_name: str) -> None:
+    with pytest.raises(NotFoundError) as raised:
+        client.get_document(unique_name, "nothing-here")
+
+    assert raised.value.status == 404
+    assert f"/v1/projects/{unique_name}/documents/nothing-here" in str(raised.value)
+
+
+def test_out_of_range_limit_raises_invalid_request_naming_the_field(client: PoimenClient, unique_name: str) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        client.search(unique_name, SearchQuery(query="q", limit=1000))
+
+    assert raised.value.field == "limit"
+    assert "[field: limit]" in str(raised.value)
+
+
+def test_malformed_cursor_raises_invalid_request_naming_cursor(client: PoimenClient, unique_name: str) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        client.list_documents(unique_name, cursor="not-a-cursor")
+
+    assert raised.value.field == "cursor"
+
+
+def test_project_stats_count_documents_and_chunks(client: PoimenClient, project: str) -> None:
+    stats = client.project_stats(project)
+
+    assert (stats.project, stats.documents, stats.chunks) == (project, 5, 5)
+    assert stats.last_write_at is not None
+
+
+def test_delete_project_removes_every_document(client: PoimenClient, project: str) -> None:
+    deleted = client.delete_project(project)
+
+    assert deleted.deleted == 5
+    assert client.project_stats(project).documents == 0
+
+
+def test_reindex_queues_every_document(client: PoimenClient, project: str) -> None:
+    assert client.reindex(project).queued_documents == 5
+
+
+def test_flags_name_each_value_and_its_source(client: PoimenClient) -> None:
+    flags = client.flags()
+
+    assert flags
+    assert isinstance(flags, dict)
+
+
+def test_probes_answer_live_and_ready(client: PoimenClient) -> None:
+    assert client.liveness().status == "ok"
+    readiness = client.readiness()
+    assert readiness.status == "ready"
+    assert set(readiness.checks) >= {"store", "vector", "lexical", "model"}
+
+
+def test_metrics_are_prometheus_text(client: PoimenClient) -> None:
+    assert "# TYPE" in client.metrics()
+
+
+def test_the_readme_example_runs_against_the_live_service(service_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    first_line = "from poimen_client.clients import PoimenClient\n"
+    example = first_line + readme.split("```python\n" + first_line, 1)[1].split("```", 1)[0]
+    assert len([line for line in example.splitlines() if line.strip()]) == 5
+
+    code = compile(example.replace("http://127.0.0.1:8080", service_url), "README.md", "exec")
+    exec(code, {})  # noqa: S102 - the README's own example
+
+    assert "(1, 'runbook-1')" in capsys.readouterr().out

@@ -1,0 +1,241 @@
+"""Retries and errors against a real loopback HTTP server that answers from a script (no mocks of httpx).
+
+The server answers each request with the next scripted answer and records when each arrived, so the
+tests measure the waits the client really made.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+from poimen_client.clients import AsyncPoimenClient, PoimenClient
+from poimen_client.errors import (
+    InvalidRequestError,
+    RateLimitedError,
+    TransportError,
+    UnavailableError,
+    UnexpectedAnswerError,
+)
+from poimen_client.retries import RetryPolicy, retry_after_seconds
+
+from tests.integration.conftest import free_port
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+LIVE = (200, {}, {"status": "ok"})
+PROBLEM = {"Content-Type": "application/problem+json"}
+TOLERANCE_S = 0.05  # sleep() may wake a little early on a loaded machine's clock
+
+
+@dataclass
+class Arrival:
+    at_s: float
+    method: str
+    path: str
+    body: bytes
+
+
+@dataclass
+class ScriptedServer:
+    """Answers request n with `script[n]` (the last answer repeats); `arrivals` records every request."""
+
+    url: str = ""
+    script: list[tuple[int, dict[str, str], object]] = field(default_factory=list)
+    arrivals: list[Arrival] = field(default_factory=list)
+
+    def gaps_s(self) -> list[float]:
+        return [later.at_s - earlier.at_s for earlier, later in zip(self.arrivals, self.arrivals[1:], strict=False)]
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    scripted = ScriptedServer()
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            scripted.arrivals.append(Arrival(time.monotonic(), self.command, self.path, body))
+            status, headers, payload = scripted.script[min(len(scripted.arrivals), len(scripted.script)) - 1]
+            content = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            self.send_response(status)
+            for name, value in {"Content-Type": "application/json", **headers}.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_DELETE = answer  # noqa: N815 - the method names http.server calls
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    http_server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    scripted.url = f"http://127.0.0.1:{http_server.server_address[1]}"
+    thread = threading.Thread(target=http_server.serve_forever, daemon=True)
+    thread.start()
+    yield scripted
+    http_server.shutdown()
+    http_server.server_close()
+
+
+def test_503_with_retry_after_is_retried_after_the_given_seconds(server: ScriptedServer) -> None:
+    server.script = [(503, {"Retry-After": "1"}, {}), (503, {"Retry-After": "1"}, {}), LIVE]
+
+    with PoimenClient(server.url) as client:
+        answer = client.liveness()
+
+    assert answer.status == "ok"
+    assert len(server.arrivals) == 3
+    assert all(gap >= 1.0 - TOLERANCE_S for gap in server.gaps_s())
+
+
+def test_429_without_retry_after_backs_off_exponentially(server: ScriptedServer) -> None:
+    server.script = [(429, {}, {}), (429, {}, {}), LIVE]
+
+    with PoimenClient(server.url, retry=RetryPolicy(base_delay_s=0.2)) as client:
+        client.liveness()
+
+    first, second = server.gaps_s()
+    assert first >= 0.1 - TOLERANCE_S  # 0.2 s scaled by a jitter factor in [0.5, 1]
+    assert second >= 0.2 - TOLERANCE_S  # 0.4 s scaled likewise
+
+
+def test_a_retried_request_is_sent_again_identically(server: ScriptedServer) -> None:
+    server.script = [(503, {"Retry-After": "0"}, {}), (200, {}, {"results": []})]
+
+    with PoimenClient(server.url) as client:
+        client.search_batch("p", ["first", "second"])
+
+    assert [(arrival.method, arrival.path) for arrival in server.arrivals] == [("POST", "/v1/search/batch")] * 2
+    assert server.arrivals[0].body == server.arrivals[1].body
+    assert json.loads(server.arrivals[0].body) == {"project": "p", "queries": [{"query": "first"}, {"query": "second"}]}
+
+
+def test_retries_stop_after_max_attempts_with_the_engines_reasons(server: ScriptedServer) -> None:
+    reasons = ["semantic: EngineUnavailableError", "lexical: EngineTimeoutError"]
+    problem = {"title": "Search unavailable", "status": 503, "detail": "every engine failed", "reasons": reasons}
+    server.script = [(503, PROBLEM, problem)]
+
+    retry = RetryPolicy(max_attempts=3, base_delay_s=0.01)
+    with PoimenClient(server.url, retry=retry) as client, pytest.raises(UnavailableError) as raised:
+        client.search("p", "q")
+
+    assert len(server.arrivals) == 3
+    assert raised.value.reasons == reasons
+    assert str(raised.value) == (
+        "503 Search unavailable on POST /v1/search: every engine failed "
+        "[reasons: semantic: EngineUnavailableError; lexical: EngineTimeoutError]"
+    )
+
+
+def test_retry_after_beyond_the_bound_raises_at_once(server: ScriptedServer) -> None:
+    server.script = [(429, {"Retry-After": "120"}, {"title": "Too Many Requests", "detail": "slow down"})]
+
+    with (
+        PoimenClient(server.url, retry=RetryPolicy(max_delay_s=5.0)) as client,
+        pytest.raises(RateLimitedError) as raised,
+    ):
+        client.liveness()
+
+    assert len(server.arrivals) == 1
+    assert raised.value.retry_after_s == 120.0
+    assert "[retry after 120 s]" in str(raised.value)
+
+
+def test_max_attempts_of_one_never_retries(server: ScriptedServer) -> None:
+    server.script = [(503, {"Retry-After": "0"}, {}), LIVE]
+
+    with PoimenClient(server.url, retry=RetryPolicy(max_attempts=1)) as client, pytest.raises(UnavailableError):
+        client.liveness()
+
+    assert len(server.arrivals) == 1
+
+
+def test_other_errors_are_not_retried(server: ScriptedServer) -> None:
+    problem = {"title": "Invalid request", "status": 400, "detail": "limit: too big", "field": "limit"}
+    server.script = [(400, PROBLEM, problem), LIVE]
+
+    with PoimenClient(server.url) as client, pytest.raises(InvalidRequestError) as raised:
+        client.search("p", "q")
+
+    assert len(server.arrivals) == 1
+    assert raised.value.field == "limit"
+
+
+def test_not_ready_is_an_answer_and_not_retried(server: ScriptedServer) -> None:
+    server.script = [(503, {}, {"status": "not ready", "checks": {"store": "down: EngineUnavailableError"}}), LIVE]
+
+    with PoimenClient(server.url) as client:
+        readiness = client.readiness()
+
+    assert readiness.status == "not ready"
+    assert readiness.checks == {"store": "down: EngineUnavailableError"}
+    assert len(server.arrivals) == 1
+
+
+def test_an_error_without_a_problem_body_quotes_the_body(server: ScriptedServer) -> None:
+    server.script = [(502, {"Content-Type": "text/html"}, "<html>Bad Gateway</html>")]
+
+    with PoimenClient(server.url) as client, pytest.raises(UnavailableError) as raised:
+        client.project_stats("p")
+
+    assert raised.value.status == 502
+    assert "(not a problem+json body) <html>Bad Gateway</html>" in str(raised.value)
+
+
+def test_a_success_of_another_shape_raises_unexpected_answer(server: ScriptedServer) -> None:
+    server.script = [(200, {}, {"project": "p", "documents": "many"})]
+
+    with PoimenClient(server.url) as client, pytest.raises(UnexpectedAnswerError) as raised:
+        client.project_stats("p")
+
+    assert "unexpected answer to GET /v1/projects/p" in str(raised.value)
+
+
+async def test_the_async_client_retries_after_retry_after(server: ScriptedServer) -> None:
+    server.script = [(503, {"Retry-After": "1"}, {}), LIVE]
+
+    async with AsyncPoimenClient(server.url) as client:
+        answer = await client.liveness()
+
+    assert answer.status == "ok"
+    assert server.gaps_s()[0] >= 1.0 - TOLERANCE_S
+
+
+def test_an_unreachable_service_raises_a_transport_error_naming_the_url() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+
+    with PoimenClient(url) as client, pytest.raises(TransportError) as raised:
+        client.liveness()
+
+    assert f"GET {url}/healthz failed: ConnectError" in str(raised.value)
+
+
+def test_retry_after_as_an_http_date_counts_seconds_from_now() -> None:
+    when = datetime.now(UTC) + timedelta(seconds=30)
+    response = httpx.Response(503, headers={"Retry-After": format_datetime(when, usegmt=True)})
+
+    seconds = retry_after_seconds(response)
+
+    assert seconds is not None
+    assert 28.0 <= seconds <= 30.0
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", ""])
+def test_an_unreadable_retry_after_is_ignored(value: str) -> None:
+    assert retry_after_seconds(httpx.Response(503, headers={"Retry-After": value})) is None
+
+
+def test_a_policy_without_attempts_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
