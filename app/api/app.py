@@ -6,7 +6,7 @@ import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
-from litestar import Litestar
+from litestar import Litestar, Response, get
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, ValidationException
@@ -21,9 +21,11 @@ from app.api.errors import (
     validation_error_handler,
 )
 from app.api.guards import public
+from app.api.openapi_document import complete_openapi
 from app.api.operator_routes import AdminController, HealthController
 from app.api.project_routes import ProjectController
 from app.api.search_routes import SearchController
+from app.api.strict_bodies import reject_lax_json
 from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
 from app.ingestion.catalog import ProjectCatalog
@@ -71,6 +73,12 @@ class PublicPrometheusController(PrometheusController):
 
     opt = public
 
+    @get(media_type="text/plain", summary="Prometheus metrics (text exposition format)")
+    async def get(self) -> Response[bytes]:
+        """The process's metrics, as `PrometheusController` renders them; documented as the text it is."""
+        response: Response[bytes] = await PrometheusController.get.fn(self)
+        return response
+
 
 def create_app(
     settings: Settings | None = None,
@@ -105,7 +113,7 @@ def create_app(
     handlers: list[type] = [SearchController, DocumentController, ProjectController, AdminController, HealthController]
     if settings.metrics_enabled:
         handlers.append(PublicPrometheusController)
-    return Litestar(
+    app = Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
         dependencies={
@@ -121,6 +129,7 @@ def create_app(
             HTTPException: http_error_handler,
             Exception: unexpected_error_handler,
         },
+        before_request=reject_lax_json,
         middleware=[prometheus.middleware] if settings.metrics_enabled else [],
         openapi_config=OpenAPIConfig(
             title="Poimen Memory Search",
@@ -134,3 +143,5 @@ def create_app(
         logging_config=None,
         debug=False,
     )
+    complete_openapi(app.openapi_schema)
+    return app
