@@ -32,8 +32,13 @@ from app.observability.metrics import record_ingested
 ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}", pattern=PROJECT_ID_PATTERN)]
 PROJECT_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
 """What an operation on a project by its path can answer besides success: bad input, auth, a failing engine."""
-SourcePrefix = Annotated[str | None, QueryParameter(description="Only documents whose source starts with this")]
-Tag = Annotated[str | None, QueryParameter(description="Only documents carrying this tag")]
+NO_NUL_PATTERN = "^[^\\u0000]*$"
+"""PostgreSQL text cannot hold U+0000: a filter with one could match nothing, and is refused as a 400."""
+SourcePrefix = Annotated[
+    str | None,
+    QueryParameter(description="Only documents whose source starts with this", pattern=NO_NUL_PATTERN),
+]
+Tag = Annotated[str | None, QueryParameter(description="Only documents carrying this tag", pattern=NO_NUL_PATTERN)]
 EventFrom = Annotated[datetime | None, QueryParameter(description="Event time at or after (ISO 8601; naive = UTC)")]
 EventTo = Annotated[datetime | None, QueryParameter(description="Event time before (ISO 8601; naive = UTC)")]
 UpdatedSince = Annotated[datetime | None, QueryParameter(description="Written at or after (ISO 8601; naive = UTC)")]

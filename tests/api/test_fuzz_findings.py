@@ -14,7 +14,11 @@ PROJECT = "fuzz-findings"
 async def client(api_client):
     response = await api_client.post(
         f"/v1/projects/{PROJECT}/documents",
-        json={"id": "edge", "text": "Calendar edges: the backup ran at the dawn of time.", "event_time": "2024-05-01T00:00:00Z"},
+        json={
+            "id": "edge",
+            "text": "Calendar edges: the backup ran at the dawn of time.",
+            "event_time": "2024-05-01T00:00:00Z",
+        },
     )
     assert response.status_code == 201
     return api_client
@@ -93,3 +97,35 @@ async def test_a_method_the_path_does_not_serve_answers_405_with_allow(client) -
     assert response.status_code == 405
     assert "POST" in response.headers["allow"].split(", ")
     assert response.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.parametrize("parameter", ["source_prefix", "tag"])
+async def test_a_nul_character_in_a_listing_filter_is_a_400_not_an_engine_failure(client, parameter: str) -> None:
+    response = await client.get(f"/v1/projects/{PROJECT}/documents", params={parameter: "runbooks/\x00"})
+
+    assert response.status_code == 400
+    assert response.json()["field"] == parameter
+
+
+async def test_a_nul_character_in_a_delete_filter_is_a_400_not_an_engine_failure(client) -> None:
+    response = await client.delete(f"/v1/projects/{PROJECT}/documents", params={"source_prefix": "\x00"})
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "source_prefix"
+
+
+async def test_a_nul_character_in_a_search_filter_answers(client) -> None:
+    response = await client.post(
+        "/v1/search",
+        json={"project": PROJECT, "query": "backup", "filters": {"source_prefix": "\x00", "tags": ["a\x00"]}},
+    )
+
+    assert response.status_code in {200, 400}
+
+
+async def test_a_nul_character_in_a_document_is_a_400_not_an_engine_failure(client) -> None:
+    response = await client.post(
+        f"/v1/projects/{PROJECT}/documents", json={"id": "nul", "text": "before\x00after", "title": "t\x00"}
+    )
+
+    assert response.status_code == 400
