@@ -50,6 +50,10 @@ def _describe_ingest_body(document: OpenAPI) -> None:
     (single, batch), components = msgspec.json.schema_components(
         (DocumentIn, DocumentBatchIn), ref_template=COMPONENT_REF
     )
+    # A document needs its text under one of two names (`_decode_documents` refuses one without).
+    components[DocumentIn.__name__]["anyOf"] = [
+        {"required": [name], "properties": {name: {"type": "string"}}} for name in ("text", "markdown")
+    ]
     # msgspec's JSON Schema dicts are serialised as they are; Litestar's `Schema` type is only their typed form.
     document.components.schemas.update(cast("dict[str, Schema]", components))
     _operation(document, DOCUMENTS_PATH, "post").request_body = RequestBody(
