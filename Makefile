@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export K8S_TOOLS_PREFIX := $(TOOLS)
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help install install-tools run serve test test-unit test-all lint fmt migrate revision helm-lint eval bench clean
+.PHONY: help install install-tools run serve test test-unit test-all fuzz lint fmt migrate revision helm-lint eval bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ test: test-unit
 
 test-all: install install-tools ## install everything, then run the whole suite (what CI runs)
 	$(PY) -m pytest -q
+
+fuzz: install ## schemathesis against a fresh service for DURATION_S (default 240) with SEED (default 1)
+	$(PY) scripts/fuzz_api.py --duration-s $${DURATION_S:-240} --seed $${SEED:-1}
 
 lint: install ## ruff, ruff format --check, mypy --strict, import-linter layers
 	$(VENV)/bin/ruff check app clients tests scripts dashboards migrations

@@ -6,7 +6,7 @@ import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
-from litestar import Litestar, Router
+from litestar import Litestar, Response, Router, get
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, ValidationException
@@ -22,10 +22,12 @@ from app.api.errors import (
     validation_error_handler,
 )
 from app.api.guards import public
+from app.api.openapi_document import complete_openapi
 from app.api.operator_routes import AdminController, HealthController
 from app.api.overload import concurrency_limit
 from app.api.project_routes import ProjectController
 from app.api.search_routes import SearchController
+from app.api.strict_bodies import reject_lax_json
 from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
 from app.ingestion.catalog import ProjectCatalog
@@ -73,6 +75,12 @@ class PublicPrometheusController(PrometheusController):
 
     opt = public
 
+    @get(media_type="text/plain", summary="Prometheus metrics (text exposition format)")
+    async def get(self) -> Response[bytes]:
+        """The process's metrics, as `PrometheusController` renders them; documented as the text it is."""
+        response: Response[bytes] = await PrometheusController.get.fn(self)
+        return response
+
 
 def create_app(
     settings: Settings | None = None,
@@ -115,7 +123,7 @@ def create_app(
         handlers.append(PublicPrometheusController)
     if settings.console_enabled:
         handlers.append(console_router())
-    return Litestar(
+    app = Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
         dependencies={
@@ -131,6 +139,7 @@ def create_app(
             HTTPException: http_error_handler,
             Exception: unexpected_error_handler,
         },
+        before_request=reject_lax_json,
         # Shedding first: a refused request costs no metrics, no routing, no work.
         middleware=[
             concurrency_limit(settings.max_concurrent_requests),
@@ -148,3 +157,5 @@ def create_app(
         logging_config=None,
         debug=False,
     )
+    complete_openapi(app.openapi_schema)
+    return app

@@ -20,16 +20,20 @@ from app.api.document_schemas import (
     IngestResponse,
     document_out,
 )
+from app.api.errors import problem_responses
 from app.api.guards import ingest_guard, search_guard
 from app.api.project_routes import (
+    PROJECT_ERROR_RESPONSES,
     EventFrom,
     EventTo,
+    ProjectPath,
     SourcePrefix,
     Tag,
     UpdatedSince,
     document_selection,
 )
 from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
+from app.api.strict_bodies import field_of_validation_error
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
@@ -37,11 +41,17 @@ from app.ingestion.pipeline import IngestionPipeline
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
 
-ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")]
 DocumentIdPath = Annotated[str, PathParameter(description="Document id; may contain `/`")]
 DOCUMENTS_CURSOR = "documents"
+MAX_VERSION_DIGITS = 18
+"""A document version is a PostgreSQL bigint: a longer number names no version (and `int()` caps digits)."""
 IfMatchHeader = Annotated[
-    str | None, HeaderParameter(name="If-Match", description="Write only if the document is at this version")
+    str | None,
+    HeaderParameter(
+        name="If-Match",
+        description='Write only if the document is at this version: `7`, `"7"` or `W/"7"`',
+        schema_extra={"pattern": rf'^\s*(W/)?"?[0-9]{{1,{MAX_VERSION_DIGITS}}}"?\s*$'},
+    ),
 ]
 
 
@@ -60,7 +70,7 @@ def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentI
         else:
             documents = [msgspec.convert(raw, DocumentIn)]
     except msgspec.ValidationError as error:
-        raise InvalidInputError(str(error), field=_field_of(str(error))) from None
+        raise InvalidInputError(str(error), field=field_of_validation_error(str(error))) from None
     for document in documents:
         if document.text is None and document.markdown is None:
             msg = f"document {document.id!r} has no text"
@@ -72,26 +82,11 @@ def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentI
     return documents
 
 
-def _field_of(message: str) -> str | None:
-    # msgspec says "... - at `$.documents[0].id`": report the path without the `$.` root; an unknown field
-    # is named in the message ("Object contains unknown field `colour` - at `$.documents[0]`").
-    unknown = "unknown field `"
-    if unknown in message:
-        name = message.split(unknown, 1)[1].split("`", 1)[0]
-        path = message.split("at `$", 1)[1].rstrip("`").lstrip(".") if "at `$" in message else ""
-        return f"{path}.{name}" if path else name
-    marker = "at `$."
-    if marker in message:
-        return message.split(marker, 1)[1].rstrip("`")
-    if "missing required field `" in message:
-        return message.split("missing required field `", 1)[1].split("`", 1)[0]
-    return None
-
-
 def _version_from(if_match: str) -> int:
     """The document version an `If-Match` header names: `7` or `"7"` (an ETag of the version)."""
     value = if_match.strip().removeprefix("W/").strip('"')
-    if not value.isdigit():
+    # ASCII digits only: `str.isdigit` also accepts "²", which `int()` refuses.
+    if not (value.isascii() and value.isdigit()) or len(value) > MAX_VERSION_DIGITS:
         msg = f"If-Match must be a document version (a whole number), got {if_match!r}"
         raise InvalidInputError(msg, field="If-Match")
     return int(value)
@@ -107,7 +102,13 @@ class DocumentController(Controller):
     path = "/v1/projects/{project:str}/documents"
     tags = ["documents"]  # noqa: RUF012 - Litestar reads it as a class attribute
 
-    @post("/", summary="Ingest one document or a batch", status_code=HTTP_201_CREATED, guards=[ingest_guard])
+    @post(
+        "/",
+        summary="Ingest one document or a batch",
+        status_code=HTTP_201_CREATED,
+        guards=[ingest_guard],
+        responses=problem_responses(400, 401, 403, 409, 413, 503, 504),
+    )
     async def ingest(
         self,
         request: Request[Any, Any, State],
@@ -151,7 +152,12 @@ class DocumentController(Controller):
             ],
         )
 
-    @get("/", summary="List a project's documents (cursor pagination, filters)", guards=[search_guard])
+    @get(
+        "/",
+        summary="List a project's documents (cursor pagination, filters)",
+        guards=[search_guard],
+        responses=PROJECT_ERROR_RESPONSES,
+    )
     async def list_documents(  # noqa: PLR0913, PLR0917 - one parameter per query-string field
         self,
         project: ProjectPath,
@@ -188,7 +194,13 @@ class DocumentController(Controller):
             else encode_cursor(DOCUMENTS_CURSOR, {"after": page.next_after}),
         )
 
-    @delete("/", summary="Delete the documents matching a filter", status_code=HTTP_200_OK, guards=[ingest_guard])
+    @delete(
+        "/",
+        summary="Delete the documents matching a filter",
+        status_code=HTTP_200_OK,
+        guards=[ingest_guard],
+        responses=PROJECT_ERROR_RESPONSES,
+    )
     async def remove_matching(  # noqa: PLR0913, PLR0917 - one parameter per filter
         self,
         project: ProjectPath,
@@ -218,7 +230,12 @@ class DocumentController(Controller):
         record_ingested(status="deleted", documents=deleted)
         return DeletedOut(project=project, deleted=deleted)
 
-    @get("/{document_id:path}", summary="A stored document with its chunks", guards=[search_guard])
+    @get(
+        "/{document_id:path}",
+        summary="A stored document with its chunks",
+        guards=[search_guard],
+        responses=problem_responses(400, 401, 403, 404, 503, 504),
+    )
     async def read(
         self, project: ProjectPath, document_id: DocumentIdPath, services: Injected[Services]
     ) -> DocumentOut:
@@ -229,7 +246,12 @@ class DocumentController(Controller):
             raise _not_found(project, document_id)
         return document_out(document)
 
-    @delete("/{document_id:path}", summary="Delete a document and its chunks", guards=[ingest_guard])
+    @delete(
+        "/{document_id:path}",
+        summary="Delete a document and its chunks",
+        guards=[ingest_guard],
+        responses=problem_responses(400, 401, 403, 404, 409, 503, 504),
+    )
     async def remove(
         self,
         project: ProjectPath,

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from app.domain.errors import (
@@ -65,22 +66,50 @@ _STATUS_BY_ERROR: tuple[tuple[type[SearchServiceError], int, str], ...] = (
 )
 
 
+_PROBLEM_DESCRIPTIONS: dict[int, str] = {
+    400: "Invalid input; `field` (and `fields`) name the offending parameters",
+    401: "No valid bearer token (with AUTH_MODE=jwt); `WWW-Authenticate` says how to authenticate",
+    403: "The token's scopes or projects do not cover this request",
+    404: "No such document in the project",
+    409: "The stored version is not the expected one; `current_version` is the stored one",
+    413: "The request body, or a document in it, is larger than the service accepts",
+    429: "Over this caller's rate (RATE_LIMIT_PER_CALLER_RPS); `Retry-After` says when to come back",
+    503: "An engine is unavailable (`engine` names it; `reasons`: why each search leg failed), or the service "
+    "is shedding load; `Retry-After` says when to retry",
+    504: "An engine did not answer in time; `engine` names it",
+}
+
+
+def problem_responses(*statuses: int) -> dict[int, ResponseSpec]:
+    """The `responses=` of a route: each error status it can answer, documented as problem+json `ProblemOut`.
+
+    Every guarded route can also answer 429 (its caller's rate) and 503 (load shedding): always added.
+    """
+    return {
+        status: ResponseSpec(
+            data_container=ProblemOut, media_type=PROBLEM_MEDIA_TYPE, description=_PROBLEM_DESCRIPTIONS[status]
+        )
+        for status in sorted({*statuses, 429, 503})
+    }
+
+
 def problem(
     status: int,
     title: str,
     detail: str,
     *,
     retry_after_s: int | None = None,
+    headers: dict[str, str] | None = None,
     **extra: Any,  # noqa: ANN401 - JSON members
 ) -> Response[dict[str, Any]]:
     """A problem+json response; 503s and 429s say when to retry (`Retry-After`, 1 s unless given)."""
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     body.update({key: value for key, value in extra.items() if value is not None})
-    headers: dict[str, str] = {}
+    headers = dict(headers or {})
     if status == 401:  # noqa: PLR2004
         headers["WWW-Authenticate"] = 'Bearer realm="poimen"'
     if status in {429, 503}:
-        headers["Retry-After"] = str(retry_after_s or RETRY_AFTER_S)
+        headers.setdefault("Retry-After", str(retry_after_s or RETRY_AFTER_S))
     return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers or None)
 
 
@@ -142,8 +171,8 @@ def validation_error_handler(_: Request[Any, Any, Any], error: ValidationExcepti
 
 
 def http_error_handler(_: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
-    """Framework HTTP errors (404 route, 405, 413 body size) as problem+json."""
-    return problem(error.status_code, type(error).__name__, error.detail)
+    """Framework HTTP errors (404 route, 405, 413 body size) as problem+json, keeping their headers (405: `Allow`)."""
+    return problem(error.status_code, type(error).__name__, error.detail, headers=error.headers or None)
 
 
 def unexpected_error_handler(request: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:

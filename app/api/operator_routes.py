@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final
+from typing import Any, Final
 
 from litestar import Controller, Response, get, post
 from litestar.datastructures import State
-from litestar.params import PathParameter
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 
 from app.api.dependencies import Injected
+from app.api.errors import problem_responses
 from app.api.guards import admin_guard, public
+from app.api.project_routes import PROJECT_ERROR_RESPONSES, ProjectPath
 from app.domain.errors import EngineError
 from app.ingestion.reindex import rebuild_project
 from app.wiring.services import Services
@@ -27,7 +29,12 @@ class AdminController(Controller):
 
     tags = ["admin"]  # noqa: RUF012 - Litestar reads it as a class attribute
 
-    @get("/admin/flags", summary="Effective flags and where each value came from", guards=[admin_guard])
+    @get(
+        "/admin/flags",
+        summary="Effective flags and where each value came from",
+        guards=[admin_guard],
+        responses=problem_responses(401, 403),
+    )
     async def flags(self, services: Injected[Services]) -> dict[str, Any]:
         """The live flags, each value with its source: env, the flags file, or the OpenFeature provider's variant."""
         return services.flags.describe()
@@ -37,10 +44,11 @@ class AdminController(Controller):
         summary="Rebuild a project's lexical index",
         status_code=HTTP_200_OK,
         guards=[admin_guard],
+        responses=PROJECT_ERROR_RESPONSES,
     )
     async def reindex(
         self,
-        project: Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")],
+        project: ProjectPath,
         services: Injected[Services],
     ) -> dict[str, Any]:
         """Queue every document of the project for lexical indexing from PostgreSQL."""
@@ -60,7 +68,15 @@ class HealthController(Controller):
         """Always ok while the process serves."""
         return {"status": "ok"}
 
-    @get("/readyz", summary="Readiness: both stores reachable and the model loaded")
+    @get(
+        "/readyz",
+        summary="Readiness: both stores reachable and the model loaded",
+        responses={
+            HTTP_503_SERVICE_UNAVAILABLE: ResponseSpec(
+                data_container=dict[str, Any], description="Not ready: `checks` says which engine is down"
+            )
+        },
+    )
     async def ready(self, state: State) -> Response[dict[str, Any]]:
         """503 while a required engine is down; the answer is cached for a second."""
         now = time.monotonic()

@@ -19,17 +19,26 @@ from litestar.params import PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.dependencies import Injected
+from app.api.errors import problem_responses
 from app.api.guards import admin_guard, search_guard
 from app.api.project_schemas import DeletedOut, ProjectStatsOut, stats_out
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
+from app.domain.models import PROJECT_ID_PATTERN
 from app.domain.moments import as_utc
 from app.ingestion.catalog import ProjectCatalog
 from app.observability.metrics import record_ingested
 
-ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}")]
-SourcePrefix = Annotated[str | None, QueryParameter(description="Only documents whose source starts with this")]
-Tag = Annotated[str | None, QueryParameter(description="Only documents carrying this tag")]
+ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}", pattern=PROJECT_ID_PATTERN)]
+PROJECT_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
+"""What an operation on a project by its path can answer besides success: bad input, auth, a failing engine."""
+NO_NUL_PATTERN = "^[^\\u0000]*$"
+"""PostgreSQL text cannot hold U+0000: a filter with one could match nothing, and is refused as a 400."""
+SourcePrefix = Annotated[
+    str | None,
+    QueryParameter(description="Only documents whose source starts with this", pattern=NO_NUL_PATTERN),
+]
+Tag = Annotated[str | None, QueryParameter(description="Only documents carrying this tag", pattern=NO_NUL_PATTERN)]
 EventFrom = Annotated[datetime | None, QueryParameter(description="Event time at or after (ISO 8601; naive = UTC)")]
 EventTo = Annotated[datetime | None, QueryParameter(description="Event time before (ISO 8601; naive = UTC)")]
 UpdatedSince = Annotated[datetime | None, QueryParameter(description="Written at or after (ISO 8601; naive = UTC)")]
@@ -65,12 +74,23 @@ class ProjectController(Controller):
     path = "/v1/projects/{project:str}"
     tags = ["projects"]  # noqa: RUF012 - Litestar reads it as a class attribute
 
-    @get("/", summary="A project's document and chunk counts and lexical backlog", guards=[search_guard])
+    @get(
+        "/",
+        summary="A project's document and chunk counts and lexical backlog",
+        guards=[search_guard],
+        responses=PROJECT_ERROR_RESPONSES,
+    )
     async def stats(self, project: ProjectPath, catalog: Injected[ProjectCatalog]) -> ProjectStatsOut:
         """Counts from PostgreSQL; `pending` documents await lexical indexing. Unknown project: zeros."""
         return stats_out(await catalog.stats(project))
 
-    @delete("/", summary="Delete a whole project", status_code=HTTP_200_OK, guards=[admin_guard])
+    @delete(
+        "/",
+        summary="Delete a whole project",
+        status_code=HTTP_200_OK,
+        guards=[admin_guard],
+        responses=PROJECT_ERROR_RESPONSES,
+    )
     async def remove_project(self, project: ProjectPath, catalog: Injected[ProjectCatalog]) -> DeletedOut:
         """Delete every document and chunk from PostgreSQL now; the lexical index follows through the outbox.
 

@@ -13,13 +13,12 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
-from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
 from app.api.cursors import decode_cursor, encode_cursor
 from app.api.dependencies import Injected
-from app.api.errors import PROBLEM_MEDIA_TYPE, ProblemOut
+from app.api.errors import problem_responses
 from app.api.guards import authorize_project, principal_of, request_caller_key, search_guard
 from app.api.search_schemas import (
     BatchSearchRequest,
@@ -32,7 +31,7 @@ from app.api.search_schemas import (
 from app.auth.tokens import SCOPE_SEARCH, Principal, cache_scope
 from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
-from app.domain.models import FusionMethod, SearchStrategy
+from app.domain.models import PROJECT_ID_PATTERN, FusionMethod, SearchStrategy
 from app.query.planner import MAX_QUERY_CHARS, SearchOptions
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage
@@ -40,18 +39,8 @@ from app.search.service import SearchService
 
 SEARCH_CURSOR = "search"
 
-SEARCH_ERROR_RESPONSES = {
-    400: ResponseSpec(
-        data_container=ProblemOut,
-        media_type=PROBLEM_MEDIA_TYPE,
-        description="Invalid input; `field` names the offending parameter",
-    ),
-    503: ResponseSpec(
-        data_container=ProblemOut,
-        media_type=PROBLEM_MEDIA_TYPE,
-        description="Every search engine failed; `reasons` says why each leg failed",
-    ),
-}
+SEARCH_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
+SEARCH_BODY_ERROR_RESPONSES = problem_responses(400, 401, 403, 413, 503, 504)
 
 
 def _fingerprint(query: str, options: SearchOptions) -> str:
@@ -155,12 +144,35 @@ class SearchController(Controller):
         search_service: Injected[SearchService],
         query_text: Annotated[
             str | None,
-            QueryParameter(name="query", description=f"What to search for (1-{MAX_QUERY_CHARS} characters)"),
+            QueryParameter(
+                name="query",
+                description=f"What to search for (1-{MAX_QUERY_CHARS} characters)",
+                required=True,
+                schema_extra={"min_length": 1, "max_length": MAX_QUERY_CHARS},
+            ),
         ] = None,
-        project: Annotated[str | None, QueryParameter(description="Project id [A-Za-z0-9._-]{1,64}")] = None,
+        project: Annotated[
+            str | None,
+            QueryParameter(
+                description="Project id [A-Za-z0-9._-]{1,64}",
+                required=True,
+                schema_extra={"pattern": PROJECT_ID_PATTERN},
+            ),
+        ] = None,
         limit: Annotated[int | None, QueryParameter(ge=1, le=100, description="Results to return (1-100)")] = None,
-        strategy: Annotated[str | None, QueryParameter(description="hybrid | semantic | lexical | cascading")] = None,
-        fusion: Annotated[str | None, QueryParameter(description="rrf | weighted | zscore")] = None,
+        strategy: Annotated[
+            str | None,
+            QueryParameter(
+                description="hybrid | semantic | lexical | cascading",
+                schema_extra={"enum": [member.value for member in SearchStrategy]},
+            ),
+        ] = None,
+        fusion: Annotated[
+            str | None,
+            QueryParameter(
+                description="rrf | weighted | zscore", schema_extra={"enum": [member.value for member in FusionMethod]}
+            ),
+        ] = None,
         explain: Annotated[bool, QueryParameter(description="Include the optimizer's analysis")] = False,  # noqa: FBT002
         offset: Annotated[
             int | None, QueryParameter(ge=0, lt=PAGE_DEPTH, description="Page from this 0-based rank on")
@@ -188,7 +200,7 @@ class SearchController(Controller):
         "/v1/search",
         summary="Search a project with filters and fusion options",
         status_code=HTTP_200_OK,
-        responses=SEARCH_ERROR_RESPONSES,
+        responses=SEARCH_BODY_ERROR_RESPONSES,
         guards=[search_guard],
     )
     async def search(
@@ -208,7 +220,7 @@ class SearchController(Controller):
         "/v1/search/batch",
         summary="Several searches of one project in one request",
         status_code=HTTP_200_OK,
-        responses=SEARCH_ERROR_RESPONSES,
+        responses=SEARCH_BODY_ERROR_RESPONSES,
         guards=[search_guard],
     )
     async def search_batch(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import MINYEAR, UTC, datetime
 from typing import overload
 
 
@@ -11,7 +11,16 @@ def as_utc(moment: datetime) -> datetime: ...
 @overload
 def as_utc(moment: None) -> None: ...
 def as_utc(moment: datetime | None) -> datetime | None:
-    """`moment` in UTC; a naive datetime is taken as UTC already. None stays None."""
+    """`moment` in UTC; a naive datetime is taken as UTC already. None stays None.
+
+    A moment whose offset carries it past the range of `datetime` (0001-01-01T00:00+10:00 is still year 0
+    in UTC) becomes the nearest representable one, `datetime.min` or `datetime.max` in UTC.
+    """
     if moment is None:
         return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC) if moment.year == MINYEAR else datetime.max.replace(tzinfo=UTC)

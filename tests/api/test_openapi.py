@@ -122,3 +122,90 @@ def test_listing_parameters_and_search_paging_are_described(openapi) -> None:
     assert {"limit", "cursor", "source_prefix", "tag", "event_time_from", "event_time_to", "updated_since"} <= listing
     assert {"offset", "cursor"} <= query
     assert {"offset", "cursor"} <= set(request["properties"])
+
+
+PUBLIC_PATHS = {"/healthz", "/readyz", "/metrics"}
+HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
+
+
+def operations(openapi: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (path, method, operation)
+        for path, item in openapi["paths"].items()
+        for method, operation in item.items()
+        if method in HTTP_METHODS
+    ]
+
+
+def test_every_error_an_operation_declares_is_problem_json(openapi) -> None:
+    wrong = [
+        f"{method.upper()} {path} {status}: {sorted(response.get('content', {}))}"
+        for path, method, operation in operations(openapi)
+        for status, response in operation["responses"].items()
+        if int(status) >= 400 and path != "/readyz" and set(response.get("content", {})) != {"application/problem+json"}
+    ]
+
+    assert wrong == []
+
+
+def test_every_guarded_operation_declares_401_and_403(openapi) -> None:
+    missing = [
+        f"{method.upper()} {path}"
+        for path, method, operation in operations(openapi)
+        if path not in PUBLIC_PATHS and not {"401", "403"} <= set(operation["responses"])
+    ]
+
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("method", "statuses"), [("get", {"400", "404", "503"}), ("delete", {"400", "404", "409", "503"})]
+)
+def test_reading_and_deleting_a_document_declare_not_found(openapi, method: str, statuses: set[str]) -> None:
+    operation = openapi["paths"]["/v1/projects/{project}/documents/{document_id}"][method]
+
+    assert statuses <= set(operation["responses"])
+
+
+def test_ingest_declares_its_body_and_conflict_and_size_errors(openapi) -> None:
+    operation = openapi["paths"]["/v1/projects/{project}/documents"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+
+    assert {"400", "409", "413", "503"} <= set(operation["responses"])
+    assert [component(openapi, option)["title"] for option in body["oneOf"]] == ["DocumentIn", "DocumentBatchIn"]
+    assert component(openapi, body["oneOf"][0])["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    "name", ["SearchRequest", "SearchFields", "SearchFilters", "FusionWeights", "BatchSearchRequest"]
+)
+def test_request_objects_that_refuse_unknown_fields_say_so(openapi, name: str) -> None:
+    assert openapi["components"]["schemas"][name]["additionalProperties"] is False
+
+
+def test_path_projects_carry_the_project_id_pattern(openapi) -> None:
+    patterns = {
+        parameter["schema"].get("pattern")
+        for path, _, operation in operations(openapi)
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "project" and parameter["in"] == "path"
+    }
+
+    assert patterns == {"^[A-Za-z0-9._-]{1,64}$"}
+
+
+def test_links_follow_a_document_from_ingest_to_read_search_and_delete(openapi) -> None:
+    ids = {(path, method): operation["operationId"] for path, method, operation in operations(openapi)}
+    document = "/v1/projects/{project}/documents/{document_id}"
+    ingested = openapi["paths"]["/v1/projects/{project}/documents"]["post"]["responses"]["201"]["links"]
+    deleted = openapi["paths"][document]["delete"]["responses"]["204"]["links"]
+
+    assert ingested["ReadIngestedDocument"]["operationId"] == ids[(document, "get")]
+    assert ingested["ReadIngestedDocument"]["parameters"]["document_id"] == "$response.body#/documents/0/id"
+    assert ingested["DeleteIngestedDocument"]["operationId"] == ids[(document, "delete")]
+    assert ingested["SearchProject"]["requestBody"] == {"project": "$request.path.project"}
+    assert deleted["ReadDeletedDocument"]["operationId"] == ids[(document, "get")]
+
+
+def test_metrics_are_documented_as_the_text_they_are(openapi) -> None:
+    assert set(openapi["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == {"text/plain"}

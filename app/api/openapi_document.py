@@ -1,0 +1,99 @@
+"""What the API document says beyond what Litestar derives from the handlers, so that it tells the whole truth.
+
+- Request objects that refuse unknown fields (`forbid_unknown_fields`) say so: `additionalProperties: false`.
+- `POST .../documents` reads its body itself (one document, or `{"documents": [...]}`, which msgspec cannot
+  convert as one untagged union); its body is described here from the same Structs it is decoded with.
+- OpenAPI links tie the write path together (ingest -> read / list / stats / search -> delete -> read),
+  so stateful clients and fuzzers (schemathesis) can follow a document through its life.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, cast
+
+import msgspec
+from litestar.openapi.spec import Link, OpenAPIMediaType, Reference, RequestBody, Schema
+
+from app.api.document_schemas import DocumentBatchIn, DocumentIn
+from app.api.search_schemas import BatchSearchRequest, FusionWeights, SearchFields, SearchFilters, SearchRequest
+
+if TYPE_CHECKING:
+    from litestar.openapi.spec import OpenAPI, Operation
+
+COMPONENT_REF: Final = "#/components/schemas/{name}"
+CLOSED_REQUEST_STRUCTS: Final = (SearchRequest, SearchFields, SearchFilters, FusionWeights, BatchSearchRequest)
+DOCUMENTS_PATH: Final = "/v1/projects/{project}/documents"
+DOCUMENT_PATH: Final = "/v1/projects/{project}/documents/{document_id}"
+PROJECT_PATH: Final = "/v1/projects/{project}"
+SEARCH_PATH: Final = "/v1/search"
+INGESTED_ID: Final = "$response.body#/documents/0/id"
+
+
+def complete_openapi(document: OpenAPI) -> None:
+    """Add to Litestar's document what it cannot derive; call once, before the document is first served."""
+    schemas = document.components.schemas
+    for struct in CLOSED_REQUEST_STRUCTS:
+        schema = schemas.get(struct.__name__)
+        if schema is not None and struct.__struct_config__.forbid_unknown_fields:
+            schema.additional_properties = False
+    _describe_ingest_body(document)
+    _link_document_lifecycle(document)
+
+
+def _operation(document: OpenAPI, path: str, method: str) -> Operation:
+    path_item = (document.paths or {})[path]
+    operation: Operation = getattr(path_item, method)
+    return operation
+
+
+def _describe_ingest_body(document: OpenAPI) -> None:
+    (single, batch), components = msgspec.json.schema_components(
+        (DocumentIn, DocumentBatchIn), ref_template=COMPONENT_REF
+    )
+    # A document needs its text under one of two names (`_decode_documents` refuses one without).
+    components[DocumentIn.__name__]["anyOf"] = [
+        {"required": [name], "properties": {name: {"type": "string"}}} for name in ("text", "markdown")
+    ]
+    # msgspec's JSON Schema dicts are serialised as they are; Litestar's `Schema` type is only their typed form.
+    document.components.schemas.update(cast("dict[str, Schema]", components))
+    _operation(document, DOCUMENTS_PATH, "post").request_body = RequestBody(
+        content={
+            "application/json": OpenAPIMediaType(
+                schema=Schema(one_of=[Reference(ref=single["$ref"]), Reference(ref=batch["$ref"])])
+            )
+        },
+        description='One document, or `{"documents": [...]}` written atomically',
+        required=True,
+    )
+
+
+def _link_document_lifecycle(document: OpenAPI) -> None:
+    read = _operation(document, DOCUMENT_PATH, "get").operation_id
+    remove = _operation(document, DOCUMENT_PATH, "delete").operation_id
+    same_project = {"project": "$request.path.project"}
+    same_document = {**same_project, "document_id": "$request.path.document_id"}
+    ingested = {**same_project, "document_id": INGESTED_ID}
+    links = {
+        (DOCUMENTS_PATH, "post", "201"): {
+            "ReadIngestedDocument": Link(operation_id=read, parameters=ingested),
+            "DeleteIngestedDocument": Link(operation_id=remove, parameters=ingested),
+            "ListProjectDocuments": Link(
+                operation_id=_operation(document, DOCUMENTS_PATH, "get").operation_id, parameters=same_project
+            ),
+            "ProjectStats": Link(
+                operation_id=_operation(document, PROJECT_PATH, "get").operation_id, parameters=same_project
+            ),
+            "SearchProject": Link(
+                operation_id=_operation(document, SEARCH_PATH, "post").operation_id,
+                request_body={"project": "$request.path.project"},
+            ),
+        },
+        (DOCUMENT_PATH, "get", "200"): {"DeleteReadDocument": Link(operation_id=remove, parameters=same_document)},
+        (DOCUMENT_PATH, "delete", "204"): {"ReadDeletedDocument": Link(operation_id=read, parameters=same_document)},
+    }
+    for (path, method, status), named_links in links.items():
+        responses = _operation(document, path, method).responses or {}
+        response = responses[status]
+        if isinstance(response, Reference):
+            continue
+        response.links = {**(response.links or {}), **named_links}
