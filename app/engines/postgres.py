@@ -7,7 +7,10 @@ and driver errors become `EngineError`s in `app.engines.postgres_errors.translat
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import weakref
 from collections import defaultdict
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
@@ -76,6 +79,8 @@ class PostgresDocumentStore:
     def __init__(self, engine: AsyncEngine, *, outbox_lease_s: float = DEFAULT_OUTBOX_LEASE_S) -> None:
         self._engine = engine
         self._outbox_lease_s = outbox_lease_s
+        # Dropped when no writer holds or waits for them: the map stays as small as the writes in flight.
+        self._local_locks: weakref.WeakValueDictionary[DocumentKey, asyncio.Lock] = weakref.WeakValueDictionary()
 
     async def get_document(self, project_id: str, document_id: str) -> StoredDocument | None:
         """Return the document with its chunks in position order, or None."""
@@ -124,16 +129,23 @@ class PostgresDocumentStore:
 
         Every process on this database takes the same locks, so concurrent writes of a document
         serialize in the order they asked. The locks end with their transaction: at the end of the
-        block, or when the connection dies with its process.
+        block, or when the connection dies with its process. Writers in this process queue on local
+        locks first, so a hot document holds one pooled connection per process, not one per writer.
         """
         names = [f"{project_id}\x1f{document_id}" for project_id, document_id in keys]
-        with translate_errors(engine=self.name):
-            async with self._engine.connect() as connection:
-                await connection.execute(text(LOCK_DOCUMENTS), {"names": names})
-                try:
-                    yield
-                finally:
-                    await connection.rollback()
+        async with contextlib.AsyncExitStack() as local:
+            for key in sorted(set(keys)):
+                lock = self._local_locks.get(key)
+                if lock is None:
+                    lock = self._local_locks[key] = asyncio.Lock()
+                await local.enter_async_context(lock)
+            with translate_errors(engine=self.name):
+                async with self._engine.connect() as connection:
+                    await connection.execute(text(LOCK_DOCUMENTS), {"names": names})
+                    try:
+                        yield
+                    finally:
+                        await connection.rollback()
 
     async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
         """Return embeddings already stored for these chunk hashes under `model` (hash -> vector), any project."""
@@ -169,6 +181,7 @@ class PostgresDocumentStore:
         }
         with translate_errors(engine=self.name):
             async with self._engine.begin() as connection:
+                await postgres_catalog.lock_projects(connection, {key[0] for key in latest})
                 await connection.execute(text(UPSERT_DOCUMENT), document_rows)
                 await connection.execute(
                     text(DELETE_REPLACED_CHUNKS),
@@ -191,6 +204,7 @@ class PostgresDocumentStore:
         """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""
         with translate_errors(engine=self.name):
             async with self._engine.begin() as connection:
+                await postgres_catalog.lock_projects(connection, {project_id})
                 result = await connection.execute(
                     text("DELETE FROM documents WHERE project_id = :project_id AND document_id = :document_id"),
                     {"project_id": project_id, "document_id": document_id},
@@ -259,6 +273,7 @@ class PostgresDocumentStore:
             return
         with translate_errors(engine=self.name):
             async with self._engine.begin() as connection:
+                await postgres_catalog.lock_projects(connection, {document.project_id for document in documents})
                 await connection.execute(text(COMPLETE_OUTBOX), outbox_parameters(documents))
                 # The lexical leg now answers differently: cached answers of these projects are stale.
                 await _bump_generations(connection, {document.project_id for document in documents})
@@ -299,6 +314,7 @@ class PostgresDocumentStore:
         """Queue every document of the project and mark its chunks not indexed; return how many documents."""
         with translate_errors(engine=self.name):
             async with self._engine.begin() as connection:
+                await postgres_catalog.lock_projects(connection, {project_id})
                 await connection.execute(text(MARK_PROJECT_NOT_INDEXED), {"project_id": project_id})
                 result = await connection.execute(text(QUEUE_PROJECT), {"project_id": project_id})
                 return int(result.scalar_one())

@@ -17,10 +17,16 @@ from app.domain.catalog import DocumentSummary, ProjectStats
 from app.domain.models import EmbeddedChunk, StoredDocument
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import chunk_from_row, json_value
-from app.engines.postgres_sql import BUMP_GENERATIONS, STORED_CHUNK_COLUMNS, like_prefix
+from app.engines.postgres_sql import (
+    BUMP_GENERATIONS,
+    LOCK_PROJECTS,
+    PROJECT_LOCK_NAMESPACE,
+    STORED_CHUNK_COLUMNS,
+    like_prefix,
+)
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from app.domain.catalog import DocumentSelection
     from app.domain.models import Chunk
@@ -172,6 +178,7 @@ async def delete_documents(engine: AsyncEngine, selection: DocumentSelection, *,
     statement = DELETE_SELECTED.format(where=selection_sql(selection, parameters))
     with translate_errors(engine=store_name):
         async with engine.begin() as connection:
+            await lock_projects(connection, {selection.project_id})
             deleted = int((await connection.execute(text(statement), parameters)).scalar_one())
             if deleted:
                 await connection.execute(text(BUMP_GENERATIONS), {"projects": [selection.project_id]})
@@ -192,4 +199,11 @@ async def project_stats(engine: AsyncEngine, project_id: str, *, store_name: str
         pending=int(row.pending),
         oldest_pending_age_s=float(row.oldest_pending_age_s),
         last_write_at=row.last_write_at,
+    )
+
+
+async def lock_projects(connection: AsyncConnection, project_ids: set[str]) -> None:
+    """Take the projects' write locks (`LOCK_PROJECTS`) before anything else in a write transaction."""
+    await connection.execute(
+        text(LOCK_PROJECTS), {"namespace": PROJECT_LOCK_NAMESPACE, "projects": sorted(project_ids)}
     )

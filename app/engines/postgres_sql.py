@@ -120,6 +120,18 @@ Every process writing to this database takes them, so writes of one document ser
 in the order they asked; a hash collision only serializes two documents that did not need it.
 """
 
+LOCK_PROJECTS: Final = (
+    "SELECT count(pg_advisory_xact_lock(:namespace, key)) FROM (SELECT DISTINCT hashtext(project_id) AS key "
+    "FROM unnest(CAST(:projects AS text[])) AS project_id ORDER BY key) AS ordered"
+)
+"""Transaction-level advisory locks on projects, in one global order, taken first by every write transaction.
+
+Writes, deletes, outbox completions and reindexes touch chunks, outbox rows and the generation row in
+different orders; holding the project first makes them take turns instead of deadlocking. The two-key
+form never conflicts with the documents' one-key locks (`LOCK_DOCUMENTS`).
+"""
+PROJECT_LOCK_NAMESPACE: Final = 20261130
+
 SELECT_EXISTING_CHUNKS: Final = (
     "SELECT chunk_id, chunk_hash FROM chunks WHERE project_id = :project_id "
     "AND chunk_id = ANY(CAST(:chunk_ids AS text[]))"
