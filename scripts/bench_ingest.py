@@ -70,7 +70,8 @@ async def run(arguments: argparse.Namespace) -> None:
         settings = load_settings().model_copy(update={"poimen_data_dir": Path(data_dir), "database_url": None})
         policy = ChunkingPolicy.from_settings(settings)
         print(
-            f"{len(documents)} documents of {arguments.corpus}; CHUNK_MAX_CHARS={policy.max_chars}"
+            f"{len(documents)} documents of {arguments.corpus_shown};"
+            f" CHUNK_MAX_CHARS={policy.max_chars}"
             f" overlap={policy.overlap_chars} min={policy.min_chars}; model {settings.embedding_model},"
             f" EMBEDDING_BATCH_SIZE={settings.embedding_batch_size}; ingest batch {arguments.batch_size} documents;"
             f" {os.cpu_count()} CPUs",
@@ -120,6 +121,8 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N documents only (default: all)")
     parser.add_argument("--batch-size", type=int, default=64, help="documents per ingest call (as `poimen ingest`)")
     arguments = parser.parse_args()
+    # Relative to the repository: a committed result names no path of the machine that made it.
+    arguments.corpus_shown = os.path.relpath(arguments.corpus, REPO_ROOT)
     if not arguments.corpus.is_file():
         print(f"no corpus at {arguments.corpus}", file=sys.stderr)
         return 1

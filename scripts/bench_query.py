@@ -254,7 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         if temporary:
             shutil.rmtree(data_dir, ignore_errors=True)
     print_table(results)
-    summary = {"corpus": str(arguments.dataset), "cpu_count": os.cpu_count(), "results": results}
+    # Relative to the repository: a committed result names no path of the machine that made it.
+    summary = {
+        "corpus": os.path.relpath(arguments.dataset, REPOSITORY),
+        "cpu_count": os.cpu_count(),
+        "results": results,
+    }
     if arguments.json is not None:
         arguments.json.write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return 0
