@@ -1,0 +1,324 @@
+"""Fault injection with real processes: an engine stopped under load and brought back, the service never restarted.
+
+Each test starts `poimen serve` (this checkout's code: `python -m app` with `PYTHONPATH` on it) against
+engines the test owns, stops one engine mid-traffic, records every status code the clients saw during
+the outage, starts the engine again and asserts exact counts: acknowledged, indexed, lost = 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from opensearchpy import OpenSearch
+from osmem_server import OsmemServer
+
+from app.engines.embedded_postgres import EmbeddedPostgres
+from app.engines.migrate import run_migrations
+from tests.integration.conftest import ServiceProcess, cli_environment, free_port
+from tests.integration.test_durability import unique_word
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+OPENSEARCH_INDEX = "poimen-faults"
+DOCUMENTS = 1_000
+BATCH_DOCUMENTS = 100
+BATCHES_BEFORE_OUTAGE = 3
+DRAIN_TIMEOUT_S = 45.0
+RECOVERY_TIMEOUT_S = 30.0
+READINESS_CACHE_S = 1.0  # app/api/operator_routes.py caches the readiness answer this long
+
+
+def start_service(root: Path, name: str, **overrides: str) -> ServiceProcess:
+    """`python -m app serve` of this checkout on a free port, its data folder and log under `root`; waited for."""
+    data_dir = root / name / "data"
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    environment = cli_environment(
+        data_dir,
+        PYTHONPATH=str(CHECKOUT),
+        OPENSEARCH_INDEX=OPENSEARCH_INDEX,
+        OPENSEARCH_SHARDS="1",
+        OPENSEARCH_REPLICAS="0",
+        OPENSEARCH_TIMEOUT_S="2",
+        QUERY_CACHE_TTL_SECS="0",  # every search during the outage is computed live
+        OUTBOX_MAX_BACKOFF_S="0.5",
+        **overrides,
+    )
+    log_path = root / f"{name}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=data_dir.parent,  # not the checkout: its .env must not leak into the run
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    service = ServiceProcess(process=process, url=f"http://127.0.0.1:{port}", log_path=log_path)
+    service.wait_ready()
+    return service
+
+
+@pytest.fixture
+def fault_root() -> Iterator[Path]:
+    """A folder outside pytest's 0700 temp root, so a PostgreSQL run as `pgserver` can reach its data."""
+    path = Path(tempfile.mkdtemp(prefix="poimen-faults-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def short_document(number: int) -> dict[str, Any]:
+    return {
+        "id": f"doc-{number}",
+        "title": f"Note {number}",
+        "text": f"Note {number}: the {unique_word(number)} valve.",
+    }
+
+
+async def search(client: httpx.AsyncClient, project: str, query: str, strategy: str) -> httpx.Response:
+    return await client.post("/v1/search", json={"query": query, "project": project, "strategy": strategy, "limit": 5})
+
+
+async def readiness(client: httpx.AsyncClient) -> int:
+    await asyncio.sleep(READINESS_CACHE_S + 0.1)
+    return (await client.get("/readyz")).status_code
+
+
+async def wait_drained(client: httpx.AsyncClient, project: str, documents: int) -> dict[str, Any]:
+    """The project's stats once PostgreSQL holds `documents` and none awaits lexical indexing."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    stats: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        stats = (await client.get(f"/v1/projects/{project}/")).json()
+        if stats["documents"] == documents and stats["pending"] == 0:
+            return stats
+        await asyncio.sleep(0.2)
+    pytest.fail(f"outbox not drained within {DRAIN_TIMEOUT_S} s: {stats}")
+
+
+def lexical_chunks_per_document(opensearch_url: str, project: str) -> Counter[str]:
+    """How many chunks the lexical index holds per document of `project`, read from OpenSearch itself."""
+    client = OpenSearch(hosts=[opensearch_url])
+    try:
+        client.indices.refresh(index=OPENSEARCH_INDEX)
+        response = client.search(
+            index=OPENSEARCH_INDEX,
+            body={"query": {"term": {"project_id": project}}, "_source": ["document_id"], "size": 5 * DOCUMENTS},
+        )
+    finally:
+        client.close()
+    return Counter(hit["_source"]["document_id"] for hit in response["hits"]["hits"])
+
+
+@pytest.mark.parametrize(
+    "outage",
+    [
+        "frozen",
+        pytest.param(
+            "replaced_empty",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="finding: after the lexical engine comes back empty, the outbox's bulk writes auto-create a "
+                "concrete index named like the alias (dynamic mapping, no alias), mark everything indexed, and "
+                "lexical search finds nothing; what was indexed before the outage is not re-queued either",
+            ),
+        ),
+    ],
+)
+async def test_lexical_engine_stopped_mid_ingest_loses_nothing_acknowledged(  # noqa: PLR0912 - one timeline, read top to bottom
+    outage: str, postgres_url: str, fault_root: Path
+) -> None:
+    """`frozen`: the engine process SIGSTOPped (a hung node: connections accepted, nothing answered) and
+    SIGCONTinued. `replaced_empty`: the engine closed and a fresh, empty one started on the same port."""
+    run_migrations(postgres_url, embedding_dimensions=384)
+    address = f"127.0.0.1:{free_port()}"
+    osmem = OsmemServer.start(japanese=False, addr=address)
+    project = f"faults-{uuid.uuid4().hex[:8]}"
+    batches = [
+        [short_document(n) for n in range(start, start + BATCH_DOCUMENTS)]
+        for start in range(0, DOCUMENTS, BATCH_DOCUMENTS)
+    ]
+    service = start_service(fault_root, "lexical", DATABASE_URL=postgres_url, OPENSEARCH_URL=osmem.url)
+    ingest_statuses: Counter[int] = Counter()
+    outage_search_statuses: Counter[int] = Counter()
+    outage_reasons: Counter[str] = Counter()
+    acknowledged: list[str] = []
+    try:
+        async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+            for index, batch in enumerate(batches):
+                if index == BATCHES_BEFORE_OUTAGE:
+                    if outage == "frozen":
+                        os.kill(osmem.pid, signal.SIGSTOP)
+                    else:
+                        osmem.close()
+                    ready_during = await readiness(client)
+                response = await client.post(f"/v1/projects/{project}/documents", json={"documents": batch})
+                ingest_statuses[response.status_code] += 1
+                if response.status_code == 201:
+                    acknowledged.extend(document["id"] for document in batch)
+                if index >= BATCHES_BEFORE_OUTAGE:
+                    number = index * BATCH_DOCUMENTS
+                    for strategy in ("hybrid", "lexical"):
+                        found = await search(client, project, unique_word(number), strategy)
+                        outage_search_statuses[found.status_code] += 1
+                        body = found.json()
+                        outage_reasons.update(body.get("degraded_reasons", []))
+                        assert found.status_code == 200, found.text
+                        assert body["degraded"] is True
+                        # Only the semantic leg answered: a made-up word has no meaning to rank by.
+                        assert body["results"]
+                        assert all(hit["lexical_score"] is None for hit in body["results"])
+
+            if outage == "frozen":
+                os.kill(osmem.pid, signal.SIGCONT)
+            else:
+                osmem = OsmemServer.start(japanese=False, addr=address)  # same port, empty: a node replaced
+            stats = await wait_drained(client, project, DOCUMENTS)
+            ready_after = await readiness(client)
+            chunks = lexical_chunks_per_document(osmem.url, project)
+            missed = []
+            for number in range(DOCUMENTS):
+                found = await search(client, project, unique_word(number), "lexical")
+                body = found.json()
+                if found.status_code != 200 or body["degraded"] or body["results"][0]["document_id"] != f"doc-{number}":
+                    missed.append((number, found.status_code, body.get("degraded_reasons")))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(osmem.pid, signal.SIGCONT)
+        service.stop()
+        osmem.close()
+
+    lost = [document_id for document_id in acknowledged if chunks.get(document_id) != 1]
+    assert ingest_statuses == {201: DOCUMENTS // BATCH_DOCUMENTS}, service.log_tail()
+    assert len(acknowledged) == DOCUMENTS
+    assert stats["documents"] == DOCUMENTS
+    assert stats["lexically_indexed"] == DOCUMENTS  # one chunk per document
+    assert sum(chunks.values()) == DOCUMENTS
+    assert lost == []
+    assert missed == []
+    assert ready_during == 503
+    assert ready_after == 200
+    searches_during = 2 * (len(batches) - BATCHES_BEFORE_OUTAGE)
+    assert outage_search_statuses == {200: searches_during}
+    if outage == "frozen":  # a hung engine misses the lexical leg's deadline
+        assert outage_reasons == {"lexical_timeout": searches_during}
+    else:
+        assert set(outage_reasons) <= {"lexical_unavailable", "lexical_timeout"}
+        assert sum(outage_reasons.values()) == searches_during
+
+
+@contextlib.contextmanager
+def dedicated_postgres(root: Path) -> Iterator[tuple[EmbeddedPostgres, str]]:
+    """A PostgreSQL of this test's own (stopping it hurts nobody), migrated for the default model."""
+    server = EmbeddedPostgres(root / "pg")
+    url = server.start()
+    try:
+        run_migrations(url, embedding_dimensions=384)
+        yield server, url
+    finally:
+        server.stop()
+
+
+def outage_batch(start: int, count: int) -> list[dict[str, Any]]:
+    return [short_document(number) for number in range(start, start + count)]
+
+
+async def test_postgres_restarted_under_traffic_recovers_without_a_service_restart(fault_root: Path) -> None:
+    project = f"faults-{uuid.uuid4().hex[:8]}"
+    before, during = outage_batch(0, 20), outage_batch(20, 10)
+    search_statuses: Counter[int] = Counter()
+    reasons: Counter[str] = Counter()
+    retry_after: set[str] = set()
+    ingest_statuses: Counter[int] = Counter()
+    with dedicated_postgres(fault_root) as (postgres, url):
+        osmem = OsmemServer.start(japanese=False, addr="127.0.0.1:0")
+        service = start_service(fault_root, "postgres", DATABASE_URL=url, OPENSEARCH_URL=osmem.url)
+        try:
+            async with httpx.AsyncClient(base_url=service.url, timeout=30.0) as client:
+                created = await client.post(f"/v1/projects/{project}/documents", json={"documents": before})
+                await wait_drained(client, project, len(before))
+                ready_before = await readiness(client)
+
+                await asyncio.to_thread(postgres.stop)
+                ready_during = await readiness(client)
+                for number in range(len(before)):
+                    for strategy in ("hybrid", "semantic"):
+                        found = await search(client, project, unique_word(number), strategy)
+                        search_statuses[found.status_code] += 1
+                        if found.status_code == 200:
+                            body = found.json()
+                            assert body["degraded"] is True, body
+                            reasons.update(body["degraded_reasons"])
+                            assert body["results"][0]["document_id"] == f"doc-{number}"  # the lexical leg
+                        else:
+                            assert found.status_code == 503, found.text
+                            assert found.headers["content-type"].startswith("application/problem+json")
+                            retry_after.add(found.headers["Retry-After"])
+                    refused = await client.post(f"/v1/projects/{project}/documents", json={"documents": during})
+                    ingest_statuses[refused.status_code] += 1
+                    if refused.status_code == 503:
+                        retry_after.add(refused.headers["Retry-After"])
+
+                restarted_url = await asyncio.to_thread(postgres.start)
+                search_attempts = ingest_attempts = 0
+                deadline = time.monotonic() + RECOVERY_TIMEOUT_S
+                recovered_search: dict[str, Any] = {}
+                while time.monotonic() < deadline:
+                    search_attempts += 1
+                    found = await search(client, project, unique_word(3), "hybrid")
+                    if found.status_code == 200 and not found.json()["degraded"]:
+                        recovered_search = found.json()
+                        break
+                    await asyncio.sleep(0.5)
+                half_written = [
+                    document["id"]
+                    for document in during
+                    if (await client.get(f"/v1/projects/{project}/documents/{document['id']}")).status_code != 404
+                ]
+                while time.monotonic() < deadline:
+                    ingest_attempts += 1
+                    accepted = await client.post(f"/v1/projects/{project}/documents", json={"documents": during})
+                    if accepted.status_code == 201:
+                        break
+                    await asyncio.sleep(0.5)
+                stats = await wait_drained(client, project, len(before) + len(during))
+                ready_after = await readiness(client)
+        finally:
+            service.stop()
+            osmem.close()
+
+    assert created.status_code == 201
+    assert restarted_url == url
+    assert ready_before == 200
+    assert ready_during == 503
+    assert ready_after == 200
+    # Every search failed over to the lexical leg (a 503 with Retry-After is allowed, none was seen).
+    assert search_statuses == {200: 2 * len(before)}
+    assert reasons == {"semantic_unavailable": 2 * len(before)}
+    assert ingest_statuses == {503: len(before)}
+    assert retry_after <= {"1"}
+    assert half_written == []  # a refused ingest wrote nothing
+    assert recovered_search["results"][0]["document_id"] == "doc-3"
+    assert accepted.status_code == 201
+    assert search_attempts <= 10
+    assert ingest_attempts <= 10
+    assert stats["documents"] == len(before) + len(during)
+    assert stats["lexically_indexed"] == len(before) + len(during)
