@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from app.domain.moments import as_utc
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -28,13 +30,16 @@ def chunk_matches(chunk: Chunk, filters: Filters) -> bool:
 
 
 def _in_time_range(chunk: Chunk, filters: Filters) -> bool:
+    """`event_time_from` inclusive, `event_time_to` exclusive; an undated chunk passes only with `include_undated`."""
     if filters.event_time_from is None and filters.event_time_to is None:
         return True
     if chunk.event_time is None:
         return filters.include_undated
-    return (filters.event_time_from is None or chunk.event_time >= filters.event_time_from) and (
-        filters.event_time_to is None or chunk.event_time < filters.event_time_to
-    )
+    # Compared in UTC so a naive moment (taken as UTC) never meets an aware one unconverted.
+    moment = as_utc(chunk.event_time)
+    after_start = filters.event_time_from is None or moment >= as_utc(filters.event_time_from)
+    before_end = filters.event_time_to is None or moment < as_utc(filters.event_time_to)
+    return after_start and before_end
 
 
 def document_selected(document: StoredDocument, selection: DocumentSelection) -> bool:

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import ScoredHit
-from app.domain.moments import as_utc
 from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, lexical_text
+from app.engines.memory_filters import chunk_matches
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
-    from datetime import datetime
 
     from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
 
@@ -170,7 +169,7 @@ class InMemoryLexicalIndex:
         statistics = _FieldStatistics(everything)
         hits = []
         for indexed in everything:
-            if not _passes(indexed.chunk, filters):
+            if not chunk_matches(indexed.chunk, filters):
                 continue
             if any(indexed.has_phrase(field, words) for words in excluded for field in OWN_FIELDS):
                 continue
@@ -260,27 +259,3 @@ class _FieldStatistics:
         average = self._average_length[field] or 1.0
         norm = BM25_K1 * (1 - BM25_B + BM25_B * len(terms) / average)
         return idf * (BM25_K1 + 1) * frequency / (frequency + norm)
-
-
-def _passes(chunk: Chunk, filters: Filters) -> bool:
-    """Whether the chunk satisfies every filter (see `Filters` for the exact semantics)."""
-    return (
-        chunk.project_id == filters.project_id
-        and (not filters.levels or chunk.level in filters.levels)
-        and set(filters.tags) <= set(chunk.tags)
-        and (not filters.source_prefix or chunk.source.startswith(filters.source_prefix))
-        and (filters.chunk_ids is None or chunk.chunk_id in filters.chunk_ids)
-        and _in_time_window(chunk.event_time, filters)
-    )
-
-
-def _in_time_window(event_time: datetime | None, filters: Filters) -> bool:
-    """`event_time_from` inclusive, `event_time_to` exclusive; an undated chunk passes only with `include_undated`."""
-    if filters.event_time_from is None and filters.event_time_to is None:
-        return True
-    if event_time is None:
-        return filters.include_undated
-    moment = as_utc(event_time)
-    after_start = filters.event_time_from is None or moment >= as_utc(filters.event_time_from)
-    before_end = filters.event_time_to is None or moment < as_utc(filters.event_time_to)
-    return after_start and before_end
