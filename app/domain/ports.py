@@ -80,7 +80,8 @@ class LexicalIndex(Protocol):
     async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
         """Make each listed document's indexed chunks exactly `chunks` (none: delete it), durably.
 
-        Idempotent: applying the same batch twice leaves the index as applying it once.
+        Idempotent: applying the same batch twice leaves the index as applying it once. An empty batch
+        writes nothing; the outbox sends one when idle, so an adapter may check its index is intact then.
         """
         ...
 

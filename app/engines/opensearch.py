@@ -8,6 +8,7 @@ Request bodies come from `app.engines.opensearch_bodies`, the mapping from
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,6 +26,7 @@ from app.engines.opensearch_bodies import (
     document_key,
     latest_per_document,
 )
+from app.engines.opensearch_generation import IndexGeneration
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.opensearch_markers import (
     build_marker_actions,
@@ -43,13 +45,15 @@ from app.engines.opensearch_responses import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from app.config import Settings
     from app.domain.models import DocumentChunks, Filters, LexicalQuery, ScoredHit
 
 DELETE_CLAUSES_PER_REQUEST: Final = 200
 """Documents per `delete_by_query`; stays well under OpenSearch's default 1024 boolean clauses."""
+IDLE_CHECK_INTERVAL_S: Final = 5.0
+"""How often an empty `replace_documents` (the outbox's idle call) checks that the index is still there."""
 
 
 logger = logging.getLogger(__name__)
@@ -192,11 +196,14 @@ class OpenSearchLexicalIndex:
     With `forward_jwt=True`, each request carries the token in `forwarded_token` (when one is set)
     as its `Authorization` header; without a token the client's own credentials apply.
     Writes refresh the index before returning, so a chunk the outbox marks indexed is searchable.
+    Writes never create an index (`require_alias`): before each one, `IndexGeneration` checks that the
+    alias leads to the index it led to before, recreates a lost index (`shards`, `replicas`) and calls
+    `refill` (queue every project again) when it was lost or replaced (`app.engines.opensearch_generation`).
     """
 
     name = ENGINE_NAME
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each knob is named at the composition root
         self,
         client: AsyncOpenSearch,
         *,
@@ -204,12 +211,22 @@ class OpenSearchLexicalIndex:
         timeout_s: float = 5.0,
         forward_jwt: bool = False,
         bulk_chunk_size: int = 500,
+        shards: int = 2,
+        replicas: int = 1,
+        refill: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self._client = client
         self._index = index
         self._timeout_s = timeout_s
         self._forward_jwt = forward_jwt
         self._bulk_chunk_size = bulk_chunk_size
+        self._last_idle_check_s = float("-inf")
+
+        async def recreate() -> None:
+            await ensure_index(client, alias=index, shards=shards, replicas=replicas)
+
+        self.generation = IndexGeneration(client, alias=index, recreate=recreate, refill=refill)
+        """The index generation this adapter writes to (`alias_missing`, `refills`)."""
 
     def _request_options(self, *, as_caller: bool = False) -> dict[str, Any]:
         """Per-request options; only a search (`as_caller`) carries the caller's forwarded token.
@@ -250,10 +267,16 @@ class OpenSearchLexicalIndex:
         """
         # A document listed twice would have its two deletes remove each other's chunks: keep one.
         documents = latest_per_document(documents)
-        if not documents:
-            return
         options = self._request_options()
+        if not documents:
+            # The outbox's idle call: notice a lost index even when nothing is written (see the class doc).
+            now_s = time.monotonic()
+            if now_s - self._last_idle_check_s >= IDLE_CHECK_INTERVAL_S:
+                self._last_idle_check_s = now_s
+                await self.generation.verify(options)
+            return
         with translate_errors():
+            await self.generation.verify(options)
             stale = await self._claim_markers(documents, options)
             fresh = [document for document in documents if (document.project_id, document.document_id) not in stale]
             # A stale document writes no chunk and counts as superseded: its delete takes back whatever
@@ -271,7 +294,7 @@ class OpenSearchLexicalIndex:
             return frozenset()
         # No refresh: the marker is only read by id (real-time), and delete_project refreshes first.
         _, failed = await async_bulk(
-            self._client, actions, chunk_size=self._bulk_chunk_size, raise_on_error=False, **options
+            self._client, actions, chunk_size=self._bulk_chunk_size, raise_on_error=False, require_alias=True, **options
         )
         conflicted, failures = split_version_conflicts(failed if isinstance(failed, list) else [])
         raise_for_bulk_failures(failures, attempted=len(actions))
@@ -316,8 +339,15 @@ class OpenSearchLexicalIndex:
         actions = build_bulk_actions(documents, index=self._index, indexed_at=datetime.now().astimezone())
         if not actions:
             return frozenset()
+        # `require_alias`: a write to a lost index fails instead of creating one with a dynamic mapping.
         _, failed = await async_bulk(
-            self._client, actions, chunk_size=self._bulk_chunk_size, raise_on_error=False, refresh=True, **options
+            self._client,
+            actions,
+            chunk_size=self._bulk_chunk_size,
+            raise_on_error=False,
+            refresh=True,
+            require_alias=True,
+            **options,
         )
         conflicted, failures = split_version_conflicts(failed if isinstance(failed, list) else [])
         raise_for_bulk_failures(failures, attempted=len(actions))
@@ -377,9 +407,16 @@ class OpenSearchLexicalIndex:
             raise_for_by_query_failures(response)
 
     async def ping(self) -> None:
-        """Return when the cluster answers; raise `EngineUnavailableError` otherwise."""
+        """Return when the cluster answers and the alias leads to an index; raise `EngineUnavailableError` otherwise.
+
+        A lost index is not ready: searches cannot answer until the outbox recreated it.
+        """
+        options = self._request_options()
         with translate_errors():
-            alive = await self._client.ping(**self._request_options())
+            alive = await self._client.ping(**options)
+            if alive and await self.generation.current(options) is None:
+                msg = f"opensearch alias {self._index} leads to no index"
+                raise EngineUnavailableError(msg, engine=ENGINE_NAME)
         if not alive:
             msg = "opensearch did not answer the ping"
             raise EngineUnavailableError(msg, engine=ENGINE_NAME)

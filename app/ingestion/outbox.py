@@ -146,12 +146,18 @@ class OutboxWorker:
     async def run(self) -> None:
         """Loop until `stop()`: drain in cycles, wait `poll_interval_s` (or a `wake()`) when idle.
 
+        Each idle turn hands the lexical index an empty batch first (see `LexicalIndex.replace_documents`).
+
         Every exception of a cycle is passed to `on_error` and retried with backoff, so one bad
         batch or an unexpected bug never ends the loop while the service runs.
         """
         while not self._stop_event.is_set():
             try:
                 count = await self.run_once()
+                if count == 0:
+                    # Idle: an empty batch lets the index check itself (an OpenSearch index lost while
+                    # nothing was written is recreated and refilled now, not at the next write).
+                    await self._lexical.replace_documents([])
             except Exception as error:  # noqa: BLE001 - the loop must outlive any failure; on_error reports it
                 self.consecutive_failures += 1
                 if self._on_error is not None:

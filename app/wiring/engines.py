@@ -42,7 +42,7 @@ class Engines:
 
 
 async def _open_lexical(
-    settings: Settings, stack: AsyncExitStack
+    settings: Settings, stack: AsyncExitStack, store: DocumentStore
 ) -> tuple[LexicalIndex, Callable[[], Awaitable[None]]]:
     if settings.opensearch_url:
         from app.engines.opensearch import (  # noqa: PLC0415 - the OpenSearch client is only needed in that mode
@@ -64,6 +64,10 @@ async def _open_lexical(
             index=settings.opensearch_index,
             timeout_s=settings.opensearch_timeout_s,
             forward_jwt=settings.opensearch_auth == "forward_jwt",
+            shards=settings.opensearch_shards,
+            replicas=settings.opensearch_replicas,
+            # A lost or replaced index is refilled from PostgreSQL, the source of truth.
+            refill=lambda: queue_every_project(store),
         )
         return index, client.close
     tantivy_index = TantivyLexicalIndex(settings.poimen_data_dir / "lexical")
@@ -116,8 +120,8 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             database_url, pool_size=settings.database_pool_size, hnsw_ef_search=settings.hnsw_ef_search
         )
         stack.push_async_callback(engine.dispose)
-        lexical, close_lexical = await _open_lexical(settings, stack)
         store = PostgresDocumentStore(engine, outbox_lease_s=settings.outbox_lease_s)
+        lexical, close_lexical = await _open_lexical(settings, stack, store)
         await refill_recreated_lexical_index(lexical, store)
         yield Engines(
             embedder=embedder,
