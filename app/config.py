@@ -35,6 +35,8 @@ class Settings(BaseSettings, SearchKnobs):
     embedding_dimensions: int = Field(default=384, ge=1, le=16000)
     embedding_batch_size: int = Field(default=64, ge=1, le=1024)
     embedding_threads: int = Field(default=0, ge=0, le=256)
+    # Per embedding batch of an ingest: a hung model fails the request (504, nothing written), never holds it.
+    ingest_embed_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     database_pool_size: int = Field(default=10, ge=1, le=200)
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
 

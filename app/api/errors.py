@@ -76,7 +76,7 @@ _PROBLEM_DESCRIPTIONS: dict[int, str] = {
     429: "Over this caller's rate (RATE_LIMIT_PER_CALLER_RPS); `Retry-After` says when to come back",
     503: "An engine is unavailable (`engine` names it; `reasons`: why each search leg failed), or the service "
     "is shedding load; `Retry-After` says when to retry",
-    504: "An engine did not answer in time; `engine` names it",
+    504: "An engine did not answer in time; `engine` names it; `Retry-After` says when to retry",
 }
 
 
@@ -102,13 +102,13 @@ def problem(
     headers: dict[str, str] | None = None,
     **extra: Any,  # noqa: ANN401 - JSON members
 ) -> Response[dict[str, Any]]:
-    """A problem+json response; 503s and 429s say when to retry (`Retry-After`, 1 s unless given)."""
+    """A problem+json response; 503s, 504s and 429s say when to retry (`Retry-After`, 1 s unless given)."""
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     body.update({key: value for key, value in extra.items() if value is not None})
     headers = dict(headers or {})
     if status == 401:  # noqa: PLR2004
         headers["WWW-Authenticate"] = 'Bearer realm="poimen"'
-    if status in {429, 503}:
+    if status in {429, 503, 504}:  # 504: the engine may answer in time on a later try
         headers.setdefault("Retry-After", str(retry_after_s or RETRY_AFTER_S))
     return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers or None)
 

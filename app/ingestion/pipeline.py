@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Literal
 
-from app.domain.errors import IngestionError, InvalidInputError, VersionConflictError
+from app.domain.errors import EngineTimeoutError, IngestionError, InvalidInputError, VersionConflictError
 from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
 
@@ -124,21 +124,26 @@ class IngestionPipeline:
     project (cache invalidation, waking the outbox worker).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each collaborator and knob is named at the composition root
         self,
         *,
         store: DocumentStore,
         embedder: Embedder,
         policy: ChunkingPolicy,
         embed_batch_size: int = 256,
+        embed_timeout_s: float = 60.0,
         on_written: Callable[[str], None] | None = None,
     ) -> None:
         if embed_batch_size < 1:
             msg = f"embed_batch_size must be at least 1, got {embed_batch_size}"
             raise ValueError(msg)
+        if embed_timeout_s <= 0:
+            msg = f"embed_timeout_s must be positive, got {embed_timeout_s}"
+            raise ValueError(msg)
         self._store, self._embedder = store, embedder
         self.policy = policy
         self._embed_batch_size = embed_batch_size
+        self._embed_timeout_s = embed_timeout_s
         self._on_written = on_written
 
     def chunk(self, document: Document) -> list[Chunk]:
@@ -271,6 +276,15 @@ class IngestionPipeline:
             self._notify({project_id})
         return deleted
 
+    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        """Embed one batch within `embed_timeout_s`: a hung embedder fails the ingest (writing nothing)."""
+        try:
+            async with asyncio.timeout(self._embed_timeout_s):
+                return await self._embedder.embed_documents(texts)
+        except TimeoutError:
+            msg = f"embedding {len(texts)} texts took longer than {self._embed_timeout_s:g} s"
+            raise EngineTimeoutError(msg, engine="embedder") from None
+
     async def _embeddings(self, chunks: Sequence[Chunk]) -> tuple[dict[str, list[float]], dict[tuple[str, str], int]]:
         """Vectors by chunk hash for every chunk, embedding only hashes not cached for this model.
 
@@ -289,7 +303,7 @@ class IngestionPipeline:
         pending = list(missing.items())
         for start in range(0, len(pending), self._embed_batch_size):
             batch_items = pending[start : start + self._embed_batch_size]
-            embedded = await self._embedder.embed_documents([embedding_text(chunk) for _, chunk in batch_items])
+            embedded = await self._embed_batch([embedding_text(chunk) for _, chunk in batch_items])
             if len(embedded) != len(batch_items):
                 msg = f"embedder {self._embedder.name} returned {len(embedded)} vectors for {len(batch_items)} texts"
                 raise IngestionError(msg)

@@ -62,6 +62,7 @@ def build_pipeline(
         store=engines.store,
         embedder=engines.embedder,
         policy=ChunkingPolicy.from_settings(settings),
+        embed_timeout_s=settings.ingest_embed_timeout_s,
         on_written=on_written,
     )
 

@@ -1,0 +1,111 @@
+"""The embedder failing under a running app: raising, or hanging past every deadline.
+
+The real model sits behind `FaultyEmbedder`, a wrapping `Embedder` adapter that injects the fault when
+told (fault injection at the port, not a mock of a driver). Everything else is real: PostgreSQL, tantivy,
+the app's lifespan and outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from app.api.app import create_app
+from app.domain.errors import EngineUnavailableError
+from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from app.engines.embedder import SentenceTransformerEmbedder
+
+SEARCHES = 4
+DOCUMENTS = [
+    {"id": "ingress", "title": "Ingress", "text": "The ingress controller drops idle connections after a minute."},
+    {"id": "vacuum", "title": "Autovacuum", "text": "Dead tuples pile up when autovacuum falls behind on tables."},
+]
+LATE = [{"id": "late", "title": "Late", "text": "Written while the embedder is down."}]
+
+
+class FaultyEmbedder:
+    """The real embedder until `fault` is set: then `raise` fails every call, `hang` blocks until `release`."""
+
+    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
+        self._inner = inner
+        self.name, self.model_name, self.dimensions = inner.name, inner.model_name, inner.dimensions
+        self.fault: str | None = None
+        self.release = asyncio.Event()
+        self.hung = 0
+
+    async def _fail(self) -> None:
+        if self.fault == "raise":
+            msg = "embedding model crashed"
+            raise EngineUnavailableError(msg, engine=self.name)
+        if self.fault == "hang":
+            self.hung += 1
+            await self.release.wait()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        await self._fail()
+        return await self._inner.embed_documents(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        await self._fail()
+        return await self._inner.embed_query(text)
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        await self._fail()
+        return await self._inner.embed_queries(texts)
+
+
+@pytest.mark.parametrize("case", [("raise", "unavailable", 503), ("hang", "timeout", 504)], ids=["raise", "hang"])
+async def test_a_failing_embedder_degrades_searches_to_the_lexical_leg_and_refuses_ingest_whole(
+    case: tuple[str, str, int], api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    fault, reason, ingest_status = case
+    faulty = FaultyEmbedder(embedder)
+    project = f"emb-{uuid.uuid4().hex[:8]}"
+    async with build_engines(
+        database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=faulty
+    ) as engines:
+        settings = api_settings(tmp_path, query_cache_ttl_secs=0, semantic_timeout_ms=300, ingest_embed_timeout_s=0.5)
+        async with app_client(create_app(settings, engines=engines)) as client:
+            created = await client.post(f"/v1/projects/{project}/documents", json={"documents": DOCUMENTS})
+            for document in DOCUMENTS:
+                await wait_indexed(client, project, document["id"])
+            faulty.fault = fault
+
+            searches = [
+                client.post("/v1/search", json={"query": "autovacuum dead tuples", "project": project, "strategy": s})
+                for s in ("hybrid", "hybrid", "semantic", "hybrid")[:SEARCHES]
+            ]
+            answers = await asyncio.gather(*searches)
+            ingest = await client.post(f"/v1/projects/{project}/documents", json={"documents": LATE})
+            released_after_answers = not faulty.release.is_set()  # every answer came while the hang still held
+            faulty.release.set()
+            late = await client.get(f"/v1/projects/{project}/documents/late")
+            faulty.fault = None
+            recovered = await client.post(
+                "/v1/search", json={"query": "autovacuum dead tuples", "project": project, "strategy": "hybrid"}
+            )
+
+    bodies: list[dict[str, Any]] = [answer.json() for answer in answers]
+    assert created.status_code == 201
+    assert [answer.status_code for answer in answers] == [200] * SEARCHES, [a.text for a in answers]
+    assert all(body["degraded"] for body in bodies)
+    assert [body["degraded_reasons"] for body in bodies] == [[f"embedder_{reason}"]] * SEARCHES
+    assert [body["results"][0]["document_id"] for body in bodies] == ["vacuum"] * SEARCHES  # the lexical leg
+    assert all(hit["semantic_score"] is None for body in bodies for hit in body["results"])
+    assert released_after_answers
+    assert ingest.status_code == ingest_status, ingest.text
+    assert ingest.headers["content-type"].startswith("application/problem+json")
+    assert ingest.headers["Retry-After"] == "1"
+    assert late.status_code == 404  # the refused ingest wrote nothing
+    assert recovered.status_code == 200
+    assert recovered.json()["degraded"] is False
+    if fault == "hang":
+        assert faulty.hung == SEARCHES + 1  # every search and the ingest reached the hung model
