@@ -199,6 +199,10 @@ class ScriptedCluster:
     async def handle(self, request: web.Request) -> web.Response:
         self.headers.append(dict(request.headers))
         await asyncio.sleep(self.delay_s)
+        if request.path.endswith("/_settings") and self.status == 200:
+            # The adapter checks the index generation before a write: one index, as a real cluster answers.
+            alias = request.path.split("/")[1]
+            return web.json_response({f"{alias}-v{SCHEMA_VERSION}": {"settings": {"index": {"uuid": "scripted"}}}})
         return web.json_response(self.body, status=self.status)
 
 
