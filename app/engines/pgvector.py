@@ -15,6 +15,7 @@ from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import ScoredHit
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import chunk_from_row, vector_literal
+from app.engines.postgres_scope import project_transaction
 from app.engines.postgres_sql import SESSIONS_PRESET, SET_LOCAL_HNSW, exact_search_sql, filter_sql, nearest_search_sql
 
 if TYPE_CHECKING:
@@ -101,17 +102,12 @@ class PgVectorIndex:
         statement = exact_search_sql(where) if filters.chunk_ids is not None else nearest_search_sql(where)
         ef_search = min(max(self._ef_search, top_k), MAX_HNSW_EF_SEARCH)
         with translate_errors(engine=self.name):
-            if top_k <= self._ef_search and await self._uses_preset_sessions():
-                # One round trip: no BEGIN/SET/ROLLBACK around a read-only statement.
-                async with self._engine.connect() as plain_connection:
-                    connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
-                    rows = (await connection.execute(text(statement), parameters)).all()
-                return [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
-            async with self._engine.connect() as connection:
-                # SET LOCAL: ends with this transaction, never leaks to the pool.
-                await connection.execute(text(SET_LOCAL_HNSW), {"ef_search": str(ef_search)})
+            # The sessions' own HNSW settings usually suffice: no SET LOCAL of them then.
+            preset = top_k <= self._ef_search and await self._uses_preset_sessions()
+            async with project_transaction(self._engine, [filters.project_id]) as connection:
+                if not preset:
+                    await connection.execute(text(SET_LOCAL_HNSW), {"ef_search": str(ef_search)})
                 rows = (await connection.execute(text(statement), parameters)).all()
-                await connection.rollback()
         return [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
 
     async def ping(self) -> None:

@@ -29,6 +29,7 @@ from app.engines.postgres_rows import (
     key_parameters,
     outbox_parameters,
 )
+from app.engines.postgres_scope import all_projects_transaction, project_transaction
 from app.engines.postgres_sql import (
     BUMP_GENERATIONS,
     CLAIM_QUEUED,
@@ -86,13 +87,13 @@ class PostgresDocumentStore:
         """Return the document with its chunks in position order, or None."""
         key = {"project_id": project_id, "document_id": document_id}
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as plain_connection:
-                connection = await plain_connection.execution_options(isolation_level="REPEATABLE READ")
+            async with project_transaction(self._engine, [project_id], isolation_level="REPEATABLE READ") as connection:
                 document = (await connection.execute(text(SELECT_DOCUMENT), key)).one_or_none()
-                if document is None:
-                    return None
-                chunk_rows = (await connection.execute(text(SELECT_DOCUMENT_CHUNKS), key)).all()
-                await connection.rollback()
+                chunk_rows = (
+                    [] if document is None else (await connection.execute(text(SELECT_DOCUMENT_CHUNKS), key)).all()
+                )
+        if document is None:
+            return None
         return StoredDocument(
             project_id=project_id,
             document_id=document_id,
@@ -114,10 +115,8 @@ class PostgresDocumentStore:
         if not keys:
             return {}
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as connection:
-                result = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(keys))
-                rows = result.all()
-                await connection.rollback()
+            async with project_transaction(self._engine, {key[0] for key in keys}) as connection:
+                rows = (await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(keys))).all()
         return {
             (row.project_id, row.document_id): DocumentState(content_hash=row.content_hash, version=row.version)
             for row in rows
@@ -152,12 +151,12 @@ class PostgresDocumentStore:
         if not chunk_hashes:
             return {}
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as connection:
+            # Across projects by design: an embedding is a function of the chunk's text, which the caller has.
+            async with all_projects_transaction(self._engine, reason="embedding cache") as connection:
                 result = await connection.execute(
                     text(SELECT_CACHED_EMBEDDINGS), {"hashes": list(set(chunk_hashes)), "model": model}
                 )
                 rows = result.all()
-                await connection.rollback()
         # pgvector's text form `[0.1,-2e-05]` is valid JSON.
         return {row.chunk_hash: json.loads(row.embedding) for row in rows}
 
@@ -180,8 +179,9 @@ class PostgresDocumentStore:
             for embedded in chunks
         }
         with translate_errors(engine=self.name):
-            async with self._engine.begin() as connection:
-                await postgres_catalog.lock_projects(connection, {key[0] for key in latest})
+            projects = {key[0] for key in latest}
+            async with project_transaction(self._engine, projects, write=True) as connection:
+                await postgres_catalog.lock_projects(connection, projects)
                 await connection.execute(text(UPSERT_DOCUMENT), document_rows)
                 await connection.execute(
                     text(DELETE_REPLACED_CHUNKS),
@@ -203,7 +203,7 @@ class PostgresDocumentStore:
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""
         with translate_errors(engine=self.name):
-            async with self._engine.begin() as connection:
+            async with project_transaction(self._engine, [project_id], write=True) as connection:
                 await postgres_catalog.lock_projects(connection, {project_id})
                 result = await connection.execute(
                     text("DELETE FROM documents WHERE project_id = :project_id AND document_id = :document_id"),
@@ -226,12 +226,12 @@ class PostgresDocumentStore:
         if limit <= 0:
             return []
         with translate_errors(engine=self.name):
-            async with self._engine.begin() as connection:
+            async with all_projects_transaction(self._engine, reason="drain outbox", write=True) as connection:
                 result = await connection.execute(text(CLAIM_QUEUED), {"limit": limit, "lease_s": self._outbox_lease_s})
                 queued = sorted(result.all(), key=lambda row: row.version)
             if not queued:
                 return []
-            async with self._engine.connect() as connection:
+            async with project_transaction(self._engine, {row.project_id for row in queued}) as connection:
                 chunk_rows = (
                     await connection.execute(
                         text(SELECT_QUEUED_CHUNKS),
@@ -241,7 +241,6 @@ class PostgresDocumentStore:
                         },
                     )
                 ).all()
-                await connection.rollback()
         chunks_by_document: dict[tuple[str, str], list[Chunk]] = defaultdict(list)
         for row in chunk_rows:
             chunks_by_document[row.project_id, row.document_id].append(chunk_from_row(row))
@@ -260,7 +259,8 @@ class PostgresDocumentStore:
         if not documents:
             return
         with translate_errors(engine=self.name):
-            async with self._engine.begin() as connection:
+            projects = {document.project_id for document in documents}
+            async with project_transaction(self._engine, projects, write=True) as connection:
                 await connection.execute(text(RELEASE_CLAIMS), outbox_parameters(documents))
 
     async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
@@ -272,25 +272,24 @@ class PostgresDocumentStore:
         if not documents:
             return
         with translate_errors(engine=self.name):
-            async with self._engine.begin() as connection:
-                await postgres_catalog.lock_projects(connection, {document.project_id for document in documents})
+            projects = {document.project_id for document in documents}
+            async with project_transaction(self._engine, projects, write=True) as connection:
+                await postgres_catalog.lock_projects(connection, projects)
                 await connection.execute(text(COMPLETE_OUTBOX), outbox_parameters(documents))
                 # The lexical leg now answers differently: cached answers of these projects are stale.
-                await _bump_generations(connection, {document.project_id for document in documents})
+                await _bump_generations(connection, projects)
 
     async def outbox_stats(self) -> OutboxStats:
         """Return how many documents await lexical indexing and how long the oldest has waited."""
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as connection:
+            async with all_projects_transaction(self._engine, reason="outbox stats") as connection:
                 row = (await connection.execute(text(SELECT_OUTBOX_STATS))).one()
-                await connection.rollback()
         return OutboxStats(backlog=int(row.backlog), oldest_age_s=float(row.oldest_age_s))
 
     async def project_generation(self, project_id: str) -> int:
         """Return the project's generation: it moves on with every write that changes its answers (0: none yet)."""
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as plain_connection:
-                connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
+            async with project_transaction(self._engine, [project_id]) as connection:
                 generation = (
                     await connection.execute(text(SELECT_GENERATION), {"project_id": project_id})
                 ).scalar_one_or_none()
@@ -301,8 +300,7 @@ class PostgresDocumentStore:
         if not chunk_ids:
             return {}
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as plain_connection:
-                connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
+            async with project_transaction(self._engine, [project_id]) as connection:
                 rows = (
                     await connection.execute(
                         text(SELECT_EXISTING_CHUNKS), {"project_id": project_id, "chunk_ids": list(chunk_ids)}
@@ -313,7 +311,7 @@ class PostgresDocumentStore:
     async def queue_project_for_reindex(self, project_id: str) -> int:
         """Queue every document of the project and mark its chunks not indexed; return how many documents."""
         with translate_errors(engine=self.name):
-            async with self._engine.begin() as connection:
+            async with project_transaction(self._engine, [project_id], write=True) as connection:
                 await postgres_catalog.lock_projects(connection, {project_id})
                 await connection.execute(text(MARK_PROJECT_NOT_INDEXED), {"project_id": project_id})
                 result = await connection.execute(text(QUEUE_PROJECT), {"project_id": project_id})
@@ -346,7 +344,7 @@ class PostgresDocumentStore:
     async def project_ids(self) -> list[str]:
         """Return the id of every project that holds at least one document, sorted."""
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as connection:
+            async with all_projects_transaction(self._engine, reason="list projects") as connection:
                 result = await connection.execute(text("SELECT DISTINCT project_id FROM documents ORDER BY project_id"))
                 return [str(row[0]) for row in result]
 

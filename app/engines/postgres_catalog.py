@@ -17,6 +17,7 @@ from app.domain.catalog import DocumentSummary, ProjectStats
 from app.domain.models import EmbeddedChunk, StoredDocument
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import chunk_from_row, json_value
+from app.engines.postgres_scope import project_transaction
 from app.engines.postgres_sql import (
     BUMP_GENERATIONS,
     LOCK_PROJECTS,
@@ -99,9 +100,8 @@ async def list_documents(
         f"AND c.document_id = d.document_id) AS chunk_count FROM documents d WHERE {page}"
     )
     with translate_errors(engine=store_name):
-        async with engine.connect() as connection:
+        async with project_transaction(engine, [selection.project_id]) as connection:
             rows = (await connection.execute(text(statement), parameters)).all()
-            await connection.rollback()
     return [
         DocumentSummary(
             document_id=row.document_id,
@@ -126,8 +126,7 @@ async def embedded_documents(
     parameters: dict[str, object] = {"project_id": project_id}
     page = _page_sql("d.project_id = :project_id", after, parameters, limit)
     with translate_errors(engine=store_name):
-        async with engine.connect() as plain_connection:
-            connection = await plain_connection.execution_options(isolation_level="REPEATABLE READ")
+        async with project_transaction(engine, [project_id], isolation_level="REPEATABLE READ") as connection:
             documents = (
                 await connection.execute(text(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE {page}"), parameters)  # noqa: S608 - only our own fragments
             ).all()
@@ -141,7 +140,6 @@ async def embedded_documents(
                     {"project_id": project_id, "ids": [row.document_id for row in documents]},
                 )
             ).all()
-            await connection.rollback()
     chunks: dict[str, list[tuple[Chunk, Any]]] = defaultdict(list)
     for row in chunk_rows:
         chunks[row.document_id].append((chunk_from_row(row), row))
@@ -177,7 +175,7 @@ async def delete_documents(engine: AsyncEngine, selection: DocumentSelection, *,
     parameters: dict[str, object] = {}
     statement = DELETE_SELECTED.format(where=selection_sql(selection, parameters))
     with translate_errors(engine=store_name):
-        async with engine.begin() as connection:
+        async with project_transaction(engine, [selection.project_id], write=True) as connection:
             await lock_projects(connection, {selection.project_id})
             deleted = int((await connection.execute(text(statement), parameters)).scalar_one())
             if deleted:
@@ -188,9 +186,8 @@ async def delete_documents(engine: AsyncEngine, selection: DocumentSelection, *,
 async def project_stats(engine: AsyncEngine, project_id: str, *, store_name: str) -> ProjectStats:
     """The project's counts and lexical backlog, read in one statement; all zeros when unknown."""
     with translate_errors(engine=store_name):
-        async with engine.connect() as connection:
+        async with project_transaction(engine, [project_id]) as connection:
             row = (await connection.execute(text(SELECT_PROJECT_STATS), {"project_id": project_id})).one()
-            await connection.rollback()
     return ProjectStats(
         project_id=project_id,
         documents=int(row.documents),
