@@ -17,6 +17,7 @@ from app.engines.embedder import load_embedder
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
+from app.engines.postgres_roles import ensure_runtime_role
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.ingestion.reindex import queue_every_project
 
@@ -116,6 +117,8 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         if embedded is not None:
             # Kubernetes migrates in a Job (`poimen migrate`); the embedded default migrates itself.
             await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions)
+            # Migrated as the superuser, served as a role the row-level security policies hold.
+            database_url = await ensure_runtime_role(database_url)
         engine = create_postgres_engine(
             database_url, pool_size=settings.database_pool_size, hnsw_ef_search=settings.hnsw_ef_search
         )

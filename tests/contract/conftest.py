@@ -1,4 +1,8 @@
-"""Contract-tier fixtures: a migrated PostgreSQL and one engine on it for the whole session."""
+"""Contract-tier fixtures: a migrated PostgreSQL and one engine on it for the whole session.
+
+The engine logs in as the embedded runtime role, as the service does: every PostgreSQL contract test
+also proves its path works under the row-level security policies.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import pytest
 
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import create_postgres_engine
+from app.engines.postgres_roles import ensure_runtime_role
 from tests.contract.opensearch_servers import (  # noqa: F401 - fixtures shared by the OpenSearch modules
     noida_url,
     opensearch_alias,
@@ -33,7 +38,7 @@ def migrated_postgres_url(postgres_url: str) -> str:
 
 @pytest.fixture(scope="session")
 async def postgres_engine(migrated_postgres_url: str) -> AsyncIterator[AsyncEngine]:
-    """One asyncpg engine on the migrated database, shared by every PostgreSQL adapter under test."""
-    engine = create_postgres_engine(migrated_postgres_url, pool_size=2)
+    """One asyncpg engine on the migrated database as the runtime role, shared by every PostgreSQL adapter under test."""
+    engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=2)
     yield engine
     await engine.dispose()

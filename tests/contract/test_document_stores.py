@@ -13,6 +13,7 @@ from app.domain.errors import EngineError, EngineUnavailableError
 from app.domain.models import DocumentChunks, EmbeddedChunk
 from app.engines.memory import InMemoryDocumentStore
 from app.engines.postgres import PostgresDocumentStore
+from app.engines.postgres_scope import project_transaction
 from app.ingestion.outbox import OutboxWorker
 from tests.contract.document_catalog import DocumentCatalogContract
 from tests.contract.document_store import DocumentStoreContract, chunk, claimed, document, embedding, entry
@@ -68,11 +69,11 @@ class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract):
     async def test_chunks_are_marked_indexed_only_on_completion(self, store, project, postgres_engine) -> None:
         await store.save_documents([entry(project, "doc", 2)])
         flags = "SELECT bool_and(lexically_indexed) FROM chunks WHERE project_id = :p"
-        async with postgres_engine.connect() as connection:
+        async with project_transaction(postgres_engine, [project]) as connection:
             before = (await connection.execute(text(flags), {"p": project})).scalar_one()
         await store.complete_outbox([d for d in await store.claim_outbox(limit=100_000) if d.project_id == project])
 
-        async with postgres_engine.connect() as connection:
+        async with project_transaction(postgres_engine, [project]) as connection:
             after = (await connection.execute(text(flags), {"p": project})).scalar_one()
         assert (before, after) == (False, True)
 
