@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 RUNTIME_ROLE: Final = "poimen_runtime"
@@ -52,5 +52,14 @@ async def ensure_runtime_role(owner_url: str) -> str:
 
 def runtime_url(owner_url: str) -> str:
     """`owner_url` with the runtime role as its user and no password."""
-    url = make_url(owner_url).set(username=RUNTIME_ROLE, password=None)
+    owner = make_url(owner_url)
+    # Not `owner.set(password=None)`: `set` leaves a field alone when given None.
+    url = URL.create(
+        owner.drivername,
+        username=RUNTIME_ROLE,
+        host=owner.host,
+        port=owner.port,
+        database=owner.database,
+        query=owner.query,
+    )
     return url.render_as_string(hide_password=False)
