@@ -64,7 +64,9 @@ async def test_a_transaction_with_no_project_set_sees_nothing(
     try:
         async with project_transaction(engine, [two_projects[0]]) as connection:
             scoped = (await connection.execute(text("SELECT count(*) FROM chunks"))).scalar_one()
+            scoped_backend = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one()
         async with engine.connect() as connection:
+            bare_backend = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one()
             for table in PROJECT_TABLES:
                 counts[table] = (await connection.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()  # noqa: S608
         async with project_transaction(engine, []) as connection:
@@ -72,6 +74,7 @@ async def test_a_transaction_with_no_project_set_sees_nothing(
     finally:
         await engine.dispose()
 
+    assert bare_backend == scoped_backend  # the very session the scoped transaction ran on
     assert scoped == 4  # two documents of two chunks
     assert counts == dict.fromkeys(PROJECT_TABLES, 0)
     assert empty_scope == 0
