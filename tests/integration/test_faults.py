@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+import tantivy
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
 from app.engines.opensearch_mapping import versioned_index_name
+from app.engines.tantivy_schema import PAYLOAD, decode_chunk
 from tests.integration.conftest import ServiceProcess, cli_environment, free_port
 from tests.integration.test_durability import unique_word
 
@@ -248,6 +250,52 @@ async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) ->
         assert record.reasons == {"lexical_timeout": record.searches_during}
     else:  # a closed engine refuses connections
         assert record.reasons == {"lexical_unavailable": record.searches_during}
+
+
+async def test_embedded_lexical_folder_taken_away_mid_ingest_loses_nothing_acknowledged(fault_root: Path) -> None:
+    """The embedded index's folder renamed away (what a detached or failed volume looks like to the process; a
+    permission change would stop nothing, the tests run as root) and put back: the service notices, searches
+    degrade to the semantic leg, the outbox keeps every write pending, and drains once the folder is back."""
+    project = f"faults-{uuid.uuid4().hex[:8]}"
+    service = start_service(fault_root, "tantivy")  # the embedded default: PostgreSQL under the data folder too
+    folder = fault_root / "tantivy" / "data" / "lexical"
+    detached = folder.with_name("lexical.detached")
+    try:
+        async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+            record = await ingest_across_outage(client, project, lambda: folder.rename(detached))
+            pending_during = (await client.get(f"/v1/projects/{project}/")).json()["pending"]
+            recreated_during = folder.exists()
+            detached.rename(folder)
+            stats = await wait_drained(client, project, DOCUMENTS)
+            ready_after = await readiness(client)
+            missed = await lexically_missed(client, project)
+    finally:
+        service.stop()
+    chunks = tantivy_chunks_per_document(folder, project)
+
+    lost = [document_id for document_id in record.acknowledged if chunks.get(document_id) != 1]
+    assert record.ingest_statuses == {201: DOCUMENTS // BATCH_DOCUMENTS}, service.log_tail()
+    assert len(record.acknowledged) == DOCUMENTS
+    assert not recreated_during  # nothing wrote a new, empty index in its place
+    assert pending_during > 0  # the outage held writes back (the first batches may have been indexed)
+    assert stats["documents"] == DOCUMENTS
+    assert stats["lexically_indexed"] == DOCUMENTS  # one chunk per document
+    assert sum(chunks.values()) == DOCUMENTS
+    assert lost == []
+    assert missed == []
+    assert record.ready_during == 503
+    assert ready_after == 200
+    assert record.search_statuses == {200: record.searches_during}
+    assert record.reasons == {"lexical_unavailable": record.searches_during}
+
+
+def tantivy_chunks_per_document(folder: Path, project: str) -> Counter[str]:
+    """How many chunks the embedded index holds per document of `project`, read from the folder itself."""
+    index = tantivy.Index.open(str(folder))
+    searcher = index.searcher()
+    found = searcher.search(tantivy.Query.all_query(), 5 * DOCUMENTS).hits
+    chunks = [decode_chunk(searcher.doc(address)[PAYLOAD][0]) for _, address in found]
+    return Counter(chunk.document_id for chunk in chunks if chunk.project_id == project)
 
 
 @contextlib.contextmanager
