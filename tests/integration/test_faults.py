@@ -47,6 +47,7 @@ BATCH_DOCUMENTS = 100
 BATCHES_BEFORE_OUTAGE = 3
 DRAIN_TIMEOUT_S = 45.0
 RECOVERY_TIMEOUT_S = 30.0
+OUTBOX_BATCH_DOCUMENTS = 50
 READINESS_CACHE_S = 1.0  # app/api/operator_routes.py caches the readiness answer this long
 
 
@@ -64,6 +65,9 @@ def start_service(root: Path, name: str, **overrides: str) -> ServiceProcess:
         OPENSEARCH_TIMEOUT_S="2",
         QUERY_CACHE_TTL_SECS="0",  # every search during the outage is computed live
         OUTBOX_MAX_BACKOFF_S="0.5",
+        # osmem's delete_by_query scans linearly: the 200 clauses of a default batch take 1.2 s on a quiet
+        # core and pass OPENSEARCH_TIMEOUT_S on a busy one, so the backlog after an outage never drained.
+        OUTBOX_BATCH_SIZE=str(OUTBOX_BATCH_DOCUMENTS),
         **overrides,
     )
     log_path = root / f"{name}.log"
