@@ -283,6 +283,7 @@ async def test_embedded_lexical_folder_taken_away_mid_ingest_loses_nothing_ackno
     assert not recreated_during  # nothing wrote a new, empty index in its place
     assert pending_during > 0  # the outage held writes back (the first batches may have been indexed)
     assert stats["documents"] == DOCUMENTS
+    assert stats["pending"] == 0
     assert stats["lexically_indexed"] == DOCUMENTS  # one chunk per document
     assert sum(chunks.values()) == DOCUMENTS
     assert lost == []
