@@ -13,6 +13,13 @@ refused rather than downgraded, and a folder holding some other tantivy index is
 One process owns the writer (tantivy's lockfile refuses a second one, in any process); it is opened
 on the first write and kept. A refused or failed write raises `EngineUnavailableError` and the next
 write tries again, so a writer freed later is picked up without a restart.
+
+The folder can go away under a running service (a volume detached or failed, the folder moved): tantivy
+would go on answering from the segments it has open and only fail at the next commit. So every search,
+write and ping first checks that the folder is still the one opened (same device and inode, `meta.json`
+present; two `stat` calls). When it is not, the index and its writer are dropped and every call raises
+`EngineUnavailableError` (searches degrade, `/readyz` answers 503, the outbox keeps writes pending)
+until a folder holding an index of this schema is back at the path; it is then reopened.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 from typing import TYPE_CHECKING, NoReturn
 
 import tantivy
@@ -84,6 +92,8 @@ class TantivyLexicalIndex:
         self._schema = build_schema()
         self._queries = TantivyQueryBuilder(self._schema, self._analyzer, boosts or FieldBoosts())
         self._write_lock = asyncio.Lock()
+        # Guards the swap of index, writer and folder identity: worker threads notice a lost folder.
+        self._state_lock = threading.Lock()
         self._writer: tantivy.IndexWriter | None = None
         self._closed = False
         self._recreated = False
@@ -95,6 +105,7 @@ class TantivyLexicalIndex:
             self._index.register_tokenizer(ANALYZER_NAME, self._analyzer)
             if version != SCHEMA_VERSION:
                 (path / SCHEMA_VERSION_FILE).write_text(f"{SCHEMA_VERSION}\n", encoding="ascii")
+            self._identity: tuple[int, int] | None = _folder_identity(path)
         except (OSError, ValueError, RuntimeError) as error:
             _raise_unavailable(f"cannot open the lexical index in {path}", error)
 
@@ -114,14 +125,13 @@ class TantivyLexicalIndex:
         The search runs in a worker thread: tantivy releases the GIL, so it overlaps the query
         embedding, and a caller's deadline can abandon a slow search instead of waiting for it.
         """
-        index = self._open_index()
+        self._check_open()
         if top_k <= 0:
             return []
-        return await asyncio.to_thread(self._search_blocking, index, query, top_k, filters)
+        return await asyncio.to_thread(self._search_blocking, query, top_k, filters)
 
-    def _search_blocking(
-        self, index: tantivy.Index, query: LexicalQuery, top_k: int, filters: Filters
-    ) -> list[ScoredHit]:
+    def _search_blocking(self, query: LexicalQuery, top_k: int, filters: Filters) -> list[ScoredHit]:
+        index = self._attached_index()
         try:
             tantivy_query = self._queries.build(query, filters)
             if tantivy_query is None:
@@ -143,7 +153,8 @@ class TantivyLexicalIndex:
     async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
         """Replace each document's chunks with its current set, then commit once and refresh readers."""
         if not documents:
-            self._open_index()
+            self._check_open()
+            await asyncio.to_thread(self._attached_index)
             return
 
         def write(writer: tantivy.IndexWriter) -> None:
@@ -164,7 +175,11 @@ class TantivyLexicalIndex:
 
     async def ping(self) -> None:
         """Return when the index can be searched; raise `EngineUnavailableError` otherwise."""
-        index = self._open_index()
+        self._check_open()
+        await asyncio.to_thread(self._ping_blocking)
+
+    def _ping_blocking(self) -> None:
+        index = self._attached_index()
         try:
             index.searcher()
         except (ValueError, RuntimeError, OSError) as error:
@@ -173,8 +188,9 @@ class TantivyLexicalIndex:
     async def close(self) -> None:
         """Wait for the running write, release the writer lock and make every later call fail."""
         async with self._write_lock:
-            self._closed = True
-            writer, self._writer, self._index = self._writer, None, None
+            with self._state_lock:
+                self._closed = True
+                writer, self._writer, self._index = self._writer, None, None
             if writer is not None:
                 # Consumes the writer: finishes merges and frees the lockfile for another process. A
                 # failure is ignored: we are closing anyway, and the lock goes with the writer object.
@@ -185,8 +201,8 @@ class TantivyLexicalIndex:
 
     async def _write(self, operations: Callable[[tantivy.IndexWriter], None], failure: str) -> None:
         async with self._write_lock:
-            index = self._open_index()
-            work = asyncio.ensure_future(asyncio.to_thread(self._write_blocking, index, operations, failure))
+            self._check_open()
+            work = asyncio.ensure_future(asyncio.to_thread(self._write_blocking, operations, failure))
             try:
                 await asyncio.shield(work)
             except asyncio.CancelledError:
@@ -197,9 +213,8 @@ class TantivyLexicalIndex:
                     work.exception()  # retrieved, so asyncio does not log it as never retrieved
                 raise
 
-    def _write_blocking(
-        self, index: tantivy.Index, operations: Callable[[tantivy.IndexWriter], None], failure: str
-    ) -> None:
+    def _write_blocking(self, operations: Callable[[tantivy.IndexWriter], None], failure: str) -> None:
+        index = self._attached_index()
         writer = self._acquire_writer(index)
         try:
             operations(writer)
@@ -217,12 +232,13 @@ class TantivyLexicalIndex:
             _raise_unavailable("the lexical index committed but readers did not refresh", error)
 
     def _acquire_writer(self, index: tantivy.Index) -> tantivy.IndexWriter:
-        if self._writer is None:
-            try:
-                self._writer = index.writer(heap_size=self._writer_heap_bytes, num_threads=1)
-            except ValueError as error:
-                _raise_unavailable(f"cannot take the lexical index writer in {self._path}", error)
-        return self._writer
+        with self._state_lock:
+            if self._writer is None:
+                try:
+                    self._writer = index.writer(heap_size=self._writer_heap_bytes, num_threads=1)
+                except ValueError as error:
+                    _raise_unavailable(f"cannot take the lexical index writer in {self._path}", error)
+            return self._writer
 
     def _abandon_batch(self, writer: tantivy.IndexWriter) -> None:
         """Drop the uncommitted operations; if even that fails, drop the writer so the next write reopens it."""
@@ -231,11 +247,76 @@ class TantivyLexicalIndex:
         except (ValueError, RuntimeError, OSError):
             self._writer = None
 
-    def _open_index(self) -> tantivy.Index:
-        if self._closed or self._index is None:
+    def _check_open(self) -> None:
+        if self._closed:
             message = "the lexical index is closed"
             raise EngineUnavailableError(message, engine=ENGINE_NAME)
-        return self._index
+
+    # --- the folder under the index ------------------------------------------------------------
+
+    def _attached_index(self) -> tantivy.Index:
+        """The open index while its folder is the one opened; else drop it, and reopen what is at the path.
+
+        Blocking (`stat` calls, maybe an open): runs in a worker thread, so a hung volume holds no event loop.
+
+        Raises:
+            EngineUnavailableError: closed, or no usable index at the path (yet).
+        """
+        with self._state_lock:
+            self._check_open()
+            if self._index is not None:
+                if _still_attached(self._path, self._identity):
+                    return self._index
+                logger.error(
+                    "the lexical index folder %s is gone or was replaced: searches and writes wait", self._path
+                )
+                # Dropping the writer frees its lockfile; uncommitted operations go, the outbox still holds them.
+                self._index, self._writer = None, None
+            return self._reattach()
+
+    def _reattach(self) -> tantivy.Index:
+        """Open the index now at the path (lock held). Only a folder holding an index of this schema is taken.
+
+        An empty folder is not: creating an index in it would hide that every document is missing.
+        """
+        unavailable = f"the lexical index folder {self._path} is unavailable"
+        try:
+            identity = _folder_identity(self._path)
+            version = _stored_schema_version(self._path)
+        except (OSError, ValueError) as error:
+            _raise_unavailable(unavailable, error)
+        if version != SCHEMA_VERSION:
+            message = f"{unavailable}: it holds no index of this schema"
+            raise EngineUnavailableError(message, engine=ENGINE_NAME)
+        try:
+            index = tantivy.Index(self._schema, path=str(self._path), reuse=True)
+            index.register_tokenizer(ANALYZER_NAME, self._analyzer)
+        except (OSError, ValueError, RuntimeError) as error:
+            _raise_unavailable(unavailable, error)
+        if identity != self._identity:
+            # Another folder than the one opened (a volume restored from a copy): it may miss documents.
+            logger.warning(
+                "the lexical index in %s is another folder than the one opened; if it may be missing documents, "
+                "refill it from PostgreSQL with `poimen reindex --project <id>` for each project",
+                self._path,
+            )
+        logger.warning("the lexical index folder %s is back: reopened", self._path)
+        self._index, self._identity = index, identity
+        return index
+
+
+def _folder_identity(path: Path) -> tuple[int, int]:
+    """(device, inode) of `path`: what tells the folder opened from another one put at the same path."""
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino
+
+
+def _still_attached(path: Path, identity: tuple[int, int] | None) -> bool:
+    """Whether `path` is still the folder of `identity` and still holds an index (`meta.json`)."""
+    try:
+        return _folder_identity(path) == identity and (path / "meta.json").is_file()
+    except OSError:
+        return False
 
 
 def _stored_schema_version(path: Path) -> int | None:

@@ -189,15 +189,25 @@ class SearchService:
             raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field or 'query'}") from None
 
     async def _embed_batch(self, prepared: Sequence[_Prepared]) -> dict[str, list[float]]:
-        texts = list(
-            dict.fromkeys(p.plan.semantic_text for p in prepared if p.plan.strategy is not SearchStrategy.LEXICAL)
-        )
+        """Embed every semantic text of the batch at once, within the semantic leg's deadline.
+
+        On failure or timeout it returns nothing: each search then embeds on its own under its own
+        deadline and degrades as `search` does, so a hung embedder never holds the batch forever.
+        """
+        semantic = [p.plan for p in prepared if p.plan.strategy is not SearchStrategy.LEXICAL]
+        texts = list(dict.fromkeys(plan.semantic_text for plan in semantic))
         if not texts or self._query_embedder is None:
             return {}
+        # The longest of the plans' deadlines: the one embedding serves every search of the batch.
+        timeout_s = max(plan.semantic_timeout_s for plan in semantic)
         try:
-            vectors = await self._query_embedder.embed_queries(texts)
+            async with asyncio.timeout(timeout_s):
+                vectors = await self._query_embedder.embed_queries(texts)
         except EngineError:
             logger.warning("batch query embedding failed: each search embeds on its own")
+            return {}
+        except TimeoutError:
+            logger.warning("batch query embedding took over %s s: each search embeds on its own", timeout_s)
             return {}
         return dict(zip(texts, vectors, strict=True))
 

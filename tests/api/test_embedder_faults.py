@@ -28,6 +28,7 @@ DOCUMENTS = [
     {"id": "ingress", "title": "Ingress", "text": "The ingress controller drops idle connections after a minute."},
     {"id": "vacuum", "title": "Autovacuum", "text": "Dead tuples pile up when autovacuum falls behind on tables."},
 ]
+HELD_FOREVER_S = 120.0
 LATE = [{"id": "late", "title": "Late", "text": "Written while the embedder is down."}]
 
 
@@ -109,3 +110,40 @@ async def test_a_failing_embedder_degrades_searches_to_the_lexical_leg_and_refus
     assert recovered.json()["degraded"] is False
     if fault == "hang":
         assert faulty.hung == SEARCHES + 1  # every search and the ingest reached the hung model
+
+
+async def test_a_hung_embedder_degrades_every_query_of_a_batch_search_before_the_hang_is_released(
+    api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    faulty = FaultyEmbedder(embedder)
+    project = f"emb-{uuid.uuid4().hex[:8]}"
+    queries = [
+        {"query": "autovacuum dead tuples", "strategy": "hybrid"},
+        {"query": "ingress idle connections", "strategy": "semantic"},
+        {"query": "autovacuum tables", "strategy": "hybrid"},
+    ]
+    async with build_engines(
+        database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=faulty
+    ) as engines:
+        settings = api_settings(tmp_path, query_cache_ttl_secs=0, semantic_timeout_ms=300)
+        async with app_client(create_app(settings, engines=engines)) as client:
+            created = await client.post(f"/v1/projects/{project}/documents", json={"documents": DOCUMENTS})
+            for document in DOCUMENTS:
+                await wait_indexed(client, project, document["id"])
+            faulty.fault = "hang"
+
+            # The bound only turns "held forever" into a failure; the assertions count, they do not time.
+            answer = await asyncio.wait_for(
+                client.post("/v1/search/batch", json={"project": project, "queries": queries}), HELD_FOREVER_S
+            )
+            released_after_answer = not faulty.release.is_set()
+            faulty.release.set()
+
+    bodies: list[dict[str, Any]] = answer.json()["results"]
+    assert created.status_code == 201
+    assert answer.status_code == 200, answer.text
+    assert released_after_answer  # the answer came while the hang still held
+    assert [body["degraded_reasons"] for body in bodies] == [["embedder_timeout"]] * len(queries)
+    assert [body["results"][0]["document_id"] for body in bodies] == ["vacuum", "ingress", "vacuum"]  # lexical leg
+    assert all(hit["semantic_score"] is None for body in bodies for hit in body["results"])
+    assert faulty.hung == 1 + len(queries)  # the batch embedding, then each search on its own

@@ -18,22 +18,25 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+import tantivy
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
 from app.engines.opensearch_mapping import versioned_index_name
+from app.engines.tantivy_schema import PAYLOAD, decode_chunk
 from tests.integration.conftest import ServiceProcess, cli_environment, free_port
 from tests.integration.test_durability import unique_word
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,6 +47,7 @@ BATCH_DOCUMENTS = 100
 BATCHES_BEFORE_OUTAGE = 3
 DRAIN_TIMEOUT_S = 45.0
 RECOVERY_TIMEOUT_S = 30.0
+OUTBOX_BATCH_DOCUMENTS = 50
 READINESS_CACHE_S = 1.0  # app/api/operator_routes.py caches the readiness answer this long
 
 
@@ -61,6 +65,9 @@ def start_service(root: Path, name: str, **overrides: str) -> ServiceProcess:
         OPENSEARCH_TIMEOUT_S="2",
         QUERY_CACHE_TTL_SECS="0",  # every search during the outage is computed live
         OUTBOX_MAX_BACKOFF_S="0.5",
+        # osmem's delete_by_query scans linearly: the 200 clauses of a default batch take 1.2 s on a quiet
+        # core and pass OPENSEARCH_TIMEOUT_S on a busy one, so the backlog after an outage never drained.
+        OUTBOX_BATCH_SIZE=str(OUTBOX_BATCH_DOCUMENTS),
         **overrides,
     )
     log_path = root / f"{name}.log"
@@ -150,59 +157,81 @@ async def test_lexical_engine_stopped_mid_ingest_loses_nothing_acknowledged(outa
         await lexical_outage_timeline(outage, postgres_url, fault_root)
 
 
-async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) -> None:  # noqa: PLR0912 - one timeline
+@dataclass
+class OutageRecord:
+    """What the clients saw while ingesting 10 batches of 100 across an outage that starts before batch 4."""
+
+    acknowledged: list[str] = field(default_factory=list)
+    ingest_statuses: Counter[int] = field(default_factory=Counter)
+    search_statuses: Counter[int] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    ready_during: int = 0
+
+    @property
+    def searches_during(self) -> int:
+        return 2 * (DOCUMENTS // BATCH_DOCUMENTS - BATCHES_BEFORE_OUTAGE)
+
+
+async def ingest_across_outage(
+    client: httpx.AsyncClient, project: str, start_outage: Callable[[], object]
+) -> OutageRecord:
+    """Ingest `DOCUMENTS` in batches; `start_outage` before batch `BATCHES_BEFORE_OUTAGE`, then search after each.
+
+    Every search during the outage must answer 200 `degraded` from the semantic leg alone.
+    """
+    record = OutageRecord()
+    for index in range(DOCUMENTS // BATCH_DOCUMENTS):
+        batch = outage_batch(index * BATCH_DOCUMENTS, BATCH_DOCUMENTS)
+        if index == BATCHES_BEFORE_OUTAGE:
+            start_outage()
+            record.ready_during = await readiness(client)
+        response = await client.post(f"/v1/projects/{project}/documents", json={"documents": batch})
+        record.ingest_statuses[response.status_code] += 1
+        if response.status_code == 201:
+            record.acknowledged.extend(document["id"] for document in batch)
+        if index >= BATCHES_BEFORE_OUTAGE:
+            for strategy in ("hybrid", "lexical"):
+                found = await search(client, project, unique_word(index * BATCH_DOCUMENTS), strategy)
+                record.search_statuses[found.status_code] += 1
+                body = found.json()
+                record.reasons.update(body.get("degraded_reasons", []))
+                assert found.status_code == 200, found.text
+                assert body["degraded"] is True
+                # Only the semantic leg answered: a made-up word has no meaning to rank by.
+                assert body["results"]
+                assert all(hit["lexical_score"] is None for hit in body["results"])
+    return record
+
+
+async def lexically_missed(client: httpx.AsyncClient, project: str) -> list[tuple[int, int, Any]]:
+    """The documents whose unique word a lexical search does not rank first, undegraded."""
+    missed = []
+    for number in range(DOCUMENTS):
+        found = await search(client, project, unique_word(number), "lexical")
+        body = found.json()
+        if found.status_code != 200 or body["degraded"] or body["results"][0]["document_id"] != f"doc-{number}":
+            missed.append((number, found.status_code, body.get("degraded_reasons")))
+    return missed
+
+
+async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
     osmem = OsmemServer.start(japanese=False, addr=address)
     project = f"faults-{uuid.uuid4().hex[:8]}"
-    batches = [
-        [short_document(n) for n in range(start, start + BATCH_DOCUMENTS)]
-        for start in range(0, DOCUMENTS, BATCH_DOCUMENTS)
-    ]
     service = start_service(root, "lexical", DATABASE_URL=postgres_url, OPENSEARCH_URL=osmem.url)
-    ingest_statuses: Counter[int] = Counter()
-    outage_search_statuses: Counter[int] = Counter()
-    outage_reasons: Counter[str] = Counter()
-    acknowledged: list[str] = []
     try:
         async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
-            for index, batch in enumerate(batches):
-                if index == BATCHES_BEFORE_OUTAGE:
-                    if outage == "frozen":
-                        os.kill(osmem.pid, signal.SIGSTOP)
-                    else:
-                        osmem.close()
-                    ready_during = await readiness(client)
-                response = await client.post(f"/v1/projects/{project}/documents", json={"documents": batch})
-                ingest_statuses[response.status_code] += 1
-                if response.status_code == 201:
-                    acknowledged.extend(document["id"] for document in batch)
-                if index >= BATCHES_BEFORE_OUTAGE:
-                    number = index * BATCH_DOCUMENTS
-                    for strategy in ("hybrid", "lexical"):
-                        found = await search(client, project, unique_word(number), strategy)
-                        outage_search_statuses[found.status_code] += 1
-                        body = found.json()
-                        outage_reasons.update(body.get("degraded_reasons", []))
-                        assert found.status_code == 200, found.text
-                        assert body["degraded"] is True
-                        # Only the semantic leg answered: a made-up word has no meaning to rank by.
-                        assert body["results"]
-                        assert all(hit["lexical_score"] is None for hit in body["results"])
-
             if outage == "frozen":
+                record = await ingest_across_outage(client, project, lambda: os.kill(osmem.pid, signal.SIGSTOP))
                 os.kill(osmem.pid, signal.SIGCONT)
             else:
+                record = await ingest_across_outage(client, project, osmem.close)
                 osmem = OsmemServer.start(japanese=False, addr=address)  # same port, empty: a node replaced
             stats = await wait_drained(client, project, DOCUMENTS)
             ready_after = await readiness(client)
             chunks = lexical_chunks_per_document(osmem.url, project)
             targets = alias_targets(osmem.url)
-            missed = []
-            for number in range(DOCUMENTS):
-                found = await search(client, project, unique_word(number), "lexical")
-                body = found.json()
-                if found.status_code != 200 or body["degraded"] or body["results"][0]["document_id"] != f"doc-{number}":
-                    missed.append((number, found.status_code, body.get("degraded_reasons")))
+            missed = await lexically_missed(client, project)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(osmem.pid, signal.SIGCONT)
@@ -210,22 +239,68 @@ async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) ->
         osmem.close()
 
     assert targets == [versioned_index_name(OPENSEARCH_INDEX)]  # recreated with its mapping, behind the alias
-    lost = [document_id for document_id in acknowledged if chunks.get(document_id) != 1]
-    assert ingest_statuses == {201: DOCUMENTS // BATCH_DOCUMENTS}, service.log_tail()
-    assert len(acknowledged) == DOCUMENTS
+    lost = [document_id for document_id in record.acknowledged if chunks.get(document_id) != 1]
+    assert record.ingest_statuses == {201: DOCUMENTS // BATCH_DOCUMENTS}, service.log_tail()
+    assert len(record.acknowledged) == DOCUMENTS
     assert stats["documents"] == DOCUMENTS
     assert stats["lexically_indexed"] == DOCUMENTS  # one chunk per document
     assert sum(chunks.values()) == DOCUMENTS
     assert lost == []
     assert missed == []
-    assert ready_during == 503
+    assert record.ready_during == 503
     assert ready_after == 200
-    searches_during = 2 * (len(batches) - BATCHES_BEFORE_OUTAGE)
-    assert outage_search_statuses == {200: searches_during}
+    assert record.search_statuses == {200: record.searches_during}
     if outage == "frozen":  # a hung engine misses the lexical leg's deadline
-        assert outage_reasons == {"lexical_timeout": searches_during}
+        assert record.reasons == {"lexical_timeout": record.searches_during}
     else:  # a closed engine refuses connections
-        assert outage_reasons == {"lexical_unavailable": searches_during}
+        assert record.reasons == {"lexical_unavailable": record.searches_during}
+
+
+async def test_embedded_lexical_folder_taken_away_mid_ingest_loses_nothing_acknowledged(fault_root: Path) -> None:
+    """The embedded index's folder renamed away (what a detached or failed volume looks like to the process; a
+    permission change would stop nothing, the tests run as root) and put back: the service notices, searches
+    degrade to the semantic leg, the outbox keeps every write pending, and drains once the folder is back."""
+    project = f"faults-{uuid.uuid4().hex[:8]}"
+    service = start_service(fault_root, "tantivy")  # the embedded default: PostgreSQL under the data folder too
+    folder = fault_root / "tantivy" / "data" / "lexical"
+    detached = folder.with_name("lexical.detached")
+    try:
+        async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+            record = await ingest_across_outage(client, project, lambda: folder.rename(detached))
+            pending_during = (await client.get(f"/v1/projects/{project}/")).json()["pending"]
+            recreated_during = folder.exists()
+            detached.rename(folder)
+            stats = await wait_drained(client, project, DOCUMENTS)
+            ready_after = await readiness(client)
+            missed = await lexically_missed(client, project)
+    finally:
+        service.stop()
+    chunks = tantivy_chunks_per_document(folder, project)
+
+    lost = [document_id for document_id in record.acknowledged if chunks.get(document_id) != 1]
+    assert record.ingest_statuses == {201: DOCUMENTS // BATCH_DOCUMENTS}, service.log_tail()
+    assert len(record.acknowledged) == DOCUMENTS
+    assert not recreated_during  # nothing wrote a new, empty index in its place
+    assert pending_during > 0  # the outage held writes back (the first batches may have been indexed)
+    assert stats["documents"] == DOCUMENTS
+    assert stats["pending"] == 0
+    assert stats["lexically_indexed"] == DOCUMENTS  # one chunk per document
+    assert sum(chunks.values()) == DOCUMENTS
+    assert lost == []
+    assert missed == []
+    assert record.ready_during == 503
+    assert ready_after == 200
+    assert record.search_statuses == {200: record.searches_during}
+    assert record.reasons == {"lexical_unavailable": record.searches_during}
+
+
+def tantivy_chunks_per_document(folder: Path, project: str) -> Counter[str]:
+    """How many chunks the embedded index holds per document of `project`, read from the folder itself."""
+    index = tantivy.Index.open(str(folder))
+    searcher = index.searcher()
+    found = searcher.search(tantivy.Query.all_query(), 5 * DOCUMENTS).hits
+    chunks = [decode_chunk(searcher.doc(address)[PAYLOAD][0]) for _, address in found]
+    return Counter(chunk.document_id for chunk in chunks if chunk.project_id == project)
 
 
 @contextlib.contextmanager
