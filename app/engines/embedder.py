@@ -42,7 +42,7 @@ INGEST_NICENESS = 10
 EmbeddingBackend = Literal["onnx", "torch"]
 
 
-def _packaged_model_path(model_name: str) -> Path:
+def packaged_model_path(model_name: str) -> Path:
     """Where the named model's files lie inside its pip package (or a local folder path as given)."""
     canonical = MODEL_ALIASES.get(model_name.lower(), model_name)
     if canonical == "all-MiniLM-L6-v2":
@@ -295,7 +295,7 @@ def load_embedder(
     With `options.backend == "onnx"` the model is exported once into `options.onnx_dir`; when that
     fails (no onnxruntime, an unsupported model) the torch model serves instead and the reason is logged.
     """
-    path = _packaged_model_path(model_name)  # first: an unknown name fails before torch loads
+    path = packaged_model_path(model_name)  # first: an unknown name fails before torch loads
     canonical = MODEL_ALIASES.get(model_name.lower(), model_name)
     chosen = options or EmbedderOptions(batch_size=batch_size, threads=threads)
     if chosen.backend == "onnx":
