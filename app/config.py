@@ -38,7 +38,9 @@ class Settings(BaseSettings, SearchKnobs):
     embedding_backend: Literal["onnx", "torch"] = "onnx"
     # Where the export is kept instead (an image folder baked at build, or one shared by test servers).
     embedding_onnx_dir: Path | None = None
-    embedding_batch_size: int = Field(default=64, ge=1, le=1024)  # passages per forward pass while ingesting
+    # Passages per forward pass while ingesting. 16 long chunks peak near 0.5 GiB of activations; 64 near 1.7 GiB
+    # (over the chart's 2 GiB limit with the rest) and were no faster (docs/operations.md).
+    embedding_batch_size: int = Field(default=16, ge=1, le=1024)
     embedding_threads: int = Field(default=0, ge=0, le=256)  # ingest encoder threads; 0: one per core
     embedding_query_threads: int = Field(default=1, ge=1, le=256)  # threads of the query encoder (onnx)
     # Queries arriving together share one forward pass: at most this many texts, gathered for at most

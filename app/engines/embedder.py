@@ -148,7 +148,7 @@ class EmbedderOptions:
 
     backend: EmbeddingBackend = "torch"
     onnx_dir: Path | None = None  # where the ONNX export is kept; required for `onnx`
-    batch_size: int = 64  # passages per forward pass on the ingest thread
+    batch_size: int = 16  # passages per forward pass on the ingest thread (EMBEDDING_BATCH_SIZE)
     threads: int = 0  # ingest encoder threads; 0: the runtime's default
     query_threads: int = 1
     query_max_batch: int = 32
@@ -288,7 +288,7 @@ def _onnx_embedder(path: Path, canonical: str, options: EmbedderOptions) -> Serv
 
 
 def load_embedder(
-    model_name: str, *, batch_size: int = 64, threads: int = 0, options: EmbedderOptions | None = None
+    model_name: str, *, batch_size: int = 16, threads: int = 0, options: EmbedderOptions | None = None
 ) -> ServingEmbedder:
     """Load a bundled model offline. `threads` > 0 caps the ingest encoder's threads.
 

@@ -44,9 +44,7 @@ def api_settings(data_dir: Path, **overrides: Any) -> Settings:
 
 
 @asynccontextmanager
-async def build_engines(
-    *, database_url: str, lexical_path: Path, embedder: ServingEmbedder
-) -> AsyncIterator[Engines]:
+async def build_engines(*, database_url: str, lexical_path: Path, embedder: ServingEmbedder) -> AsyncIterator[Engines]:
     """Engines on an already migrated database and a fresh tantivy folder; closed on exit."""
     engine = create_postgres_engine(database_url, pool_size=4)
     lexical = TantivyLexicalIndex(lexical_path)
