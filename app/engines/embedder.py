@@ -204,7 +204,9 @@ class ServingEmbedder:
         def run(texts: Sequence[str]) -> list[list[float]]:
             try:
                 return encode(texts)
-            except (RuntimeError, ValueError, OSError) as error:
+            # onnxruntime's errors derive from Exception alone: every encoder failure becomes the engine
+            # error, so a search degrades to its lexical leg instead of failing.
+            except Exception as error:
                 msg = f"embedding failed: {type(error).__name__}"
                 raise EngineUnavailableError(msg, engine=self.name) from error
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.engines.embedder import QueryEmbeddingCache
+from app.domain.errors import EngineUnavailableError
+from app.engines.embedder import EmbedderOptions, ModelIdentity, QueryEmbeddingCache, ServingEmbedder
 from app.engines.embedding_batcher import MicroBatcher
 
 if TYPE_CHECKING:
@@ -122,3 +123,19 @@ def test_a_cache_of_size_zero_keeps_nothing() -> None:
     cache.put("a", [1.0])
 
     assert cache.get("a") is None
+
+
+async def test_any_encoder_failure_reaches_callers_as_the_engine_error() -> None:
+    class BrokenEncoder:
+        def encode(self, texts: Sequence[str]) -> list[list[float]]:
+            message = f"runtime failure on {len(texts)} texts"
+            raise Exception(message)  # onnxruntime's errors derive from Exception alone
+
+    broken = BrokenEncoder()
+    serving = ServingEmbedder(broken, lambda: broken, model=ModelIdentity("fake", 2, "onnx"), options=EmbedderOptions())
+
+    with pytest.raises(EngineUnavailableError, match="embedding failed"):
+        await serving.embed_query("q")
+    with pytest.raises(EngineUnavailableError, match="embedding failed"):
+        await serving.embed_documents(["p"])
+    serving.close()
