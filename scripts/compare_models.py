@@ -33,7 +33,7 @@ import numpy as np
 from mpnet_model import MPNET_NAME, MPNET_NAMES, extracted_mpnet_path
 
 from app.config import load_settings
-from app.engines.embedder import SentenceTransformerEmbedder, load_embedder
+from app.engines.embedder import ServingEmbedder, load_embedder
 from app.ingestion.chunking import chunk_markdown
 from app.ingestion.pipeline import embedding_text
 
@@ -87,7 +87,7 @@ def scifact_test_queries(dataset: Path, limit: int) -> list[str]:
     return [texts[query_id] for query_id in judged[:limit]]
 
 
-def measure_throughput(embedder: SentenceTransformerEmbedder, passages: list[str], sample: int) -> dict[str, Any]:
+def measure_throughput(embedder: ServingEmbedder, passages: list[str], sample: int) -> dict[str, Any]:
     """Chunks per second over the first `sample` passages, and the projected time for all of them."""
     chosen = passages[:sample]
     embedder.encode(chosen[:8])  # warm-up: first call allocates
@@ -105,7 +105,7 @@ def measure_throughput(embedder: SentenceTransformerEmbedder, passages: list[str
 
 
 def measure_query_latency(
-    embedder: SentenceTransformerEmbedder, queries: list[str], warmup: int
+    embedder: ServingEmbedder, queries: list[str], warmup: int
 ) -> tuple[dict[str, float], np.ndarray]:
     """Per-query latency of the service's single-query path, and the query vectors (rows)."""
     for text in queries[:warmup]:

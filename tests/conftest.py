@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from app.engines.embedded_postgres import EmbeddedPostgres
-from app.engines.embedder import load_embedder
+from app.engines.embedder import EmbedderOptions, load_embedder
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
-    from app.engines.embedder import SentenceTransformerEmbedder
+    from app.engines.embedder import ServingEmbedder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# One ONNX export of the model (named by a hash of its weights) for this session and the servers it starts,
+# instead of one per data folder: exporting takes longer than a test.
+ONNX_DIR = Path(os.environ.setdefault("EMBEDDING_ONNX_DIR", str(Path(tempfile.gettempdir()) / "poimen-test-onnx")))
 
 
 @pytest.fixture(scope="session")
@@ -31,9 +35,13 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    """The real default model (all-MiniLM-L6-v2 from its pip package), loaded once."""
-    return load_embedder("all-MiniLM-L6-v2", batch_size=32)
+def embedder() -> Iterator[ServingEmbedder]:
+    """The real default model (all-MiniLM-L6-v2 from its pip package) on the default backend, loaded once."""
+    options = EmbedderOptions(backend="onnx", onnx_dir=ONNX_DIR, batch_size=32)
+    embedder = load_embedder("all-MiniLM-L6-v2", options=options)
+    assert embedder.backend == "onnx", "the ONNX export failed (see the log): tests would run the fallback"
+    yield embedder
+    embedder.close()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from app.config import ConfigurationError
 from app.engines.embedded_postgres import EmbeddedPostgres
-from app.engines.embedder import load_embedder
+from app.engines.embedder import EmbedderOptions, load_embedder
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
@@ -84,6 +84,20 @@ async def refill_recreated_lexical_index(lexical: LexicalIndex, store: DocumentS
     logger.warning("lexical index format upgraded: %d projects queued for reindexing from PostgreSQL", projects)
 
 
+def embedder_options(settings: Settings) -> EmbedderOptions:
+    """How the embedding model is served, from the EMBEDDING_* settings."""
+    return EmbedderOptions(
+        backend=settings.embedding_backend,
+        onnx_dir=settings.embedding_onnx_dir or settings.poimen_data_dir / "models",
+        batch_size=settings.embedding_batch_size,
+        threads=settings.embedding_threads,
+        query_threads=settings.embedding_query_threads,
+        query_max_batch=settings.embedding_query_max_batch,
+        batch_wait_ms=settings.embedding_batch_wait_ms,
+        query_cache_size=settings.embedding_query_cache_size,
+    )
+
+
 @asynccontextmanager
 async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
     """Start or connect every engine, migrate in embedded mode, and close them all on exit."""
@@ -93,12 +107,7 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         database_url = settings.database_url
         # The model loads in a thread while PostgreSQL starts: both take about a second.
         model_task = asyncio.create_task(
-            asyncio.to_thread(
-                load_embedder,
-                settings.embedding_model,
-                batch_size=settings.embedding_batch_size,
-                threads=settings.embedding_threads,
-            )
+            asyncio.to_thread(load_embedder, settings.embedding_model, options=embedder_options(settings))
         )
         if database_url is None:
             embedded = EmbeddedPostgres(settings.poimen_data_dir / "postgres")
@@ -106,6 +115,7 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             stack.callback(embedded.stop)
             logger.info("embedded PostgreSQL started under %s", embedded.data_dir)
         embedder = await model_task
+        stack.callback(embedder.close)
         if embedder.dimensions != settings.embedding_dimensions:
             msg = (
                 f"EMBEDDING_DIMENSIONS={settings.embedding_dimensions} but {settings.embedding_model} embeds in "

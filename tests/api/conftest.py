@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from litestar import Litestar
 
-    from app.engines.embedder import SentenceTransformerEmbedder
+    from app.engines.embedder import ServingEmbedder
 
 
 def api_settings(data_dir: Path, **overrides: Any) -> Settings:
@@ -44,9 +44,7 @@ def api_settings(data_dir: Path, **overrides: Any) -> Settings:
 
 
 @asynccontextmanager
-async def build_engines(
-    *, database_url: str, lexical_path: Path, embedder: SentenceTransformerEmbedder
-) -> AsyncIterator[Engines]:
+async def build_engines(*, database_url: str, lexical_path: Path, embedder: ServingEmbedder) -> AsyncIterator[Engines]:
     """Engines on an already migrated database and a fresh tantivy folder; closed on exit."""
     engine = create_postgres_engine(database_url, pool_size=4)
     lexical = TantivyLexicalIndex(lexical_path)
@@ -71,7 +69,7 @@ async def app_client(app: Litestar) -> AsyncIterator[AsyncTestClient[Litestar]]:
 
 
 @pytest.fixture(scope="session")
-def api_postgres_url(postgres_url: str, embedder: SentenceTransformerEmbedder) -> str:
+def api_postgres_url(postgres_url: str, embedder: ServingEmbedder) -> str:
     """The session PostgreSQL migrated for the real model's dimension."""
     run_migrations(postgres_url, embedding_dimensions=embedder.dimensions)
     return postgres_url
@@ -79,7 +77,7 @@ def api_postgres_url(postgres_url: str, embedder: SentenceTransformerEmbedder) -
 
 @pytest.fixture(scope="module")
 async def api_client(
-    api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
+    api_postgres_url: str, embedder: ServingEmbedder, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[AsyncTestClient[Litestar]]:
     """The app on the session engines, one per test module."""
     data_dir = tmp_path_factory.mktemp("api")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from litestar import Litestar
     from litestar.testing import AsyncTestClient
 
-    from app.engines.embedder import SentenceTransformerEmbedder
+    from app.engines.embedder import ServingEmbedder
 
 pytestmark = pytest.mark.integration
 
@@ -163,7 +163,7 @@ def secret_document(document_id: str = SECRET_DOCUMENT_ID) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 async def jwt_client(
-    api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
+    api_postgres_url: str, embedder: ServingEmbedder, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[AsyncTestClient[Litestar]]:
     """The app with `AUTH_MODE=jwt` (HS256, issuer and audience configured), alpha and beta seeded."""
     data_dir = tmp_path_factory.mktemp("auth-api")
@@ -408,7 +408,7 @@ def key_setup(kind: str, folder: Path) -> KeySetup:
 async def test_asymmetric_keys_work_end_to_end(
     kind: str,
     api_postgres_url: str,
-    embedder: SentenceTransformerEmbedder,
+    embedder: ServingEmbedder,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:

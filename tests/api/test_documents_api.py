@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from litestar import Litestar
     from litestar.testing import AsyncTestClient
 
-    from app.engines.embedder import SentenceTransformerEmbedder
+    from app.engines.embedder import ServingEmbedder
 
 MAX_DOCUMENT_BYTES = 4000
 MAX_BATCH_DOCUMENTS = 5
@@ -36,7 +36,7 @@ RUNBOOK = (
 
 @pytest.fixture(scope="module")
 async def client(
-    api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
+    api_postgres_url: str, embedder: ServingEmbedder, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[AsyncTestClient[Litestar]]:
     data_dir = tmp_path_factory.mktemp("documents_api")
     settings = api_settings(data_dir, max_document_bytes=MAX_DOCUMENT_BYTES, max_batch_documents=MAX_BATCH_DOCUMENTS)

@@ -18,7 +18,7 @@ from tests.api.conftest import api_settings, app_client, build_engines, wait_ind
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-    from app.engines.embedder import SentenceTransformerEmbedder
+    from app.engines.embedder import ServingEmbedder
 
 TOPICS = ["lake", "mountain", "forest", "river", "desert", "ocean", "city", "garden", "harbour", "meadow", "glacier"]
 BATCH_LIMIT = 4
@@ -27,7 +27,7 @@ BATCH_LIMIT = 4
 class CountingEmbedder:
     """The session model, counting the calls each search path makes."""
 
-    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
+    def __init__(self, inner: ServingEmbedder) -> None:
         self._inner = inner
         self.name, self.model_name, self.dimensions = inner.name, inner.model_name, inner.dimensions
         self.query_calls = 0

@@ -24,14 +24,14 @@ if TYPE_CHECKING:
     from litestar.testing import AsyncTestClient
     from opentelemetry.sdk.trace import SpanProcessor
 
-    from app.engines.embedder import SentenceTransformerEmbedder
+    from app.engines.embedder import ServingEmbedder
     from app.wiring.engines import Engines
 
 
 class OpsApp:
     """Builds apps on the session PostgreSQL and model, each with its own tantivy folder and settings."""
 
-    def __init__(self, database_url: str, embedder: SentenceTransformerEmbedder, data_dir: Path) -> None:
+    def __init__(self, database_url: str, embedder: ServingEmbedder, data_dir: Path) -> None:
         self.database_url = database_url
         self.embedder = embedder
         self.data_dir = data_dir
@@ -57,7 +57,7 @@ class OpsApp:
 
 
 @pytest.fixture
-def ops_app(api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path: Path) -> OpsApp:  # noqa: F811 - the imported fixture
+def ops_app(api_postgres_url: str, embedder: ServingEmbedder, tmp_path: Path) -> OpsApp:  # noqa: F811 - the imported fixture
     """A factory of real apps for one test."""
     return OpsApp(api_postgres_url, embedder, tmp_path)
 
