@@ -26,6 +26,8 @@ RANKING_ALGORITHM_ALIASES: Final[Mapping[str, str]] = {
     "z-score": FusionMethod.ZSCORE.value,
 }
 STRATEGY_NAMES: Final = ",".join(strategy.value for strategy in SearchStrategy)
+QUERY_MAX_CHARS_CEILING: Final = 100_000
+"""The most `QUERY_MAX_CHARS` may allow; the HTTP schema refuses longer input before it is analysed."""
 
 
 class KnobConflictError(ValueError):
@@ -82,6 +84,9 @@ class SearchKnobs(BaseModel):
     query_routing_strategies: str = "lexical"
     query_question_classification: bool = True
     query_entity_extraction: bool = True
+    # Agents search with whole paragraphs: 8,000 characters passed every held-out argument query (the
+    # longest is ~5,500). Each leg takes what it can (the model reads its first ~256 word pieces).
+    query_max_chars: int = Field(default=8000, ge=1, le=QUERY_MAX_CHARS_CEILING)
     lexical_fuzziness: bool = False
     lexical_timeout_ms: int = Field(default=2000, ge=1)
     semantic_timeout_ms: int = Field(default=5000, ge=1)
