@@ -30,7 +30,7 @@ def co_relevant(qrels_file: Path) -> dict[str, set[str]]:
     by_claim: dict[str, set[str]] = defaultdict(set)
     with qrels_file.open(encoding="utf-8", newline="") as rows:
         for line_number, row in enumerate(csv.reader(rows, delimiter="\t")):
-            if line_number == 0 or len(row) < 3 or int(row[2]) <= 0:  # noqa: PLR2004 - query, doc, score
+            if line_number == 0 or len(row) < 3 or int(row[2]) <= 0:
                 continue
             by_claim[row[0]].add(row[1])
     others: dict[str, set[str]] = defaultdict(set)
@@ -81,7 +81,7 @@ def main() -> None:
     )
     arguments = parser.parse_args()
     counts = build(arguments.dataset, arguments.output, max_query_chars=arguments.max_query_chars)
-    print(json.dumps(counts))  # noqa: T201 - the script's output
+    print(json.dumps(counts))
 
 
 if __name__ == "__main__":
