@@ -133,7 +133,7 @@ class SearchHitOut(msgspec.Struct, kw_only=True):
 
     id: str
     rank: int
-    final_score: float
+    final_score: float  # readable relevance in [0, 1] (see RelevanceBreakdown); the fusion's own is in `fusion`
     semantic_score: float | None
     lexical_score: float | None
     fusion_method: str
