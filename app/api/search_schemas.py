@@ -110,7 +110,7 @@ class FusionBreakdown(msgspec.Struct, kw_only=True):
 class RelevanceBreakdown(msgspec.Struct, kw_only=True):
     """What `final_score` is made of: each answering leg's raw similarity on an absolute [0, 1] scale.
 
-    `semantic`: cosine clamped to [0, 1]; `lexical`: BM25 / (BM25 + 10). `final_score` is their weighted
+    `semantic`: cosine clamped to [0, 1]; `lexical`: BM25 / (BM25 + 55). `final_score` is their weighted
     mean, capped by the hit above so it never rises down the list. Null for a leg that did not answer.
     """
 

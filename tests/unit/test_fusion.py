@@ -385,7 +385,7 @@ def test_a_single_hit_matching_on_both_legs_reads_as_relevant_not_zero() -> None
     assert only.score == 0.0  # the z-score of a lone hit: why it cannot be the readable score
     expected = 0.45 * 0.82 + 0.55 * 12.0 / (12.0 + BM25_HALF_RELEVANCE)
     assert only.relevance == pytest.approx(expected)
-    assert only.relevance_parts == pytest.approx({SEMANTIC_LEG: 0.82, LEXICAL_LEG: 12.0 / 22.0})
+    assert only.relevance_parts == pytest.approx({SEMANTIC_LEG: 0.82, LEXICAL_LEG: 12.0 / (12.0 + BM25_HALF_RELEVANCE)})
 
 
 def test_all_tied_hits_get_one_equal_bounded_relevance() -> None:
@@ -420,14 +420,16 @@ def test_relevance_is_bounded_and_never_rises_down_the_ranking() -> None:
 
 
 def test_a_leg_that_did_not_answer_is_left_out_of_the_mean() -> None:
-    (lexical_only,) = readable_relevance(rank_single_leg([hit("a", 10.0)], leg=LEXICAL_LEG), legs=(LEXICAL_LEG,))
+    (lexical_only,) = readable_relevance(
+        rank_single_leg([hit("a", BM25_HALF_RELEVANCE)], leg=LEXICAL_LEG), legs=(LEXICAL_LEG,)
+    )
 
     assert lexical_only.relevance == pytest.approx(0.5)  # BM25 at the half point, no semantic zero dragging it
     assert lexical_only.relevance_parts == {LEXICAL_LEG: pytest.approx(0.5)}
 
 
 def test_min_score_thresholds_the_readable_relevance() -> None:
-    fused = readable(legs([hit("a", 0.9), hit("b", 0.3)], [hit("a", 20.0)]))
+    fused = readable(legs([hit("a", 0.9), hit("b", 0.3)], [hit("a", 80.0)]))
 
     kept = filter_min_score(fused, 0.5)
 
