@@ -79,7 +79,8 @@ class SearchKnobs(BaseModel):
     hybrid_lexical_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     cascading_lexical_multiplier: int = Field(default=4, ge=1, le=100)
     # Routing on, but only to the strategies listed: always-hybrid beat full routing on SciFact and LoCoMo
-    # (docs/evaluation.md), while `#tag`/`@mention`/quoted or one-word queries still go to the lexical leg.
+    # (docs/evaluation.md), while short `#tag`/`@mention`/quoted queries still go to the lexical leg (not
+    # passages, not merely short queries: docs/evaluation.md "Round 2").
     query_optimization_enabled: bool = True
     query_routing_strategies: str = "lexical"
     query_question_classification: bool = True
