@@ -26,6 +26,8 @@ RANKING_ALGORITHM_ALIASES: Final[Mapping[str, str]] = {
     "z-score": FusionMethod.ZSCORE.value,
 }
 STRATEGY_NAMES: Final = ",".join(strategy.value for strategy in SearchStrategy)
+QUERY_MAX_CHARS_CEILING: Final = 100_000
+"""The most `QUERY_MAX_CHARS` may allow; the HTTP schema refuses longer input before it is analysed."""
 
 
 class KnobConflictError(ValueError):
@@ -77,11 +79,15 @@ class SearchKnobs(BaseModel):
     hybrid_lexical_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     cascading_lexical_multiplier: int = Field(default=4, ge=1, le=100)
     # Routing on, but only to the strategies listed: always-hybrid beat full routing on SciFact and LoCoMo
-    # (docs/evaluation.md), while `#tag`/`@mention`/quoted or one-word queries still go to the lexical leg.
+    # (docs/evaluation.md), while short `#tag`/`@mention`/quoted queries still go to the lexical leg (not
+    # passages, not merely short queries: docs/evaluation.md "Round 2").
     query_optimization_enabled: bool = True
     query_routing_strategies: str = "lexical"
     query_question_classification: bool = True
     query_entity_extraction: bool = True
+    # Agents search with whole paragraphs: 8,000 characters passed every held-out argument query (the
+    # longest is ~5,500). Each leg takes what it can (the model reads its first ~256 word pieces).
+    query_max_chars: int = Field(default=8000, ge=1, le=QUERY_MAX_CHARS_CEILING)
     lexical_fuzziness: bool = False
     lexical_timeout_ms: int = Field(default=2000, ge=1)
     semantic_timeout_ms: int = Field(default=5000, ge=1)

@@ -146,7 +146,7 @@ class SearchController(Controller):
             str | None,
             QueryParameter(
                 name="query",
-                description=f"What to search for (1-{MAX_QUERY_CHARS} characters)",
+                description=f"What to search for: 1 to QUERY_MAX_CHARS characters (at most {MAX_QUERY_CHARS})",
                 required=True,
                 schema_extra={"min_length": 1, "max_length": MAX_QUERY_CHARS},
             ),

@@ -86,10 +86,36 @@ class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
 
 
 class RrfComponents(msgspec.Struct, kw_only=True):
-    """Each leg's contribution to `final_score` (for RRF: weight / (k + rank))."""
+    """Each leg's contribution to the fused ranking score (the reference's name, kept for its clients).
+
+    Whatever fusion ran (for RRF: weight / (k + rank)); `fusion` names it and gives the same numbers.
+    """
 
     semantic_contribution: float
     lexical_contribution: float
+
+
+class FusionBreakdown(msgspec.Struct, kw_only=True):
+    """The ranking: the fusion `method` that ordered the hits, its score and each leg's contribution.
+
+    Comparable within one response only (a z-score of a lone hit is 0, an RRF sum depends on k).
+    """
+
+    method: str
+    score: float
+    semantic_contribution: float
+    lexical_contribution: float
+
+
+class RelevanceBreakdown(msgspec.Struct, kw_only=True):
+    """What `final_score` is made of: each answering leg's raw similarity on an absolute [0, 1] scale.
+
+    `semantic`: cosine clamped to [0, 1]; `lexical`: BM25 / (BM25 + 55). `final_score` is their weighted
+    mean, capped by the hit above so it never rises down the list. Null for a leg that did not answer.
+    """
+
+    semantic: float | None
+    lexical: float | None
 
 
 class ScoreBreakdown(msgspec.Struct, kw_only=True):
@@ -98,6 +124,8 @@ class ScoreBreakdown(msgspec.Struct, kw_only=True):
     semantic_rank: int | None
     lexical_rank: int | None
     rrf_components: RrfComponents
+    fusion: FusionBreakdown
+    relevance: RelevanceBreakdown
 
 
 class SearchHitOut(msgspec.Struct, kw_only=True):
@@ -105,7 +133,7 @@ class SearchHitOut(msgspec.Struct, kw_only=True):
 
     id: str
     rank: int
-    final_score: float
+    final_score: float  # readable relevance in [0, 1] (see RelevanceBreakdown); the fusion's own is in `fusion`
     semantic_score: float | None
     lexical_score: float | None
     fusion_method: str
@@ -219,7 +247,7 @@ def hit_out(hit: FusedHit, *, rank: int, fusion_method: str, strategy: SearchStr
     return SearchHitOut(
         id=chunk.chunk_id,
         rank=rank,
-        final_score=hit.score,
+        final_score=hit.readable_score,
         semantic_score=hit.leg_scores.get(SEMANTIC_LEG),
         lexical_score=hit.leg_scores.get(LEXICAL_LEG),
         fusion_method=fusion_method,
@@ -234,6 +262,15 @@ def hit_out(hit: FusedHit, *, rank: int, fusion_method: str, strategy: SearchStr
             rrf_components=RrfComponents(
                 semantic_contribution=hit.contributions.get(SEMANTIC_LEG, 0.0),
                 lexical_contribution=hit.contributions.get(LEXICAL_LEG, 0.0),
+            ),
+            fusion=FusionBreakdown(
+                method=fusion_method,
+                score=hit.score,
+                semantic_contribution=hit.contributions.get(SEMANTIC_LEG, 0.0),
+                lexical_contribution=hit.contributions.get(LEXICAL_LEG, 0.0),
+            ),
+            relevance=RelevanceBreakdown(
+                semantic=hit.relevance_parts.get(SEMANTIC_LEG), lexical=hit.relevance_parts.get(LEXICAL_LEG)
             ),
         ),
         document_id=chunk.document_id,

@@ -303,6 +303,15 @@ class FusedHit:
     ranks: Mapping[str, int]
     leg_scores: Mapping[str, float]
     contributions: Mapping[str, float]
+    # `score` ranks within one query only (a z-score, an RRF sum); `relevance` is the readable one:
+    # in [0, 1], comparable across queries, non-increasing down the ranking (`app.retrieval.fusion`).
+    relevance: float | None = None
+    relevance_parts: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def readable_score(self) -> float:
+        """`relevance` once calibrated, else the ranking `score`: what `final_score` and `min_score` mean."""
+        return self.score if self.relevance is None else self.relevance
 
     @property
     def chunk_id(self) -> str:

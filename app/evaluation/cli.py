@@ -156,7 +156,9 @@ async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_en
             for spec in run_specs(arguments.strategies, arguments.fusions, eval_settings):
                 results.append(await runner.run(spec))
                 metric = primary_metric(dataset)
-                _say(f"  {spec.name}: {metric} {results[-1].metrics[metric]:.4f}")
+                failed = len(results[-1].failed)
+                missed = f" ({failed} failed queries scored as misses)" if failed else ""
+                _say(f"  {spec.name}: {metric} {results[-1].metrics[metric]:.4f}{missed}")
             document = results_document(
                 dataset,
                 results,

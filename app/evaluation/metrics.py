@@ -7,6 +7,8 @@ pytrec_eval would skip it and inflate the mean).
 
 from __future__ import annotations
 
+import math
+import random
 from collections import defaultdict
 from typing import TYPE_CHECKING, Final
 
@@ -66,3 +68,38 @@ def mean_scores_by(
         if key is not None:
             members[key].append(query_id)
     return {key: mean_scores(per_query, query_ids) for key, query_ids in sorted(members.items())}
+
+
+BOOTSTRAP_SAMPLES: Final = 10_000
+
+
+def paired_bootstrap(
+    baseline: Mapping[str, float],
+    candidate: Mapping[str, float],
+    *,
+    samples: int = BOOTSTRAP_SAMPLES,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(mean difference, low, high) of `candidate - baseline` over the queries both score.
+
+    The interval is the percentile interval of resampling queries with replacement; seeded, so a report
+    is reproducible.
+
+    Raises `ValueError` when the two share no query or `confidence` is not in (0, 1).
+    """
+    if not 0 < confidence < 1:
+        msg = f"confidence must be in (0, 1), got {confidence}"
+        raise ValueError(msg)
+    shared = sorted(set(baseline) & set(candidate))
+    if not shared:
+        msg = "the two runs share no query"
+        raise ValueError(msg)
+    differences = [candidate[query_id] - baseline[query_id] for query_id in shared]
+    generator = random.Random(seed)  # noqa: S311 - resampling, not cryptography
+    count = len(differences)
+    means = sorted(math.fsum(generator.choices(differences, k=count)) / count for _ in range(samples))
+    tail = (1 - confidence) / 2
+    low = means[min(samples - 1, int(tail * samples))]
+    high = means[min(samples - 1, int((1 - tail) * samples))]
+    return math.fsum(differences) / count, low, high

@@ -51,6 +51,7 @@ def results_document(
         result.spec.name: {
             **{name: round(value, METRIC_DECIMALS) for name, value in result.metrics.items()},
             "latency_ms": {name: round(value, LATENCY_DECIMALS) for name, value in result.latency_ms.items()},
+            **({"failed_queries": dict(result.failed)} if result.failed else {}),
         }
         for result in results
     }

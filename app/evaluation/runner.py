@@ -8,16 +8,18 @@ this layer never opens drivers.
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import TYPE_CHECKING, Final
 
 from tqdm import tqdm
 
+from app.domain.errors import AllEnginesFailedError, EngineError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.evaluation.datasets import TurnShape, project_id_for, read_corpus
 from app.evaluation.metrics import (
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.evaluation.datasets import EvalDataset, EvalQuery
     from app.knobs import SearchKnobs
+
+logger = logging.getLogger("poimen.evaluation")
 
 SCORING_DEPTH: Final = 100
 """Hits kept per query: enough for Recall@100 (the planner's largest page)."""
@@ -91,6 +95,7 @@ class RunResult:
     """A scored run: mean metrics, per-category and per-conversation means, latency (ms), per-query scores.
 
     `rankings` is the run itself: query id -> document id -> score (`depth - rank + 1`), best first.
+    `failed` names the queries the service refused or could not answer: each scored as a miss.
     """
 
     spec: RunSpec
@@ -100,6 +105,11 @@ class RunResult:
     latency_ms: Mapping[str, float]
     per_query: Mapping[str, Mapping[str, float]]
     rankings: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+
+
+_QUERY_FAILURES: Final = (InvalidQueryError, AllEnginesFailedError, EngineError)
+"""What a query may meet that a user would see as a 4xx or 5xx: the run goes on, the query scores 0."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,12 +344,22 @@ class QueryRunner:
         """Search every judged query with `spec`, one at a time (so latencies are not contended), and score."""
         run: dict[str, dict[str, float]] = {}
         latencies: list[float] = []
+        failed: dict[str, str] = {}
         queries = self._dataset.queries
         for query in tqdm(queries, unit="q", desc=spec.name, disable=not progress):
-            document_ids, elapsed_ms = await self.search(query, spec)
+            try:
+                document_ids, elapsed_ms = await self.search(query, spec)
+            except _QUERY_FAILURES as error:
+                # One refused query (too long, every engine down) must not cost the other queries' scores.
+                failed[query.query_id] = f"{type(error).__name__}: {error}"
+                logger.warning("%s: query %s scored as a miss: %s", spec.name, query.query_id, failed[query.query_id])
+                run[query.query_id] = {}
+                continue
             run[query.query_id] = document_ranking(query.query_id, document_ids)
             latencies.append(elapsed_ms)
-        return score_run(self._dataset, spec, run, latencies, self._metric_names)
+        if failed:
+            logger.warning("%s: %d of %d queries failed and count as misses", spec.name, len(failed), len(queries))
+        return replace(score_run(self._dataset, spec, run, latencies, self._metric_names), failed=failed)
 
 
 def score_run(

@@ -8,6 +8,7 @@ clock and the abbreviation table are injected, and every regex is compiled once 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
@@ -40,7 +41,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
 SHORT_QUERY_TOKENS: Final = 3
-"""Queries with fewer tokens than this route to LEXICAL: too little context for an embedding to help."""
+"""The reference routes queries with fewer tokens than this to LEXICAL. We do not: on a held-out
+nutrition set (short queries) that cut Recall@100 from 0.32 to 0.27 (docs/evaluation.md, "Round 2")."""
+PASSAGE_QUERY_TOKENS: Final = 32
+"""From this many tokens a query is a passage (an agent pasting a paragraph), read as prose: quotes,
+`-word`, `NOT`, `#`/`@` and dates in it are not syntax or filters, and it always runs hybrid. A quoted
+phrase in a paragraph is a quotation, not an exact-match demand, and must not empty the lexical leg."""
+MAX_LEXICAL_TERMS: Final = 1024
+"""A lexical query keeps at most this many distinct content words, the most frequent in the query first
+(then in order of appearance). Only a bound on the cost of a query far above the default 8,000 characters
+(~600 distinct words): BM25's idf already weighs the words, and a cap of 128 cost SciFact abstracts of
+~135 distinct words up to 0.19 nDCG@10 each (docs/evaluation.md, "Round 2")."""
 
 MIN_YEAR: Final = 2000
 MAX_YEAR: Final = 2100
@@ -50,7 +61,7 @@ CONFIDENCE_PROCEDURAL: Final = 0.95
 CONFIDENCE_TROUBLESHOOTING: Final = 0.95
 CONFIDENCE_DATES_CASCADING: Final = 0.9
 CONFIDENCE_SPECIAL_SYNTAX: Final = 0.85
-CONFIDENCE_SHORT_QUERY: Final = 0.85
+CONFIDENCE_PASSAGE: Final = 0.85
 CONFIDENCE_NAVIGATIONAL: Final = 0.85
 CONFIDENCE_DEFAULT: Final = 0.8
 
@@ -118,18 +129,23 @@ class QueryOptimizer:
         collapsed = _WHITESPACE.sub(" ", raw_query.translate(_QUOTES)).strip()
         normalized = collapsed.lower()
         tokens = _tokenize(collapsed)
+        is_passage = len(tokens) >= PASSAGE_QUERY_TOKENS
+        if is_passage:
+            tokens = [_as_prose(token) for token in tokens]
         token_texts = tuple(token.text for token in tokens)
 
-        phrases = _phrases(collapsed)
+        phrases = () if is_passage else _phrases(collapsed)
         excluded_terms = _dedupe(token.word for token in tokens if token.excluded)
         entity_tokens = [token for token in tokens if token.is_free_word]
-        tags = _dedupe(token.word for token in entity_tokens if token.text.startswith("#"))
-        mentions = _dedupe(token.word for token in entity_tokens if token.text.startswith("@"))
+        syntax_tokens = [] if is_passage else entity_tokens
+        tags = _dedupe(token.word for token in syntax_tokens if token.text.startswith("#"))
+        mentions = _dedupe(token.word for token in syntax_tokens if token.text.startswith("@"))
         plain_words = [token.text for token in entity_tokens if token.text[0] not in "#@"]
-        years = tuple(int(word) for word in _dedupe(plain_words) if _is_year(word))
+        date_words = [] if is_passage else plain_words  # a year in a paragraph is a fact, not a filter
+        years = tuple(int(word) for word in _dedupe(date_words) if _is_year(word))
         numbers = _dedupe(word for word in plain_words if _NUMBER.fullmatch(word) and not _is_year(word))
-        months = _months(plain_words)
-        relative_dates = _relative_dates(plain_words)
+        months = _months(date_words)
+        relative_dates = _relative_dates(date_words)
         expansions = {
             token.word: self._abbreviations[token.word]
             for token in tokens
@@ -156,7 +172,7 @@ class QueryOptimizer:
             else QuestionType.OPEN
         )
         strategy, confidence = _route(
-            token_count=len(tokens),
+            is_passage=is_passage,
             has_special_syntax=has_special_syntax,
             has_date_filters=has_date_filters,
             question_type=question_type,
@@ -177,7 +193,7 @@ class QueryOptimizer:
             strategy=strategy,
             confidence=confidence,
             search_text=self._search_text(collapsed, tokens) or normalized,
-            lexical_query=self._lexical_query(tokens, phrases, excluded_terms),
+            lexical_query=self._lexical_query(tokens, phrases, excluded_terms, max_terms=MAX_LEXICAL_TERMS),
             event_time_from=event_time_from,
             event_time_to=event_time_to,
         )
@@ -198,16 +214,24 @@ class QueryOptimizer:
         return _WHITESPACE.sub(" ", "".join(pieces).lower()).strip()
 
     def _lexical_query(
-        self, tokens: Sequence[_Token], phrases: tuple[str, ...], excluded_terms: tuple[str, ...]
+        self, tokens: Sequence[_Token], phrases: tuple[str, ...], excluded_terms: tuple[str, ...], *, max_terms: int
     ) -> LexicalQuery:
-        """Free words (stop words dropped unless nothing else is left) plus expansions, phrases, exclusions."""
+        """Free words (stop words dropped unless nothing else is left) plus expansions, phrases, exclusions.
+
+        At most `max_terms` distinct words, the most frequent first (ties: first seen), then expansions.
+        """
         free_words = [token.word for token in tokens if token.is_free_word]
         content_words = [word for word in free_words if word not in STOPWORDS] or free_words
+        distinct = _dedupe(content_words)
+        if len(distinct) > max_terms:
+            counts = Counter(content_words)
+            salient = set(sorted(distinct, key=lambda word: -counts[word])[:max_terms])  # stable: ties keep order
+            distinct = tuple(word for word in distinct if word in salient)
         expanded = [
-            part for word in content_words if word in self._abbreviations for part in self._abbreviations[word].split()
+            part for word in distinct if word in self._abbreviations for part in self._abbreviations[word].split()
         ]
         return LexicalQuery(
-            text=" ".join(_dedupe([*content_words, *expanded])),
+            text=" ".join(_dedupe([*distinct, *expanded])),
             phrases=phrases,
             excluded_terms=excluded_terms,
         )
@@ -237,6 +261,11 @@ def _tokenize(collapsed: str) -> list[_Token]:
             )
         )
     return tokens
+
+
+def _as_prose(token: _Token) -> _Token:
+    """A passage's token as a plain word: no phrase membership, exclusion, operator or `#`/`@` sigil."""
+    return _Token(text=token.word, start=token.start, end=token.end, in_phrase=False)
 
 
 def _phrases(collapsed: str) -> tuple[str, ...]:
@@ -298,11 +327,16 @@ def _classify(tokens: Sequence[str]) -> QuestionType:
 
 
 def _route(  # noqa: PLR0911 - one return per branch of the reference tree
-    *, token_count: int, has_special_syntax: bool, has_date_filters: bool, question_type: QuestionType
+    *, is_passage: bool, has_special_syntax: bool, has_date_filters: bool, question_type: QuestionType
 ) -> tuple[SearchStrategy, float]:
-    """The reference decision tree, in its order."""
-    if token_count < SHORT_QUERY_TOKENS:
-        return SearchStrategy.LEXICAL, CONFIDENCE_SHORT_QUERY
+    """The reference decision tree, in its order, less its short-query branch, after the passage rule.
+
+    Neither deviation may lose recall to save time: a passage needs both legs (its lexical leg alone
+    scored 0.29 nDCG@10 on a held-out argument set where hybrid scored 0.52), and a short query is
+    answered by hybrid too (see `SHORT_QUERY_TOKENS`).
+    """
+    if is_passage:
+        return SearchStrategy.HYBRID, CONFIDENCE_PASSAGE
     if has_special_syntax and has_date_filters:
         return SearchStrategy.CASCADING, CONFIDENCE_DATES_CASCADING
     if has_special_syntax:

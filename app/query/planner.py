@@ -22,6 +22,7 @@ from app.domain.models import (
     SearchStrategy,
 )
 from app.domain.moments import as_utc
+from app.knobs import QUERY_MAX_CHARS_CEILING
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from app.domain.models import QueryAnalysis
     from app.knobs import SearchKnobs
 
-MAX_QUERY_CHARS: Final = 2000
+MAX_QUERY_CHARS: Final = QUERY_MAX_CHARS_CEILING
+"""No query is longer than this whatever `QUERY_MAX_CHARS` says (the setting's own upper bound)."""
 MIN_LIMIT: Final = 1
 MAX_LIMIT: Final = 100
 MAX_RETRIEVE_K: Final = 1000
@@ -69,6 +71,8 @@ class SearchOptions:
 def validate_query_text(raw_query: str, *, max_chars: int = MAX_QUERY_CHARS) -> None:
     """Raise `InvalidQueryError(field="query")` for an empty, blank or over-long query.
 
+    `max_chars` is the `QUERY_MAX_CHARS` knob where one is at hand; the ceiling otherwise.
+
     Cheap: call it before `QueryOptimizer.analyze` so oversized input is never analysed.
     """
     if not raw_query or not raw_query.strip():
@@ -89,7 +93,7 @@ def build_plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKno
     that do not overlap the request's range are dropped: the explicit range wins. Both legs get the
     same filters.
     """
-    validate_query_text(analysis.raw_query)
+    validate_query_text(analysis.raw_query, max_chars=knobs.query_max_chars)
     _validate_options(options)
     limit = knobs.rrf_final_k if options.limit is None else options.limit
     strategy, confidence = _choose_strategy(analysis, options, knobs)

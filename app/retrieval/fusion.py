@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, FusionMethod, FusionSettings, ScoredHit
@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 NEUTRAL_WEIGHT: Final = 1.0
 """The weight of a leg `weights` does not name. The tuned weights and k are knobs (`app/knobs.py`),
 never defaults here: the planner always passes them."""
+
+BM25_HALF_RELEVANCE: Final = 55.0
+"""The BM25 score a readable relevance maps to 0.5 (`bm25 / (bm25 + this)`): the median BM25 of the lexical
+leg's first hit is 62.3 on SciFact train and 48.0 on LoCoMo's tuning conversations
+(`scripts/calibrate_relevance.py`, docs/evaluation.md "Round 2"), so a typical best lexical match reads as
+about half relevant. It changes what `final_score` reads, never the order of hits."""
 
 IDENTICAL_SCORES_NORMALISED: Final = 0.5
 """Min-max of a list whose scores are all equal: the reference maps every score to the middle."""
@@ -233,3 +239,53 @@ def cascade_ranking(semantic_hits: Sequence[ScoredHit], lexical_hits: Sequence[S
         entry.contributions[SEMANTIC_LEG] = hit.score
         fused.append(_freeze(entry))
     return sorted(fused, key=lambda fused_hit: (-fused_hit.score, fused_hit.chunk_id))
+
+
+def readable_relevance(
+    hits: Sequence[FusedHit],
+    *,
+    legs: Sequence[str],
+    weights: Mapping[str, float] | None = None,
+    bm25_half: float = BM25_HALF_RELEVANCE,
+) -> list[FusedHit]:
+    """`hits` (best first) with `relevance`: a score in [0, 1] a person can read and threshold.
+
+    The ranking scores (z-scores, RRF sums) only order one query's hits: a lone perfect match has z = 0.
+    This reads each leg's *raw* similarity on an absolute scale instead, cosine clamped to [0, 1] and BM25
+    squashed by `s / (s + bm25_half)`, and averages them with the fusion's weights (equal without) over
+    the `legs` that answered; a leg that answered but missed the hit adds 0. So the same match scores
+    the same in any query. The order stays the fusion's: each relevance is capped by the one above it,
+    so it never rises down the list and `min_score` cuts a prefix of the ranking.
+    """
+    if bm25_half <= 0:
+        msg = f"bm25_half must be > 0, got {bm25_half}"
+        raise ValueError(msg)
+    answered = [leg for leg in dict.fromkeys(legs) if leg in _ABSOLUTE_SCALES]
+    leg_weights = {leg: _weight(weights or None, leg, default=NEUTRAL_WEIGHT) for leg in answered}
+    total = math.fsum(leg_weights.values())
+    readable: list[FusedHit] = []
+    ceiling = 1.0
+    for hit in hits:
+        parts = {
+            leg: _ABSOLUTE_SCALES[leg](hit.leg_scores[leg], bm25_half) if leg in hit.leg_scores else 0.0
+            for leg in answered
+        }
+        mean = math.fsum(leg_weights[leg] * part for leg, part in parts.items()) / total if total > 0 else 0.0
+        ceiling = min(ceiling, mean)
+        readable.append(replace(hit, relevance=ceiling, relevance_parts=parts))
+    return readable
+
+
+def _cosine_relevance(cosine: float, _bm25_half: float) -> float:
+    return min(1.0, max(0.0, cosine))  # an opposite direction is no more relevant than an orthogonal one
+
+
+def _bm25_relevance(bm25: float, bm25_half: float) -> float:
+    bm25 = max(0.0, bm25)
+    return bm25 / (bm25 + bm25_half)
+
+
+_ABSOLUTE_SCALES: Final[Mapping[str, Callable[[float, float], float]]] = {
+    SEMANTIC_LEG: _cosine_relevance,
+    LEXICAL_LEG: _bm25_relevance,
+}

@@ -29,8 +29,5 @@ def collapse_per_document(hits: Sequence[FusedHit], max_per_document: int) -> li
 
 
 def filter_min_score(hits: Sequence[FusedHit], min_score: float) -> list[FusedHit]:
-    """Keep hits whose final `score` is at least `min_score`, in order.
-
-    The scale is the fusion's (RRF scores are around 1/61 per leg; weighted scores lie in [0, 1]).
-    """
-    return [hit for hit in hits if hit.score >= min_score]
+    """Keep hits whose `readable_score` (the calibrated relevance in [0, 1] once set) is at least `min_score`."""
+    return [hit for hit in hits if hit.readable_score >= min_score]

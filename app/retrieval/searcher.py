@@ -40,7 +40,7 @@ from app.domain.models import (
 from app.observability.metrics import record_engine_error
 from app.observability.spans import SPAN_ATTRIBUTE_RESULT_COUNT
 from app.observability.tracing import mark_span_failed, phase
-from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg
+from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readable_relevance
 from app.retrieval.postprocess import collapse_per_document, filter_min_score
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class HybridSearcher:
         ranked = await strategy_runs[plan.strategy](plan, run)
         fusion_started = time.perf_counter()
         with phase(SPAN_FUSE):
-            hits = ranked()
+            hits = readable_relevance(ranked(), legs=tuple(run.leg_hits), weights=plan.fusion.weights)
             if plan.max_chunks_per_document:
                 hits = collapse_per_document(hits, plan.max_chunks_per_document)
             if plan.min_score is not None:

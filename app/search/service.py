@@ -216,9 +216,9 @@ class SearchService:
 
     async def _prepare(self, call: SearchCall) -> _Prepared:
         started = time.perf_counter()
-        validate_query_text(call.query)
         resolved = self._apply_knobs(call)
         knobs = resolved.knobs
+        validate_query_text(call.query, max_chars=knobs.query_max_chars)
         arm, decided_by = self.rollout_arm(call, resolved)
         if arm != CONTROL_ARM:
             record_rollout_assignment(arm, decided_by=decided_by)

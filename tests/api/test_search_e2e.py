@@ -295,3 +295,60 @@ async def test_explain_returns_the_query_analysis(api_client, corpus_project, re
     assert analysis["event_time_from"].startswith("2024-03-01")
     assert analysis["event_time_to"].startswith("2024-04-01")
     assert plain["query_analysis"] is None
+
+
+async def test_one_document_matched_on_both_legs_reads_as_relevant(api_client, response_validator) -> None:
+    """Tried as a new user would: one document, one query that matches it; the default fusion (z-score)."""
+    project = f"single-{uuid.uuid4().hex[:8]}"
+    document = {
+        "id": "tls",
+        "source": "runbooks/tls.md",
+        "title": "Renew an expired TLS certificate",
+        "text": "When a TLS certificate expires, renew it with cert-manager and restart the ingress controller.",
+    }
+    created = await api_client.post(f"/v1/projects/{project}/documents", json=document)
+    assert created.status_code == 201, created.text
+    await wait_indexed(api_client, project, "tls", timeout_s=30.0)
+
+    payload = await search(
+        api_client, response_validator, {"query": "renew expired tls certificate", "project": project}
+    )
+    (only,) = payload["results"]
+
+    breakdown = only["score_breakdown"]
+    assert breakdown["fusion"]["method"] == "zscore"
+    assert breakdown["fusion"]["score"] == 0.0  # a lone hit's z-score: not what a person should read
+    assert breakdown["rrf_components"] == {  # the reference's field, kept: the same contributions
+        "semantic_contribution": breakdown["fusion"]["semantic_contribution"],
+        "lexical_contribution": breakdown["fusion"]["lexical_contribution"],
+    }
+    assert 0.3 < breakdown["relevance"]["semantic"] <= 1.0
+    assert 0.0 < breakdown["relevance"]["lexical"] < 1.0
+    assert 0.3 < only["final_score"] <= 1.0
+    assert only["final_score"] == pytest.approx(
+        0.45 * breakdown["relevance"]["semantic"] + 0.55 * breakdown["relevance"]["lexical"]
+    )
+    threshold = only["final_score"]
+    kept = await search(
+        api_client,
+        response_validator,
+        {"query": "renew expired tls certificate", "project": project, "min_score": threshold},
+    )
+    dropped = await search(
+        api_client,
+        response_validator,
+        {"query": "renew expired tls certificate", "project": project, "min_score": threshold + 0.01},
+    )
+    assert [hit["id"] for hit in kept["results"]] == [only["id"]]
+    assert dropped["results"] == []
+
+
+async def test_a_paragraph_query_of_8000_characters_is_answered(api_client, corpus_project, response_validator) -> None:
+    sentence = 'Our ingress TLS certificate expired overnight and "cert-manager" did not renew it in 2024. '
+    paragraph = (sentence * (8000 // len(sentence) + 1))[:8000]
+
+    payload = await search(api_client, response_validator, {"query": paragraph, "project": corpus_project})
+
+    assert payload["search_strategy"].lower().startswith("hybrid")  # a passage is never routed away from hybrid
+    assert top_documents(payload, 1) == ["runbooks/platform/tls-cert-renewal.md"]
+    assert all(0.0 <= hit["final_score"] <= 1.0 for hit in payload["results"])

@@ -143,6 +143,27 @@ async def test_lexical_run_finds_the_judged_documents_but_never_the_query_itself
     assert set(result.latency_ms) == {"p50", "p95", "mean"}
 
 
+async def test_a_refused_query_counts_as_a_miss_with_a_warning_and_the_run_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dataset = load_dataset(FIXTURES / "tiny-beir", split="test")
+    engines, _ = memory_engines()
+    # q1 (53 characters) is over this limit, the other judged queries are not.
+    settings = Settings(chunk_max_chars=400, chunk_overlap_chars=0, query_max_chars=40)
+    summary = await ensure_ingested(dataset, engines, settings, marker_dir=tmp_path)
+    runner = QueryRunner(dataset, engines, settings, clocks=summary.clocks)
+
+    with caplog.at_level("WARNING", logger="poimen.evaluation"):
+        result = await runner.run(RunSpec("lexical", SearchStrategy.LEXICAL, None), progress=False)
+
+    assert list(result.failed) == ["q1"]
+    assert "InvalidQueryError" in result.failed["q1"]
+    assert result.per_query["Recall@10"] == {"q1": 0.0, "q2": 1.0, "q3": 1.0, "q4": 1.0}
+    assert result.metrics["Recall@10"] == 0.75  # the miss is in the mean, not left out of it
+    assert any("q1" in record.getMessage() for record in caplog.records)
+    assert any("1 of 4 queries failed" in record.getMessage() for record in caplog.records)
+
+
 async def test_conversational_queries_search_only_their_conversation(tmp_path: Path) -> None:
     dataset = load_dataset(FIXTURES / "tiny-chat", split="test")
     engines, _ = memory_engines()

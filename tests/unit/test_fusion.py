@@ -10,10 +10,12 @@ import pytest
 
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Chunk, FusionMethod, FusionSettings, ScoredHit
 from app.retrieval.fusion import (
+    BM25_HALF_RELEVANCE,
     cascade_ranking,
     fuse,
     min_max_normalize,
     rank_single_leg,
+    readable_relevance,
     reciprocal_rank_fusion,
     weighted_score_fusion,
     zscore_fusion,
@@ -364,3 +366,77 @@ def test_min_score_drops_hits_below_the_floor_inclusive() -> None:
     fused = rank_single_leg([hit("a", 0.9), hit("b", 0.5), hit("c", 0.1)], leg=SEMANTIC_LEG)
 
     assert ids(filter_min_score(fused, 0.5)) == ["a", "b"]
+
+
+# --- readable relevance (final_score) --------------------------------------------------------------
+
+DEFAULT_WEIGHTS = {SEMANTIC_LEG: 0.45, LEXICAL_LEG: 0.55}
+BOTH_LEGS = (SEMANTIC_LEG, LEXICAL_LEG)
+
+
+def readable(ranked: dict[str, list[ScoredHit]], **options: object) -> list:
+    fused = zscore_fusion(ranked, weights=DEFAULT_WEIGHTS)
+    return readable_relevance(fused, legs=tuple(ranked), weights=DEFAULT_WEIGHTS, **options)
+
+
+def test_a_single_hit_matching_on_both_legs_reads_as_relevant_not_zero() -> None:
+    (only,) = readable(legs([hit("a", 0.82)], [hit("a", 12.0)]))
+
+    assert only.score == 0.0  # the z-score of a lone hit: why it cannot be the readable score
+    expected = 0.45 * 0.82 + 0.55 * 12.0 / (12.0 + BM25_HALF_RELEVANCE)
+    assert only.relevance == pytest.approx(expected)
+    assert only.relevance_parts == pytest.approx({SEMANTIC_LEG: 0.82, LEXICAL_LEG: 12.0 / (12.0 + BM25_HALF_RELEVANCE)})
+
+
+def test_all_tied_hits_get_one_equal_bounded_relevance() -> None:
+    tied = readable(legs([hit(name, 0.6) for name in "abc"], [hit(name, 4.0) for name in "abc"]))
+
+    assert [fused.score for fused in tied] == [0.0, 0.0, 0.0]
+    assert len({fused.relevance for fused in tied}) == 1
+    assert 0.0 < tied[0].relevance < 1.0
+
+
+def test_the_same_match_reads_the_same_in_any_query() -> None:
+    alone = readable(legs([hit("a", 0.7)], [hit("a", 8.0)]))[0]
+    among_weaker = readable(legs([hit("a", 0.7), hit("b", 0.2)], [hit("a", 8.0), hit("b", 1.0)]))[0]
+
+    assert alone.chunk_id == among_weaker.chunk_id == "a"
+    assert alone.relevance == pytest.approx(among_weaker.relevance)
+    assert alone.score != among_weaker.score  # the z-score depends on the company the hit keeps
+
+
+def test_relevance_is_bounded_and_never_rises_down_the_ranking() -> None:
+    semantic = [hit("a", 1.3), hit("b", 0.1), hit("c", 0.95), hit("d", -0.4)]
+    lexical = [hit("b", 40.0), hit("c", 0.5), hit("e", 3.0)]
+
+    fused = readable(legs(semantic, lexical))
+    relevances = [fused_hit.relevance for fused_hit in fused]
+
+    assert all(0.0 <= value <= 1.0 for value in relevances)
+    assert relevances == sorted(relevances, reverse=True)
+    assert [fused_hit.chunk_id for fused_hit in fused] == [
+        fused_hit.chunk_id for fused_hit in zscore_fusion(legs(semantic, lexical), weights=DEFAULT_WEIGHTS)
+    ]
+
+
+def test_a_leg_that_did_not_answer_is_left_out_of_the_mean() -> None:
+    (lexical_only,) = readable_relevance(
+        rank_single_leg([hit("a", BM25_HALF_RELEVANCE)], leg=LEXICAL_LEG), legs=(LEXICAL_LEG,)
+    )
+
+    assert lexical_only.relevance == pytest.approx(0.5)  # BM25 at the half point, no semantic zero dragging it
+    assert lexical_only.relevance_parts == {LEXICAL_LEG: pytest.approx(0.5)}
+
+
+def test_min_score_thresholds_the_readable_relevance() -> None:
+    fused = readable(legs([hit("a", 0.9), hit("b", 0.3)], [hit("a", 80.0)]))
+
+    kept = filter_min_score(fused, 0.5)
+
+    assert [fused_hit.chunk_id for fused_hit in kept] == ["a"]
+    assert kept[0].readable_score == kept[0].relevance
+
+
+def test_readable_relevance_rejects_a_non_positive_bm25_half() -> None:
+    with pytest.raises(ValueError, match="bm25_half"):
+        readable_relevance([], legs=BOTH_LEGS, bm25_half=0.0)

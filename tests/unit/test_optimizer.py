@@ -9,7 +9,7 @@ import pytest
 
 from app.domain.models import QuestionType, SearchStrategy
 from app.query.abbreviations import load_abbreviations
-from app.query.optimizer import QueryOptimizer
+from app.query.optimizer import MAX_LEXICAL_TERMS, PASSAGE_QUERY_TOKENS, QueryOptimizer
 
 NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)  # a Wednesday
 
@@ -302,7 +302,7 @@ def test_classifies_the_six_question_types(optimizer: QueryOptimizer, query: str
 @pytest.mark.parametrize(
     ("query", "strategy", "confidence"),
     [
-        ("kubernetes", SearchStrategy.LEXICAL, 0.85),  # < 3 tokens
+        ("kubernetes", SearchStrategy.HYBRID, 0.8),  # short: hybrid, unlike the reference (recall)
         ("#networking", SearchStrategy.LEXICAL, 0.85),
         ('"port forwarding" on kubernetes', SearchStrategy.LEXICAL, 0.85),  # special syntax alone
         ("#networking changes in 2024", SearchStrategy.CASCADING, 0.9),  # special syntax + date
@@ -321,8 +321,53 @@ def test_routes_per_the_reference_decision_tree(
     assert (analysis.strategy, analysis.confidence) == (strategy, confidence)
 
 
-def test_short_query_wins_over_dates(optimizer: QueryOptimizer) -> None:
-    assert optimizer.analyze("2024 outage").strategy is SearchStrategy.LEXICAL
+def test_a_short_query_is_routed_by_what_it_says_not_by_its_length(optimizer: QueryOptimizer) -> None:
+    assert optimizer.analyze("2024 outage").strategy is SearchStrategy.CASCADING
+    assert optimizer.analyze("outage").strategy is SearchStrategy.HYBRID
+    assert optimizer.analyze("#outage").strategy is SearchStrategy.LEXICAL
+
+
+PASSAGE = (
+    'The "precautionary principle" was cited by @regulators in 2019: banning #glyphosate would -cost farmers '
+    "little, NOT least because alternatives exist. Opponents answer that the evidence on cancer is weak, "
+    "that the cost to farmers is real, and that a ban on glyphosate would raise the use of tillage."
+)
+
+
+def test_a_passage_is_read_as_prose_and_always_runs_hybrid(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze(PASSAGE)
+
+    assert analysis.token_count >= PASSAGE_QUERY_TOKENS
+    assert analysis.strategy is SearchStrategy.HYBRID
+    assert not analysis.has_special_syntax
+    assert not analysis.has_date_filters
+    assert analysis.event_time_from is None
+    assert analysis.event_time_to is None
+    lexical = analysis.lexical_query
+    assert lexical.phrases == ()  # a quotation, not an exact-match demand that empties the lexical leg
+    assert lexical.excluded_terms == ()
+    words = lexical.text.split()
+    assert {"precautionary", "principle", "regulators", "glyphosate", "cost", "least", "tillage"} <= set(words)
+    assert len(words) == len(set(words))
+
+
+def test_the_same_syntax_in_a_short_query_is_still_syntax(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze('"precautionary principle" -cost #glyphosate')
+
+    assert analysis.strategy is SearchStrategy.LEXICAL
+    assert analysis.lexical_query.phrases == ("precautionary principle",)
+    assert analysis.lexical_query.excluded_terms == ("cost",)
+
+
+def test_a_very_long_passage_keeps_its_most_frequent_words_for_bm25(optimizer: QueryOptimizer) -> None:
+    rare = [f"word{number}" for number in range(MAX_LEXICAL_TERMS + 50)]
+    passage = " ".join(["glyphosate tillage"] * 3 + rare)
+
+    words = optimizer.analyze(passage).lexical_query.text.split()
+
+    assert len(words) == MAX_LEXICAL_TERMS
+    assert words[:3] == ["glyphosate", "tillage", "word0"]  # the repeated words, then first seen
+    assert words[-1] == f"word{MAX_LEXICAL_TERMS - 3}"
 
 
 def test_analysis_keeps_the_raw_query(optimizer: QueryOptimizer) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from app.config import Settings
 from app.domain.errors import InvalidQueryError
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusionMethod, SearchStrategy
-from app.knobs import SearchKnobs
+from app.knobs import QUERY_MAX_CHARS_CEILING, SearchKnobs
 from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan, validate_query_text
 
@@ -211,10 +212,28 @@ def test_empty_query_is_rejected(query: str) -> None:
 
 def test_over_long_query_is_rejected_before_analysis() -> None:
     with pytest.raises(InvalidQueryError) as error:
-        validate_query_text("x" * 2001)
+        validate_query_text("x" * 2001, max_chars=2000)
 
     assert error.value.field == "query"
-    validate_query_text("x" * 2000)
+    validate_query_text("x" * 2000, max_chars=2000)
+
+
+def test_the_query_length_limit_is_the_knob() -> None:
+    knobs = ROUTED
+    assert knobs.query_max_chars == 8000
+    paragraph = "A whole paragraph of an argument, said again and again. " * 140  # 7,840 characters
+
+    assert plan_for(paragraph).limit == knobs.rrf_final_k
+    with pytest.raises(InvalidQueryError) as error:
+        plan_for(paragraph, knobs.model_copy(update={"query_max_chars": 1000}))
+    assert error.value.field == "query"
+
+
+def test_query_length_knob_is_validated() -> None:
+    with pytest.raises(ValidationError, match="query_max_chars"):
+        SearchKnobs(query_max_chars=0)
+    with pytest.raises(ValidationError, match="query_max_chars"):
+        SearchKnobs(query_max_chars=QUERY_MAX_CHARS_CEILING + 1)
 
 
 @pytest.mark.parametrize(
