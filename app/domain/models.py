@@ -303,11 +303,23 @@ class FusedHit:
     ranks: Mapping[str, int]
     leg_scores: Mapping[str, float]
     contributions: Mapping[str, float]
+    rerank_score: float | None = None
+    """The second stage's score (higher is better) when a reranker reordered this hit; `score` stays fusion's."""
 
     @property
     def chunk_id(self) -> str:
         """The chunk's id."""
         return self.chunk.chunk_id
+
+
+@dataclass(frozen=True, slots=True)
+class RerankQuery:
+    """What a reranker knows of the query: its text, quoted phrases, and the date range read from its words."""
+
+    text: str
+    phrases: tuple[str, ...] = ()
+    event_time_from: datetime | None = None
+    event_time_to: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.evaluation.datasets import EvalDataset, EvalQuery
     from app.knobs import SearchKnobs
+    from app.retrieval.rerank import SecondStage
 
 SCORING_DEPTH: Final = 100
 """Hits kept per query: enough for Recall@100 (the planner's largest page)."""
@@ -75,6 +76,7 @@ class EvaluationEngines:
     vector: VectorIndex
     lexical: LexicalIndex
     store: DocumentStore
+    second_stage: SecondStage | None = None  # the reranker `RERANKER` names, applied as the service applies it
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +303,7 @@ class QueryRunner:
                 embedder=engines.embedder,
                 store=engines.store,
                 knobs=FixedKnobs(evaluation_knobs(self._settings, spec)),
+                second_stage=engines.second_stage,
             )
         return self._services[spec]
 
