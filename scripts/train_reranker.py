@@ -115,12 +115,14 @@ def _rows(item: Collected, top_n: int) -> tuple[list[list[float]], list[int], li
     return candidate_features(item.query, candidates), labels, [hit.chunk.document_id for hit in candidates]
 
 
-def _fit(items: Sequence[Collected], *, top_n: int, variant: str, c: float) -> dict[str, Any]:
+Rows = tuple[list[list[float]], list[int], list[str]]
+
+
+def _fit(per_query: Sequence[Rows], *, variant: str, c: float) -> dict[str, Any]:
     import numpy as np  # noqa: PLC0415 - training-only dependencies
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415
     from sklearn.preprocessing import StandardScaler  # noqa: PLC0415
 
-    per_query = [_rows(item, top_n) for item in items]
     matrix = np.array([row for rows, _, _ in per_query for row in rows], dtype=float)
     scaler = StandardScaler().fit(matrix)
     scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
@@ -157,11 +159,12 @@ def _score(model: dict[str, Any], row: Sequence[float]) -> float:
     )
 
 
-def _run(items: Sequence[Collected], model: dict[str, Any] | None, top_n: int) -> dict[str, dict[str, float]]:
-    """query id -> document -> score for the top `top_n`, reranked by `model` (None: the fused order)."""
+def _run(
+    items: Sequence[Collected], per_query: Sequence[Rows], model: dict[str, Any] | None
+) -> dict[str, dict[str, float]]:
+    """query id -> document -> score for the candidates, reranked by `model` (None: the fused order)."""
     run: dict[str, dict[str, float]] = {}
-    for item in items:
-        rows, _, documents = _rows(item, top_n)
+    for item, (rows, _, documents) in zip(items, per_query, strict=True):
         order = list(range(len(documents)))
         if model is not None:
             scores = [_score(model, row) for row in rows]
@@ -182,16 +185,21 @@ def fit(arguments: argparse.Namespace) -> None:
     datasets = sorted({item.dataset for item in items})
     shuffled = sorted(items, key=lambda item: (item.dataset, item.query_id))
     random.Random(SEED).shuffle(shuffled)
-    folds = [shuffled[index::FOLDS] for index in range(FOLDS)]
+    fold_of = {id(item): index % FOLDS for index, item in enumerate(shuffled)}
     results = []
     for top_n in TOP_N_GRID:
+        per_query = [_rows(item, top_n) for item in items]
         for variant in ("pointwise", "pairwise"):
             for c in C_GRID:
                 reranked: dict[str, dict[str, float]] = {}
                 for held_out in range(FOLDS):
-                    training = [item for index, fold in enumerate(folds) if index != held_out for item in fold]
-                    model = _fit(training, top_n=top_n, variant=variant, c=c)
-                    reranked.update(_run(folds[held_out], model, top_n))
+                    inside = [fold_of[id(item)] != held_out for item in items]
+                    model = _fit(
+                        [rows for rows, keep in zip(per_query, inside, strict=True) if keep], variant=variant, c=c
+                    )
+                    test_items = [item for item, keep in zip(items, inside, strict=True) if not keep]
+                    test_rows = [rows for rows, keep in zip(per_query, inside, strict=True) if not keep]
+                    reranked.update(_run(test_items, test_rows, model))
                 by_dataset = {
                     name: _metrics(
                         [item for item in items if item.dataset == name],
@@ -200,13 +208,11 @@ def fit(arguments: argparse.Namespace) -> None:
                     for name in datasets
                 }
                 results.append({"top_n": top_n, "variant": variant, "c": c, "cross_validated": by_dataset})
-                print(top_n, variant, c, json.dumps(by_dataset))
-    fused = {
-        name: _metrics(
-            [item for item in items if item.dataset == name], _run([i for i in items if i.dataset == name], None, 50)
-        )
-        for name in datasets
-    }
+                print(top_n, variant, c, json.dumps(by_dataset), flush=True)
+    fused = {}
+    for name in datasets:
+        chosen = [item for item in items if item.dataset == name]
+        fused[name] = _metrics(chosen, _run(chosen, [_rows(item, max(TOP_N_GRID)) for item in chosen], None))
     print("fused order", json.dumps(fused))
     # The choice: the largest smallest gain over the fused order in each data set's target metric.
     best = max(
@@ -217,7 +223,7 @@ def fit(arguments: argparse.Namespace) -> None:
             for name in datasets
         ),
     )
-    model = _fit(items, top_n=best["top_n"], variant=best["variant"], c=best["c"])
+    model = _fit([_rows(item, best["top_n"]) for item in items], variant=best["variant"], c=best["c"])
     document = {
         "format": MODEL_FORMAT,
         "format_version": MODEL_FORMAT_VERSION,
