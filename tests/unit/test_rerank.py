@@ -10,15 +10,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.config import Settings
+from app.config import ConfigurationError, Settings
 from app.domain.errors import EngineUnavailableError
 from app.domain.labels import STAGE_RERANK
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Filters, FusedHit, RerankQuery, SearchStrategy
 from app.engines.learned_ranker import LearnedRanker, LinearRankerModel, RankerModelError
 from app.engines.memory_reranker import TermOverlapReranker
-from app.retrieval.rerank import RERANK_TIMEOUT, RERANK_UNAVAILABLE, SecondStage, order_by_scores
+from app.retrieval.rerank import RERANK_TIMEOUT, RERANK_UNAVAILABLE, SecondStage, order_by_scores, rerank_query
 from app.retrieval.rerank_features import FEATURE_NAMES, candidate_features
 from app.retrieval.searcher import HybridSearcher
+from app.wiring.rerankers import build_second_stage
 from tests.contract.reranker import candidate
 from tests.unit.test_searcher import FakeEmbedder, FakeLexicalIndex, FakeVectorIndex, make_plan, semantic_hits
 
@@ -235,9 +236,17 @@ def test_rerank_top_n_is_validated() -> None:
 
 
 def test_filters_of_a_plan_reach_the_rerank_query() -> None:
-    from app.retrieval.rerank import rerank_query
-
     moment = datetime(2026, 1, 1, tzinfo=UTC)
     plan = make_plan(filters=Filters(project_id="p", event_time_from=moment))
 
     assert rerank_query(plan).event_time_from == moment
+
+
+def test_wiring_builds_the_configured_second_stage(tmp_path) -> None:
+    assert build_second_stage(Settings()) is None
+    stage = build_second_stage(Settings(reranker="learned", rerank_top_n=20))
+    assert stage is not None
+    assert stage.name == "learned"
+    (tmp_path / "broken.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match="RERANKER_MODEL_PATH"):
+        build_second_stage(Settings(reranker="learned", reranker_model_path=tmp_path / "broken.json"))
