@@ -5,8 +5,8 @@ through the service's default query path (`SearchService`, as `poimen eval` runs
 collapsed to one chunk per document) with a recording reranker as its second stage, which keeps the
 fused top `--top-n` candidates each hybrid query hands it. They are pickled to `--output`.
 
-Step 2, `fit` (no engines; `pip install -e ".[train]"` for scikit-learn): features come from `app.retrieval.rerank_features.candidate_features`, the
-code the served ranker runs; a candidate is relevant when its document is judged relevant (qrels > 0).
+Step 2, `fit` (no engines; `pip install -e ".[train]"` for scikit-learn): features come from
+`app.retrieval.rerank_features.candidate_features`, the code the served ranker runs; a candidate is relevant when its document is judged relevant (qrels > 0).
 Logistic regression (scikit-learn) is fitted pointwise or on pairs (relevant minus non-relevant of one
 query); the variant and C are chosen by nDCG@10 under 5-fold cross-validation over queries, then refit on
 every collected query. The model (`app/engines/models/`) records its training data and choice.
