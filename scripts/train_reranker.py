@@ -6,9 +6,11 @@ collapsed to one chunk per document) with a recording reranker as its second sta
 fused top `--top-n` candidates each hybrid query hands it. They are pickled to `--output`.
 
 Step 2, `fit` (no engines; `pip install -e ".[train]"` for scikit-learn): features come from
-`app.retrieval.rerank_features.candidate_features`, the code the served ranker runs; a candidate is relevant when its document is judged relevant (qrels > 0).
-Logistic regression (scikit-learn) is fitted pointwise or on pairs (relevant minus non-relevant of one
-query); the variant and C are chosen by nDCG@10 under 5-fold cross-validation over queries, then refit on
+`app.retrieval.rerank_features.candidate_features`, the code the served ranker runs; a candidate is
+relevant when its document is judged relevant (qrels > 0). Logistic regression is fitted pointwise or on
+pairs (relevant minus non-relevant of one query); top-N, variant and C are chosen under 5-fold
+cross-validation over queries by the largest smallest gain over the fused order in each data set's target
+metric (SciFact nDCG@10, LoCoMo Recall@10), then refit on
 every collected query. The model (`app/engines/models/`) records its training data and choice.
 
 Training data only: SciFact `--split train`; LoCoMo `--split test --groups conv-26,conv-30,conv-41,conv-42,conv-43`
