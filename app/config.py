@@ -91,6 +91,13 @@ class Settings(BaseSettings, SearchKnobs):
     pgvector_index_lists: int | None = None
     opensearch_refresh_interval: str | None = None
 
+    # The second stage (docs/operations.md "Second stage"): off, the bundled learned ranker, or a cross-encoder
+    # from a local folder. Read at start only: the model is loaded once.
+    reranker: Literal["none", "learned", "cross-encoder"] = "none"
+    reranker_model_path: Path | None = None  # learned: another model file; cross-encoder: required, a folder
+    rerank_top_n: int = Field(default=20, ge=2, le=1000)  # the bundled model was chosen at 20 (docs/evaluation.md)
+    rerank_timeout_ms: int = Field(default=1000, ge=1, le=60000)
+
     # Most queries one `POST /v1/search/batch` may carry (more: a 400 naming `queries`).
     search_batch_max_queries: int = Field(default=32, ge=1, le=1000)
 
@@ -139,6 +146,7 @@ class Settings(BaseSettings, SearchKnobs):
         "flagd_resolver",
         "flagd_offline_flag_source_path",
         "embedding_onnx_dir",
+        "reranker_model_path",
         mode="before",
     )
     @classmethod
@@ -165,6 +173,16 @@ class Settings(BaseSettings, SearchKnobs):
                 "OPENSEARCH_REFRESH_INTERVAL is not read: the outbox refreshes after each batch;"
                 " set the index's refresh_interval in OpenSearch"
             )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _reranker_model_path_is_used(self) -> Settings:
+        if self.reranker == "cross-encoder" and self.reranker_model_path is None:
+            msg = "RERANKER=cross-encoder needs RERANKER_MODEL_PATH (a folder holding a saved CrossEncoder)"
+            raise ValueError(msg)
+        if self.reranker == "none" and self.reranker_model_path is not None:
+            msg = "RERANKER_MODEL_PATH is set but RERANKER=none: set RERANKER=learned or cross-encoder, or unset it"
             raise ValueError(msg)
         return self
 

@@ -9,7 +9,8 @@ What it does:
 3. Sends the test queries (queries.jsonl restricted to the ids in qrels/test.tsv; 300 for SciFact)
    sequentially over one keep-alive connection, once per strategy, after a short warm-up.
 4. Prints, per strategy, p50/p95/p99/mean end-to-end milliseconds as the client saw them, the server's
-   own total, and the p50 of each stage the response reports (optimize, embed, semantic, lexical, fusion).
+   own total, and the p50 of each stage the response reports (optimize, embed, semantic, lexical, fusion,
+   rerank: 0 unless RERANKER is set, e.g. `RERANKER=learned .venv/bin/python scripts/bench_query.py ...`).
 
 Usage:
     .venv/bin/python scripts/bench_query.py --data-dir /tmp/bench-scifact/data
@@ -38,7 +39,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = REPOSITORY.parent / "shared" / "datasets" / "scifact"
 PROJECT = "scifact"
 STRATEGIES = ("hybrid", "semantic", "lexical", "cascading")
-STAGES = ("optimize", "embed", "semantic", "lexical", "fusion")
+STAGES = ("optimize", "embed", "semantic", "lexical", "fusion", "rerank")
 INGESTED_MARKER = ".bench-ingested-scifact"
 READY_TIMEOUT_S = 120.0
 WARMUP_QUERIES = 10

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
-from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_SEMANTIC
+from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC
 from app.domain.models import LEXICAL_LEG, PROJECT_ID_PATTERN, SEMANTIC_LEG, FusedHit, QueryAnalysis, SearchStrategy
 from app.query.planner import MAX_QUERY_CHARS
 from app.search.paging import PAGE_DEPTH
@@ -147,6 +147,8 @@ class SearchHitOut(msgspec.Struct, kw_only=True):
     section_title: str
     tags: list[str]
     event_time: datetime | None
+    # The second stage's score when a reranker ordered this hit (`RERANKER`); the order is by it, not final_score.
+    rerank_score: float | None = None
 
 
 class SearchMetricsOut(msgspec.Struct, kw_only=True):
@@ -158,6 +160,7 @@ class SearchMetricsOut(msgspec.Struct, kw_only=True):
     semantic_time_ms: float
     lexical_time_ms: float
     fusion_time_ms: float
+    rerank_time_ms: float = 0.0  # the second stage (`RERANKER`); 0 when none ran
     semantic_results_count: int
     lexical_results_count: int
     final_results_count: int
@@ -277,6 +280,7 @@ def hit_out(hit: FusedHit, *, rank: int, fusion_method: str, strategy: SearchStr
         section_title=chunk.section_title,
         tags=list(chunk.tags),
         event_time=chunk.event_time,
+        rerank_score=hit.rerank_score,
     )
 
 
@@ -356,6 +360,7 @@ def search_response(
             semantic_time_ms=round(stage.get(STAGE_SEMANTIC, 0.0), 3),
             lexical_time_ms=round(stage.get(STAGE_LEXICAL, 0.0), 3),
             fusion_time_ms=round(stage.get(STAGE_FUSION, 0.0), 3),
+            rerank_time_ms=round(stage.get(STAGE_RERANK, 0.0), 3),
             semantic_results_count=semantic.result_count if semantic else 0,
             lexical_results_count=lexical.result_count if lexical else 0,
             final_results_count=len(result.hits),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from app.evaluation.cli import run_eval_with
 from app.evaluation.runner import EvaluationEngines
 from app.wiring.engines import open_engines
+from app.wiring.rerankers import build_second_stage
 
 if TYPE_CHECKING:
     import argparse
@@ -19,9 +20,14 @@ if TYPE_CHECKING:
 @asynccontextmanager
 async def open_evaluation_engines(settings: Settings) -> AsyncIterator[EvaluationEngines]:
     """The same engines the server runs (embedded by default), under `settings.poimen_data_dir`."""
+    second_stage = build_second_stage(settings)
     async with open_engines(settings) as engines:
         yield EvaluationEngines(
-            embedder=engines.embedder, vector=engines.vector, lexical=engines.lexical, store=engines.store
+            embedder=engines.embedder,
+            vector=engines.vector,
+            lexical=engines.lexical,
+            store=engines.store,
+            second_stage=second_stage,
         )
 
 

@@ -307,6 +307,8 @@ class FusedHit:
     # in [0, 1], comparable across queries, non-increasing down the ranking (`app.retrieval.fusion`).
     relevance: float | None = None
     relevance_parts: Mapping[str, float] = field(default_factory=dict)
+    rerank_score: float | None = None
+    """The second stage's score (higher is better) when a reranker reordered this hit; `score` stays fusion's."""
 
     @property
     def readable_score(self) -> float:
@@ -317,6 +319,16 @@ class FusedHit:
     def chunk_id(self) -> str:
         """The chunk's id."""
         return self.chunk.chunk_id
+
+
+@dataclass(frozen=True, slots=True)
+class RerankQuery:
+    """What a reranker knows of the query: its text, quoted phrases, and the date range read from its words."""
+
+    text: str
+    phrases: tuple[str, ...] = ()
+    event_time_from: datetime | None = None
+    event_time_to: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

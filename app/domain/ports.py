@@ -22,8 +22,10 @@ if TYPE_CHECKING:
         DocumentState,
         EmbeddedChunk,
         Filters,
+        FusedHit,
         LexicalQuery,
         OutboxStats,
+        RerankQuery,
         ScoredHit,
         StoredDocument,
     )
@@ -91,6 +93,22 @@ class LexicalIndex(Protocol):
 
     async def ping(self) -> None:
         """Return when the index answers; raise `EngineUnavailableError` otherwise."""
+        ...
+
+
+class Reranker(Protocol):
+    """The second stage: re-scores the fused top candidates of one query with more evidence than fusion had."""
+
+    name: str
+
+    async def rerank(self, query: RerankQuery, candidates: Sequence[FusedHit]) -> list[FusedHit]:
+        """Return exactly `candidates`, each with `rerank_score` set (higher is better), best first.
+
+        Never drops, duplicates or invents a hit, and leaves every other field of a hit as it was.
+        Deterministic: the same query and candidates give the same scores and order. Stable: hits with
+        equal scores keep their order in `candidates` (the fused order). Candidates come best first by
+        fusion, carrying both legs' ranks and raw scores; an empty list gives an empty list.
+        """
         ...
 
 

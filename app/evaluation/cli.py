@@ -119,6 +119,8 @@ def configuration_summary(settings: Settings, embedding_model: str) -> dict[str,
         "chunk_max_chars": settings.chunk_max_chars,
         "chunk_overlap_chars": settings.chunk_overlap_chars,
         "chunk_min_chars": settings.chunk_min_chars,
+        "reranker": settings.reranker,
+        "rerank_top_n": settings.rerank_top_n,
     }
 
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.evaluation.datasets import EvalDataset, EvalQuery
     from app.knobs import SearchKnobs
+    from app.retrieval.rerank import SecondStage
 
 logger = logging.getLogger("poimen.evaluation")
 
@@ -79,6 +80,7 @@ class EvaluationEngines:
     vector: VectorIndex
     lexical: LexicalIndex
     store: DocumentStore
+    second_stage: SecondStage | None = None  # the reranker `RERANKER` names, applied as the service applies it
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +313,7 @@ class QueryRunner:
                 embedder=engines.embedder,
                 store=engines.store,
                 knobs=FixedKnobs(evaluation_knobs(self._settings, spec)),
+                second_stage=engines.second_stage,
             )
         return self._services[spec]
 

@@ -38,7 +38,15 @@ STRATEGIES: Final = frozenset({"hybrid", "semantic", "lexical", "cascading"})
 OUTCOMES: Final = frozenset({"ok", "degraded", "error", "rejected"})
 CACHE_RESULTS: Final = frozenset({"hit", "miss"})
 FALLBACK_REASONS: Final = frozenset(
-    {"lexical_unavailable", "lexical_timeout", "semantic_unavailable", "semantic_timeout", "embedder_unavailable"}
+    {
+        "lexical_unavailable",
+        "lexical_timeout",
+        "semantic_unavailable",
+        "semantic_timeout",
+        "embedder_unavailable",
+        "rerank_unavailable",
+        "rerank_timeout",
+    }
 )
 ENGINES: Final = frozenset({"pgvector", "postgres", "tantivy", "opensearch", "embedder"})
 INGEST_STATUSES: Final = frozenset({"created", "updated", "unchanged", "deleted"})

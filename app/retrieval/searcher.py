@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
 from app.domain.errors import AllEnginesFailedError, EngineError, EngineTimeoutError
-from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_SEMANTIC, STAGE_TOTAL
+from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC, STAGE_TOTAL
 from app.domain.models import (
     LEXICAL_LEG,
     SEMANTIC_LEG,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from app.domain.models import Filters
     from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex
+    from app.retrieval.rerank import SecondStage
 
 _T = TypeVar("_T")
 _U = TypeVar("_U")
@@ -58,6 +59,7 @@ EMBEDDER_STAGE: Final = "embedder"
 SPAN_EMBED: Final = "search.embed"
 SPAN_ENGINE_PREFIX: Final = "search.engine."
 SPAN_FUSE: Final = "search.fuse"
+SPAN_RERANK: Final = "search.rerank"
 
 
 def _elapsed_ms(started: float) -> float:
@@ -81,9 +83,16 @@ class HybridSearcher:
     """Executes search plans. Stateless: one instance serves concurrent requests."""
 
     def __init__(
-        self, *, vector: VectorIndex, lexical: LexicalIndex, embedder: Embedder, truth: ChunkTruth | None = None
+        self,
+        *,
+        vector: VectorIndex,
+        lexical: LexicalIndex,
+        embedder: Embedder,
+        truth: ChunkTruth | None = None,
+        second_stage: SecondStage | None = None,
     ) -> None:
         self._truth = truth
+        self._second_stage = second_stage
         self._vector = vector
         self._lexical = lexical
         self._embedder = embedder
@@ -96,8 +105,9 @@ class HybridSearcher:
 
         After ranking, hits are collapsed to `plan.max_chunks_per_document` per document (when set),
         then those below `plan.min_score` dropped, then cut to `plan.limit`. `stage_ms` holds
-        "embed", "semantic" (vector search alone), "lexical", "fusion" (fusion and post-processing)
-        for the stages that ran, and always "total". `legs` holds each attempted leg; the semantic
+        "embed", "semantic" (vector search alone), "lexical", "fusion" (fusion and post-processing),
+        "rerank" (the second stage, when one is configured and the plan is hybrid) for the stages that
+        ran, and always "total". `legs` holds each attempted leg; the semantic
         leg's time includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
         """
         started = time.perf_counter()
@@ -117,6 +127,8 @@ class HybridSearcher:
             if plan.min_score is not None:
                 hits = filter_min_score(hits, plan.min_score)
         run.stage_ms[STAGE_FUSION] = _elapsed_ms(fusion_started)
+        if self._second_stage is not None and self._second_stage.applies_to(plan):
+            hits = await self._rerank(self._second_stage, plan, hits, run)
         run.stage_ms[STAGE_TOTAL] = _elapsed_ms(started)
         return SearchResult(
             hits=tuple(hits[: plan.limit]),
@@ -127,6 +139,16 @@ class HybridSearcher:
             degraded_reasons=tuple(run.reasons),
             leg_hits=dict(run.leg_hits),
         )
+
+    @staticmethod
+    async def _rerank(stage: SecondStage, plan: SearchPlan, hits: list[FusedHit], run: _Run) -> list[FusedHit]:
+        """The second stage over the fused top-N (`app/retrieval/rerank.py`), timed as the "rerank" stage."""
+        with phase(SPAN_RERANK):
+            outcome = await stage.apply(plan, hits)
+        run.stage_ms[STAGE_RERANK] = outcome.elapsed_ms
+        if outcome.reason is not None:
+            run.reasons.append(outcome.reason)
+        return outcome.hits
 
     # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from app.domain.models import QueryAnalysis, SearchPlan
     from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.knobs import SearchKnobs
+    from app.retrieval.rerank import SecondStage
     from app.search.cache import QueryCacheKey
     from app.search.knob_source import KnobSource, ResolvedKnobs
 
@@ -106,13 +107,17 @@ class SearchService:
         store: DocumentStore,
         knobs: KnobSource,
         cache: QueryCache[SearchOutcome] | None = None,
+        second_stage: SecondStage | None = None,
     ) -> SearchService:
         """The service over these ports with the optimizer's own clock; no cache unless one is given.
 
         The store is the source of truth the lexical hits are checked against, and the cache's generations.
+        `second_stage`: the reranker of hybrid searches (`RERANKER`), none by default.
         """
         return cls(
-            searcher=HybridSearcher(vector=vector, lexical=lexical, embedder=embedder, truth=store),
+            searcher=HybridSearcher(
+                vector=vector, lexical=lexical, embedder=embedder, truth=store, second_stage=second_stage
+            ),
             optimizer=QueryOptimizer(),
             knobs=knobs,
             cache=cache if cache is not None else QueryCache(ttl_s=0, max_size=0),

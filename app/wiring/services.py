@@ -25,6 +25,7 @@ from app.search.flags import FlagStore
 from app.search.rate_limit import CallerRateLimit
 from app.search.service import SearchService
 from app.wiring.engines import Engines, open_engines
+from app.wiring.rerankers import build_second_stage
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -118,6 +119,7 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
                 store=live.store,
                 knobs=flags,
                 cache=cache,
+                second_stage=build_second_stage(settings),
             ),
             pipeline=build_pipeline(settings, live, on_written=written),
             catalog=ProjectCatalog(store=live.store, on_written=written),

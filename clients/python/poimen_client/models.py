@@ -123,6 +123,7 @@ class SearchHit(msgspec.Struct, kw_only=True, frozen=True):
     section_title: str
     tags: list[str]
     event_time: datetime | None
+    rerank_score: float | None = None  # set when the server's second stage (RERANKER) ordered this hit
 
 
 class SearchMetrics(msgspec.Struct, kw_only=True, frozen=True):
@@ -134,6 +135,7 @@ class SearchMetrics(msgspec.Struct, kw_only=True, frozen=True):
     semantic_time_ms: float
     lexical_time_ms: float
     fusion_time_ms: float
+    rerank_time_ms: float = 0.0
     semantic_results_count: int
     lexical_results_count: int
     final_results_count: int
