@@ -175,8 +175,8 @@ def new_client(base_url: str, *, connections: int) -> httpx.AsyncClient:
 
 async def search_once(
     client: httpx.AsyncClient, target: SearchTarget, text: str, recorder: RunRecorder, *, started: float
-) -> None:
-    """One search, recorded with its latency from `started` (a `time.perf_counter()` value)."""
+) -> int | None:
+    """One search, recorded with its latency from `started` (a `time.perf_counter()` value); its status or None."""
     params: dict[str, str | int] = {"query": text, "project": target.project, "limit": target.limit}
     if target.strategy is not None:
         params["strategy"] = target.strategy
@@ -184,12 +184,13 @@ async def search_once(
         response = await client.get("/memory/query", params=params)
     except httpx.HTTPError:
         recorder.transport_errors += 1
-        return
+        return None
     elapsed_ms = (time.perf_counter() - started) * 1000
     body = response.json() if response.status_code == 200 else None
     recorder.record(
         status=response.status_code, elapsed_ms=elapsed_ms, body=body, retry_after="retry-after" in response.headers
     )
+    return response.status_code
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,7 @@ async def open_loop(
 ) -> dict[str, Any]:
     """Requests due every 1/`rate_per_s` seconds for `duration_s`; latency counts from when each was due."""
     recorder = RunRecorder()
-    pending: set[asyncio.Task[None]] = set()
+    pending: set[asyncio.Task[int | None]] = set()
     skipped = 0  # due while OPEN_LOOP_MAX_OUTSTANDING were outstanding: the client, not the service, gave up
     started = time.perf_counter()
     due_count = int(rate_per_s * duration_s)

@@ -180,6 +180,7 @@ def soak_sample(
         "postgres_connections": connections,
         "outbox_backlog": 0.0,
         "searches": 100,
+        "cache_hits": 20,
         "search_p95_ms": p95,
         "search_errors": 0,
     }
