@@ -93,10 +93,10 @@ async def measure(arguments: argparse.Namespace, data_dir: Path) -> dict[str, An
     cursor = QueryCursor(load_query_texts())
     environment = {"QUERY_CACHE_TTL_SECS": "0", "MAX_CONCURRENT_REQUESTS": str(arguments.max_concurrent)}
     with ServiceUnderTest(data_dir, environment=environment) as service:
-        ingest_documents(
-            service.url, PROJECT, corpus_documents()[: arguments.documents], batch_size=INGEST_BATCH_DOCUMENTS
-        )
-        wait_for_lexical_index(service.url, PROJECT, timeout_s=LEXICAL_WAIT_S)
+        seed = corpus_documents()[: arguments.documents]
+        # In a thread: the event loop stays free, so Ctrl-C cancels and the service is stopped.
+        await asyncio.to_thread(ingest_documents, service.url, PROJECT, seed, batch_size=INGEST_BATCH_DOCUMENTS)
+        await asyncio.to_thread(wait_for_lexical_index, service.url, PROJECT, timeout_s=LEXICAL_WAIT_S)
         async with new_client(service.url, connections=OPEN_LOOP_CONNECTIONS) as client:
             load = SearchLoad(client, SearchTarget(PROJECT, "hybrid"), cursor.next_text)
             await closed_loop(load, concurrency=1, duration_s=2.0)  # warm-up: first queries pay for lazy loading

@@ -32,6 +32,7 @@ MIN_QUERY_CHARS: Final = 9  # shorter texts ("p53", "Aim") are lexical look-ups,
 OPENING_SENTENCE_MAX_WORDS: Final = 14
 OPEN_LOOP_MAX_OUTSTANDING: Final = 4096  # client-side bound: an open loop must not exhaust the client's memory
 REQUEST_TIMEOUT_S: Final = 30.0
+OVERLOADED_TITLE: Final = "Overloaded"  # the problem title of a 503 shed by `app/api/overload.py`
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -61,12 +62,20 @@ class RunRecorder:
     degraded: int = 0
     cached: int = 0
     shed_with_retry_after: int = 0
+    server_errors: int = 0  # 5xx other than shedding
 
     def record(self, *, status: int, elapsed_ms: float, body: dict[str, Any] | None, retry_after: bool) -> None:
-        """One answer; `body` is the parsed JSON of a 200, else None."""
+        """One answer; `body` is its parsed JSON (a result, or a problem), None when it was not JSON.
+
+        Shed means refused before any work, with `Retry-After`: a 429 (caller's rate) or the 503 titled
+        `Overloaded` (too many in flight). A 503 after the work failed (both legs down or late) is a 5xx.
+        """
         self.status_counts[status] = self.status_counts.get(status, 0) + 1
-        if status in {429, 503} and retry_after:
+        title = body.get("title") if body is not None else None
+        if retry_after and (status == 429 or (status == 503 and title == OVERLOADED_TITLE)):
             self.shed_with_retry_after += 1
+        elif status >= 500:
+            self.server_errors += 1
         if status != 200 or body is None:
             return
         self.latencies_ms.append(elapsed_ms)
@@ -81,7 +90,6 @@ class RunRecorder:
         """QPS (answered 200s per wall second), client-side percentiles in ms and every count."""
         answered = len(self.latencies_ms)
         sent = sum(self.status_counts.values()) + self.transport_errors
-        other_5xx = sum(count for status, count in self.status_counts.items() if status >= 500 and status != 503)
         return {
             "wall_s": round(wall_s, 2),
             "sent": sent,
@@ -96,7 +104,7 @@ class RunRecorder:
             "degraded": self.degraded,
             "shed": self.shed_with_retry_after,
             "shed_rate": round(self.shed_with_retry_after / sent, 4) if sent else 0.0,
-            "other_5xx": other_5xx,
+            "other_5xx": self.server_errors,
             "transport_errors": self.transport_errors,
             "status": {str(status): count for status, count in sorted(self.status_counts.items())},
         }
@@ -186,7 +194,10 @@ async def search_once(
         recorder.transport_errors += 1
         return None
     elapsed_ms = (time.perf_counter() - started) * 1000
-    body = response.json() if response.status_code == 200 else None
+    try:
+        body = response.json()
+    except ValueError:  # not JSON (a proxy's error page, say): counted by status only
+        body = None
     recorder.record(
         status=response.status_code, elapsed_ms=elapsed_ms, body=body, retry_after="retry-after" in response.headers
     )

@@ -81,8 +81,9 @@ async def soak(arguments: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     corpus = corpus_documents()
     seed = corpus[: arguments.documents]
     with ServiceUnderTest(data_dir, environment={}) as service:
-        ingest_documents(service.url, PROJECT, seed, batch_size=INGEST_BATCH_DOCUMENTS)
-        wait_for_lexical_index(service.url, PROJECT, timeout_s=LEXICAL_WAIT_S)
+        # In threads: the event loop stays free, so Ctrl-C cancels and the service is stopped.
+        await asyncio.to_thread(ingest_documents, service.url, PROJECT, seed, batch_size=INGEST_BATCH_DOCUMENTS)
+        await asyncio.to_thread(wait_for_lexical_index, service.url, PROJECT, timeout_s=LEXICAL_WAIT_S)
         async with new_client(service.url, connections=64) as client:
             workload = SoakWorkload(
                 client,

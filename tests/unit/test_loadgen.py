@@ -41,7 +41,7 @@ def test_summary_counts_only_answered_requests_in_qps_and_latency() -> None:
     recorder = loadgen.RunRecorder()
     for elapsed_ms in (10.0, 20.0, 30.0):
         recorder.record(status=200, elapsed_ms=elapsed_ms, body={"metrics": {"total_time_ms": 5.0}}, retry_after=False)
-    recorder.record(status=503, elapsed_ms=1.0, body=None, retry_after=True)
+    recorder.record(status=503, elapsed_ms=1.0, body={"title": "Overloaded"}, retry_after=True)
     recorder.record(status=500, elapsed_ms=1.0, body=None, retry_after=False)
     recorder.transport_errors += 1
 
@@ -79,9 +79,20 @@ def test_summary_reports_server_time_of_cache_hits_apart() -> None:
 
 def test_a_shed_answer_without_retry_after_is_not_counted_as_shed() -> None:
     recorder = loadgen.RunRecorder()
-    recorder.record(status=503, elapsed_ms=1.0, body=None, retry_after=False)
+    recorder.record(status=503, elapsed_ms=1.0, body={"title": "Overloaded"}, retry_after=False)
 
     assert recorder.summary(wall_s=1.0)["shed"] == 0
+
+
+def test_a_503_after_the_engines_failed_is_a_server_error_not_shedding() -> None:
+    recorder = loadgen.RunRecorder()
+    recorder.record(status=503, elapsed_ms=1.0, body={"title": "Engine unavailable"}, retry_after=True)
+    recorder.record(status=429, elapsed_ms=1.0, body={"title": "Too Many Requests"}, retry_after=True)
+
+    summary = recorder.summary(wall_s=1.0)
+
+    assert summary["shed"] == 1
+    assert summary["other_5xx"] == 1
 
 
 def test_query_cursor_counts_each_wrap() -> None:
@@ -126,7 +137,7 @@ async def test_open_loop_starts_rate_times_duration_requests_on_distinct_texts()
 async def test_open_loop_counts_shed_answers_with_retry_after() -> None:
     seen: list[str] = []
     cursor = loadgen.QueryCursor(["q"])
-    async with answering(503, {"title": "Overloaded"}, seen) as client:
+    async with answering(503, {"title": "Overloaded"}, seen) as client:  # the middleware's problem title
         load = loadgen.SearchLoad(client, loadgen.SearchTarget("p"), cursor.next_text)
 
         result = await loadgen.open_loop(load, rate_per_s=100.0, duration_s=0.05)
