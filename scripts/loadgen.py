@@ -259,10 +259,10 @@ async def open_loop(
         task = asyncio.create_task(search_once(load.client, load.target, load.next_text(), recorder, started=due))
         pending.add(task)
         task.add_done_callback(pending.discard)
-    sending_s = time.perf_counter() - started
     if pending:
         await asyncio.gather(*pending)
-    summary = recorder.summary(wall_s=max(sending_s, duration_s))
+    # Until the last answer, not the last send: answers after the sending window must not inflate QPS.
+    summary = recorder.summary(wall_s=time.perf_counter() - started)
     return {"offered_qps": rate_per_s, "client_skipped": skipped, **summary}
 
 
