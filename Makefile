@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export K8S_TOOLS_PREFIX := $(TOOLS)
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help install install-tools run serve test test-unit test-all fuzz lint fmt migrate revision helm-lint eval bench clean
+.PHONY: help install install-tools run serve test test-unit test-all fuzz lint fmt migrate revision helm-lint eval bench bench-load bench-overload soak clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -70,6 +70,17 @@ helm-lint: install-tools ## helm lint + template + kubernetes-validate + yamllin
 eval: install ## evaluate on SciFact and LoCoMo (slow; see docs/evaluation.md)
 	$(VENV)/bin/poimen eval --dataset ../shared/datasets/scifact --output docs/evaluation/scifact
 	$(VENV)/bin/poimen eval --dataset ../shared/datasets/locomo --output docs/evaluation/locomo
+
+bench-load: install ## load benchmark: QPS, p50/p95/p99 per strategy x 1/4/16/64 clients, cache off/on, during ingest (~15 min); ARGS=... passes options
+	$(PY) scripts/bench_load.py $(ARGS)
+
+bench-overload: install ## sustainable QPS, then 4x that rate open loop against MAX_CONCURRENT_REQUESTS: served, shed, p95, RSS (~5 min)
+	$(PY) scripts/bench_overload.py $(ARGS)
+
+bench: bench-load bench-overload ## both load benchmarks; reports under docs/benchmarks/
+
+soak: install ## 10 minutes of mixed work at a fixed rate: RSS, descriptors, connections, backlog, p95, nothing lost (~15 min)
+	$(PY) scripts/soak.py $(ARGS)
 
 clean: ## remove the local data folder and caches
 	rm -rf .poimen .pytest_cache .mypy_cache .ruff_cache

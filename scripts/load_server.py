@@ -1,0 +1,214 @@
+"""The service a load script measures: `poimen serve` on a free loopback port, and what it costs the machine.
+
+The server runs on the embedded engines under a data folder the script owns (PostgreSQL under
+`<data>/postgres`, tantivy under `<data>/lexical`). Samples come from outside the service where they
+can (RSS and open descriptors from `/proc/<pid>`, PostgreSQL connections by counting the postmaster's
+client backends), and from `/metrics` for what only the service knows (outbox backlog, shed requests).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Self
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from types import TracebackType
+
+REPOSITORY: Final = Path(__file__).resolve().parents[1]
+READY_TIMEOUT_S: Final = 180.0
+STOP_TIMEOUT_S: Final = 40.0
+PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class ServiceUnderTest:
+    """`poimen serve` as a child process; a context manager that stops it (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, data_dir: Path, *, environment: Mapping[str, str]) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._environment = {
+            **os.environ,
+            "POIMEN_DATA_DIR": str(data_dir),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "LOG_LEVEL": "WARNING",
+            **environment,
+        }
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        """The server's process id (it must be running)."""
+        if self._process is None:
+            msg = "the service is not running"
+            raise RuntimeError(msg)
+        return self._process.pid
+
+    def __enter__(self) -> Self:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = (self.data_dir / "server.log").open("ab")
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            cwd=REPOSITORY,
+            env=self._environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                msg = f"server exited with {self._process.returncode}; see {self.data_dir / 'server.log'}"
+                raise RuntimeError(msg)
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        msg = f"server not ready within {READY_TIMEOUT_S} s; see {self.data_dir / 'server.log'}"
+        raise RuntimeError(msg)
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of `pid` (its own pages; PostgreSQL runs in processes of its own)."""
+    fields = Path(f"/proc/{pid}/statm").read_text(encoding="ascii").split()
+    return int(fields[1]) * PAGE_BYTES
+
+
+def open_descriptors(pid: int) -> int:
+    """File descriptors `pid` holds open (sockets, files, pipes)."""
+    return sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
+
+
+def postgres_client_connections(postgres_dir: Path) -> int | None:
+    """Client backends of the embedded PostgreSQL of `postgres_dir` (what `pg_stat_activity` lists as clients).
+
+    Counted from `/proc`: children of the postmaster whose title names a client (`... [local] ...` for the
+    unix socket, `host(port)` for TCP). Background workers (checkpointer, walwriter, ...) are not clients.
+    None when the server is not running.
+    """
+    try:
+        postmaster = int((postgres_dir / "postmaster.pid").read_text(encoding="ascii").split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+    clients = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text(encoding="ascii", errors="replace")
+            title = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # exited while we looked
+        parent = next((line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), "")
+        if parent == str(postmaster) and ("[local]" in title or "(" in title):
+            clients += 1
+    return clients
+
+
+def scrape_metrics(url: str) -> dict[str, float]:
+    """The service's `/metrics` as `name{label="value",...}` -> value (counters as `<name>_total`)."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{key}="{value}"' for key, value in sorted(sample.labels.items()))
+            values[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return values
+
+
+def machine_description() -> dict[str, Any]:
+    """Cores, memory, CPU model, Python and load: what a reader needs to weigh the numbers."""
+    cpu_model = "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    memory_kib = 0
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        first = meminfo.read_text(encoding="ascii").splitlines()[0]  # MemTotal:  N kB
+        memory_kib = int(first.split()[1])
+    return {
+        "cpu_model": cpu_model,
+        "logical_cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)),
+        "memory_gib": round(memory_kib / 1024**2, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "load_average_1m_at_start": round(os.getloadavg()[0], 2),
+        "client": "same machine, loopback, asyncio + httpx keep-alive",
+    }
+
+
+def ingest_documents(url: str, project: str, documents: list[dict[str, Any]], *, batch_size: int) -> dict[str, int]:
+    """Ingest `documents` in batches over HTTP (synchronously); counts of 2xx and failed batches."""
+    succeeded = failed = 0
+    with httpx.Client(base_url=url, timeout=600) as client:
+        for start in range(0, len(documents), batch_size):
+            batch = {"documents": documents[start : start + batch_size]}
+            response = client.post(f"/v1/projects/{project}/documents", json=batch)
+            if response.is_success:
+                succeeded += 1
+            else:
+                failed += 1
+    return {"batches_ok": succeeded, "batches_failed": failed}
+
+
+def wait_for_lexical_index(url: str, project: str, *, timeout_s: float) -> float:
+    """Seconds until the project has no documents pending lexical indexing (raises past `timeout_s`)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        stats = httpx.get(f"{url}/v1/projects/{project}", timeout=30).json()
+        if stats["pending"] == 0:
+            return time.monotonic() - started
+        time.sleep(0.5)
+    msg = f"project {project} still has documents pending lexical indexing after {timeout_s} s"
+    raise RuntimeError(msg)
+
+
+def machine_line(machine: dict[str, Any]) -> str:
+    """One markdown line describing `machine_description()`'s result."""
+    return (
+        f"Machine: {machine['cpu_model']}, {machine['usable_cores']} usable cores, {machine['memory_gib']} GiB, "
+        f"Python {machine['python']}, load average {machine['load_average_1m_at_start']} at start; "
+        f"{machine['client']}.  "
+    )
