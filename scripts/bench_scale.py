@@ -377,10 +377,10 @@ async def measure_size(size: int, arguments: argparse.Namespace, queries: list[s
             "corpus": info,
             "postgres": await load_postgres(plain_url, texts, vectors),
         }
-        print(f"[{size}] indexing tantivy", file=sys.stderr, flush=True)
+        print(f"[{size}] loaded: {json.dumps(result)}; indexing tantivy", file=sys.stderr, flush=True)
         result["lexical_index_s"] = round(await load_lexical(data_dir / "lexical", texts), 1)
         result["disk_bytes"] = {"postgres": du_bytes(data_dir / "postgres"), "tantivy": du_bytes(data_dir / "lexical")}
-        print(f"[{size}] serving and measuring latency", file=sys.stderr, flush=True)
+        print(f"[{size}] indexed: {json.dumps(result)}; serving and measuring latency", file=sys.stderr, flush=True)
         port = free_port()
         server = start_server(data_dir, port)
         result["latency"] = measure_latency(port, queries)
@@ -426,9 +426,10 @@ def main(argv: list[str] | None = None) -> int:
         embed_base_texts(base_texts(DATASETS), CACHE, count=arguments.base_texts)
         return 0
     if arguments.command == "plot":
-        from scale_plot import plot_scale_curve  # noqa: PLC0415 - matplotlib only for this command
+        from scale_plot import markdown_table, plot_scale_curve  # noqa: PLC0415 - matplotlib only for this command
 
-        plot_scale_curve(arguments.json)
+        print(f"wrote {os.path.relpath(plot_scale_curve(arguments.json), REPOSITORY)}", file=sys.stderr)
+        print(markdown_table(arguments.json))
         return 0
     if arguments.command == "check-composition":
         from scale_check import check_composition  # noqa: PLC0415
