@@ -11,7 +11,7 @@ of `scripts/scale_corpus.py`). Steps, per `--sizes` value N:
    `TantivyLexicalIndex` adapter (timed). Disk is measured with du, index sizes from PostgreSQL.
 3. Starts `poimen serve` on it (query cache off) and sends distinct real queries (SciFact test queries,
    LoCoMo questions) one at a time over one keep-alive connection, per strategy; p50/p95/p99 end to end.
-4. Recall@10 of the HNSW leg against exact search (`enable_indexscan = off`, same table, same SQL) for an
+4. Recall@10 of the HNSW leg against exact search (`enable_indexscan = off`, same table, same SQL, custom plans only) for an
    `ef_search` sweep, with the product's session settings (iterative scan, relaxed order).
 5. With `--halfvec`, also builds an HNSW index over `embedding::halfvec(384)` and reports its size,
    build time and recall (a measured option; the product's column stays `vector`).
@@ -91,6 +91,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--recall-queries", type=int, default=100)
     run.add_argument("--ef-search", type=int, nargs="+", default=[40, 100, 200])
     run.add_argument("--halfvec", action="store_true", help="also measure a halfvec HNSW index")
+    run.add_argument("--recall-only", action="store_true", help="load and build, then only measure recall")
     run.add_argument("--keep", action="store_true", help="keep each size's data dir under the cache")
     run.add_argument("--json", type=Path, default=None, help="merge results into this JSON file")
     plot = commands.add_parser("plot", help="draw the scale curve of a JSON file")
@@ -316,10 +317,16 @@ async def measure_recall(
     await register_vector(connection)
     try:
         await connection.execute("SET jit = off")
+        # A prepared statement's cached generic plan ignores later SETs: without this, a plan made while
+        # enable_indexscan was off (exact search) would keep scanning the table and report recall 1.0.
+        await connection.execute("SET plan_cache_mode = force_custom_plan")
         await connection.execute("SET hnsw.iterative_scan = relaxed_order")
         await connection.execute("SET enable_indexscan = off")
         started = time.perf_counter()
-        exact = [[row[0] for row in await connection.fetch(NEAREST, vector, PROJECT)] for vector in query_vectors]
+        exact = [
+            [row[0] for row in await connection.fetch(NEAREST + " -- exact", vector, PROJECT)]
+            for vector in query_vectors
+        ]
         exact_ms = (time.perf_counter() - started) * 1000 / len(query_vectors)
         await connection.execute("SET enable_indexscan = on")
         sweep: dict[str, Any] = {}
@@ -356,9 +363,16 @@ async def measure_recall(
     return {"exact_sql_ms_mean": round(exact_ms, 1), "queries": len(query_vectors), **sweep}
 
 
+def query_vectors(queries: Sequence[str]) -> npt.NDArray[np.float32]:
+    import numpy as np  # noqa: PLC0415
+
+    from app.engines.embedder import load_embedder  # noqa: PLC0415 - the product's model
+
+    return np.array(load_embedder(MODEL).encode(queries), dtype=np.float32)
+
+
 async def measure_size(size: int, arguments: argparse.Namespace, queries: list[str]) -> dict[str, Any]:
     from app.engines.embedded_postgres import EmbeddedPostgres  # noqa: PLC0415 - the product's embedded server
-    from app.engines.embedder import load_embedder  # noqa: PLC0415
     from app.engines.migrate import run_migrations_async  # noqa: PLC0415
 
     data_dir = CACHE / f"data-{size}"
@@ -378,6 +392,14 @@ async def measure_size(size: int, arguments: argparse.Namespace, queries: list[s
             "postgres": await load_postgres(plain_url, texts, vectors),
         }
         print(f"[{size}] loaded: {json.dumps(result)}; indexing tantivy", file=sys.stderr, flush=True)
+        if arguments.recall_only:
+            recall = await measure_recall(
+                plain_url,
+                query_vectors(queries[: arguments.recall_queries]),
+                arguments.ef_search,
+                halfvec=arguments.halfvec,
+            )
+            return {"chunks": size, "recall_only": True, "recall": recall, "postgres_rerun": result["postgres"]}
         result["lexical_index_s"] = round(await load_lexical(data_dir / "lexical", texts), 1)
         result["disk_bytes"] = {"postgres": du_bytes(data_dir / "postgres"), "tantivy": du_bytes(data_dir / "lexical")}
         print(f"[{size}] indexed: {json.dumps(result)}; serving and measuring latency", file=sys.stderr, flush=True)
@@ -389,12 +411,11 @@ async def measure_size(size: int, arguments: argparse.Namespace, queries: list[s
         server.wait(timeout=60)
         server = None
         print(f"[{size}] recall", file=sys.stderr, flush=True)
-        embedder = load_embedder(MODEL)
-        import numpy as np  # noqa: PLC0415
-
-        query_vectors = np.array(embedder.encode(queries[: arguments.recall_queries]), dtype=np.float32)
         result["recall"] = await measure_recall(
-            plain_url, query_vectors, arguments.ef_search, halfvec=arguments.halfvec
+            plain_url,
+            query_vectors(queries[: arguments.recall_queries]),
+            arguments.ef_search,
+            halfvec=arguments.halfvec,
         )
     finally:
         if server is not None:
@@ -409,7 +430,12 @@ async def measure_size(size: int, arguments: argparse.Namespace, queries: list[s
 def merge_json(path: Path, results: list[dict[str, Any]]) -> None:
     existing = json.loads(path.read_text()) if path.exists() else {}
     by_size = {entry["chunks"]: entry for entry in existing.get("sizes", [])}
-    by_size.update({entry["chunks"]: entry for entry in results})
+    for entry in results:
+        if entry.get("recall_only"):
+            # A recall rerun on a rebuilt index replaces only the recall of that size.
+            by_size[entry["chunks"]]["recall"] = {**entry["recall"], "rerun_on_rebuilt_index": True}
+        else:
+            by_size[entry["chunks"]] = entry
     summary = {
         "machine": f"{os.cpu_count()} CPU cores shared with other work (load average above the core count); "
         "timings measured on a shared, busy 2-core machine",
