@@ -22,21 +22,19 @@ import argparse
 import asyncio
 import math
 import shlex
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 from load_server import (
-    REPOSITORY,
     ServiceUnderTest,
     ingest_documents,
     machine_description,
     machine_line,
     rss_bytes,
+    run_benchmark,
     wait_for_lexical_index,
 )
 from loadgen import (
@@ -50,7 +48,6 @@ from loadgen import (
     new_client,
     ratio,
     verdict,
-    write_report,
 )
 
 PROJECT = "load"
@@ -332,17 +329,12 @@ async def measure(arguments: argparse.Namespace, data_dir: Path) -> dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     arguments = parse_arguments(argv)
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-load-"))
-    try:
-        summary = asyncio.run(measure(arguments, data_dir / "data"))
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
-    output = arguments.output if arguments.output.is_absolute() else REPOSITORY / arguments.output
-    json_path, markdown_path = write_report(output, summary=summary, markdown=render_markdown(summary))
-    for target in summary["targets"]:
-        print(f"{verdict(holds=target['holds']):>14}  {target['target']}: {target['measured']}")
-    print(f"wrote {json_path} and {markdown_path}")
-    return 0
+    return run_benchmark(
+        lambda data_dir: measure(arguments, data_dir),
+        output=arguments.output,
+        data_dir_prefix="bench-load-",
+        render_markdown=render_markdown,
+    )
 
 
 if __name__ == "__main__":

@@ -25,19 +25,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from load_server import (
-    REPOSITORY,
     ServiceUnderTest,
     ingest_documents,
     machine_description,
     machine_line,
     rss_bytes,
+    run_benchmark,
     scrape_metrics,
     wait_for_lexical_index,
 )
@@ -53,7 +51,6 @@ from loadgen import (
     open_loop,
     ratio,
     verdict,
-    write_report,
 )
 
 PROJECT = "overload"
@@ -220,17 +217,12 @@ def render_markdown(summary: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = parse_arguments(argv)
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-overload-"))
-    try:
-        summary = asyncio.run(measure(arguments, data_dir / "data"))
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
-    output = arguments.output if arguments.output.is_absolute() else REPOSITORY / arguments.output
-    json_path, markdown_path = write_report(output, summary=summary, markdown=render_markdown(summary))
-    for target in summary["targets"]:
-        print(f"{verdict(holds=target['holds']):>14}  {target['target']}: {target['measured']}")
-    print(f"wrote {json_path} and {markdown_path}")
-    return 0
+    return run_benchmark(
+        lambda data_dir: measure(arguments, data_dir),
+        output=arguments.output,
+        data_dir_prefix="bench-overload-",
+        render_markdown=render_markdown,
+    )
 
 
 if __name__ == "__main__":

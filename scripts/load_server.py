@@ -8,20 +8,24 @@ client backends), and from `/metrics` for what only the service knows (outbox ba
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self
 
 import httpx
+from loadgen import verdict, write_report
 from prometheus_client.parser import text_string_to_metric_families
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Coroutine, Mapping
     from types import TracebackType
 
 REPOSITORY: Final = Path(__file__).resolve().parents[1]
@@ -212,3 +216,24 @@ def machine_line(machine: dict[str, Any]) -> str:
         f"Python {machine['python']}, load average {machine['load_average_1m_at_start']} at start; "
         f"{machine['client']}.  "
     )
+
+
+def run_benchmark(
+    measure: Callable[[Path], Coroutine[Any, Any, dict[str, Any]]],
+    *,
+    output: Path,
+    data_dir_prefix: str,
+    render_markdown: Callable[[dict[str, Any]], str],
+) -> int:
+    """Measure on a throwaway data folder, write `output`.json/.md, print each target's verdict; exit status 0."""
+    data_dir = Path(tempfile.mkdtemp(prefix=data_dir_prefix))
+    try:
+        summary = asyncio.run(measure(data_dir / "data"))
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    output = output if output.is_absolute() else REPOSITORY / output
+    json_path, markdown_path = write_report(output, summary=summary, markdown=render_markdown(summary))
+    for target in summary["targets"]:
+        print(f"{verdict(holds=target['holds']):>14}  {target['target']}: {target['measured']}")
+    print(f"wrote {json_path} and {markdown_path}")
+    return 0
