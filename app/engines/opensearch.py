@@ -149,6 +149,9 @@ async def ensure_index(
             logger.info("opensearch alias moved", extra={"alias": alias, "from": current[0], "to": target})
             return target
         if await client.indices.exists(index=alias, **extra):
+            if await client.indices.exists_alias(name=alias, **extra):
+                # `exists` resolves aliases: another replica created the index and its alias between our checks.
+                return await ensure_index(client, alias=alias, shards=shards, replicas=replicas, headers=headers)
             msg = f"a concrete index named {alias} exists where the alias belongs"
             raise EngineUnavailableError(msg, engine=ENGINE_NAME)
         await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=alias, extra=extra)
