@@ -235,9 +235,12 @@ async def test_rrf_k_sets_the_contributions(api_client, corpus_project, response
             expected = 1 / (10 + rank) if rank is not None else 0.0
             assert breakdown["rrf_components"][f"{leg}_contribution"] == pytest.approx(expected)
         components = breakdown["rrf_components"]
-        assert hit["final_score"] == pytest.approx(
+        # `final_score` is the readable relevance; the RRF sum that ordered the hits is the fusion's score.
+        assert breakdown["fusion"]["method"] == "rrf"
+        assert breakdown["fusion"]["score"] == pytest.approx(
             components["semantic_contribution"] + components["lexical_contribution"]
         )
+        assert 0.0 <= hit["final_score"] <= 1.0
 
 
 async def test_weights_zero_out_a_leg(api_client, corpus_project, response_validator) -> None:
