@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
@@ -37,6 +37,9 @@ from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage
 from app.search.service import SearchService
 
+# The HTTP server refuses a request line past about 64 KiB with a bare text/plain 400, before the app sees it;
+# 4,000 characters stay under it even when every one is percent-encoded UTF-8 (up to 12 bytes each).
+GET_QUERY_MAX_CHARS: Final = 4000
 SEARCH_CURSOR = "search"
 
 SEARCH_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
@@ -146,9 +149,12 @@ class SearchController(Controller):
             str | None,
             QueryParameter(
                 name="query",
-                description=f"What to search for: 1 to QUERY_MAX_CHARS characters (at most {MAX_QUERY_CHARS})",
+                description=(
+                    f"What to search for: 1 to {GET_QUERY_MAX_CHARS} characters here (a URL carries no more);"
+                    f" longer texts, up to QUERY_MAX_CHARS (at most {MAX_QUERY_CHARS}), through POST /v1/search"
+                ),
                 required=True,
-                schema_extra={"min_length": 1, "max_length": MAX_QUERY_CHARS},
+                schema_extra={"min_length": 1, "max_length": GET_QUERY_MAX_CHARS},
             ),
         ] = None,
         project: Annotated[
@@ -182,6 +188,9 @@ class SearchController(Controller):
         """Search with the service defaults; the response follows the reference Part 4 shape."""
         if query_text is None:
             msg = "query is required"
+            raise InvalidQueryError(msg, field="query")
+        if len(query_text) > GET_QUERY_MAX_CHARS:
+            msg = f"query is longer than {GET_QUERY_MAX_CHARS} characters: send it with POST /v1/search"
             raise InvalidQueryError(msg, field="query")
         if project is None:  # the guard validated and authorized a project that was given
             msg = "project is required"

@@ -129,3 +129,15 @@ async def test_a_nul_character_in_a_document_is_a_400_not_an_engine_failure(clie
     )
 
     assert response.status_code == 400
+
+
+async def test_a_get_query_longer_than_a_url_carries_is_a_400_naming_post(client) -> None:
+    # Found by the bounded fuzz run: a 100,001-character `query` in the URL met the HTTP server's request-line
+    # limit, which answers a bare text/plain 400. The GET documents and enforces what a URL can carry.
+    at_limit = await client.get("/memory/query", params={"query": "backup " * 571 + "ab", "project": PROJECT})
+    past_limit = await client.get("/memory/query", params={"query": "b" * 4001, "project": PROJECT})
+
+    assert at_limit.status_code == 200
+    assert past_limit.status_code == 400
+    assert past_limit.headers["content-type"].startswith("application/problem+json")
+    assert "POST /v1/search" in past_limit.json()["detail"]
