@@ -138,11 +138,11 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def search(
-    connection: http.client.HTTPConnection, query: str, *, strategy: str, limit: int
+    connection: http.client.HTTPConnection, query: str, *, strategy: str, limit: int, project: str = PROJECT
 ) -> tuple[float, dict[str, Any]]:
     """One request: (client-side milliseconds, response body)."""
     path = "/memory/query?" + urllib.parse.urlencode(
-        {"query": query, "project": PROJECT, "limit": limit, "strategy": strategy}
+        {"query": query, "project": project, "limit": limit, "strategy": strategy}
     )
     started = time.perf_counter()
     connection.request("GET", path)

@@ -33,12 +33,12 @@ import shutil
 import statistics
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_query
 from bench_query import free_port, percentiles, start_server
 from scale_corpus import base_texts, chunk_plan, chunk_text, pair_vectors, recall_at_k
 from scale_vectors import embed_base_texts, load_base_vectors
@@ -251,18 +251,7 @@ async def load_lexical(path: Path, texts: Sequence[str]) -> float:
 
 
 def search(connection: http.client.HTTPConnection, query: str, strategy: str) -> tuple[float, dict[str, Any]]:
-    path = "/memory/query?" + urllib.parse.urlencode(
-        {"query": query, "project": PROJECT, "limit": 10, "strategy": strategy}
-    )
-    started = time.perf_counter()
-    connection.request("GET", path)
-    response = connection.getresponse()
-    payload = response.read()
-    elapsed_ms = (time.perf_counter() - started) * 1000
-    if response.status != 200:
-        msg = f"{strategy} {query[:40]!r} answered {response.status}: {payload[:200]!r}"
-        raise RuntimeError(msg)
-    body: dict[str, Any] = json.loads(payload)
+    elapsed_ms, body = bench_query.search(connection, query, strategy=strategy, limit=10, project=PROJECT)
     if body["cached"] or body["degraded"]:
         msg = f"{strategy} {query[:40]!r}: cached or degraded, not a measurement"
         raise RuntimeError(msg)
