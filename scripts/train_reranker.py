@@ -40,8 +40,9 @@ from app.config import load_settings
 from app.domain.models import RerankQuery as RerankQueryType
 from app.engines.learned_ranker import MODEL_FORMAT, MODEL_FORMAT_VERSION, LearnedRanker
 from app.evaluation.datasets import EvalDataset, load_dataset
+from app.evaluation.ingest import ensure_ingested
 from app.evaluation.metrics import mean_scores, per_query_scores
-from app.evaluation.runner import QueryRunner, default_run_spec, document_ranking, ensure_ingested
+from app.evaluation.runner import QueryRunner, default_run_spec, document_ranking
 from app.retrieval.rerank import SecondStage
 from app.retrieval.rerank_features import FEATURE_NAMES, candidate_features
 

@@ -38,8 +38,9 @@ from app.domain.models import (
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.engines.tantivy_query import FieldBoosts
 from app.evaluation.datasets import EvalDataset, load_dataset, project_id_for
+from app.evaluation.ingest import ensure_ingested
 from app.evaluation.metrics import mean_scores, per_query_scores
-from app.evaluation.runner import document_ranking, ensure_ingested, metric_names
+from app.evaluation.runner import document_ranking, metric_names
 from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan
 from app.retrieval.fusion import fuse, rank_single_leg

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from app.evaluation.cli import run_eval_with
-from app.evaluation.runner import EvaluationEngines
+from app.evaluation.ingest import EvaluationEngines
 from app.wiring.engines import open_engines
 from app.wiring.rerankers import build_second_stage
 

@@ -1,7 +1,7 @@
 """The OpenSearch chunk index: its settings and mapping, and the versioned name it lives under.
 
 The index lives under a versioned name (`<alias>-v<SCHEMA_VERSION>`) behind the configured alias, so a
-mapping change is a new version, a reindex and an atomic alias swap (`app.engines.opensearch.ensure_index`),
+mapping change is a new version, a reindex and an atomic alias swap (`app.engines.opensearch_lifecycle.ensure_index`),
 never downtime.
 
 Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on purpose:

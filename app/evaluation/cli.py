@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from app.evaluation.datasets import TURN_TITLES, TurnShape, find_datasets, load_dataset
+from app.evaluation.ingest import ensure_ingested
 from app.evaluation.report import primary_metric, results_document, write_report, write_run_files
 from app.evaluation.runner import (
     FUSION_NAMES,
     STRATEGY_NAMES,
     QueryRunner,
     default_run_spec,
-    ensure_ingested,
     run_specs,
 )
 
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
     from app.config import Settings
     from app.evaluation.datasets import EvalDataset
-    from app.evaluation.runner import EvaluationEngines, RunResult
+    from app.evaluation.ingest import EvaluationEngines
+    from app.evaluation.runner import RunResult
 
     EnginesOpener = Callable[[Settings], AbstractAsyncContextManager[EvaluationEngines]]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Literal
@@ -18,9 +17,10 @@ from typing import TYPE_CHECKING, Final, Literal
 from app.domain.errors import EngineTimeoutError, IngestionError, InvalidInputError, VersionConflictError
 from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
+from app.ingestion.validation import validate_documents
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from app.domain.models import DocumentKey, DocumentState
     from app.domain.ports import DocumentStore, Embedder
@@ -86,34 +86,6 @@ def content_hash(document: Document, *, policy: ChunkingPolicy, embedding_model:
         payload["context"] = document.context
     encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
-
-
-def validate_documents(documents: Sequence[Document]) -> None:
-    """Raise `InvalidInputError` naming the field when a batch cannot be ingested as sent.
-
-    Rejects: an empty project or document id, text that is empty after stripping, a NUL character
-    in any text field (PostgreSQL text cannot hold it), and one document id twice in a batch.
-    """
-    seen: set[tuple[str, str]] = set()
-    for document in documents:
-        key = (document.project_id, document.document_id)
-        if not document.project_id.strip():
-            msg = "project id must not be empty"
-            raise InvalidInputError(msg, field="project_id")
-        if not document.document_id.strip():
-            msg = "document id must not be empty"
-            raise InvalidInputError(msg, field="document_id")
-        if key in seen:
-            msg = f"document {document.document_id!r} appears twice in one batch"
-            raise InvalidInputError(msg, field="document_id")
-        seen.add(key)
-        for name, value in _text_fields(document):
-            if "\x00" in value:
-                msg = f"document {document.document_id!r}: {name} contains a NUL character"
-                raise InvalidInputError(msg, field=name)
-        if not document.text.strip():
-            msg = f"document {document.document_id!r} has no text"
-            raise InvalidInputError(msg, field="text")
 
 
 class IngestionPipeline:
@@ -355,31 +327,6 @@ def _check_version(document_id: str, state: DocumentState | None, expected: int)
 
 def _with_hash(chunk: Chunk) -> Chunk:
     return replace(chunk, chunk_hash=chunk_hash(embedding_text(chunk)))
-
-
-def _text_fields(document: Document) -> Iterator[tuple[str, str]]:
-    yield "project_id", document.project_id
-    yield "document_id", document.document_id
-    yield "source", document.source
-    yield "title", document.title
-    yield "text", document.text
-    yield "context", document.context
-    for tag in document.tags:
-        yield "tags", tag
-    yield from _metadata_strings(document.metadata)
-
-
-def _metadata_strings(value: object) -> Iterator[tuple[str, str]]:
-    """Every string inside metadata, keys included, so a NUL cannot reach a JSONB column."""
-    if isinstance(value, str):
-        yield "metadata", value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _metadata_strings(key)
-            yield from _metadata_strings(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _metadata_strings(item)
 
 
 def _stored_document(plan: _DocumentPlan, now: datetime) -> StoredDocument:

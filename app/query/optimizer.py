@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from app.domain.models import (
@@ -22,18 +22,13 @@ from app.domain.models import (
 )
 from app.domain.moments import as_utc
 from app.query.abbreviations import load_abbreviations
+from app.query.dates import event_time_range, is_year, months_named, relative_dates_named
 from app.query.vocabulary import (
     ANYWHERE_RULES,
     COMPARATIVE_WORDS,
-    DATE_PREPOSITIONS,
     FACTUAL_FIRST,
     FIRST_TOKEN_RULES,
-    MONTHS,
     NEGATION_WORDS,
-    PLAIN_MONTHS,
-    RELATIVE_DAY_WORDS,
-    RELATIVE_PREFIXES,
-    RELATIVE_UNITS,
     STOPWORDS,
 )
 
@@ -52,9 +47,6 @@ MAX_LEXICAL_TERMS: Final = 1024
 (then in order of appearance). Only a bound on the cost of a query far above the default 8,000 characters
 (~600 distinct words): BM25's idf already weighs the words, and a cap of 128 cost SciFact abstracts of
 ~135 distinct words up to 0.19 nDCG@10 each (docs/evaluation.md, "Round 2")."""
-
-MIN_YEAR: Final = 2000
-MAX_YEAR: Final = 2100
 
 # Routing confidences (reference Part 1, Stage 6). Clear signals score high; the default is "reasonable".
 CONFIDENCE_PROCEDURAL: Final = 0.95
@@ -142,10 +134,10 @@ class QueryOptimizer:
         mentions = _dedupe(token.word for token in syntax_tokens if token.text.startswith("@"))
         plain_words = [token.text for token in entity_tokens if token.text[0] not in "#@"]
         date_words = [] if is_passage else plain_words  # a year in a paragraph is a fact, not a filter
-        years = tuple(int(word) for word in _dedupe(date_words) if _is_year(word))
-        numbers = _dedupe(word for word in plain_words if _NUMBER.fullmatch(word) and not _is_year(word))
-        months = _months(date_words)
-        relative_dates = _relative_dates(date_words)
+        years = tuple(int(word) for word in _dedupe(date_words) if is_year(word))
+        numbers = _dedupe(word for word in plain_words if _NUMBER.fullmatch(word) and not is_year(word))
+        months = months_named(date_words)
+        relative_dates = relative_dates_named(date_words)
         expansions = {
             token.word: self._abbreviations[token.word]
             for token in tokens
@@ -177,7 +169,7 @@ class QueryOptimizer:
             has_date_filters=has_date_filters,
             question_type=question_type,
         )
-        event_time_from, event_time_to = _event_time_range(
+        event_time_from, event_time_to = event_time_range(
             years=years, months=months, relative_dates=relative_dates, now=as_utc(now or self._clock())
         )
         return QueryAnalysis(
@@ -279,36 +271,6 @@ def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _is_year(word: str) -> bool:
-    return len(word) == 4 and word.isdigit() and MIN_YEAR <= int(word) <= MAX_YEAR  # noqa: PLR2004 - YYYY
-
-
-def _months(words: Sequence[str]) -> tuple[int, ...]:
-    """Month numbers named in the query. Ambiguous names ("may", "march", "dec") need a year or a preposition."""
-    found: list[int] = []
-    for index, word in enumerate(words):
-        month = MONTHS.get(word)
-        if month is None:
-            continue
-        next_is_year = index + 1 < len(words) and _is_year(words[index + 1])
-        after_preposition = index > 0 and words[index - 1] in DATE_PREPOSITIONS
-        if word in PLAIN_MONTHS or next_is_year or after_preposition:
-            found.append(month)
-    return tuple(dict.fromkeys(found))
-
-
-def _relative_dates(words: Sequence[str]) -> tuple[str, ...]:
-    """Relative date expressions, normalised: "today", "yesterday", "this week", "last month", ..."""
-    found: list[str] = []
-    for index, word in enumerate(words):
-        if word in RELATIVE_DAY_WORDS:
-            found.append(word)
-        elif word in RELATIVE_PREFIXES and index + 1 < len(words) and words[index + 1] in RELATIVE_UNITS:
-            prefix = "this" if word == "this" else "last"
-            found.append(f"{prefix} {words[index + 1]}")
-    return _dedupe(found)
-
-
 def _classify(tokens: Sequence[str]) -> QuestionType:
     """First-token rules of the reference, then indicator words anywhere, then tags mean navigation."""
     words = [token for token in tokens if token[0] not in "#@"]
@@ -350,68 +312,3 @@ def _route(  # noqa: PLR0911 - one return per branch of the reference tree
     if question_type is QuestionType.TROUBLESHOOTING:
         return SearchStrategy.HYBRID, CONFIDENCE_TROUBLESHOOTING
     return SearchStrategy.HYBRID, CONFIDENCE_DEFAULT
-
-
-def _month_start(year: int, month: int) -> datetime:
-    return datetime(year, month, 1, tzinfo=UTC)
-
-
-def _next_month_start(year: int, month: int) -> datetime:
-    return _month_start(year + 1, 1) if month == 12 else _month_start(year, month + 1)  # noqa: PLR2004 - December
-
-
-def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
-    """The `[from, to)` UTC range of one relative day/week/month expression."""
-    today = datetime(now.year, now.month, now.day, tzinfo=UTC)
-    week_start = today - timedelta(days=today.weekday())  # ISO weeks start on Monday
-    this_month = _month_start(now.year, now.month)
-    previous_month = _month_start(now.year - 1, 12) if now.month == 1 else _month_start(now.year, now.month - 1)
-    ranges = {
-        "today": (today, today + timedelta(days=1)),
-        "yesterday": (today - timedelta(days=1), today),
-        "this week": (week_start, week_start + timedelta(days=7)),
-        "last week": (week_start - timedelta(days=7), week_start),
-        "this month": (this_month, _next_month_start(now.year, now.month)),
-        "last month": (previous_month, this_month),
-    }
-    return ranges[expression]
-
-
-def _event_time_range(
-    *, years: Sequence[int], months: Sequence[int], relative_dates: Sequence[str], now: datetime
-) -> tuple[datetime | None, datetime | None]:
-    """The event-time range `[from, to)` (UTC) the query's dates describe, or `(None, None)`.
-
-    "this year"/"last year" act as explicit years, so "january last year" is one month. A month with
-    no year is its most recent occurrence (the current month included). Several dates give the span
-    from the earliest to the latest. Absolute and relative ranges intersect; when they do not
-    overlap, their span is used rather than an empty range that could match nothing.
-    """
-    relative_years = {"this year": now.year, "last year": now.year - 1}
-    all_years = [*years, *(relative_years[expression] for expression in relative_dates if expression in relative_years)]
-    absolute: tuple[datetime, datetime] | None = None
-    if months and all_years:
-        absolute = (
-            _month_start(min(all_years), min(months)),
-            _next_month_start(max(all_years), max(months)),
-        )
-    elif months:
-        occurrences = [(now.year if month <= now.month else now.year - 1, month) for month in months]
-        absolute = (_month_start(*min(occurrences)), _next_month_start(*max(occurrences)))
-    elif all_years:
-        absolute = (_month_start(min(all_years), 1), _month_start(max(all_years) + 1, 1))
-    relative_ranges = [
-        _relative_range(expression, now) for expression in relative_dates if expression not in relative_years
-    ]
-    relative = (
-        (min(start for start, _ in relative_ranges), max(end for _, end in relative_ranges))
-        if relative_ranges
-        else None
-    )
-    if absolute is None or relative is None:
-        only = absolute or relative
-        return (None, None) if only is None else only
-    start, end = max(absolute[0], relative[0]), min(absolute[1], relative[1])
-    if start < end:
-        return start, end
-    return min(absolute[0], relative[0]), max(absolute[1], relative[1])

@@ -46,11 +46,9 @@ async def _open_lexical(
     settings: Settings, stack: AsyncExitStack, store: DocumentStore
 ) -> tuple[LexicalIndex, Callable[[], Awaitable[None]]]:
     if settings.opensearch_url:
-        from app.engines.opensearch import (  # noqa: PLC0415 - the OpenSearch client is only needed in that mode
-            OpenSearchLexicalIndex,
-            create_opensearch_client,
-            ensure_index,
-        )
+        # The OpenSearch client is only needed in that mode.
+        from app.engines.opensearch import OpenSearchLexicalIndex  # noqa: PLC0415
+        from app.engines.opensearch_lifecycle import create_opensearch_client, ensure_index  # noqa: PLC0415
 
         client = create_opensearch_client(settings)
         stack.push_async_callback(client.close)

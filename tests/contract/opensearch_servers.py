@@ -21,7 +21,7 @@ import pytest
 from osmem_server import OsmemServer
 
 from app.config import Settings
-from app.engines.opensearch import create_opensearch_client
+from app.engines.opensearch_lifecycle import create_opensearch_client
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator

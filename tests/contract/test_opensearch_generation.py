@@ -15,7 +15,8 @@ from opensearchpy import AsyncOpenSearch
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import Filters, LexicalQuery
-from app.engines.opensearch import OpenSearchLexicalIndex, ensure_index
+from app.engines.opensearch import OpenSearchLexicalIndex
+from app.engines.opensearch_lifecycle import ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, versioned_index_name
 from tests.contract.lexical_index import PROJECT, documents_of, make_chunk, search_ids
 

@@ -22,7 +22,8 @@ from app.auth.forwarding import forwarded_token
 from app.config import Settings
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters, LexicalQuery
-from app.engines.opensearch import OpenSearchLexicalIndex, create_opensearch_client, ensure_index
+from app.engines.opensearch import OpenSearchLexicalIndex
+from app.engines.opensearch_lifecycle import create_opensearch_client, ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.tantivy_index import TantivyLexicalIndex
 from tests.contract.lexical_index import (

@@ -21,8 +21,9 @@ import pytest
 from opensearchpy import AsyncOpenSearch
 
 from app.domain.models import DocumentChunks, Filters, LexicalQuery
-from app.engines.opensearch import OpenSearchLexicalIndex, ensure_index
+from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_bodies import chunk_document, document_key
+from app.engines.opensearch_lifecycle import ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.opensearch_markers import marker_key
 from tests.contract.lexical_index import PROJECT, make_chunk

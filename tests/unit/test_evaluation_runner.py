@@ -14,14 +14,13 @@ from app.domain.models import FusionMethod, SearchStrategy
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
 from app.evaluation.datasets import load_dataset
+from app.evaluation.ingest import EvaluationEngines, ensure_ingested
 from app.evaluation.report import trec_run_lines
 from app.evaluation.runner import (
-    EvaluationEngines,
     QueryRunner,
     RunSpec,
     default_run_spec,
     document_ranking,
-    ensure_ingested,
     latency_summary,
     run_specs,
 )

@@ -1,0 +1,153 @@
+"""OpenSearch client and index lifecycle: the configured client, the versioned index behind its alias.
+
+`ensure_index` runs at start on every replica at once, so each step tolerates another replica having
+done it first; the adapter in `app.engines.opensearch` calls it again when the index is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import NotFoundError, RequestError
+
+from app.config import ConfigurationError
+from app.domain.errors import EngineUnavailableError
+from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
+from app.engines.opensearch_responses import ENGINE_NAME, translate_errors
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from app.config import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def create_opensearch_client(settings: Settings) -> AsyncOpenSearch:
+    """Build the async client from settings; the app lifespan owns it and closes it.
+
+    TLS follows the URL scheme (`https://`), with `OPENSEARCH_CA_FILE` and `OPENSEARCH_VERIFY_CERTS`.
+    Basic credentials are used for `basic`. With `forward_jwt` only searches carry the caller's token;
+    the service's own work (index creation, readiness, the outbox's writes) uses its own identity:
+    basic credentials, or `OPENSEARCH_SERVICE_TOKEN` as a bearer token (`Settings` requires one).
+    Timeouts do not retry, so a search never outlives its deadline several times over; connection errors
+    and 502/503/504 retry `OPENSEARCH_MAX_RETRIES` times.
+    """
+    if settings.opensearch_url is None:
+        msg = "OPENSEARCH_URL is not set"
+        raise ConfigurationError(msg)
+    if settings.opensearch_auth == "basic" and not (settings.opensearch_username and settings.opensearch_password):
+        msg = "OPENSEARCH_AUTH=basic needs OPENSEARCH_USERNAME and OPENSEARCH_PASSWORD"
+        raise ConfigurationError(msg)
+    options: dict[str, Any] = {
+        "hosts": [settings.opensearch_url],
+        "timeout": settings.opensearch_timeout_s,
+        "max_retries": settings.opensearch_max_retries,
+        "retry_on_timeout": False,
+        "retry_on_status": (502, 503, 504),
+        "http_compress": True,
+        "verify_certs": settings.opensearch_verify_certs,
+        "ssl_show_warn": settings.opensearch_verify_certs,
+    }
+    if settings.opensearch_ca_file is not None:
+        options["ca_certs"] = str(settings.opensearch_ca_file)
+    if settings.opensearch_auth != "none" and settings.opensearch_username and settings.opensearch_password:
+        options["http_auth"] = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
+    elif settings.opensearch_auth == "forward_jwt" and settings.opensearch_service_token is not None:
+        # The service's own identity; a search that forwards its caller's token replaces this header.
+        options["headers"] = {"Authorization": f"Bearer {settings.opensearch_service_token.get_secret_value()}"}
+    return AsyncOpenSearch(**options)
+
+
+async def ensure_index(
+    client: AsyncOpenSearch, *, alias: str, shards: int = 2, replicas: int = 1, headers: Mapping[str, str] | None = None
+) -> str:
+    """Create or verify the current index version behind `alias`; return the concrete index name.
+
+    - No alias yet: create `<alias>-v<SCHEMA_VERSION>` with the alias attached (one atomic request).
+    - Alias on the current version: verify its `_meta.schema_version`, change nothing.
+    - Alias on an older version: create the new version, copy documents with `_reindex` (keeping
+      their external versions), then move the alias in one `update_aliases` call. The old index is
+      kept for rollback; delete it by hand.
+    Raises `EngineUnavailableError` when a concrete index already squats the alias name, or the alias
+    points at a newer version than this code knows.
+    """
+    target = versioned_index_name(alias)
+    extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
+    with translate_errors():
+        if await client.indices.exists_alias(name=alias, **extra):
+            current = sorted((await client.indices.get_alias(name=alias, **extra)).keys())
+            if current == [target]:
+                await _verify_schema_version(client, target, extra)
+                return target
+            if len(current) != 1 or _version_of(current[0], alias) > SCHEMA_VERSION:
+                msg = f"alias {alias} points at {current}, expected {target} or an older version"
+                raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+            await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=None, extra=extra)
+            # Version markers are written without a refresh: make them visible to `_reindex`'s scroll.
+            await client.indices.refresh(index=current[0], **extra)
+            # `external` keeps each chunk's `_version` (its outbox version): a stale writer stays refused.
+            await client.reindex(
+                body={"source": {"index": current[0]}, "dest": {"index": target, "version_type": "external"}},
+                refresh=True,
+                wait_for_completion=True,
+                **extra,
+            )
+            try:
+                await client.indices.update_aliases(
+                    body={
+                        "actions": [
+                            {"remove": {"index": current[0], "alias": alias}},
+                            {"add": {"index": target, "alias": alias}},
+                        ]
+                    },
+                    **extra,
+                )
+            except NotFoundError:
+                # Another replica moved the alias first (the copy above was idempotent: external versions).
+                if sorted((await client.indices.get_alias(name=alias, **extra)).keys()) != [target]:
+                    raise
+            logger.info("opensearch alias moved", extra={"alias": alias, "from": current[0], "to": target})
+            return target
+        if await client.indices.exists(index=alias, **extra):
+            if await client.indices.exists_alias(name=alias, **extra):
+                # `exists` resolves aliases: another replica created the index and its alias between our checks.
+                return await ensure_index(client, alias=alias, shards=shards, replicas=replicas, headers=headers)
+            msg = f"a concrete index named {alias} exists where the alias belongs"
+            raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+        await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=alias, extra=extra)
+        return target
+
+
+async def _create_index(
+    client: AsyncOpenSearch, name: str, body: dict[str, Any], *, alias: str | None, extra: dict[str, Any]
+) -> None:
+    if await client.indices.exists(index=name, **extra):
+        await _verify_schema_version(client, name, extra)
+        if alias is not None:
+            await client.indices.put_alias(index=name, name=alias, **extra)
+        return
+    try:
+        await client.indices.create(index=name, body=body | ({"aliases": {alias: {}}} if alias else {}), **extra)
+    except RequestError as error:
+        # Replicas start together: another one may have created it between our check and our create.
+        if error.error != "resource_already_exists_exception":
+            raise
+        await _verify_schema_version(client, name, extra)
+        if alias is not None:
+            await client.indices.put_alias(index=name, name=alias, **extra)
+
+
+async def _verify_schema_version(client: AsyncOpenSearch, name: str, extra: dict[str, Any]) -> None:
+    mapping = await client.indices.get_mapping(index=name, **extra)
+    found = mapping.get(name, {}).get("mappings", {}).get("_meta", {}).get("schema_version")
+    if found != SCHEMA_VERSION:
+        msg = f"index {name} has schema version {found!r}, expected {SCHEMA_VERSION}"
+        raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+
+
+def _version_of(index: str, alias: str) -> int:
+    suffix = index.removeprefix(f"{alias}-v")
+    return int(suffix) if suffix.isdigit() else 0

@@ -1,0 +1,66 @@
+"""Validation of an ingest batch: what the store cannot hold, refused with the field named. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from app.domain.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from app.domain.models import Document
+
+
+def validate_documents(documents: Sequence[Document]) -> None:
+    """Raise `InvalidInputError` naming the field when a batch cannot be ingested as sent.
+
+    Rejects: an empty project or document id, text that is empty after stripping, a NUL character
+    in any text field (PostgreSQL text cannot hold it), and one document id twice in a batch.
+    """
+    seen: set[tuple[str, str]] = set()
+    for document in documents:
+        key = (document.project_id, document.document_id)
+        if not document.project_id.strip():
+            msg = "project id must not be empty"
+            raise InvalidInputError(msg, field="project_id")
+        if not document.document_id.strip():
+            msg = "document id must not be empty"
+            raise InvalidInputError(msg, field="document_id")
+        if key in seen:
+            msg = f"document {document.document_id!r} appears twice in one batch"
+            raise InvalidInputError(msg, field="document_id")
+        seen.add(key)
+        for name, value in _text_fields(document):
+            if "\x00" in value:
+                msg = f"document {document.document_id!r}: {name} contains a NUL character"
+                raise InvalidInputError(msg, field=name)
+        if not document.text.strip():
+            msg = f"document {document.document_id!r} has no text"
+            raise InvalidInputError(msg, field="text")
+
+
+def _text_fields(document: Document) -> Iterator[tuple[str, str]]:
+    yield "project_id", document.project_id
+    yield "document_id", document.document_id
+    yield "source", document.source
+    yield "title", document.title
+    yield "text", document.text
+    yield "context", document.context
+    for tag in document.tags:
+        yield "tags", tag
+    yield from _metadata_strings(document.metadata)
+
+
+def _metadata_strings(value: object) -> Iterator[tuple[str, str]]:
+    """Every string inside metadata, keys included, so a NUL cannot reach a JSONB column."""
+    if isinstance(value, str):
+        yield "metadata", value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _metadata_strings(key)
+            yield from _metadata_strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _metadata_strings(item)

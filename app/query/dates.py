@@ -1,0 +1,121 @@
+"""Dates in a query: years, month names, relative expressions, and the event-time range they describe. Pure.
+
+The clock is a parameter (`now`), never read here, so a relative date resolves against whichever moment
+the caller means: the request's time today, a memory's own clock for temporal questions.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Final
+
+from app.query.vocabulary import (
+    DATE_PREPOSITIONS,
+    MONTHS,
+    PLAIN_MONTHS,
+    RELATIVE_DAY_WORDS,
+    RELATIVE_PREFIXES,
+    RELATIVE_UNITS,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+MIN_YEAR: Final = 2000
+MAX_YEAR: Final = 2100
+
+
+def is_year(word: str) -> bool:
+    """Whether a word is a four-digit year the service reads as a date (2000-2100)."""
+    return len(word) == 4 and word.isdigit() and MIN_YEAR <= int(word) <= MAX_YEAR  # noqa: PLR2004 - YYYY
+
+
+def months_named(words: Sequence[str]) -> tuple[int, ...]:
+    """Month numbers named in the query. Ambiguous names ("may", "march", "dec") need a year or a preposition."""
+    found: list[int] = []
+    for index, word in enumerate(words):
+        month = MONTHS.get(word)
+        if month is None:
+            continue
+        next_is_year = index + 1 < len(words) and is_year(words[index + 1])
+        after_preposition = index > 0 and words[index - 1] in DATE_PREPOSITIONS
+        if word in PLAIN_MONTHS or next_is_year or after_preposition:
+            found.append(month)
+    return tuple(dict.fromkeys(found))
+
+
+def relative_dates_named(words: Sequence[str]) -> tuple[str, ...]:
+    """Relative date expressions, normalised: "today", "yesterday", "this week", "last month", ..."""
+    found: list[str] = []
+    for index, word in enumerate(words):
+        if word in RELATIVE_DAY_WORDS:
+            found.append(word)
+        elif word in RELATIVE_PREFIXES and index + 1 < len(words) and words[index + 1] in RELATIVE_UNITS:
+            prefix = "this" if word == "this" else "last"
+            found.append(f"{prefix} {words[index + 1]}")
+    return tuple(dict.fromkeys(found))
+
+
+def _month_start(year: int, month: int) -> datetime:
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def _next_month_start(year: int, month: int) -> datetime:
+    return _month_start(year + 1, 1) if month == 12 else _month_start(year, month + 1)  # noqa: PLR2004 - December
+
+
+def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
+    """The `[from, to)` UTC range of one relative day/week/month expression."""
+    today = datetime(now.year, now.month, now.day, tzinfo=UTC)
+    week_start = today - timedelta(days=today.weekday())  # ISO weeks start on Monday
+    this_month = _month_start(now.year, now.month)
+    previous_month = _month_start(now.year - 1, 12) if now.month == 1 else _month_start(now.year, now.month - 1)
+    ranges = {
+        "today": (today, today + timedelta(days=1)),
+        "yesterday": (today - timedelta(days=1), today),
+        "this week": (week_start, week_start + timedelta(days=7)),
+        "last week": (week_start - timedelta(days=7), week_start),
+        "this month": (this_month, _next_month_start(now.year, now.month)),
+        "last month": (previous_month, this_month),
+    }
+    return ranges[expression]
+
+
+def event_time_range(
+    *, years: Sequence[int], months: Sequence[int], relative_dates: Sequence[str], now: datetime
+) -> tuple[datetime | None, datetime | None]:
+    """The event-time range `[from, to)` (UTC) the query's dates describe, or `(None, None)`.
+
+    "this year"/"last year" act as explicit years, so "january last year" is one month. A month with
+    no year is its most recent occurrence (the current month included). Several dates give the span
+    from the earliest to the latest. Absolute and relative ranges intersect; when they do not
+    overlap, their span is used rather than an empty range that could match nothing.
+    """
+    relative_years = {"this year": now.year, "last year": now.year - 1}
+    all_years = [*years, *(relative_years[expression] for expression in relative_dates if expression in relative_years)]
+    absolute: tuple[datetime, datetime] | None = None
+    if months and all_years:
+        absolute = (
+            _month_start(min(all_years), min(months)),
+            _next_month_start(max(all_years), max(months)),
+        )
+    elif months:
+        occurrences = [(now.year if month <= now.month else now.year - 1, month) for month in months]
+        absolute = (_month_start(*min(occurrences)), _next_month_start(*max(occurrences)))
+    elif all_years:
+        absolute = (_month_start(min(all_years), 1), _month_start(max(all_years) + 1, 1))
+    relative_ranges = [
+        _relative_range(expression, now) for expression in relative_dates if expression not in relative_years
+    ]
+    relative = (
+        (min(start for start, _ in relative_ranges), max(end for _, end in relative_ranges))
+        if relative_ranges
+        else None
+    )
+    if absolute is None or relative is None:
+        only = absolute or relative
+        return (None, None) if only is None else only
+    start, end = max(absolute[0], relative[0]), min(absolute[1], relative[1])
+    if start < end:
+        return start, end
+    return min(absolute[0], relative[0]), max(absolute[1], relative[1])
