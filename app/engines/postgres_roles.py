@@ -17,12 +17,21 @@ from sqlalchemy.ext.asyncio import create_async_engine
 RUNTIME_ROLE: Final = "poimen_runtime"
 ROLE_LOCK_ID: Final = 7_402_113_002
 """Advisory lock key: processes sharing one embedded server create the role one at a time."""
-RUNTIME_GRANTS: Final = (
-    f"GRANT USAGE ON SCHEMA public TO {RUNTIME_ROLE}",
-    f"GRANT SELECT, INSERT, UPDATE, DELETE ON documents, chunks, lexical_outbox, project_generations TO {RUNTIME_ROLE}",
-    # USAGE is what nextval() needs: the version columns' defaults and the outbox's bumps.
-    f"GRANT USAGE ON SEQUENCE document_version_seq, lexical_outbox_version_seq TO {RUNTIME_ROLE}",
-)
+PROJECT_TABLES: Final = ("documents", "chunks", "lexical_outbox", "project_generations")
+"""The tables the runtime role reads and writes: every table that holds project rows."""
+
+
+def runtime_grants(role: str) -> tuple[str, ...]:
+    """The GRANT statements a runtime role needs, and nothing more. `role` must be a plain SQL identifier."""
+    return (
+        f"GRANT USAGE ON SCHEMA public TO {role}",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(PROJECT_TABLES)} TO {role}",
+        # USAGE is what nextval() needs: the version columns' defaults and the outbox's bumps.
+        f"GRANT USAGE ON SEQUENCE document_version_seq, lexical_outbox_version_seq TO {role}",
+    )
+
+
+RUNTIME_GRANTS: Final = runtime_grants(RUNTIME_ROLE)
 CREATE_ROLE: Final = (
     f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{RUNTIME_ROLE}') THEN "
     f"CREATE ROLE {RUNTIME_ROLE}; END IF; END $$"
