@@ -50,6 +50,9 @@ class Settings(BaseSettings, SearchKnobs):
     embedding_query_cache_size: int = Field(default=4096, ge=0, le=1_000_000)  # query vectors kept (LRU)
     # Per embedding batch of an ingest: a hung model fails the request (504, nothing written), never holds it.
     ingest_embed_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    # Read by `poimen migrate` only (connected as the tables' owner): grant this existing role what the service
+    # needs. The service then connects as it (docs/security.md "External PostgreSQL"); needs DATABASE_URL.
+    database_runtime_role: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     database_pool_size: int = Field(default=10, ge=1, le=200)
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
 
@@ -139,6 +142,7 @@ class Settings(BaseSettings, SearchKnobs):
 
     @field_validator(
         "database_url",
+        "database_runtime_role",
         "opensearch_url",
         "jwt_secret",
         "otel_exporter_otlp_endpoint",
@@ -172,6 +176,16 @@ class Settings(BaseSettings, SearchKnobs):
             msg = (
                 "OPENSEARCH_REFRESH_INTERVAL is not read: the outbox refreshes after each batch;"
                 " set the index's refresh_interval in OpenSearch"
+            )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _runtime_role_needs_a_database(self) -> Settings:
+        if self.database_runtime_role is not None and self.database_url is None:
+            msg = (
+                "DATABASE_RUNTIME_ROLE grants a role of an external database: set DATABASE_URL (the tables' owner)"
+                " too; the embedded server makes its own runtime role"
             )
             raise ValueError(msg)
         return self

@@ -72,8 +72,14 @@ def _migrate(settings: Settings) -> int:
     # Only the schema's modules: the migration Job must not load torch or the model.
     from app.wiring.migrate import migrate  # noqa: PLC0415 - heavy imports only for this command
 
-    dimensions = asyncio.run(migrate(settings))
+    try:
+        dimensions = asyncio.run(migrate(settings))
+    except ConfigurationError as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_CONFIGURATION
     print(f"schema at head ({dimensions}-dimension embeddings)", file=sys.stderr)
+    if settings.database_runtime_role is not None:
+        print(f"runtime role {settings.database_runtime_role} granted", file=sys.stderr)
     return 0
 
 

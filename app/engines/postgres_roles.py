@@ -3,16 +3,22 @@
 The pip package's server has one role, `postgres`, a superuser, and superusers bypass every policy even
 with `FORCE ROW LEVEL SECURITY`. So the embedded mode migrates as `postgres` (the tables' owner) and
 then serves as `poimen_runtime`: LOGIN, not superuser, no `BYPASSRLS`, owner of nothing, with only the
-grants the adapters need. External deployments bring their own runtime role (docs/security.md).
+grants the adapters need. External deployments bring their own runtime role (docs/security.md), and
+`poimen migrate` with `DATABASE_RUNTIME_ROLE` grants it the same (`grant_runtime_role`).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.config import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Row
 
 RUNTIME_ROLE: Final = "poimen_runtime"
 ROLE_LOCK_ID: Final = 7_402_113_002
@@ -72,3 +78,54 @@ def runtime_url(owner_url: str) -> str:
         query=owner.query,
     )
     return url.render_as_string(hide_password=False)
+
+
+# What `grant_runtime_role` checks before granting: the role exists, cannot bypass the policies, and can
+# neither be nor become the tables' owner (a member of the owner's role may `SET ROLE` to it).
+ROLE_FACTS: Final = """
+SELECT r.rolsuper AS superuser, r.rolbypassrls AS bypassrls,
+       coalesce(bool_or(pg_has_role(r.oid, t.tableowner, 'MEMBER')), false) AS owner
+FROM pg_roles r LEFT JOIN pg_tables t ON t.schemaname = 'public' AND t.tablename = ANY(:tables)
+WHERE r.rolname = :role
+GROUP BY r.rolsuper, r.rolbypassrls
+"""
+
+
+async def grant_runtime_role(owner_url: str, role: str) -> None:
+    """Grant an existing `role` what the service needs (`runtime_grants`), connected as the tables' owner.
+
+    For databases whose runtime role someone else creates (CloudNativePG's managed roles, a DBA): the role is
+    never created or altered here. Idempotent. Run after the migrations: the grants name their tables.
+    Raises `ConfigurationError` when the role does not exist (yet), is a superuser, has `BYPASSRLS`, or is
+    (or is a member of) the tables' owner: with any of these the row-level security policies would not hold it.
+    """
+    engine = create_async_engine(owner_url)
+    try:
+        async with engine.begin() as connection:
+            facts = (
+                await connection.execute(text(ROLE_FACTS), {"role": role, "tables": list(PROJECT_TABLES)})
+            ).one_or_none()
+            problem = _runtime_role_problem(role, facts)
+            if problem is not None:
+                raise ConfigurationError(problem)
+            for statement in runtime_grants(role):
+                await connection.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+def _runtime_role_problem(role: str, facts: Row[Any] | None) -> str | None:
+    if facts is None:
+        return (
+            f"DATABASE_RUNTIME_ROLE={role}: no such role in the database yet. Create it first (LOGIN, not superuser,"
+            " not the owner); CloudNativePG creates a managed role once the Cluster is ready, so the migrations Job"
+            " fails and Kubernetes runs it again"
+        )
+    if facts.superuser or facts.bypassrls:
+        return f"DATABASE_RUNTIME_ROLE={role} is a superuser or has BYPASSRLS: row-level security would not hold it"
+    if facts.owner:
+        return (
+            f"DATABASE_RUNTIME_ROLE={role} owns the tables (or is a member of their owner's role): an owner can switch"
+            " row-level security off; use a separate role (docs/security.md, 'External PostgreSQL')"
+        )
+    return None

@@ -11,13 +11,18 @@ from typing import TYPE_CHECKING
 
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
+from app.engines.postgres_roles import grant_runtime_role
 
 if TYPE_CHECKING:
     from app.config import Settings
 
 
 async def migrate(settings: Settings) -> int:
-    """Bring the schema to head with `EMBEDDING_DIMENSIONS`-dimension embeddings; return that dimension."""
+    """Bring the schema to head with `EMBEDDING_DIMENSIONS`-dimension embeddings; return that dimension.
+
+    With `DATABASE_RUNTIME_ROLE`, then grant that role what the service needs (`ConfigurationError` when the
+    role is missing, a superuser or the owner): after the migrations, so new tables are granted too.
+    """
     embedded = None
     database_url = settings.database_url
     if database_url is None:
@@ -25,6 +30,8 @@ async def migrate(settings: Settings) -> int:
         database_url = await asyncio.to_thread(embedded.start)
     try:
         await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions)
+        if settings.database_runtime_role is not None:
+            await grant_runtime_role(database_url, settings.database_runtime_role)
     finally:
         if embedded is not None:
             embedded.stop()
