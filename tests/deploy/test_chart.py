@@ -305,7 +305,9 @@ def test_production_reads_every_credential_from_the_existing_secret(production_r
 
     assert {ref["name"] for ref in refs.values()} == {"poimen-memory-credentials"}
     assert refs["DATABASE_URL"]["optional"] is False
-    assert job_refs["DATABASE_URL"] == {"name": "poimen-memory-credentials", "key": "DATABASE_URL"}
+    # Two roles: the Job migrates as the owner (its own Secret) and grants the service's runtime role.
+    assert job_refs["DATABASE_URL"] == {"name": "poimen-memory-db-owner", "key": "DATABASE_URL"}
+    assert {"name": "DATABASE_RUNTIME_ROLE", "value": "poimen_runtime"} in job["env"]
     env = {item["name"]: item.get("value") for item in container["env"]}
     assert env["JWT_PUBLIC_KEY_FILE"] == "/etc/poimen/jwt/JWT_PUBLIC_KEY"
     assert env["OPENSEARCH_CA_FILE"] == "/etc/poimen/opensearch-ca/ca.crt"

@@ -173,12 +173,10 @@ def test_quickstart_env_points_at_the_rendered_dependencies(quickstart_render: l
     env = env_of(main_container(quickstart_render))
     wait_for = env_of(deployment["initContainers"][0])["WAIT_FOR"]["value"].split()
 
-    # CloudNativePG's convention: the application user's Secret `<cluster>-app` (key uri), primary `<cluster>-rw`.
-    assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
-        "name": f"{cluster_name}-app",
-        "key": "uri",
-        "optional": False,
-    }
+    # CloudNativePG's convention: the primary `<cluster>-rw`; the service logs in as the runtime role
+    # (tests/deploy/test_chart_runtime_role.py), the migrations Job as the owner from `<cluster>-app`.
+    assert env["DATABASE_URL"]["value"].startswith("postgresql://poimen_runtime:$(POIMEN_DATABASE_RUNTIME_PASSWORD)@")
+    assert f"@{cluster_name}-rw.search.svc:5432/app" in env["DATABASE_URL"]["value"]
     assert f"{cluster_name}-rw.search.svc:5432" in wait_for
     # The OpenSearch Service the opensearch chart renders, its protocol and HTTP port.
     assert env["OPENSEARCH_URL"]["value"] == f"https://{service['metadata']['name']}.search.svc:{http_port}"

@@ -184,6 +184,25 @@ upgrade and `helm template` goes through it.
 {{- if and .Values.postgresql.enabled (or .Values.secret.databaseUrl .Values.embeddedDatabase) }}
 {{- fail "postgresql.enabled=true wires DATABASE_URL to the CloudNativePG Cluster: leave secret.databaseUrl empty and embeddedDatabase false" }}
 {{- end }}
+{{- if eq $mode "cnpg" }}
+{{- if or .Values.secret.ownerDatabaseUrl .Values.migrations.ownerDatabaseUrlSecret.name }}
+{{- fail "postgresql.enabled=true: the migrations Job connects as the Cluster's owner (`<cluster>-app` Secret); leave secret.ownerDatabaseUrl and migrations.ownerDatabaseUrlSecret.name empty" }}
+{{- end }}
+{{- $role := .Values.databaseRuntimeRole }}
+{{- $managed := false }}
+{{- range (dig "cluster" "roles" list .Values.postgresql) }}
+{{- if and (eq (toString .name) $role.name) (eq (toString (dig "passwordSecret" "name" "" .)) $role.secretName) .login (not .superuser) (not .bypassrls) (ne (toString .ensure) "absent") }}{{ $managed = true }}{{ end }}
+{{- end }}
+{{- if not $managed }}
+{{- fail (printf "postgresql.enabled=true serves as databaseRuntimeRole.name=%s: postgresql.cluster.roles must hold it as values.yaml does (name %s, login true, superuser false, bypassrls false, passwordSecret.name %s) so that CloudNativePG creates it" $role.name $role.name $role.secretName) }}
+{{- end }}
+{{- else if and .Values.existingSecret .Values.secret.ownerDatabaseUrl }}
+{{- fail "secret.ownerDatabaseUrl is part of the chart-managed Secret, unused with existingSecret: put the owner's URL in a Secret and name it in migrations.ownerDatabaseUrlSecret" }}
+{{- else if and .Values.secret.ownerDatabaseUrl .Values.migrations.ownerDatabaseUrlSecret.name }}
+{{- fail "set the owner's URL once: secret.ownerDatabaseUrl or migrations.ownerDatabaseUrlSecret.name, not both" }}
+{{- else if and (eq $mode "embedded") (or .Values.secret.ownerDatabaseUrl .Values.migrations.ownerDatabaseUrlSecret.name) }}
+{{- fail "secret.ownerDatabaseUrl / migrations.ownerDatabaseUrlSecret are for an external database (the Job's owner URL): set the service's DATABASE_URL too (secret.databaseUrl or existingSecret), or leave them empty" }}
+{{- end }}
 {{- if .Values.opensearch.enabled }}
 {{- if .Values.config.OPENSEARCH_URL }}
 {{- fail "opensearch.enabled=true points OPENSEARCH_URL at the bundled OpenSearch: leave config.OPENSEARCH_URL empty (or disable opensearch to use your own)" }}
@@ -209,8 +228,51 @@ true
 {{- end -}}
 {{- end }}
 
-{{/* DATABASE_URL for the server and the Job: the CloudNativePG app Secret's `uri`, the chart's Secret, or optional (embedded). */}}
+{{/*
+The server's DATABASE_URL. cnpg: the runtime role (databaseRuntimeRole), its password from its basic-auth Secret,
+on the `<cluster>-rw` Service; Kubernetes expands $(POIMEN_DATABASE_RUNTIME_PASSWORD), defined just before.
+Otherwise the chart's Secret or existingSecret (optional in embedded mode).
+*/}}
 {{- define "poimen-memory.databaseUrlEnv" -}}
+{{- $mode := include "poimen-memory.databaseMode" . -}}
+{{- if eq $mode "cnpg" -}}
+- name: POIMEN_DATABASE_RUNTIME_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.databaseRuntimeRole.secretName }}
+      key: password
+- name: DATABASE_URL
+  value: {{ printf "postgresql://%s:$(POIMEN_DATABASE_RUNTIME_PASSWORD)@%s.%s.svc:5432/%s" .Values.databaseRuntimeRole.name (include "poimen-memory.postgresql.rwService" .) (include "poimen-memory.postgresql.namespace" .) (include "poimen-memory.postgresql.database" .) | quote }}
+{{- else -}}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "poimen-memory.secretName" . }}
+      key: DATABASE_URL
+      optional: {{ eq $mode "embedded" }}
+{{- end }}
+{{- end }}
+
+{{/* The application database CloudNativePG bootstraps (the cluster chart's default is app). */}}
+{{- define "poimen-memory.postgresql.database" -}}
+{{- $initdb := dig "cluster" "initdb" dict .Values.postgresql }}
+{{- default "app" (get $initdb "database") }}
+{{- end }}
+
+{{/*
+True (non-empty) when the migrations Job connects as the tables' owner and grants databaseRuntimeRole.name
+(DATABASE_RUNTIME_ROLE): always with cnpg; with an external database when the owner's URL is given apart.
+*/}}
+{{- define "poimen-memory.grantsRuntimeRole" -}}
+{{- $mode := include "poimen-memory.databaseMode" . }}
+{{- if or (eq $mode "cnpg") (and (eq $mode "external") (or .Values.migrations.ownerDatabaseUrlSecret.name (and (not .Values.existingSecret) .Values.secret.ownerDatabaseUrl))) }}true{{- end }}
+{{- end }}
+
+{{/*
+The migrations Job's DATABASE_URL, always the tables' owner: the CloudNativePG app Secret's `uri` (user `app`),
+migrations.ownerDatabaseUrlSecret, existingSecret's DATABASE_URL, or the Job's hook Secret.
+*/}}
+{{- define "poimen-memory.migrationDatabaseUrlEnv" -}}
 {{- $mode := include "poimen-memory.databaseMode" . -}}
 - name: DATABASE_URL
   valueFrom:
@@ -218,11 +280,15 @@ true
 {{- if eq $mode "cnpg" }}
       name: {{ include "poimen-memory.postgresql.appSecret" . }}
       key: uri
-      optional: false
-{{- else }}
-      name: {{ include "poimen-memory.secretName" . }}
+{{- else if .Values.migrations.ownerDatabaseUrlSecret.name }}
+      name: {{ .Values.migrations.ownerDatabaseUrlSecret.name }}
+      key: {{ .Values.migrations.ownerDatabaseUrlSecret.key }}
+{{- else if .Values.existingSecret }}
+      name: {{ .Values.existingSecret }}
       key: DATABASE_URL
-      optional: {{ eq $mode "embedded" }}
+{{- else }}
+      name: {{ include "poimen-memory.fullname" . }}-migrations
+      key: DATABASE_URL
 {{- end }}
 {{- end }}
 
@@ -259,7 +325,7 @@ extra image): WAIT_FOR lists them; with withDatabaseUrl the host of DATABASE_URL
     - name: WAIT_FOR
       value: {{ join " " .targets | quote }}
     {{- if .withDatabaseUrl }}
-    {{- include "poimen-memory.databaseUrlEnv" $root | nindent 4 }}
+    {{- include "poimen-memory.migrationDatabaseUrlEnv" $root | nindent 4 }}
     {{- end }}
   resources:
     requests:
