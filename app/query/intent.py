@@ -32,8 +32,9 @@ WHEN_OPENINGS: Final = (
     ("how", "long", "ago"),
 )
 """Question openings that ask for a point in time (lowercase word sequences)."""
-WHEN_ANYWHERE: Final = frozenset({"when", "date", "ago"})
-"""Words that ask for a time wherever they stand ("Caroline moved when?", "how long ago")."""
+WHEN_ANYWHERE: Final = frozenset({"ago"})
+"""Words that ask for a time wherever they stand ("how long ago"); not "when", which in a claim opens a
+clause ("... is skewed when insulin signaling is suppressed": 20 of 1,109 SciFact claims)."""
 LATEST_WORDS: Final = frozenset({"latest", "current", "currently", "recent", "recently", "now", "newest", "nowadays"})
 """Words asking for the state as it is now, not as it once was."""
 NOT_NAMES: Final = frozenset({

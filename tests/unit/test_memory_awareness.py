@@ -50,6 +50,7 @@ def order(hits: list[FusedHit]) -> list[str]:
         ("How long ago was Caroline's 18th birthday?", True),
         ("What did Caroline research?", False),
         ("How do I rotate certificates?", False),
+        ("Differentiation is skewed when insulin signaling is suppressed.", False),
     ],
 )
 def test_when_questions_are_recognised(query: str, *, asks_when: bool) -> None:
