@@ -92,6 +92,14 @@ class SearchKnobs(BaseModel):
     lexical_timeout_ms: int = Field(default=2000, ge=1)
     semantic_timeout_ms: int = Field(default=5000, ge=1)
     max_chunks_per_document: int = Field(default=0, ge=0)
+    # Memory awareness (`app/retrieval/evidence.py`), added to the z-score fusion score. A *when* question
+    # prefers hits that carry a date: LoCoMo tuning Recall@10 +0.0095, temporal +0.061 at 1.5 (docs/evaluation.md
+    # "Round 2: memory awareness"). The others lost or did nothing on the tuning data, so they are off.
+    evidence_date_boost: float = Field(default=1.5, ge=0.0, le=10.0)
+    evidence_speaker_boost: float = Field(default=0.0, ge=0.0, le=10.0)
+    evidence_mention_boost: float = Field(default=0.0, ge=0.0, le=10.0)
+    evidence_recency_boost: float = Field(default=0.0, ge=0.0, le=10.0)
+    session_diversity_cap: int = Field(default=0, ge=0, le=100)  # 0: off
     query_cache_ttl_secs: float = Field(default=3600, ge=0)
     hybrid_rollout_percent: float = Field(default=100.0, ge=0.0, le=100.0)
     rollout_shadow_enabled: bool = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from datetime import datetime
 from typing import Annotated, Any, Final
 
 from litestar import Controller, Request, get, post
@@ -101,18 +102,20 @@ def _options(project: str, data: SearchFields) -> SearchOptions:
     )
 
 
-def _search_call(
+def _search_call(  # noqa: PLR0913 - the request, the caller and the call's four parts, each named
     request: Request[Any, Any, State],
     principal: Principal,
     *,
     query: str,
     options: SearchOptions,
     page: SearchPage | None = None,
+    as_of: datetime | None = None,
 ) -> SearchCall:
     return SearchCall(
         query=query,
         options=options,
         page=page,
+        as_of=as_of,
         auth_scope=cache_scope(principal),
         caller_key=request_caller_key(request, principal),
         scopes=tuple(sorted(principal.scopes)),
@@ -222,7 +225,7 @@ class SearchController(Controller):
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
         options = _options(data.project, data)
         page = _page(data.query, options, offset=data.offset, cursor=data.cursor)
-        call = _search_call(request, principal, query=data.query, options=options, page=page)
+        call = _search_call(request, principal, query=data.query, options=options, page=page, as_of=data.as_of)
         return _respond(data.query, options, await search_service.search(call), explain=data.explain)
 
     @post(
@@ -256,7 +259,9 @@ class SearchController(Controller):
             except InvalidInputError as error:
                 raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field}") from None
             options.append(query_options)
-            calls.append(_search_call(request, principal, query=query.query, options=query_options, page=page))
+            calls.append(
+                _search_call(request, principal, query=query.query, options=query_options, page=page, as_of=query.as_of)
+            )
         outcomes = await search_service.search_batch(calls)
         return BatchSearchResponse(
             results=[

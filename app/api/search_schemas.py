@@ -70,6 +70,9 @@ class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     explain: bool = False
     offset: Annotated[int, msgspec.Meta(ge=0, lt=PAGE_DEPTH)] | None = None
     cursor: Annotated[str, msgspec.Meta(max_length=4096)] | None = None
+    # "Now" for relative dates in the query ("last week"): a memory's own clock; absent, the server's. A
+    # time without a zone is UTC.
+    as_of: datetime | None = None
 
 
 class SearchRequest(SearchFields, kw_only=True, forbid_unknown_fields=True):

@@ -256,6 +256,10 @@ class QueryAnalysis:
     lexical_query: LexicalQuery
     event_time_from: datetime | None = None
     event_time_to: datetime | None = None
+    # What the question is after (`app/query/intent.py`): a time, the latest state, the names it holds.
+    asks_when: bool = False
+    asks_latest: bool = False
+    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +272,34 @@ class FusionSettings:
     method: FusionMethod
     rrf_k: int
     weights: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class EvidencePreferences:
+    """What the fused ranking should prefer for one query, and how strongly (`app/retrieval/evidence.py`).
+
+    `names`: people, places or things the query names (lowercase); a hit whose title/breadcrumb names one
+    (who said a turn) gains `entity_boost` once, a hit whose text mentions one gains `mention_boost` once.
+    `prefer_dated`: the query asks *when*; a hit whose text carries a date or a relative date ("yesterday",
+    "last week") gains `date_boost`. `prefer_recent`: the query asks for the latest/current state; hits gain
+    up to `recency_boost` by their event time's place among the candidates (newest most). Boosts are added
+    to the fusion score (a z-score sum, so 0.5 is about half a standard deviation of one leg).
+    The defaults change nothing.
+    """
+
+    names: tuple[str, ...] = ()
+    entity_boost: float = 0.0
+    mention_boost: float = 0.0
+    prefer_dated: bool = False
+    date_boost: float = 0.0
+    prefer_recent: bool = False
+    recency_boost: float = 0.0
+
+    @property
+    def changes_ranking(self) -> bool:
+        """Whether applying these preferences can move any hit."""
+        by_name = bool(self.names) and (self.entity_boost > 0 or self.mention_boost > 0)
+        return by_name or (self.prefer_dated and self.date_boost > 0) or (self.prefer_recent and self.recency_boost > 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +324,9 @@ class SearchPlan:
     min_score: float | None
     lexical_timeout_s: float
     semantic_timeout_s: float
+    evidence: EvidencePreferences
+    session_cap: int | None
+    """At most this many hits of one session before the rest (`app/retrieval/diversity.py`); None: no cap."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from app.domain.models import (
 from app.domain.moments import as_utc
 from app.query.abbreviations import load_abbreviations
 from app.query.dates import event_time_range, is_year, months_named, relative_dates_named
+from app.query.intent import read_intent
 from app.query.vocabulary import (
     ANYWHERE_RULES,
     COMPARATIVE_WORDS,
@@ -172,6 +173,7 @@ class QueryOptimizer:
         event_time_from, event_time_to = event_time_range(
             years=years, months=months, relative_dates=relative_dates, now=as_utc(now or self._clock())
         )
+        intent = read_intent(collapsed)
         return QueryAnalysis(
             raw_query=raw_query,
             normalized=normalized,
@@ -188,6 +190,9 @@ class QueryOptimizer:
             lexical_query=self._lexical_query(tokens, phrases, excluded_terms, max_terms=MAX_LEXICAL_TERMS),
             event_time_from=event_time_from,
             event_time_to=event_time_to,
+            asks_when=intent.asks_when,
+            asks_latest=intent.asks_latest,
+            names=intent.names,
         )
 
     def _search_text(self, collapsed: str, tokens: Sequence[_Token]) -> str:

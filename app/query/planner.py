@@ -15,6 +15,7 @@ from app.domain.errors import InvalidQueryError
 from app.domain.models import (
     LEXICAL_LEG,
     SEMANTIC_LEG,
+    EvidencePreferences,
     Filters,
     FusionMethod,
     FusionSettings,
@@ -125,6 +126,25 @@ def build_plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKno
         min_score=options.min_score,
         lexical_timeout_s=knobs.lexical_timeout_ms / 1000,
         semantic_timeout_s=knobs.semantic_timeout_ms / 1000,
+        # The boosts are tuned on the z-score scale of hybrid fusion; other scores (cosine, BM25, RRF sums) keep theirs.
+        evidence=evidence_preferences(analysis, knobs)
+        if strategy is SearchStrategy.HYBRID and method is FusionMethod.ZSCORE
+        else EvidencePreferences(),
+        session_cap=knobs.session_diversity_cap or None,
+    )
+
+
+def evidence_preferences(analysis: QueryAnalysis, knobs: SearchKnobs) -> EvidencePreferences:
+    """The evidence boosts for one query: only those its reading asks for, at the knobs' strengths."""
+    by_name = knobs.evidence_speaker_boost > 0 or knobs.evidence_mention_boost > 0
+    return EvidencePreferences(
+        names=analysis.names if by_name else (),
+        entity_boost=knobs.evidence_speaker_boost,
+        mention_boost=knobs.evidence_mention_boost,
+        prefer_dated=analysis.asks_when and knobs.evidence_date_boost > 0,
+        date_boost=knobs.evidence_date_boost,
+        prefer_recent=analysis.asks_latest and knobs.evidence_recency_boost > 0,
+        recency_boost=knobs.evidence_recency_boost,
     )
 
 

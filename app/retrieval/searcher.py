@@ -40,6 +40,8 @@ from app.domain.models import (
 from app.observability.metrics import record_engine_error
 from app.observability.spans import SPAN_ATTRIBUTE_RESULT_COUNT
 from app.observability.tracing import mark_span_failed, phase
+from app.retrieval.diversity import cap_per_session
+from app.retrieval.evidence import prefer_evidence
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readable_relevance
 from app.retrieval.postprocess import collapse_per_document, filter_min_score
 
@@ -103,8 +105,9 @@ class HybridSearcher:
         `query_embedding`: `plan.semantic_text` already embedded by `Embedder.embed_queries` (a batch of
         searches embeds once); without it the semantic leg embeds the text itself.
 
-        After ranking, hits are collapsed to `plan.max_chunks_per_document` per document (when set),
-        then those below `plan.min_score` dropped, then cut to `plan.limit`. `stage_ms` holds
+        After ranking, the plan's evidence boosts and per-session cap re-order the hits; then they are
+        collapsed to `plan.max_chunks_per_document` per document (when set), then those below
+        `plan.min_score` dropped, then cut to `plan.limit`. `stage_ms` holds
         "embed", "semantic" (vector search alone), "lexical", "fusion" (fusion and post-processing),
         "rerank" (the second stage, when one is configured and the plan is hybrid) for the stages that
         ran, and always "total". `legs` holds each attempted leg; the semantic
@@ -121,7 +124,12 @@ class HybridSearcher:
         ranked = await strategy_runs[plan.strategy](plan, run)
         fusion_started = time.perf_counter()
         with phase(SPAN_FUSE):
-            hits = readable_relevance(ranked(), legs=tuple(run.leg_hits), weights=plan.fusion.weights)
+            # Evidence and diversity re-order before the readable relevance is read, so it still never
+            # rises down the list and `min_score` still cuts a prefix.
+            hits = prefer_evidence(ranked(), plan.evidence)
+            if plan.session_cap:
+                hits = cap_per_session(hits, plan.session_cap)
+            hits = readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights)
             if plan.max_chunks_per_document:
                 hits = collapse_per_document(hits, plan.max_chunks_per_document)
             if plan.min_score is not None:

@@ -7,6 +7,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from app.domain.models import (
+    EvidencePreferences,
     Filters,
     FusionMethod,
     FusionSettings,
@@ -42,6 +43,8 @@ BASE_PLAN = SearchPlan(
     min_score=None,
     lexical_timeout_s=2.0,
     semantic_timeout_s=5.0,
+    evidence=EvidencePreferences(),
+    session_cap=None,
 )
 BASE_INPUTS: dict[str, object] = {
     "generation": 7,
@@ -79,6 +82,8 @@ CHANGED_PLAN_FIELDS: dict[str, object] = {
     "min_score": 0.2,
     "lexical_timeout_s": 1.0,
     "semantic_timeout_s": 1.0,
+    "evidence": EvidencePreferences(prefer_dated=True, date_boost=1.5),
+    "session_cap": 3,
 }
 
 

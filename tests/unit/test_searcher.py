@@ -13,6 +13,7 @@ from app.domain.models import (
     LEXICAL_LEG,
     SEMANTIC_LEG,
     Chunk,
+    EvidencePreferences,
     Filters,
     FusionMethod,
     FusionSettings,
@@ -131,6 +132,8 @@ def make_plan(strategy: SearchStrategy = SearchStrategy.HYBRID, **overrides) -> 
         min_score=None,
         lexical_timeout_s=1.0,
         semantic_timeout_s=1.0,
+        evidence=EvidencePreferences(),
+        session_cap=None,
     )
     return replace(plan, **overrides)
 
