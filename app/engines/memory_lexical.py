@@ -1,9 +1,10 @@
 """A pure-Python BM25 `LexicalIndex`: the reference fake for unit tests of the use cases.
 
 It keeps the same contract as the tantivy adapter (fields, boosts, stop words, stemming, phrases,
-exclusions, fuzzy, filters) over a dict, recomputing statistics per query: fine for the few hundred
-chunks a test holds, not for production. Its stemmer is a light suffix stripper, not Snowball, so
-its scores and some stems differ from tantivy's; only the behaviour is the same.
+exclusions, fuzzy, filters, BM25 statistics per project) over a dict, recomputing statistics per
+query: fine for the few hundred chunks a test holds, not for production. Its stemmer is a light
+suffix stripper, not Snowball, so its scores and some stems differ from tantivy's; only the
+behaviour is the same.
 """
 
 from __future__ import annotations
@@ -165,10 +166,16 @@ class InMemoryLexicalIndex:
         excluded = [analyzed for analyzed in (analyze(term) for term in query.excluded_terms) if analyzed]
         if top_k <= 0 or not (terms or phrases):
             return []
-        everything = [indexed for chunks in self._documents.values() for indexed in chunks]
-        statistics = _FieldStatistics(everything)
+        # The project's chunks only: its BM25 statistics are its own, as in tantivy's index per project.
+        project = [
+            indexed
+            for (project_id, _), chunks in self._documents.items()
+            if project_id == filters.project_id
+            for indexed in chunks
+        ]
+        statistics = _FieldStatistics(project)
         hits = []
-        for indexed in everything:
+        for indexed in project:
             if not chunk_matches(indexed.chunk, filters):
                 continue
             if any(indexed.has_phrase(field, words) for words in excluded for field in OWN_FIELDS):
@@ -234,7 +241,7 @@ class InMemoryLexicalIndex:
 
 
 class _FieldStatistics:
-    """Document frequencies and average lengths per field over the whole index (as tantivy: all projects)."""
+    """Document frequencies and average lengths per field over one project's chunks (as tantivy: an index each)."""
 
     def __init__(self, chunks: Sequence[_IndexedChunk]) -> None:
         self._count = len(chunks)

@@ -1,47 +1,62 @@
-"""The embedded BM25 lexical index: tantivy in process, persisted in one folder.
+"""The embedded BM25 lexical index: tantivy in process, one index per project under one root folder.
 
 Scores are tantivy's BM25 (k1=1.2, b=0.75), on the same scale as OpenSearch's default similarity.
-What is filed is defined in `app.engines.tantivy_schema`, how a query is built in
-`app.engines.tantivy_query`; this module owns the folder, the writer and the worker threads.
+Each project has an index of its own (`app.engines.tantivy_folders`), so its BM25 statistics (document
+count, average field lengths, document frequencies) are its own: another project's documents never
+change its scores. A search names one project (`Filters.project_id`), so scores of different projects
+are never merged. What is filed is defined in `app.engines.tantivy_schema`, how a query is built in
+`app.engines.tantivy_query`, which project indexes stay open in `app.engines.tantivy_projects`; this
+module owns the root folder, the writes and the worker threads.
 
-The folder records the version of what the adapter files in it (`SCHEMA_VERSION_FILE`). A folder
-written by an older version (a lower number, or none: versions before the file existed) is emptied
-and recreated at open, with a warning: PostgreSQL is the source of truth, and the service re-queues
-every project (or `poimen reindex --project <id>` refills one). A folder from a newer version is
-refused rather than downgraded, and a folder holding some other tantivy index is never touched.
+The root records the version of what the adapter files in it (`SCHEMA_VERSION_FILE`). A root written
+by an older version is emptied and recreated at open, with a warning: PostgreSQL is the source of
+truth, and the service re-queues every project (or `poimen reindex --project <id>` refills one). A
+root from a newer version is refused rather than downgraded, and a folder holding some other tantivy
+index is never touched.
 
-One process owns the writer (tantivy's lockfile refuses a second one, in any process); it is opened
-on the first write and kept. A refused or failed write raises `EngineUnavailableError` and the next
-write tries again, so a writer freed later is picked up without a restart.
+One process owns a project's writer (tantivy's lockfile refuses a second one, in any process); it is
+opened on the project's first write and kept while few projects are written (`max_open_writers`). A
+refused or failed write raises `EngineUnavailableError` and the next write tries again, so a writer
+freed later is picked up without a restart. The embedded engines are for one process.
 
-The folder can go away under a running service (a volume detached or failed, the folder moved): tantivy
+The root can go away under a running service (a volume detached or failed, the folder moved): tantivy
 would go on answering from the segments it has open and only fail at the next commit. So every search,
-write and ping first checks that the folder is still the one opened (same device and inode, `meta.json`
-present; two `stat` calls). When it is not, the index and its writer are dropped and every call raises
-`EngineUnavailableError` (searches degrade, `/readyz` answers 503, the outbox keeps writes pending)
-until a folder holding an index of this schema is back at the path; it is then reopened.
+write and ping first checks that the root is still the one opened (same device and inode, version file
+present), and a search or write that of its project's folder too (two `stat` calls each). When the root
+is not, every project index and writer is dropped and every call raises `EngineUnavailableError`
+(searches degrade, `/readyz` answers 503, the outbox keeps writes pending) until a root of this schema
+is back at the path; it is then reopened.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
+from collections import defaultdict
 from typing import TYPE_CHECKING, NoReturn
-
-import tantivy
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import ScoredHit
 from app.engines.lexical_context import DEFAULT_CONTEXT_MAX_CHARS
+from app.engines.tantivy_folders import (
+    folder_identity,
+    prepare_root,
+    remove_project_folder,
+    still_attached,
+    stored_root_version,
+)
+from app.engines.tantivy_projects import (
+    DEFAULT_MAX_OPEN_INDEXES,
+    DEFAULT_MAX_OPEN_WRITERS,
+    ENGINE_NAME,
+    ProjectIndexes,
+)
 from app.engines.tantivy_query import FieldBoosts, TantivyQueryBuilder
 from app.engines.tantivy_schema import (
-    ANALYZER_NAME,
     DOCUMENT_KEY,
     PAYLOAD,
-    PROJECT_ID,
     SCHEMA_VERSION,
     SCHEMA_VERSION_FILE,
     build_english_analyzer,
@@ -52,19 +67,22 @@ from app.engines.tantivy_schema import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Coroutine, Sequence
     from pathlib import Path
+    from typing import Any
+
+    import tantivy
 
     from app.domain.models import DocumentChunks, Filters, LexicalQuery
+    from app.engines.tantivy_projects import ProjectIndex
 
 logger = logging.getLogger(__name__)
 
-ENGINE_NAME = "tantivy"
 DEFAULT_WRITER_HEAP_BYTES = 50_000_000  # tantivy needs >= 15 MB per indexing thread
 
 
 class TantivyLexicalIndex:
-    """`LexicalIndex` on an on-disk tantivy index (e.g. `POIMEN_DATA_DIR/lexical`).
+    """`LexicalIndex` on on-disk tantivy indexes, one per project, under a root (e.g. `POIMEN_DATA_DIR/lexical`).
 
     Searches and writes (fsync on commit) run in worker threads; writes one at a time. After `close()` every call
     raises `EngineUnavailableError`.
@@ -72,46 +90,48 @@ class TantivyLexicalIndex:
 
     name = ENGINE_NAME
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each bound is a separate knob of the same adapter
         self,
         path: Path,
         *,
         boosts: FieldBoosts | None = None,
         writer_heap_bytes: int = DEFAULT_WRITER_HEAP_BYTES,
         context_max_chars: int = DEFAULT_CONTEXT_MAX_CHARS,
+        max_open_indexes: int = DEFAULT_MAX_OPEN_INDEXES,
+        max_open_writers: int = DEFAULT_MAX_OPEN_WRITERS,
     ) -> None:
-        """Open the index in `path`, creating the folder and an empty index when missing.
+        """Open the root in `path`, creating the folder when missing.
 
         Raises:
             EngineUnavailableError: the folder cannot be used (unreadable, or built with another schema).
         """
         self._path = path
-        self._writer_heap_bytes = writer_heap_bytes
         self._context_max_chars = context_max_chars
-        self._analyzer = build_english_analyzer()
-        self._schema = build_schema()
-        self._queries = TantivyQueryBuilder(self._schema, self._analyzer, boosts or FieldBoosts())
+        analyzer = build_english_analyzer()
+        schema = build_schema()
+        self._queries = TantivyQueryBuilder(schema, analyzer, boosts or FieldBoosts())
+        self._projects = ProjectIndexes(
+            path,
+            schema=schema,
+            analyzer=analyzer,
+            writer_heap_bytes=writer_heap_bytes,
+            max_open_indexes=max_open_indexes,
+            max_open_writers=max_open_writers,
+        )
         self._write_lock = asyncio.Lock()
-        # Guards the swap of index, writer and folder identity: worker threads notice a lost folder.
+        # Guards the open project indexes and the root's identity: worker threads notice a lost root.
         self._state_lock = threading.Lock()
-        self._writer: tantivy.IndexWriter | None = None
         self._closed = False
-        self._recreated = False
         try:
-            path.mkdir(parents=True, exist_ok=True)
-            version = _stored_schema_version(path)
-            self._recreated = _empty_if_older(path, version)
-            self._index: tantivy.Index | None = tantivy.Index(self._schema, path=str(path), reuse=True)
-            self._index.register_tokenizer(ANALYZER_NAME, self._analyzer)
-            if version != SCHEMA_VERSION:
-                (path / SCHEMA_VERSION_FILE).write_text(f"{SCHEMA_VERSION}\n", encoding="ascii")
-            self._identity: tuple[int, int] | None = _folder_identity(path)
-        except (OSError, ValueError, RuntimeError) as error:
+            self._recreated = prepare_root(path)
+            self._identity: tuple[int, int] | None = folder_identity(path)
+        except (OSError, ValueError) as error:
             _raise_unavailable(f"cannot open the lexical index in {path}", error)
+        self._attached = True
 
     @property
     def path(self) -> Path:
-        """The folder holding the index."""
+        """The root folder holding the project indexes."""
         return self._path
 
     @property
@@ -119,11 +139,18 @@ class TantivyLexicalIndex:
         """True when opening found an older schema and emptied the folder: every project needs a reindex."""
         return self._recreated
 
+    @property
+    def open_project_indexes(self) -> int:
+        """How many project indexes are open now (bounded by `max_open_indexes`, plus those writing)."""
+        with self._state_lock:
+            return len(self._projects)
+
     async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """Return at most `top_k` chunks of `filters.project_id` matching `query`, best BM25 first.
 
-        The search runs in a worker thread: tantivy releases the GIL, so it overlaps the query
-        embedding, and a caller's deadline can abandon a slow search instead of waiting for it.
+        Scores use the project's own statistics. The search runs in a worker thread: tantivy releases
+        the GIL, so it overlaps the query embedding, and a caller's deadline can abandon a slow search
+        instead of waiting for it.
         """
         self._check_open()
         if top_k <= 0:
@@ -131,12 +158,16 @@ class TantivyLexicalIndex:
         return await asyncio.to_thread(self._search_blocking, query, top_k, filters)
 
     def _search_blocking(self, query: LexicalQuery, top_k: int, filters: Filters) -> list[ScoredHit]:
-        index = self._attached_index()
+        with self._state_lock:
+            self._attach_root()
+            opened = self._projects.get(filters.project_id, create=False)
+        if opened is None:
+            return []
         try:
             tantivy_query = self._queries.build(query, filters)
             if tantivy_query is None:
                 return []
-            searcher = index.searcher()
+            searcher = opened.index.searcher()
             found = searcher.search(tantivy_query, top_k, count=False).hits
             hits = [
                 ScoredHit(chunk=decode_chunk(searcher.doc(address)[PAYLOAD][0]), score=score)
@@ -151,148 +182,133 @@ class TantivyLexicalIndex:
         return hits
 
     async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
-        """Replace each document's chunks with its current set, then commit once and refresh readers."""
+        """Replace each document's chunks with its current set: one commit per project, then readers refresh.
+
+        A batch spanning projects commits project by project; if one fails, the projects before it stay
+        written and the whole batch is retried (replacing a document is idempotent).
+        """
         if not documents:
             self._check_open()
-            await asyncio.to_thread(self._attached_index)
+            await asyncio.to_thread(self._check_root_blocking)
             return
+        by_project: defaultdict[str, list[DocumentChunks]] = defaultdict(list)
+        for document in documents:
+            by_project[document.project_id].append(document)  # batch order kept: the last entry of a document wins
+        for project_id, project_documents in by_project.items():
 
-        def write(writer: tantivy.IndexWriter) -> None:
-            for document in documents:
-                writer.delete_documents_by_term(DOCUMENT_KEY, document_key(document.project_id, document.document_id))
-                for chunk in document.chunks:
-                    writer.add_document(chunk_document(chunk, context_max_chars=self._context_max_chars))
+            def write(writer: tantivy.IndexWriter, batch: list[DocumentChunks] = project_documents) -> None:
+                for document in batch:
+                    writer.delete_documents_by_term(
+                        DOCUMENT_KEY, document_key(document.project_id, document.document_id)
+                    )
+                    for chunk in document.chunks:
+                        writer.add_document(chunk_document(chunk, context_max_chars=self._context_max_chars))
 
-        await self._write(write, "replacing documents in the lexical index failed")
+            await self._write(project_id, write, "replacing documents in the lexical index failed")
 
     async def delete_project(self, project_id: str) -> None:
-        """Remove every chunk of `project_id` and commit."""
+        """Remove the project's index: its writer is closed and its folder deleted."""
+        async with self._write_lock:
+            self._check_open()
+            await _finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id))
 
-        def write(writer: tantivy.IndexWriter) -> None:
-            writer.delete_documents_by_term(PROJECT_ID, project_id)
-
-        await self._write(write, f"deleting project {project_id!r} from the lexical index failed")
+    def _delete_project_blocking(self, project_id: str) -> None:
+        with self._state_lock:
+            self._attach_root()
+            writer = self._projects.forget(project_id)
+        _close_writers([writer] if writer is not None else [])
+        try:
+            remove_project_folder(self._path, project_id)
+        except OSError as error:
+            _raise_unavailable(f"deleting project {project_id!r} from the lexical index failed", error)
 
     async def ping(self) -> None:
-        """Return when the index can be searched; raise `EngineUnavailableError` otherwise."""
+        """Return when the root folder is the one opened and usable; raise `EngineUnavailableError` otherwise."""
         self._check_open()
-        await asyncio.to_thread(self._ping_blocking)
+        await asyncio.to_thread(self._check_root_blocking)
 
-    def _ping_blocking(self) -> None:
-        index = self._attached_index()
-        try:
-            index.searcher()
-        except (ValueError, RuntimeError, OSError) as error:
-            _raise_unavailable("lexical index does not answer", error)
+    def _check_root_blocking(self) -> None:
+        with self._state_lock:
+            self._attach_root()
 
     async def close(self) -> None:
-        """Wait for the running write, release the writer lock and make every later call fail."""
+        """Wait for the running write, release every writer lock and make every later call fail."""
         async with self._write_lock:
             with self._state_lock:
                 self._closed = True
-                writer, self._writer, self._index = self._writer, None, None
-            if writer is not None:
-                # Consumes the writer: finishes merges and frees the lockfile for another process. A
-                # failure is ignored: we are closing anyway, and the lock goes with the writer object.
-                with contextlib.suppress(ValueError, RuntimeError, OSError):
-                    await asyncio.to_thread(writer.wait_merging_threads)
+                writers = self._projects.forget_all()
+            await asyncio.to_thread(_close_writers, writers)
 
     # --- writing -------------------------------------------------------------------------------
 
-    async def _write(self, operations: Callable[[tantivy.IndexWriter], None], failure: str) -> None:
+    async def _write(self, project_id: str, operations: Callable[[tantivy.IndexWriter], None], failure: str) -> None:
         async with self._write_lock:
             self._check_open()
-            work = asyncio.ensure_future(asyncio.to_thread(self._write_blocking, operations, failure))
-            try:
-                await asyncio.shield(work)
-            except asyncio.CancelledError:
-                # A thread cannot be stopped: keep the lock until it ends, so two batches never share
-                # the writer, then let the cancellation through.
-                await asyncio.wait({work})
-                if not work.cancelled():
-                    work.exception()  # retrieved, so asyncio does not log it as never retrieved
-                raise
+            await _finish_in_thread(asyncio.to_thread(self._write_blocking, project_id, operations, failure))
 
-    def _write_blocking(self, operations: Callable[[tantivy.IndexWriter], None], failure: str) -> None:
-        index = self._attached_index()
-        writer = self._acquire_writer(index)
+    def _write_blocking(self, project_id: str, operations: Callable[[tantivy.IndexWriter], None], failure: str) -> None:
+        with self._state_lock:
+            self._attach_root()
+            opened = self._projects.get(project_id, create=True)
+            if opened is None:  # `create=True` always opens one; kept for the type checker
+                _raise_unavailable(failure, RuntimeError("no project index"))
+            writer, surplus = self._projects.take_writer(project_id, opened)
+        _close_writers(surplus)
         try:
             operations(writer)
             writer.commit()
         except (ValueError, RuntimeError, OSError) as error:
-            self._abandon_batch(writer)
+            _abandon_batch(opened, writer)
             _raise_unavailable(failure, error)
         except BaseException as error:  # noqa: BLE001 - see `search`
             _reraise_unless_panic(error)
-            self._abandon_batch(writer)
+            _abandon_batch(opened, writer)
             _raise_unavailable(failure, error)
         try:
-            index.reload()
+            opened.index.reload()
         except (ValueError, RuntimeError, OSError) as error:
             _raise_unavailable("the lexical index committed but readers did not refresh", error)
-
-    def _acquire_writer(self, index: tantivy.Index) -> tantivy.IndexWriter:
-        with self._state_lock:
-            if self._writer is None:
-                try:
-                    self._writer = index.writer(heap_size=self._writer_heap_bytes, num_threads=1)
-                except ValueError as error:
-                    _raise_unavailable(f"cannot take the lexical index writer in {self._path}", error)
-            return self._writer
-
-    def _abandon_batch(self, writer: tantivy.IndexWriter) -> None:
-        """Drop the uncommitted operations; if even that fails, drop the writer so the next write reopens it."""
-        try:
-            writer.rollback()
-        except (ValueError, RuntimeError, OSError):
-            self._writer = None
 
     def _check_open(self) -> None:
         if self._closed:
             message = "the lexical index is closed"
             raise EngineUnavailableError(message, engine=ENGINE_NAME)
 
-    # --- the folder under the index ------------------------------------------------------------
+    # --- the root folder -----------------------------------------------------------------------
 
-    def _attached_index(self) -> tantivy.Index:
-        """The open index while its folder is the one opened; else drop it, and reopen what is at the path.
+    def _attach_root(self) -> None:
+        """Return while the root is the one opened; else drop every project index and reopen what is at the path.
 
-        Blocking (`stat` calls, maybe an open): runs in a worker thread, so a hung volume holds no event loop.
+        Blocking (`stat` calls): runs in a worker thread with the state lock held, so a hung volume holds no
+        event loop.
 
         Raises:
-            EngineUnavailableError: closed, or no usable index at the path (yet).
+            EngineUnavailableError: closed, or no usable root at the path (yet).
         """
-        with self._state_lock:
-            self._check_open()
-            if self._index is not None:
-                if _still_attached(self._path, self._identity):
-                    return self._index
-                logger.error(
-                    "the lexical index folder %s is gone or was replaced: searches and writes wait", self._path
-                )
-                # Dropping the writer frees its lockfile; uncommitted operations go, the outbox still holds them.
-                self._index, self._writer = None, None
-            return self._reattach()
+        self._check_open()
+        if self._attached and still_attached(self._path, self._identity, SCHEMA_VERSION_FILE):
+            return
+        if self._attached:
+            logger.error("the lexical index folder %s is gone or was replaced: searches and writes wait", self._path)
+            # Dropping the writers frees their lockfiles; uncommitted operations go, the outbox still holds them.
+            self._projects.forget_all()
+            self._attached = False
+        self._reattach()
 
-    def _reattach(self) -> tantivy.Index:
-        """Open the index now at the path (lock held). Only a folder holding an index of this schema is taken.
+    def _reattach(self) -> None:
+        """Take the root now at the path (lock held). Only a root of this schema is taken.
 
         An empty folder is not: creating an index in it would hide that every document is missing.
         """
         unavailable = f"the lexical index folder {self._path} is unavailable"
         try:
-            identity = _folder_identity(self._path)
-            version = _stored_schema_version(self._path)
+            identity = folder_identity(self._path)
+            version = stored_root_version(self._path)
         except (OSError, ValueError) as error:
             _raise_unavailable(unavailable, error)
         if version != SCHEMA_VERSION:
             message = f"{unavailable}: it holds no index of this schema"
             raise EngineUnavailableError(message, engine=ENGINE_NAME)
-        try:
-            index = tantivy.Index(self._schema, path=str(self._path), reuse=True)
-            index.register_tokenizer(ANALYZER_NAME, self._analyzer)
-        except (OSError, ValueError, RuntimeError) as error:
-            _raise_unavailable(unavailable, error)
         if identity != self._identity:
             # Another folder than the one opened (a volume restored from a copy): it may miss documents.
             logger.warning(
@@ -301,73 +317,37 @@ class TantivyLexicalIndex:
                 self._path,
             )
         logger.warning("the lexical index folder %s is back: reopened", self._path)
-        self._index, self._identity = index, identity
-        return index
+        self._identity, self._attached = identity, True
 
 
-def _folder_identity(path: Path) -> tuple[int, int]:
-    """(device, inode) of `path`: what tells the folder opened from another one put at the same path."""
-    stat = path.stat()
-    return stat.st_dev, stat.st_ino
+async def _finish_in_thread(work: Coroutine[Any, Any, None]) -> None:
+    """Await a write's thread; on cancellation, still wait for it (a thread cannot be stopped), then re-raise.
 
-
-def _still_attached(path: Path, identity: tuple[int, int] | None) -> bool:
-    """Whether `path` is still the folder of `identity` and still holds an index (`meta.json`)."""
-    try:
-        return _folder_identity(path) == identity and (path / "meta.json").is_file()
-    except OSError:
-        return False
-
-
-def _stored_schema_version(path: Path) -> int | None:
-    """The `SCHEMA_VERSION` that wrote the index in `path`; None when the folder holds no index of this module.
-
-    "Of this module" means its schema has the `payload` and `document_key` fields. An index without a
-    version file predates the file: version 1.
-
-    Raises:
-        ValueError: the version file holds no number.
+    Keeps the write lock held until the thread ends, so two writes never share a writer.
     """
+    task = asyncio.ensure_future(work)
     try:
-        stored = json.loads((path / "meta.json").read_text())
-        names = {field["name"] for field in stored["schema"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not {PAYLOAD, DOCUMENT_KEY} <= names:
-        return None
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log it as never retrieved
+        raise
+
+
+def _abandon_batch(opened: ProjectIndex, writer: tantivy.IndexWriter) -> None:
+    """Drop the uncommitted operations; if even that fails, drop the writer so the next write reopens it."""
     try:
-        return int((path / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip())
-    except FileNotFoundError:
-        return 1
+        writer.rollback()
+    except (ValueError, RuntimeError, OSError):
+        opened.writer = None
 
 
-def _empty_if_older(path: Path, version: int | None) -> bool:
-    """Empty `path` when its index is of an older `SCHEMA_VERSION` (True); refuse a newer one.
-
-    Raises:
-        ValueError: the index was written by a newer version of this module.
-    """
-    if version is not None and version > SCHEMA_VERSION:
-        msg = f"it was written by a newer version (schema {version}, this one reads {SCHEMA_VERSION})"
-        raise ValueError(msg)
-    if version is None or version == SCHEMA_VERSION:
-        return False
-    _empty_folder(path)
-    logger.warning(
-        "the lexical index in %s had an older schema and was recreated empty; refill it from "
-        "PostgreSQL with `poimen reindex --project <id>` for each project",
-        path,
-    )
-    return True
-
-
-def _empty_folder(path: Path) -> None:
-    """Delete the index files in `path`, keeping the folder itself (it may be a mount point)."""
-    for entry in path.iterdir():
-        if entry.is_dir():
-            msg = f"{entry} is a folder; an index folder holds only files"
-            raise OSError(msg)
-        entry.unlink()
+def _close_writers(writers: Sequence[tantivy.IndexWriter]) -> None:
+    """Finish merges and free each writer's lockfile. A failure is ignored: the lock goes with the writer object."""
+    for writer in writers:
+        with contextlib.suppress(ValueError, RuntimeError, OSError):
+            writer.wait_merging_threads()
 
 
 def _raise_unavailable(message: str, error: BaseException) -> NoReturn:

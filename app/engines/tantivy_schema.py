@@ -9,7 +9,7 @@ field its own context (`app.engines.lexical_context`). Chunk tags are searched a
 The whole chunk is stored as a JSON payload (`app.engines.chunk_codec`), and a hit is rebuilt from it.
 
 Changing any of this changes what is on disk: bump `SCHEMA_VERSION`, and an older folder is
-recreated empty at open (`app.engines.tantivy_index`).
+recreated empty at open (`app.engines.tantivy_folders`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ ANALYZER_NAME: Final = "poimen_english"
 DOCUMENT_KEY_SEPARATOR: Final = "\x1f"  # project ids are [A-Za-z0-9._-], so the key cannot be ambiguous
 MAX_TOKEN_CHARS: Final = 40  # longer "words" are hashes, base64 or URLs: noise for BM25
 
-SCHEMA_VERSION: Final = 2
-"""What the adapter files in its folder. 1: title fields apart and neighbour context (no version file)."""
+SCHEMA_VERSION: Final = 3
+"""What the adapter files in its folder. 1: title fields apart and neighbour context (no version file).
+2: one index for every project. 3: an index per project (`app.engines.tantivy_folders`)."""
 SCHEMA_VERSION_FILE: Final = "poimen-schema-version"
 
 # Fields searched by the free text; each is analyzed with the English analyzer.

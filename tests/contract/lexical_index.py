@@ -2,7 +2,9 @@
 
 Use it by subclassing `LexicalIndexContract` in a `Test...` class and overriding the `index` fixture
 with a fresh, empty index per test. Assertions are about behaviour (what matches, what ranks first,
-what filters exclude), never exact scores, so engines with different BM25 details all pass.
+what filters exclude), never exact scores across engines, so engines with different BM25 details all
+pass; the one exact comparison is of an engine with itself (a project's scores do not depend on
+another project's documents).
 
 The helpers (`make_chunk`, `documents_of`, `index_chunks`, `search_ids`, ...) are importable for
 adapter-specific tests.
@@ -410,6 +412,42 @@ class LexicalIndexContract:
         assert await search_ids(index, "secret rotation") == ["a-1"]
         assert await search_ids(index, "secret rotation", filters=Filters(project_id=OTHER_PROJECT)) == ["b-1"]
         assert await search_ids(index, "secret rotation", filters=Filters(project_id="proj-none")) == []
+
+    async def test_per_project_statistics_equal_a_single_project_index(self, index: LexicalIndex) -> None:
+        # Exact floats: another project's documents (more of them, longer, sharing the query's terms) must
+        # not move this project's BM25 statistics (document count, average field length, document frequency).
+        own = [
+            make_chunk("a-1", "rotate the vault unseal keys", tags=("vault",), context="keys rotation"),
+            make_chunk("a-2", "vault audit log rotation policy for keys"),
+            make_chunk("a-3", "postgres backup schedule"),
+        ]
+        others = [
+            make_chunk(
+                f"b-{number}",
+                f"vault keys rotation {'and more vault words ' * number} entry {number}",
+                project_id=OTHER_PROJECT,
+                tags=("vault",),
+            )
+            for number in range(12)
+        ]
+        queries = [("vault keys rotation", ()), ("unseal", ()), ("audit", ("log rotation",))]
+
+        async def scores() -> list[list[tuple[str, float]]]:
+            return [
+                [(hit.chunk_id, hit.score) for hit in await search_hits(index, text, phrases=phrases)]
+                for text, phrases in queries
+            ]
+
+        await index_chunks(index, *own)
+        alone = await scores()
+        await index_chunks(index, *others)
+        beside_another = await scores()
+        await index.delete_project(OTHER_PROJECT)
+        after_its_deletion = await scores()
+
+        assert [len(found) for found in alone] == [2, 1, 1]
+        assert beside_another == alone
+        assert after_its_deletion == alone
 
     async def test_levels_filter_keeps_any_listed_level(self, index: LexicalIndex) -> None:
         await index_chunks(

@@ -219,7 +219,8 @@ class TestTantivyOnDisk:
         assert {field["name"] for field in stored} == SCHEMA_FIELD_NAMES
 
     # Each older layout: version 1 (no version file) before tags were searched as words, before the
-    # context field, and with the title fields apart; and a version file naming an older version.
+    # context field, and with the title fields apart; and a version file naming an older version
+    # (2: the same fields, one index for every project).
     @pytest.mark.parametrize(
         ("text_fields", "version"),
         [
@@ -227,6 +228,7 @@ class TestTantivyOnDisk:
             (V1_TEXT_FIELDS - {CONTEXT}, None),
             (V1_TEXT_FIELDS, None),
             (TEXT_FIELDS, "1"),
+            (TEXT_FIELDS, "2"),  # one index for every project, at the root
         ],
     )
     async def test_a_folder_of_an_older_schema_is_recreated_empty(

@@ -54,6 +54,12 @@ EMULATOR_GAPS: dict[str, str] = {
 }
 
 
+SHARED_BM25_STATISTICS = (
+    "every project shares one index, so its shards' BM25 statistics: an index per project is planned, not built "
+    "(docs/operations.md, 'BM25 statistics per project')"
+)
+
+
 class TestOpenSearchLexicalIndexOnLucene(LexicalIndexContract):
     """The same contract on noida-db (Elasticsearch 8 API, Lucene-exact BM25)."""
 
@@ -65,6 +71,10 @@ class TestOpenSearchLexicalIndexOnLucene(LexicalIndexContract):
         yield OpenSearchLexicalIndex(client, index=alias, timeout_s=30.0)
         await client.indices.delete(index=versioned_index_name(alias))
         await client.close()
+
+    @pytest.mark.xfail(strict=True, reason=SHARED_BM25_STATISTICS)
+    async def test_per_project_statistics_equal_a_single_project_index(self, index: LexicalIndex) -> None:
+        await super().test_per_project_statistics_equal_a_single_project_index(index)
 
 
 class TestOpenSearchLexicalIndex(LexicalIndexContract):
@@ -78,6 +88,10 @@ class TestOpenSearchLexicalIndex(LexicalIndexContract):
     async def index(self, opensearch_client: AsyncOpenSearch, opensearch_alias: str) -> LexicalIndex:
         await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
         return OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias, timeout_s=10.0)
+
+    @pytest.mark.xfail(strict=True, reason=SHARED_BM25_STATISTICS)
+    async def test_per_project_statistics_equal_a_single_project_index(self, index: LexicalIndex) -> None:
+        await super().test_per_project_statistics_equal_a_single_project_index(index)
 
 
 # --- index lifecycle ------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from osmem_server import OsmemServer
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
 from app.engines.opensearch_mapping import versioned_index_name
+from app.engines.tantivy_folders import project_folder
 from app.engines.tantivy_schema import PAYLOAD, decode_chunk
 from tests.integration.conftest import ServiceProcess, cli_environment, free_port
 from tests.integration.test_durability import unique_word
@@ -295,8 +296,8 @@ async def test_embedded_lexical_folder_taken_away_mid_ingest_loses_nothing_ackno
 
 
 def tantivy_chunks_per_document(folder: Path, project: str) -> Counter[str]:
-    """How many chunks the embedded index holds per document of `project`, read from the folder itself."""
-    index = tantivy.Index.open(str(folder))
+    """How many chunks the embedded index holds per document of `project`, read from its folder itself."""
+    index = tantivy.Index.open(str(project_folder(folder, project)))
     searcher = index.searcher()
     found = searcher.search(tantivy.Query.all_query(), 5 * DOCUMENTS).hits
     chunks = [decode_chunk(searcher.doc(address)[PAYLOAD][0]) for _, address in found]

@@ -1,0 +1,154 @@
+"""The folder layout of the embedded lexical index: a root holding one tantivy index per project.
+
+    <root>/poimen-schema-version        SCHEMA_VERSION; what tells a root of this adapter from any folder
+    <root>/projects/p-<project id>/     one tantivy index (meta.json, segments) per project with chunks
+
+An index per project is what keeps BM25 statistics (document count, average field length, document
+frequencies) per project: one tenant's corpus never moves another's scores. A project without a
+folder has no chunks. `delete_project` renames the folder to `projects/deleted-<id>-<random>` (one
+atomic step) and then removes it; a removal cut short is finished at the next open.
+
+Folder names: project ids are `[A-Za-z0-9._-]{1,64}` (`PROJECT_ID_PATTERN`), so the `p-` prefix
+alone makes every name safe (no `.` or `..`) and keeps deleted folders apart. A case-insensitive
+file system would merge projects differing only in case; the service runs on Linux file systems.
+
+Versions before 3 kept every project in one index at the root (`meta.json` in the root itself).
+Such a root is emptied and recreated at open: PostgreSQL is the source of truth, and the service
+re-queues every project. A root of a newer version is refused rather than downgraded, and a root
+holding some other tantivy index, or other files, is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import uuid
+from typing import TYPE_CHECKING, Final
+
+from app.engines.tantivy_schema import DOCUMENT_KEY, PAYLOAD, SCHEMA_VERSION, SCHEMA_VERSION_FILE
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PROJECTS_FOLDER: Final = "projects"
+PROJECT_FOLDER_PREFIX: Final = "p-"
+DELETED_FOLDER_PREFIX: Final = "deleted-"
+INDEX_META_FILE: Final = "meta.json"  # tantivy writes it when it creates an index; it lists the segments
+
+
+def project_folder(root: Path, project_id: str) -> Path:
+    """The folder of `project_id`'s index under `root` (it may not exist: the project has no chunks)."""
+    return root / PROJECTS_FOLDER / f"{PROJECT_FOLDER_PREFIX}{project_id}"
+
+
+def folder_identity(path: Path) -> tuple[int, int]:
+    """(device, inode) of `path`: what tells the folder opened from another one put at the same path."""
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino
+
+
+def still_attached(path: Path, identity: tuple[int, int] | None, marker: str) -> bool:
+    """Whether `path` is still the folder of `identity` and still holds its `marker` file."""
+    try:
+        return folder_identity(path) == identity and (path / marker).is_file()
+    except OSError:
+        return False
+
+
+def prepare_root(root: Path) -> bool:
+    """Make `root` a root of this version (creating it when missing); True when an older layout was emptied.
+
+    Raises:
+        ValueError: `root` holds an index of a newer version, another tantivy index, or unknown files.
+        OSError: the folder cannot be read or written.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    version = stored_root_version(root)
+    if version is not None and version > SCHEMA_VERSION:
+        msg = f"it was written by a newer version (schema {version}, this one reads {SCHEMA_VERSION})"
+        raise ValueError(msg)
+    recreated = version is not None and version < SCHEMA_VERSION
+    if recreated:
+        _empty_older_root(root)
+        logger.warning(
+            "the lexical index in %s had an older schema and was recreated empty; refill it from "
+            "PostgreSQL with `poimen reindex --project <id>` for each project",
+            root,
+        )
+    elif version is None and any(root.iterdir()):
+        msg = "it holds files that are no lexical index of this schema"
+        raise ValueError(msg)
+    if version != SCHEMA_VERSION:
+        (root / PROJECTS_FOLDER).mkdir(exist_ok=True)
+        (root / SCHEMA_VERSION_FILE).write_text(f"{SCHEMA_VERSION}\n", encoding="ascii")
+    _finish_deletions(root)
+    return recreated
+
+
+def stored_root_version(root: Path) -> int | None:
+    """The `SCHEMA_VERSION` that wrote `root`; None when it holds nothing of this adapter (e.g. empty).
+
+    A root with `meta.json` is the one-index layout of versions 1-2: it counts as this adapter's when its
+    schema has the `payload` and `document_key` fields, and as version 1 when the version file is missing.
+
+    Raises:
+        ValueError: the version file holds no number, or the root holds another tantivy index.
+    """
+    try:
+        stored = json.loads((root / INDEX_META_FILE).read_text())
+    except FileNotFoundError:
+        stored = None
+    except ValueError as error:
+        msg = f"its {INDEX_META_FILE} cannot be read: {error}"
+        raise ValueError(msg) from error
+    if stored is not None:
+        try:
+            names = {field["name"] for field in stored["schema"]}
+        except (KeyError, TypeError) as error:
+            msg = f"its {INDEX_META_FILE} lists no schema"
+            raise ValueError(msg) from error
+        if not {PAYLOAD, DOCUMENT_KEY} <= names:
+            msg = "it holds a tantivy index of another schema"
+            raise ValueError(msg)
+    try:
+        return int((root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip())
+    except FileNotFoundError:
+        return 1 if stored is not None else None
+
+
+def remove_project_folder(root: Path, project_id: str) -> None:
+    """Take the project's folder out of the layout in one rename, then delete it; no folder is fine."""
+    folder = project_folder(root, project_id)
+    doomed = root / PROJECTS_FOLDER / f"{DELETED_FOLDER_PREFIX}{project_id}-{uuid.uuid4().hex}"
+    try:
+        folder.rename(doomed)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(doomed)
+
+
+def _finish_deletions(root: Path) -> None:
+    """Delete what a `remove_project_folder` cut short (a crash between its rename and its removal) left."""
+    for entry in (root / PROJECTS_FOLDER).iterdir():
+        if entry.name.startswith(DELETED_FOLDER_PREFIX):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _empty_older_root(root: Path) -> None:
+    """Delete what an older version filed in `root` (its files and `projects/`), keeping the folder (a mount point?).
+
+    Any other folder inside is no index's: it is refused rather than deleted.
+    """
+    entries = list(root.iterdir())
+    for entry in entries:
+        if entry.is_dir() and entry.name != PROJECTS_FOLDER:
+            msg = f"{entry} is a folder; an index folder of an older version holds only files and {PROJECTS_FOLDER}/"
+            raise OSError(msg)
+    for entry in entries:
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()

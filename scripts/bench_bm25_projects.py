@@ -1,0 +1,151 @@
+"""Cost of the embedded lexical index's index per project: write time, search latency and disk per project count.
+
+For each `--projects` value P, a fresh root gets P projects of `--chunks-per-project` SciFact abstracts each
+(distinct abstracts per project, one chunk per document, `--batch` documents per `replace_documents`, as the
+outbox writes them), through the real `TantivyLexicalIndex`. Then `--queries` SciFact queries are searched,
+each in a project drawn round-robin: once "warm" (indexes open, as a running service has them) and once
+"cold" (a fresh adapter on the same root: each project's first search opens its index). A baseline puts the
+same P x chunks into one project (what one shared index held before per-project indexes) and is measured
+the same way in the same run, so the per-project layout is read as a ratio against it.
+
+Prints one JSON object per configuration; disk is `du` of the root (apparent bytes of every file).
+Timings depend on the machine: say where they were measured.
+
+Usage:
+    .venv/bin/python scripts/bench_bm25_projects.py --dataset ../shared/datasets/scifact --projects 1 10 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
+from app.engines.tantivy_index import TantivyLexicalIndex
+
+
+def read_jsonl(path: Path, limit: int) -> list[dict[str, Any]]:
+    records = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            records.append(json.loads(line))
+            if len(records) == limit:
+                break
+    return records
+
+
+def chunk_of(record: dict[str, Any], project_id: str) -> Chunk:
+    return Chunk(
+        chunk_id=f"{project_id}:{record['_id']}",
+        document_id=str(record["_id"]),
+        project_id=project_id,
+        text=str(record["text"]),
+        source=f"scifact/{record['_id']}",
+        level="L1",
+        breadcrumb=(str(record.get("title", "")),),
+        section_title=str(record.get("title", "")),
+        position=0,
+        tags=(),
+        event_time=None,
+        chunk_hash=f"hash-{record['_id']}",
+        context="",
+    )
+
+
+def du_bytes(path: Path) -> int:
+    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
+
+
+def percentile_ms(samples_s: list[float], fraction: float) -> float:
+    ordered = sorted(samples_s)
+    return round(1000 * ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 3)
+
+
+async def write_projects(root: Path, layout: dict[str, list[dict[str, Any]]], batch: int) -> float:
+    """Write every project's chunks in outbox-sized batches; seconds taken."""
+    index = TantivyLexicalIndex(root)
+    started = time.perf_counter()
+    for project_id, records in layout.items():
+        for start in range(0, len(records), batch):
+            documents = [
+                DocumentChunks(project_id, str(record["_id"]), (chunk_of(record, project_id),))
+                for record in records[start : start + batch]
+            ]
+            await index.replace_documents(documents)
+    elapsed = time.perf_counter() - started
+    await index.close()
+    return elapsed
+
+
+async def search_latencies(index: TantivyLexicalIndex, queries: list[str], projects: list[str]) -> list[float]:
+    samples = []
+    for number, text in enumerate(queries):
+        filters = Filters(project_id=projects[number % len(projects)])
+        started = time.perf_counter()
+        await index.search(LexicalQuery(text=text), top_k=10, filters=filters)
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def measure(
+    root: Path, layout: dict[str, list[dict[str, Any]]], queries: list[str], batch: int
+) -> dict[str, Any]:
+    write_s = await write_projects(root, layout, batch)
+    projects = list(layout)
+    cold_index = TantivyLexicalIndex(root)
+    cold = await search_latencies(cold_index, queries[: len(projects)], projects)  # first search of each project
+    warm = await search_latencies(cold_index, queries, projects)
+    await cold_index.close()
+    chunks = sum(len(records) for records in layout.values())
+    disk = du_bytes(root)
+    return {
+        "projects": len(projects),
+        "chunks": chunks,
+        "write_s": round(write_s, 3),
+        "write_chunks_per_s": round(chunks / write_s, 1),
+        "search_warm_p50_ms": percentile_ms(warm, 0.5),
+        "search_warm_p95_ms": percentile_ms(warm, 0.95),
+        "search_cold_p50_ms": percentile_ms(cold, 0.5),
+        "search_cold_p95_ms": percentile_ms(cold, 0.95),
+        "disk_bytes": disk,
+        "disk_bytes_per_project": disk // len(projects),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", type=Path, required=True, help="a BEIR folder (corpus.jsonl, queries.jsonl)")
+    parser.add_argument("--projects", type=int, nargs="+", default=[1, 10, 100])
+    parser.add_argument("--chunks-per-project", type=int, default=50)
+    parser.add_argument("--batch", type=int, default=25, help="documents per replace_documents call")
+    parser.add_argument("--queries", type=int, default=300)
+    arguments = parser.parse_args()
+    most = max(arguments.projects) * arguments.chunks_per_project
+    corpus = read_jsonl(arguments.dataset / "corpus.jsonl", most)
+    queries = [str(record["text"]) for record in read_jsonl(arguments.dataset / "queries.jsonl", arguments.queries)]
+    per = arguments.chunks_per_project
+    for count in arguments.projects:
+        records = corpus[: count * per]
+        layouts = {
+            "per_project": {f"proj-{number}": records[number * per : (number + 1) * per] for number in range(count)},
+            "one_project_baseline": {"proj-all": records},
+        }
+        for name, layout in layouts.items():
+            if name == "one_project_baseline" and count == 1:
+                continue  # the same thing as the per-project layout
+            root = Path(tempfile.mkdtemp(prefix="bench-bm25-"))
+            try:
+                result = await measure(root / "lexical", layout, queries, arguments.batch)
+            finally:
+                shutil.rmtree(root)
+            print(json.dumps({"layout": name, "of_projects": count, **result}), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

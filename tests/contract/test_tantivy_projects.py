@@ -1,0 +1,152 @@
+"""The embedded index keeps one tantivy index per project: folders, bounds on what stays open, deletes."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.domain.errors import EngineUnavailableError
+from app.domain.models import Filters
+from app.engines.tantivy_folders import INDEX_META_FILE, PROJECTS_FOLDER, project_folder
+from app.engines.tantivy_index import TantivyLexicalIndex
+from app.engines.tantivy_schema import SCHEMA_VERSION, SCHEMA_VERSION_FILE
+from tests.contract.lexical_index import OTHER_PROJECT, PROJECT, index_chunks, make_chunk, search_hits, search_ids
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.integration
+
+
+def in_project(project_id: str) -> Filters:
+    return Filters(project_id=project_id)
+
+
+async def test_each_project_gets_a_folder_and_delete_project_removes_only_its_own(data_dir: Path) -> None:
+    root = data_dir / "lexical"
+    index = TantivyLexicalIndex(root)
+    try:
+        await index_chunks(
+            index,
+            make_chunk("a-1", "omicron alpha", project_id=PROJECT),
+            make_chunk("b-1", "omicron beta", project_id=OTHER_PROJECT),
+        )
+        folders_before = sorted(entry.name for entry in (root / PROJECTS_FOLDER).iterdir())
+
+        await index.delete_project(OTHER_PROJECT)
+
+        assert folders_before == [f"p-{PROJECT}", f"p-{OTHER_PROJECT}"]
+        assert (project_folder(root, PROJECT) / INDEX_META_FILE).is_file()
+        assert not project_folder(root, OTHER_PROJECT).exists()
+        assert sorted(entry.name for entry in (root / PROJECTS_FOLDER).iterdir()) == [f"p-{PROJECT}"]
+        assert await search_ids(index, "omicron") == ["a-1"]
+        assert await search_ids(index, "omicron", filters=in_project(OTHER_PROJECT)) == []
+        await index.delete_project("never-written")  # nothing to delete is fine
+    finally:
+        await index.close()
+
+
+async def test_a_search_of_a_project_without_chunks_creates_no_folder(data_dir: Path) -> None:
+    root = data_dir / "lexical"
+    index = TantivyLexicalIndex(root)
+    try:
+        assert await search_ids(index, "anything", filters=in_project("unknown")) == []
+        assert list((root / PROJECTS_FOLDER).iterdir()) == []
+    finally:
+        await index.close()
+
+
+async def test_projects_stay_searchable_and_writable_past_the_open_bounds(data_dir: Path) -> None:
+    projects = [f"proj-{number}" for number in range(6)]
+    bounded = TantivyLexicalIndex(data_dir / "bounded", max_open_indexes=2, max_open_writers=1)
+    unbounded = TantivyLexicalIndex(data_dir / "unbounded")
+    try:
+        for index in (bounded, unbounded):
+            await index_chunks(  # one batch spanning every project, then one write per project
+                index,
+                *(make_chunk(f"{project}-1", f"sigma first {project}", project_id=project) for project in projects),
+            )
+            for project in projects:
+                await index_chunks(index, make_chunk(f"{project}-2", "sigma second sigma", project_id=project))
+        open_after_writes = bounded.open_project_indexes
+
+        found = {
+            project: [
+                (hit.chunk_id, hit.score) for hit in await search_hits(bounded, "sigma", filters=in_project(project))
+            ]
+            for project in projects
+        }
+        expected = {
+            project: [
+                (hit.chunk_id, hit.score) for hit in await search_hits(unbounded, "sigma", filters=in_project(project))
+            ]
+            for project in projects
+        }
+
+        assert open_after_writes <= 2
+        assert bounded.open_project_indexes <= 2
+        assert unbounded.open_project_indexes == len(projects)
+        assert found == expected
+        assert all(
+            [chunk_id for chunk_id, _ in hits] == [f"{project}-2", f"{project}-1"] for project, hits in found.items()
+        )
+    finally:
+        await bounded.close()
+        await unbounded.close()
+
+
+async def test_a_project_folder_removed_under_the_process_is_refused_once(data_dir: Path) -> None:
+    root = data_dir / "lexical"
+    index = TantivyLexicalIndex(root)
+    try:
+        await index_chunks(index, make_chunk("a-1", "tau written"))
+        shutil.rmtree(project_folder(root, PROJECT))  # not through delete_project: its documents are missing
+
+        with pytest.raises(EngineUnavailableError, match="reindex project"):
+            await search_ids(index, "tau")
+        # Known limit: the next call finds no folder, which reads as a project without chunks.
+        assert await search_ids(index, "tau") == []
+        await index.ping()  # the root itself is intact
+    finally:
+        await index.close()
+
+
+def test_a_deletion_cut_short_is_finished_at_open(data_dir: Path) -> None:
+    root = data_dir / "lexical"
+    TantivyLexicalIndex(root)
+    leftover = root / PROJECTS_FOLDER / "deleted-proj-alpha-0123"
+    leftover.mkdir()
+    (leftover / INDEX_META_FILE).write_text("{}")
+
+    TantivyLexicalIndex(root)
+
+    assert not leftover.exists()
+
+
+def test_a_folder_holding_other_files_is_refused_untouched(data_dir: Path) -> None:
+    root = data_dir / "lexical"
+    root.mkdir()
+    (root / "notes.txt").write_text("not an index")
+
+    with pytest.raises(EngineUnavailableError, match="no lexical index"):
+        TantivyLexicalIndex(root)
+    assert sorted(entry.name for entry in root.iterdir()) == ["notes.txt"]
+
+
+async def test_an_older_root_with_project_folders_is_emptied_whole(data_dir: Path) -> None:
+    root = data_dir / "lexical"
+    first = TantivyLexicalIndex(root)
+    await index_chunks(first, make_chunk("a-1", "upsilon"))
+    await first.close()
+    (root / SCHEMA_VERSION_FILE).write_text(f"{SCHEMA_VERSION - 1}\n")  # as if written by the version before
+
+    reopened = TantivyLexicalIndex(root)
+    try:
+        assert reopened.recreated
+        assert await search_ids(reopened, "upsilon") == []
+        assert list((root / PROJECTS_FOLDER).iterdir()) == []
+        assert (root / SCHEMA_VERSION_FILE).read_text().strip() == str(SCHEMA_VERSION)
+    finally:
+        await reopened.close()
