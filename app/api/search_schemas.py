@@ -19,7 +19,7 @@ from app.search.paging import PAGE_DEPTH
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from app.domain.models import LegHit, SearchResult
+    from app.domain.results import LegHit, SearchResult
     from app.search.calls import SearchOutcome
 
 ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description="[A-Za-z0-9._-]{1,64}")]

@@ -30,13 +30,11 @@ from app.domain.models import (
     LEXICAL_LEG,
     SEMANTIC_LEG,
     FusedHit,
-    LegHit,
-    LegTiming,
     ScoredHit,
     SearchPlan,
-    SearchResult,
     SearchStrategy,
 )
+from app.domain.results import LegHit, LegTiming, SearchResult
 from app.observability.metrics import record_engine_error
 from app.observability.spans import SPAN_ATTRIBUTE_RESULT_COUNT
 from app.observability.tracing import mark_span_failed, phase

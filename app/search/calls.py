@@ -10,7 +10,8 @@ from app.search.knob_source import FlagContext
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from app.domain.models import QueryAnalysis, SearchPlan, SearchResult
+    from app.domain.models import QueryAnalysis, SearchPlan
+    from app.domain.results import SearchResult
     from app.query.planner import SearchOptions
     from app.search.paging import SearchPage
 
