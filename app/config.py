@@ -73,6 +73,8 @@ class Settings(BaseSettings, SearchKnobs):
 
     # Search knobs (`app/knobs.py`) are inherited with their env names. Settings that only start-up reads:
     query_cache_max_size: int = Field(default=10000, ge=0)
+    # Memory the cached answers may hold (estimated); with the entry count, the tighter bound wins.
+    query_cache_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     poimen_flags_file: Path | None = None
     flags_poll_interval_s: float = Field(default=2.0, gt=0)
     # Where the knobs come from while running: `file` (env + POIMEN_FLAGS_FILE) or `openfeature` (README "Flags").

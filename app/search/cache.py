@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from cachetools import TTLCache
 
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from app.domain.models import SearchPlan
 
 ValueT = TypeVar("ValueT")
+
+DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +53,39 @@ def plan_fingerprint(plan: SearchPlan) -> Hashable:
 class QueryCache(Generic[ValueT]):
     """A bounded, thread-safe TTL cache of search responses (cachetools `TTLCache` behind a lock).
 
-    `ttl_s` is seconds an entry lives; `max_size` the most entries kept (least recently used go first).
-    Either one at 0 disables the cache: `get` always answers None, `put` keeps nothing, and nothing is
-    counted. Lookups count into `poimen_query_cache_requests_total`. Every call holds the lock only for
-    a dictionary operation, never across I/O, so it is safe from async handlers and worker threads.
+    `ttl_s` is seconds an entry lives; `max_size` the most entries kept; `max_bytes` the most memory
+    the entries may hold, as `size_of` estimates it (least recently used go first under either bound).
+    An answer carries its candidates' texts, so entries are tens of kilobytes: a count alone let a full
+    cache of 10,000 grow a replica by ~0.7 GiB (docs/soak.md). Both bounds are one cachetools size:
+    each entry is charged `max(size_of(value), max_bytes // max_size)`, so the charges stay within
+    `max_bytes` and no more than `max_size` entries fit. An entry larger than `max_bytes` is not kept.
+    Any of `ttl_s`, `max_size`, `max_bytes` at 0 disables the cache: `get` always answers None, `put`
+    keeps nothing, and nothing is counted. Lookups count into `poimen_query_cache_requests_total`. Every
+    call holds the lock only for a dictionary operation, never across I/O, so it is safe from async
+    handlers and worker threads.
     """
 
-    def __init__(self, *, ttl_s: float, max_size: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        ttl_s: float,
+        max_size: int,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        size_of: Callable[[ValueT], int] = lambda _value: 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._clock = clock
-        self.ttl_s, self.max_size = ttl_s, max_size
-        self.enabled = ttl_s > 0 and max_size > 0
-        self._entries: TTLCache[QueryCacheKey, ValueT] = TTLCache(maxsize=max(max_size, 1), ttl=ttl_s, timer=clock)
+        self.ttl_s, self.max_size, self.max_bytes = ttl_s, max_size, max_bytes
+        self._size_of = size_of
+        self._min_charge = max_bytes // max_size if max_size > 0 else 0
+        self.enabled = ttl_s > 0 and max_size > 0 and max_bytes > 0
+        self._entries = self._new_entries()
         self._lock = threading.Lock()
+
+    def _new_entries(self) -> TTLCache[QueryCacheKey, tuple[int, ValueT]]:
+        return TTLCache(
+            maxsize=max(self.max_bytes, 1), ttl=self.ttl_s, timer=self._clock, getsizeof=lambda entry: entry[0]
+        )
 
     def set_ttl(self, ttl_s: float) -> None:
         """Apply a new TTL (the hot-reloadable `QUERY_CACHE_TTL_SECS` flag); 0 disables the cache.
@@ -74,8 +97,8 @@ class QueryCache(Generic[ValueT]):
             if ttl_s == self.ttl_s:
                 return
             self.ttl_s = ttl_s
-            self.enabled = ttl_s > 0 and self.max_size > 0
-            self._entries = TTLCache(maxsize=max(self.max_size, 1), ttl=ttl_s, timer=self._clock)
+            self.enabled = ttl_s > 0 and self.max_size > 0 and self.max_bytes > 0
+            self._entries = self._new_entries()
 
     @staticmethod
     def make_key(  # noqa: PLR0913 - the key is by definition every input that changes the answer
@@ -111,16 +134,25 @@ class QueryCache(Generic[ValueT]):
         if not self.enabled:
             return None
         with self._lock:
-            value = self._entries.get(key)
-        record_cache_lookup(hit=value is not None)
-        return value
+            entry = self._entries.get(key)
+        record_cache_lookup(hit=entry is not None)
+        return None if entry is None else entry[1]
 
     def put(self, key: QueryCacheKey, value: ValueT) -> None:
         """Store `value` under `key` for `ttl_s` seconds (nothing when disabled)."""
         if not self.enabled:
             return
+        charge = max(self._size_of(value), self._min_charge)
+        if charge > self.max_bytes:
+            return
         with self._lock:
-            self._entries[key] = value
+            self._entries[key] = (charge, value)
+
+    @property
+    def charged_bytes(self) -> int:
+        """The bytes the entries are charged, by `size_of` (at least `max_bytes // max_size` each)."""
+        with self._lock:
+            return int(self._entries.currsize)
 
     def clear(self) -> None:
         """Drop every entry."""

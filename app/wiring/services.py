@@ -21,6 +21,7 @@ from app.ingestion.outbox import OutboxWorker
 from app.ingestion.pipeline import IngestionPipeline
 from app.observability.metrics import LEXICAL_OUTBOX_BACKLOG, LEXICAL_OUTBOX_OLDEST_AGE_SECONDS, metrics_enabled
 from app.search.cache import QueryCache
+from app.search.calls import outcome_size_bytes
 from app.search.flags import FlagStore
 from app.search.rate_limit import CallerRateLimit
 from app.search.service import SearchService
@@ -96,7 +97,10 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
     async with AsyncExitStack() as stack:
         live = engines if engines is not None else await stack.enter_async_context(open_engines(settings))
         cache: QueryCache[SearchOutcome] = QueryCache(
-            ttl_s=settings.query_cache_ttl_secs, max_size=settings.query_cache_max_size
+            ttl_s=settings.query_cache_ttl_secs,
+            max_size=settings.query_cache_max_size,
+            max_bytes=settings.query_cache_max_bytes,
+            size_of=outcome_size_bytes,
         )
         flags = build_flag_source(settings)
         stack.callback(flags.close)

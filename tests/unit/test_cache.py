@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client import REGISTRY
@@ -17,6 +18,7 @@ from app.domain.models import (
 )
 from app.knobs import SearchKnobs
 from app.search.cache import QueryCache, QueryCacheKey
+from app.search.calls import LEG_HIT_BYTES, outcome_size_bytes
 from app.search.knob_source import ResolvedKnobs
 
 
@@ -259,3 +261,56 @@ def test_concurrent_puts_and_gets_do_not_corrupt_the_cache() -> None:
 
     assert errors == []
     assert len(cache) <= 50
+
+
+def test_max_bytes_evicts_the_least_recent_answers_by_size() -> None:
+    cache: QueryCache[str] = QueryCache(ttl_s=60.0, max_size=100, max_bytes=1000, size_of=len, clock=FakeClock())
+    for limit in (1, 2, 3):
+        cache.put(key_for(cache, limit=limit), str(limit) * 400)
+
+    assert len(cache) == 2
+    assert cache.charged_bytes == 800
+    assert cache.get(key_for(cache, limit=1)) is None
+    assert cache.get(key_for(cache, limit=3)) == "3" * 400
+
+
+def test_an_answer_larger_than_max_bytes_is_not_kept() -> None:
+    cache: QueryCache[str] = QueryCache(ttl_s=60.0, max_size=100, max_bytes=1000, size_of=len, clock=FakeClock())
+    cache.put(key_for(cache, limit=1), "small")
+
+    cache.put(key_for(cache, limit=2), "x" * 1001)
+
+    assert cache.get(key_for(cache, limit=2)) is None
+    assert cache.get(key_for(cache, limit=1)) == "small"
+
+
+def test_the_entry_count_still_bounds_small_answers_under_a_byte_bound() -> None:
+    cache: QueryCache[str] = QueryCache(ttl_s=60.0, max_size=3, max_bytes=1000, size_of=len, clock=FakeClock())
+    for limit in range(1, 6):
+        cache.put(key_for(cache, limit=limit), "tiny")
+
+    assert len(cache) == 3
+    assert cache.charged_bytes <= 1000
+
+
+def test_zero_max_bytes_disables_the_cache() -> None:
+    cache: QueryCache[str] = QueryCache(ttl_s=60.0, max_size=100, max_bytes=0, clock=FakeClock())
+
+    cache.put(key_for(cache), "answer")
+
+    assert not cache.enabled
+    assert cache.get(key_for(cache)) is None
+
+
+def test_an_answers_estimated_size_grows_with_its_texts_and_leg_hits() -> None:
+    def outcome(text: str, leg_hits: int) -> SimpleNamespace:
+        chunk = SimpleNamespace(
+            text=text, context="", source="notes/a.md", section_title="", breadcrumb=("a",), tags=()
+        )
+        result = SimpleNamespace(hits=(SimpleNamespace(chunk=chunk),), leg_hits={"semantic": (None,) * leg_hits})
+        return SimpleNamespace(result=result)
+
+    small = outcome_size_bytes(outcome("x" * 100, 0))  # type: ignore[arg-type]
+
+    assert outcome_size_bytes(outcome("x" * 1100, 0)) == small + 1000  # type: ignore[arg-type]
+    assert outcome_size_bytes(outcome("x" * 100, 10)) == small + 10 * LEG_HIT_BYTES  # type: ignore[arg-type]
