@@ -3,7 +3,8 @@
 What it does, against its own `poimen serve` (embedded engines, temp data folder, loopback, cache on):
 1. Ingests `--documents` SciFact abstracts over HTTP as the starting memory.
 2. For `--duration-s` seconds starts `--rate` operations per second (open loop), drawn with fixed shares:
-   searches on distinct texts (cache misses), searches repeating a few texts (cache hits), ingests of
+   searches on distinct texts (cache misses), searches repeating a few texts in a second project that
+   nothing writes to (cache hits: a write retires its project's cached answers), ingests of
    new documents, re-ingests of stored ones with a new text, deletes. Operations on one document are
    sent one after another, so the last acknowledged write of each document is its expected state.
 3. Every `--sample-s` seconds records the server's RSS and open descriptors (`/proc/<pid>`), the
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
 PROJECT = "soak"
+REFERENCE_PROJECT = "soak-reference"
+"""Seeded once and never written during the soak: where the repeated searches find cached answers."""
+REFERENCE_DOCUMENTS = 100
 INGEST_BATCH_DOCUMENTS = 50
 LEXICAL_WAIT_S = 900.0
 WORKLOAD_SEED = 11
@@ -83,12 +87,21 @@ async def soak(arguments: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     with ServiceUnderTest(data_dir, environment={}) as service:
         # In threads: the event loop stays free, so Ctrl-C cancels and the service is stopped.
         await asyncio.to_thread(ingest_documents, service.url, PROJECT, seed, batch_size=INGEST_BATCH_DOCUMENTS)
-        await asyncio.to_thread(wait_for_lexical_index, service.url, PROJECT, timeout_s=LEXICAL_WAIT_S)
+        reference = corpus[-REFERENCE_DOCUMENTS:]
+        await asyncio.to_thread(
+            ingest_documents, service.url, REFERENCE_PROJECT, reference, batch_size=INGEST_BATCH_DOCUMENTS
+        )
+        for project in (PROJECT, REFERENCE_PROJECT):
+            await asyncio.to_thread(wait_for_lexical_index, service.url, project, timeout_s=LEXICAL_WAIT_S)
         async with new_client(service.url, connections=64) as client:
             workload = SoakWorkload(
                 client,
                 SearchTarget(PROJECT),
-                SoakQueries(misses=QueryCursor(texts[CACHE_HIT_TEXTS:]), hits=QueryCursor(texts[:CACHE_HIT_TEXTS])),
+                SoakQueries(
+                    misses=QueryCursor(texts[CACHE_HIT_TEXTS:]),
+                    hits=QueryCursor(texts[:CACHE_HIT_TEXTS]),
+                    hit_target=SearchTarget(REFERENCE_PROJECT),
+                ),
                 stored=seed,
                 fresh=corpus[arguments.documents :],
             )
@@ -114,6 +127,8 @@ async def soak(arguments: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         "rate_per_s": arguments.rate,
         "mix": MIX,
         "documents_at_start": len(seed),
+        "reference_documents": REFERENCE_DOCUMENTS,
+        "cache_hit_texts": CACHE_HIT_TEXTS,
         "warmup_samples": arguments.warmup_samples,
         "outbox_drained_after_s": round(drained_s, 1),
         "operations": workload.operation_counts(),

@@ -148,7 +148,8 @@ def render_markdown(summary: dict[str, Any], plot_name: str) -> str:
             machine_line(summary["machine"]),
             (
                 f"Workload: {summary['rate_per_s']:g} operations/s for {summary['duration_s']:g} s, open loop ({mix}); "
-                f"{summary['documents_at_start']} SciFact abstracts at start; query cache on. "
+                f"{summary['documents_at_start']} SciFact abstracts at start (search_hit repeats {summary.get('cache_hit_texts', 20)} texts "
+                f"in a second project of {summary.get('reference_documents', 0)} abstracts that nothing writes to); query cache on. "
                 f"The first {summary['warmup_samples']} sample(s) are warm-up; the last two are taken when the load "
                 f"stops and once the outbox drained ({summary['outbox_drained_after_s']} s later).\n"
             ),

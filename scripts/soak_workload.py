@@ -28,10 +28,15 @@ PICK_SEED: Final = 13
 
 @dataclass(frozen=True, slots=True)
 class SoakQueries:
-    """Search texts: `misses` hands out distinct ones (cache misses), `hits` repeats a few (cache hits)."""
+    """Search texts: `misses` hands out distinct ones (cache misses), `hits` repeats a few (cache hits).
+
+    `hit_target` is where the repeated texts search: a project nothing writes to during the soak (a
+    team's settled knowledge), since every write to a project retires its cached answers.
+    """
 
     misses: QueryCursor
     hits: QueryCursor
+    hit_target: SearchTarget
 
 
 class SoakWorkload:
@@ -47,7 +52,7 @@ class SoakWorkload:
         fresh: Sequence[dict[str, Any]],
     ) -> None:
         self._client, self._target = client, target
-        self._misses, self._hits = queries.misses, queries.hits
+        self._misses, self._hits, self._hit_target = queries.misses, queries.hits, queries.hit_target
         self._bodies = {document["id"]: document for document in stored}
         self._fresh = list(fresh)
         self._alive = list(self._bodies)
@@ -71,8 +76,10 @@ class SoakWorkload:
     async def run(self, kind: str) -> None:
         """One operation of `kind` (a key of `MIX`)."""
         if kind in {"search_miss", "search_hit"}:
-            text = self._misses.next_text() if kind == "search_miss" else self._hits.next_text()
-            status = await search_once(self._client, self._target, text, self.window, started=time.perf_counter())
+            hit = kind == "search_hit"
+            text = self._hits.next_text() if hit else self._misses.next_text()
+            target = self._hit_target if hit else self._target
+            status = await search_once(self._client, target, text, self.window, started=time.perf_counter())
             self._count(kind, "ok" if status == 200 else f"failed_{status or 'transport'}")
             return
         if kind == "ingest" and self._fresh:
