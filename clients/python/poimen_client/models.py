@@ -56,6 +56,8 @@ class SearchQuery(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True)
     explain: bool = False
     offset: int | None = None
     cursor: str | None = None
+    as_of: datetime | None = None
+    """"Now" for relative dates in the query ("last week"): the memory's own clock; None: the server's. No zone: UTC."""
 
 
 class Document(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
