@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-from app.domain.errors import AllEnginesFailedError, EngineError, EngineTimeoutError
+from app.domain.errors import AllEnginesFailedError, EngineError
 from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC, STAGE_TOTAL
 from app.domain.models import (
     LEXICAL_LEG,
@@ -35,25 +35,19 @@ from app.domain.models import (
     SearchStrategy,
 )
 from app.domain.results import LegHit, LegTiming, SearchResult
-from app.observability.metrics import record_engine_error
-from app.observability.spans import SPAN_ATTRIBUTE_RESULT_COUNT
-from app.observability.tracing import mark_span_failed, phase
+from app.observability.tracing import phase
 from app.retrieval.diversity import cap_per_session
 from app.retrieval.evidence import prefer_evidence
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readable_relevance
+from app.retrieval.legs import attempt, both, deadline_at, note_failure
 from app.retrieval.postprocess import collapse_per_document, filter_min_score
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Sequence
-
-    from opentelemetry.trace import Span
+    from collections.abc import Callable, Sequence
 
     from app.domain.models import Filters
     from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex
     from app.retrieval.rerank import SecondStage
-
-_T = TypeVar("_T")
-_U = TypeVar("_U")
 
 EMBEDDER_STAGE: Final = "embedder"
 SPAN_EMBED: Final = "search.embed"
@@ -159,7 +153,7 @@ class HybridSearcher:
     # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
 
     async def _hybrid(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        semantic_hits, lexical_hits = await _both(
+        semantic_hits, lexical_hits = await both(
             self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters),
             self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k),
         )
@@ -192,7 +186,7 @@ class HybridSearcher:
         return _single(hits, LEXICAL_LEG)
 
     async def _cascading(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        embedding, lexical_hits = await _both(
+        embedding, lexical_hits = await both(
             self._embed(plan, run),
             self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k * plan.cascading_multiplier),
         )
@@ -237,12 +231,12 @@ class HybridSearcher:
             return list(run.query_embedding)
         started = time.perf_counter()
         with phase(SPAN_EMBED) as span:
-            embedding, reason = await _attempt(
+            embedding, reason = await attempt(
                 self._embedder.embed_query(plan.semantic_text),
                 stage=EMBEDDER_STAGE,
-                deadline=_deadline(deadline, plan.semantic_timeout_s),
+                deadline=deadline_at(deadline, plan.semantic_timeout_s),
             )
-            _note_failure(span, EMBEDDER_STAGE, reason)
+            note_failure(span, EMBEDDER_STAGE, reason)
         run.stage_ms[STAGE_EMBED] = _elapsed_ms(started)
         run.semantic_ms += run.stage_ms[STAGE_EMBED]
         if reason is not None:
@@ -262,12 +256,12 @@ class HybridSearcher:
     ) -> list[ScoredHit] | None:
         started = time.perf_counter()
         with phase(SPAN_ENGINE_PREFIX + self._vector.name) as span:
-            hits, reason = await _attempt(
+            hits, reason = await attempt(
                 self._vector.search(embedding, top_k=top_k, filters=filters),
                 stage=STAGE_SEMANTIC,
-                deadline=_deadline(deadline, plan.semantic_timeout_s),
+                deadline=deadline_at(deadline, plan.semantic_timeout_s),
             )
-            _note_failure(span, self._vector.name, reason, result_count=len(hits or ()))
+            note_failure(span, self._vector.name, reason, result_count=len(hits or ()))
         run.stage_ms[STAGE_SEMANTIC] = _elapsed_ms(started)
         run.semantic_ms += run.stage_ms[STAGE_SEMANTIC]
         if reason is not None:
@@ -281,12 +275,12 @@ class HybridSearcher:
     async def _lexical_leg(self, plan: SearchPlan, run: _Run, *, top_k: int) -> list[ScoredHit] | None:
         started = time.perf_counter()
         with phase(SPAN_ENGINE_PREFIX + self._lexical.name) as span:
-            hits, reason = await _attempt(
+            hits, reason = await attempt(
                 self._current_lexical_hits(plan, top_k=top_k),
                 stage=STAGE_LEXICAL,
-                deadline=_deadline(None, plan.lexical_timeout_s),
+                deadline=deadline_at(None, plan.lexical_timeout_s),
             )
-            _note_failure(span, self._lexical.name, reason, result_count=len(hits or ()))
+            note_failure(span, self._lexical.name, reason, result_count=len(hits or ()))
         run.stage_ms[STAGE_LEXICAL] = _elapsed_ms(started)
         if reason is not None:
             run.reasons.append(reason)
@@ -334,48 +328,6 @@ def _single(hits: Sequence[ScoredHit], leg: str) -> _Ranking:
     return lambda: rank_single_leg(hits, leg=leg)
 
 
-def _note_failure(span: Span, engine: str, reason: str | None, *, result_count: int | None = None) -> None:
-    """Put a stage's outcome on its span; count a failed call (error or timeout) against `engine`.
-
-    The embedder's adapter name varies by model, so its calls count under the fixed name `"embedder"`.
-    """
-    if result_count is not None and span.is_recording():
-        span.set_attribute(SPAN_ATTRIBUTE_RESULT_COUNT, result_count)
-    if reason is None:
-        return
-    record_engine_error(engine)
-    mark_span_failed(span, reason)
-
-
-def _deadline(deadline: float | None, timeout_s: float) -> float:
-    return asyncio.get_running_loop().time() + timeout_s if deadline is None else deadline
-
-
 def _all_failed(run: _Run) -> AllEnginesFailedError:
     reasons = tuple(run.reasons)
     return AllEnginesFailedError(f"every search engine failed: {', '.join(reasons)}", reasons=reasons)
-
-
-async def _attempt(call: Awaitable[_T], *, stage: str, deadline: float) -> tuple[_T | None, str | None]:
-    """Await `call` by `deadline` (event-loop time): `(result, None)`, or `(None, reason)` on an engine failure."""
-    try:
-        async with asyncio.timeout_at(deadline):
-            return await call, None
-    except (EngineTimeoutError, TimeoutError):
-        return None, f"{stage}_timeout"
-    except EngineError:
-        return None, f"{stage}_unavailable"
-
-
-async def _both(first: Coroutine[object, object, _T], second: Coroutine[object, object, _U]) -> tuple[_T, _U]:
-    """Run two coroutines concurrently; when either raises (or we are cancelled), cancel the other."""
-    first_task, second_task = asyncio.ensure_future(first), asyncio.ensure_future(second)
-    tasks = (first_task, second_task)
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:
-        pending = [task for task in tasks if not task.done()]
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)  # also marks every exception as retrieved
-    return first_task.result(), second_task.result()

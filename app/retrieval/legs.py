@@ -1,0 +1,68 @@
+"""How the searcher runs one leg's call: by a deadline, with engine failures turned into reasons.
+
+`attempt` awaits an engine call by an event-loop deadline and names the failure (`<stage>_timeout`,
+`<stage>_unavailable`) instead of raising, so a failed leg degrades the search rather than failing it.
+Only `EngineError`s and timeouts count: any other exception is a bug and propagates. `both` runs two
+legs concurrently and never leaves one running when the other raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, TypeVar
+
+from app.domain.errors import EngineError, EngineTimeoutError
+from app.observability.metrics import record_engine_error
+from app.observability.spans import SPAN_ATTRIBUTE_RESULT_COUNT
+from app.observability.tracing import mark_span_failed
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Coroutine
+
+    from opentelemetry.trace import Span
+
+_T = TypeVar("_T")
+_U = TypeVar("_U")
+
+
+def note_failure(span: Span, engine: str, reason: str | None, *, result_count: int | None = None) -> None:
+    """Put a stage's outcome on its span; count a failed call (error or timeout) against `engine`.
+
+    The embedder's adapter name varies by model, so its calls count under the fixed name `"embedder"`.
+    """
+    if result_count is not None and span.is_recording():
+        span.set_attribute(SPAN_ATTRIBUTE_RESULT_COUNT, result_count)
+    if reason is None:
+        return
+    record_engine_error(engine)
+    mark_span_failed(span, reason)
+
+
+def deadline_at(deadline: float | None, timeout_s: float) -> float:
+    """`deadline` when given, else `timeout_s` from now (event-loop time)."""
+    return asyncio.get_running_loop().time() + timeout_s if deadline is None else deadline
+
+
+async def attempt(call: Awaitable[_T], *, stage: str, deadline: float) -> tuple[_T | None, str | None]:
+    """Await `call` by `deadline` (event-loop time): `(result, None)`, or `(None, reason)` on an engine failure."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await call, None
+    except (EngineTimeoutError, TimeoutError):
+        return None, f"{stage}_timeout"
+    except EngineError:
+        return None, f"{stage}_unavailable"
+
+
+async def both(first: Coroutine[object, object, _T], second: Coroutine[object, object, _U]) -> tuple[_T, _U]:
+    """Run two coroutines concurrently; when either raises (or we are cancelled), cancel the other."""
+    first_task, second_task = asyncio.ensure_future(first), asyncio.ensure_future(second)
+    tasks = (first_task, second_task)
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        pending = [task for task in tasks if not task.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)  # also marks every exception as retrieved
+    return first_task.result(), second_task.result()
