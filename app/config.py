@@ -53,7 +53,8 @@ class Settings(BaseSettings, SearchKnobs):
     # Read by `poimen migrate` only (connected as the tables' owner): grant this existing role what the service
     # needs. The service then connects as it (docs/security.md "External PostgreSQL"); needs DATABASE_URL.
     database_runtime_role: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
-    database_pool_size: int = Field(default=10, ge=1, le=200)
+    # No overflow beyond it: under load, overflow connections were opened and closed again and again.
+    database_pool_size: int = Field(default=16, ge=1, le=200)
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
 
     # OpenSearch (production lexical leg).

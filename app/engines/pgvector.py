@@ -37,7 +37,7 @@ POOL_RECYCLE_S: Final = 300
 def create_postgres_engine(
     url: str,
     *,
-    pool_size: int = 10,
+    pool_size: int = 16,
     connect_timeout_s: float = 5.0,
     command_timeout_s: float | None = None,
     hnsw_ef_search: int = 100,
@@ -50,7 +50,9 @@ def create_postgres_engine(
     found dead fails its one call (the search degrades to its lexical leg, an ingest answers 503 with
     `Retry-After`), and SQLAlchemy then invalidates the whole pool, so every later checkout connects
     afresh; connections are also replaced after `POOL_RECYCLE_S`, before idle-timeouts in between
-    (proxies, firewalls) cut them.
+    (proxies, firewalls) cut them. At most `pool_size` connections, no overflow: SQLAlchemy closes an
+    overflow connection when it comes back, so under steady load past the pool every few searches paid
+    for a new PostgreSQL backend (183 connections in 10 s at 16 clients; docs/benchmarks/connection-pool.md).
     Every session starts with pgvector's iterative scan on and `hnsw.ef_search = hnsw_ef_search`, so
     a vector search is one statement with no SET round trips (`PgVectorIndex` checks this once).
     """
@@ -71,7 +73,7 @@ def create_postgres_engine(
     return create_async_engine(
         url,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=0,
         pool_pre_ping=False,
         pool_recycle=POOL_RECYCLE_S,
         pool_timeout=connect_timeout_s,
