@@ -9,7 +9,7 @@ Contracts shared by every port:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -62,6 +62,24 @@ class VectorIndex(Protocol):
 
     async def ping(self) -> None:
         """Return when the store answers; raise `EngineUnavailableError` otherwise."""
+        ...
+
+
+@runtime_checkable
+class ConfirmingVectorIndex(VectorIndex, Protocol):
+    """A vector index over the source of truth's own chunk rows (pgvector reads `chunks`).
+
+    So it can answer `ChunkTruth.existing_chunks` for other chunks in the same read as a search: one
+    round of the store per hybrid search instead of two (`app.retrieval.searcher`).
+    """
+
+    async def search_confirming(
+        self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
+    ) -> tuple[list[ScoredHit], dict[str, str]]:
+        """What `search` returns, and `ChunkTruth.existing_chunks(filters.project_id, chunk_ids)`, from one read.
+
+        One snapshot answers both, so they agree. `chunk_ids` may name chunks `filters` excludes.
+        """
         ...
 
 

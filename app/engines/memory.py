@@ -351,6 +351,13 @@ class InMemoryVectorIndex:
         hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
         return hits[:top_k]
 
+    async def search_confirming(
+        self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
+    ) -> tuple[list[ScoredHit], dict[str, str]]:
+        """`search`, and chunk id -> chunk hash for those of `chunk_ids` the project holds (its store's chunks)."""
+        hits = await self.search(embedding, top_k=top_k, filters=filters)
+        return hits, await self._store.existing_chunks(filters.project_id, chunk_ids)
+
     async def ping(self) -> None:
         """Return, or raise `EngineUnavailableError` when marked unavailable."""
         if not self.available:

@@ -16,12 +16,19 @@ from app.domain.models import ScoredHit
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import chunk_from_row, vector_literal
 from app.engines.postgres_scope import project_transaction
-from app.engines.postgres_sql import SESSIONS_PRESET, SET_LOCAL_HNSW, exact_search_sql, filter_sql, nearest_search_sql
+from app.engines.postgres_sql import (
+    SELECT_EXISTING_CHUNKS,
+    SESSIONS_PRESET,
+    SET_LOCAL_HNSW,
+    exact_search_sql,
+    filter_sql,
+    nearest_search_sql,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from app.domain.models import Filters
 
@@ -107,20 +114,30 @@ class PgVectorIndex:
 
     async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """Return at most `top_k` chunks matching `filters`, best first (ties by chunk id)."""
-        if top_k <= 0 or filters.chunk_ids == ():
-            return []
+        hits, _ = await self.search_confirming(embedding, top_k=top_k, filters=filters, chunk_ids=())
+        return hits
+
+    async def search_confirming(
+        self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
+    ) -> tuple[list[ScoredHit], dict[str, str]]:
+        """`search`, and chunk id -> chunk hash for those of `chunk_ids` the project holds, in one transaction."""
+        searching = top_k > 0 and filters.chunk_ids != ()
+        if not searching and not chunk_ids:
+            return [], {}
         parameters: dict[str, object] = {"embedding": vector_literal(embedding), "top_k": top_k}
         where = filter_sql(filters, parameters)
         statement = exact_search_sql(where) if filters.chunk_ids is not None else nearest_search_sql(where)
         ef_search = min(max(self._ef_search, top_k), MAX_HNSW_EF_SEARCH)
         with translate_errors(engine=self.name):
             # The sessions' own HNSW settings usually suffice: no SET LOCAL of them then.
-            preset = top_k <= self._ef_search and await self._uses_preset_sessions()
+            preset = not searching or (top_k <= self._ef_search and await self._uses_preset_sessions())
             async with project_transaction(self._engine, [filters.project_id]) as connection:
                 if not preset:
                     await connection.execute(text(SET_LOCAL_HNSW), {"ef_search": str(ef_search)})
-                rows = (await connection.execute(text(statement), parameters)).all()
-        return [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
+                rows = (await connection.execute(text(statement), parameters)).all() if searching else []
+                current = await select_existing_chunks(connection, filters.project_id, chunk_ids)
+        hits = [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
+        return hits, current
 
     async def ping(self) -> None:
         """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""
@@ -135,3 +152,14 @@ async def ping_database(engine: AsyncEngine, *, name: str) -> None:
                 await connection.execute(text("SELECT 1"))
     except EngineTimeoutError as error:
         raise EngineUnavailableError(error.message, engine=name) from error
+
+
+async def select_existing_chunks(
+    connection: AsyncConnection, project_id: str, chunk_ids: Sequence[str]
+) -> dict[str, str]:
+    """Chunk id -> chunk hash for those of `chunk_ids` the project holds, read in the caller's transaction."""
+    if not chunk_ids:
+        return {}
+    parameters = {"project_id": project_id, "chunk_ids": list(chunk_ids)}
+    rows = (await connection.execute(text(SELECT_EXISTING_CHUNKS), parameters)).all()
+    return {row.chunk_id: row.chunk_hash for row in rows}

@@ -3,7 +3,8 @@
 `attempt` awaits an engine call by an event-loop deadline and names the failure (`<stage>_timeout`,
 `<stage>_unavailable`) instead of raising, so a failed leg degrades the search rather than failing it.
 Only `EngineError`s and timeouts count: any other exception is a bug and propagates. `both` runs two
-legs concurrently and never leaves one running when the other raises.
+legs concurrently and never leaves one running when the other raises. `drop_stale` is the lexical leg's
+read-your-deletes check against the source of truth.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from app.observability.spans import SPAN_ATTRIBUTE_RESULT_COUNT
 from app.observability.tracing import mark_span_failed
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Coroutine
+    from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 
     from opentelemetry.trace import Span
+
+    from app.domain.models import ScoredHit
+    from app.domain.ports import ChunkTruth
 
 _T = TypeVar("_T")
 _U = TypeVar("_U")
@@ -66,3 +70,25 @@ async def both(first: Coroutine[object, object, _T], second: Coroutine[object, o
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)  # also marks every exception as retrieved
     return first_task.result(), second_task.result()
+
+
+async def drop_stale(
+    truth: ChunkTruth, project_id: str, hits: Sequence[ScoredHit], *, timeout_s: float | None = None
+) -> list[ScoredHit]:
+    """`hits` less those whose chunk the truth no longer holds as indexed; all of them when it cannot answer.
+
+    The lexical index follows the truth through the outbox, so for a moment it may answer with a chunk
+    that was deleted or rewritten (chunk ids are positions): such a hit must not come back. When the
+    truth fails or takes longer than `timeout_s`, the hits stand: they may be all the search has.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            current = await truth.existing_chunks(project_id, [hit.chunk_id for hit in hits])
+    except (EngineError, TimeoutError):
+        return list(hits)
+    return still_current(hits, current)
+
+
+def still_current(hits: Sequence[ScoredHit], current: Mapping[str, str]) -> list[ScoredHit]:
+    """`hits` whose chunk `current` (chunk id -> hash, as the truth holds it now) has with the same content."""
+    return [hit for hit in hits if current.get(hit.chunk_id) == hit.chunk.chunk_hash]

@@ -9,7 +9,11 @@ Strategies:
   similarity. With no lexical candidate at all, the vector search runs over the plan's filters alone.
 
 Read-your-deletes: with a `truth` (the document store), lexical hits whose chunk PostgreSQL no longer
-holds as indexed are dropped before fusion (the lexical index lags by the outbox).
+holds as indexed are dropped before fusion (the lexical index lags by the outbox). When the vector index
+reads the truth's own rows (`ConfirmingVectorIndex`, pgvector), a hybrid search embeds and searches the
+lexical index concurrently, then makes one read that both searches vectors and confirms the lexical
+hits: one PostgreSQL transaction per search instead of two (the vector search waits for the lexical
+leg, which is usually done before the embedding is).
 
 Fallbacks: a failing or slow leg is dropped and named in `degraded_reasons`
 (`{embedder,semantic,lexical}_{unavailable,timeout}`); a single-leg strategy whose leg fails runs the
@@ -24,7 +28,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from app.domain.errors import AllEnginesFailedError, EngineError
+from app.domain.errors import AllEnginesFailedError
 from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC, STAGE_TOTAL
 from app.domain.models import (
     LEXICAL_LEG,
@@ -34,12 +38,13 @@ from app.domain.models import (
     SearchPlan,
     SearchStrategy,
 )
+from app.domain.ports import ConfirmingVectorIndex
 from app.domain.results import LegHit, LegTiming, SearchResult
 from app.observability.tracing import phase
 from app.retrieval.diversity import cap_per_session
 from app.retrieval.evidence import prefer_evidence
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readable_relevance
-from app.retrieval.legs import attempt, both, deadline_at, note_failure
+from app.retrieval.legs import attempt, both, deadline_at, drop_stale, note_failure, still_current
 from app.retrieval.postprocess import collapse_per_document, filter_min_score
 
 if TYPE_CHECKING:
@@ -71,6 +76,7 @@ class _Run:
     semantic_error: str | None = None
     leg_hits: dict[str, tuple[LegHit, ...]] = field(default_factory=dict)  # each answering leg's own ranking
     query_embedding: Sequence[float] | None = None  # embedded ahead (a batch): the embed stage is skipped
+    confirmed_chunks: dict[str, str] | None = None  # chunk id -> hash, read with the vector search
 
 
 class HybridSearcher:
@@ -153,16 +159,55 @@ class HybridSearcher:
     # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
 
     async def _hybrid(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        semantic_hits, lexical_hits = await both(
-            self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters),
-            self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k),
-        )
+        if self._truth is not None and isinstance(self._vector, ConfirmingVectorIndex):
+            semantic_hits, lexical_hits = await self._hybrid_in_one_read(plan, run, self._truth)
+        else:
+            semantic_hits, lexical_hits = await both(
+                self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters),
+                self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k),
+            )
         ranked = {
             leg: hits for leg, hits in ((SEMANTIC_LEG, semantic_hits), (LEXICAL_LEG, lexical_hits)) if hits is not None
         }
         if not ranked:
             raise _all_failed(run)
         return lambda: fuse(ranked, plan.fusion)
+
+    async def _hybrid_in_one_read(
+        self, plan: SearchPlan, run: _Run, truth: ChunkTruth
+    ) -> tuple[list[ScoredHit] | None, list[ScoredHit] | None]:
+        """Both legs, with the lexical hits confirmed by the vector search's own read of the store.
+
+        When that read fails, the lexical hits stand unconfirmed (as when the store cannot answer a
+        confirmation); when the embedding fails, they are confirmed on their own.
+        """
+        deadline = asyncio.get_running_loop().time() + plan.semantic_timeout_s
+        embedding, lexical_hits = await both(
+            self._embed(plan, run, deadline=deadline),
+            self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k, confirm=False),
+        )
+        if embedding is None:
+            self._record_semantic(run, hits=None)
+            if lexical_hits:
+                lexical_hits = await drop_stale(
+                    truth, plan.filters.project_id, lexical_hits, timeout_s=plan.lexical_timeout_s
+                )
+                self._record_lexical_hits(run, lexical_hits)
+            return None, lexical_hits
+        pending = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits or ()))
+        semantic_hits = await self._vector_search(
+            plan,
+            run,
+            embedding,
+            top_k=plan.semantic_retrieve_k,
+            filters=plan.filters,
+            deadline=deadline,
+            confirm=pending,
+        )
+        if lexical_hits and run.confirmed_chunks is not None:
+            lexical_hits = still_current(lexical_hits, run.confirmed_chunks)
+            self._record_lexical_hits(run, lexical_hits)
+        return semantic_hits, lexical_hits
 
     async def _semantic_only(self, plan: SearchPlan, run: _Run) -> _Ranking:
         hits = await self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters)
@@ -253,11 +298,16 @@ class HybridSearcher:
         top_k: int,
         filters: Filters,
         deadline: float | None = None,
+        confirm: Sequence[str] | None = None,
     ) -> list[ScoredHit] | None:
+        """Search vectors; with `confirm`, also read which of those chunks exist into `run.confirmed_chunks`.
+
+        `confirm` is honoured by a `ConfirmingVectorIndex` only; `run.confirmed_chunks` stays None when the read fails.
+        """
         started = time.perf_counter()
         with phase(SPAN_ENGINE_PREFIX + self._vector.name) as span:
             hits, reason = await attempt(
-                self._vector.search(embedding, top_k=top_k, filters=filters),
+                self._read_vectors(embedding, top_k=top_k, filters=filters, confirm=confirm, run=run),
                 stage=STAGE_SEMANTIC,
                 deadline=deadline_at(deadline, plan.semantic_timeout_s),
             )
@@ -272,11 +322,29 @@ class HybridSearcher:
         self._record_semantic(run, hits=hits)
         return hits
 
-    async def _lexical_leg(self, plan: SearchPlan, run: _Run, *, top_k: int) -> list[ScoredHit] | None:
+    async def _read_vectors(
+        self, embedding: Sequence[float], *, top_k: int, filters: Filters, confirm: Sequence[str] | None, run: _Run
+    ) -> list[ScoredHit]:
+        if confirm is None or not isinstance(self._vector, ConfirmingVectorIndex):
+            return await self._vector.search(embedding, top_k=top_k, filters=filters)
+        hits, run.confirmed_chunks = await self._vector.search_confirming(
+            embedding, top_k=top_k, filters=filters, chunk_ids=confirm
+        )
+        return hits
+
+    async def _lexical_leg(
+        self, plan: SearchPlan, run: _Run, *, top_k: int, confirm: bool = True
+    ) -> list[ScoredHit] | None:
+        """The lexical search; with `confirm`, its hits checked against the truth (else the caller checks them)."""
         started = time.perf_counter()
+        searching = (
+            self._current_lexical_hits(plan, top_k=top_k)
+            if confirm
+            else self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
+        )
         with phase(SPAN_ENGINE_PREFIX + self._lexical.name) as span:
             hits, reason = await attempt(
-                self._current_lexical_hits(plan, top_k=top_k),
+                searching,
                 stage=STAGE_LEXICAL,
                 deadline=deadline_at(None, plan.lexical_timeout_s),
             )
@@ -292,21 +360,17 @@ class HybridSearcher:
         return hits
 
     async def _current_lexical_hits(self, plan: SearchPlan, *, top_k: int) -> list[ScoredHit]:
-        """The lexical leg's hits that the source of truth still holds as they were indexed.
-
-        The lexical index follows PostgreSQL through the outbox, so for a moment it may answer with a
-        chunk that was deleted or rewritten (chunk ids are positions): such a hit is dropped here,
-        before fusion, so a deleted memory never comes back through the lexical leg. When the store
-        cannot answer, the hits stand: the lexical leg is then all the search has.
-        """
+        """The lexical leg's hits that the source of truth still holds as they were indexed (`drop_stale`)."""
         hits = await self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
         if not hits or self._truth is None:
             return hits
-        try:
-            current = await self._truth.existing_chunks(plan.filters.project_id, [hit.chunk_id for hit in hits])
-        except EngineError:
-            return hits
-        return [hit for hit in hits if current.get(hit.chunk_id) == hit.chunk.chunk_hash]
+        return await drop_stale(self._truth, plan.filters.project_id, hits)
+
+    @staticmethod
+    def _record_lexical_hits(run: _Run, hits: Sequence[ScoredHit]) -> None:
+        """The lexical leg's hits once confirmed after the leg itself returned (`_hybrid_in_one_read`)."""
+        run.leg_hits[LEXICAL_LEG] = _leg_hits(hits)
+        run.legs[LEXICAL_LEG] = replace(run.legs[LEXICAL_LEG], result_count=len(hits))
 
     @staticmethod
     def _record_semantic(run: _Run, *, hits: Sequence[ScoredHit] | None) -> None:

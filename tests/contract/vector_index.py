@@ -216,5 +216,25 @@ class VectorIndexContract:
 
         assert ids(await index.search(embedding(1.0), top_k=5, filters=Filters(project_id=project))) == ["kept#0"]
 
+    async def test_search_confirming_answers_the_search_and_which_chunks_exist(self, store, index, project) -> None:
+        other = project + "_other"
+        await save(
+            store, [(chunk(project, "a", 0), embedding(1.0, 0.0)), (chunk(project, "b", 0), embedding(0.0, 1.0))]
+        )
+        await save(store, [(chunk(other, "c", 0), embedding(1.0, 0.0))])
+        filters = Filters(project_id=project)
+        asked = ["b#0", "gone#0", "c#0"]
+
+        hits, current = await index.search_confirming(embedding(1.0, 0.0), top_k=1, filters=filters, chunk_ids=asked)
+
+        assert ids(hits) == ids(await index.search(embedding(1.0, 0.0), top_k=1, filters=filters)) == ["a#0"]
+        assert current == await store.existing_chunks(project, asked)
+        assert set(current) == {"b#0"}  # never another project's chunk
+        nothing, only_current = await index.search_confirming(
+            embedding(1.0, 0.0), top_k=0, filters=filters, chunk_ids=["a#0"]
+        )
+        assert nothing == []
+        assert set(only_current) == {"a#0"}
+
     async def test_ping_answers(self, index) -> None:
         await index.ping()
