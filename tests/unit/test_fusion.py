@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import statistics
 
@@ -440,3 +441,16 @@ def test_min_score_thresholds_the_readable_relevance() -> None:
 def test_readable_relevance_rejects_a_non_positive_bm25_half() -> None:
     with pytest.raises(ValueError, match="bm25_half"):
         readable_relevance([], legs=BOTH_LEGS, bm25_half=0.0)
+
+
+def test_readable_relevance_keeps_every_other_field_of_a_hit() -> None:
+    (fused,) = zscore_fusion(legs([hit("a", 0.7)], [hit("a", 8.0)]), weights=DEFAULT_WEIGHTS)
+    reranked = dataclasses.replace(fused, rerank_score=0.25)
+
+    (calibrated,) = readable_relevance([reranked], legs=BOTH_LEGS)
+
+    expected = dataclasses.replace(
+        reranked, relevance=calibrated.relevance, relevance_parts=calibrated.relevance_parts
+    )  # every field, including any added later, must survive calibration
+    assert calibrated == expected
+    assert calibrated.relevance is not None
