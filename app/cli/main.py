@@ -182,7 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "import": lambda: _import(settings, arguments),
         "eval": lambda: _eval(settings, arguments),
     }
-    return commands[command]()
+    try:
+        return commands[command]()
+    except ConfigurationError as error:  # a setting read only when a command builds its services
+        print(str(error), file=sys.stderr)
+        return EXIT_CONFIGURATION
 
 
 def _eval(settings: Settings, arguments: argparse.Namespace) -> int:

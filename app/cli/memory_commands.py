@@ -22,6 +22,7 @@ from app.search.flags import knobs_from_settings
 from app.search.knob_source import FixedKnobs
 from app.search.service import SearchService
 from app.wiring.engines import open_engines
+from app.wiring.vocabulary import build_query_optimizer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -69,6 +70,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
             embedder=engines.embedder,
             store=engines.store,
             knobs=FixedKnobs(knobs_from_settings(settings)),
+            optimizer=build_query_optimizer(settings),
         )
         for text in texts:
             options = SearchOptions(project=project, limit=limit, strategy=strategy)
