@@ -353,6 +353,8 @@ def analysis_out(analysis: QueryAnalysis) -> QueryAnalysisOut:
             "relative_dates": list(entities.relative_dates),
             "expansions": dict(entities.expansions),
             "excluded_terms": list(entities.excluded_terms),
+            # Names the evidence boosts match (capitalised words, QUERY_VOCABULARY_PATH entities), lowercase.
+            "names": list(analysis.names),
         },
         event_time_from=analysis.event_time_from,
         event_time_to=analysis.event_time_to,
