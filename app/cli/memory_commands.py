@@ -63,6 +63,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
     as_json: bool,
 ) -> int:
     """Search `project` for each text and print a table (or JSON lines); 0 on success."""
+    optimizer = build_query_optimizer(settings)  # a bad vocabulary file stops the command before the engines start
     async with open_engines(settings) as engines:
         service = SearchService.over(
             vector=engines.vector,
@@ -70,7 +71,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
             embedder=engines.embedder,
             store=engines.store,
             knobs=FixedKnobs(knobs_from_settings(settings)),
-            optimizer=build_query_optimizer(settings),
+            optimizer=optimizer,
         )
         for text in texts:
             options = SearchOptions(project=project, limit=limit, strategy=strategy)
