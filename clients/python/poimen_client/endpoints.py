@@ -30,9 +30,7 @@ from poimen_client.models import (
     StoredDocument,
 )
 
-MEMORY_QUERY_FIELDS: Final = frozenset(
-    {"query", "limit", "strategy", "fusion", "explain", "offset", "cursor", "as_of"}
-)
+MEMORY_QUERY_FIELDS: Final = frozenset({"query", "limit", "strategy", "fusion", "explain", "offset", "cursor", "as_of"})
 """The `SearchQuery` fields `GET /memory/query` takes; the others need `search()`."""
 
 
