@@ -112,9 +112,9 @@ class SearchService:
     ) -> SearchService:
         """The service over these ports with the optimizer's own clock; no cache unless one is given.
 
-        `optimizer`: one with the deployment's vocabulary (`app/wiring/vocabulary.py`); the bundled table by default.
         The store is the source of truth the lexical hits are checked against, and the cache's generations.
         `second_stage`: the reranker of hybrid searches (`RERANKER`), none by default.
+        `optimizer`: one with the deployment's vocabulary (`app/wiring/vocabulary.py`); the bundled table by default.
         """
         return cls(
             searcher=HybridSearcher(
