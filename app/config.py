@@ -104,6 +104,12 @@ class Settings(BaseSettings, SearchKnobs):
     rerank_top_n: int = Field(default=20, ge=2, le=1000)  # the bundled model was chosen at 20 (docs/evaluation.md)
     rerank_timeout_ms: int = Field(default=1000, ge=1, le=60000)
 
+    # A deployment's vocabulary (docs/operations.md "Query vocabulary"): a JSON file of abbreviations to expand
+    # and names to recognise in any case, read once at start; its abbreviations extend the bundled table or
+    # replace it. Unset: the bundled table alone.
+    query_vocabulary_path: Path | None = None
+    query_vocabulary_mode: Literal["extend", "replace"] = "extend"
+
     # Most queries one `POST /v1/search/batch` may carry (more: a 400 naming `queries`).
     search_batch_max_queries: int = Field(default=32, ge=1, le=1000)
 
@@ -154,6 +160,7 @@ class Settings(BaseSettings, SearchKnobs):
         "flagd_offline_flag_source_path",
         "embedding_onnx_dir",
         "reranker_model_path",
+        "query_vocabulary_path",
         mode="before",
     )
     @classmethod
@@ -200,6 +207,13 @@ class Settings(BaseSettings, SearchKnobs):
             raise ValueError(msg)
         if self.reranker == "none" and self.reranker_model_path is not None:
             msg = "RERANKER_MODEL_PATH is set but RERANKER=none: set RERANKER=learned or cross-encoder, or unset it"
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _vocabulary_mode_needs_a_file(self) -> Settings:
+        if self.query_vocabulary_mode == "replace" and self.query_vocabulary_path is None:
+            msg = "QUERY_VOCABULARY_MODE=replace needs QUERY_VOCABULARY_PATH (the table that replaces the bundled one)"
             raise ValueError(msg)
         return self
 

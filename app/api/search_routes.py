@@ -2,14 +2,15 @@
 
 Paging (both single-search endpoints and each query of a batch): `offset` or `cursor` asks for one page of
 a ranking `PAGE_DEPTH` deep. The cursor carries the next offset, the project generation the ranking was
-made at, and a fingerprint of the query and its options (a cursor replayed with another query is a 400).
+made at, the moment relative dates were resolved against, and a fingerprint of the query, its options and
+its `as_of` (a cursor replayed with another query or another `as_of` is a 400).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 from litestar import Controller, Request, get, post
@@ -27,12 +28,14 @@ from app.api.search_schemas import (
     SearchFields,
     SearchRequest,
     SearchResponse,
+    as_of_from_text,
     search_response,
 )
 from app.auth.tokens import SCOPE_SEARCH, Principal, cache_scope
 from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import PROJECT_ID_PATTERN, FusionMethod, SearchStrategy
+from app.domain.moments import as_utc
 from app.query.planner import MAX_QUERY_CHARS, SearchOptions
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage
@@ -47,33 +50,87 @@ SEARCH_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
 SEARCH_BODY_ERROR_RESPONSES = problem_responses(400, 401, 403, 413, 503, 504)
 
 
-def _fingerprint(query: str, options: SearchOptions) -> str:
-    """What a cursor is bound to: the query and every option but the page size."""
-    return hashlib.sha256(f"{query}\x1f{replace(options, limit=None)!r}".encode()).hexdigest()[:16]
+@dataclass(frozen=True, slots=True)
+class _Paging:
+    """What a search request asks of paging: its page (None: unpaged) and the clock its relative dates use.
+
+    `as_of` is the request's own (None: not given); `clock` is what the search resolves "last week" against.
+    """
+
+    page: SearchPage | None
+    as_of: datetime | None
+    clock: datetime | None
 
 
-def _page(query: str, options: SearchOptions, *, offset: int | None, cursor: str | None) -> SearchPage | None:
-    """The page asked for (None: an unpaged search); a cursor of another query or a foreign cursor is a 400."""
+def _fingerprint(query: str, options: SearchOptions, as_of: datetime | None) -> str:
+    """What a cursor is bound to: the query, every option but the page size, and the request's `as_of`.
+
+    `as_of` counts as an instant (02:00+02:00 is 00:00Z); absent, the text is what it was before `as_of`
+    existed, so a cursor minted by an older replica during a rolling update stays valid.
+    """
+    text = f"{query}\x1f{replace(options, limit=None)!r}"
+    if as_of is not None:
+        text += f"\x1fas_of={as_utc(as_of).isoformat()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _cursor_clock(values: dict[str, Any]) -> datetime | None:
+    """The moment a cursor's first page resolved relative dates against (None: a cursor minted without one)."""
+    text = values.get("t")
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        msg = "cursor is not a cursor this endpoint returned"
+        raise InvalidQueryError(msg, field="cursor")
+    return moment
+
+
+def _paging(
+    query: str, options: SearchOptions, *, as_of: datetime | None, offset: int | None, cursor: str | None
+) -> _Paging:
+    """The page asked for and its clock; a cursor of another query or `as_of`, or a foreign cursor, is a 400.
+
+    A paged search fixes its clock here rather than leaving it to the optimizer, and its cursor carries it:
+    every later page then resolves "last week" against the first page's moment, even across midnight or a
+    week's end, so its date filter, and with it the ranking (and cache entry) it is cut from, is the first
+    page's. A cursor therefore never mixes two weeks. The request's own `as_of` is in the fingerprint instead:
+    another `as_of` is another question, refused like another query.
+    """
     if cursor is None:
-        return None if offset is None else SearchPage(offset=offset)
+        if offset is None:
+            return _Paging(page=None, as_of=as_of, clock=as_of)
+        return _Paging(page=SearchPage(offset=offset), as_of=as_of, clock=as_of or datetime.now(UTC))
     if offset is not None:
         msg = "give offset or cursor, not both"
         raise InvalidQueryError(msg, field="offset")
     values = decode_cursor(cursor, kind=SEARCH_CURSOR)
     start, generation = values.get("o"), values.get("g")
-    if values.get("f") != _fingerprint(query, options):
-        msg = "cursor belongs to another query or other options"
+    if values.get("f") != _fingerprint(query, options, as_of):
+        msg = "cursor belongs to another query, other options or another as_of"
         raise InvalidQueryError(msg, field="cursor")
     if not isinstance(start, int) or not 0 <= start < PAGE_DEPTH or not isinstance(generation, int | None):
         msg = "cursor is not a cursor this endpoint returned"
         raise InvalidQueryError(msg, field="cursor")
-    return SearchPage(offset=start, generation=generation)
+    clock = as_of or _cursor_clock(values) or datetime.now(UTC)
+    return _Paging(page=SearchPage(offset=start, generation=generation), as_of=as_of, clock=clock)
 
 
-def _respond(query: str, options: SearchOptions, outcome: SearchOutcome, *, explain: bool) -> SearchResponse:
+def _respond(
+    query: str, options: SearchOptions, paging: _Paging, outcome: SearchOutcome, *, explain: bool
+) -> SearchResponse:
     following = None
     if outcome.next_offset is not None:
-        values = {"o": outcome.next_offset, "g": outcome.generation, "f": _fingerprint(query, options)}
+        values: dict[str, Any] = {
+            "o": outcome.next_offset,
+            "g": outcome.generation,
+            "f": _fingerprint(query, options, paging.as_of),
+        }
+        if paging.clock is not None:
+            values["t"] = as_utc(paging.clock).isoformat()
         following = encode_cursor(SEARCH_CURSOR, values)
     return search_response(query, outcome, explain=explain, next_cursor=following)
 
@@ -102,20 +159,19 @@ def _options(project: str, data: SearchFields) -> SearchOptions:
     )
 
 
-def _search_call(  # noqa: PLR0913 - the request, the caller and the call's four parts, each named
+def _search_call(
     request: Request[Any, Any, State],
     principal: Principal,
     *,
     query: str,
     options: SearchOptions,
-    page: SearchPage | None = None,
-    as_of: datetime | None = None,
+    paging: _Paging,
 ) -> SearchCall:
     return SearchCall(
         query=query,
         options=options,
-        page=page,
-        as_of=as_of,
+        page=paging.page,
+        as_of=paging.clock,
         auth_scope=cache_scope(principal),
         caller_key=request_caller_key(request, principal),
         scopes=tuple(sorted(principal.scopes)),
@@ -187,6 +243,16 @@ class SearchController(Controller):
             int | None, QueryParameter(ge=0, lt=PAGE_DEPTH, description="Page from this 0-based rank on")
         ] = None,
         cursor: Annotated[str | None, QueryParameter(description="`next_cursor` of the previous page")] = None,
+        as_of: Annotated[
+            str | None,
+            QueryParameter(
+                description=(
+                    '"Now" for relative dates in the query ("last week"): a memory\'s own clock; absent, the'
+                    " server's. RFC 3339 with an offset or Z (2024-05-08T12:00:00Z); no offset: a 400"
+                ),
+                schema_extra={"format": "date-time"},
+            ),
+        ] = None,
     ) -> SearchResponse:
         """Search with the service defaults; the response follows the reference Part 4 shape."""
         if query_text is None:
@@ -204,9 +270,10 @@ class SearchController(Controller):
             strategy=_enum(strategy, SearchStrategy, "strategy"),
             fusion_method=_enum(fusion, FusionMethod, "fusion"),
         )
-        page = _page(query_text, options, offset=offset, cursor=cursor)
-        call = _search_call(request, principal_of(request), query=query_text, options=options, page=page)
-        return _respond(query_text, options, await search_service.search(call), explain=explain)
+        moment = None if as_of is None else as_of_from_text(as_of)
+        paging = _paging(query_text, options, as_of=moment, offset=offset, cursor=cursor)
+        call = _search_call(request, principal_of(request), query=query_text, options=options, paging=paging)
+        return _respond(query_text, options, paging, await search_service.search(call), explain=explain)
 
     @post(
         "/v1/search",
@@ -224,9 +291,9 @@ class SearchController(Controller):
         """Search with explicit filters, strategy, fusion, weights, collapse and min_score."""
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
         options = _options(data.project, data)
-        page = _page(data.query, options, offset=data.offset, cursor=data.cursor)
-        call = _search_call(request, principal, query=data.query, options=options, page=page, as_of=data.as_of)
-        return _respond(data.query, options, await search_service.search(call), explain=data.explain)
+        paging = _paging(data.query, options, as_of=data.as_of, offset=data.offset, cursor=data.cursor)
+        call = _search_call(request, principal, query=data.query, options=options, paging=paging)
+        return _respond(data.query, options, paging, await search_service.search(call), explain=data.explain)
 
     @post(
         "/v1/search/batch",
@@ -251,21 +318,22 @@ class SearchController(Controller):
         if len(data.queries) > settings.search_batch_max_queries:
             msg = f"{len(data.queries)} queries in one batch; at most {settings.search_batch_max_queries}"
             raise InvalidQueryError(msg, field="queries")
-        calls, options = [], []
+        calls, options, pagings = [], [], []
         for index, query in enumerate(data.queries):
             query_options = _options(data.project, query)
             try:
-                page = _page(query.query, query_options, offset=query.offset, cursor=query.cursor)
+                paging = _paging(
+                    query.query, query_options, as_of=query.as_of, offset=query.offset, cursor=query.cursor
+                )
             except InvalidInputError as error:
                 raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field}") from None
             options.append(query_options)
-            calls.append(
-                _search_call(request, principal, query=query.query, options=query_options, page=page, as_of=query.as_of)
-            )
+            pagings.append(paging)
+            calls.append(_search_call(request, principal, query=query.query, options=query_options, paging=paging))
         outcomes = await search_service.search_batch(calls)
         return BatchSearchResponse(
             results=[
-                _respond(query.query, query_options, outcome, explain=query.explain)
-                for query, query_options, outcome in zip(data.queries, options, outcomes, strict=True)
+                _respond(query.query, query_options, paging, outcome, explain=query.explain)
+                for query, query_options, paging, outcome in zip(data.queries, options, pagings, outcomes, strict=True)
             ]
         )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
+from app.domain.errors import InvalidQueryError
 from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC
 from app.domain.models import LEXICAL_LEG, PROJECT_ID_PATTERN, SEMANTIC_LEG, FusedHit, QueryAnalysis, SearchStrategy
 from app.query.planner import MAX_QUERY_CHARS
@@ -25,6 +26,22 @@ if TYPE_CHECKING:
 ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description="[A-Za-z0-9._-]{1,64}")]
 StrategyName = Literal["hybrid", "semantic", "lexical", "cascading"]
 FusionName = Literal["rrf", "weighted", "zscore"]
+
+AsOf = Annotated[
+    datetime,
+    msgspec.Meta(
+        tz=True,
+        description=(
+            '"Now" for relative dates in the query ("last week"): a memory\'s own clock; absent, the server\'s.'
+            " RFC 3339 with an offset or Z (2024-05-08T12:00:00Z)"
+        ),
+    ),
+]
+"""`as_of` wherever a search is made (POST body, batch query, GET parameter): one type, one rule.
+
+A time without an offset is refused rather than guessed: "last week" of a memory kept in Tokyo and of one
+kept in UTC can be different weeks, and a caller who meant local time would get the wrong one silently.
+"""
 
 STRATEGY_LABELS = {
     SearchStrategy.HYBRID: "Hybrid",
@@ -70,9 +87,8 @@ class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     explain: bool = False
     offset: Annotated[int, msgspec.Meta(ge=0, lt=PAGE_DEPTH)] | None = None
     cursor: Annotated[str, msgspec.Meta(max_length=4096)] | None = None
-    # "Now" for relative dates in the query ("last week"): a memory's own clock; absent, the server's. A
-    # time without a zone is UTC.
-    as_of: datetime | None = None
+    # "Now" for relative dates in the query ("last week"): a memory's own clock; absent, the server's.
+    as_of: AsOf | None = None
 
 
 class SearchRequest(SearchFields, kw_only=True, forbid_unknown_fields=True):
@@ -86,6 +102,15 @@ class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
 
     project: ProjectId
     queries: Annotated[list[SearchFields], msgspec.Meta(min_length=1)]
+
+
+def as_of_from_text(text: str) -> datetime:
+    """`as_of` of a query string, validated as the JSON bodies' `as_of` is; a 400 naming `as_of` otherwise."""
+    try:
+        return msgspec.convert(text, AsOf)
+    except msgspec.ValidationError as error:
+        msg = f"as_of must be an RFC 3339 date-time with an offset or Z, e.g. 2024-05-08T12:00:00Z ({error})"
+        raise InvalidQueryError(msg, field="as_of") from None
 
 
 class RrfComponents(msgspec.Struct, kw_only=True):
@@ -328,6 +353,8 @@ def analysis_out(analysis: QueryAnalysis) -> QueryAnalysisOut:
             "relative_dates": list(entities.relative_dates),
             "expansions": dict(entities.expansions),
             "excluded_terms": list(entities.excluded_terms),
+            # Names the evidence boosts match (capitalised words, QUERY_VOCABULARY_PATH entities), lowercase.
+            "names": list(analysis.names),
         },
         event_time_from=analysis.event_time_from,
         event_time_to=analysis.event_time_to,

@@ -36,6 +36,11 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
 
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.observability.logs import configure_logging  # noqa: PLC0415 - keeps `poimen --help` fast
+    from app.wiring.vocabulary import read_query_vocabulary  # noqa: PLC0415 - keeps `poimen --help` fast
+
+    if settings.query_vocabulary_path is not None:
+        # Checked before any engine starts (one line, exit 2); the services reuse what was read here.
+        read_query_vocabulary(settings.query_vocabulary_path)
 
     terminal = sys.stderr.isatty()
     # Before anything logs: JSON lines carrying trace ids (uvicorn's loggers propagate here, log_config=None).
@@ -182,7 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "import": lambda: _import(settings, arguments),
         "eval": lambda: _eval(settings, arguments),
     }
-    return commands[command]()
+    try:
+        return commands[command]()
+    except ConfigurationError as error:  # a setting read only when a command builds its services
+        print(str(error), file=sys.stderr)
+        return EXIT_CONFIGURATION
 
 
 def _eval(settings: Settings, arguments: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from app.search.flags import knobs_from_settings
 from app.search.knob_source import FixedKnobs
 from app.search.service import SearchService
 from app.wiring.engines import open_engines
+from app.wiring.vocabulary import build_query_optimizer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -62,6 +63,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
     as_json: bool,
 ) -> int:
     """Search `project` for each text and print a table (or JSON lines); 0 on success."""
+    optimizer = build_query_optimizer(settings)  # a bad vocabulary file stops the command before the engines start
     async with open_engines(settings) as engines:
         service = SearchService.over(
             vector=engines.vector,
@@ -69,6 +71,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
             embedder=engines.embedder,
             store=engines.store,
             knobs=FixedKnobs(knobs_from_settings(settings)),
+            optimizer=optimizer,
         )
         for text in texts:
             options = SearchOptions(project=project, limit=limit, strategy=strategy)

@@ -1,7 +1,8 @@
 """What a memory question is after beyond its words: a time (*when*), the latest state, and the names it holds. Pure.
 
-Dependency-light on purpose: names are capitalised spans of the query (plus, case-insensitively, any
-name the caller already knows, e.g. a project's speakers), so no model or tagger is loaded per query.
+Dependency-light on purpose: names are capitalised words of the query, plus, in any case, the names a
+deployment lists (`ListedNames`: product names, multi-word names, read as one name each) and any name the
+caller already knows (e.g. a project's speakers), so no model or tagger is loaded per query.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 from app.query.vocabulary import MONTHS, STOPWORDS
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
 _APOSTROPHES: Final = "'\u2019"
 _WORD: Final = re.compile(rf"[A-Za-z][\w{_APOSTROPHES}.-]*")
@@ -47,6 +48,46 @@ NOT_NAMES: Final = frozenset({
 """Capitalised words that are question words, sentence openers, titles or calendar words, never names."""
 
 
+def name_words(name: str) -> tuple[str, ...]:
+    """The lowercase words the reader sees in `name` ("Blue Harbor" -> ("blue", "harbor"))."""
+    return tuple(_bare(match.group()).lower() for match in _WORD.finditer(name))
+
+
+def is_readable_name(name: str) -> bool:
+    """Whether `name` is all words the reader sees (each starts with a letter), so a query can contain it."""
+    return _WORD.search(name) is not None and not _WORD.sub("", name).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedNames:
+    """Names a deployment lists, found in any case and each read as one name, however many words it has.
+
+    `by_first_word` maps a name's first word to the word sequences of the names starting with it, longest
+    first, so "blue harbor tours" wins over "blue harbor" where both are listed.
+    """
+
+    by_first_word: Mapping[str, tuple[tuple[str, ...], ...]]
+
+    @classmethod
+    def of(cls, names: Iterable[str]) -> ListedNames:
+        """Index `names` (any case); a name with no word the reader sees is skipped (the loader refuses it)."""
+        grouped: dict[str, list[tuple[str, ...]]] = {}
+        for words in dict.fromkeys(name_words(name) for name in names):
+            if words:
+                grouped.setdefault(words[0], []).append(words)
+        return cls({first: tuple(sorted(group, key=len, reverse=True)) for first, group in grouped.items()})
+
+    def length_at(self, lowered: Sequence[str], index: int) -> int:
+        """How many words of `lowered` from `index` on form a listed name (0: none)."""
+        for words in self.by_first_word.get(lowered[index], ()):
+            if tuple(lowered[index : index + len(words)]) == words:
+                return len(words)
+        return 0
+
+
+NO_LISTED_NAMES: Final = ListedNames({})
+
+
 @dataclass(frozen=True, slots=True)
 class QueryIntent:
     """`asks_when`: the question wants a time; `asks_latest`: the current state; `names`: lowercase names."""
@@ -56,29 +97,46 @@ class QueryIntent:
     names: tuple[str, ...] = ()
 
 
-def read_intent(raw_query: str, *, known_names: Collection[str] = ()) -> QueryIntent:
-    """Read `raw_query`'s intent. `known_names` (lowercase) are found in any case, e.g. "what did mel say"."""
+def read_intent(
+    raw_query: str, *, known_names: Collection[str] = (), listed: ListedNames = NO_LISTED_NAMES
+) -> QueryIntent:
+    """Read `raw_query`'s intent. `known_names` (lowercase) and `listed` names are found in any case."""
     words = [match.group() for match in _WORD.finditer(raw_query)]
     lowered = [word.lower() for word in words]
     asks_when = any(tuple(lowered[: len(opening)]) == opening for opening in WHEN_OPENINGS) or bool(
         WHEN_ANYWHERE.intersection(lowered)
     )
     asks_latest = bool(LATEST_WORDS.intersection(lowered))
-    return QueryIntent(
-        asks_when=asks_when, asks_latest=asks_latest, names=named_entities(words, known_names=known_names)
-    )
+    names = named_entities(words, known_names=known_names, listed=listed)
+    return QueryIntent(asks_when=asks_when, asks_latest=asks_latest, names=names)
 
 
-def named_entities(words: list[str], *, known_names: Collection[str] = ()) -> tuple[str, ...]:
+def _bare(word: str) -> str:
+    """A word without its possessive `'s` and trailing full stops."""
+    return _POSSESSIVE.sub("", word).rstrip(".")
+
+
+def named_entities(
+    words: list[str], *, known_names: Collection[str] = (), listed: ListedNames = NO_LISTED_NAMES
+) -> tuple[str, ...]:
     """Lowercase names in `words`, first seen first.
 
-    A name is a capitalised word that is no question word, stop word or month (a possessive `'s`
-    dropped), or any word in `known_names`, whatever its case.
+    A name is a listed name (its words in a row, any case; one name, words joined by a space), a
+    capitalised word that is no question word, stop word or month (a possessive `'s` dropped), or any
+    word in `known_names`, whatever its case.
     """
+    bare_words = [_bare(word) for word in words]
+    lowered_words = [bare.lower() for bare in bare_words]
     found: list[str] = []
-    for word in words:
-        bare = _POSSESSIVE.sub("", word).rstrip(".")
-        lowered = bare.lower()
+    index = 0
+    while index < len(words):
+        span = listed.length_at(lowered_words, index) if listed.by_first_word else 0
+        if span:
+            found.append(" ".join(lowered_words[index : index + span]))
+            index += span
+            continue
+        bare, lowered = bare_words[index], lowered_words[index]
+        index += 1
         if not lowered:
             continue
         capitalised = bare[0].isupper() and lowered not in NOT_NAMES and lowered not in STOPWORDS

@@ -2,7 +2,7 @@
 
 Stages, as in `reference/query-optimization-engine.md` Part 1: normalize, tokenize, extract entities,
 analyse characteristics, classify the question, route to a strategy with a confidence. No I/O: the
-clock and the abbreviation table are injected, and every regex is compiled once at import.
+clock, the abbreviation table and the listed names are injected, and every regex is compiled once at import.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from app.domain.models import (
 from app.domain.moments import as_utc
 from app.query.abbreviations import load_abbreviations
 from app.query.dates import event_time_range, is_year, months_named, relative_dates_named
-from app.query.intent import read_intent
+from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
 from app.query.vocabulary import (
     ANYWHERE_RULES,
     COMPARATIVE_WORDS,
@@ -71,6 +71,11 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def is_query_word(text: str) -> bool:
+    """Whether `text` is one word as queries are split (`k8s`, `ci/cd`, `node.js`): what an abbreviation can be."""
+    return _TOKEN.fullmatch(text) is not None and text[0] not in "#@"
+
+
 @dataclass(frozen=True, slots=True)
 class _Token:
     """One token of the whitespace-collapsed query; `start`/`end` index that string."""
@@ -98,6 +103,7 @@ class QueryOptimizer:
 
     `clock` returns "now" for relative dates ("last week"); naive datetimes are taken as UTC.
     `abbreviations` maps lowercase abbreviations to expansions; the bundled table by default.
+    `listed_names` are names read as one name each in any case ("blue harbor"); a deployment's list.
     """
 
     def __init__(
@@ -105,10 +111,13 @@ class QueryOptimizer:
         *,
         clock: Callable[[], datetime] = _utc_now,
         abbreviations: Mapping[str, str] | None = None,
+        listed_names: Iterable[str] = (),
     ) -> None:
         self._clock = clock
         table = load_abbreviations() if abbreviations is None else abbreviations
         self._abbreviations: dict[str, str] = {key.lower(): value.lower() for key, value in table.items()}
+        names = tuple(listed_names)
+        self._listed_names: ListedNames = ListedNames.of(names) if names else NO_LISTED_NAMES
 
     def analyze(self, raw_query: str, *, now: datetime | None = None, classify: bool = True) -> QueryAnalysis:
         """Read `raw_query` and decide how to search it. Never raises; validation belongs to the planner.
@@ -173,7 +182,7 @@ class QueryOptimizer:
         event_time_from, event_time_to = event_time_range(
             years=years, months=months, relative_dates=relative_dates, now=as_utc(now or self._clock())
         )
-        intent = read_intent(collapsed)
+        intent = read_intent(collapsed, listed=self._listed_names)
         return QueryAnalysis(
             raw_query=raw_query,
             normalized=normalized,

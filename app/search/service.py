@@ -108,17 +108,19 @@ class SearchService:
         knobs: KnobSource,
         cache: QueryCache[SearchOutcome] | None = None,
         second_stage: SecondStage | None = None,
+        optimizer: QueryOptimizer | None = None,
     ) -> SearchService:
         """The service over these ports with the optimizer's own clock; no cache unless one is given.
 
         The store is the source of truth the lexical hits are checked against, and the cache's generations.
         `second_stage`: the reranker of hybrid searches (`RERANKER`), none by default.
+        `optimizer`: one with the deployment's vocabulary (`app/wiring/vocabulary.py`); the bundled table by default.
         """
         return cls(
             searcher=HybridSearcher(
                 vector=vector, lexical=lexical, embedder=embedder, truth=store, second_stage=second_stage
             ),
-            optimizer=QueryOptimizer(),
+            optimizer=optimizer if optimizer is not None else QueryOptimizer(),
             knobs=knobs,
             cache=cache if cache is not None else QueryCache(ttl_s=0, max_size=0),
             generations=store,

@@ -27,6 +27,7 @@ from app.search.rate_limit import CallerRateLimit
 from app.search.service import SearchService
 from app.wiring.engines import Engines, open_engines
 from app.wiring.rerankers import build_second_stage
+from app.wiring.vocabulary import build_query_optimizer
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -124,6 +125,7 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
                 knobs=flags,
                 cache=cache,
                 second_stage=build_second_stage(settings),
+                optimizer=build_query_optimizer(settings),
             ),
             pipeline=build_pipeline(settings, live, on_written=written),
             catalog=ProjectCatalog(store=live.store, on_written=written),

@@ -48,10 +48,11 @@ def test_both_search_endpoints_are_described(openapi) -> None:
 def test_get_query_parameters(openapi) -> None:
     parameters = {item["name"]: item for item in openapi["paths"]["/memory/query"]["get"]["parameters"]}
 
-    assert {"query", "project", "limit", "strategy", "fusion", "explain"} <= set(parameters)
+    assert {"query", "project", "limit", "strategy", "fusion", "explain", "as_of"} <= set(parameters)
     assert all(parameters[name]["in"] == "query" for name in parameters)
     limit = parameters["limit"]["schema"]
     assert (limit["minimum"], limit["maximum"]) == (1, 100)
+    assert parameters["as_of"]["schema"]["format"] == "date-time"
 
 
 def test_post_body_is_the_search_request(openapi) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +88,20 @@ def test_memory_query_pages_follow_the_cursor_without_repeats(client: PoimenClie
     ids = [hit.id for hit in first.results + second.results]
     assert len(ids) == len(set(ids)) == 4
     assert [hit.rank for hit in second.results] == [3, 4]
+
+
+NAIVE_AS_OF = datetime(2023, 6, 15, 12)  # noqa: DTZ001 - the client reads a time without a zone as UTC
+TOKYO_AS_OF = datetime(2023, 6, 15, 21, tzinfo=timezone(timedelta(hours=9)))
+
+
+@pytest.mark.parametrize("as_of", [NAIVE_AS_OF, TOKYO_AS_OF])
+def test_as_of_resolves_last_week_on_both_search_endpoints(client: PoimenClient, project: str, as_of: datetime) -> None:
+    query = SearchQuery(query="notes of last week", explain=True, as_of=as_of)
+
+    answers = [client.memory_query(project, query), client.search(project, query)]
+
+    ranges = [(a.query_analysis.event_time_from, a.query_analysis.event_time_to) for a in answers if a.query_analysis]
+    assert ranges == [(datetime(2023, 6, 5, tzinfo=UTC), datetime(2023, 6, 12, tzinfo=UTC))] * 2
 
 
 def test_memory_query_refuses_options_only_search_takes(client: PoimenClient) -> None:

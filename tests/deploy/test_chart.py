@@ -21,6 +21,7 @@ import yaml
 from app.config import Settings
 from app.knobs import KNOB_NAMES
 from app.search.flags import knobs_from_settings, parse_flags_file
+from app.wiring.vocabulary import build_query_optimizer
 
 pytestmark = pytest.mark.slow
 
@@ -243,6 +244,39 @@ def test_rendered_flags_file_is_accepted_by_the_app(production_render: list[Mani
     assert flags.hybrid_rollout_percent == 0.0
     assert flags.rollout_shadow_enabled is True
     assert file_keys <= set(KNOB_NAMES)
+
+
+@requires_helm
+def test_a_query_vocabulary_is_mounted_where_the_app_reads_it_and_accepted_by_it(tmp_path: Path) -> None:
+    manifests = helm_template(
+        "--set", "queryVocabulary.abbreviations.pmx=poimen memory index",
+        "--set", "queryVocabulary.entities={blue harbor,Poimen}",
+        "--set", "queryVocabulary.mode=replace",
+    )  # fmt: skip
+    container = main_container(manifests)
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "vocabulary")
+    content = find(manifests, "ConfigMap", "-vocabulary")["data"]["vocabulary.json"]
+    (tmp_path / "vocabulary.json").write_text(content, encoding="utf-8")
+
+    optimizer = build_query_optimizer(
+        Settings(_env_file=None, query_vocabulary_path=tmp_path / "vocabulary.json", query_vocabulary_mode="replace")
+    )
+
+    assert env["QUERY_VOCABULARY_PATH"] == mount["mountPath"] + "/vocabulary.json"
+    assert env["QUERY_VOCABULARY_MODE"] == "replace"
+    assert "checksum/vocabulary" in find(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert optimizer.analyze("pmx k8s at blue harbor").entities.expansions == {"pmx": "poimen memory index"}
+
+
+@requires_helm
+def test_no_query_vocabulary_renders_no_file_and_no_setting() -> None:
+    manifests = helm_template()
+
+    env = {item["name"] for item in main_container(manifests)["env"]}
+
+    assert not {"QUERY_VOCABULARY_PATH", "QUERY_VOCABULARY_MODE"} & env
+    assert not [m for m in manifests if m["metadata"]["name"].endswith("-vocabulary")]
 
 
 @requires_helm

@@ -77,6 +77,26 @@ def test_invalid_environment_value_stops_serve_with_one_line_naming_it(poimen_da
     assert not poimen_data_dir.exists()  # stopped before touching any engine
 
 
+def test_a_bad_query_vocabulary_stops_serve_and_query_with_one_line_naming_the_entry(
+    poimen_data_dir: Path, tmp_path: Path
+) -> None:
+    vocabulary = tmp_path / "vocabulary.json"
+    vocabulary.write_text('{"abbreviations": {"load balancer": "lb"}}', encoding="utf-8")
+    environment = {"QUERY_VOCABULARY_PATH": str(vocabulary)}
+
+    served = run_cli("serve", "--port", "0", data_dir=poimen_data_dir, timeout_s=60.0, **environment)
+    queried = run_cli("query", "lb", "--project", PROJECT, data_dir=poimen_data_dir, timeout_s=60.0, **environment)
+
+    for result in (served, queried):
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.strip().splitlines()
+        assert (
+            line == f"QUERY_VOCABULARY_PATH {vocabulary}: abbreviations['load balancer']: not one word as queries "
+            "are split (letters and digits, joined by . / + ' & -)"
+        )
+    assert not poimen_data_dir.exists()  # stopped before touching any engine
+
+
 def test_a_shared_database_without_opensearch_is_refused_with_one_line(poimen_data_dir: Path) -> None:
     external = "postgresql://poimen@127.0.0.1:9/poimen"  # never reached: refused before any engine opens
 

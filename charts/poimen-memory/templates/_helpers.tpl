@@ -82,6 +82,13 @@ poimen-memory/aux-pod: "true"
 {{/* Where the flags ConfigMap is mounted, and the file the app watches (POIMEN_FLAGS_FILE). */}}
 {{- define "poimen-memory.flagsDir" -}}/etc/poimen/flags{{- end }}
 {{- define "poimen-memory.flagsFile" -}}{{ include "poimen-memory.flagsDir" . }}/flags.yaml{{- end }}
+{{- define "poimen-memory.vocabularyDir" -}}/etc/poimen/vocabulary{{- end }}
+{{- /* "true" when the release renders a vocabulary file: entries listed, or mode replace (an empty table is a choice). */ -}}
+{{- define "poimen-memory.vocabularyEnabled" -}}
+{{- with .Values.queryVocabulary -}}
+{{- if or .abbreviations .entities (eq .mode "replace") }}true{{ end -}}
+{{- end -}}
+{{- end }}
 
 {{/*
 Where PostgreSQL comes from:

@@ -8,6 +8,7 @@ so `client.search(...)` has this signature and docstring on both (async: awaitab
 from __future__ import annotations
 
 from collections.abc import Sequence  # noqa: TC003 - the client methods' signatures are read at runtime
+from datetime import UTC
 from typing import Any, Final
 
 import msgspec
@@ -29,12 +30,17 @@ from poimen_client.models import (
     StoredDocument,
 )
 
-MEMORY_QUERY_FIELDS: Final = frozenset({"query", "limit", "strategy", "fusion", "explain", "offset", "cursor"})
+MEMORY_QUERY_FIELDS: Final = frozenset({"query", "limit", "strategy", "fusion", "explain", "offset", "cursor", "as_of"})
 """The `SearchQuery` fields `GET /memory/query` takes; the others need `search()`."""
 
 
 def _search_query(query: str | SearchQuery) -> SearchQuery:
-    return SearchQuery(query=query) if isinstance(query, str) else query
+    if isinstance(query, str):
+        return SearchQuery(query=query)
+    if query.as_of is not None and query.as_of.tzinfo is None:
+        # The service refuses a time without an offset; this client has always read one as UTC.
+        return msgspec.structs.replace(query, as_of=query.as_of.replace(tzinfo=UTC))
+    return query
 
 
 def _filter_query(where: DocumentFilter | None) -> dict[str, Any]:
@@ -51,7 +57,7 @@ class Endpoints:
     def memory_query(project: str, query: str | SearchQuery) -> Call:
         """Search a project with the service's defaults (the reference endpoint).
 
-        `query` may carry `limit`, `strategy`, `fusion`, `explain`, `offset` and `cursor`; filters,
+        `query` may carry `limit`, `strategy`, `fusion`, `explain`, `offset`, `cursor` and `as_of`; filters,
         weights and the other options need `search()`.
         """
         search_query = _search_query(query)

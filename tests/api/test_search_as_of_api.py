@@ -1,0 +1,170 @@
+"""`as_of` over HTTP on the real engines: the memory's clock for relative dates, on GET as on POST.
+
+Most painting notes sit in June 2023. With `as_of` on Thursday 15 June 2023, "last week" is Monday 5 June
+to Monday 12 June. Two notes sit in the real clock's last week, so a search without `as_of` has pages too.
+Cursors are bound to the `as_of` they were minted with and carry the moment their first page resolved
+relative dates against.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from app.api.cursors import decode_cursor, encode_cursor
+from tests.api.conftest import wait_indexed
+
+AS_OF = "2023-06-15T12:00:00Z"
+LAST_WEEK = ("2023-06-05T00:00:00Z", "2023-06-12T00:00:00Z")
+QUERY = "what did we paint last week"
+IN_LAST_WEEK = {"last-week", *(f"more-{day}" for day in range(5, 10))}
+DOCUMENTS: list[dict[str, Any]] = [
+    {
+        "id": "earlier",
+        "title": "Painting",
+        "text": "We painted the lake at dawn.",
+        "event_time": "2023-05-20T09:00:00Z",
+    },
+    {"id": "last-week", "title": "Painting", "text": "We painted the harbour.", "event_time": "2023-06-07T09:00:00Z"},
+    {"id": "this-week", "title": "Painting", "text": "We painted the meadow.", "event_time": "2023-06-14T09:00:00Z"},
+    *(
+        {
+            "id": f"more-{day}",
+            "title": "Painting",
+            "text": f"We painted boat {day}.",
+            "event_time": f"2023-06-0{day}T10:00:00Z",
+        }
+        for day in range(5, 10)
+    ),
+]
+
+
+def real_last_week_documents() -> list[dict[str, Any]]:
+    """Two notes in the real clock's last week (Tuesday and Wednesday of it)."""
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    monday = today - timedelta(days=today.weekday() + 7)
+    return [
+        {"id": f"recent-{n}", "title": "Painting", "text": f"We painted fence {n}.", "event_time": moment.isoformat()}
+        for n, moment in enumerate((monday + timedelta(days=1, hours=9), monday + timedelta(days=2, hours=9)))
+    ]
+
+
+@pytest.fixture(scope="module")
+async def project(api_client) -> str:
+    name = "as-of-paintings"
+    documents = [*DOCUMENTS, *real_last_week_documents()]
+    response = await api_client.post(f"/v1/projects/{name}/documents", json={"documents": documents})
+    assert response.status_code == 201, response.text
+    for document in documents:
+        await wait_indexed(api_client, name, document["id"])
+    return name
+
+
+def event_range(answer: dict[str, Any]) -> tuple[str | None, str | None]:
+    analysis = answer["query_analysis"]
+    return analysis["event_time_from"], analysis["event_time_to"]
+
+
+async def get(api_client, params: dict[str, str]) -> Any:
+    return await api_client.get("/memory/query", params={"explain": "true", **params})
+
+
+async def test_get_resolves_last_week_against_as_of(api_client, project) -> None:
+    response = await get(api_client, {"query": QUERY, "project": project, "limit": "20", "as_of": AS_OF})
+
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert event_range(answer) == LAST_WEEK
+    assert {hit["id"].split("#")[0] for hit in answer["results"]} == IN_LAST_WEEK
+
+
+async def test_get_as_of_with_an_offset_is_the_same_instant(api_client, project) -> None:
+    in_tokyo = "2023-06-15T21:00:00+09:00"
+
+    response = await get(api_client, {"query": QUERY, "project": project, "as_of": in_tokyo})
+
+    assert response.status_code == 200, response.text
+    assert event_range(response.json()) == LAST_WEEK
+
+
+async def test_get_without_as_of_resolves_against_the_server_clock(api_client, project) -> None:
+    response = await get(api_client, {"query": QUERY, "project": project})
+
+    assert response.status_code == 200, response.text
+    assert event_range(response.json())[0] > "2025"
+
+
+@pytest.mark.parametrize(
+    "as_of", ["2023-06-15T12:00:00", "2023-06-15", "last tuesday", "", "2023-13-45T99:00:00Z", "1686830400"]
+)
+async def test_get_refuses_an_as_of_without_an_offset_or_garbage(api_client, project, as_of: str) -> None:
+    response = await api_client.get("/memory/query", params={"query": QUERY, "project": project, "as_of": as_of})
+
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["field"] == "as_of"
+    assert "as_of must be an RFC 3339 date-time with an offset or Z" in response.json()["detail"]
+
+
+async def test_post_refuses_an_as_of_without_an_offset_like_get(api_client, project) -> None:
+    response = await api_client.post(
+        "/v1/search", json={"query": QUERY, "project": project, "as_of": "2023-06-15T12:00:00"}
+    )
+
+    assert response.status_code == 400, response.text
+    assert response.json()["field"] == "as_of"
+
+
+async def test_a_get_cursor_replayed_with_another_as_of_is_refused(api_client, project) -> None:
+    params = {"query": "painted", "project": project, "limit": "2"}
+    first = (await get(api_client, params | {"offset": "0", "as_of": AS_OF})).json()
+    assert first["next_cursor"]
+
+    other = await get(api_client, params | {"cursor": first["next_cursor"], "as_of": "2024-01-01T00:00:00Z"})
+    absent = await get(api_client, params | {"cursor": first["next_cursor"]})
+    same = await get(api_client, params | {"cursor": first["next_cursor"], "as_of": "2023-06-15T14:00:00+02:00"})
+
+    assert (other.status_code, other.json()["field"]) == (400, "cursor")
+    assert (absent.status_code, absent.json()["field"]) == (400, "cursor")
+    assert same.status_code == 200, same.text
+    assert [hit["rank"] for hit in same.json()["results"]] == [3, 4]
+
+
+async def test_a_post_cursor_replayed_with_another_as_of_is_refused(api_client, project) -> None:
+    body = {"query": "painted", "project": project, "limit": 2}
+    first = (await api_client.post("/v1/search", json=body | {"offset": 0})).json()
+
+    response = await api_client.post("/v1/search", json=body | {"cursor": first["next_cursor"], "as_of": AS_OF})
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "cursor"
+
+
+async def test_later_pages_resolve_relative_dates_against_the_first_pages_moment(api_client, project) -> None:
+    params = {"query": "painted last week", "project": project, "limit": "1"}
+    first = (await get(api_client, params | {"offset": "0"})).json()
+    assert {hit["id"].split("#")[0] for hit in first["results"]} <= {"recent-0", "recent-1"}
+    values = decode_cursor(first["next_cursor"], kind="search")
+
+    second = (await get(api_client, params | {"cursor": first["next_cursor"]})).json()
+    # The cursor says when the first page ran; moved to a 2023 moment, the next page resolves "last week"
+    # against that moment, not against the clock at the time the page is asked for.
+    moved = (await get(api_client, params | {"cursor": encode_cursor("search", {**values, "t": AS_OF})})).json()
+
+    assert event_range(second) == event_range(first)
+    assert event_range(moved) == LAST_WEEK
+
+
+async def test_a_cursor_with_a_bad_moment_is_refused(api_client, project) -> None:
+    params = {"query": "painted", "project": project, "limit": "1"}
+    first = (await get(api_client, params | {"offset": "0"})).json()
+    values = decode_cursor(first["next_cursor"], kind="search")
+
+    responses = [
+        await get(api_client, params | {"cursor": encode_cursor("search", {**values, "t": moment})})
+        for moment in ("yesterday", "2023-06-15T12:00:00", 1686830400)
+    ]
+
+    assert [(response.status_code, response.json()["field"]) for response in responses] == [(400, "cursor")] * 3
