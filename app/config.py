@@ -15,7 +15,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.knobs import SearchKnobs
 
-
 OPENSEARCH_INDEX_MAX_CHARS: Final = 116
 """255 bytes (OpenSearch's name limit) less `-p-`, an escaped project id (at most 128) and `-v<schema>`."""
 OPENSEARCH_INDEX_PATTERN: Final = rf"^[a-z0-9][a-z0-9._+-]{{0,{OPENSEARCH_INDEX_MAX_CHARS - 1}}}$"

@@ -28,7 +28,7 @@ from app.engines.opensearch_generation import ProjectGenerations
 from app.engines.opensearch_markers import (
     build_marker_actions,
     build_markers_get_body,
-        overtaken_documents,
+    overtaken_documents,
     versioned_documents,
 )
 from app.engines.opensearch_responses import (
@@ -213,12 +213,11 @@ class OpenSearchLexicalIndex:
         self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
     ) -> frozenset[tuple[str, str]]:
         """Bulk-index the chunks; return the (project_id, document_id)s a newer version refused."""
-        actions = build_bulk_actions(
-            documents, index_of=self.generation.alias, indexed_at=datetime.now().astimezone()
-        )
+        actions = build_bulk_actions(documents, index_of=self.generation.alias, indexed_at=datetime.now().astimezone())
         if not actions:
             return frozenset()
-        # One request for every project of the batch. `require_alias`: a write to a lost index fails instead of creating one with a dynamic mapping.
+        # One request for every project of the batch. `require_alias`: a write to a lost index fails
+        # instead of creating one with a dynamic mapping.
         _, failed = await async_bulk(
             self._client,
             actions,

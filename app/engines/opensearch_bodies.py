@@ -231,4 +231,3 @@ def _older_than(version: int, *, inclusive: bool) -> dict[str, Any]:
     bound = {"lte" if inclusive else "lt": version}
     unversioned = {"bool": {"must_not": [{"exists": {"field": VERSION_FIELD}}]}}
     return {"bool": {"should": [{"range": {VERSION_FIELD: bound}}, unversioned], "minimum_should_match": 1}}
-

@@ -94,4 +94,3 @@ def overtaken_documents(documents: Sequence[DocumentChunks], response: Mapping[s
         if int(found.get("_version", 0)) > document.outbox_version:
             overtaken.add((document.project_id, document.document_id))
     return frozenset(overtaken)
-

@@ -8,8 +8,9 @@ the alias `<base>-p-<project>` (`base` is `OPENSEARCH_INDEX`), created on the pr
 
 Index names must be lowercase, and project ids (`[A-Za-z0-9._-]{1,64}`) are not: an upper-case letter
 is written `_` and its lower-case form, and `_` itself `__`. The escape is reversible, so two project ids
-never share a name (`Notes` -> `_notes`, `notes` -> `notes`, `_notes` -> `__notes`). The name starts with
-`base`, so the rule that no index name starts with `-`, `_` or `+` is `base`'s alone (`OPENSEARCH_INDEX_PATTERN` in `app.config`).
+never share a name (`Notes` -> `_notes`, `notes` -> `notes`, `_notes` -> `__notes`). The name starts
+with `base`, so the rule that no index name starts with `-`, `_` or `+` is `base`'s alone
+(`OPENSEARCH_INDEX_PATTERN` in `app.config`, which also keeps every name within 255 bytes).
 """
 
 from __future__ import annotations

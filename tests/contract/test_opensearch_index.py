@@ -55,7 +55,6 @@ EMULATOR_GAPS: dict[str, str] = {
 }
 
 
-
 class TestOpenSearchLexicalIndexOnLucene(LexicalIndexContract):
     """The same contract on noida-db (Elasticsearch 8 API, Lucene-exact BM25)."""
 

@@ -364,7 +364,9 @@ def test_bulk_actions_give_each_chunk_its_own_context_only() -> None:
     second = make_chunk("c2", text="Restart the leader last.", position=1)
     indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
-    actions = build_bulk_actions([DocumentChunks("poimen", "doc-1", (first, second))], index_of=lambda _: "i", indexed_at=indexed_at)
+    actions = build_bulk_actions(
+        [DocumentChunks("poimen", "doc-1", (first, second))], index_of=lambda _: "i", indexed_at=indexed_at
+    )
 
     assert [action["_source"]["context"] for action in actions] == ["Asked: what keeps state?", ""]
 
@@ -388,7 +390,9 @@ def test_bulk_actions_of_a_versioned_document_use_external_gte_and_store_the_ver
     indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
     actions = build_bulk_actions(
-        [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),), outbox_version=42)], index_of=lambda _: "i", indexed_at=indexed_at
+        [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),), outbox_version=42)],
+        index_of=lambda _: "i",
+        indexed_at=indexed_at,
     )
 
     assert [(action["version"], action["version_type"]) for action in actions] == [(42, "external_gte")]
@@ -480,7 +484,6 @@ def test_stale_chunks_query_of_a_superseded_document_matches_all_its_chunks_up_t
     assert body["query"]["bool"]["should"] == [
         {"bool": {"filter": [{"term": {"project_id": "poimen"}}, {"term": {"document_id": "doc-1"}}, up_to_7]}}
     ]
-
 
 
 # --- response parsing ---------------------------------------------------------------------------

@@ -92,4 +92,3 @@ def test_a_document_is_overtaken_only_by_a_newer_marker() -> None:
     overtaken = overtaken_documents(documents, response)
 
     assert overtaken == frozenset({("poimen", "newer")})
-
