@@ -41,6 +41,9 @@ from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.tantivy_index import TantivyLexicalIndex
 
+SPANNING_ROUNDS = 8
+"""Timed batches per spanning width."""
+
 
 def read_jsonl(path: Path, limit: int) -> list[dict[str, Any]]:
     records = []
@@ -95,7 +98,9 @@ async def write_projects(root: Path, layout: dict[str, list[dict[str, Any]]], ba
     return elapsed
 
 
-async def search_latencies(index: TantivyLexicalIndex | OpenSearchLexicalIndex, queries: list[str], projects: list[str]) -> list[float]:
+async def search_latencies(
+    index: TantivyLexicalIndex | OpenSearchLexicalIndex, queries: list[str], projects: list[str]
+) -> list[float]:
     samples = []
     for number, text in enumerate(queries):
         filters = Filters(project_id=projects[number % len(projects)])
@@ -190,6 +195,33 @@ async def measure_opensearch(
     }
 
 
+async def measure_spanning(url: str, base: str, corpus: list[dict[str, Any]], spans: list[int], batch: int) -> None:
+    """Batches of `batch` documents spread over K projects each (K in `spans`): ms per batch, one JSON line per K.
+
+    The projects' indexes exist before timing starts (their first write is `create_ms_*` above), so this is
+    what a batch spanning projects costs in steady state: one generation check per project, then one bulk,
+    one delete-by-query and one marker read for the whole batch.
+    """
+    client = AsyncOpenSearch(hosts=[url], timeout=60)
+    index = OpenSearchLexicalIndex(client, index=base, timeout_s=60.0, replicas=0)
+    for span in spans:
+        projects = [f"span-{span}-{number}" for number in range(span)]
+        await index.generation.verify(projects, {})
+        samples = []
+        for round_number in range(SPANNING_ROUNDS):
+            records = corpus[round_number * batch : (round_number + 1) * batch]
+            documents = [
+                DocumentChunks(projects[n % span], str(r["_id"]), (chunk_of(r, projects[n % span]),), round_number + 1)
+                for n, r in enumerate(records)
+            ]
+            started = time.perf_counter()
+            await index.replace_documents(documents)
+            samples.append(time.perf_counter() - started)
+        result = {"batch_documents": batch, "spanning_projects": span, "batch_ms_p50": percentile_ms(samples, 0.5)}
+        print(json.dumps({"engine": "opensearch", "layout": "spanning_batches", **result}), flush=True)
+    await client.close()
+
+
 async def run_opensearch(arguments: argparse.Namespace, name: str, layout: dict[str, list[dict[str, Any]]]) -> None:
     """One configuration on a fresh osmem-server (or `--opensearch-url`), cleaned up after."""
     server = None if arguments.opensearch_url else OsmemServer.start(japanese=False, addr="127.0.0.1:0")
@@ -201,13 +233,17 @@ async def run_opensearch(arguments: argparse.Namespace, name: str, layout: dict[
         if server is not None and idle_rss is not None:
             rss = resident_bytes(server.pid) or idle_rss
             result |= {"server_rss_growth_bytes": rss - idle_rss}  # minus the baseline's: what the indexes cost
-        print(json.dumps({"engine": "opensearch", "layout": name, "of_projects": arguments.count, **result}), flush=True)
+        print(
+            json.dumps({"engine": "opensearch", "layout": name, "of_projects": arguments.count, **result}), flush=True
+        )
+        if arguments.spanning and name == "per_project" and arguments.count == max(arguments.projects):
+            await measure_spanning(url, f"{base}-spanning", arguments.corpus, arguments.spanning, arguments.batch)
     finally:
         if server is not None:
             server.close()
         else:
             client = AsyncOpenSearch(hosts=[url])
-            names = sorted(await client.indices.get_settings(index=f"{base}-p-*"))
+            names = sorted(await client.indices.get_settings(index=f"{base}-p-*,{base}-spanning-p-*"))
             if names:
                 await client.indices.delete(index=",".join(names))
             await client.close()
@@ -223,9 +259,12 @@ async def main() -> None:
     parser.add_argument("--engine", choices=["tantivy", "opensearch"], default="tantivy")
     parser.add_argument("--opensearch-url", help="a real cluster (default: a fresh osmem-server per configuration)")
     parser.add_argument("--opensearch-index", default="bench-bm25", help="base of the indexes created (deleted after)")
+    parser.add_argument(
+        "--spanning", type=int, nargs="*", default=[1, 5, 25], help="opensearch: projects per timed write batch"
+    )
     arguments = parser.parse_args()
     most = max(arguments.projects) * arguments.chunks_per_project
-    corpus = read_jsonl(arguments.dataset / "corpus.jsonl", most)
+    corpus = read_jsonl(arguments.dataset / "corpus.jsonl", max(most, SPANNING_ROUNDS * arguments.batch))
     queries = [str(record["text"]) for record in read_jsonl(arguments.dataset / "queries.jsonl", arguments.queries)]
     per = arguments.chunks_per_project
     for count in arguments.projects:
@@ -238,7 +277,7 @@ async def main() -> None:
             if name == "one_project_baseline" and count == 1:
                 continue  # the same thing as the per-project layout
             if arguments.engine == "opensearch":
-                arguments.count, arguments.query_texts = count, queries
+                arguments.count, arguments.query_texts, arguments.corpus = count, queries, corpus
                 await run_opensearch(arguments, name, layout)
                 continue
             root = Path(tempfile.mkdtemp(prefix="bench-bm25-"))
