@@ -264,6 +264,10 @@ class OpenSearchLexicalIndex:
             )
             raise_for_by_query_failures(response)
 
+    async def discover_projects(self) -> int:
+        """Learn every project index the cluster holds (at start), so the loss of any is noticed; how many."""
+        return len(await self.generation.discover(self._request_options()))
+
     async def delete_project(self, project_id: str) -> None:
         """Delete the project's index (its chunks and version markers); a project without one is not an error.
 

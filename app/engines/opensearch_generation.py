@@ -201,8 +201,13 @@ class ProjectGenerations:
             self._forgotten_refills += dropped.refills
 
     async def verify(self, project_ids: Iterable[str], options: Mapping[str, Any]) -> None:
-        """`IndexGeneration.verify` every listed project, concurrently."""
-        await asyncio.gather(*(self.of(project_id).verify(options) for project_id in sorted(set(project_ids))))
+        """`IndexGeneration.verify` every listed project, concurrently; the first failure is raised once all ended."""
+        results = await asyncio.gather(
+            *(self.of(project_id).verify(options) for project_id in sorted(set(project_ids))), return_exceptions=True
+        )
+        failure = next((result for result in results if isinstance(result, BaseException)), None)
+        if failure is not None:
+            raise failure
 
     async def discover(self, options: Mapping[str, Any]) -> dict[str, Generation]:
         """Every project index of the current schema the cluster holds now (one request); each becomes known."""

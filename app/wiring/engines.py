@@ -68,7 +68,7 @@ async def _open_lexical(
             # A lost or replaced project index is refilled from PostgreSQL, the source of truth.
             refill=lambda project_id: rebuild_project(store, project_id),
         )
-        await index.generation.discover({})  # every project index there now is known: its loss is noticed
+        await index.discover_projects()  # every project index there now is known: its loss is noticed
         if shared_index_left:
             # Schema 6 and before kept every project in one index: rebuild each into its own from PostgreSQL.
             # Queued first, retired second: a crash in between queues again at the next start (idempotent).

@@ -178,7 +178,7 @@ async def test_a_project_index_seen_at_start_is_known_so_its_loss_is_refilled(
     await write(adapter(client, alias, Refills()), "earlier", "flint earlier")  # a process before this one
     refills = Refills()
     index = adapter(client, alias, refills)
-    await index.generation.discover({})  # at start (the wiring)
+    assert await index.discover_projects() == 1  # at start (the wiring)
     await client.indices.delete(index=project_index(alias))
 
     with pytest.raises(EngineUnavailableError):
