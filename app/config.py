@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.knobs import SearchKnobs
+
+OPENSEARCH_INDEX_MAX_CHARS: Final = 116
+"""255 bytes (OpenSearch's name limit) less `-p-`, an escaped project id (at most 128) and `-v<schema>`."""
+OPENSEARCH_INDEX_PATTERN: Final = rf"^[a-z0-9][a-z0-9._+-]{{0,{OPENSEARCH_INDEX_MAX_CHARS - 1}}}$"
+"""A lowercase index name not starting with `-`, `_` or `+`, short enough for every project's index name."""
 
 
 class ConfigurationError(Exception):
@@ -58,7 +63,8 @@ class Settings(BaseSettings, SearchKnobs):
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
 
     # OpenSearch (production lexical leg).
-    opensearch_index: str = "poimen-chunks"
+    # The base of every project's index name (`<OPENSEARCH_INDEX>-p-<project>`): lowercase, short enough for all.
+    opensearch_index: str = Field(default="poimen-chunks", pattern=OPENSEARCH_INDEX_PATTERN)
     opensearch_auth: Literal["none", "basic", "forward_jwt"] = "none"
     opensearch_username: str | None = None
     opensearch_password: SecretStr | None = None
@@ -69,7 +75,8 @@ class Settings(BaseSettings, SearchKnobs):
     opensearch_verify_certs: bool = True
     opensearch_timeout_s: float = Field(default=5.0, gt=0)
     opensearch_max_retries: int = Field(default=2, ge=0, le=10)
-    opensearch_shards: int = Field(default=2, ge=1)
+    # Only 1 is accepted: each project's index has one primary shard, so its BM25 statistics are its own.
+    opensearch_shards: int = Field(default=1, ge=1)
     opensearch_replicas: int = Field(default=1, ge=0)
 
     # Search knobs (`app/knobs.py`) are inherited with their env names. Settings that only start-up reads:
@@ -181,6 +188,12 @@ class Settings(BaseSettings, SearchKnobs):
             raise ValueError(msg)
         if self.pgvector_index_lists is not None:
             msg = "PGVECTOR_INDEX_LISTS configures IVFFlat; the vector index is HNSW: set HNSW_EF_SEARCH instead"
+            raise ValueError(msg)
+        if self.opensearch_shards != 1:
+            msg = (
+                f"OPENSEARCH_SHARDS={self.opensearch_shards} is not supported: every project has its own index of one"
+                " primary shard, so its BM25 statistics are its own; set 1 or unset it (scale with OPENSEARCH_REPLICAS)"
+            )
             raise ValueError(msg)
         if self.opensearch_refresh_interval is not None:
             msg = (

@@ -24,12 +24,10 @@ from app.engines.opensearch_bodies import (
     document_key,
     latest_per_document,
 )
-from app.engines.opensearch_generation import IndexGeneration
-from app.engines.opensearch_lifecycle import ensure_index
+from app.engines.opensearch_generation import ProjectGenerations
 from app.engines.opensearch_markers import (
     build_marker_actions,
     build_markers_get_body,
-    build_project_delete_query,
     overtaken_documents,
     versioned_documents,
 )
@@ -52,7 +50,7 @@ if TYPE_CHECKING:
 DELETE_CLAUSES_PER_REQUEST: Final = 200
 """Documents per `delete_by_query`; stays well under OpenSearch's default 1024 boolean clauses."""
 IDLE_CHECK_INTERVAL_S: Final = 5.0
-"""How often an empty `replace_documents` (the outbox's idle call) checks that the index is still there."""
+"""How often an empty `replace_documents` (the outbox's idle call) checks that the known project indexes are there."""
 
 
 logger = logging.getLogger(__name__)
@@ -62,14 +60,17 @@ logger = logging.getLogger(__name__)
 
 
 class OpenSearchLexicalIndex:
-    """`LexicalIndex` over one OpenSearch alias. The client is owned by the app lifespan.
+    """`LexicalIndex` on OpenSearch, one index per project under `index` (`app.engines.opensearch_projects`).
 
-    With `forward_jwt=True`, each request carries the token in `forwarded_token` (when one is set)
-    as its `Authorization` header; without a token the client's own credentials apply.
-    Writes refresh the index before returning, so a chunk the outbox marks indexed is searchable.
-    Writes never create an index (`require_alias`): before each one, `IndexGeneration` checks that the
-    alias leads to the index it led to before, recreates a lost index (`shards`, `replicas`) and calls
-    `refill` (queue every project again) when it was lost or replaced (`app.engines.opensearch_generation`).
+    The client is owned by the app lifespan. Each project's chunks and version markers live in the
+    project's own one-shard index, so its BM25 statistics are its own; a search goes to the project's
+    alias only. With `forward_jwt=True`, each request carries the token in `forwarded_token` (when one
+    is set) as its `Authorization` header; without a token the client's own credentials apply.
+    Writes refresh before returning, so a chunk the outbox marks indexed is searchable. Writes never
+    create an index (`require_alias`): before each one, `ProjectGenerations` checks that each written
+    project's alias leads to the index it led to before, creates it on the project's first write,
+    and recreates a lost one and calls `refill(project_id)` (queue the project again) when it was lost
+    or replaced (`app.engines.opensearch_generation`).
     """
 
     name = ENGINE_NAME
@@ -82,22 +83,16 @@ class OpenSearchLexicalIndex:
         timeout_s: float = 5.0,
         forward_jwt: bool = False,
         bulk_chunk_size: int = 500,
-        shards: int = 2,
         replicas: int = 1,
-        refill: Callable[[], Awaitable[object]] | None = None,
+        refill: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
         self._client = client
-        self._index = index
         self._timeout_s = timeout_s
         self._forward_jwt = forward_jwt
         self._bulk_chunk_size = bulk_chunk_size
         self._last_idle_check_s = float("-inf")
-
-        async def recreate() -> None:
-            await ensure_index(client, alias=index, shards=shards, replicas=replicas)
-
-        self.generation = IndexGeneration(client, alias=index, recreate=recreate, refill=refill)
-        """The index generation this adapter writes to (`alias_missing`, `refills`)."""
+        self.generation = ProjectGenerations(client, base=index, replicas=replicas, refill=refill)
+        """The project index generations this adapter writes to (`alias_missing`, `refills`, `of(project)`)."""
 
     def _request_options(self, *, as_caller: bool = False) -> dict[str, Any]:
         """Per-request options; only a search (`as_caller`) carries the caller's forwarded token.
@@ -112,12 +107,23 @@ class OpenSearchLexicalIndex:
         return options
 
     async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
-        """Return at most `top_k` chunks of `filters.project_id` by BM25, best first (see `build_search_body`)."""
+        """Return at most `top_k` chunks of `filters.project_id` by BM25, best first (see `build_search_body`).
+
+        A project without an index has no chunks (an empty result); one this process saw an index of is
+        unavailable until its index is back (`app.engines.opensearch_generation`).
+        """
         body = build_search_body(query, top_k=top_k, filters=filters)
         if top_k <= 0 or not body["query"]["bool"]["must"] or filters.chunk_ids == ():
             return []  # nothing searchable (or an empty id set): no hits, no round trip
+        alias = self.generation.alias(filters.project_id)
         with translate_errors():
-            response = await self._client.search(index=self._index, body=body, **self._request_options(as_caller=True))
+            try:
+                response = await self._client.search(index=alias, body=body, **self._request_options(as_caller=True))
+            except NotFoundError:
+                if self.generation.is_known(filters.project_id):
+                    msg = f"opensearch alias {alias} leads to no index"
+                    raise EngineUnavailableError(msg, engine=ENGINE_NAME) from None
+                return []
         return parse_search_response(response)
 
     async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
@@ -144,10 +150,10 @@ class OpenSearchLexicalIndex:
             now_s = time.monotonic()
             if now_s - self._last_idle_check_s >= IDLE_CHECK_INTERVAL_S:
                 self._last_idle_check_s = now_s
-                await self.generation.verify(options)
+                await self.generation.check_known(options)
             return
         with translate_errors():
-            await self.generation.verify(options)
+            await self.generation.verify((document.project_id for document in documents), options)
             stale = await self._claim_markers(documents, options)
             fresh = [document for document in documents if (document.project_id, document.document_id) not in stale]
             # A stale document writes no chunk and counts as superseded: its delete takes back whatever
@@ -160,7 +166,7 @@ class OpenSearchLexicalIndex:
         self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
     ) -> frozenset[tuple[str, str]]:
         """Write each versioned document's marker; return the (project_id, document_id)s a newer marker refused."""
-        actions = build_marker_actions(documents, index=self._index)
+        actions = build_marker_actions(documents, index_of=self.generation.alias)
         if not actions:
             return frozenset()
         # No refresh: the marker is only read by id (real-time), and delete_project refreshes first.
@@ -195,7 +201,7 @@ class OpenSearchLexicalIndex:
         if not pending:
             return
         response = await self._client.mget(
-            body=build_markers_get_body(pending), index=self._index, realtime=True, **options
+            body=build_markers_get_body(pending, index_of=self.generation.alias), realtime=True, **options
         )
         overtaken = overtaken_documents(pending, response)
         if overtaken:
@@ -207,10 +213,11 @@ class OpenSearchLexicalIndex:
         self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
     ) -> frozenset[tuple[str, str]]:
         """Bulk-index the chunks; return the (project_id, document_id)s a newer version refused."""
-        actions = build_bulk_actions(documents, index=self._index, indexed_at=datetime.now().astimezone())
+        actions = build_bulk_actions(documents, index_of=self.generation.alias, indexed_at=datetime.now().astimezone())
         if not actions:
             return frozenset()
-        # `require_alias`: a write to a lost index fails instead of creating one with a dynamic mapping.
+        # One request for every project of the batch. `require_alias`: a write to a lost index fails
+        # instead of creating one with a dynamic mapping.
         _, failed = await async_bulk(
             self._client,
             actions,
@@ -246,8 +253,10 @@ class OpenSearchLexicalIndex:
         """Delete the chunks each document no longer lists (all of a superseded document's, up to its version)."""
         for start in range(0, len(documents), DELETE_CLAUSES_PER_REQUEST):
             batch = documents[start : start + DELETE_CLAUSES_PER_REQUEST]
+            # One request over the batch's projects: each clause names its own project anyway.
+            aliases = sorted({self.generation.alias(document.project_id) for document in batch})
             response = await self._client.delete_by_query(
-                index=self._index,
+                index=",".join(aliases),
                 body=build_stale_chunks_query(batch, superseded=superseded),
                 conflicts="proceed",  # a chunk rewritten since the query's snapshot is newer: skip it
                 refresh=True,
@@ -255,39 +264,38 @@ class OpenSearchLexicalIndex:
             )
             raise_for_by_query_failures(response)
 
+    async def discover_projects(self) -> int:
+        """Learn every project index the cluster holds (at start), so the loss of any is noticed; how many."""
+        return len(await self.generation.discover(self._request_options()))
+
     async def delete_project(self, project_id: str) -> None:
-        """Delete every chunk and version marker of the project; a project with nothing indexed is not an error.
+        """Delete the project's index (its chunks and version markers); a project without one is not an error.
 
         The markers go too, or they would pile up forever: outbox versions come from one sequence, so
-        every later write of the project is newer anyway. Markers are written without a refresh, so
-        the index is refreshed first to let the delete see them all.
+        every later write of the project is newer anyway. Its next write creates the index anew.
         """
         options = self._request_options()
+        alias = self.generation.alias(project_id)
         with translate_errors():
             try:
-                await self._client.indices.refresh(index=self._index, **options)
-                response = await self._client.delete_by_query(
-                    index=self._index,
-                    body=build_project_delete_query(project_id),
-                    conflicts="proceed",
-                    refresh=True,
-                    **options,
-                )
+                indexes = sorted(await self._client.indices.get_alias(name=alias, **options))
+                await self._client.indices.delete(index=",".join(indexes), **options)
             except NotFoundError:
-                return
-            raise_for_by_query_failures(response)
+                pass  # nothing indexed, or another replica deleted it first
+        self.generation.forget(project_id)
 
     async def ping(self) -> None:
-        """Return when the cluster answers and the alias leads to an index; raise `EngineUnavailableError` otherwise.
+        """Return when the cluster answers and every known project's alias leads to an index.
 
-        A lost index is not ready: searches cannot answer until the outbox recreated it.
+        A known project's lost index is not ready: its searches cannot answer until the outbox recreated it.
         """
         options = self._request_options()
         with translate_errors():
             alive = await self._client.ping(**options)
-            if alive and await self.generation.current(options) is None:
-                msg = f"opensearch alias {self._index} leads to no index"
-                raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+            lost = await self.generation.lost(options) if alive else []
         if not alive:
             msg = "opensearch did not answer the ping"
+            raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+        if lost:
+            msg = f"opensearch aliases of {len(lost)} projects lead to no index (first: {lost[0]})"
             raise EngineUnavailableError(msg, engine=ENGINE_NAME)

@@ -22,7 +22,7 @@ from app.engines.chunk_codec import chunk_to_record
 from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, lexical_text
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from datetime import datetime
 
     from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
@@ -175,9 +175,11 @@ def latest_per_document(documents: Sequence[DocumentChunks]) -> list[DocumentChu
 
 
 def build_bulk_actions(
-    documents: Sequence[DocumentChunks], *, index: str, indexed_at: datetime
+    documents: Sequence[DocumentChunks], *, index_of: Callable[[str], str], indexed_at: datetime
 ) -> list[dict[str, Any]]:
     """`async_bulk` index actions for every chunk of every document, in order; deletes are separate.
+
+    Each chunk goes to its project's index (`index_of(project_id)`), so one request may write several.
 
     A document with an `outbox_version` is written with external versioning on it (`VERSION_TYPE`).
     """
@@ -188,7 +190,7 @@ def build_bulk_actions(
         actions.extend(
             {
                 "_op_type": "index",
-                "_index": index,
+                "_index": index_of(chunk.project_id),
                 "_id": document_key(chunk.project_id, chunk.chunk_id),
                 "_source": chunk_document(chunk, indexed_at=indexed_at, outbox_version=version),
                 **versioning,
@@ -229,8 +231,3 @@ def _older_than(version: int, *, inclusive: bool) -> dict[str, Any]:
     bound = {"lte" if inclusive else "lt": version}
     unversioned = {"bool": {"must_not": [{"exists": {"field": VERSION_FIELD}}]}}
     return {"bool": {"should": [{"range": {VERSION_FIELD: bound}}, unversioned], "minimum_should_match": 1}}
-
-
-def build_project_query(project_id: str) -> dict[str, Any]:
-    """A `delete_by_query` body matching every chunk of one project."""
-    return {"query": {"bool": {"filter": [{"term": {"project_id": project_id}}]}}}

@@ -1,22 +1,29 @@
-"""Noticing that the OpenSearch index behind the alias was lost or replaced, and recovering from it.
+"""Noticing that a project's OpenSearch index was lost or replaced, and recovering from it.
 
-An OpenSearch node replaced empty, an index deleted by hand, a snapshot restored over it: the alias
-then leads nowhere, or to another index than the one this process wrote to. Writes never create an
-index by themselves (`require_alias`), so nothing squats the alias with a dynamic mapping; instead,
-before every write the adapter asks `IndexGeneration.verify`:
+Each project has its own index behind its own alias (`app.engines.opensearch_projects`). An OpenSearch
+node replaced empty, an index deleted by hand, a snapshot restored over it: the alias then leads
+nowhere, or to another index than the one this process wrote to. Writes never create an index by
+themselves (`require_alias`), so nothing squats the alias with a dynamic mapping; instead, before every
+write of a project the adapter asks that project's `IndexGeneration.verify`:
 
-1. The alias leads nowhere: the index is recreated with the real mapping (`ensure_index`, which any
-   number of replicas may run at once) and counts as replaced.
-2. The alias leads to another concrete index than last time (the generation is the index's
-   name and its `index.uuid`, which OpenSearch draws anew at every creation): replaced.
-3. Replaced: every project is queued for lexical indexing again from PostgreSQL (`refill`), then the new
+1. The alias leads nowhere and this process never saw an index there: the project's first write. The
+   index is created with the real mapping (`ensure_index`, which any number of replicas may run at once).
+2. The alias leads nowhere but this process saw an index there (the project is known to exist): the
+   index is recreated and counts as replaced.
+3. The alias leads to another concrete index than last time (the generation is the index's name and
+   its `index.uuid`, which OpenSearch draws anew at every creation): replaced.
+4. Replaced: the project is queued for lexical indexing again from PostgreSQL (`refill`), then the new
    generation is remembered. Should the refill fail, the old generation is kept and the next write
    tries again, so a crash or an outage in between never leaves the new index half filled for good.
 
-Every running replica that notices a replacement refills; the refill is idempotent (outbox entries are
-rewritten in place), so several at once only repeat work. While the alias leads nowhere, searches and
-`ping` fail (the lexical leg is `degraded`, `/readyz` is not ready). An index lost while no replica runs
-is recreated empty at the next start and needs `poimen reindex` (nothing remembers the old generation).
+`ProjectGenerations` holds one `IndexGeneration` per project. It learns every project index the cluster
+holds in one request (`discover`: at start, and on the outbox's idle call, which also checks the known
+ones), so a project this process never wrote is known too once it was seen. Every running replica that
+notices a replacement refills; the refill is idempotent (outbox entries are rewritten in place), so
+several at once only repeat work. While a known project's alias leads nowhere, its searches and `ping`
+fail (the lexical leg is `degraded`, `/readyz` is not ready); a project never seen reads as one without
+chunks. An index lost while no replica runs is recreated empty by the project's next write and needs
+`poimen reindex --project <id>` (nothing remembers the old generation).
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ from typing import TYPE_CHECKING, Any
 from opensearchpy.exceptions import NotFoundError
 
 from app.domain.errors import EngineUnavailableError
+from app.engines.opensearch_lifecycle import ensure_index
+from app.engines.opensearch_projects import project_alias, project_aliases_pattern, project_of_index
 from app.engines.opensearch_responses import ENGINE_NAME, translate_errors
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Iterable, Mapping
 
     from opensearchpy import AsyncOpenSearch
 
@@ -63,7 +72,7 @@ def generation_from_settings(alias: str, response: Mapping[str, Any]) -> Generat
 
 
 class IndexGeneration:
-    """Which index generation this process writes to; recreates and refills when it is lost or replaced."""
+    """Which index generation behind one alias this process writes to; recreates and refills when lost or replaced."""
 
     def __init__(
         self,
@@ -81,7 +90,7 @@ class IndexGeneration:
         self.alias_missing = False
         """True from a check that found the alias leading nowhere until one finds it back."""
         self.refills = 0
-        """Refills this process ran (each queued every project again)."""
+        """Refills this process ran (each queued the project again)."""
 
     async def current(self, options: Mapping[str, Any]) -> Generation | None:
         """The generation the alias leads to now; None when it leads nowhere (or to a squatting index)."""
@@ -93,7 +102,7 @@ class IndexGeneration:
         return generation_from_settings(self._alias, response)
 
     async def verify(self, options: Mapping[str, Any]) -> None:
-        """Return once the alias leads to an index that holds (or is being refilled with) every project.
+        """Return once the alias leads to an index that holds (or is being refilled with) the project's chunks.
 
         Raises:
             EngineError: the cluster failed, the index could not be recreated, or the refill failed;
@@ -101,14 +110,14 @@ class IndexGeneration:
         """
         async with self._lock:  # one check at a time per process: a replacement is refilled once here
             found = await self.current(options)
-            if found is None:
+            if found is None and self._seen is None:
+                await self._recreate()  # a first write: nothing was there to lose
+                found = await self._required(options)
+            elif found is None:
                 self.alias_missing = True
                 logger.warning("opensearch alias %s leads to no index: recreating it", self._alias)
                 await self._recreate()
-                found = await self.current(options)
-                if found is None:
-                    msg = f"opensearch alias {self._alias} still leads to no index after recreating it"
-                    raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+                found = await self._required(options)
                 self._refill_owed = True
             self.alias_missing = False
             if self._seen is not None and found != self._seen:
@@ -116,7 +125,7 @@ class IndexGeneration:
             self._seen = found
             if self._refill_owed:
                 logger.warning(
-                    "opensearch index behind %s was replaced (now %s): queueing every project again",
+                    "opensearch index behind %s was replaced (now %s): queueing its project again",
                     self._alias,
                     found.index,
                 )
@@ -124,3 +133,116 @@ class IndexGeneration:
                     await self._refill()  # on failure the refill stays owed: the next write tries again
                 self._refill_owed = False
                 self.refills += 1
+
+    @property
+    def seen(self) -> Generation | None:
+        """The generation this process last saw behind the alias; None before it saw one."""
+        return self._seen
+
+    def saw(self, generation: Generation) -> None:
+        """Remember `generation` as seen (listed by `ProjectGenerations.discover`) unless one was seen already."""
+        if self._seen is None:
+            self._seen = generation
+
+    async def _required(self, options: Mapping[str, Any]) -> Generation:
+        found = await self.current(options)
+        if found is None:
+            msg = f"opensearch alias {self._alias} still leads to no index after recreating it"
+            raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+        return found
+
+
+class ProjectGenerations:
+    """One `IndexGeneration` per project under `base`: created on first use, forgotten when the project is deleted."""
+
+    def __init__(
+        self,
+        client: AsyncOpenSearch,
+        *,
+        base: str,
+        replicas: int,
+        refill: Callable[[str], Awaitable[object]] | None,
+    ) -> None:
+        self._client, self._base, self._replicas, self._refill = client, base, replicas, refill
+        self._by_project: dict[str, IndexGeneration] = {}
+        self._forgotten_refills = 0
+
+    def alias(self, project_id: str) -> str:
+        """The project's alias."""
+        return project_alias(self._base, project_id)
+
+    def of(self, project_id: str) -> IndexGeneration:
+        """The project's generation check (made on first use)."""
+        generation = self._by_project.get(project_id)
+        if generation is None:
+            alias = self.alias(project_id)
+
+            async def recreate() -> None:
+                # One primary shard: the shard's BM25 statistics are then the project's own.
+                await ensure_index(self._client, alias=alias, shards=1, replicas=self._replicas)
+
+            async def refill() -> None:
+                if self._refill is not None:
+                    await self._refill(project_id)
+
+            generation = IndexGeneration(self._client, alias=alias, recreate=recreate, refill=refill)
+            self._by_project[project_id] = generation
+        return generation
+
+    def is_known(self, project_id: str) -> bool:
+        """Whether this process saw the project's index (so its alias leading nowhere means it was lost)."""
+        generation = self._by_project.get(project_id)
+        return generation is not None and generation.seen is not None
+
+    def forget(self, project_id: str) -> None:
+        """Drop the project (its index was deleted on purpose): its next write creates the index anew."""
+        dropped = self._by_project.pop(project_id, None)
+        if dropped is not None:
+            self._forgotten_refills += dropped.refills
+
+    async def verify(self, project_ids: Iterable[str], options: Mapping[str, Any]) -> None:
+        """`IndexGeneration.verify` every listed project, concurrently; the first failure is raised once all ended."""
+        results = await asyncio.gather(
+            *(self.of(project_id).verify(options) for project_id in sorted(set(project_ids))), return_exceptions=True
+        )
+        failure = next((result for result in results if isinstance(result, BaseException)), None)
+        if failure is not None:
+            raise failure
+
+    async def discover(self, options: Mapping[str, Any]) -> dict[str, Generation]:
+        """Every project index of the current schema the cluster holds now (one request); each becomes known."""
+        with translate_errors():
+            try:
+                response = await self._client.indices.get_settings(index=project_aliases_pattern(self._base), **options)
+            except NotFoundError:
+                return {}
+        listed: dict[str, Generation] = {}
+        for index, body in response.items():
+            project_id = project_of_index(self._base, index)
+            found = generation_from_settings(self.alias(project_id), {index: body}) if project_id else None
+            if project_id is not None and found is not None:
+                listed[project_id] = found
+                self.of(project_id).saw(found)
+        return listed
+
+    async def check_known(self, options: Mapping[str, Any]) -> None:
+        """Verify every known project whose index is not the one last seen (lost or replaced); learn new ones."""
+        known = {project_id: generation.seen for project_id, generation in self._by_project.items() if generation.seen}
+        listed = await self.discover(options)
+        await self.verify((project_id for project_id, seen in known.items() if listed.get(project_id) != seen), options)
+
+    async def lost(self, options: Mapping[str, Any]) -> list[str]:
+        """The known projects whose alias leads to no index now, sorted."""
+        known = [project_id for project_id, generation in self._by_project.items() if generation.seen is not None]
+        listed = await self.discover(options)
+        return sorted(project_id for project_id in known if project_id not in listed)
+
+    @property
+    def alias_missing(self) -> bool:
+        """True while any project's last check found its alias leading nowhere."""
+        return any(generation.alias_missing for generation in self._by_project.values())
+
+    @property
+    def refills(self) -> int:
+        """Project refills this process ran."""
+        return self._forgotten_refills + sum(generation.refills for generation in self._by_project.values())

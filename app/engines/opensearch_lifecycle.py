@@ -1,7 +1,9 @@
 """OpenSearch client and index lifecycle: the configured client, the versioned index behind its alias.
 
-`ensure_index` runs at start on every replica at once, so each step tolerates another replica having
-done it first; the adapter in `app.engines.opensearch` calls it again when the index is lost.
+Every project has its own index (`app.engines.opensearch_projects`). `ensure_index` creates or upgrades
+one of them; it runs on every replica at once, so each step tolerates another replica having done it
+first. `prepare_project_indexes` runs at start: it upgrades every project index of an older schema and
+finds the shared index of schema 6 and before, which `retire_shared_index` takes out of service.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from opensearchpy.exceptions import NotFoundError, RequestError
 from app.config import ConfigurationError
 from app.domain.errors import EngineUnavailableError
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
+from app.engines.opensearch_projects import PROJECT_INFIX, project_aliases_pattern
 from app.engines.opensearch_responses import ENGINE_NAME, translate_errors
 
 if TYPE_CHECKING:
@@ -61,8 +64,50 @@ def create_opensearch_client(settings: Settings) -> AsyncOpenSearch:
     return AsyncOpenSearch(**options)
 
 
+async def prepare_project_indexes(
+    client: AsyncOpenSearch, *, base: str, replicas: int = 1, headers: Mapping[str, str] | None = None
+) -> bool:
+    """At start: bring every project index under `base` to the current schema; say whether a shared index is left.
+
+    Each project alias on an older schema version is upgraded by `ensure_index` (new index, `_reindex`,
+    alias swap). Returns True when the alias `base` itself still leads to an index: the one shared index
+    of schema version 6 and before, which held every project. The caller then queues every project for
+    lexical indexing from PostgreSQL and calls `retire_shared_index`.
+    """
+    extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
+    with translate_errors():
+        try:
+            listed = await client.indices.get_alias(name=project_aliases_pattern(base), **extra)
+        except NotFoundError:
+            listed = {}
+        aliases = {
+            alias
+            for body in listed.values()
+            for alias in body.get("aliases", {})
+            if alias.startswith(f"{base}{PROJECT_INFIX}")
+        }
+        for alias in sorted(aliases):
+            await ensure_index(client, alias=alias, shards=1, replicas=replicas, headers=headers)
+        return bool(await client.indices.exists_alias(name=base, **extra))
+
+
+async def retire_shared_index(client: AsyncOpenSearch, *, base: str, headers: Mapping[str, str] | None = None) -> None:
+    """Take the alias `base` off the shared index of schema 6 and before; the index is kept for a rollback.
+
+    Idempotent across replicas: the alias already gone is not an error.
+    """
+    extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
+    with translate_errors():
+        try:
+            shared = sorted(await client.indices.get_alias(name=base, **extra))
+            await client.indices.delete_alias(index=",".join(shared), name=base, **extra)
+        except NotFoundError:
+            return
+    logger.warning("opensearch shared index retired", extra={"alias": base, "indexes": shared})
+
+
 async def ensure_index(
-    client: AsyncOpenSearch, *, alias: str, shards: int = 2, replicas: int = 1, headers: Mapping[str, str] | None = None
+    client: AsyncOpenSearch, *, alias: str, shards: int = 1, replicas: int = 1, headers: Mapping[str, str] | None = None
 ) -> str:
     """Create or verify the current index version behind `alias`; return the concrete index name.
 

@@ -32,14 +32,19 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   externally versioned on the newest outbox version that started writing it, so a stale writer of
   chunk ids the newer snapshot never had is refused too. Markers have no chunk field, so no chunk query
   matches one and they add nothing to BM25's per-field statistics.
+- Schema version 7 changes no field: it is the layout of one index per project
+  (`app.engines.opensearch_projects`, `<alias>-p-<project>-v7` behind `<alias>-p-<project>`), one primary
+  shard each, so a project's BM25 statistics are its own. The shared `<alias>-v6` of earlier versions is
+  not copied: its alias is retired at start and every project is rebuilt from PostgreSQL
+  (`app.engines.opensearch_lifecycle.prepare_project_indexes`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-SCHEMA_VERSION: Final = 6
-"""Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps."""
+SCHEMA_VERSION: Final = 7
+"""Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps (per project)."""
 
 
 def versioned_index_name(alias: str, version: int = SCHEMA_VERSION) -> str:
@@ -47,7 +52,7 @@ def versioned_index_name(alias: str, version: int = SCHEMA_VERSION) -> str:
     return f"{alias}-v{version}"
 
 
-def index_body(*, shards: int = 2, replicas: int = 1) -> dict[str, Any]:
+def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
     """Settings and mapping of the chunk index (reference §2.2, with the deviations in the module doc)."""
     english_text_with_raw = {
         "type": "text",

@@ -16,17 +16,17 @@ Markers are the documents' tombstones too: deleting a document's chunks keeps it
 stale write of a deleted document is refused. They hold no text field and no `project_id` or
 `document_id` (their own `MARKER_PROJECT_FIELD` and `MARKER_DOCUMENT_FIELD` instead), so no search,
 chunk listing or chunk delete can match one, and BM25's per-field statistics never count them.
-`delete_project` removes them with the project's chunks.
+They live in their project's index, so `delete_project` removes them with it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from app.engines.opensearch_bodies import VERSION_TYPE, build_project_query
+from app.engines.opensearch_bodies import VERSION_TYPE
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from app.domain.models import DocumentChunks
 
@@ -50,12 +50,17 @@ def versioned_documents(documents: Sequence[DocumentChunks]) -> dict[str, Docume
     }
 
 
-def build_marker_actions(documents: Sequence[DocumentChunks], *, index: str) -> list[dict[str, Any]]:
-    """`async_bulk` index actions writing the marker of every versioned document at its outbox version."""
+def build_marker_actions(
+    documents: Sequence[DocumentChunks], *, index_of: Callable[[str], str]
+) -> list[dict[str, Any]]:
+    """`async_bulk` index actions writing the marker of every versioned document at its outbox version.
+
+    Each marker goes to its project's index (`index_of(project_id)`).
+    """
     return [
         {
             "_op_type": "index",
-            "_index": index,
+            "_index": index_of(document.project_id),
             "_id": key,
             "_source": {MARKER_PROJECT_FIELD: document.project_id, MARKER_DOCUMENT_FIELD: document.document_id},
             "version": document.outbox_version,
@@ -65,9 +70,14 @@ def build_marker_actions(documents: Sequence[DocumentChunks], *, index: str) -> 
     ]
 
 
-def build_markers_get_body(documents: Sequence[DocumentChunks]) -> dict[str, Any]:
+def build_markers_get_body(documents: Sequence[DocumentChunks], *, index_of: Callable[[str], str]) -> dict[str, Any]:
     """The `mget` body reading the markers of the versioned documents (no `_source`: only `_version` counts)."""
-    return {"docs": [{"_id": key, "_source": False} for key in versioned_documents(documents)]}
+    return {
+        "docs": [
+            {"_index": index_of(document.project_id), "_id": key, "_source": False}
+            for key, document in versioned_documents(documents).items()
+        ]
+    }
 
 
 def overtaken_documents(documents: Sequence[DocumentChunks], response: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
@@ -84,10 +94,3 @@ def overtaken_documents(documents: Sequence[DocumentChunks], response: Mapping[s
         if int(found.get("_version", 0)) > document.outbox_version:
             overtaken.add((document.project_id, document.document_id))
     return frozenset(overtaken)
-
-
-def build_project_delete_query(project_id: str) -> dict[str, Any]:
-    """A `delete_by_query` body matching every chunk and every version marker of one project."""
-    chunks = build_project_query(project_id)["query"]
-    markers = {"term": {MARKER_PROJECT_FIELD: project_id}}
-    return {"query": {"bool": {"should": [chunks, markers], "minimum_should_match": 1}}}

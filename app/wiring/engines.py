@@ -19,7 +19,7 @@ from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
 from app.engines.postgres_roles import ensure_runtime_role
 from app.engines.tantivy_index import TantivyLexicalIndex
-from app.ingestion.reindex import queue_every_project
+from app.ingestion.reindex import queue_every_project, rebuild_project
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -48,26 +48,37 @@ async def _open_lexical(
     if settings.opensearch_url:
         # The OpenSearch client is only needed in that mode.
         from app.engines.opensearch import OpenSearchLexicalIndex  # noqa: PLC0415
-        from app.engines.opensearch_lifecycle import create_opensearch_client, ensure_index  # noqa: PLC0415
+        from app.engines.opensearch_lifecycle import (  # noqa: PLC0415
+            create_opensearch_client,
+            prepare_project_indexes,
+            retire_shared_index,
+        )
 
         client = create_opensearch_client(settings)
         stack.push_async_callback(client.close)
-        await ensure_index(
-            client,
-            alias=settings.opensearch_index,
-            shards=settings.opensearch_shards,
-            replicas=settings.opensearch_replicas,
+        shared_index_left = await prepare_project_indexes(
+            client, base=settings.opensearch_index, replicas=settings.opensearch_replicas
         )
         index = OpenSearchLexicalIndex(
             client,
             index=settings.opensearch_index,
             timeout_s=settings.opensearch_timeout_s,
             forward_jwt=settings.opensearch_auth == "forward_jwt",
-            shards=settings.opensearch_shards,
             replicas=settings.opensearch_replicas,
-            # A lost or replaced index is refilled from PostgreSQL, the source of truth.
-            refill=lambda: queue_every_project(store),
+            # A lost or replaced project index is refilled from PostgreSQL, the source of truth.
+            refill=lambda project_id: rebuild_project(store, project_id),
         )
+        await index.discover_projects()  # every project index there now is known: its loss is noticed
+        if shared_index_left:
+            # Schema 6 and before kept every project in one index: rebuild each into its own from PostgreSQL.
+            # Queued first, retired second: a crash in between queues again at the next start (idempotent).
+            projects = await queue_every_project(store)
+            await retire_shared_index(client, base=settings.opensearch_index)
+            logger.warning(
+                "opensearch shared index %s retired: %d projects queued for their own indexes",
+                settings.opensearch_index,
+                projects,
+            )
         return index, client.close
     tantivy_index = TantivyLexicalIndex(settings.poimen_data_dir / "lexical")
     stack.push_async_callback(tantivy_index.close)

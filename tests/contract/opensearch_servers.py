@@ -54,11 +54,18 @@ async def opensearch_client(opensearch_url: str) -> AsyncIterator[AsyncOpenSearc
 
 @pytest.fixture
 async def opensearch_alias(opensearch_client: AsyncOpenSearch, unique_name: str) -> AsyncIterator[str]:
-    """A fresh alias (and its versioned index) per test, deleted afterwards."""
+    """A fresh base alias per test; its versioned index and every project's index are deleted afterwards."""
     alias = f"poimen-test-{unique_name.replace('_', '-')}"
     yield alias
     with contextlib.suppress(Exception):
-        await opensearch_client.indices.delete(index=f"{alias}-v*", ignore_unavailable=True)
+        await delete_indexes(opensearch_client, f"{alias}-v*,{alias}-p-*")
+
+
+async def delete_indexes(client: AsyncOpenSearch, pattern: str) -> None:
+    """Delete every index `pattern` matches, by name: a wildcard delete is refused where destructive ops need names."""
+    names = sorted(await client.indices.get_settings(index=pattern))
+    if names:
+        await client.indices.delete(index=",".join(names))
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""A lost or replaced OpenSearch index under a running adapter: detected, recreated with its mapping, refilled.
+"""A lost or replaced project index under a running adapter: detected, recreated with its mapping, refilled.
 
 Run on both OpenSearch-API servers of the contract tier (`osmem-server`, `noida-db`). Losing the index is
 real: the concrete index is deleted on the server, as a node replaced empty or a hand-made delete does.
@@ -18,7 +18,9 @@ from app.domain.models import Filters, LexicalQuery
 from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_lifecycle import ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, versioned_index_name
+from app.engines.opensearch_projects import project_alias
 from tests.contract.lexical_index import PROJECT, documents_of, make_chunk, search_ids
+from tests.contract.opensearch_servers import delete_indexes
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -27,13 +29,17 @@ pytestmark = pytest.mark.opensearch
 
 
 class Refills:
-    """Counts the adapter's refill calls (the wiring queues every project there)."""
+    """Records the adapter's refill calls (the wiring queues the project there), one project id per call."""
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.projects: list[str] = []
 
-    async def __call__(self) -> None:
-        self.calls += 1
+    @property
+    def calls(self) -> int:
+        return len(self.projects)
+
+    async def __call__(self, project_id: str) -> None:
+        self.projects.append(project_id)
 
 
 @pytest.fixture(params=["osmem", "noida"])
@@ -46,19 +52,24 @@ async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncOpenSearc
 
 @pytest.fixture
 async def alias(client: AsyncOpenSearch, unique_name: str) -> AsyncIterator[str]:
+    """The base alias; `PROJECT`'s index (`project_index(alias)`) is the one lost in these tests."""
     name = f"poimen-gen-{unique_name.replace('_', '-').replace('[', '-').replace(']', '')}"
-    await ensure_index(client, alias=name, shards=1, replicas=0)
     yield name
     with contextlib.suppress(Exception):
-        await client.indices.delete(index=versioned_index_name(name))
+        await delete_indexes(client, f"{name}-p-*")
+
+
+def project_index(alias: str, project_id: str = PROJECT) -> str:
+    return versioned_index_name(project_alias(alias, project_id))
 
 
 def adapter(client: AsyncOpenSearch, alias: str, refills: Refills) -> OpenSearchLexicalIndex:
-    return OpenSearchLexicalIndex(client, index=alias, timeout_s=30.0, shards=1, replicas=0, refill=refills)
+    return OpenSearchLexicalIndex(client, index=alias, timeout_s=30.0, replicas=0, refill=refills)
 
 
-async def write(index: OpenSearchLexicalIndex, chunk_id: str, text: str) -> None:
-    await index.replace_documents(documents_of([make_chunk(chunk_id, text, document_id=chunk_id)]))
+async def write(index: OpenSearchLexicalIndex, chunk_id: str, text: str, project_id: str = PROJECT) -> None:
+    chunk = make_chunk(chunk_id, text, document_id=chunk_id, project_id=project_id)
+    await index.replace_documents(documents_of([chunk]))
 
 
 async def test_a_lost_index_is_unready_then_recreated_with_its_mapping_and_refilled_once(
@@ -67,7 +78,7 @@ async def test_a_lost_index_is_unready_then_recreated_with_its_mapping_and_refil
     refills = Refills()
     index = adapter(client, alias, refills)
     await write(index, "before", "quartz before the loss")
-    await client.indices.delete(index=versioned_index_name(alias))
+    await client.indices.delete(index=project_index(alias))
 
     with pytest.raises(EngineUnavailableError):
         await index.ping()
@@ -76,12 +87,12 @@ async def test_a_lost_index_is_unready_then_recreated_with_its_mapping_and_refil
     await write(index, "after", "quartz after the loss")
     await write(index, "later", "quartz later still")
 
-    assert refills.calls == 1
+    assert refills.projects == [PROJECT]
     assert index.generation.refills == 1
     assert not index.generation.alias_missing
-    assert sorted(await client.indices.get_alias(name=alias)) == [versioned_index_name(alias)]
-    mapping = await client.indices.get_mapping(index=versioned_index_name(alias))
-    assert mapping[versioned_index_name(alias)]["mappings"]["_meta"]["schema_version"] == SCHEMA_VERSION
+    assert sorted(await client.indices.get_alias(name=project_alias(alias, PROJECT))) == [project_index(alias)]
+    mapping = await client.indices.get_mapping(index=project_index(alias))
+    assert mapping[project_index(alias)]["mappings"]["_meta"]["schema_version"] == SCHEMA_VERSION
     # The refill (here only counted) brings "before" back; the writes after the loss are there.
     assert sorted(await search_ids(index, "quartz")) == ["after", "later"]
     await index.ping()
@@ -93,8 +104,8 @@ async def test_an_index_another_replica_recreated_is_refilled_by_this_one_too(
     refills = Refills()
     index = adapter(client, alias, refills)
     await write(index, "first", "basalt first")
-    await client.indices.delete(index=versioned_index_name(alias))
-    await ensure_index(client, alias=alias, shards=1, replicas=0)  # another replica got there first
+    await client.indices.delete(index=project_index(alias))
+    await ensure_index(client, alias=project_alias(alias, PROJECT), shards=1, replicas=0)  # another replica did it
 
     await write(index, "second", "basalt second")
 
@@ -109,12 +120,12 @@ async def test_replicas_noticing_a_lost_index_at_once_each_refill_once_and_share
     replicas = [adapter(client, alias, counter) for counter in refills]
     for number, replica in enumerate(replicas):
         await write(replica, f"seen-{number}", "granite seen")
-    await client.indices.delete(index=versioned_index_name(alias))
+    await client.indices.delete(index=project_index(alias))
 
     await asyncio.gather(*(write(replica, f"back-{n}", "granite back") for n, replica in enumerate(replicas)))
 
     assert [counter.calls for counter in refills] == [1, 1, 1]
-    assert sorted(await client.indices.get_alias(name=alias)) == [versioned_index_name(alias)]
+    assert sorted(await client.indices.get_alias(name=project_alias(alias, PROJECT))) == [project_index(alias)]
     assert sorted(await search_ids(replicas[0], "granite")) == ["back-0", "back-1", "back-2"]
 
 
@@ -127,3 +138,81 @@ async def test_an_unchanged_index_is_never_refilled(client: AsyncOpenSearch, ali
     await index.replace_documents([])
 
     assert refills.calls == 0
+
+
+async def test_only_the_lost_project_is_refilled_and_the_others_stay_ready(client: AsyncOpenSearch, alias: str) -> None:
+    refills = Refills()
+    index = adapter(client, alias, refills)
+    await write(index, "kept", "slate kept", project_id="proj-kept")
+    await write(index, "lost", "slate lost")
+    await client.indices.delete(index=project_index(alias))
+
+    with pytest.raises(EngineUnavailableError, match="1 projects"):
+        await index.ping()
+    assert await search_ids(index, "slate", filters=Filters("proj-kept")) == ["kept"]
+    await write(index, "kept-2", "slate kept again", project_id="proj-kept")  # the kept project writes on
+    await write(index, "back", "slate back")
+
+    assert refills.projects == [PROJECT]
+    await index.ping()
+
+
+async def test_the_idle_check_recreates_and_refills_a_lost_project_nothing_writes(
+    client: AsyncOpenSearch, alias: str
+) -> None:
+    refills = Refills()
+    index = adapter(client, alias, refills)
+    await write(index, "quiet", "shale quiet")
+    await client.indices.delete(index=project_index(alias))
+
+    await index.replace_documents([])  # the outbox's idle call
+
+    assert refills.projects == [PROJECT]
+    assert sorted(await client.indices.get_alias(name=project_alias(alias, PROJECT))) == [project_index(alias)]
+    await index.ping()
+
+
+async def test_a_project_index_seen_at_start_is_known_so_its_loss_is_refilled(
+    client: AsyncOpenSearch, alias: str
+) -> None:
+    await write(adapter(client, alias, Refills()), "earlier", "flint earlier")  # a process before this one
+    refills = Refills()
+    index = adapter(client, alias, refills)
+    assert await index.discover_projects() == 1  # at start (the wiring)
+    await client.indices.delete(index=project_index(alias))
+
+    with pytest.raises(EngineUnavailableError):
+        await index.search(LexicalQuery("flint"), top_k=5, filters=Filters(PROJECT))
+    await write(index, "later", "flint later")
+
+    assert refills.projects == [PROJECT]
+
+
+async def test_a_project_never_written_reads_as_no_chunks_and_its_first_write_refills_nothing(
+    client: AsyncOpenSearch, alias: str
+) -> None:
+    refills = Refills()
+    index = adapter(client, alias, refills)
+
+    assert await index.search(LexicalQuery("pumice"), top_k=5, filters=Filters(PROJECT)) == []
+    await index.ping()
+    await write(index, "first", "pumice first")
+
+    assert refills.calls == 0
+    assert await search_ids(index, "pumice") == ["first"]
+
+
+async def test_a_deleted_project_is_forgotten_so_its_next_write_refills_nothing(
+    client: AsyncOpenSearch, alias: str
+) -> None:
+    refills = Refills()
+    index = adapter(client, alias, refills)
+    await write(index, "old", "chalk old")
+
+    await index.delete_project(PROJECT)
+    await index.ping()
+    assert await index.search(LexicalQuery("chalk"), top_k=5, filters=Filters(PROJECT)) == []
+    await write(index, "new", "chalk new")
+
+    assert refills.calls == 0
+    assert await search_ids(index, "chalk") == ["new"]

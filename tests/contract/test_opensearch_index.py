@@ -25,6 +25,7 @@ from app.domain.models import DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_lifecycle import create_opensearch_client, ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
+from app.engines.opensearch_projects import project_alias
 from app.engines.tantivy_index import TantivyLexicalIndex
 from tests.contract.lexical_index import (
     PROJECT,
@@ -34,7 +35,7 @@ from tests.contract.lexical_index import (
     search_hits,
     search_ids,
 )
-from tests.contract.opensearch_servers import REAL_CLUSTER_URL
+from tests.contract.opensearch_servers import REAL_CLUSTER_URL, delete_indexes
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -54,12 +55,6 @@ EMULATOR_GAPS: dict[str, str] = {
 }
 
 
-SHARED_BM25_STATISTICS = (
-    "every project shares one index, so its shards' BM25 statistics: an index per project is planned, not built "
-    "(docs/operations.md, 'BM25 statistics per project')"
-)
-
-
 class TestOpenSearchLexicalIndexOnLucene(LexicalIndexContract):
     """The same contract on noida-db (Elasticsearch 8 API, Lucene-exact BM25)."""
 
@@ -67,14 +62,9 @@ class TestOpenSearchLexicalIndexOnLucene(LexicalIndexContract):
     async def index(self, noida_url: str, unique_name: str) -> AsyncIterator[LexicalIndex]:
         client = AsyncOpenSearch(hosts=[noida_url], timeout=30)
         alias = f"poimen-test-{unique_name.replace('_', '-')}"
-        await ensure_index(client, alias=alias, shards=1, replicas=0)
-        yield OpenSearchLexicalIndex(client, index=alias, timeout_s=30.0)
-        await client.indices.delete(index=versioned_index_name(alias))
+        yield OpenSearchLexicalIndex(client, index=alias, timeout_s=30.0, replicas=0)
+        await delete_indexes(client, f"{alias}-p-*")
         await client.close()
-
-    @pytest.mark.xfail(strict=True, reason=SHARED_BM25_STATISTICS)
-    async def test_per_project_statistics_equal_a_single_project_index(self, index: LexicalIndex) -> None:
-        await super().test_per_project_statistics_equal_a_single_project_index(index)
 
 
 class TestOpenSearchLexicalIndex(LexicalIndexContract):
@@ -86,12 +76,7 @@ class TestOpenSearchLexicalIndex(LexicalIndexContract):
 
     @pytest.fixture
     async def index(self, opensearch_client: AsyncOpenSearch, opensearch_alias: str) -> LexicalIndex:
-        await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
-        return OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias, timeout_s=10.0)
-
-    @pytest.mark.xfail(strict=True, reason=SHARED_BM25_STATISTICS)
-    async def test_per_project_statistics_equal_a_single_project_index(self, index: LexicalIndex) -> None:
-        await super().test_per_project_statistics_equal_a_single_project_index(index)
+        return OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias, timeout_s=10.0, replicas=0)
 
 
 # --- index lifecycle ------------------------------------------------------------------------------
@@ -124,11 +109,12 @@ async def test_replicas_starting_together_all_get_the_one_index(
 async def test_ensure_index_twice_verifies_and_changes_nothing(
     opensearch_client: AsyncOpenSearch, opensearch_alias: str
 ) -> None:
-    first = await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
+    alias = project_alias(opensearch_alias, PROJECT)
+    first = await ensure_index(opensearch_client, alias=alias, shards=1, replicas=0)
     index = OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias)
     await index_chunks(index, make_chunk("c-1", "survives a restart"))
 
-    second = await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
+    second = await ensure_index(opensearch_client, alias=alias, shards=1, replicas=0)
 
     assert first == second
     assert await search_ids(index, "restart") == ["c-1"]
@@ -137,19 +123,20 @@ async def test_ensure_index_twice_verifies_and_changes_nothing(
 async def test_ensure_index_moves_the_alias_from_an_older_version(
     opensearch_client: AsyncOpenSearch, opensearch_alias: str
 ) -> None:
-    # An index built by the previous schema version, holding one chunk, with the alias on it.
-    old = versioned_index_name(opensearch_alias, SCHEMA_VERSION - 1)
+    # A project index built by the previous schema version, holding one chunk, with the alias on it.
+    alias = project_alias(opensearch_alias, PROJECT)
+    old = versioned_index_name(alias, SCHEMA_VERSION - 1)
     old_body = index_body(shards=1, replicas=0)
     old_body["mappings"]["_meta"] = {"schema_version": SCHEMA_VERSION - 1}
-    old_body["aliases"] = {opensearch_alias: {}}
+    old_body["aliases"] = {alias: {}}
     await opensearch_client.indices.create(index=old, body=old_body)
     await index_chunks(
         OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias), make_chunk("c-1", "carried over")
     )
 
-    current = await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
+    current = await ensure_index(opensearch_client, alias=alias, shards=1, replicas=0)
 
-    assert list(await opensearch_client.indices.get_alias(name=opensearch_alias)) == [current]
+    assert list(await opensearch_client.indices.get_alias(name=alias)) == [current]
     assert await opensearch_client.indices.exists(index=old)  # kept for rollback
     index = OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias)
     assert await search_ids(index, "carried") == ["c-1"]
@@ -169,7 +156,6 @@ async def test_ensure_index_refuses_a_concrete_index_named_like_the_alias(
 async def test_chunk_ids_equal_across_projects_do_not_collide(
     opensearch_client: AsyncOpenSearch, opensearch_alias: str
 ) -> None:
-    await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
     index = OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias)
 
     await index_chunks(
@@ -186,7 +172,6 @@ async def test_chunk_ids_equal_across_projects_do_not_collide(
 async def test_the_last_entry_of_a_document_in_a_batch_wins(
     opensearch_client: AsyncOpenSearch, opensearch_alias: str
 ) -> None:
-    await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
     index = OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias)
     older = DocumentChunks(PROJECT, "d1", (make_chunk("v1", "iota first version", document_id="d1"),))
     newer = DocumentChunks(PROJECT, "d1", (make_chunk("v2", "iota second version", document_id="d1"),))
@@ -447,7 +432,6 @@ async def test_tantivy_top10_matches_lucene_bm25(noida_url: str, tmp_path: Path)
     client = AsyncOpenSearch(hosts=[noida_url], timeout=30)
     tantivy_index = TantivyLexicalIndex(tmp_path / "lexical")
     try:
-        await ensure_index(client, alias="ranking", shards=1, replicas=0)
         lucene_index = OpenSearchLexicalIndex(client, index="ranking", timeout_s=30)
         await index_chunks(lucene_index, *corpus)
         await index_chunks(tantivy_index, *corpus)
@@ -473,7 +457,6 @@ async def test_tantivy_top10_matches_lucene_bm25(noida_url: str, tmp_path: Path)
 async def test_fuzzy_keeps_the_exact_match_first_on_lucene_bm25(noida_url: str) -> None:
     client = AsyncOpenSearch(hosts=[noida_url], timeout=30)
     try:
-        await ensure_index(client, alias="fuzzy", shards=1, replicas=0)
         index = OpenSearchLexicalIndex(client, index="fuzzy", timeout_s=30)
         await index_chunks(
             index,

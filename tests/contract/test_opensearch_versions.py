@@ -26,8 +26,9 @@ from app.engines.opensearch_bodies import chunk_document, document_key
 from app.engines.opensearch_lifecycle import ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.opensearch_markers import marker_key
+from app.engines.opensearch_projects import project_alias
 from tests.contract.lexical_index import PROJECT, make_chunk
-from tests.contract.opensearch_servers import REAL_CLUSTER_URL
+from tests.contract.opensearch_servers import REAL_CLUSTER_URL, delete_indexes
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
@@ -60,7 +61,7 @@ async def indexed(
 ) -> dict[str, tuple[str, int | None]]:
     """What the index holds for one document: chunk id -> (chunk hash, stored outbox version)."""
     response = await client.search(
-        index=alias,
+        index=project_alias(alias, PROJECT),
         body={
             "size": 100,
             "query": {"bool": {"filter": [{"term": {"project_id": PROJECT}}, {"term": {"document_id": document_id}}]}},
@@ -75,16 +76,15 @@ async def indexed(
 async def target(
     request: pytest.FixtureRequest, opensearch_client: AsyncOpenSearch, noida_url: str, unique_name: str
 ) -> AsyncIterator[tuple[AsyncOpenSearch, str]]:
-    """(client, alias) of a fresh versioned index on osmem-server (or `OPENSEARCH_URL`) or on noida-db."""
+    """(client, base alias) on osmem-server (or `OPENSEARCH_URL`) or on noida-db; project indexes deleted after."""
     alias = f"poimen-test-{unique_name.replace('_', '-').replace('[', '-').replace(']', '')}"
     owned = request.param == "noida"
     client = AsyncOpenSearch(hosts=[noida_url], timeout=30) if owned else opensearch_client
-    await ensure_index(client, alias=alias, shards=1, replicas=0)
     try:
         yield client, alias
     finally:
         with contextlib.suppress(Exception):
-            await client.indices.delete(index=f"{alias}-v*", ignore_unavailable=True)
+            await delete_indexes(client, f"{alias}-p-*")
         if owned:
             await client.close()
 
@@ -235,7 +235,7 @@ async def test_a_retried_stale_write_takes_back_what_its_failed_attempt_left(
     # A first attempt at version 5 wrote c5, which became visible only after version 6's delete ran.
     left = snapshot(5, ("c5", "five five"))
     await client.index(
-        index=alias,
+        index=project_alias(alias, PROJECT),
         id=document_key(PROJECT, "c5"),
         body=chunk_document(left.chunks[0], indexed_at=datetime.now(UTC), outbox_version=5),
         version=5,
@@ -287,7 +287,7 @@ async def test_markers_change_no_search_score(
     assert await index.search(LexicalQuery("doc-gone-1 marker"), top_k=5, filters=filters) == []
 
 
-async def test_deleting_the_project_removes_its_markers(target: tuple[AsyncOpenSearch, str]) -> None:
+async def test_deleting_the_project_removes_its_index_with_its_markers(target: tuple[AsyncOpenSearch, str]) -> None:
     client, alias = target
     index = OpenSearchLexicalIndex(client, index=alias)
     other = DocumentChunks("proj-beta", DOCUMENT, (make_chunk("b1", "beta one", project_id="proj-beta"),), 3)
@@ -295,25 +295,33 @@ async def test_deleting_the_project_removes_its_markers(target: tuple[AsyncOpenS
 
     await index.delete_project(PROJECT)
 
-    await client.indices.refresh(index=alias)
-    remaining = await client.search(index=alias, body={"size": 10, "query": {"match_all": {}}, "_source": False})
+    assert not await client.indices.exists_alias(name=project_alias(alias, PROJECT))
+    beta = project_alias(alias, "proj-beta")
+    await client.indices.refresh(index=beta)
+    remaining = await client.search(index=beta, body={"size": 10, "query": {"match_all": {}}, "_source": False})
     assert sorted(hit["_id"] for hit in remaining["hits"]["hits"]) == [
         marker_key("proj-beta", DOCUMENT),
         "proj-beta:b1",
     ]
 
 
-async def test_moving_the_alias_keeps_the_markers(target: tuple[AsyncOpenSearch, str]) -> None:
-    client, alias = target
-    await client.indices.delete(index=versioned_index_name(alias))
+async def old_version_index(client: AsyncOpenSearch, alias: str) -> str:
+    """The project's index built by the previous schema version, behind the project's alias."""
+    project = project_alias(alias, PROJECT)
     old_body = index_body(shards=1, replicas=0)
     old_body["mappings"]["_meta"] = {"schema_version": SCHEMA_VERSION - 1}
     await client.indices.create(
-        index=versioned_index_name(alias, SCHEMA_VERSION - 1), body=old_body | {"aliases": {alias: {}}}
+        index=versioned_index_name(project, SCHEMA_VERSION - 1), body=old_body | {"aliases": {project: {}}}
     )
+    return project
+
+
+async def test_moving_the_alias_keeps_the_markers(target: tuple[AsyncOpenSearch, str]) -> None:
+    client, alias = target
+    project = await old_version_index(client, alias)
     index = OpenSearchLexicalIndex(client, index=alias)
     await index.replace_documents([snapshot(6)])
-    await ensure_index(client, alias=alias, shards=1, replicas=0)
+    await ensure_index(client, alias=project, shards=1, replicas=0)
 
     await index.replace_documents([snapshot(5, ("c5", "five five"))])
 
@@ -324,17 +332,12 @@ async def test_moving_the_alias_to_a_new_schema_version_keeps_external_versions(
     target: tuple[AsyncOpenSearch, str],
 ) -> None:
     client, alias = target
-    current = versioned_index_name(alias)
-    await client.indices.delete(index=current)
-    old = versioned_index_name(alias, SCHEMA_VERSION - 1)
-    old_body = index_body(shards=1, replicas=0)
-    old_body["mappings"]["_meta"] = {"schema_version": SCHEMA_VERSION - 1}
-    await client.indices.create(index=old, body=old_body | {"aliases": {alias: {}}})
+    project = await old_version_index(client, alias)
     index = OpenSearchLexicalIndex(client, index=alias)
     await index.replace_documents([snapshot(6, ("c1", "six one"))])
-    await ensure_index(client, alias=alias, shards=1, replicas=0)
+    await ensure_index(client, alias=project, shards=1, replicas=0)
 
     await index.replace_documents([snapshot(5, ("c1", "five one"))])
 
-    assert list(await client.indices.get_alias(name=alias)) == [current]
+    assert list(await client.indices.get_alias(name=project)) == [versioned_index_name(project)]
     assert await indexed(client, alias) == {"c1": ("six one", 6)}

@@ -31,6 +31,7 @@ from osmem_server import OsmemServer
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
 from app.engines.opensearch_mapping import versioned_index_name
+from app.engines.opensearch_projects import project_alias
 from app.engines.tantivy_folders import project_folder
 from app.engines.tantivy_schema import PAYLOAD, decode_chunk
 from tests.integration.conftest import ServiceProcess, cli_environment, free_port
@@ -123,11 +124,11 @@ async def wait_drained(client: httpx.AsyncClient, project: str, documents: int) 
     pytest.fail(f"outbox not drained within {DRAIN_TIMEOUT_S} s: {stats}")
 
 
-def alias_targets(opensearch_url: str) -> list[str]:
-    """The concrete indexes the alias leads to (a concrete index squatting its name would fail the call)."""
+def alias_targets(opensearch_url: str, project: str) -> list[str]:
+    """The concrete indexes the project's alias leads to (a concrete index squatting its name would fail the call)."""
     client = OpenSearch(hosts=[opensearch_url])
     try:
-        return sorted(client.indices.get_alias(name=OPENSEARCH_INDEX))
+        return sorted(client.indices.get_alias(name=project_alias(OPENSEARCH_INDEX, project)))
     finally:
         client.close()
 
@@ -136,9 +137,9 @@ def lexical_chunks_per_document(opensearch_url: str, project: str) -> Counter[st
     """How many chunks the lexical index holds per document of `project`, read from OpenSearch itself."""
     client = OpenSearch(hosts=[opensearch_url])
     try:
-        client.indices.refresh(index=OPENSEARCH_INDEX)
+        client.indices.refresh(index=project_alias(OPENSEARCH_INDEX, project))
         response = client.search(
-            index=OPENSEARCH_INDEX,
+            index=project_alias(OPENSEARCH_INDEX, project),
             body={"query": {"term": {"project_id": project}}, "_source": ["document_id"], "size": 5 * DOCUMENTS},
         )
     finally:
@@ -231,7 +232,7 @@ async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) ->
             stats = await wait_drained(client, project, DOCUMENTS)
             ready_after = await readiness(client)
             chunks = lexical_chunks_per_document(osmem.url, project)
-            targets = alias_targets(osmem.url)
+            targets = alias_targets(osmem.url, project)
             missed = await lexically_missed(client, project)
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -239,7 +240,8 @@ async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) ->
         service.stop()
         osmem.close()
 
-    assert targets == [versioned_index_name(OPENSEARCH_INDEX)]  # recreated with its mapping, behind the alias
+    # The project's index, recreated with its mapping, behind its alias.
+    assert targets == [versioned_index_name(project_alias(OPENSEARCH_INDEX, project))]
     lost = [document_id for document_id in record.acknowledged if chunks.get(document_id) != 1]
     assert record.ingest_statuses == {201: DOCUMENTS // BATCH_DOCUMENTS}, service.log_tail()
     assert len(record.acknowledged) == DOCUMENTS

@@ -25,6 +25,7 @@ from osmem_server import OsmemServer
 from sqlalchemy import text
 
 from app.engines.migrate import run_migrations
+from app.engines.opensearch_projects import project_alias
 from app.engines.pgvector import create_postgres_engine
 from tests.integration.conftest import ServiceProcess, cli_environment, free_port, poimen_executable
 
@@ -204,9 +205,9 @@ async def postgres_chunks(database_url: str) -> tuple[dict[str, set[tuple[str, s
 async def opensearch_chunks(opensearch_url: str) -> dict[str, set[tuple[str, str]]]:
     client = AsyncOpenSearch(hosts=[opensearch_url])
     try:
-        await client.indices.refresh(index=OPENSEARCH_INDEX)
+        await client.indices.refresh(index=project_alias(OPENSEARCH_INDEX, "chaos"))
         response = await client.search(
-            index=OPENSEARCH_INDEX,
+            index=project_alias(OPENSEARCH_INDEX, "chaos"),
             body={"size": 10_000, "query": {"term": {"project_id": "chaos"}}},
         )
     finally:

@@ -19,7 +19,6 @@ from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch_bodies import (
     build_bulk_actions,
-    build_project_query,
     build_search_body,
     build_stale_chunks_query,
     document_key,
@@ -330,14 +329,14 @@ def test_bulk_actions_index_every_chunk_under_a_project_qualified_id() -> None:
 
     actions = build_bulk_actions(
         [DocumentChunks("poimen", "doc-1", (chunk,)), DocumentChunks("poimen", "gone", ())],
-        index="poimen-chunks",
+        index_of=lambda project_id: f"poimen-chunks-p-{project_id}",
         indexed_at=indexed_at,
     )
 
     assert actions == [
         {
             "_op_type": "index",
-            "_index": "poimen-chunks",
+            "_index": "poimen-chunks-p-poimen",
             "_id": "poimen:c1",
             "_source": {
                 "chunk_id": "c1",
@@ -365,7 +364,9 @@ def test_bulk_actions_give_each_chunk_its_own_context_only() -> None:
     second = make_chunk("c2", text="Restart the leader last.", position=1)
     indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
-    actions = build_bulk_actions([DocumentChunks("poimen", "doc-1", (first, second))], index="i", indexed_at=indexed_at)
+    actions = build_bulk_actions(
+        [DocumentChunks("poimen", "doc-1", (first, second))], index_of=lambda _: "i", indexed_at=indexed_at
+    )
 
     assert [action["_source"]["context"] for action in actions] == ["Asked: what keeps state?", ""]
 
@@ -389,7 +390,9 @@ def test_bulk_actions_of_a_versioned_document_use_external_gte_and_store_the_ver
     indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
     actions = build_bulk_actions(
-        [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),), outbox_version=42)], index="i", indexed_at=indexed_at
+        [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),), outbox_version=42)],
+        index_of=lambda _: "i",
+        indexed_at=indexed_at,
     )
 
     assert [(action["version"], action["version_type"]) for action in actions] == [(42, "external_gte")]
@@ -400,7 +403,7 @@ def test_bulk_actions_of_an_unversioned_document_carry_no_version() -> None:
     indexed_at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
     actions = build_bulk_actions(
-        [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),))], index="i", indexed_at=indexed_at
+        [DocumentChunks("poimen", "doc-1", (make_chunk("c1"),))], index_of=lambda _: "i", indexed_at=indexed_at
     )
 
     assert "version" not in actions[0]
@@ -481,10 +484,6 @@ def test_stale_chunks_query_of_a_superseded_document_matches_all_its_chunks_up_t
     assert body["query"]["bool"]["should"] == [
         {"bool": {"filter": [{"term": {"project_id": "poimen"}}, {"term": {"document_id": "doc-1"}}, up_to_7]}}
     ]
-
-
-def test_project_query_matches_one_project() -> None:
-    assert build_project_query("poimen") == {"query": {"bool": {"filter": [{"term": {"project_id": "poimen"}}]}}}
 
 
 # --- response parsing ---------------------------------------------------------------------------
@@ -749,8 +748,9 @@ def test_tags_are_searched_as_words_and_filtered_as_exact_keywords() -> None:
     body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("networking",)))
 
     # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`,
-    # 5 no version markers: ensure_index reindexes an older one and swaps the alias.
-    assert SCHEMA_VERSION == 6
+    # 5 no version markers, 6 was one index for every project: a project index of an older version is
+    # reindexed and its alias swapped by ensure_index; the shared one is rebuilt from PostgreSQL.
+    assert SCHEMA_VERSION == 7
     assert tags == {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}}
     assert "tags.text" in body["query"]["bool"]["must"][0]["multi_match"]["fields"]
     assert {"term": {"tags": "networking"}} in body["query"]["bool"]["filter"]

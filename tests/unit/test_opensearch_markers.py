@@ -12,7 +12,6 @@ from app.engines.opensearch_markers import (
     MARKER_PROJECT_FIELD,
     build_marker_actions,
     build_markers_get_body,
-    build_project_delete_query,
     marker_key,
     overtaken_documents,
 )
@@ -30,15 +29,15 @@ def test_a_marker_key_names_project_and_document_behind_a_prefix_no_project_id_h
     assert key != document_key("poimen", "notes/a.md#0")
 
 
-def test_markers_are_written_at_the_outbox_version_only_for_versioned_documents() -> None:
+def test_markers_are_written_to_their_project_index_at_the_outbox_version_only_for_versioned_documents() -> None:
     documents = [deleted("doc-1", 7), deleted("doc-2", None), deleted("doc-3", 9, project_id="other")]
 
-    actions = build_marker_actions(documents, index="chunks")
+    actions = build_marker_actions(documents, index_of=lambda project_id: f"chunks-p-{project_id}")
 
     assert actions == [
         {
             "_op_type": "index",
-            "_index": "chunks",
+            "_index": "chunks-p-poimen",
             "_id": "@version-marker:poimen:doc-1",
             "_source": {"marker_project_id": "poimen", "marker_document_id": "doc-1"},
             "version": 7,
@@ -46,7 +45,7 @@ def test_markers_are_written_at_the_outbox_version_only_for_versioned_documents(
         },
         {
             "_op_type": "index",
-            "_index": "chunks",
+            "_index": "chunks-p-other",
             "_id": "@version-marker:other:doc-3",
             "_source": {"marker_project_id": "other", "marker_document_id": "doc-3"},
             "version": 9,
@@ -66,9 +65,17 @@ def test_a_marker_holds_no_field_a_search_or_chunk_query_reads() -> None:
 
 
 def test_markers_are_read_by_id_without_source() -> None:
-    body = build_markers_get_body([deleted("doc-1", 7), deleted("doc-2", None)])
+    body = build_markers_get_body(
+        [deleted("doc-1", 7), deleted("doc-2", None), deleted("doc-3", 8, project_id="other")],
+        index_of=lambda project_id: f"chunks-p-{project_id}",
+    )
 
-    assert body == {"docs": [{"_id": "@version-marker:poimen:doc-1", "_source": False}]}
+    assert body == {
+        "docs": [
+            {"_index": "chunks-p-poimen", "_id": "@version-marker:poimen:doc-1", "_source": False},
+            {"_index": "chunks-p-other", "_id": "@version-marker:other:doc-3", "_source": False},
+        ]
+    }
 
 
 def test_a_document_is_overtaken_only_by_a_newer_marker() -> None:
@@ -85,19 +92,3 @@ def test_a_document_is_overtaken_only_by_a_newer_marker() -> None:
     overtaken = overtaken_documents(documents, response)
 
     assert overtaken == frozenset({("poimen", "newer")})
-
-
-def test_deleting_a_project_matches_its_chunks_and_its_markers() -> None:
-    body = build_project_delete_query("poimen")
-
-    assert body == {
-        "query": {
-            "bool": {
-                "should": [
-                    {"bool": {"filter": [{"term": {"project_id": "poimen"}}]}},
-                    {"term": {"marker_project_id": "poimen"}},
-                ],
-                "minimum_should_match": 1,
-            }
-        }
-    }

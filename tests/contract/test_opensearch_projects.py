@@ -1,0 +1,109 @@
+"""One OpenSearch index per project: the layout on the server, and the start-up steps of an upgrade.
+
+Run on both OpenSearch-API servers of the contract tier (`osmem-server` or `OPENSEARCH_URL`, `noida-db`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import pytest
+from opensearchpy import AsyncOpenSearch
+
+from app.domain.models import DocumentChunks, Filters
+from app.engines.opensearch import OpenSearchLexicalIndex
+from app.engines.opensearch_lifecycle import prepare_project_indexes, retire_shared_index
+from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
+from app.engines.opensearch_projects import project_alias
+from tests.contract.lexical_index import PROJECT, make_chunk, search_ids
+from tests.contract.opensearch_servers import delete_indexes
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+pytestmark = pytest.mark.opensearch
+
+SHARED_SCHEMA_VERSION = 6
+"""The last schema version that kept every project in one index behind the base alias."""
+
+
+@pytest.fixture(params=["osmem", "noida"])
+async def target(request: pytest.FixtureRequest, unique_name: str) -> AsyncIterator[tuple[AsyncOpenSearch, str]]:
+    """(client, base alias) on osmem-server (or `OPENSEARCH_URL`) or noida-db; every index under it deleted after."""
+    url = request.getfixturevalue("opensearch_url" if request.param == "osmem" else "noida_url")
+    client = AsyncOpenSearch(hosts=[url], timeout=30)
+    base = f"poimen-layout-{unique_name.replace('_', '-').replace('[', '-').replace(']', '')}"
+    try:
+        yield client, base
+    finally:
+        with contextlib.suppress(Exception):
+            await delete_indexes(client, f"{base}-v*,{base}-p-*")
+        await client.close()
+
+
+async def old_index(client: AsyncOpenSearch, alias: str, version: int) -> str:
+    """An index of an older schema `version` behind `alias`; returns its name."""
+    body = index_body(shards=1, replicas=0)
+    body["mappings"]["_meta"] = {"schema_version": version}
+    name = versioned_index_name(alias, version)
+    await client.indices.create(index=name, body=body | {"aliases": {alias: {}}})
+    return name
+
+
+async def test_each_project_gets_its_own_one_shard_index_behind_its_alias(
+    target: tuple[AsyncOpenSearch, str],
+) -> None:
+    client, base = target
+    index = OpenSearchLexicalIndex(client, index=base, replicas=0)
+
+    # One batch, two projects whose ids differ only in case: two indexes, one bulk request.
+    await index.replace_documents(
+        [
+            DocumentChunks("Notes", "d1", (make_chunk("c-upper", "tuff upper", project_id="Notes"),), 1),
+            DocumentChunks("notes", "d1", (make_chunk("c-lower", "tuff lower", project_id="notes"),), 2),
+        ]
+    )
+
+    for project_id, escaped in (("Notes", "_notes"), ("notes", "notes")):
+        alias = project_alias(base, project_id)
+        assert alias == f"{base}-p-{escaped}"
+        assert sorted(await client.indices.get_alias(name=alias)) == [f"{alias}-v{SCHEMA_VERSION}"]
+        settings = await client.indices.get_settings(index=alias)
+        assert settings[f"{alias}-v{SCHEMA_VERSION}"]["settings"]["index"]["number_of_shards"] == "1"
+    assert await search_ids(index, "tuff", filters=Filters("Notes")) == ["c-upper"]
+    assert await search_ids(index, "tuff", filters=Filters("notes")) == ["c-lower"]
+    assert not await client.indices.exists_alias(name=base)  # nothing shared
+
+
+async def test_start_finds_the_shared_index_and_retires_it_keeping_it_for_a_rollback(
+    target: tuple[AsyncOpenSearch, str],
+) -> None:
+    client, base = target
+    shared = await old_index(client, base, SHARED_SCHEMA_VERSION)
+
+    found = await prepare_project_indexes(client, base=base, replicas=0)
+    await retire_shared_index(client, base=base)
+    await retire_shared_index(client, base=base)  # another replica after this one: not an error
+
+    assert found is True
+    assert not await client.indices.exists_alias(name=base)
+    assert await client.indices.exists(index=shared)
+    assert await prepare_project_indexes(client, base=base, replicas=0) is False  # the next start: done
+
+
+async def test_start_moves_a_project_index_of_an_older_schema_keeping_its_chunks(
+    target: tuple[AsyncOpenSearch, str],
+) -> None:
+    client, base = target
+    alias = project_alias(base, PROJECT)
+    older = await old_index(client, alias, SCHEMA_VERSION - 1)
+    index = OpenSearchLexicalIndex(client, index=base, replicas=0)
+    await index.replace_documents([DocumentChunks(PROJECT, "d1", (make_chunk("c-1", "obsidian carried"),), 4)])
+
+    found = await prepare_project_indexes(client, base=base, replicas=0)
+
+    assert found is False
+    assert sorted(await client.indices.get_alias(name=alias)) == [versioned_index_name(alias)]
+    assert await client.indices.exists(index=older)  # kept for rollback
+    assert await search_ids(index, "obsidian") == ["c-1"]

@@ -1,0 +1,88 @@
+"""Per-project OpenSearch index names (pure) and the settings that bound them."""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import OPENSEARCH_INDEX_MAX_CHARS, Settings
+from app.domain.models import PROJECT_ID_PATTERN
+from app.engines.opensearch_mapping import SCHEMA_VERSION, versioned_index_name
+from app.engines.opensearch_projects import (
+    MAX_INDEX_NAME_BYTES,
+    escape_project_id,
+    project_alias,
+    project_of_index,
+    unescape_project_id,
+)
+
+PROJECT_ID_CHARACTERS = string.ascii_letters + string.digits + "._-"
+INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9._+-]*")  # lowercase, no leading `-`, `_` or `+`
+
+
+def random_project_ids(count: int) -> list[str]:
+    generator = random.Random(20261201)
+    return [
+        "".join(generator.choice(PROJECT_ID_CHARACTERS) for _ in range(generator.randint(1, 64))) for _ in range(count)
+    ]
+
+
+def test_upper_case_and_the_escape_itself_are_escaped_reversibly() -> None:
+    assert escape_project_id("notes") == "notes"
+    assert escape_project_id("Notes") == "_notes"
+    assert escape_project_id("_notes") == "__notes"
+    assert escape_project_id("A_b.C-9") == "_a__b._c-9"
+    assert project_alias("poimen-chunks", "Notes") == "poimen-chunks-p-_notes"
+
+
+def test_escaping_is_reversible_and_collision_free_over_random_project_ids() -> None:
+    project_ids = [*random_project_ids(2000), "a", "A", "_", "__", "_a", "-", ".", "..", "a" * 64, "Z" * 64, "_" * 64]
+    assert all(re.fullmatch(PROJECT_ID_PATTERN, project_id) for project_id in project_ids)
+
+    escaped = {project_id: escape_project_id(project_id) for project_id in project_ids}
+
+    assert all(unescape_project_id(name) == project_id for project_id, name in escaped.items())
+    assert len(set(escaped.values())) == len(set(project_ids))
+    assert all(name == name.lower() for name in escaped.values())
+
+
+def test_a_name_no_project_id_escapes_to_reads_as_no_project() -> None:
+    for name in ("_", "a_", "_1", "_-", "Upper", "a" * 65, "", "a*b", "a:b"):
+        assert unescape_project_id(name) is None, name
+
+
+def test_every_project_index_name_is_valid_and_fits_with_the_longest_base() -> None:
+    base = "b" * OPENSEARCH_INDEX_MAX_CHARS
+    for project_id in ["_" * 64, "Z" * 64, "-leading", ".", *random_project_ids(200)]:
+        name = versioned_index_name(project_alias(base, project_id))
+
+        assert len(name.encode()) <= MAX_INDEX_NAME_BYTES
+        assert INDEX_NAME.fullmatch(name), name
+
+
+def test_an_index_name_is_read_back_to_its_project_for_the_current_schema_only() -> None:
+    for project_id in ["notes", "Notes", "x-v7", "a_B", "v7"]:
+        index = versioned_index_name(project_alias("base", project_id))
+        assert project_of_index("base", index) == project_id
+
+    assert project_of_index("base", versioned_index_name(project_alias("base", "notes"), SCHEMA_VERSION - 1)) is None
+    assert project_of_index("base", versioned_index_name(project_alias("other", "notes"))) is None
+    assert project_of_index("base", project_alias("base", "notes")) is None  # an alias, not an index
+    assert project_of_index("base", "base-p-*-v7") is None
+
+
+def test_the_base_alias_must_be_a_lowercase_index_name_short_enough_for_every_project() -> None:
+    assert Settings(_env_file=None, opensearch_index="poimen-chunks").opensearch_index == "poimen-chunks"
+    for refused in ("Poimen", "-poimen", "_poimen", "+poimen", "poimen chunks", "poimen*", "", "p" * 117):
+        with pytest.raises(ValidationError, match="opensearch_index"):
+            Settings(_env_file=None, opensearch_index=refused)
+
+
+def test_more_than_one_shard_per_project_is_refused_with_the_reason() -> None:
+    assert Settings(_env_file=None).opensearch_shards == 1
+    with pytest.raises(ValidationError, match="OPENSEARCH_SHARDS=2 is not supported: every project has its own"):
+        Settings(_env_file=None, opensearch_shards=2)
