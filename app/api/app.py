@@ -24,7 +24,7 @@ from app.api.errors import (
 from app.api.guards import public
 from app.api.openapi_document import complete_openapi
 from app.api.operator_routes import AdminController, HealthController
-from app.api.overload import concurrency_limit
+from app.api.overload import guard_concurrency
 from app.api.project_routes import ProjectController
 from app.api.search_routes import SearchController
 from app.api.strict_bodies import reject_lax_json
@@ -140,11 +140,7 @@ def create_app(
             Exception: unexpected_error_handler,
         },
         before_request=reject_lax_json,
-        # Shedding first: a refused request costs no metrics, no routing, no work.
-        middleware=[
-            concurrency_limit(settings.max_concurrent_requests),
-            *([prometheus.middleware] if settings.metrics_enabled else []),
-        ],
+        middleware=[prometheus.middleware] if settings.metrics_enabled else [],
         openapi_config=OpenAPIConfig(
             title="Poimen Memory Search",
             version="0.1.0",
@@ -158,4 +154,6 @@ def create_app(
         debug=False,
     )
     complete_openapi(app.openapi_schema)
+    # Shedding first: a refused request costs no routing, no metrics middleware, no work.
+    guard_concurrency(app, limit=settings.max_concurrent_requests)
     return app
