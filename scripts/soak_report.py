@@ -45,7 +45,9 @@ def summarize(
 ) -> list[dict[str, Any]]:
     """The soak targets, measured from the first sample after warm-up to the last one.
 
-    `samples` ends with two samples taken after the load: when it stopped, and once the outbox drained.
+    `samples` ends with three samples taken after the load: when it stopped, once the outbox drained, and
+    once the load's client had disconnected (descriptors are judged there: the sockets of requests still in
+    flight when an open-loop run stops are not the service's).
     """
     under_load = samples[warmup_samples:-1]  # from the baseline to the end of the load
     baseline, last = under_load[0], samples[-1]
@@ -150,8 +152,9 @@ def render_markdown(summary: dict[str, Any], plot_name: str) -> str:
                 f"Workload: {summary['rate_per_s']:g} operations/s for {summary['duration_s']:g} s, open loop ({mix}); "
                 f"{summary['documents_at_start']} SciFact abstracts at start (search_hit repeats {summary.get('cache_hit_texts', 20)} texts "
                 f"in a second project of {summary.get('reference_documents', 0)} abstracts that nothing writes to); query cache on. "
-                f"The first {summary['warmup_samples']} sample(s) are warm-up; the last two are taken when the load "
-                f"stops and once the outbox drained ({summary['outbox_drained_after_s']} s later).\n"
+                f"The first {summary['warmup_samples']} sample(s) are warm-up; the last three are taken when the load "
+                f"stops, once the outbox drained ({summary['outbox_drained_after_s']} s later) and once the load's "
+                "client disconnected.\n"
             ),
             f"Operations: {operations}.\n",
             "## Targets\n",
