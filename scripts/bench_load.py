@@ -45,7 +45,7 @@ from loadgen import (
     corpus_documents,
     load_query_texts,
     markdown_table,
-    new_client,
+    new_search_client,
     ratio,
     verdict,
 )
@@ -79,7 +79,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def warm_up(url: str, cursor: QueryCursor, strategies: list[str]) -> None:
     """A few queries per strategy first: the first ones pay for lazy loading, not for searching."""
-    async with new_client(url, connections=1) as client:
+    async with new_search_client(url, connections=1) as client:
         for strategy in strategies:
             for _ in range(WARMUP_QUERIES // len(strategies) + 1):
                 params = {"query": cursor.next_text(), "project": PROJECT, "strategy": strategy}
@@ -102,7 +102,7 @@ async def run_matrix(
 ) -> list[dict[str, Any]]:
     """Every strategy x concurrency cell, closed loop, `arguments.cell_s` seconds each."""
     cells = []
-    async with new_client(url, connections=max(arguments.concurrency)) as client:
+    async with new_search_client(url, connections=max(arguments.concurrency)) as client:
         for strategy in arguments.strategies:
             for concurrency in arguments.concurrency:
                 load = SearchLoad(client, SearchTarget(PROJECT, strategy), cursor.next_text)
@@ -121,7 +121,7 @@ async def run_mixed(
     url: str, cursor: QueryCursor, documents: list[dict[str, Any]], *, concurrency: int, idle_s: float
 ) -> dict[str, Any]:
     """Hybrid at `concurrency` idle, then for as long as the bulk ingest of `documents` takes."""
-    async with new_client(url, connections=concurrency) as client:
+    async with new_search_client(url, connections=concurrency) as client:
         load = SearchLoad(client, SearchTarget(PROJECT, "hybrid"), cursor.next_text)
         idle = await closed_loop(load, concurrency=concurrency, duration_s=idle_s)
         started = time.perf_counter()
@@ -307,7 +307,7 @@ async def measure(arguments: argparse.Namespace, data_dir: Path) -> dict[str, An
     repeated = texts[: arguments.cache_queries]
     repeat_cursor = QueryCursor(repeated)
     with ServiceUnderTest(data_dir, environment={"QUERY_CACHE_TTL_SECS": CACHE_ON_TTL_S}) as service:
-        async with new_client(service.url, connections=1) as client:
+        async with new_search_client(service.url, connections=1) as client:
             for strategy in arguments.strategies:  # the warming pass: every repeated text cached per strategy
                 for text in repeated:
                     await client.get("/memory/query", params={"query": text, "project": PROJECT, "strategy": strategy})

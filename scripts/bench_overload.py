@@ -47,7 +47,7 @@ from loadgen import (
     corpus_documents,
     load_query_texts,
     markdown_table,
-    new_client,
+    new_search_client,
     open_loop,
     ratio,
     verdict,
@@ -94,7 +94,7 @@ async def measure(arguments: argparse.Namespace, data_dir: Path) -> dict[str, An
         # In a thread: the event loop stays free, so Ctrl-C cancels and the service is stopped.
         await asyncio.to_thread(ingest_documents, service.url, PROJECT, seed, batch_size=INGEST_BATCH_DOCUMENTS)
         await asyncio.to_thread(wait_for_lexical_index, service.url, PROJECT, timeout_s=LEXICAL_WAIT_S)
-        async with new_client(service.url, connections=OPEN_LOOP_CONNECTIONS) as client:
+        async with new_search_client(service.url, connections=OPEN_LOOP_CONNECTIONS) as client:
             load = SearchLoad(client, SearchTarget(PROJECT, "hybrid"), cursor.next_text)
             await closed_loop(load, concurrency=1, duration_s=2.0)  # warm-up: first queries pay for lazy loading
             saturated = await closed_loop(

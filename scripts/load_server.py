@@ -179,7 +179,7 @@ def machine_description() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
         "load_average_1m_at_start": round(os.getloadavg()[0], 2),
-        "client": "same machine, loopback, asyncio + httpx keep-alive",
+        "client": "same machine, loopback, asyncio keep-alive (searches: scripts/lean_http.py; writes: httpx)",
     }
 
 

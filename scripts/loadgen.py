@@ -1,6 +1,7 @@
 """Load generation shared by `bench_load.py`, `bench_overload.py` and `soak.py`: clients, statistics, reports.
 
-Clients are asyncio + httpx with keep-alive. Closed loop: N clients, each sends its next request when
+Clients are asyncio with keep-alive: searches go through `lean_http.LeanHttpClient` (`new_search_client`),
+which costs the shared cores far less than httpx; other calls (the soak's writes) through httpx. Closed loop: N clients, each sends its next request when
 the last one answered (QPS is what the service sustains at that concurrency). Open loop: requests
 start at a fixed rate whatever the service does, and latency counts from the moment a request was
 due, so a slow service cannot slow the clock down (no coordinated omission).
@@ -18,12 +19,13 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
+from lean_http import TRANSPORT_ERRORS, LeanHttpClient
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
 REPOSITORY: Final = Path(__file__).resolve().parents[1]
 DATASETS: Final = REPOSITORY.parent / "shared" / "datasets"
@@ -175,14 +177,37 @@ class SearchTarget:
     limit: int = 10
 
 
+class SearchResponse(Protocol):
+    """What `search_once` reads of a response (httpx's and `LeanResponse` both have it)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def json(self) -> Any: ...  # noqa: ANN401 - as httpx.Response
+
+
+class SearchClient(Protocol):
+    """A client `search_once` can send through: `LeanHttpClient`, or an `httpx.AsyncClient`."""
+
+    async def get(self, url: str, *, params: Mapping[str, str | int]) -> SearchResponse: ...
+
+
 def new_client(base_url: str, *, connections: int) -> httpx.AsyncClient:
-    """Keep-alive client with `connections` pooled connections (one per closed-loop worker)."""
+    """Keep-alive httpx client with `connections` pooled connections (for calls other than searches)."""
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=REQUEST_TIMEOUT_S)
 
 
+def new_search_client(base_url: str, *, connections: int) -> LeanHttpClient:
+    """The lean keep-alive client the search loads use, `connections` at most (one per closed-loop worker)."""
+    return LeanHttpClient(base_url, connections=connections, timeout_s=REQUEST_TIMEOUT_S)
+
+
 async def search_once(
-    client: httpx.AsyncClient, target: SearchTarget, text: str, recorder: RunRecorder, *, started: float
+    client: SearchClient, target: SearchTarget, text: str, recorder: RunRecorder, *, started: float
 ) -> int | None:
     """One search, recorded with its latency from `started` (a `time.perf_counter()` value); its status or None."""
     params: dict[str, str | int] = {"query": text, "project": target.project, "limit": target.limit}
@@ -190,7 +215,7 @@ async def search_once(
         params["strategy"] = target.strategy
     try:
         response = await client.get("/memory/query", params=params)
-    except httpx.HTTPError:
+    except (httpx.HTTPError, *TRANSPORT_ERRORS):
         recorder.transport_errors += 1
         return None
     elapsed_ms = (time.perf_counter() - started) * 1000
@@ -208,7 +233,7 @@ async def search_once(
 class SearchLoad:
     """What a loop sends: searches of `target` through `client`, with texts from `next_text()`."""
 
-    client: httpx.AsyncClient
+    client: SearchClient
     target: SearchTarget
     next_text: Callable[[], str]
 
