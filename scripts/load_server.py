@@ -179,7 +179,7 @@ def machine_description() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
         "load_average_1m_at_start": round(os.getloadavg()[0], 2),
-        "client": "same machine, loopback, asyncio keep-alive (searches: scripts/lean_http.py; writes: httpx)",
+        "client": "same machine, loopback, asyncio keep-alive (bench_load and bench_overload searches: scripts/lean_http.py; everything else: httpx)",
     }
 
 
