@@ -15,7 +15,7 @@ import msgspec
 from litestar.openapi.spec import Link, OpenAPIMediaType, Reference, RequestBody, Schema
 
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
-from app.api.search_schemas import BatchSearchRequest, FusionWeights, SearchFields, SearchFilters, SearchRequest
+from app.api.search_requests import BatchSearchRequest, FusionWeights, SearchFields, SearchFilters, SearchRequest
 
 if TYPE_CHECKING:
     from litestar.openapi.spec import OpenAPI, Operation

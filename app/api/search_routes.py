@@ -22,15 +22,8 @@ from app.api.cursors import decode_cursor, encode_cursor
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import authorize_project, principal_of, request_caller_key, search_guard
-from app.api.search_schemas import (
-    BatchSearchRequest,
-    BatchSearchResponse,
-    SearchFields,
-    SearchRequest,
-    SearchResponse,
-    as_of_from_text,
-    search_response,
-)
+from app.api.search_requests import BatchSearchRequest, SearchFields, SearchRequest, as_of_from_text
+from app.api.search_schemas import BatchSearchResponse, SearchResponse, search_response
 from app.auth.tokens import SCOPE_SEARCH, Principal, cache_scope
 from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError

@@ -1,4 +1,6 @@
-"""Wire shapes (msgspec Structs) of the search endpoints, and the search outcome -> response mapping.
+"""Response shapes (msgspec Structs) of the search endpoints, and the search outcome -> response mapping.
+
+Requests are in `app.api.search_requests`.
 
 The search response follows the reference shape (query-optimization-engine.md Part 4) exactly, with a
 few additions a caller needs: the rollout arm, whether it came from cache, and degradation reasons.
@@ -7,15 +9,12 @@ few additions a caller needs: the rollout arm, whether it came from cache, and d
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from app.domain.errors import InvalidQueryError
 from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC
-from app.domain.models import LEXICAL_LEG, PROJECT_ID_PATTERN, SEMANTIC_LEG, FusedHit, QueryAnalysis, SearchStrategy
-from app.query.planner import MAX_QUERY_CHARS
-from app.search.paging import PAGE_DEPTH
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, QueryAnalysis, SearchStrategy
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,94 +22,12 @@ if TYPE_CHECKING:
     from app.domain.results import LegHit, SearchResult
     from app.search.calls import SearchOutcome
 
-ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description="[A-Za-z0-9._-]{1,64}")]
-StrategyName = Literal["hybrid", "semantic", "lexical", "cascading"]
-FusionName = Literal["rrf", "weighted", "zscore"]
-
-AsOf = Annotated[
-    datetime,
-    msgspec.Meta(
-        tz=True,
-        description=(
-            '"Now" for relative dates in the query ("last week"): a memory\'s own clock; absent, the server\'s.'
-            " RFC 3339 with an offset or Z (2024-05-08T12:00:00Z)"
-        ),
-    ),
-]
-"""`as_of` wherever a search is made (POST body, batch query, GET parameter): one type, one rule.
-
-A time without an offset is refused rather than guessed: "last week" of a memory kept in Tokyo and of one
-kept in UTC can be different weeks, and a caller who meant local time would get the wrong one silently.
-"""
-
 STRATEGY_LABELS = {
     SearchStrategy.HYBRID: "Hybrid",
     SearchStrategy.SEMANTIC: "Semantic",
     SearchStrategy.LEXICAL: "Lexical",
     SearchStrategy.CASCADING: "Cascading",
 }
-
-
-class SearchFilters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Restrictions applied identically on both legs."""
-
-    level: str | list[str] | None = None
-    tags: list[str] = []
-    source_prefix: str | None = None
-    date_from: datetime | None = None
-    date_to: datetime | None = None
-
-
-class FusionWeights(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Per-leg weights for fusion."""
-
-    semantic: Annotated[float, msgspec.Meta(ge=0.0, le=10.0)] = 1.0
-    lexical: Annotated[float, msgspec.Meta(ge=0.0, le=10.0)] = 1.0
-
-
-class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """One search's fields: the body of `POST /v1/search` less `project`, and one query of a batch.
-
-    Paging: send `offset` (0 for the first page) or the `next_cursor` of the previous page; every page is
-    cut from one ranking of the query, so pages never repeat a hit.
-    """
-
-    query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
-    filters: SearchFilters | None = None
-    strategy: StrategyName | None = None
-    fusion: FusionName | None = None
-    weights: FusionWeights | None = None
-    rrf_k: Annotated[int, msgspec.Meta(ge=1, le=10000)] | None = None
-    collapse: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
-    min_score: float | None = None
-    explain: bool = False
-    offset: Annotated[int, msgspec.Meta(ge=0, lt=PAGE_DEPTH)] | None = None
-    cursor: Annotated[str, msgspec.Meta(max_length=4096)] | None = None
-    # "Now" for relative dates in the query ("last week"): a memory's own clock; absent, the server's.
-    as_of: AsOf | None = None
-
-
-class SearchRequest(SearchFields, kw_only=True, forbid_unknown_fields=True):
-    """Body of `POST /v1/search`."""
-
-    project: ProjectId
-
-
-class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Body of `POST /v1/search/batch`: several searches of one project, answered in order."""
-
-    project: ProjectId
-    queries: Annotated[list[SearchFields], msgspec.Meta(min_length=1)]
-
-
-def as_of_from_text(text: str) -> datetime:
-    """`as_of` of a query string, validated as the JSON bodies' `as_of` is; a 400 naming `as_of` otherwise."""
-    try:
-        return msgspec.convert(text, AsOf)
-    except msgspec.ValidationError as error:
-        msg = f"as_of must be an RFC 3339 date-time with an offset or Z, e.g. 2024-05-08T12:00:00Z ({error})"
-        raise InvalidQueryError(msg, field="as_of") from None
 
 
 class RrfComponents(msgspec.Struct, kw_only=True):

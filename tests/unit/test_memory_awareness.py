@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from app.api.search_schemas import SearchRequest
+from app.api.search_requests import SearchRequest
 from app.domain.models import Chunk, EvidencePreferences, FusedHit, SearchStrategy
 from app.knobs import SearchKnobs
 from app.query.intent import read_intent
