@@ -77,6 +77,20 @@ def du_bytes(path: Path) -> int:
     return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
 
 
+def result_row(*, projects: int, chunks: int, write_s: float, warm: list[float], cold: list[float]) -> dict[str, Any]:
+    """What every engine's row reports: counts, write rate, warm and cold search latency."""
+    return {
+        "projects": projects,
+        "chunks": chunks,
+        "write_s": round(write_s, 3),
+        "write_chunks_per_s": round(chunks / write_s, 1),
+        "search_warm_p50_ms": percentile_ms(warm, 0.5),
+        "search_warm_p95_ms": percentile_ms(warm, 0.95),
+        "search_cold_p50_ms": percentile_ms(cold, 0.5),
+        "search_cold_p95_ms": percentile_ms(cold, 0.95),
+    }
+
+
 def percentile_ms(samples_s: list[float], fraction: float) -> float:
     ordered = sorted(samples_s)
     return round(1000 * ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 3)
@@ -122,14 +136,7 @@ async def measure(
     chunks = sum(len(records) for records in layout.values())
     disk = du_bytes(root)
     return {
-        "projects": len(projects),
-        "chunks": chunks,
-        "write_s": round(write_s, 3),
-        "write_chunks_per_s": round(chunks / write_s, 1),
-        "search_warm_p50_ms": percentile_ms(warm, 0.5),
-        "search_warm_p95_ms": percentile_ms(warm, 0.95),
-        "search_cold_p50_ms": percentile_ms(cold, 0.5),
-        "search_cold_p95_ms": percentile_ms(cold, 0.95),
+        **result_row(projects=len(projects), chunks=chunks, write_s=write_s, warm=warm, cold=cold),
         "disk_bytes": disk,
         "disk_bytes_per_project": disk // len(projects),
     }
@@ -182,16 +189,9 @@ async def measure_opensearch(
     await cold_client.close()
     chunks = sum(len(records) for records in layout.values())
     return {
-        "projects": len(projects),
-        "chunks": chunks,
-        "write_s": round(write_s, 3),
-        "write_chunks_per_s": round(chunks / write_s, 1),
+        **result_row(projects=len(projects), chunks=chunks, write_s=write_s, warm=warm, cold=cold),
         "create_ms_p50": percentile_ms(create_s, 0.5),
         "create_ms_p95": percentile_ms(create_s, 0.95),
-        "search_warm_p50_ms": percentile_ms(warm, 0.5),
-        "search_warm_p95_ms": percentile_ms(warm, 0.95),
-        "search_cold_p50_ms": percentile_ms(cold, 0.5),
-        "search_cold_p95_ms": percentile_ms(cold, 0.95),
     }
 
 

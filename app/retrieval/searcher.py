@@ -94,6 +94,8 @@ class HybridSearcher:
         self._truth = truth
         self._second_stage = second_stage
         self._vector = vector
+        # Decided once: a runtime Protocol check reads every member, too slow for every search.
+        self._confirming = vector if truth is not None and isinstance(vector, ConfirmingVectorIndex) else None
         self._lexical = lexical
         self._embedder = embedder
 
@@ -159,7 +161,7 @@ class HybridSearcher:
     # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
 
     async def _hybrid(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        if self._truth is not None and isinstance(self._vector, ConfirmingVectorIndex):
+        if self._confirming is not None and self._truth is not None:
             semantic_hits, lexical_hits = await self._hybrid_in_one_read(plan, run, self._truth)
         else:
             semantic_hits, lexical_hits = await both(
@@ -325,9 +327,9 @@ class HybridSearcher:
     async def _read_vectors(
         self, embedding: Sequence[float], *, top_k: int, filters: Filters, confirm: Sequence[str] | None, run: _Run
     ) -> list[ScoredHit]:
-        if confirm is None or not isinstance(self._vector, ConfirmingVectorIndex):
+        if confirm is None or self._confirming is None:
             return await self._vector.search(embedding, top_k=top_k, filters=filters)
-        hits, run.confirmed_chunks = await self._vector.search_confirming(
+        hits, run.confirmed_chunks = await self._confirming.search_confirming(
             embedding, top_k=top_k, filters=filters, chunk_ids=confirm
         )
         return hits
