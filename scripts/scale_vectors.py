@@ -36,9 +36,11 @@ def pooling_model() -> Any:  # noqa: ANN401 - SentenceTransformer is untyped
     """The bundled all-MiniLM-L6-v2 without its Normalize module: mean-pooled vectors as they are."""
     from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - heavy import, only when embedding
 
-    from app.engines.embedder import load_embedder  # noqa: PLC0415 - as above
+    from app.engines.embedder import packaged_model_path  # noqa: PLC0415 - as above
 
-    full = load_embedder("all-MiniLM-L6-v2")._model  # noqa: SLF001 - the product's own loading path
+    # The weights the product loads (its pip package), as torch: the serving embedder wraps its model and
+    # normalises, and pooled vectors must be taken before that.
+    full = SentenceTransformer(str(packaged_model_path("all-MiniLM-L6-v2")), device="cpu")
     return SentenceTransformer(modules=[full[0], full[1]], device="cpu")
 
 
