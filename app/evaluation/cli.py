@@ -108,6 +108,7 @@ def configuration_summary(settings: Settings, embedding_model: str) -> dict[str,
     """The settings that decide rankings, recorded next to the numbers."""
     return {
         "embedding_model": embedding_model,
+        "embedding_backend": settings.embedding_backend,
         "search_strategy": settings.search_strategy.value,
         "query_optimization_enabled": settings.query_optimization_enabled,
         "ranking_algorithm": settings.ranking_algorithm.value,
