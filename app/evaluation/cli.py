@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     EnginesOpener = Callable[[Settings], AbstractAsyncContextManager[EvaluationEngines]]
 
 EVAL_DATA_SUBDIR: Final = "eval"
+EVAL_EMBED_TIMEOUT_S: Final = 3600.0
+"""The largest INGEST_EMBED_TIMEOUT_S the settings accept."""
 MARKER_SUBDIR: Final = "eval-markers"
 EXIT_USAGE: Final = 2
 
@@ -99,9 +101,18 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def evaluation_settings(settings: Settings, arguments: argparse.Namespace) -> Settings:
-    """The settings with the data dir moved to the evaluation's own folder, so a running server is untouched."""
+    """The settings with the data dir moved to the evaluation's own folder, so a running server is untouched.
+
+    Unless INGEST_EMBED_TIMEOUT_S was set, an embedding batch of the evaluation's ingest may take up to
+    `EVAL_EMBED_TIMEOUT_S`: the service's 60 s bounds how long a client waits, but an offline evaluation
+    on a busy machine has no client, and one slow batch (183 SciFact chunks past 60 s at load average 7)
+    used to abort the whole run.
+    """
     data_dir = arguments.data_dir or settings.poimen_data_dir / EVAL_DATA_SUBDIR
-    return settings.model_copy(update={"poimen_data_dir": data_dir})
+    update: dict[str, object] = {"poimen_data_dir": data_dir}
+    if "ingest_embed_timeout_s" not in settings.model_fields_set:
+        update["ingest_embed_timeout_s"] = EVAL_EMBED_TIMEOUT_S
+    return settings.model_copy(update=update)
 
 
 def configuration_summary(settings: Settings, embedding_model: str) -> dict[str, object]:
