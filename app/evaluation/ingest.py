@@ -114,7 +114,10 @@ async def ensure_ingested(
             clocks=clocks,
         )
     pipeline = IngestionPipeline(
-        store=engines.store, embedder=engines.embedder, policy=ChunkingPolicy.from_settings(settings)
+        store=engines.store,
+        embedder=engines.embedder,
+        policy=ChunkingPolicy.from_settings(settings),
+        embed_timeout_s=settings.ingest_embed_timeout_s,
     )
     documents = list(read_corpus(dataset, shape))
     counts: dict[str, int] = defaultdict(int)

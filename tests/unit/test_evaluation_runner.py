@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from app.config import Settings
+from app.domain.errors import EngineTimeoutError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
@@ -114,6 +116,25 @@ async def test_second_ingest_is_skipped_by_the_marker(tmp_path: Path) -> None:
     assert first.created == 7
     assert second.skipped
     assert embedder.embedded == embedded_after_first
+
+
+class HangingEmbedder(BagOfWordsEmbedder):
+    """Never finishes a passage batch, as a wedged model would."""
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        await asyncio.Event().wait()
+        return await super().embed_documents(texts)
+
+
+async def test_ingest_honours_the_configured_embedding_timeout(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "tiny-beir", split="test")
+    store = InMemoryDocumentStore()
+    engines = EvaluationEngines(
+        embedder=HangingEmbedder(), vector=InMemoryVectorIndex(store), lexical=InMemoryLexicalIndex(), store=store
+    )
+
+    with pytest.raises(EngineTimeoutError, match=r"longer than 0\.05 s"):
+        await ensure_ingested(dataset, engines, Settings(ingest_embed_timeout_s=0.05), marker_dir=tmp_path)
 
 
 async def test_changed_settings_ingest_again(tmp_path: Path) -> None:
