@@ -303,6 +303,23 @@ class EvidencePreferences:
 
 
 @dataclass(frozen=True, slots=True)
+class NeighbourSharing:
+    """How much of its neighbours' fused scores a hit gains (`app/retrieval/neighbours.py`).
+
+    Neighbours are turns of one sequence: hits whose document ids read `<sequence>:<turn number>` with the
+    same sequence and turn numbers at most `window_turns` apart. `share` 0 (the default) changes nothing.
+    """
+
+    share: float = 0.0
+    window_turns: int = 0
+
+    @property
+    def changes_ranking(self) -> bool:
+        """Whether sharing can move any hit."""
+        return self.share > 0 and self.window_turns > 0
+
+
+@dataclass(frozen=True, slots=True)
 class SearchPlan:
     """Everything the searcher needs to run one query; built by the planner from the knobs and the request.
 
@@ -327,6 +344,8 @@ class SearchPlan:
     evidence: EvidencePreferences
     session_cap: int | None
     """At most this many hits of one session before the rest (`app/retrieval/diversity.py`); None: no cap."""
+    neighbours: NeighbourSharing
+    """What a hit gains from its neighbouring turns' scores (`app/retrieval/neighbours.py`)."""
 
 
 @dataclass(frozen=True, slots=True)

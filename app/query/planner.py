@@ -19,6 +19,7 @@ from app.domain.models import (
     Filters,
     FusionMethod,
     FusionSettings,
+    NeighbourSharing,
     SearchPlan,
     SearchStrategy,
 )
@@ -131,6 +132,10 @@ def build_plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKno
         if strategy is SearchStrategy.HYBRID and method is FusionMethod.ZSCORE
         else EvidencePreferences(),
         session_cap=knobs.session_diversity_cap or None,
+        # Shares are of z-scores (tuned there), like the boosts above.
+        neighbours=NeighbourSharing(share=knobs.neighbour_score_share, window_turns=knobs.neighbour_window_turns)
+        if strategy is SearchStrategy.HYBRID and method is FusionMethod.ZSCORE
+        else NeighbourSharing(),
     )
 
 

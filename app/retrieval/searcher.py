@@ -45,6 +45,7 @@ from app.retrieval.diversity import cap_per_session
 from app.retrieval.evidence import prefer_evidence
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readable_relevance
 from app.retrieval.legs import attempt, both, deadline_at, drop_stale, note_failure, still_current
+from app.retrieval.neighbours import share_neighbour_scores
 from app.retrieval.postprocess import collapse_per_document, filter_min_score
 
 if TYPE_CHECKING:
@@ -105,8 +106,8 @@ class HybridSearcher:
         `query_embedding`: `plan.semantic_text` already embedded by `Embedder.embed_queries` (a batch of
         searches embeds once); without it the semantic leg embeds the text itself.
 
-        After ranking, the plan's evidence boosts and per-session cap re-order the hits; then they are
-        collapsed to `plan.max_chunks_per_document` per document (when set), then those below
+        After ranking, the plan's evidence boosts, neighbour sharing and per-session cap re-order the hits;
+        then they are collapsed to `plan.max_chunks_per_document` per document (when set), then those below
         `plan.min_score` dropped, then cut to `plan.limit`. `stage_ms` holds
         "embed", "semantic" (vector search alone), "lexical", "fusion" (fusion and post-processing),
         "rerank" (the second stage, when one is configured and the plan is hybrid) for the stages that
@@ -126,7 +127,7 @@ class HybridSearcher:
         with phase(SPAN_FUSE):
             # Evidence and diversity re-order before the readable relevance is read, so it still never
             # rises down the list and `min_score` still cuts a prefix.
-            hits = prefer_evidence(ranked(), plan.evidence)
+            hits = share_neighbour_scores(prefer_evidence(ranked(), plan.evidence), plan.neighbours)
             if plan.session_cap:
                 hits = cap_per_session(hits, plan.session_cap)
             hits = readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights)

@@ -13,6 +13,7 @@ from app.domain.models import (
     FusionMethod,
     FusionSettings,
     LexicalQuery,
+    NeighbourSharing,
     SearchPlan,
     SearchStrategy,
 )
@@ -47,6 +48,7 @@ BASE_PLAN = SearchPlan(
     semantic_timeout_s=5.0,
     evidence=EvidencePreferences(),
     session_cap=None,
+    neighbours=NeighbourSharing(),
 )
 BASE_INPUTS: dict[str, object] = {
     "generation": 7,
@@ -86,6 +88,7 @@ CHANGED_PLAN_FIELDS: dict[str, object] = {
     "semantic_timeout_s": 1.0,
     "evidence": EvidencePreferences(prefer_dated=True, date_boost=1.5),
     "session_cap": 3,
+    "neighbours": NeighbourSharing(share=0.4, window_turns=2),
 }
 
 

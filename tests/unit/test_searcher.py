@@ -18,6 +18,7 @@ from app.domain.models import (
     FusionMethod,
     FusionSettings,
     LexicalQuery,
+    NeighbourSharing,
     ScoredHit,
     SearchPlan,
     SearchStrategy,
@@ -134,6 +135,7 @@ def make_plan(strategy: SearchStrategy = SearchStrategy.HYBRID, **overrides) -> 
         semantic_timeout_s=1.0,
         evidence=EvidencePreferences(),
         session_cap=None,
+        neighbours=NeighbourSharing(),
     )
     return replace(plan, **overrides)
 
