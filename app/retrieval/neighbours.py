@@ -7,7 +7,9 @@ Recall@10 by +0.031 on the tuning conversations and +0.030 on the held-out ones,
 questions lost 0.027: opt-in (`NEIGHBOUR_SCORE_SHARE`), off by default.
 
 Turns are read from document ids: `<sequence>:<n>` (a trailing integer after the last colon, e.g.
-`conv-26:D3:7`, turn 7 of `conv-26:D3`); hits of other ids have no neighbours and gain nothing. Only
+`conv-26:D3:7`, turn 7 of `conv-26:D3`); hits of other ids have no neighbours and gain nothing. Two turns
+are neighbours only when they also carry one event time (a conversation's session): ids alone would make
+`ticket:1234` and `ticket:1235` neighbours, and unrelated records numbered in a row share nothing. Only
 hits in the candidate list count (nothing is fetched). The gain is its own contribution (`neighbours`),
 so `score` stays the sum of `contributions`; hits are re-ordered, ties broken on chunk id as fusion does.
 """
@@ -20,11 +22,15 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from datetime import datetime
 
     from app.domain.models import FusedHit, NeighbourSharing
 
 NEIGHBOUR_CONTRIBUTION: Final = "neighbours"
 TURN_SEPARATOR: Final = ":"
+
+Turn = tuple["datetime", str, int]
+"""A turn's session (its event time), sequence and number."""
 
 
 def turn_of(document_id: str) -> tuple[str, int] | None:
@@ -43,14 +49,14 @@ def share_neighbour_scores(hits: Sequence[FusedHit], sharing: NeighbourSharing) 
     """
     if not sharing.changes_ranking:
         return list(hits)
-    best: dict[tuple[str, int], float] = {}
+    best: dict[Turn, float] = {}
     for hit in hits:
-        turn = turn_of(hit.chunk.document_id)
+        turn = _session_turn(hit)
         if turn is not None:
             best[turn] = max(best.get(turn, -math.inf), hit.score)
     shared = []
     for hit in hits:
-        gain = sharing.share * _best_neighbour(turn_of(hit.chunk.document_id), best, sharing.window_turns)
+        gain = sharing.share * _best_neighbour(_session_turn(hit), best, sharing.window_turns)
         if gain <= 0:
             shared.append(hit)
             continue
@@ -59,13 +65,21 @@ def share_neighbour_scores(hits: Sequence[FusedHit], sharing: NeighbourSharing) 
     return sorted(shared, key=lambda hit: (-hit.score, hit.chunk_id))
 
 
-def _best_neighbour(turn: tuple[str, int] | None, best: dict[tuple[str, int], float], window: int) -> float:
+def _session_turn(hit: FusedHit) -> Turn | None:
+    """(event time, sequence, turn number) of a dated turn; None for an undated chunk or an id naming no turn."""
+    turn = turn_of(hit.chunk.document_id)
+    if turn is None or hit.chunk.event_time is None:
+        return None
+    return hit.chunk.event_time, *turn
+
+
+def _best_neighbour(turn: Turn | None, best: dict[Turn, float], window: int) -> float:
     """The best positive score among the turns at most `window` away from `turn` (itself excluded); else 0."""
     if turn is None:
         return 0.0
-    sequence, number = turn
+    moment, sequence, number = turn
     scores = (
-        best.get((sequence, number + offset), 0.0)
+        best.get((moment, sequence, number + offset), 0.0)
         for distance in range(1, window + 1)
         for offset in (-distance, distance)
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from app.domain.models import Chunk, FusedHit, FusionMethod, NeighbourSharing
@@ -10,8 +12,10 @@ from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan
 from app.retrieval.neighbours import NEIGHBOUR_CONTRIBUTION, share_neighbour_scores, turn_of
 
+SESSION = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
-def hit(document_id: str, score: float) -> FusedHit:
+
+def hit(document_id: str, score: float, *, event_time: datetime | None = SESSION) -> FusedHit:
     chunk = Chunk(
         chunk_id=f"{document_id}#0",
         document_id=document_id,
@@ -22,6 +26,7 @@ def hit(document_id: str, score: float) -> FusedHit:
         breadcrumb=(),
         section_title="",
         position=0,
+        event_time=event_time,
     )
     return FusedHit(chunk=chunk, score=score, ranks={}, leg_scores={}, contributions={"lexical": score})
 
@@ -78,6 +83,21 @@ def test_turns_of_other_sequences_are_not_neighbours() -> None:
     shared = share_neighbour_scores(hits, NeighbourSharing(share=0.5, window_turns=1))
 
     assert [h.score for h in shared] == [2.0, 1.0]
+
+
+def test_turns_of_other_sessions_or_undated_are_not_neighbours() -> None:
+    later = datetime(2023, 5, 25, 13, 14, tzinfo=UTC)
+    hits = [hit("ticket:1234", 2.0, event_time=None), hit("ticket:1235", 1.0, event_time=None), hit("s:1", 2.0)]
+    hits += [hit("s:2", 1.0, event_time=later)]
+
+    shared = share_neighbour_scores(hits, NeighbourSharing(share=0.5, window_turns=1))
+
+    assert [(h.chunk.document_id, h.score) for h in shared] == [
+        ("s:1", 2.0),
+        ("ticket:1234", 2.0),
+        ("s:2", 1.0),
+        ("ticket:1235", 1.0),
+    ]
 
 
 def test_sharing_off_changes_nothing() -> None:
