@@ -116,15 +116,15 @@ def test_scores_are_read_before_any_hit_is_raised() -> None:
     assert [h.score for h in shared] == [2.0, 2.0, 2.0]
 
 
-def test_the_plan_shares_only_in_hybrid_zscore_searches_and_is_off_by_default() -> None:
+def test_the_plan_shares_only_in_hybrid_zscore_searches_by_default() -> None:
     optimizer = QueryOptimizer()
     analysis = optimizer.analyze("What did Caroline paint?")
-    knobs = SearchKnobs(neighbour_score_share=0.4, neighbour_window_turns=2)
+    knobs = SearchKnobs()
 
-    on = build_plan(analysis, SearchOptions(project="p"), knobs)
+    default = build_plan(analysis, SearchOptions(project="p"), knobs)
     rrf = build_plan(analysis, SearchOptions(project="p", fusion_method=FusionMethod.RRF), knobs)
-    default = build_plan(analysis, SearchOptions(project="p"), SearchKnobs())
+    off = build_plan(analysis, SearchOptions(project="p"), SearchKnobs(neighbour_score_share=0.0))
 
-    assert on.neighbours == NeighbourSharing(share=0.4, window_turns=2)
+    assert default.neighbours == NeighbourSharing(share=0.4, window_turns=2)
     assert not rrf.neighbours.changes_ranking
-    assert not default.neighbours.changes_ranking
+    assert not off.neighbours.changes_ranking
