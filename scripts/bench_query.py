@@ -4,8 +4,9 @@ What it does:
 1. Uses `--data-dir` as POIMEN_DATA_DIR (a throwaway temp folder when omitted). The first run ingests
    the corpus there with `poimen ingest <corpus.jsonl> --project scifact` (minutes on a laptop CPU) and
    leaves a marker file, so later runs with the same `--data-dir` start at once.
-2. Starts `poimen serve` on a free loopback port with the query cache off (QUERY_CACHE_TTL_SECS=0), so
-   every request really searches, and waits for /readyz.
+2. Starts `poimen serve` on a free loopback port with the query cache and the query-embedding cache off
+   (QUERY_CACHE_TTL_SECS=0, EMBEDDING_QUERY_CACHE_SIZE=0), so every request really embeds and searches,
+   and waits for /readyz.
 3. Sends the test queries (queries.jsonl restricted to the ids in qrels/test.tsv; 300 for SciFact)
    sequentially over one keep-alive connection, once per strategy, after a short warm-up.
 4. Prints, per strategy, p50/p95/p99/mean end-to-end milliseconds as the client saw them, the server's
@@ -90,6 +91,9 @@ def server_environment(data_dir: Path) -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "QUERY_CACHE_TTL_SECS": "0",
+        # Every strategy sends the same texts: with the query-embedding cache on, the strategies after the
+        # first would read their vector from it, so their latency would leave out the embedding.
+        "EMBEDDING_QUERY_CACHE_SIZE": "0",
         "LOG_LEVEL": "WARNING",
     }
 
