@@ -3,11 +3,15 @@
 `api_client` is one app per test module on the session PostgreSQL and the session model, with its
 own tantivy folder; tests keep apart by project id (`unique_name`). Tests that stop an engine build
 their own engines with `build_engines` so the session ones stay up.
+
+`AsyncTestClient` runs the app on an event loop of its own, in a thread (litestar#1920), so every pooled
+connection is made on that loop: apps built with `BuiltEngines.app` dispose the pool there at shutdown.
 """
 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from litestar import Litestar
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
     from app.engines.embedder import ServingEmbedder
 
@@ -43,22 +48,48 @@ def api_settings(data_dir: Path, **overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)
 
 
+@dataclass(frozen=True, slots=True)
+class BuiltEngines:
+    """Engines for test apps, and the connection pool behind their store and vector index."""
+
+    engines: Engines
+    pool: AsyncEngine
+
+    def app(self, settings: Settings, **options: Any) -> Litestar:
+        """`create_app(settings, engines=..., **options)` that disposes the pool at shutdown, on its own loop.
+
+        The app's connections belong to the test client's loop, which ends with the client: disposed
+        later from the test's loop, they could not be closed and would leak their sockets.
+        """
+
+        async def dispose_pool() -> None:
+            await self.pool.dispose()
+
+        app = create_app(settings, engines=self.engines, **options)
+        # Shutdown hooks run after the lifespan has stopped the outbox worker: nothing checks out a connection again.
+        app.on_shutdown.append(dispose_pool)
+        return app
+
+
 @asynccontextmanager
-async def build_engines(*, database_url: str, lexical_path: Path, embedder: ServingEmbedder) -> AsyncIterator[Engines]:
+async def build_engines(
+    *, database_url: str, lexical_path: Path, embedder: ServingEmbedder
+) -> AsyncIterator[BuiltEngines]:
     """Engines on an already migrated database and a fresh tantivy folder; closed on exit."""
-    engine = create_postgres_engine(database_url, pool_size=4)
+    pool = create_postgres_engine(database_url, pool_size=4)
     lexical = TantivyLexicalIndex(lexical_path)
+    engines = Engines(
+        embedder=embedder,
+        vector=PgVectorIndex(pool),
+        lexical=lexical,
+        store=PostgresDocumentStore(pool),
+        close_lexical=lexical.close,
+    )
     try:
-        yield Engines(
-            embedder=embedder,
-            vector=PgVectorIndex(engine),
-            lexical=lexical,
-            store=PostgresDocumentStore(engine),
-            close_lexical=lexical.close,
-        )
+        yield BuiltEngines(engines=engines, pool=pool)
     finally:
         await lexical.close()
-        await engine.dispose()
+        await pool.dispose()  # what the test itself connected, on this loop; a pool its app disposed is empty
 
 
 @asynccontextmanager
@@ -81,12 +112,11 @@ async def api_client(
 ) -> AsyncIterator[AsyncTestClient[Litestar]]:
     """The app on the session engines, one per test module."""
     data_dir = tmp_path_factory.mktemp("api")
-    async with build_engines(
-        database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder
-    ) as engines:
-        app = create_app(api_settings(data_dir), engines=engines)
-        async with app_client(app) as client:
-            yield client
+    async with (
+        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as built,
+        app_client(built.app(api_settings(data_dir))) as client,
+    ):
+        yield client
 
 
 async def wait_indexed(

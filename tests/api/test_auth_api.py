@@ -170,28 +170,24 @@ async def jwt_client(
     settings = api_settings(
         data_dir, auth_mode="jwt", jwt_secret=SECRET, jwt_issuer=ISSUER, jwt_audience=AUDIENCE, jwt_leeway_s=5.0
     )
-    async with build_engines(
-        database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder
-    ) as engines:
-        from app.api.app import create_app  # noqa: PLC0415 - as in conftest: the app module is heavy
-
-        async with app_client(create_app(settings, engines=engines)) as client:
-            writer = hs256(projects=[ALPHA, BETA], scope="ingest search")
-            created = await client.post(
-                f"/v1/projects/{ALPHA}/documents", json=secret_document(), headers=bearer(writer)
-            )
-            assert created.status_code == 201, created.text
-            beta_document = {
-                "id": "beta-doc",
-                "source": "beta/zebra.md",
-                "title": "Zebra",
-                "text": "# Zebra\n\nThe zebra protocol in beta uses public keys, no password at all.\n",
-            }
-            created = await client.post(f"/v1/projects/{BETA}/documents", json=beta_document, headers=bearer(writer))
-            assert created.status_code == 201, created.text
-            await wait_lexically_indexed(client, ALPHA, SECRET_DOCUMENT_ID, writer)
-            await wait_lexically_indexed(client, BETA, "beta-doc", writer)
-            yield client
+    async with (
+        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as built,
+        app_client(built.app(settings)) as client,
+    ):
+        writer = hs256(projects=[ALPHA, BETA], scope="ingest search")
+        created = await client.post(f"/v1/projects/{ALPHA}/documents", json=secret_document(), headers=bearer(writer))
+        assert created.status_code == 201, created.text
+        beta_document = {
+            "id": "beta-doc",
+            "source": "beta/zebra.md",
+            "title": "Zebra",
+            "text": "# Zebra\n\nThe zebra protocol in beta uses public keys, no password at all.\n",
+        }
+        created = await client.post(f"/v1/projects/{BETA}/documents", json=beta_document, headers=bearer(writer))
+        assert created.status_code == 201, created.text
+        await wait_lexically_indexed(client, ALPHA, SECRET_DOCUMENT_ID, writer)
+        await wait_lexically_indexed(client, BETA, "beta-doc", writer)
+        yield client
 
 
 @pytest.fixture
@@ -420,30 +416,28 @@ async def test_asymmetric_keys_work_end_to_end(
     caplog.set_level(logging.DEBUG)
     confusion = hmac_token_signed_with(setup.public_key_pem, claims)
     wrong_key = setup.sign_with_wrong_key(claims)
-    async with build_engines(
-        database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=embedder
-    ) as engines:
-        from app.api.app import create_app  # noqa: PLC0415
-
-        async with app_client(create_app(settings, engines=engines)) as client:
-            created = await client.post(
-                f"/v1/projects/{project}/documents", json=secret_document(), headers=bearer(setup.sign(claims))
+    async with (
+        build_engines(database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=embedder) as built,
+        app_client(built.app(settings)) as client,
+    ):
+        created = await client.post(
+            f"/v1/projects/{project}/documents", json=secret_document(), headers=bearer(setup.sign(claims))
+        )
+        refused = {
+            "HS/RS confusion": await read_everything(client, project, confusion),
+            "wrong key": await read_everything(client, project, wrong_key),
+            "alg none": await read_everything(client, project, jwt.encode(claims, None, algorithm="none")),
+            "HS256 secret": await read_everything(client, project, jwt.encode(claims, SECRET, algorithm="HS256")),
+        }
+        # Semantic: the vector leg reads PostgreSQL directly, so no wait for this app's outbox.
+        valid = [
+            await client.get(
+                "/memory/query",
+                params={"query": QUERY, "project": project, "strategy": "semantic"},
+                headers=bearer(setup.sign(claims | {"sub": subject})),
             )
-            refused = {
-                "HS/RS confusion": await read_everything(client, project, confusion),
-                "wrong key": await read_everything(client, project, wrong_key),
-                "alg none": await read_everything(client, project, jwt.encode(claims, None, algorithm="none")),
-                "HS256 secret": await read_everything(client, project, jwt.encode(claims, SECRET, algorithm="HS256")),
-            }
-            # Semantic: the vector leg reads PostgreSQL directly, so no wait for this app's outbox.
-            valid = [
-                await client.get(
-                    "/memory/query",
-                    params={"query": QUERY, "project": project, "strategy": "semantic"},
-                    headers=bearer(setup.sign(claims | {"sub": subject})),
-                )
-                for subject in ("key-tester-rsa", "key-tester-ec")
-            ]
+            for subject in ("key-tester-rsa", "key-tester-ec")
+        ]
 
     assert created.status_code == 201, created.text
     for case, answers in refused.items():

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from app.api.app import create_app
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
 if TYPE_CHECKING:
@@ -41,8 +40,8 @@ async def client(
     data_dir = tmp_path_factory.mktemp("documents_api")
     settings = api_settings(data_dir, max_document_bytes=MAX_DOCUMENT_BYTES, max_batch_documents=MAX_BATCH_DOCUMENTS)
     async with (
-        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as engines,
-        app_client(create_app(settings, engines=engines)) as test_client,
+        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as built,
+        app_client(built.app(settings)) as test_client,
     ):
         yield test_client
 

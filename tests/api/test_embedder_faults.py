@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from app.api.app import create_app
 from app.domain.errors import EngineUnavailableError
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
@@ -72,9 +71,9 @@ async def test_a_failing_embedder_degrades_searches_to_the_lexical_leg_and_refus
     project = f"emb-{uuid.uuid4().hex[:8]}"
     async with build_engines(
         database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=faulty
-    ) as engines:
+    ) as built:
         settings = api_settings(tmp_path, query_cache_ttl_secs=0, semantic_timeout_ms=300, ingest_embed_timeout_s=0.5)
-        async with app_client(create_app(settings, engines=engines)) as client:
+        async with app_client(built.app(settings)) as client:
             created = await client.post(f"/v1/projects/{project}/documents", json={"documents": DOCUMENTS})
             for document in DOCUMENTS:
                 await wait_indexed(client, project, document["id"])
@@ -124,9 +123,9 @@ async def test_a_hung_embedder_degrades_every_query_of_a_batch_search_before_the
     ]
     async with build_engines(
         database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=faulty
-    ) as engines:
+    ) as built:
         settings = api_settings(tmp_path, query_cache_ttl_secs=0, semantic_timeout_ms=300)
-        async with app_client(create_app(settings, engines=engines)) as client:
+        async with app_client(built.app(settings)) as client:
             created = await client.post(f"/v1/projects/{project}/documents", json={"documents": DOCUMENTS})
             for document in DOCUMENTS:
                 await wait_indexed(client, project, document["id"])

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from app.api.app import create_app
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
@@ -51,16 +50,16 @@ async def running_app(
     database_url: str, folder: Path, embedder, **overrides: Any
 ) -> AsyncIterator[tuple[Any, Engines]]:
     """The app on its own engines over `database_url`, with `DOCUMENTS` ingested and lexically indexed."""
-    async with build_engines(database_url=database_url, lexical_path=folder / "lexical", embedder=embedder) as engines:
+    async with build_engines(database_url=database_url, lexical_path=folder / "lexical", embedder=embedder) as built:
         settings = api_settings(folder, query_cache_ttl_secs=0, **overrides)
-        async with app_client(create_app(settings, engines=engines)) as client:
+        async with app_client(built.app(settings)) as client:
             project = f"fb-{uuid.uuid4().hex[:8]}"
             response = await client.post(f"/v1/projects/{project}/documents", json={"documents": DOCUMENTS})
             assert response.status_code == 201, response.text
             for document in DOCUMENTS:
                 await wait_indexed(client, project, document["id"])
             client.project = project  # type: ignore[attr-defined]
-            yield client, engines
+            yield client, built.engines
 
 
 async def query(client, text: str = "ingress idle connections timeout", **params: str) -> Any:

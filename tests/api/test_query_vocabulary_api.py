@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from app.api.app import create_app
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
 if TYPE_CHECKING:
@@ -33,8 +32,8 @@ async def client(api_postgres_url: str, embedder, tmp_path_factory) -> AsyncIter
     path.write_text(json.dumps(VOCABULARY), encoding="utf-8")
     settings = api_settings(data_dir, query_vocabulary_path=path)
     async with (
-        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as engines,
-        app_client(create_app(settings, engines=engines)) as test_client,
+        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as built,
+        app_client(built.app(settings)) as test_client,
     ):
         response = await test_client.post(f"/v1/projects/{PROJECT}/documents", json={"documents": DOCUMENTS})
         assert response.status_code == 201, response.text

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from app.api.app import create_app
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
 if TYPE_CHECKING:
@@ -24,8 +23,8 @@ async def client(api_postgres_url, embedder, tmp_path_factory) -> AsyncIterator[
     data_dir = tmp_path_factory.mktemp("rerank-api")
     async with build_engines(
         database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder
-    ) as engines:
-        app = create_app(api_settings(data_dir, reranker="learned", query_cache_ttl_secs=0), engines=engines)
+    ) as built:
+        app = built.app(api_settings(data_dir, reranker="learned", query_cache_ttl_secs=0))
         async with app_client(app) as test_client:
             documents = [
                 {"id": f"d{n}", "title": f"Painting {topic}", "text": f"Melanie painted a {topic} at sunrise, day {n}."}

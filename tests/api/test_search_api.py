@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from app.api.app import create_app
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
 if TYPE_CHECKING:
@@ -64,11 +63,11 @@ async def client(api_postgres_url, embedder, tmp_path_factory) -> AsyncIterator[
     data_dir = tmp_path_factory.mktemp("search-api")
     async with build_engines(
         database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder
-    ) as engines:
+    ) as built:
         settings = api_settings(
             data_dir, query_optimization_enabled=True, query_routing_strategies="hybrid,semantic,lexical,cascading"
         )
-        app = create_app(settings, engines=engines)
+        app = built.app(settings)
         async with app_client(app) as test_client:
             yield test_client
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.api.app import create_app
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
 if TYPE_CHECKING:
@@ -55,8 +54,8 @@ async def client(api_postgres_url: str, counting: CountingEmbedder, tmp_path_fac
     data_dir = tmp_path_factory.mktemp("search_pages")
     settings = api_settings(data_dir, search_batch_max_queries=BATCH_LIMIT)
     async with (
-        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=counting) as engines,
-        app_client(create_app(settings, engines=engines)) as test_client,
+        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=counting) as built,
+        app_client(built.app(settings)) as test_client,
     ):
         yield test_client
 

@@ -41,7 +41,15 @@ def opensearch_url() -> Iterator[str]:
     try:
         yield server.url
     finally:
-        server.close()
+        stop_osmem(server)
+
+
+def stop_osmem(server: OsmemServer) -> None:
+    """`server.close()`, then close its pipes: osmem-server 0.1.6 leaves open the stdout it read the ready line from."""
+    server.close()
+    for pipe in (server.process.stdin, server.process.stdout):
+        if pipe is not None:
+            pipe.close()
 
 
 @pytest.fixture(scope="session")

@@ -169,35 +169,35 @@ class TestTantivyOnDisk:
 
     async def test_a_writer_held_by_another_process_refuses_writes_until_freed(self, data_dir: Path) -> None:
         path = data_dir / "lexical"
-        holder = subprocess.Popen(
+        with subprocess.Popen(  # leaving the block closes its pipes
             [sys.executable, "-c", WRITER_HOLDER, str(path)],
             cwd=REPOSITORY_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-        )
-        index: TantivyLexicalIndex | None = None
-        try:
-            assert holder.stdout is not None
-            assert holder.stdin is not None
-            assert holder.stdout.readline().strip() == "ready"
-            index = TantivyLexicalIndex(path)
+        ) as holder:
+            index: TantivyLexicalIndex | None = None
+            try:
+                assert holder.stdout is not None
+                assert holder.stdin is not None
+                assert holder.stdout.readline().strip() == "ready"
+                index = TantivyLexicalIndex(path)
 
-            with pytest.raises(EngineUnavailableError, match="LockBusy") as refused:
+                with pytest.raises(EngineUnavailableError, match="LockBusy") as refused:
+                    await index_chunks(index, make_chunk("mine", "written by the test process"))
+                assert refused.value.engine == "tantivy"
+                assert await search_ids(index, "holder") == ["held"]  # reading needs no lock
+
+                holder.stdin.close()
+                assert holder.wait(timeout=30) == 0
                 await index_chunks(index, make_chunk("mine", "written by the test process"))
-            assert refused.value.engine == "tantivy"
-            assert await search_ids(index, "holder") == ["held"]  # reading needs no lock
-
-            holder.stdin.close()
-            assert holder.wait(timeout=30) == 0
-            await index_chunks(index, make_chunk("mine", "written by the test process"))
-            assert set(await search_ids(index, "written")) == {"held", "mine"}
-        finally:
-            if holder.poll() is None:
-                holder.kill()
-                holder.wait(timeout=30)
-            if index is not None:
-                await index.close()
+                assert set(await search_ids(index, "written")) == {"held", "mine"}
+            finally:
+                if holder.poll() is None:
+                    holder.kill()
+                    holder.wait(timeout=30)
+                if index is not None:
+                    await index.close()
 
     async def test_close_releases_the_writer_for_a_new_instance(self, data_dir: Path) -> None:
         first = TantivyLexicalIndex(data_dir / "lexical")

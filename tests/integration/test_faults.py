@@ -34,6 +34,7 @@ from app.engines.opensearch_mapping import versioned_index_name
 from app.engines.opensearch_projects import project_alias
 from app.engines.tantivy_folders import project_folder
 from app.engines.tantivy_schema import PAYLOAD, decode_chunk
+from tests.contract.opensearch_servers import stop_osmem
 from tests.integration.conftest import ServiceProcess, cli_environment, free_port
 from tests.integration.test_durability import unique_word
 
@@ -227,7 +228,7 @@ async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) ->
                 record = await ingest_across_outage(client, project, lambda: os.kill(osmem.pid, signal.SIGSTOP))
                 os.kill(osmem.pid, signal.SIGCONT)
             else:
-                record = await ingest_across_outage(client, project, osmem.close)
+                record = await ingest_across_outage(client, project, lambda: stop_osmem(osmem))
                 osmem = OsmemServer.start(japanese=False, addr=address)  # same port, empty: a node replaced
             stats = await wait_drained(client, project, DOCUMENTS)
             ready_after = await readiness(client)
@@ -238,7 +239,7 @@ async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) ->
         with contextlib.suppress(ProcessLookupError):
             os.kill(osmem.pid, signal.SIGCONT)
         service.stop()
-        osmem.close()
+        stop_osmem(osmem)
 
     # The project's index, recreated with its mapping, behind its alias.
     assert targets == [versioned_index_name(project_alias(OPENSEARCH_INDEX, project))]
@@ -384,7 +385,7 @@ async def test_postgres_restarted_under_traffic_recovers_without_a_service_resta
                 ready_after = await readiness(client)
         finally:
             service.stop()
-            osmem.close()
+            stop_osmem(osmem)
 
     assert created.status_code == 201
     assert restarted_url == url

@@ -15,6 +15,7 @@ from osmem_server import OsmemServer
 
 from app.engines.opensearch_mapping import index_body, versioned_index_name
 from app.engines.opensearch_projects import project_alias
+from tests.contract.opensearch_servers import stop_osmem
 from tests.integration.test_durability import unique_word
 from tests.integration.test_faults import (
     OPENSEARCH_INDEX,
@@ -104,7 +105,7 @@ async def test_the_first_start_after_the_shared_index_rebuilds_every_project_int
         finally:
             opensearch.close()
     finally:
-        osmem.close()
+        stop_osmem(osmem)
 
     assert found == {
         project_id: [f"doc-{n}" for n in range(offset * DOCUMENTS_PER_PROJECT, (offset + 1) * DOCUMENTS_PER_PROJECT)]

@@ -27,6 +27,7 @@ from sqlalchemy import text
 from app.engines.migrate import run_migrations
 from app.engines.opensearch_projects import project_alias
 from app.engines.pgvector import create_postgres_engine
+from tests.contract.opensearch_servers import stop_osmem
 from tests.integration.conftest import ServiceProcess, cli_environment, free_port, poimen_executable
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def replicas(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     finally:
         for service in running.services:
             service.stop()
-        server.close()
+        stop_osmem(server)
 
 
 def document_body(document_id: str, revision: int) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from prometheus_client import REGISTRY
 
-from app.api.app import create_app
 from tests.api.conftest import (  # noqa: F401 - re-exported fixture
     api_postgres_url,
     api_settings,
@@ -49,9 +48,9 @@ class OpsApp:
         folder = self.data_dir / f"app{self._count}"
         async with build_engines(
             database_url=self.database_url, lexical_path=folder / "lexical", embedder=self.embedder
-        ) as engines:
-            self.engines = engines
-            app = create_app(api_settings(folder, **overrides), engines=engines, span_processors=span_processors)
+        ) as built:
+            self.engines = built.engines
+            app = built.app(api_settings(folder, **overrides), span_processors=span_processors)
             async with app_client(app) as client:
                 yield client
 
