@@ -30,7 +30,7 @@ from app.config import load_settings
 from app.domain.models import EvidencePreferences
 from app.evaluation.datasets import project_id_for
 from app.evaluation.ingest import ensure_ingested
-from app.evaluation.metrics import mean_scores, mean_scores_by, paired_bootstrap, per_query_scores
+from app.evaluation.metrics import per_query_scores
 from app.evaluation.runner import QueryRunner, default_run_spec, document_ranking, metric_names
 from app.query.intent import read_intent
 from app.query.planner import SearchOptions
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from app.domain.models import FusedHit
 
 from tune_fusion import add_dataset_arguments, selected_dataset
+from tuning_rows import variant_row
 
 
 @dataclass(frozen=True)
@@ -144,24 +145,12 @@ def main() -> None:
         }
         per_query = per_query_scores(dataset.qrels, run, names)
         baseline = baseline or per_query
-        difference, low, high = paired_bootstrap(baseline["Recall@10"], per_query["Recall@10"])
-        by_category = {
-            category: round(scores["Recall@10"], 4)
-            for category, scores in mean_scores_by(per_query, categories).items()
-        }
-        overall = mean_scores(per_query)
-        rows.append(
-            {
-                "variant": label,
-                "Recall@10": round(overall["Recall@10"], 4),
-                "nDCG@10": round(overall["nDCG@10"], 4),
-                "Recall@10 by category": by_category,
-                "Recall@10 minus default": [round(difference, 4), round(low, 4), round(high, 4)],
-            }
-        )
+        row = variant_row(label, per_query, baseline, categories)
+        rows.append(row)
+        difference, low, high = row["Recall@10 minus default"]
         print(
-            f"{label:<28} R@10 {overall['Recall@10']:.4f} nDCG@10 {overall['nDCG@10']:.4f} "
-            f"diff {difference:+.4f} [{low:+.4f}, {high:+.4f}] by cat {by_category}",
+            f"{label:<28} R@10 {row['Recall@10']:.4f} nDCG@10 {row['nDCG@10']:.4f} "
+            f"diff {difference:+.4f} [{low:+.4f}, {high:+.4f}] by cat {row['Recall@10 by category']}",
             flush=True,
         )
     if arguments.output:

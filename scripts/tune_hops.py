@@ -31,7 +31,7 @@ from app.cli.eval_command import open_evaluation_engines
 from app.config import load_settings
 from app.evaluation.datasets import project_id_for
 from app.evaluation.ingest import ensure_ingested
-from app.evaluation.metrics import mean_scores, mean_scores_by, paired_bootstrap, per_query_scores
+from app.evaluation.metrics import per_query_scores
 from app.evaluation.runner import QueryRunner, default_run_spec, document_ranking, metric_names
 from app.query.planner import SearchOptions
 from app.search.calls import SearchCall
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 from hop_variants import Ranked, decomposers, variants
 from tune_fusion import add_dataset_arguments, selected_dataset
+from tuning_rows import variant_row
 
 
 @dataclass
@@ -106,23 +107,12 @@ def score_variants(
             run[query_id] = document_ranking(query_id, apply(text, main, lambda sub, p=project: cache.hits[p, sub]))
         per_query = per_query_scores(dataset.qrels, run, names)
         baseline = baseline or per_query
-        difference, low, high = paired_bootstrap(baseline["Recall@10"], per_query["Recall@10"])
-        by_category = {
-            category: round(scores["Recall@10"], 4)
-            for category, scores in mean_scores_by(per_query, categories).items()
-        }
-        overall = mean_scores(per_query)
-        rows.append(
-            {
-                "variant": label,
-                "Recall@10": round(overall["Recall@10"], 4),
-                "nDCG@10": round(overall["nDCG@10"], 4),
-                "Recall@10 by category": by_category,
-                "Recall@10 minus default": [round(difference, 4), round(low, 4), round(high, 4)],
-            }
-        )
+        row = variant_row(label, per_query, baseline, categories)
+        rows.append(row)
+        difference, low, high = row["Recall@10 minus default"]
+        by_category: dict[str, float] = row["Recall@10 by category"]
         print(
-            f"{label:<44} R@10 {overall['Recall@10']:.4f} diff {difference:+.4f} [{low:+.4f}, {high:+.4f}] "
+            f"{label:<44} R@10 {row['Recall@10']:.4f} diff {difference:+.4f} [{low:+.4f}, {high:+.4f}] "
             f"cat {' '.join(f'{key}:{value:.4f}' for key, value in sorted(by_category.items()))}",
             flush=True,
         )
