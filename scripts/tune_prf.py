@@ -2,8 +2,8 @@
 
 Step 1 (needs the engines): every judged query runs once through `SearchService` with the default
 configuration (relative dates against the conversation's clock, collapsing off, the fused top `--depth`
-kept); the plan the service made and both legs' rankings are recorded and pickled to `--cache`. With 50
-hits per leg and a depth of 100, the fused list holds every chunk either leg returned.
+kept); the plan the service made, both legs' rankings and every chunk they returned (`RecordingSearcher`)
+are pickled to `--cache`.
 
 Step 2 (tantivy alone): for each variant (feedback documents k, expansion terms n, original-query weight
 lambda), the top k documents of the service's ranking give the terms (`prf_terms.feedback_terms`: count
@@ -27,7 +27,7 @@ import itertools
 import json
 import pickle
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,16 +80,22 @@ class PrfCache:
 
 
 class RecordingSearcher:
-    """Wraps the service's searcher: remembers the last plan and result (queries run one at a time)."""
+    """Wraps the service's searcher: remembers the last plan and result (queries run one at a time).
+
+    The plan's limit is widened to both legs' retrieve k, so the recorded hits hold every chunk either leg
+    returned (the cut to `limit` comes last in the searcher, so the order is the same); the service gets
+    its own limit's worth.
+    """
 
     def __init__(self, inner: HybridSearcher) -> None:
         self.inner = inner
         self.last: tuple[SearchPlan, SearchResult] | None = None
 
     async def search(self, plan: SearchPlan, *, query_embedding: Sequence[float] | None = None) -> SearchResult:
-        result = await self.inner.search(plan, query_embedding=query_embedding)
+        wide = replace(plan, limit=plan.semantic_retrieve_k + plan.lexical_retrieve_k)
+        result = await self.inner.search(wide, query_embedding=query_embedding)
         self.last = (plan, result)
-        return result
+        return replace(result, hits=result.hits[: plan.limit])
 
 
 async def collect(arguments: argparse.Namespace) -> PrfCache:
@@ -124,9 +130,8 @@ async def collect(arguments: argparse.Namespace) -> PrfCache:
             missing = {cid for hits in legs.values() for cid, _ in hits} - cache.chunks.keys()
             if missing:
                 print(f"  {query.query_id}: {len(missing)} leg chunks beyond the fused depth", flush=True)
-            cache.cases[query.query_id] = Case(
-                query.text, project, query.category, plan, legs, [hit.chunk_id for hit in result.hits]
-            )
+            ranking = [hit.chunk_id for hit in result.hits[: plan.limit]]
+            cache.cases[query.query_id] = Case(query.text, project, query.category, plan, legs, ranking)
             if number % 200 == 0:
                 print(f"  {number}/{len(dataset.queries)}", flush=True)
     return cache
