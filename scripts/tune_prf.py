@@ -106,7 +106,7 @@ async def collect(arguments: argparse.Namespace) -> PrfCache:
         summary = await ensure_ingested(dataset, engines, settings, marker_dir=arguments.data_dir / "eval-markers")
         service = QueryRunner(dataset, engines, settings, clocks=summary.clocks).service(default_run_spec(settings))
         recorder = RecordingSearcher(service._searcher)  # noqa: SLF001 - a measurement reads the plan the service made
-        service._searcher = recorder  # type: ignore[assignment]  # noqa: SLF001
+        service._searcher = recorder  # noqa: SLF001
         for number, query in enumerate(dataset.queries, start=1):
             project = project_id_for(dataset.name, query.group)
             options = SearchOptions(project=project, limit=arguments.depth, collapse=False)
@@ -265,7 +265,7 @@ def lexical_alone(arguments: argparse.Namespace, expander: Expander) -> dict[str
         plan = _LexicalPlan(
             LexicalQuery(text=query.text), Filters(project_id=project_id_for(dataset.name, query.group))
         )
-        first[query.query_id] = (plan, expander.search(plan, [], 1.0))  # type: ignore[arg-type]
+        first[query.query_id] = (plan, expander.search(plan, [], 1.0))
     runs = {"lexical leg alone": {qid: [hit.chunk.document_id for hit in hits] for qid, (_, hits) in first.items()}}
     for variant in grid(arguments):
         run = {}
@@ -274,7 +274,7 @@ def lexical_alone(arguments: argparse.Namespace, expander: Expander) -> dict[str
             boost, boosted = feedback_expansion(
                 expander, plan.filters.project_id, plan.lexical_query.text, feedback, variant
             )
-            expanded = expander.search(plan, boosted, boost)  # type: ignore[arg-type]
+            expanded = expander.search(plan, boosted, boost)
             run[query_id] = [hit.chunk.document_id for hit in expanded]
         runs[variant.label] = run
     return runs
