@@ -142,10 +142,12 @@ class Variant:
     documents: int
     terms: int
     original_weight: float
+    feedback: str = "fused"  # where the feedback documents come from: "fused" or "lexical"
 
     @property
     def label(self) -> str:
-        return f"prf k={self.documents} terms={self.terms} lambda={self.original_weight}"
+        source = "" if self.feedback == "fused" else f" from {self.feedback}"
+        return f"prf k={self.documents} terms={self.terms} lambda={self.original_weight}{source}"
 
 
 class Expander:
@@ -317,7 +319,9 @@ def rerank(case: Case, chunks: dict[str, Chunk], lexical: list[ScoredHit] | None
 def expanded_ranking(case: Case, cache: PrfCache, expander: Expander, variant: Variant) -> list[str]:
     if LEXICAL_LEG not in case.legs or case.plan.strategy not in {SearchStrategy.HYBRID, SearchStrategy.LEXICAL}:
         return [cache.chunks[cid].document_id for cid in case.ranking]
-    feedback = top_documents(expander, (cache.chunks[chunk_id] for chunk_id in case.ranking), variant.documents)
+    # feedback from the service's fused ranking, or from the lexical leg's own first pass (classic RM3)
+    first_pass = case.ranking if variant.feedback == "fused" else [chunk_id for chunk_id, _ in case.legs[LEXICAL_LEG]]
+    feedback = top_documents(expander, (cache.chunks[chunk_id] for chunk_id in first_pass), variant.documents)
     original_boost, boosted = feedback_expansion(
         expander, case.project, case.plan.lexical_query.text, feedback, variant
     )
@@ -362,8 +366,9 @@ def score(arguments: argparse.Namespace, runs: dict[str, dict[str, list[str]]]) 
 def grid(arguments: argparse.Namespace) -> list[Variant]:
     """The product of --documents x --terms x --weights, or the --only labels among them."""
     every = [
-        Variant(k, n, w)
-        for k, n, w in itertools.product(
+        Variant(k, n, w, source)
+        for source, k, n, w in itertools.product(
+            arguments.feedback.split(","),
             (int(value) for value in arguments.documents.split(",")),
             [int(value) for value in arguments.terms.split(",")],
             [float(value) for value in arguments.weights.split(",")],
@@ -380,6 +385,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=100, help="fused hits kept per query")
     parser.add_argument("--documents", default="3,5,10", help="feedback documents k swept")
     parser.add_argument("--terms", default="5,10,20", help="expansion terms swept")
+    parser.add_argument("--feedback", default="fused", help="feedback from: fused (the service's ranking), lexical")
     parser.add_argument("--weights", default="0.5,0.6,0.7,0.8", help="original-query weights (lambda) swept")
     parser.add_argument("--only", default="", help="comma-separated variant labels to measure (default: the grid)")
     parser.add_argument("--output", type=Path, default=None)
