@@ -134,6 +134,9 @@ def configuration_summary(settings: Settings, embedding_model: str) -> dict[str,
         "chunk_min_chars": settings.chunk_min_chars,
         "reranker": settings.reranker,
         "rerank_top_n": settings.rerank_top_n,
+        "evidence_date_boost": settings.evidence_date_boost,
+        "neighbour_score_share": settings.neighbour_score_share,
+        "neighbour_window_turns": settings.neighbour_window_turns,
     }
 
 
