@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
 
 from hop_variants import Ranked, decomposers, variants
 from tune_fusion import add_dataset_arguments, selected_dataset
-from tuning_rows import variant_row
+from tuning_rows import variant_row, write_rows
 
 
 @dataclass
@@ -137,16 +136,7 @@ def main() -> None:
         for label, apply in variants(arguments.dataset).items()
         if not wanted or label == "default (unchanged)" or any(part in label for part in wanted)
     }
-    rows = score_variants(arguments, cache, grid)
-    if arguments.output:
-        arguments.output.parent.mkdir(parents=True, exist_ok=True)
-        document = {
-            "dataset": arguments.dataset.name,
-            "split": arguments.split,
-            "groups": arguments.groups,
-            "rows": rows,
-        }
-        arguments.output.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    write_rows(arguments, score_variants(arguments, cache, grid))
 
 
 if __name__ == "__main__":

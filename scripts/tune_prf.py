@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import pickle
 import time
 from dataclasses import dataclass, field, replace
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
 
 from prf_terms import feedback_terms, interpolated_weights
 from tune_fusion import add_dataset_arguments, selected_dataset
+from tuning_rows import write_rows
 
 
 @dataclass
@@ -417,18 +417,6 @@ def main() -> None:
             qid: expanded_ranking(case, cache, expander, variant) for qid, case in cache.cases.items()
         }
     write_rows(arguments, score(arguments, runs))
-
-
-def write_rows(arguments: argparse.Namespace, rows: list[dict[str, object]]) -> None:
-    if arguments.output:
-        arguments.output.parent.mkdir(parents=True, exist_ok=True)
-        document = {
-            "dataset": arguments.dataset.name,
-            "split": arguments.split,
-            "groups": arguments.groups,
-            "rows": rows,
-        }
-        arguments.output.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
