@@ -8,10 +8,10 @@ broken on chunk id as fusion does.
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import replace
 from typing import TYPE_CHECKING, Final
+
+from app.retrieval.fusion import best_first, with_contributions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -70,9 +70,8 @@ def prefer_evidence(hits: Sequence[FusedHit], preferences: EvidencePreferences) 
         if not extra:
             boosted.append(hit)
             continue
-        contributions = {**hit.contributions, **extra}
-        boosted.append(replace(hit, score=math.fsum(contributions.values()), contributions=contributions))
-    return sorted(boosted, key=lambda hit: (-hit.score, hit.chunk_id))
+        boosted.append(with_contributions(hit, extra))
+    return best_first(boosted)
 
 
 def _boosts(chunk: Chunk, preferences: EvidencePreferences) -> dict[str, float]:

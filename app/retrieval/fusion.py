@@ -12,8 +12,8 @@ Contracts shared by every function here:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, FusionMethod, FusionSettings, ScoredHit
@@ -214,8 +214,19 @@ def _freeze(entry: _Entry) -> FusedHit:
 
 
 def _ordered(entries: Mapping[str, _Entry], limit: int | None) -> list[FusedHit]:
-    fused = sorted((_freeze(entry) for entry in entries.values()), key=lambda hit: (-hit.score, hit.chunk_id))
+    fused = best_first(_freeze(entry) for entry in entries.values())
     return fused if limit is None else fused[:limit]
+
+
+def best_first(hits: Iterable[FusedHit]) -> list[FusedHit]:
+    """`hits` by score, highest first, ties broken by chunk id (deterministic across replicas)."""
+    return sorted(hits, key=lambda hit: (-hit.score, hit.chunk_id))
+
+
+def with_contributions(hit: FusedHit, extra: Mapping[str, float]) -> FusedHit:
+    """`hit` with `extra` added to its contributions; its score stays their sum (what `explain` shows)."""
+    contributions = {**hit.contributions, **extra}
+    return replace(hit, score=math.fsum(contributions.values()), contributions=contributions)
 
 
 def cascade_ranking(semantic_hits: Sequence[ScoredHit], lexical_hits: Sequence[ScoredHit]) -> list[FusedHit]:
@@ -239,7 +250,7 @@ def cascade_ranking(semantic_hits: Sequence[ScoredHit], lexical_hits: Sequence[S
         entry.leg_scores.update({SEMANTIC_LEG: hit.score, LEXICAL_LEG: lexical_hit.score})
         entry.contributions[SEMANTIC_LEG] = hit.score
         fused.append(_freeze(entry))
-    return sorted(fused, key=lambda fused_hit: (-fused_hit.score, fused_hit.chunk_id))
+    return best_first(fused)
 
 
 def readable_relevance(

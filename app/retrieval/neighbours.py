@@ -17,8 +17,9 @@ so `score` stays the sum of `contributions`; hits are re-ordered, ties broken on
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import TYPE_CHECKING, Final
+
+from app.retrieval.fusion import best_first, with_contributions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,9 +61,8 @@ def share_neighbour_scores(hits: Sequence[FusedHit], sharing: NeighbourSharing) 
         if gain <= 0:
             shared.append(hit)
             continue
-        contributions = {**hit.contributions, NEIGHBOUR_CONTRIBUTION: gain}
-        shared.append(replace(hit, score=math.fsum(contributions.values()), contributions=contributions))
-    return sorted(shared, key=lambda hit: (-hit.score, hit.chunk_id))
+        shared.append(with_contributions(hit, {NEIGHBOUR_CONTRIBUTION: gain}))
+    return best_first(shared)
 
 
 def _session_turn(hit: FusedHit) -> Turn | None:
