@@ -50,14 +50,18 @@ def share_neighbour_scores(hits: Sequence[FusedHit], sharing: NeighbourSharing) 
     """
     if not sharing.changes_ranking:
         return list(hits)
+    # On by default for every hybrid search: each turn is read once, and a list without one dated turn
+    # (runbooks, abstracts) costs one pass.
+    turns = [_session_turn(hit) for hit in hits]
     best: dict[Turn, float] = {}
-    for hit in hits:
-        turn = _session_turn(hit)
+    for hit, turn in zip(hits, turns, strict=True):
         if turn is not None:
             best[turn] = max(best.get(turn, -math.inf), hit.score)
+    if not best:
+        return best_first(hits)
     shared = []
-    for hit in hits:
-        gain = sharing.share * _best_neighbour(_session_turn(hit), best, sharing.window_turns)
+    for hit, turn in zip(hits, turns, strict=True):
+        gain = sharing.share * _best_neighbour(turn, best, sharing.window_turns)
         if gain <= 0:
             shared.append(hit)
             continue
