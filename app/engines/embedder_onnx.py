@@ -1,7 +1,9 @@
 """ONNX Runtime encoder over an exported sentence-transformers model (`embedder_export.py`).
 
 Two sessions over one file: one for queries and one for ingestion, each with its own threads, so a
-query never waits for an ingest batch to release a lock. Batches are padded to their longest text only.
+query never waits for an ingest batch to release a lock. A call's texts are run in groups of similar
+token length, each padded to its own longest text: a pass costs in proportion to padded tokens, so one
+long text no longer makes every short text in a micro-batch as expensive as itself.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 DEFAULT_MAX_TOKENS = 256
+PADDING_SLACK = 1.25
+"""A group's longest text is at most this many times its shortest (plus `PADDING_SLACK_TOKENS`)."""
+PADDING_SLACK_TOKENS = 2
 
 
 def _session(model_file: Path, *, threads: int) -> Any:  # noqa: ANN401 - onnxruntime is untyped
@@ -50,7 +55,9 @@ class OnnxEncoder:
 
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=_max_tokens(model_dir))
-        self._tokenizer.enable_padding()  # to the longest text of each batch, not to max length
+        self._tokenizer.enable_padding()  # only to learn the model's padding id: `encode` pads per group
+        self._pad_id = int((self._tokenizer.padding or {}).get("pad_id", 0))
+        self._tokenizer.no_padding()
         self._session = _session(model_file, threads=threads)
         self._guard = threading.Lock()  # uncontended: each instance has one caller thread
         self.dimensions = int(self._session.get_outputs()[0].shape[-1])
@@ -65,12 +72,37 @@ class OnnxEncoder:
         """Unit-length vectors for `texts`, in order, in one forward pass."""
         if not texts:
             return []
+        vectors: list[list[float]] = [[] for _ in texts]
         with self._guard:
-            encodings = self._tokenizer.encode_batch(list(texts))
-            feeds = {
-                "input_ids": np.array([item.ids for item in encodings], dtype=np.int64),
-                "attention_mask": np.array([item.attention_mask for item in encodings], dtype=np.int64),
-                "token_type_ids": np.array([item.type_ids for item in encodings], dtype=np.int64),
-            }
-            (matrix,) = self._session.run([OUTPUT_NAME], {name: feeds[name] for name in INPUT_NAMES})
-        return [row.tolist() for row in matrix]
+            encodings = self._tokenizer.encode_batch(list(texts))  # unpadded: padding is per group below
+            for group in length_groups([len(item.ids) for item in encodings]):
+                width = max(len(encodings[position].ids) for position in group)
+                feeds = {name: np.zeros((len(group), width), dtype=np.int64) for name in INPUT_NAMES}
+                feeds["input_ids"].fill(self._pad_id)
+                for row, position in enumerate(group):
+                    item = encodings[position]
+                    size = len(item.ids)
+                    feeds["input_ids"][row, :size] = item.ids
+                    feeds["attention_mask"][row, :size] = item.attention_mask
+                    feeds["token_type_ids"][row, :size] = item.type_ids
+                (matrix,) = self._session.run([OUTPUT_NAME], feeds)
+                for row, position in enumerate(group):
+                    vectors[position] = matrix[row].tolist()
+        return vectors
+
+
+def length_groups(lengths: Sequence[int]) -> list[list[int]]:
+    """Positions of `lengths` in groups of similar length, shortest first, each group in ascending length.
+
+    Every position is in exactly one group. Within a group the longest is at most `PADDING_SLACK` times
+    the shortest plus `PADDING_SLACK_TOKENS`, so padding wastes at most about a quarter of a pass.
+    """
+    groups: list[list[int]] = []
+    shortest = 0
+    for position in sorted(range(len(lengths)), key=lambda index: (lengths[index], index)):
+        if groups and lengths[position] <= shortest * PADDING_SLACK + PADDING_SLACK_TOKENS:
+            groups[-1].append(position)
+        else:
+            groups.append([position])
+            shortest = lengths[position]
+    return groups
