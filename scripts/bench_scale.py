@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_query
 from bench_query import free_port, percentiles, start_server
+from load_server import machine_description
 from scale_corpus import base_texts, chunk_plan, chunk_text, pair_vectors, recall_at_k
 from scale_vectors import embed_base_texts, load_base_vectors
 
@@ -422,7 +423,13 @@ async def measure_size(size: int, arguments: argparse.Namespace, queries: list[s
         print(f"[{size}] indexed: {json.dumps(result)}; serving and measuring latency", file=sys.stderr, flush=True)
         port = free_port()
         server = start_server(data_dir, port)
+        result["machine"] = {
+            **machine_description(),  # its load average: how quiet the latency run started
+            "client": "same machine, loopback, one keep-alive http.client connection, one query at a time",
+            "hnsw_ef_search": os.environ.get("HNSW_EF_SEARCH", "100 (default)"),
+        }
         result["latency"] = measure_latency(port, queries)
+        result["machine"]["load_average_1m_after_latency"] = round(os.getloadavg()[0], 2)
         result["server_rss_bytes"] = rss_bytes(server.pid)
         server.terminate()
         server.wait(timeout=60)
@@ -457,8 +464,7 @@ def merge_json(path: Path, results: list[dict[str, Any]]) -> None:
         else:
             by_size[entry["chunks"]] = entry
     summary = {
-        "machine": f"{os.cpu_count()} CPU cores shared with other work (load average above the core count); "
-        "timings measured on a shared, busy 2-core machine",
+        "machine": "per size, under `machine` (entries measured before it was recorded: see scale-curve.md)",
         "model": MODEL,
         "hnsw": {"m": 16, "ef_construction": 64, "product_ef_search": 100},
         "sizes": [by_size[size] for size in sorted(by_size)],

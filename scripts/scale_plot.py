@@ -29,10 +29,10 @@ def plot_scale_curve(json_path: Path) -> Path:
     latency_axis.set_xscale("log")
     latency_axis.set_xlabel("chunks")
     latency_axis.set_ylabel("ms, HTTP end to end, one client")
-    latency_axis.set_title("Query latency (shared, busy 2-core machine)")
+    latency_axis.set_title("Query latency, one client (machine: see the JSON)")
     latency_axis.legend(fontsize=7)
     latency_axis.grid(visible=True, alpha=0.3)
-    # The legs' own cost, without the query embedding that dominates end to end on a busy machine.
+    # The legs' own cost, without the query embedding (the same at every size).
     for strategy, stage, label in (("semantic", "semantic", "vector leg"), ("lexical", "lexical", "lexical leg")):
         values = [entry["latency"][strategy]["stage_p50_ms"][stage] for entry in sizes]
         stage_axis.plot(chunks, values, "-o", label=f"{label} p50 (server stage)")
