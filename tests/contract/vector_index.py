@@ -236,5 +236,27 @@ class VectorIndexContract:
         assert nothing == []
         assert set(only_current) == {"a#0"}
 
+    async def test_search_confirming_reports_a_hit_that_is_also_asked_in_both(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "a", 0), embedding(1.0, 0.0)),
+                (chunk(project, "b", 0), embedding(0.6, 0.8)),
+                (chunk(project, "c", 0), embedding(0.0, 1.0)),
+            ],
+        )
+        filters = Filters(project_id=project)
+        asked = ["a#0", "c#0", "gone#0"]
+
+        hits, current = await index.search_confirming(embedding(1.0, 0.0), top_k=2, filters=filters, chunk_ids=asked)
+        narrowed, narrowed_current = await index.search_confirming(
+            embedding(1.0, 0.0), top_k=5, filters=Filters(project_id=project, chunk_ids=("b#0", "c#0")), chunk_ids=asked
+        )
+
+        assert ids(hits) == ids(await index.search(embedding(1.0, 0.0), top_k=2, filters=filters)) == ["a#0", "b#0"]
+        assert current == narrowed_current == await store.existing_chunks(project, asked)
+        assert set(current) == {"a#0", "c#0"}
+        assert ids(narrowed) == ["b#0", "c#0"]  # the filter's chunk ids and the asked ones are separate lists
+
     async def test_ping_answers(self, index) -> None:
         await index.ping()

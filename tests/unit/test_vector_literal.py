@@ -15,7 +15,9 @@ def test_every_float32_survives_the_text_round_trip() -> None:
 
     literal = vector_literal(values.tolist())
 
-    parsed = np.array([float(part) for part in literal.removeprefix("[").removesuffix("]").split(",")], dtype=np.float32)
+    parsed = np.array(
+        [float(part) for part in literal.removeprefix("[").removesuffix("]").split(",")], dtype=np.float32
+    )
     assert np.array_equal(parsed, values)
 
 
