@@ -3,7 +3,9 @@
 Prints, for the SciFact test queries and the LoCoMo queries:
   agreement      mean and minimum cosine between the ONNX and the torch vector of each query
   one query      p50/p95 ms of `embed_query` called one at a time (the service's path: micro-batcher thread),
-                 for each backend, and of the bare ONNX session on one thread (the floor of this model here)
+                 for each backend, and of the bare ONNX session on one thread (the floor of this model here),
+                 back to back and after 2, 8 and 20 ms idle: a pass that follows idle time reads the model's
+                 weights back into the caches, which is what a query arriving alone pays
   concurrent     queries/s with 16 callers at once: micro-batching folds them into shared passes
 and the resident memory after loading both.
 
@@ -34,6 +36,10 @@ DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 CONCURRENT_CALLERS = 16
 
 
+IDLE_GAPS_MS = (0, 2, 8, 20)
+"""Idle time before each bare pass: 0 is back to back (the floor), the others what a lone query meets."""
+
+
 def evaluation_queries(limit: int) -> dict[str, list[str]]:
     """SciFact test queries (those with judgements) and LoCoMo queries, at most `limit` of each."""
     judged = {line.split("\t", 1)[0] for line in (DATASETS / "scifact" / "qrels" / "test.tsv").open(encoding="utf-8")}
@@ -60,6 +66,17 @@ async def one_at_a_time(embedder: ServingEmbedder, texts: list[str]) -> list[flo
     for text in texts:
         started = time.perf_counter()
         await embedder.embed_query(text)
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def bare_passes_ms(encoder: OnnxEncoder, texts: list[str], *, gap_ms: float) -> list[float]:
+    """Milliseconds of one pass per text, each after `gap_ms` of idle time (a sleep, not measured)."""
+    samples = []
+    for text in texts:
+        time.sleep(gap_ms / 1000)
+        started = time.perf_counter()
+        encoder.encode([text])
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 
@@ -104,12 +121,9 @@ async def run(arguments: argparse.Namespace) -> None:
     model_dir = packaged_model_path(settings.embedding_model)
     model_file = export_path(model_dir, model_name=onnx.model_name, folder=onnx_dir)
     bare = OnnxEncoder(model_file, model_dir, threads=1)
-    samples = []
-    for text in texts:
-        started = time.perf_counter()
-        bare.encode([text])
-        samples.append((time.perf_counter() - started) * 1000)
-    print(f"one query  onnx  (bare session, 1 thread)  {percentiles(samples)}")
+    for gap_ms in IDLE_GAPS_MS:
+        samples = bare_passes_ms(bare, texts, gap_ms=gap_ms)
+        print(f"one query  onnx  (bare session, 1 thread, {gap_ms:2} ms idle before each)  {percentiles(samples)}")
     for label, embedder in (("onnx", onnx), ("torch", torch)):
         qps = await concurrent_qps(embedder, texts)
         sizes = embedder.query_batches
