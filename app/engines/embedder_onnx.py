@@ -69,7 +69,7 @@ class OnnxEncoder:
         return bool(normalizer is not None and getattr(normalizer, "lowercase", False))
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
-        """Unit-length vectors for `texts`, in order, in one forward pass."""
+        """Unit-length vectors for `texts`, in order: one forward pass per group of similar token length."""
         if not texts:
             return []
         vectors: list[list[float]] = [[] for _ in texts]
