@@ -28,6 +28,8 @@ install: $(VENV)/.installed ## create .venv and install the service with test an
 
 install-tools: ## install helm, kubernetes-validate, yamllint, hadolint, checkov, promtool and chromium (CI)
 	bash scripts/install_k8s_tools.sh $(TOOLS)
+	# The chart's dependencies (ignored by git), so `helm lint/template charts/poimen-memory` work after set-up.
+	bash scripts/chart_deps.sh || echo "chart dependencies not fetched: helm template of the chart needs scripts/chart_deps.sh"
 	command -v promtool >/dev/null || (apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null)) || echo "promtool not installed (needs apt as root)"
 	# Debian's Chromium for tests/browser (Playwright drives it by path; its own browser download cannot run here).
 	test -x /usr/bin/chromium || (apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null)) || echo "chromium not installed (needs apt as root): tests/browser will skip"
