@@ -287,8 +287,11 @@ class PostgresDocumentStore:
 
     async def project_generation(self, project_id: str) -> int:
         """Return the project's generation: it moves on with every write that changes its answers (0: none yet)."""
+        # Read before every search while the query cache is on: one round trip, no transaction (the
+        # function scopes itself to the project, see migration 0005).
         with translate_errors(engine=self.name):
-            async with project_transaction(self._engine, [project_id]) as connection:
+            async with self._engine.connect() as plain_connection:
+                connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
                 generation = (
                     await connection.execute(text(SELECT_GENERATION), {"project_id": project_id})
                 ).scalar_one_or_none()

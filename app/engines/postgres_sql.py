@@ -137,7 +137,8 @@ SELECT_EXISTING_CHUNKS: Final = (
     "AND chunk_id = ANY(CAST(:chunk_ids AS text[]))"
 )
 
-SELECT_GENERATION: Final = "SELECT generation FROM project_generations WHERE project_id = :project_id"
+SELECT_GENERATION: Final = "SELECT poimen_project_generation(:project_id)"
+"""The project's generation (NULL: none yet) in one statement that scopes itself (migration 0005): no transaction."""
 
 BUMP_GENERATIONS: Final = (
     "INSERT INTO project_generations AS g (project_id) "

@@ -150,3 +150,28 @@ async def test_the_embedded_service_connects_as_the_runtime_role(tmp_path: Path)
             await owner.dispose()
 
     assert [row.usename for row in users] == [RUNTIME_ROLE]
+
+
+async def test_the_generation_function_reads_one_project_and_leaves_no_scope_behind(
+    migrated_postgres_url: str, two_projects: tuple[str, str]
+) -> None:
+    mine, theirs = two_projects
+    # One pooled connection: the statements after the function run on the session it ran on.
+    engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=1)
+    store = PostgresDocumentStore(engine)
+    try:
+        generations = (await store.project_generation(mine), await store.project_generation(theirs))
+        async with engine.connect() as connection:
+            after_alone = (await connection.execute(text("SELECT count(*) FROM chunks"))).scalar_one()
+        async with project_transaction(engine, [mine]) as connection:
+            inside = (
+                await connection.execute(text("SELECT poimen_project_generation(:project)"), {"project": theirs})
+            ).scalar_one()
+            projects_after = {row.project_id for row in await connection.execute(text("SELECT project_id FROM chunks"))}
+    finally:
+        await engine.dispose()
+
+    assert all(generation > 0 for generation in generations)  # both projects have written
+    assert inside == generations[1]  # it reads the project it is asked for, whatever the caller's scope
+    assert after_alone == 0  # called alone, its scope ended with its statement
+    assert projects_after == {mine}  # called inside a transaction, the caller's scope is back unchanged
