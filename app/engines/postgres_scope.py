@@ -6,7 +6,9 @@ declared the cross-project maintenance scope, `poimen.scope = 'all_projects'`. A
 set neither sees nothing. Both settings are set with `set_config(..., true)`, which is `SET LOCAL`:
 they end with the transaction, so a pooled connection never carries one request's projects into the
 next. Every statement the adapters run goes through `project_transaction` or, for the few paths
-that span projects by design, `all_projects_transaction` (docs/security.md lists them).
+that span projects by design, `all_projects_transaction` (docs/security.md lists them). The one
+exception is the per-query generation read, `poimen_project_generation(project)` (migration 0005): a
+function that sets and restores the same scope itself, so it needs no transaction around it.
 
 Only a role that is neither superuser nor table owner (nor `BYPASSRLS`) is held to the policies; the
 migration also forces them on the owner (`FORCE ROW LEVEL SECURITY`). `app.engines.postgres_roles`
