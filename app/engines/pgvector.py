@@ -1,7 +1,8 @@
 """The vector leg on PostgreSQL: `PgVectorIndex` (HNSW cosine search) and the shared `AsyncEngine` factory.
 
 One SQLAlchemy `AsyncEngine` (asyncpg) serves this index and `PostgresDocumentStore`; the app lifespan
-owns and disposes it. Driver errors become `EngineError`s in `app.engines.postgres_errors.translate_errors()`.
+owns and disposes it. The search itself runs on the pooled asyncpg connection directly
+(`app.engines.postgres_driver`): it is the one read every query makes. Driver errors become `EngineError`s in `app.engines.postgres_errors.translate_errors()`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import ScoredHit
+from app.engines.chunk_codec import chunk_from_record
+from app.engines.postgres_driver import fetch, project_read
 from app.engines.postgres_errors import translate_errors
-from app.engines.postgres_rows import chunk_from_row, vector_literal
-from app.engines.postgres_scope import project_transaction
+from app.engines.postgres_rows import vector_literal
 from app.engines.postgres_sql import (
     SELECT_EXISTING_CHUNKS,
     SESSIONS_PRESET,
@@ -131,13 +133,22 @@ class PgVectorIndex:
         with translate_errors(engine=self.name):
             # The sessions' own HNSW settings usually suffice: no SET LOCAL of them then.
             preset = not searching or (top_k <= self._ef_search and await self._uses_preset_sessions())
-            async with project_transaction(self._engine, [filters.project_id]) as connection:
+            # On the driver's own connection: this read runs on every query (`app.engines.postgres_driver`).
+            async with project_read(self._engine, [filters.project_id]) as connection:
                 if not preset:
-                    await connection.execute(text(SET_LOCAL_HNSW), {"ef_search": str(ef_search)})
-                rows = (await connection.execute(text(statement), parameters)).all() if searching else []
-                current = await select_existing_chunks(connection, filters.project_id, chunk_ids)
-        hits = [ScoredHit(chunk=chunk_from_row(row), score=1.0 - float(row.distance)) for row in rows]
-        return hits, current
+                    await fetch(connection, SET_LOCAL_HNSW, {"ef_search": str(ef_search)})
+                rows = await fetch(connection, statement, parameters) if searching else []
+                existing = (
+                    await fetch(
+                        connection,
+                        SELECT_EXISTING_CHUNKS,
+                        {"project_id": filters.project_id, "chunk_ids": list(chunk_ids)},
+                    )
+                    if chunk_ids
+                    else []
+                )
+        hits = [ScoredHit(chunk=chunk_from_record(row), score=1.0 - float(row["distance"])) for row in rows]
+        return hits, {row["chunk_id"]: row["chunk_hash"] for row in existing}
 
     async def ping(self) -> None:
         """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""

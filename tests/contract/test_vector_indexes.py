@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.domain.errors import EngineUnavailableError
@@ -12,6 +15,7 @@ from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
+from app.engines.postgres_roles import ensure_runtime_role
 from tests.contract.document_store import chunk, embedding
 from tests.contract.vector_index import VectorIndexContract, save
 
@@ -66,6 +70,78 @@ class TestPgVectorIndex(VectorIndexContract):
             await plain_engine.dispose()
 
         assert [h.chunk_id for h in hits] == ["a#0"]
+
+    async def test_searches_cancelled_at_any_point_leave_the_pool_clean(
+        self, store, migrated_postgres_url, project
+    ) -> None:
+        # The read runs on the driver's connection (app/engines/postgres_driver.py): whatever await a
+        # cancellation lands on, the one pooled connection must come back usable and scoped to nothing.
+        await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(6)])
+        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=1)
+        index = PgVectorIndex(engine)
+        filters = Filters(project_id=project)
+        try:
+            await index.search(embedding(1.0), top_k=3, filters=filters)  # learns the preset sessions first
+            outcomes = {"cancelled": 0, "finished": 0}
+            for attempt_number in range(40):
+                task = asyncio.create_task(
+                    index.search_confirming(embedding(1.0), top_k=3, filters=filters, chunk_ids=["doc#5"])
+                )
+                for _ in range(attempt_number % 8):  # cancel after 0..7 turns of the loop
+                    await asyncio.sleep(0)
+                task.cancel()
+                try:
+                    await task
+                    outcomes["finished"] += 1
+                except asyncio.CancelledError:
+                    outcomes["cancelled"] += 1
+            hits, existing = await index.search_confirming(
+                embedding(1.0), top_k=3, filters=filters, chunk_ids=["doc#5"]
+            )
+            async with engine.connect() as connection:
+                scope = (await connection.execute(text("SELECT current_setting('poimen.project_ids', true)"))).scalar()
+                visible = (await connection.execute(text("SELECT count(*) FROM chunks"))).scalar()
+        finally:
+            await engine.dispose()
+
+        assert outcomes["cancelled"] > 0
+        assert [h.chunk_id for h in hits] == ["doc#0", "doc#1", "doc#2"]
+        assert set(existing) == {"doc#5"}
+        assert scope in {None, ""}  # the search's SET LOCAL ended with its transaction
+        assert visible == 0  # and so no row is visible outside one
+
+    async def test_a_search_whose_connection_was_killed_fails_once_then_recovers(
+        self, store, migrated_postgres_url, project
+    ) -> None:
+        await save(store, [(chunk(project, "doc", 0), embedding(1.0))])
+        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=1)
+        owner = create_async_engine(migrated_postgres_url)
+        index = PgVectorIndex(engine)
+        filters = Filters(project_id=project)
+        try:
+            before = await index.search(embedding(1.0), top_k=1, filters=filters)
+            async with engine.connect() as pooled:  # the pool's one connection, the one the search used
+                backend = (await pooled.execute(text("SELECT pg_backend_pid()"))).scalar()
+            async with owner.connect() as connection:
+                killed = (
+                    await connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": backend})
+                ).scalar()
+                while (
+                    await connection.execute(
+                        text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": backend}
+                    )
+                ).scalar():
+                    await asyncio.sleep(0.05)
+            with pytest.raises(EngineUnavailableError) as failed:
+                await index.search(embedding(1.0), top_k=1, filters=filters)
+            after = await index.search(embedding(1.0), top_k=1, filters=filters)
+        finally:
+            await engine.dispose()
+            await owner.dispose()
+
+        assert killed is True
+        assert failed.value.engine == "pgvector"
+        assert [h.chunk_id for h in before] == [h.chunk_id for h in after] == ["doc#0"]
 
 
 @pytest.mark.integration
