@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import text
@@ -70,6 +71,39 @@ class TestPgVectorIndex(VectorIndexContract):
             await plain_engine.dispose()
 
         assert [h.chunk_id for h in hits] == ["a#0"]
+
+    async def test_a_long_chunk_keeps_its_vector_in_the_row(self, store, migrated_postgres_url, project) -> None:
+        # Migration 0006: the vector stays in the heap row (no TOAST fetch per distance); the text moves out.
+        rng_text = " ".join(f"word{number * 7919 % 10007}" for number in range(1200))  # ~11 kB, compressible
+        dense = [((number * 37) % 101) / 101 - 0.5 for number in range(384)]  # no zeros: nothing to compress
+        long_chunk = replace(chunk(project, "long", 0, text=rng_text), chunk_hash="hash-of-long")
+        await save(store, [(long_chunk, dense)])
+        owner = create_async_engine(migrated_postgres_url)  # the migrating superuser: not held by row-level security
+        try:
+            async with owner.connect() as connection:
+                storage = (
+                    await connection.execute(
+                        text(
+                            "SELECT CAST(attstorage AS text) FROM pg_attribute "
+                            "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+                        )
+                    )
+                ).scalar()
+                vector_out_of_line, text_out_of_line = (
+                    await connection.execute(
+                        text(
+                            "SELECT pg_column_toast_chunk_id(embedding) IS NOT NULL, "
+                            "pg_column_toast_chunk_id(text) IS NOT NULL FROM chunks "
+                            "WHERE project_id = :project AND chunk_id = 'long#0'"
+                        ),
+                        {"project": project},
+                    )
+                ).one()
+        finally:
+            await owner.dispose()
+
+        assert storage == "m"
+        assert (vector_out_of_line, text_out_of_line) == (False, True)
 
     async def test_searches_cancelled_at_any_point_leave_the_pool_clean(
         self, store, migrated_postgres_url, project
