@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 from load_server import (
+    CpuMeter,
     ServiceUnderTest,
     ingest_documents,
     machine_description,
@@ -98,20 +99,25 @@ def check_both_legs_answer(url: str, text: str) -> None:
 
 
 async def run_matrix(
-    url: str, cursor: QueryCursor, arguments: argparse.Namespace, *, cache: str
+    service: ServiceUnderTest, cursor: QueryCursor, arguments: argparse.Namespace, *, cache: str
 ) -> list[dict[str, Any]]:
-    """Every strategy x concurrency cell, closed loop, `arguments.cell_s` seconds each."""
+    """Every strategy x concurrency cell, closed loop, `arguments.cell_s` seconds each, with its CPU per query."""
     cells = []
-    async with new_search_client(url, connections=max(arguments.concurrency)) as client:
+    meter = CpuMeter(service)
+    async with new_search_client(service.url, connections=max(arguments.concurrency)) as client:
         for strategy in arguments.strategies:
             for concurrency in arguments.concurrency:
                 load = SearchLoad(client, SearchTarget(PROJECT, strategy), cursor.next_text)
+                meter.start()
                 result = await closed_loop(load, concurrency=concurrency, duration_s=arguments.cell_s)
-                cells.append({"cache": cache, "strategy": strategy, **result})
+                cpu = meter.per_query_ms(result["ok"])
+                cells.append({"cache": cache, "strategy": strategy, **result, **cpu})
                 print(
                     f"cache {cache:<3} {strategy:<9} c={concurrency:<3} qps {result['qps']:>7.1f}  "
                     f"p50 {result['p50_ms']:>7.1f}  p95 {result['p95_ms']:>7.1f}  p99 {result['p99_ms']:>7.1f} ms  "
-                    f"ok {result['ok']}/{result['sent']}  cached {result['cached']}  degraded {result['degraded']}",
+                    f"ok {result['ok']}/{result['sent']}  cached {result['cached']}  degraded {result['degraded']}  "
+                    f"cpu ms/query server {cpu.get('server_cpu_ms_per_query')} "
+                    f"postgres {cpu.get('postgres_cpu_ms_per_query')} client {cpu.get('client_cpu_ms_per_query')}",
                     flush=True,
                 )
     return cells
@@ -215,7 +221,9 @@ def render_markdown(summary: dict[str, Any]) -> str:
         (
             "Client-side milliseconds of answered (200) requests; `server p50` is the response's `metrics.total_time_ms`; "
             "`5xx` counts answers that failed after the work started (a 503 when both legs failed or ran late), "
-            "not shedding. Cache-on cells repeat a few texts on purpose.\n"
+            "not shedding. Cache-on cells repeat a few texts on purpose. `CPU ms/q`: CPU milliseconds per answered "
+            "query of the server process, its PostgreSQL (all its processes) and the load client, read from `/proc` "
+            "around the cell; on 2 shared cores their sum bounds the QPS.\n"
         ),
         markdown_table(
             [
@@ -230,6 +238,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
                 "hit p50",
                 "ok/sent",
                 "degraded",
+                "5xx",
+                "CPU ms/q server / PG / client",
             ],
             [
                 [
@@ -245,6 +255,10 @@ def render_markdown(summary: dict[str, Any]) -> str:
                     f"{c['ok']}/{c['sent']}",
                     c["degraded"],
                     c["other_5xx"],
+                    " / ".join(
+                        str(c.get(key, "-"))
+                        for key in ("server_cpu_ms_per_query", "postgres_cpu_ms_per_query", "client_cpu_ms_per_query")
+                    ),
                 ]
                 for c in summary["cells"]
             ],
@@ -292,7 +306,7 @@ async def measure(arguments: argparse.Namespace, data_dir: Path) -> dict[str, An
         await asyncio.to_thread(wait_for_lexical_index, service.url, PROJECT, timeout_s=LEXICAL_WAIT_S)
         check_both_legs_answer(service.url, texts[0])
         await warm_up(service.url, cursor, arguments.strategies)
-        cells = await run_matrix(service.url, cursor, arguments, cache="off")
+        cells = await run_matrix(service, cursor, arguments, cache="off")
         mixed = None
         if bulk:
             mixed = await run_mixed(
@@ -311,7 +325,7 @@ async def measure(arguments: argparse.Namespace, data_dir: Path) -> dict[str, An
             for strategy in arguments.strategies:  # the warming pass: every repeated text cached per strategy
                 for text in repeated:
                     await client.get("/memory/query", params={"query": text, "project": PROJECT, "strategy": strategy})
-        cells += await run_matrix(service.url, repeat_cursor, arguments, cache="on")
+        cells += await run_matrix(service, repeat_cursor, arguments, cache="on")
     return {
         "label": arguments.label,
         "command": "scripts/bench_load.py " + shlex.join(sys.argv[1:]),

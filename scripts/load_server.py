@@ -32,6 +32,7 @@ REPOSITORY: Final = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S: Final = 180.0
 STOP_TIMEOUT_S: Final = 40.0
 PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS_PER_S: Final = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -113,6 +114,71 @@ def rss_bytes(pid: int) -> int:
     """Resident set size of `pid` (its own pages; PostgreSQL runs in processes of its own)."""
     fields = Path(f"/proc/{pid}/statm").read_text(encoding="ascii").split()
     return int(fields[1]) * PAGE_BYTES
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds `pid` has used so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+
+
+def postgres_cpu_seconds(postgres_dir: Path) -> float | None:
+    """CPU seconds of the embedded PostgreSQL of `postgres_dir`: its postmaster and every child (backends,
+    background workers) alive now. None when the server is not running."""
+    try:
+        postmaster = int((postgres_dir / "postmaster.pid").read_text(encoding="ascii").split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+    total = 0.0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        if int(entry.name) == postmaster or int(fields[1]) == postmaster:
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+    return total
+
+
+class CpuMeter:
+    """CPU milliseconds per answered query of the server, its PostgreSQL and this client, over one run.
+
+    Read from `/proc` before and after the run: on 2 cores shared by all three, throughput is bounded
+    by their sum, so this says where a query's CPU goes. A PostgreSQL backend that exits during the run
+    takes its time with it (the pool keeps its connections, so under steady load none does).
+    """
+
+    def __init__(self, service: ServiceUnderTest) -> None:
+        self._service = service
+        self._before: tuple[float, float | None, float] | None = None
+
+    def _sample(self) -> tuple[float, float | None, float]:
+        own = os.times()
+        return (
+            cpu_seconds(self._service.pid),
+            postgres_cpu_seconds(self._service.data_dir / "postgres"),
+            own.user + own.system,
+        )
+
+    def start(self) -> None:
+        """Mark the start of a run."""
+        self._before = self._sample()
+
+    def per_query_ms(self, answered: int) -> dict[str, float]:
+        """Milliseconds of CPU per answered query since `start()`, by process; empty with no answers."""
+        if self._before is None or answered == 0:
+            return {}
+        after = self._sample()
+        server, postgres, client = (
+            (None if a is None or b is None else round((a - b) * 1000 / answered, 2))
+            for a, b in zip(after, self._before, strict=True)
+        )
+        result = {"server_cpu_ms_per_query": server, "client_cpu_ms_per_query": client}
+        if postgres is not None:
+            result["postgres_cpu_ms_per_query"] = postgres
+        return {key: value for key, value in result.items() if value is not None}
 
 
 def open_descriptors(pid: int) -> int:
