@@ -25,7 +25,7 @@ from loadgen import verdict, write_report
 from prometheus_client.parser import text_string_to_metric_families
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Mapping
+    from collections.abc import Callable, Coroutine, Iterator, Mapping
     from types import TracebackType
 
 REPOSITORY: Final = Path(__file__).resolve().parents[1]
@@ -116,29 +116,49 @@ def rss_bytes(pid: int) -> int:
     return int(fields[1]) * PAGE_BYTES
 
 
+def _stat_fields(pid: int | str) -> list[str]:
+    """The fields of `/proc/<pid>/stat` after the command name (index 1 is the parent, 11 and 12 the CPU ticks)."""
+    return Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds `pid` has used so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    fields = _stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+
+
+def _postmaster(postgres_dir: Path) -> int | None:
+    """The embedded PostgreSQL's postmaster pid; None when it is not running."""
+    try:
+        return int((postgres_dir / "postmaster.pid").read_text(encoding="ascii").split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
+def _children(parent: int) -> Iterator[int]:
+    """Pids whose parent is `parent` now (a process that exits while we look is skipped)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int(_stat_fields(entry.name)[1]) == parent:
+                yield int(entry.name)
+        except OSError:
+            continue
 
 
 def postgres_cpu_seconds(postgres_dir: Path) -> float | None:
     """CPU seconds of the embedded PostgreSQL of `postgres_dir`: its postmaster and every child (backends,
     background workers) alive now. None when the server is not running."""
-    try:
-        postmaster = int((postgres_dir / "postmaster.pid").read_text(encoding="ascii").split()[0])
-    except (FileNotFoundError, ValueError, IndexError):
+    postmaster = _postmaster(postgres_dir)
+    if postmaster is None:
         return None
     total = 0.0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for pid in (postmaster, *_children(postmaster)):
         try:
-            fields = Path(entry.path, "stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+            total += cpu_seconds(pid)
         except OSError:
             continue  # exited while we looked
-        if int(entry.name) == postmaster or int(fields[1]) == postmaster:
-            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
     return total
 
 
@@ -193,21 +213,16 @@ def postgres_client_connections(postgres_dir: Path) -> int | None:
     unix socket, `host(port)` for TCP). Background workers (checkpointer, walwriter, ...) are not clients.
     None when the server is not running.
     """
-    try:
-        postmaster = int((postgres_dir / "postmaster.pid").read_text(encoding="ascii").split()[0])
-    except (FileNotFoundError, ValueError, IndexError):
+    postmaster = _postmaster(postgres_dir)
+    if postmaster is None:
         return None
     clients = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for pid in _children(postmaster):
         try:
-            status = Path(entry.path, "status").read_text(encoding="ascii", errors="replace")
-            title = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue  # exited while we looked
-        parent = next((line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), "")
-        if parent == str(postmaster) and ("[local]" in title or "(" in title):
+        if "[local]" in title or "(" in title:
             clients += 1
     return clients
 
