@@ -2,7 +2,8 @@
 
 One SQLAlchemy `AsyncEngine` (asyncpg) serves this index and `PostgresDocumentStore`; the app lifespan
 owns and disposes it. The search itself runs on the pooled asyncpg connection directly
-(`app.engines.postgres_driver`): it is the one read every query makes. Driver errors become `EngineError`s in `app.engines.postgres_errors.translate_errors()`.
+(`app.engines.postgres_driver`): it is the one read every query makes. Driver errors become
+`EngineError`s in `app.engines.postgres_errors.translate_errors()`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from app.engines.postgres_sql import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
     from app.domain.models import Filters
 
@@ -163,14 +164,3 @@ async def ping_database(engine: AsyncEngine, *, name: str) -> None:
                 await connection.execute(text("SELECT 1"))
     except EngineTimeoutError as error:
         raise EngineUnavailableError(error.message, engine=name) from error
-
-
-async def select_existing_chunks(
-    connection: AsyncConnection, project_id: str, chunk_ids: Sequence[str]
-) -> dict[str, str]:
-    """Chunk id -> chunk hash for those of `chunk_ids` the project holds, read in the caller's transaction."""
-    if not chunk_ids:
-        return {}
-    parameters = {"project_id": project_id, "chunk_ids": list(chunk_ids)}
-    rows = (await connection.execute(text(SELECT_EXISTING_CHUNKS), parameters)).all()
-    return {row.chunk_id: row.chunk_hash for row in rows}

@@ -19,7 +19,8 @@ from sqlalchemy import text
 
 from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
 from app.engines import postgres_catalog
-from app.engines.pgvector import ping_database, select_existing_chunks
+from app.engines.pgvector import ping_database
+from app.engines.postgres_driver import fetch, pooled_driver, project_read
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import (
     chunk_from_row,
@@ -44,6 +45,7 @@ from app.engines.postgres_sql import (
     SELECT_DOCUMENT,
     SELECT_DOCUMENT_CHUNKS,
     SELECT_DOCUMENT_STATES,
+    SELECT_EXISTING_CHUNKS,
     SELECT_GENERATION,
     SELECT_OUTBOX_STATS,
     SELECT_QUEUED_CHUNKS,
@@ -290,20 +292,21 @@ class PostgresDocumentStore:
         # Read before every search while the query cache is on: one round trip, no transaction (the
         # function scopes itself to the project, see migration 0005).
         with translate_errors(engine=self.name):
-            async with self._engine.connect() as plain_connection:
-                connection = await plain_connection.execution_options(isolation_level="AUTOCOMMIT")
-                generation = (
-                    await connection.execute(text(SELECT_GENERATION), {"project_id": project_id})
-                ).scalar_one_or_none()
-        return int(generation or 0)
+            async with pooled_driver(self._engine) as connection:
+                rows = await fetch(connection, SELECT_GENERATION, {"project_id": project_id})
+        return int(rows[0][0] or 0)
 
     async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
         """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now."""
         if not chunk_ids:
             return {}
         with translate_errors(engine=self.name):
-            async with project_transaction(self._engine, [project_id]) as connection:
-                return await select_existing_chunks(connection, project_id, chunk_ids)
+            # On the driver's connection, as the vector read: a lexical-only search confirms its hits here.
+            async with project_read(self._engine, [project_id]) as connection:
+                rows = await fetch(
+                    connection, SELECT_EXISTING_CHUNKS, {"project_id": project_id, "chunk_ids": list(chunk_ids)}
+                )
+        return {row["chunk_id"]: row["chunk_hash"] for row in rows}
 
     async def queue_project_for_reindex(self, project_id: str) -> int:
         """Queue every document of the project and mark its chunks not indexed; return how many documents."""

@@ -53,25 +53,31 @@ async def fetch(connection: asyncpg.Connection, statement: str, parameters: Mapp
 
 
 @asynccontextmanager
-async def project_read(engine: AsyncEngine, project_ids: Iterable[str]) -> AsyncIterator[asyncpg.Connection]:
-    """A read-only transaction on a pooled asyncpg connection that sees only the rows of `project_ids`.
+async def pooled_driver(engine: AsyncEngine) -> AsyncIterator[asyncpg.Connection]:
+    """A pooled asyncpg connection, outside any transaction (each statement commits on its own).
 
-    `project_transaction`'s read, on the driver: rolled back at the end, so nothing it did outlives it.
     On any error, or a cancellation, the connection is invalidated (closed and replaced in the pool):
-    it may be gone, or still busy with a cancelled statement.
+    it may be gone, still busy with a cancelled statement, or inside a transaction the caller began.
     """
     async with engine.connect() as pooled:
         driver: asyncpg.Connection = (await pooled.get_raw_connection()).driver_connection
         try:
-            transaction = driver.transaction(readonly=True)  # raises at once on a connection found closed
-            await transaction.start()
-            await fetch(driver, SET_LOCAL_PROJECTS, {"projects": sorted(set(project_ids))})
             yield driver
         except BaseException:
             await pooled.invalidate()
             raise
-        try:
-            await transaction.rollback()
-        except BaseException:
-            await pooled.invalidate()
-            raise
+
+
+@asynccontextmanager
+async def project_read(engine: AsyncEngine, project_ids: Iterable[str]) -> AsyncIterator[asyncpg.Connection]:
+    """A read-only transaction on a pooled asyncpg connection that sees only the rows of `project_ids`.
+
+    `project_transaction`'s read, on the driver: rolled back at the end, so nothing it did outlives it,
+    and the connection is invalidated on any error (`pooled_driver`).
+    """
+    async with pooled_driver(engine) as driver:
+        transaction = driver.transaction(readonly=True)  # raises at once on a connection found closed
+        await transaction.start()
+        await fetch(driver, SET_LOCAL_PROJECTS, {"projects": sorted(set(project_ids))})
+        yield driver
+        await transaction.rollback()
