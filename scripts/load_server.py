@@ -148,17 +148,22 @@ def _children(parent: int) -> Iterator[int]:
 
 
 def postgres_cpu_seconds(postgres_dir: Path) -> float | None:
-    """CPU seconds of the embedded PostgreSQL of `postgres_dir`: its postmaster and every child (backends,
-    background workers) alive now. None when the server is not running."""
+    """CPU seconds of the embedded PostgreSQL of `postgres_dir`: its postmaster, every child alive now, and
+    every child that has exited (the postmaster reaps them, and the kernel adds their time to its own
+    `cutime`/`cstime`: a backend closed by the pool's recycling keeps counting). None when not running."""
     postmaster = _postmaster(postgres_dir)
     if postmaster is None:
         return None
-    total = 0.0
-    for pid in (postmaster, *_children(postmaster)):
+    try:
+        fields = _stat_fields(postmaster)
+    except OSError:
+        return None  # stopped while we looked
+    total = sum(int(ticks) for ticks in fields[11:15]) / CLOCK_TICKS_PER_S  # utime, stime, cutime, cstime
+    for pid in _children(postmaster):
         try:
             total += cpu_seconds(pid)
         except OSError:
-            continue  # exited while we looked
+            continue  # exited while we looked (its time moves to the postmaster's cutime)
     return total
 
 
@@ -166,8 +171,7 @@ class CpuMeter:
     """CPU milliseconds per answered query of the server, its PostgreSQL and this client, over one run.
 
     Read from `/proc` before and after the run: on 2 cores shared by all three, throughput is bounded
-    by their sum, so this says where a query's CPU goes. A PostgreSQL backend that exits during the run
-    takes its time with it (the pool keeps its connections, so under steady load none does).
+    by their sum, so this says where a query's CPU goes.
     """
 
     def __init__(self, service: ServiceUnderTest) -> None:
