@@ -6,7 +6,7 @@ declared the cross-project maintenance scope, `poimen.scope = 'all_projects'`. A
 set neither sees nothing. Both settings are set with `set_config(..., true)`, which is `SET LOCAL`:
 they end with the transaction, so a pooled connection never carries one request's projects into the
 next. Every statement the adapters run goes through `project_transaction` (or its read-only twin on
-the driver's connection, `app.engines.postgres_driver.project_read`, for the per-query vector read) or,
+the driver's connection, `app.engines.postgres_driver.project_read`, for the per-query reads) or,
 for the few paths that span projects by design, `all_projects_transaction` (docs/security.md lists them). The one
 exception is the per-query generation read, `poimen_project_generation(project)` (migration 0005): a
 function that sets and restores the same scope itself, so it needs no transaction around it.
