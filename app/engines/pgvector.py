@@ -31,6 +31,7 @@ from app.engines.postgres_sql import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import asyncpg
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from app.domain.models import Filters
@@ -139,17 +140,9 @@ class PgVectorIndex:
                 if not preset:
                     await fetch(connection, SET_LOCAL_HNSW, {"ef_search": str(ef_search)})
                 rows = await fetch(connection, statement, parameters) if searching else []
-                existing = (
-                    await fetch(
-                        connection,
-                        SELECT_EXISTING_CHUNKS,
-                        {"project_id": filters.project_id, "chunk_ids": list(chunk_ids)},
-                    )
-                    if chunk_ids
-                    else []
-                )
+                current = await select_existing_chunks(connection, filters.project_id, chunk_ids)
         hits = [ScoredHit(chunk=chunk_from_record(row), score=1.0 - float(row["distance"])) for row in rows]
-        return hits, {row["chunk_id"]: row["chunk_hash"] for row in existing}
+        return hits, current
 
     async def ping(self) -> None:
         """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""
@@ -164,3 +157,13 @@ async def ping_database(engine: AsyncEngine, *, name: str) -> None:
                 await connection.execute(text("SELECT 1"))
     except EngineTimeoutError as error:
         raise EngineUnavailableError(error.message, engine=name) from error
+
+
+async def select_existing_chunks(
+    connection: asyncpg.Connection, project_id: str, chunk_ids: Sequence[str]
+) -> dict[str, str]:
+    """Chunk id -> chunk hash for those of `chunk_ids` the project holds, read in the caller's transaction."""
+    if not chunk_ids:
+        return {}
+    rows = await fetch(connection, SELECT_EXISTING_CHUNKS, {"project_id": project_id, "chunk_ids": list(chunk_ids)})
+    return {row["chunk_id"]: row["chunk_hash"] for row in rows}

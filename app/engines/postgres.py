@@ -19,7 +19,7 @@ from sqlalchemy import text
 
 from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
 from app.engines import postgres_catalog
-from app.engines.pgvector import ping_database
+from app.engines.pgvector import ping_database, select_existing_chunks
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import (
@@ -45,7 +45,6 @@ from app.engines.postgres_sql import (
     SELECT_DOCUMENT,
     SELECT_DOCUMENT_CHUNKS,
     SELECT_DOCUMENT_STATES,
-    SELECT_EXISTING_CHUNKS,
     SELECT_GENERATION,
     SELECT_OUTBOX_STATS,
     SELECT_QUEUED_CHUNKS,
@@ -303,10 +302,7 @@ class PostgresDocumentStore:
         with translate_errors(engine=self.name):
             # On the driver's connection, as the vector read: a lexical-only search confirms its hits here.
             async with project_read(self._engine, [project_id]) as connection:
-                rows = await fetch(
-                    connection, SELECT_EXISTING_CHUNKS, {"project_id": project_id, "chunk_ids": list(chunk_ids)}
-                )
-        return {row["chunk_id"]: row["chunk_hash"] for row in rows}
+                return await select_existing_chunks(connection, project_id, chunk_ids)
 
     async def queue_project_for_reindex(self, project_id: str) -> int:
         """Queue every document of the project and mark its chunks not indexed; return how many documents."""

@@ -1,11 +1,13 @@
-"""The per-query read on the driver's own connection: asyncpg under SQLAlchemy's pool, no SQLAlchemy in between.
+"""The per-query reads on the driver's own connection: asyncpg under SQLAlchemy's pool, no SQLAlchemy in between.
 
 Every search reads the vector leg (and confirms the lexical leg's hits) in one project-scoped
-transaction. Through SQLAlchemy's async layer that read cost about 1.5 ms of the serving process's CPU
-per query, 50 hits decoded (greenlet hand-offs, result processing, per-statement bookkeeping); on the
-pool's asyncpg connection itself the same statements cost about 0.9 ms (a 400-search probe; under
-16 clients the server's CPU per query fell by about 0.6 ms, docs/benchmarks/threads.md). Everything
-else keeps SQLAlchemy: it does not run on every query.
+transaction; a lexical-only search confirms its hits, and the query cache reads the project's
+generation. These are the reads made on every query, so they run here. Through SQLAlchemy's async layer
+the vector read cost about 1.5 ms of the serving process's CPU per query, 50 hits decoded (greenlet
+hand-offs, result processing, per-statement bookkeeping); on the pool's asyncpg connection itself the
+same statements cost about 0.9 ms (a 400-search probe; under 16 clients the server's CPU per query fell
+by about 0.6 ms, docs/benchmarks/threads.md). Everything else keeps SQLAlchemy: it does not run on every
+query.
 
 The connection still comes from, and goes back to, SQLAlchemy's pool (one pool, one connection
 budget). What SQLAlchemy would otherwise do for us is done here: the transaction always ends before
