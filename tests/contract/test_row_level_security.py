@@ -55,6 +55,25 @@ async def test_an_unfiltered_query_in_a_project_transaction_sees_that_project_on
     assert theirs not in set().union(*seen.values())
 
 
+async def test_the_policies_read_the_scope_once_per_statement_not_per_row(
+    postgres_engine: AsyncEngine, two_projects: tuple[str, str]
+) -> None:
+    # Migration 0007: a sequential scan (the exact vector search of a small project) must not parse the
+    # project list for every row; the scope is an InitPlan, computed once when the statement starts.
+    plans: dict[str, str] = {}
+    async with project_transaction(postgres_engine, [two_projects[0]]) as connection:
+        await connection.execute(text("SET LOCAL enable_indexscan = off"))
+        await connection.execute(text("SET LOCAL enable_bitmapscan = off"))
+        for table in PROJECT_TABLES:
+            rows = await connection.execute(text(f"EXPLAIN (VERBOSE) SELECT * FROM {table}"))  # noqa: S608 - constant names
+            plans[table] = "\n".join(row[0] for row in rows)
+
+    for table, plan in plans.items():
+        row_filter = next(line for line in plan.splitlines() if line.strip().startswith("Filter:"))
+        assert "current_setting" not in row_filter, (table, plan)
+        assert plan.count("InitPlan") >= 2, (table, plan)  # one per policy's setting
+
+
 async def test_a_transaction_with_no_project_set_sees_nothing(
     migrated_postgres_url: str, two_projects: tuple[str, str]
 ) -> None:

@@ -1,4 +1,4 @@
-"""The row-level security scope: setting names agree with migration 0004, cross-project paths are few and named."""
+"""The row-level security scope: setting names agree with the policies (migrations 0004 and 0007), cross-project paths are few and named."""
 
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ from app.engines.postgres_scope import (
 )
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-MIGRATION = REPOSITORY / "migrations" / "versions" / "2026-11-30_row_level_security_0004.py"
+POLICIES_MIGRATION = REPOSITORY / "migrations" / "versions" / "2026-12-01_scope_once_per_statement_0007.py"
+"""The migration that wrote the policies' current expressions (0004 created them)."""
 
 
 def load_migration() -> typing.Any:
-    spec = importlib.util.spec_from_file_location("row_level_security_0004", MIGRATION)
+    spec = importlib.util.spec_from_file_location("scope_once_per_statement_0007", POLICIES_MIGRATION)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -36,7 +37,7 @@ def test_the_adapter_sets_exactly_the_settings_the_policies_read() -> None:
     migration = load_migration()
 
     assert f"current_setting('{PROJECTS_SETTING}', true)" in migration.PROJECT_SCOPE
-    assert f"current_setting('{SCOPE_SETTING}', true) = '{ALL_PROJECTS}'" == migration.MAINTENANCE_SCOPE
+    assert f"(SELECT current_setting('{SCOPE_SETTING}', true)) = '{ALL_PROJECTS}'" == migration.MAINTENANCE_SCOPE
     assert f"set_config('{PROJECTS_SETTING}'" in SET_LOCAL_PROJECTS
     assert f"set_config('{SCOPE_SETTING}', '{ALL_PROJECTS}', true)" in SET_LOCAL_ALL_PROJECTS
 
