@@ -18,10 +18,16 @@ of `scripts/scale_corpus.py`). Steps, per `--sizes` value N:
 5. With `--halfvec`, also builds an HNSW index over `embedding::halfvec(384)` and reports its size,
    build time and recall (a measured option; the product's column stays `vector`).
 
+`latency` serves a folder `run --keep` left and repeats step 3 `--repeat` times, each time on queries
+the server has not seen, with a fresh server each time: how far the p95s and the hybrid / slower-leg
+ratio move between runs of the same build (the ratio's target, 1.15, sits inside that spread at 100k).
+
 Usage:
     .venv/bin/python scripts/bench_scale.py embed --base-texts 20000
     .venv/bin/python scripts/bench_scale.py run --sizes 10000 100000 --json docs/benchmarks/scale-curve.json
     .venv/bin/python scripts/bench_scale.py plot docs/benchmarks/scale-curve.json
+    .venv/bin/python scripts/bench_scale.py run --sizes 100000 --keep && \
+        .venv/bin/python scripts/bench_scale.py latency --size 100000 --queries 300 --repeat 3
 """
 
 from __future__ import annotations
@@ -100,6 +106,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--recall-only", action="store_true", help="load and build, then only measure recall")
     run.add_argument("--keep", action="store_true", help="keep each size's data dir under the cache")
     run.add_argument("--json", type=Path, default=None, help="merge results into this JSON file")
+    latency = commands.add_parser("latency", help="measure a kept size again, --repeat times")
+    latency.add_argument("--size", type=int, required=True, help="a size `run --keep` left under the cache")
+    latency.add_argument("--queries", type=int, default=300, help="distinct queries per strategy and run")
+    latency.add_argument("--repeat", type=int, default=3)
     plot = commands.add_parser("plot", help="draw the scale curve of a JSON file")
     plot.add_argument("json", type=Path)
     check = commands.add_parser("check-composition", help="composed vs really embedded pair vectors")
@@ -451,6 +461,41 @@ async def measure_size(size: int, arguments: argparse.Namespace, queries: list[s
     return result
 
 
+def measure_kept_size(size: int, *, queries_per_strategy: int, repeat: int) -> int:
+    """`measure_latency` `repeat` times on the kept folder of `size`, each run on queries new to the server."""
+    data_dir = CACHE / f"data-{size}"
+    if not (data_dir / "postgres").is_dir():
+        print(f"no kept folder {data_dir}: run `run --sizes {size} --keep` first", file=sys.stderr)
+        return 1
+    per_run = WARMUP_QUERIES + queries_per_strategy * len(STRATEGIES)
+    queries = load_queries(per_run * repeat)
+    if len(queries) < per_run * repeat:
+        print(f"only {len(queries)} distinct queries: lower --queries or --repeat", file=sys.stderr)
+        return 1
+    ratios = []
+    for run in range(repeat):
+        port = free_port()
+        server = start_server(data_dir, port)
+        try:
+            latency = measure_latency(port, queries[run * per_run : (run + 1) * per_run])
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+        p95 = {strategy: latency[strategy]["end_to_end_ms"]["p95"] for strategy in STRATEGIES}
+        ratios.append(p95["hybrid"] / max(p95["semantic"], p95["lexical"]))
+        print(
+            json.dumps(
+                {"size": size, "run": run + 1, "latency": latency, "hybrid_p95_over_slower_leg": round(ratios[-1], 3)}
+            ),
+            flush=True,
+        )
+    print(
+        f"hybrid p95 / slower leg p95 over {repeat} runs: {', '.join(f'{ratio:.3f}' for ratio in ratios)}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def merge_json(path: Path, results: list[dict[str, Any]]) -> None:
     existing = json.loads(path.read_text()) if path.exists() else {}
     by_size = {entry["chunks"]: entry for entry in existing.get("sizes", [])}
@@ -483,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {os.path.relpath(plot_scale_curve(arguments.json), REPOSITORY)}", file=sys.stderr)
         print(markdown_table(arguments.json))
         return 0
+    if arguments.command == "latency":
+        return measure_kept_size(arguments.size, queries_per_strategy=arguments.queries, repeat=arguments.repeat)
     if arguments.command == "check-composition":
         from scale_check import check_composition  # noqa: PLC0415
 
