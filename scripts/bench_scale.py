@@ -18,9 +18,10 @@ of `scripts/scale_corpus.py`). Steps, per `--sizes` value N:
 5. With `--halfvec`, also builds an HNSW index over `embedding::halfvec(384)` and reports its size,
    build time and recall (a measured option; the product's column stays `vector`).
 
-`latency` serves a folder `run --keep` left and repeats step 3 `--repeat` times, each time on queries
-the server has not seen, with a fresh server each time: how far the p95s and the hybrid / slower-leg
-ratio move between runs of the same build (the ratio's target, 1.15, sits inside that spread at 100k).
+`latency` serves a folder `run --keep` left and repeats step 3 `--repeat` times, each on queries not sent
+earlier in this invocation (a second invocation sends the same ones again, to warmer buffers), with a
+fresh server each time: how far the p95s and the hybrid / slower-leg ratio move between runs of one build
+(at 100k: 1.16 to 1.29, docs/benchmarks/scale-curve.md).
 
 Usage:
     .venv/bin/python scripts/bench_scale.py embed --base-texts 20000
@@ -462,7 +463,7 @@ async def measure_size(size: int, arguments: argparse.Namespace, queries: list[s
 
 
 def measure_kept_size(size: int, *, queries_per_strategy: int, repeat: int) -> int:
-    """`measure_latency` `repeat` times on the kept folder of `size`, each run on queries new to the server."""
+    """`measure_latency` `repeat` times on the kept folder of `size`, each run on queries this call has not sent."""
     data_dir = CACHE / f"data-{size}"
     if not (data_dir / "postgres").is_dir():
         print(f"no kept folder {data_dir}: run `run --sizes {size} --keep` first", file=sys.stderr)
