@@ -194,15 +194,18 @@ class CpuMeter:
         """Milliseconds of CPU per answered query since `start()`, by process; empty with no answers."""
         if self._before is None or answered == 0:
             return {}
-        after = self._sample()
-        server, postgres, client = (
-            (None if a is None or b is None else round((a - b) * 1000 / answered, 2))
-            for a, b in zip(after, self._before, strict=True)
-        )
-        result = {"server_cpu_ms_per_query": server, "client_cpu_ms_per_query": client}
-        if postgres is not None:
-            result["postgres_cpu_ms_per_query"] = postgres
-        return {key: value for key, value in result.items() if value is not None}
+        (server, postgres, client), (server_before, postgres_before, client_before) = self._sample(), self._before
+
+        def per_query(now: float, before: float) -> float:
+            return round((now - before) * 1000 / answered, 2)
+
+        result = {
+            "server_cpu_ms_per_query": per_query(server, server_before),
+            "client_cpu_ms_per_query": per_query(client, client_before),
+        }
+        if postgres is not None and postgres_before is not None:  # None: PostgreSQL not running at one end
+            result["postgres_cpu_ms_per_query"] = per_query(postgres, postgres_before)
+        return result
 
 
 def open_descriptors(pid: int) -> int:
