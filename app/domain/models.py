@@ -201,12 +201,18 @@ class Filters:
 
 @dataclass(frozen=True, slots=True)
 class LexicalQuery:
-    """What the lexical leg matches: free text, exact phrases, and terms that must not occur."""
+    """What the lexical leg matches: free text, exact phrases, and terms that must not occur.
+
+    With `weigh_repeats` (a passage) `text` keeps each word as often as the query says it, and a term
+    weighs as many times as it occurs after analysis (BM25's query term frequency, as the OR of a
+    paragraph's words scores it); otherwise every term of `text` weighs once.
+    """
 
     text: str
     phrases: tuple[str, ...] = ()
     excluded_terms: tuple[str, ...] = ()
     fuzzy: bool = False
+    weigh_repeats: bool = False
 
 
 @dataclass(frozen=True, slots=True)

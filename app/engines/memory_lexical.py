@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -161,10 +162,11 @@ class InMemoryLexicalIndex:
     async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """Return at most `top_k` chunks of the project matching `query` and `filters`, best first."""
         self._check_open()
-        terms = list(dict.fromkeys(term for _, term in analyze(query.text)))
+        analyzed = [term for _, term in analyze(query.text)]
+        weights = Counter(analyzed) if query.weigh_repeats else dict.fromkeys(analyzed, 1)
         phrases = [analyzed for analyzed in (analyze(phrase) for phrase in query.phrases) if analyzed]
         excluded = [analyzed for analyzed in (analyze(term) for term in query.excluded_terms) if analyzed]
-        if top_k <= 0 or not (terms or phrases):
+        if top_k <= 0 or not (weights or phrases):
             return []
         # The project's chunks only: its BM25 statistics are its own, as in tantivy's index per project.
         project = [
@@ -182,10 +184,13 @@ class InMemoryLexicalIndex:
                 continue
             if not all(indexed.has_phrase(CONTENT, words) for words in phrases):
                 continue
-            term_scores = [self._term_score(indexed, term, statistics, fuzzy=query.fuzzy) for term in terms]
-            if not phrases and not any(score is not None for score in term_scores):
+            term_scores = [
+                (self._term_score(indexed, term, statistics, fuzzy=query.fuzzy), weight)
+                for term, weight in weights.items()
+            ]
+            if not phrases and not any(score is not None for score, _ in term_scores):
                 continue
-            score = sum(score for score in term_scores if score is not None)
+            score = sum(weight * score for score, weight in term_scores if score is not None)
             score += sum(
                 self._boosts[CONTENT] * statistics.bm25(indexed, CONTENT, term)
                 for words in phrases

@@ -99,13 +99,14 @@ def build_filter_clauses(filters: Filters) -> list[dict[str, Any]]:
 def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> dict[str, Any]:
     """The `_search` body: BM25 `multi_match` (best_fields), phrases, filters and exclusions.
 
-    Free text is an OR over its words; every phrase must occur in the titled content (`match_phrase`,
-    boosted like content); a chunk with an excluded term in any searched field is dropped
-    (`must_not`). `multi_match` never parses query syntax, so `:`, `(`, `*` and quotes are plain
-    text. Ties on score break on `chunk_id`, ascending.
+    Free text is an OR over its words (each once, or as often as it occurs with `weigh_repeats`);
+    every phrase must occur in the titled content (`match_phrase`, boosted like content); a chunk with
+    an excluded term in any searched field is dropped (`must_not`). `multi_match` never parses query
+    syntax, so `:`, `(`, `*` and quotes are plain text. Ties on score break on `chunk_id`, ascending.
     """
     must: list[dict[str, Any]] = []
-    text = query.text.strip()
+    # Lucene adds up a word the query repeats; without `weigh_repeats` a word counts once, as in tantivy.
+    text = query.text.strip() if query.weigh_repeats else " ".join(dict.fromkeys(query.text.split()))
     if text:
         text_match: dict[str, Any] = {
             "query": text,

@@ -7,6 +7,7 @@ Filters are zero-scoring clauses, so a filtered hit keeps the BM25 score it has 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -89,10 +90,15 @@ class TantivyQueryBuilder:
         return tantivy.Query.boolean_query(clauses)
 
     def _text_query(self, query: LexicalQuery) -> tantivy.Query | None:
-        """OR of the analyzed terms over the searched fields, AND every phrase; None when both are empty."""
+        """OR of the analyzed terms over the searched fields, AND every phrase; None when both are empty.
+
+        A term weighs once, or with `query.weigh_repeats` as many times as the text holds it (a boost).
+        """
+        terms = self._analyzer.analyze(query.text)
+        weights = Counter(terms) if query.weigh_repeats else dict.fromkeys(terms, 1)
         clauses = [
-            (tantivy.Occur.Should, self._term_clause(term, fuzzy=query.fuzzy))
-            for term in dict.fromkeys(self._analyzer.analyze(query.text))
+            (tantivy.Occur.Should, self._weighted(self._term_clause(term, fuzzy=query.fuzzy), weight))
+            for term, weight in weights.items()
         ]
         for phrase in query.phrases:
             phrase_query = self._phrase_query(CONTENT, phrase)
@@ -101,6 +107,10 @@ class TantivyQueryBuilder:
         if not clauses:
             return None
         return tantivy.Query.boolean_query(clauses)
+
+    @staticmethod
+    def _weighted(clause: tantivy.Query, weight: int) -> tantivy.Query:
+        return clause if weight == 1 else tantivy.Query.boost_query(clause, float(weight))
 
     def _term_clause(self, term: str, *, fuzzy: bool) -> tantivy.Query:
         """One analyzed term: the sum of its boosted BM25 over every searched field.

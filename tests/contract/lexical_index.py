@@ -117,10 +117,13 @@ async def search_hits(
     phrases: tuple[str, ...] = (),
     excluded_terms: tuple[str, ...] = (),
     fuzzy: bool = False,
+    weigh_repeats: bool = False,
     filters: Filters | None = None,
 ) -> list[ScoredHit]:
     """Search `PROJECT` (or `filters`) and return the hits."""
-    query = LexicalQuery(text=text, phrases=phrases, excluded_terms=excluded_terms, fuzzy=fuzzy)
+    query = LexicalQuery(
+        text=text, phrases=phrases, excluded_terms=excluded_terms, fuzzy=fuzzy, weigh_repeats=weigh_repeats
+    )
     return await index.search(query, top_k=top_k, filters=filters or Filters(project_id=PROJECT))
 
 
@@ -132,11 +135,19 @@ async def search_ids(
     phrases: tuple[str, ...] = (),
     excluded_terms: tuple[str, ...] = (),
     fuzzy: bool = False,
+    weigh_repeats: bool = False,
     filters: Filters | None = None,
 ) -> list[str]:
     """Like `search_hits`, returning only the chunk ids, best first."""
     hits = await search_hits(
-        index, text, top_k=top_k, phrases=phrases, excluded_terms=excluded_terms, fuzzy=fuzzy, filters=filters
+        index,
+        text,
+        top_k=top_k,
+        phrases=phrases,
+        excluded_terms=excluded_terms,
+        fuzzy=fuzzy,
+        weigh_repeats=weigh_repeats,
+        filters=filters,
     )
     return [hit.chunk_id for hit in hits]
 
@@ -315,6 +326,22 @@ class LexicalIndexContract:
         await index_chunks(index, make_chunk("c-1", "alerting rules"), make_chunk("c-2", "routing rules"))
 
         assert (await search_ids(index, "alerting alerting alerting"))[:1] == ["c-1"]
+
+    async def test_a_repeated_term_weighs_once_unless_repeats_are_weighed(self, index: LexicalIndex) -> None:
+        await index_chunks(index, make_chunk("c-1", "alerting rules"), make_chunk("c-2", "routing rules"))
+
+        once = {hit.chunk_id: hit.score for hit in await search_hits(index, "alerting routing routing")}
+        assert once["c-1"] == pytest.approx(once["c-2"])
+        # Either order must follow the repeats, so no tie-break can pass this by chance.
+        assert (await search_ids(index, "alerting routing routing", weigh_repeats=True))[:1] == ["c-2"]
+        assert (await search_ids(index, "routing alerting alerting", weigh_repeats=True))[:1] == ["c-1"]
+
+    async def test_weighing_repeats_scores_a_term_by_how_often_the_query_says_it(self, index: LexicalIndex) -> None:
+        await index_chunks(index, make_chunk("c-1", "alerting rules"), make_chunk("c-2", "routing rules"))
+
+        once = (await search_hits(index, "alerting", weigh_repeats=True))[0].score
+        thrice = (await search_hits(index, "alerting alerting alerting", weigh_repeats=True))[0].score
+        assert thrice == pytest.approx(3 * once, rel=1e-3)
 
     # --- phrases, exclusions, fuzzy ------------------------------------------------------------
 

@@ -348,7 +348,18 @@ def test_a_passage_is_read_as_prose_and_always_runs_hybrid(optimizer: QueryOptim
     assert lexical.excluded_terms == ()
     words = lexical.text.split()
     assert {"precautionary", "principle", "regulators", "glyphosate", "cost", "least", "tillage"} <= set(words)
-    assert len(words) == len(set(words))
+    # What a paragraph repeats weighs more in BM25: each word stays as often as the passage says it.
+    assert lexical.weigh_repeats
+    assert words.count("glyphosate") == 2
+    assert words.count("farmers") == 2
+    assert words.count("tillage") == 1
+
+
+def test_a_short_query_names_each_word_once(optimizer: QueryOptimizer) -> None:
+    lexical = optimizer.analyze("glyphosate ban glyphosate tillage").lexical_query
+
+    assert lexical.text.split() == ["glyphosate", "ban", "tillage"]
+    assert not lexical.weigh_repeats
 
 
 def test_the_same_syntax_in_a_short_query_is_still_syntax(optimizer: QueryOptimizer) -> None:
@@ -365,9 +376,9 @@ def test_a_very_long_passage_keeps_its_most_frequent_words_for_bm25(optimizer: Q
 
     words = optimizer.analyze(passage).lexical_query.text.split()
 
-    assert len(words) == MAX_LEXICAL_TERMS
-    assert words[:3] == ["glyphosate", "tillage", "word0"]  # the repeated words, then first seen
-    assert words[-1] == f"word{MAX_LEXICAL_TERMS - 3}"
+    assert len(set(words)) == MAX_LEXICAL_TERMS
+    assert words[:7] == ["glyphosate", "tillage"] * 3 + ["word0"]  # the repeated words with their repeats
+    assert words[-1] == f"word{MAX_LEXICAL_TERMS - 3}"  # then the first seen of the rest
 
 
 def test_analysis_keeps_the_raw_query(optimizer: QueryOptimizer) -> None:
