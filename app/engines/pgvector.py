@@ -8,6 +8,8 @@ owns and disposes it. The search itself runs on the pooled asyncpg connection di
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -21,12 +23,14 @@ from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import vector_literal
 from app.engines.postgres_sql import (
     SELECT_EXISTING_CHUNKS,
+    SELECT_PROJECT_SIZE,
     SESSIONS_PRESET,
     SET_LOCAL_HNSW,
     exact_search_sql,
     filter_sql,
     nearest_search_sql,
 )
+from app.engines.vector_plan import exact_scan_limit, prefers_exact_scan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,6 +44,15 @@ VECTOR_ENGINE: Final = "pgvector"
 MAX_HNSW_EF_SEARCH: Final = 1000
 """pgvector's upper bound for `hnsw.ef_search`."""
 
+
+PROJECT_SIZE_TTL_S: Final = 60.0
+"""How long a replica trusts a project's row count when choosing its plan (both plans are correct; a stale
+count only picks the slower one until the next count)."""
+PROJECT_SIZES_KEPT: Final = 4096
+"""Projects whose counts one replica keeps; the oldest is forgotten past this."""
+COUNT_TABLE_ROWS_FLOOR: Final = 1_000_000.0
+"""The table size the count limit assumes at least: PostgreSQL's estimate lags a bulk ingest until the next
+ANALYZE, so a project is counted far enough to see that it outgrew the exact scan all the same."""
 
 POOL_RECYCLE_S: Final = 300
 """Seconds a pooled connection is used before it is replaced (see `create_postgres_engine`)."""
@@ -92,12 +105,22 @@ def create_postgres_engine(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _ProjectSize:
+    project_rows: int
+    table_rows: float
+    counted_at: float
+    counted_all: bool
+
+
 class PgVectorIndex:
     """`VectorIndex` over `chunks.embedding`: HNSW cosine search with every filter applied in SQL.
 
     Filtered queries use pgvector 0.8 iterative index scans (relaxed order, re-sorted here), so they
-    still fill `top_k` when the filter is selective. With `filters.chunk_ids` the ranking is exact
-    among those chunks (no index). `score` is cosine similarity, `1 - cosine distance`, in [-1, 1].
+    still fill `top_k` when the filter is selective. A project small for its share of the table
+    (`app.engines.vector_plan`), and any search with `filters.chunk_ids`, is ranked exactly instead:
+    its rows are read and sorted by distance, no index. `score` is cosine similarity,
+    `1 - cosine distance`, in [-1, 1].
     """
 
     name = VECTOR_ENGINE
@@ -106,6 +129,7 @@ class PgVectorIndex:
         self._engine = engine
         self._ef_search = ef_search
         self._sessions_preset: bool | None = None  # learnt on first search
+        self._sizes: dict[str, _ProjectSize] = {}  # project -> its last count, oldest first
 
     async def _uses_preset_sessions(self) -> bool:
         """Whether the engine's sessions already carry our HNSW settings (`create_postgres_engine` sets them)."""
@@ -130,19 +154,43 @@ class PgVectorIndex:
             return [], {}
         parameters: dict[str, object] = {"embedding": vector_literal(embedding), "top_k": top_k}
         where = filter_sql(filters, parameters)
-        statement = exact_search_sql(where) if filters.chunk_ids is not None else nearest_search_sql(where)
         ef_search = min(max(self._ef_search, top_k), MAX_HNSW_EF_SEARCH)
         with translate_errors(engine=self.name):
             # The sessions' own HNSW settings usually suffice: no SET LOCAL of them then.
             preset = not searching or (top_k <= self._ef_search and await self._uses_preset_sessions())
             # On the driver's own connection: this read runs on every query (`app.engines.postgres_driver`).
             async with project_read(self._engine, [filters.project_id]) as connection:
-                if not preset:
+                exact = filters.chunk_ids is not None or (
+                    searching and await self._reads_exactly(connection, filters.project_id, ef_search=ef_search)
+                )
+                if not (preset or exact):
                     await fetch(connection, SET_LOCAL_HNSW, {"ef_search": str(ef_search)})
+                statement = exact_search_sql(where) if exact else nearest_search_sql(where)
                 rows = await fetch(connection, statement, parameters) if searching else []
                 current = await select_existing_chunks(connection, filters.project_id, chunk_ids)
         hits = [ScoredHit(chunk=chunk_from_record(row), score=1.0 - float(row["distance"])) for row in rows]
         return hits, current
+
+    async def _reads_exactly(self, connection: asyncpg.Connection, project_id: str, *, ef_search: int) -> bool:
+        """Whether the project's rows are cheaper to rank exactly than by the graph, from a recent count."""
+        size = self._sizes.get(project_id)
+        now = time.monotonic()
+        if size is None or now - size.counted_at > PROJECT_SIZE_TTL_S:
+            table_rows = COUNT_TABLE_ROWS_FLOOR if size is None else max(COUNT_TABLE_ROWS_FLOOR, size.table_rows)
+            count_limit = exact_scan_limit(table_rows=table_rows, ef_search=ef_search) + 1
+            # Counted in the search's own transaction: row-level security shows it the project's rows only.
+            counting = {"project_id": project_id, "count_limit": count_limit}
+            (row,) = await fetch(connection, SELECT_PROJECT_SIZE, counting)
+            project_rows = int(row["project_rows"])
+            # A count that reached its limit only says "at least": the graph, until a count says otherwise.
+            size = _ProjectSize(project_rows, float(row["table_rows"]), now, counted_all=project_rows < count_limit)
+            self._sizes.pop(project_id, None)
+            self._sizes[project_id] = size
+            if len(self._sizes) > PROJECT_SIZES_KEPT:
+                del self._sizes[next(iter(self._sizes))]
+        return size.counted_all and prefers_exact_scan(
+            project_rows=size.project_rows, table_rows=size.table_rows, ef_search=ef_search
+        )
 
     async def ping(self) -> None:
         """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""

@@ -17,6 +17,7 @@ CHUNK_COLUMNS: Final = (
     "event_time, chunk_hash"
 )
 """What a search hit needs: everything but the context, which only the lexical indexes read."""
+_QUALIFIED_CHUNK_COLUMNS: Final = ", ".join(f"chunk.{column.strip()}" for column in CHUNK_COLUMNS.split(","))
 STORED_CHUNK_COLUMNS: Final = f"{CHUNK_COLUMNS}, context"
 """What the store hands back (`get_document`, `claim_outbox`): the chunk with its context."""
 
@@ -60,12 +61,19 @@ def like_prefix(prefix: str) -> str:
 
 
 def exact_search_sql(where: str) -> str:
-    """Cosine distance to `:embedding` of every chunk matching `where`, nearest `:top_k` first (no index)."""
-    # Materialising the candidates first keeps the planner off the HNSW index: exact ranking.
+    """Cosine distance to `:embedding` of every chunk matching `where`, nearest `:top_k` first (no index).
+
+    `+ 0` keeps the planner off the HNSW index (it serves `ORDER BY embedding <=> ...` only): exact
+    ranking. The nearest are picked by id and distance alone and only they are read whole, so sorting
+    never carries the rows' text (a 10,000-chunk project: 5.4 ms, against 23 ms materialising every row
+    first; docs/benchmarks/vector-plan.md).
+    """
     return (
-        f"WITH candidates AS MATERIALIZED (SELECT {CHUNK_COLUMNS}, embedding FROM chunks WHERE {where}) "  # noqa: S608 - only our own fragments
-        f"SELECT {CHUNK_COLUMNS}, embedding <=> CAST(:embedding AS vector) AS distance FROM candidates "
-        "ORDER BY distance, chunk_id LIMIT :top_k"
+        "WITH nearest AS MATERIALIZED (SELECT chunk_id, embedding <=> CAST(:embedding AS vector) AS distance "  # noqa: S608 - only our own fragments
+        f"FROM chunks WHERE {where} ORDER BY (embedding <=> CAST(:embedding AS vector)) + 0, chunk_id LIMIT :top_k) "
+        f"SELECT {_QUALIFIED_CHUNK_COLUMNS}, nearest.distance FROM nearest "
+        "JOIN chunks AS chunk ON chunk.project_id = :project_id AND chunk.chunk_id = nearest.chunk_id "
+        "ORDER BY nearest.distance, nearest.chunk_id"
     )
 
 
@@ -136,6 +144,14 @@ SELECT_EXISTING_CHUNKS: Final = (
     "SELECT chunk_id, chunk_hash FROM chunks WHERE project_id = :project_id "
     "AND chunk_id = ANY(CAST(:chunk_ids AS text[]))"
 )
+
+SELECT_PROJECT_SIZE: Final = (
+    "SELECT greatest(reltuples, 0) AS table_rows, "
+    "(SELECT count(*) FROM (SELECT 1 FROM chunks WHERE project_id = :project_id LIMIT :count_limit) AS counted) "
+    "AS project_rows FROM pg_class WHERE oid = CAST('chunks' AS regclass)"
+)
+"""PostgreSQL's estimate of the table's rows (0 before its first ANALYZE) and the project's rows, counted up
+to `:count_limit` (`app.engines.vector_plan`: past its limit a project's exact count does not matter)."""
 
 SELECT_GENERATION: Final = "SELECT poimen_project_generation(:project_id)"
 """The project's generation (NULL: none yet) in one statement that scopes itself (migration 0005): no transaction."""

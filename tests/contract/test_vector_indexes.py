@@ -11,12 +11,14 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import Filters
+from app.engines import pgvector
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
 from app.engines.postgres_roles import ensure_runtime_role
+from app.engines.postgres_sql import SELECT_PROJECT_SIZE, exact_search_sql, filter_sql, nearest_search_sql
 from tests.contract.document_store import chunk, embedding
 from tests.contract.vector_index import VectorIndexContract, save
 
@@ -56,6 +58,36 @@ class TestPgVectorIndex(VectorIndexContract):
         )
 
         assert [h.chunk_id for h in hits] == [f"doc#{i}" for i in range(5)]
+
+    async def test_a_project_small_for_its_table_is_ranked_exactly_and_counted_once(
+        self, store, postgres_engine, project, monkeypatch
+    ) -> None:
+        sent = record_statements(monkeypatch)
+        await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(12)])
+        index = PgVectorIndex(postgres_engine, ef_search=40)
+
+        for _ in range(2):
+            hits = await index.search(embedding(1.0), top_k=5, filters=Filters(project_id=project))
+
+        assert [h.chunk_id for h in hits] == [f"doc#{i}" for i in range(5)]
+        searches = searches_of(sent, project)
+        assert searches == ["exact", "exact"]
+        assert sent.count(SELECT_PROJECT_SIZE) == 1  # the count is kept for a while, not read per search
+
+    async def test_a_project_counted_past_its_limit_walks_the_graph(
+        self, store, postgres_engine, project, monkeypatch
+    ) -> None:
+        # With no table-size floor the count stops at one row: "at least one" is no proof the scan is cheaper.
+        monkeypatch.setattr(pgvector, "COUNT_TABLE_ROWS_FLOOR", 0.0)
+        sent = record_statements(monkeypatch)
+        await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(12)])
+
+        hits = await PgVectorIndex(postgres_engine, ef_search=40).search(
+            embedding(1.0), top_k=5, filters=Filters(project_id=project)
+        )
+
+        assert [h.chunk_id for h in hits] == [f"doc#{i}" for i in range(5)]
+        assert searches_of(sent, project) == ["graph"]
 
     async def test_engine_without_preset_sessions_still_searches(self, store, migrated_postgres_url, project) -> None:
         await save(
@@ -205,3 +237,23 @@ async def test_stopped_server_makes_ping_and_search_unavailable(tmp_path) -> Non
         "pgvector",
         "postgres",
     )
+
+
+def record_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement `PgVectorIndex` sends from now on, in order (they still run on the real engine)."""
+    sent: list[str] = []
+    send = pgvector.fetch
+
+    async def recording(connection, statement, parameters):
+        sent.append(statement)
+        return await send(connection, statement, parameters)
+
+    monkeypatch.setattr(pgvector, "fetch", recording)
+    return sent
+
+
+def searches_of(sent: list[str], project: str) -> list[str]:
+    """Which way each vector search of `Filters(project_id=project)` went: "exact" or "graph"."""
+    where = filter_sql(Filters(project_id=project), {})
+    kinds = {exact_search_sql(where): "exact", nearest_search_sql(where): "graph"}
+    return [kinds[statement] for statement in sent if statement in kinds]
