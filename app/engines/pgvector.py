@@ -9,7 +9,7 @@ owns and disposes it. The search itself runs on the pooled asyncpg connection di
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -176,6 +176,9 @@ class PgVectorIndex:
         size = self._sizes.get(project_id)
         now = time.monotonic()
         if size is None or now - size.counted_at > PROJECT_SIZE_TTL_S:
+            if size is not None:
+                # Searches running meanwhile keep the last count instead of all counting again.
+                self._sizes[project_id] = replace(size, counted_at=now)
             table_rows = COUNT_TABLE_ROWS_FLOOR if size is None else max(COUNT_TABLE_ROWS_FLOOR, size.table_rows)
             count_limit = exact_scan_limit(table_rows=table_rows, ef_search=ef_search) + 1
             # Counted in the search's own transaction: row-level security shows it the project's rows only.
