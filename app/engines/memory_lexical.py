@@ -162,8 +162,8 @@ class InMemoryLexicalIndex:
     async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """Return at most `top_k` chunks of the project matching `query` and `filters`, best first."""
         self._check_open()
-        analyzed = [term for _, term in analyze(query.text)]
-        weights = Counter(analyzed) if query.weigh_repeats else dict.fromkeys(analyzed, 1)
+        query_terms = [term for _, term in analyze(query.text)]
+        weights = Counter(query_terms) if query.weigh_repeats else dict.fromkeys(query_terms, 1)
         phrases = [analyzed for analyzed in (analyze(phrase) for phrase in query.phrases) if analyzed]
         excluded = [analyzed for analyzed in (analyze(term) for term in query.excluded_terms) if analyzed]
         if top_k <= 0 or not (weights or phrases):
