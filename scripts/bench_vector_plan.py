@@ -39,6 +39,9 @@ from app.engines.postgres_roles import ensure_runtime_role
 from app.engines.postgres_rows import vector_literal
 from app.engines.postgres_sql import exact_search_sql, filter_sql, nearest_search_sql
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_corpus import recall_at_k
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
@@ -130,12 +133,6 @@ async def timed_service(
     return (time.perf_counter() - started) * 1000 / len(vectors), found
 
 
-def recall(found: Sequence[list[str]], exact: Sequence[list[str]]) -> float:
-    return sum(len(set(got) & set(want)) / max(1, len(want)) for got, want in zip(found, exact, strict=True)) / len(
-        exact
-    )
-
-
 async def measure(arguments: argparse.Namespace) -> dict[str, Any]:
     postgres = EmbeddedPostgres(arguments.folder / "postgres")
     owner_url = postgres.start()
@@ -189,7 +186,10 @@ async def measure(arguments: argparse.Namespace) -> dict[str, Any]:
                     ("exact", timed_statement(engine, exact_search_sql, project, vectors)),
                 ):
                     milliseconds, found = await timing
-                    row[label] = {"ms": round(milliseconds, 2), "recall_at_50": round(recall(found, exact[project]), 3)}
+                    row[label] = {
+                        "ms": round(milliseconds, 2),
+                        "recall_at_50": round(recall_at_k(found, exact[project], k=TOP_K), 3),
+                    }
                 rows.append(row)
                 print(
                     f"{project:<22} {sizes[project]:>8,} chunks  "
