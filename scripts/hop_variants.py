@@ -112,6 +112,49 @@ def pull_neighbours(hits: Sequence[Ranked], *, top: int, window: int, drop: floa
     return ordered(scores)
 
 
+def _side_scores(hit: Ranked, scores: dict[str, float], window: int) -> tuple[list[float], list[float]]:
+    """The candidate scores of the turns within `window` before and after `hit` (0 where not a candidate)."""
+    turn = turn_of(hit.document_id)
+    if turn is None:
+        return [], []
+    session, number = turn
+    offsets = range(1, window + 1)
+    before = [scores.get(f"{session}:{number - offset}", 0.0) for offset in offsets]
+    after = [scores.get(f"{session}:{number + offset}", 0.0) for offset in offsets]
+    return before, after
+
+
+def share_one_sided(hits: Sequence[Ranked], *, back: float, forward: float, window: int) -> list[str]:
+    """Round 3: a hit gains `back` x the best earlier neighbour or `forward` x the best later one, the larger."""
+    scores = {hit.document_id: hit.score for hit in hits}
+    shared = {}
+    for hit in hits:
+        before, after = _side_scores(hit, scores, window)
+        shared[hit.document_id] = hit.score + max(0.0, back * max([0.0, *before]), forward * max([0.0, *after]))
+    return ordered(shared)
+
+
+def share_decayed(hits: Sequence[Ranked], *, share: float, window: int, decay: float) -> list[str]:
+    """Round 3: as `share_neighbours`, a neighbour `d` turns away counting `decay ** (d - 1)` of its score."""
+    scores = {hit.document_id: hit.score for hit in hits}
+    shared = {}
+    for hit in hits:
+        before, after = _side_scores(hit, scores, window)
+        weighted = [decay**index * score for side in (before, after) for index, score in enumerate(side)]
+        shared[hit.document_id] = hit.score + share * max([0.0, *weighted])
+    return ordered(shared)
+
+
+def share_summed(hits: Sequence[Ranked], *, share: float, window: int) -> list[str]:
+    """Round 3: a hit gains `share` x the sum (not the best) of its neighbours' positive scores."""
+    scores = {hit.document_id: hit.score for hit in hits}
+    shared = {}
+    for hit in hits:
+        before, after = _side_scores(hit, scores, window)
+        shared[hit.document_id] = hit.score + share * sum(max(0.0, score) for score in (*before, *after))
+    return ordered(shared)
+
+
 # (b) query decomposition
 
 
@@ -265,6 +308,29 @@ def neighbour_variants(turns: Turns) -> dict[str, Variant]:
             lambda _t, main, _l, s=share, w=window, d=drop: pull_neighbours(
                 shared_scores(main, share=s, window=w, turns=turns), top=1, window=2, drop=d, turns=turns
             )
+        )
+    grid.update(neighbour_shape_variants(turns))
+    return grid
+
+
+def neighbour_shape_variants(turns: Turns) -> dict[str, Variant]:
+    """Round 3 (2026-12-01): other shapes of neighbour sharing around the default (w=2, a=0.4); none beat it."""
+    grid: dict[str, Variant] = {}
+    for back, forward in itertools.product((0.2, 0.3, 0.4, 0.5, 0.6), repeat=2):
+        grid[f"one-sided w=2 back={back} forward={forward}"] = lambda _t, main, _l, b=back, f=forward: share_one_sided(
+            main, back=b, forward=f, window=2
+        )
+    for share, window, decay in itertools.product((0.4, 0.5, 0.6), (2, 3), (0.5, 0.75)):
+        grid[f"decayed a={share} w={window} decay={decay}"] = lambda _t, main, _l, a=share, w=window, d=decay: (
+            share_decayed(main, share=a, window=w, decay=d)
+        )
+    for share, window in itertools.product((0.15, 0.2, 0.25, 0.3, 0.4), (1, 2, 3)):
+        grid[f"summed a={share} w={window}"] = lambda _t, main, _l, a=share, w=window: share_summed(
+            main, share=a, window=w
+        )
+    for first, second in itertools.product((0.3, 0.4), (0.1, 0.2, 0.3)):
+        grid[f"twice a={first} then a={second} w=2"] = lambda _t, main, _l, a=first, b=second: share_neighbours(
+            shared_scores(main, share=a, window=2, turns=turns), share=b, window=2, turns=turns
         )
     return grid
 
