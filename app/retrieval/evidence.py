@@ -34,15 +34,18 @@ DATE_MENTION: Final = re.compile(
     rf"|(?:last|next|this|past|coming|previous|few)\s+(?:{_UNITS}|{_WEEKDAYS})"
     rf"|(?:{_WEEKDAYS})"
     rf"|(?:{_MONTH_NAMES})\s+\d{{1,2}}\b|\d{{1,2}}\s+(?:{_MONTH_NAMES})\b|in\s+(?:{_MONTH_NAMES})"
-    rf"|(?:19|20)\d\d)\b",
-    re.IGNORECASE,
+    rf"|(?:19|20)\d\d)\b"
 )
-"""A date or a relative date in a text: what an answer to a *when* question usually carries."""
+"""A date or a relative date in a *lowercased* text: what an answer to a *when* question usually carries.
+
+Case-sensitive on purpose: `re.IGNORECASE` made every search about 2.5 times slower (160 against 66 us per
+SciFact abstract), and a when-question reads it over each of its 100 candidates.
+"""
 
 
 def mentions_date(text: str) -> bool:
     """Whether `text` carries a date, a weekday or a relative date ("yesterday", "last week", "3 years ago")."""
-    return DATE_MENTION.search(text) is not None
+    return DATE_MENTION.search(text.lower()) is not None
 
 
 def names_in(text: str, names: Sequence[str]) -> bool:

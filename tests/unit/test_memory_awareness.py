@@ -79,6 +79,9 @@ def test_known_names_are_found_in_any_case() -> None:
         ("We moved here 4 years ago.", True),
         ("I ran a charity race last Saturday", True),
         ("See you on 12 June!", True),
+        ("WE MET LAST WEEKEND, IN MARCH", True),
+        ("Back in 1998 it was different", True),
+        ("It May Work", False),
         ("That painting is lovely, what inspired it?", False),
     ],
 )
