@@ -13,8 +13,9 @@ from app.knobs import SearchKnobs
 from app.query.intent import read_intent
 from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan
+from app.retrieval import evidence
 from app.retrieval.diversity import cap_per_session
-from app.retrieval.evidence import mentions_date, prefer_evidence
+from app.retrieval.evidence import mentions_date, mentions_date_kept, prefer_evidence
 
 MAY_8: datetime = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 JUNE_1: datetime = datetime(2023, 6, 1, 9, 0, tzinfo=UTC)
@@ -87,6 +88,33 @@ def test_known_names_are_found_in_any_case() -> None:
 )
 def test_date_mentions(text: str, *, dated: bool) -> None:
     assert mentions_date(text) is dated
+
+
+def test_a_texts_date_is_read_once_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[str] = []
+
+    def counting(text: str) -> bool:
+        reads.append(text)
+        return mentions_date(text)
+
+    monkeypatch.setattr(evidence, "mentions_date", counting)
+    monkeypatch.setattr(evidence, "_dated_by_text_hash", {})
+    texts = ["I went yesterday", "a lovely painting", "I went yesterday", "a lovely painting", "last week"]
+
+    answers = [mentions_date_kept(text) for text in texts]
+
+    assert answers == [True, False, True, False, True]
+    assert reads == ["I went yesterday", "a lovely painting", "last week"]
+
+
+def test_the_kept_answers_are_forgotten_at_once_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(evidence, "DATED_TEXTS_KEPT", 2)
+    monkeypatch.setattr(evidence, "_dated_by_text_hash", {})
+
+    answers = [mentions_date_kept(text) for text in ("today", "a painting", "last week")]
+
+    assert answers == [True, False, True]
+    assert evidence._dated_by_text_hash == {hash("last week"): True}
 
 
 def test_a_when_question_lifts_the_hit_that_carries_a_date_above_a_slightly_better_one() -> None:
