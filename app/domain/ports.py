@@ -138,6 +138,17 @@ class ChunkTruth(Protocol):
         ...
 
 
+class ChunkTitles(Protocol):
+    """What the search service reads of a project's chunk titles: which names most of its chunks share."""
+
+    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
+        """Return the titles of at most `limit` of the project's chunks (its breadcrumb, joined by " / ").
+
+        One entry per chunk, in no promised order; an unknown project gives an empty list.
+        """
+        ...
+
+
 class DocumentStore(Protocol):
     """The source of truth for documents, chunks, embeddings and the lexical outbox."""
 
@@ -214,6 +225,10 @@ class DocumentStore(Protocol):
 
     async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
         """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent)."""
+        ...
+
+    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
+        """As `ChunkTitles.chunk_titles`."""
         ...
 
     async def queue_project_for_reindex(self, project_id: str) -> int:

@@ -137,6 +137,7 @@ def configuration_summary(settings: Settings, embedding_model: str) -> dict[str,
         "evidence_date_boost": settings.evidence_date_boost,
         "neighbour_score_share": settings.neighbour_score_share,
         "neighbour_window_turns": settings.neighbour_window_turns,
+        "semantic_common_name_share": settings.semantic_common_name_share,
     }
 
 

@@ -143,3 +143,20 @@ def named_entities(
         if lowered in known_names or (capitalised and lowered not in MONTHS):
             found.append(lowered)
     return tuple(dict.fromkeys(found))
+
+
+def title_words(title: str) -> set[str]:
+    """The lowercase words of `title` as `named_entities` reads a query's words (a possessive `'s` dropped)."""
+    return {_bare(word).lower() for word in _WORD.findall(title)}
+
+
+def without_names(text: str, names: Collection[str]) -> str:
+    """`text` without its words that are one of `names` (lowercase, as `named_entities` gives them), any case.
+
+    A possessive goes with its name ("Caroline's" -> ""); spaces are collapsed. A text that would be left
+    empty is returned as it was: a query of nothing but names still means those names.
+    """
+    if not names:
+        return text
+    kept = _WORD.sub(lambda match: "" if _bare(match.group()).lower() in names else match.group(), text)
+    return " ".join(kept.split()) or text

@@ -25,8 +25,10 @@ from app.domain.models import (
 )
 from app.domain.moments import as_utc
 from app.knobs import QUERY_MAX_CHARS_CEILING
+from app.query.intent import without_names
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
     from datetime import datetime
 
     from app.domain.models import QueryAnalysis
@@ -85,7 +87,9 @@ def validate_query_text(raw_query: str, *, max_chars: int = MAX_QUERY_CHARS) -> 
         raise InvalidQueryError(msg, field="query")
 
 
-def build_plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs) -> SearchPlan:
+def build_plan(
+    analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs, *, common_names: Collection[str] = ()
+) -> SearchPlan:
     """Build the plan for one query. Raises `InvalidQueryError` (with `field`) for invalid options.
 
     Precedence: what the request says, then the knobs. Strategy: the request's, else the optimizer's
@@ -93,7 +97,8 @@ def build_plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKno
     Filters: the request's; plus, when entity filters are enabled, the query's `#tags` (a chunk must
     carry all of them) and the query's dates intersected with the request's date range. Query dates
     that do not overlap the request's range are dropped: the explicit range wins. Both legs get the
-    same filters.
+    same filters. The semantic text is the query's without its names that are in `common_names` (the
+    project's speakers, `app/search/common_names.py`); the lexical query keeps them.
     """
     validate_query_text(analysis.raw_query, max_chars=knobs.query_max_chars)
     _validate_options(options)
@@ -107,8 +112,9 @@ def build_plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKno
     fuzzy = knobs.lexical_fuzziness if options.fuzzy is None else options.fuzzy
     if lexical_query.fuzzy != fuzzy:
         lexical_query = replace(lexical_query, fuzzy=fuzzy)
+    shared_names = [name for name in analysis.names if name in common_names]
     return SearchPlan(
-        semantic_text=analysis.search_text,
+        semantic_text=without_names(analysis.search_text, shared_names) if shared_names else analysis.search_text,
         lexical_query=lexical_query,
         filters=_filters(analysis, options, entity_filters_enabled=knobs.query_entity_extraction),
         strategy=strategy,

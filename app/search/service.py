@@ -31,6 +31,7 @@ from app.query.planner import SearchOptions, build_plan, validate_query_text
 from app.retrieval.searcher import HybridSearcher
 from app.search.cache import QueryCache
 from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
+from app.search.common_names import CommonNames
 from app.search.paging import PAGE_DEPTH, page_of
 from app.search.rollout import assign_arm, overlap_at_k
 
@@ -86,8 +87,10 @@ class SearchService:
         cache: QueryCache[SearchOutcome],
         generations: Generations | None = None,
         query_embedder: Embedder | None = None,
+        common_names: CommonNames | None = None,
     ) -> None:
         self._searcher = searcher
+        self._common = common_names
         self._query_embedder = query_embedder
         self._optimizer = optimizer
         self._knobs = knobs
@@ -112,7 +115,8 @@ class SearchService:
     ) -> SearchService:
         """The service over these ports with the optimizer's own clock; no cache unless one is given.
 
-        The store is the source of truth the lexical hits are checked against, and the cache's generations.
+        The store is the source of truth the lexical hits are checked against, the cache's generations, and
+        where the project's common names are read (`app/search/common_names.py`).
         `second_stage`: the reranker of hybrid searches (`RERANKER`), none by default.
         `optimizer`: one with the deployment's vocabulary (`app/wiring/vocabulary.py`); the bundled table by default.
         """
@@ -125,6 +129,7 @@ class SearchService:
             cache=cache if cache is not None else QueryCache(ttl_s=0, max_size=0),
             generations=store,
             query_embedder=embedder,
+            common_names=CommonNames(store),
         )
 
     def _apply_knobs(self, call: SearchCall) -> ResolvedKnobs:
@@ -153,10 +158,20 @@ class SearchService:
         return assign_arm(call.caller_key, hybrid_percent=resolved.knobs.hybrid_rollout_percent), ARM_BY_SERVICE
 
     @staticmethod
-    def _plan(analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs, arm: str) -> SearchPlan:
+    def _plan(
+        analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs, arm: str, common_names: frozenset[str]
+    ) -> SearchPlan:
         if arm == SEMANTIC_ARM:
             options = replace(options, strategy=SearchStrategy.SEMANTIC)
-        return build_plan(analysis, options, knobs)
+        return build_plan(analysis, options, knobs, common_names=common_names)
+
+    async def _common_names(
+        self, analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs
+    ) -> frozenset[str]:
+        """The project's common title words, read only when the query names someone (`app/search/common_names.py`)."""
+        if self._common is None or not analysis.names or knobs.semantic_common_name_share <= 0:
+            return frozenset()
+        return await self._common.of(options.project, min_share=knobs.semantic_common_name_share)
 
     async def search(self, call: SearchCall) -> SearchOutcome:
         """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works.
@@ -234,7 +249,8 @@ class SearchService:
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
-            plan = self._plan(analysis, options, knobs, arm)
+            common_names = await self._common_names(analysis, options, knobs)
+            plan = self._plan(analysis, options, knobs, arm, common_names)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
         key, generation = await self._cache_key(call, analysis, plan, arm, resolved)
         cached = self._cache.get(key) if key is not None else None
@@ -297,7 +313,7 @@ class SearchService:
             self._cache.put(prepared.key, outcome)
         knobs = prepared.resolved.knobs
         if knobs.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
-            self._start_shadow(call, prepared.analysis, knobs, arm, [hit.chunk_id for hit in result.hits])
+            self._start_shadow(call, prepared.analysis, knobs, arm, [hit.chunk_id for hit in result.hits], served=plan)
         return page_of(outcome, call, knobs)
 
     async def _cache_key(  # noqa: PLR0913 - the key is every input that changes the answer
@@ -353,11 +369,21 @@ class SearchService:
             span.set_attribute(SPAN_ATTRIBUTE_CACHED, True)  # noqa: FBT003 - OTel's attribute API is positional
         return replace(cached, cached=True, total_ms=total_ms)
 
-    def _start_shadow(
-        self, call: SearchCall, analysis: QueryAnalysis, knobs: SearchKnobs, arm: str, served_ids: list[str]
+    def _start_shadow(  # noqa: PLR0913 - the served search's pieces the shadow repeats
+        self,
+        call: SearchCall,
+        analysis: QueryAnalysis,
+        knobs: SearchKnobs,
+        arm: str,
+        served_ids: list[str],
+        *,
+        served: SearchPlan,
     ) -> None:
         other_arm = SEMANTIC_ARM if arm == HYBRID_ARM else HYBRID_ARM
-        plan = self._plan(analysis, call.options, knobs, other_arm)
+        # The served plan's semantic text: the shadow compares arms, not two readings of the query.
+        plan = replace(
+            self._plan(analysis, call.options, knobs, other_arm, frozenset()), semantic_text=served.semantic_text
+        )
 
         async def shadow() -> None:
             # Its own span, linked to the request by parentage; it may end after the request span.

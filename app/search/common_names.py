@@ -1,0 +1,91 @@
+"""Names most of a project's chunk titles share: the semantic leg's query leaves them out.
+
+In agent memory a turn's title names who said it ("1:56 pm on 8 May, 2023 | Caroline"), and that title is
+embedded with the turn. A question naming one of the two speakers then sits about as close to every turn
+that speaker said, half the conversation, as to the turn it asks about: the name drowns the content in
+the query's vector. A name found in the titles of at least `SEMANTIC_COMMON_NAME_SHARE` of a project's
+chunks tells the vectors nothing about which of them is meant, so the semantic leg embeds the query without
+it (the lexical leg keeps it: BM25's idf already weighs such a word down). LoCoMo, semantic leg: Recall@10
+0.5359 -> 0.6383 (docs/evaluation.md, "Common names"). A name that is content elsewhere (a gene in
+SciFact's claims) is in few titles and stays.
+
+Titles are read from the store for at most `TITLES_READ` chunks per project and kept per replica for
+`TTL_S`; during a re-read other searches keep the last answer. When the store cannot answer, no name
+is left out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from app.domain.errors import EngineError
+from app.query.intent import title_words
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from app.domain.ports import ChunkTitles
+
+logger = logging.getLogger(__name__)
+
+TITLES_READ: Final = 2000
+"""Chunks whose titles are read per project: enough to measure a share of a few per cent."""
+TTL_S: Final = 300.0
+PROJECTS_KEPT: Final = 4096
+
+
+def common_title_words(titles: Sequence[str], *, min_share: float) -> frozenset[str]:
+    """The lowercase words found in at least `min_share` of `titles` (a word counts once per title).
+
+    No titles, or a share above 1, give no words.
+    """
+    if not titles or min_share > 1:
+        return frozenset()
+    counts: Counter[str] = Counter()
+    for title in titles:
+        counts.update(title_words(title))
+    least = min_share * len(titles)
+    return frozenset(word for word, count in counts.items() if count >= least)
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    words: frozenset[str]
+    min_share: float
+    read_at: float
+
+
+class CommonNames:
+    """Per project, the title words shared by at least a given share of its chunks, read and kept (`TTL_S`)."""
+
+    def __init__(self, titles: ChunkTitles, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._titles = titles
+        self._clock = clock
+        self._reads: dict[str, _Read] = {}
+
+    async def of(self, project_id: str, *, min_share: float) -> frozenset[str]:
+        """The project's common title words at `min_share`; none when `min_share` is 0 or the store fails."""
+        if min_share <= 0:
+            return frozenset()
+        now = self._clock()
+        kept = self._reads.get(project_id)
+        if kept is not None and kept.min_share == min_share and now - kept.read_at <= TTL_S:
+            return kept.words
+        if kept is not None:
+            # Searches arriving during the re-read keep the last answer instead of all reading again.
+            self._reads[project_id] = _Read(kept.words, kept.min_share, now)
+        try:
+            titles = await self._titles.chunk_titles(project_id, limit=TITLES_READ)
+        except EngineError as error:
+            logger.warning("chunk titles of %s unread (%s): the semantic query keeps every name", project_id, error)
+            return frozenset() if kept is None else kept.words
+        words = common_title_words(titles, min_share=min_share)
+        self._reads.pop(project_id, None)
+        self._reads[project_id] = _Read(words, min_share, now)
+        if len(self._reads) > PROJECTS_KEPT:
+            del self._reads[next(iter(self._reads))]
+        return words

@@ -1,0 +1,188 @@
+"""Common names: a project's speakers are left out of the semantic leg's query, nothing else is."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.domain.errors import EngineUnavailableError
+from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.knobs import SearchKnobs
+from app.query.intent import title_words, without_names
+from app.query.optimizer import QueryOptimizer
+from app.query.planner import SearchOptions, build_plan
+from app.search import common_names
+from app.search.calls import SearchCall
+from app.search.common_names import CommonNames, common_title_words
+from app.search.knob_source import FixedKnobs
+from app.search.service import SearchService
+from tests.unit.test_evaluation_runner import BagOfWordsEmbedder
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+CREATED = datetime(2026, 12, 1, tzinfo=UTC)
+TURN_TITLES = [f"1:56 pm on {day} May, 2023 | {speaker}" for day in range(1, 11) for speaker in ("Caroline", "Melanie")]
+
+
+def test_title_words_read_words_as_names_are_read() -> None:
+    assert title_words("1:56 pm on 8 May, 2023 | Caroline's") == {"pm", "on", "may", "caroline"}
+
+
+@pytest.mark.parametrize(
+    ("text", "names", "expected"),
+    [
+        ("What did Caroline research?", {"caroline"}, "What did research?"),
+        ("When did Melanie's kids meet caroline?", {"caroline", "melanie"}, "When did kids meet ?"),
+        ("What did Caroline research?", set(), "What did Caroline research?"),
+        ("Caroline", {"caroline"}, "Caroline"),  # nothing but names: the names are the query
+        ("Is Carolineville near?", {"caroline"}, "Is Carolineville near?"),  # whole words only
+    ],
+)
+def test_without_names(text: str, names: set[str], expected: str) -> None:
+    assert without_names(text, names) == expected
+
+
+def test_speakers_are_common_title_words_and_a_rare_word_is_not() -> None:
+    titles = [*TURN_TITLES, "3 pm on 2 June, 2023 | Gina"]
+
+    common = common_title_words(titles, min_share=0.1)
+
+    assert {"caroline", "melanie"} <= common
+    assert "gina" not in common  # 1 of 21 titles
+    assert common_title_words([], min_share=0.1) == frozenset()
+    assert common_title_words(titles, min_share=1.5) == frozenset()
+
+
+def test_the_plan_embeds_the_query_without_common_names_and_the_lexical_query_keeps_them() -> None:
+    analysis = QueryOptimizer().analyze("What did Caroline tell Gina about painting?")
+
+    plan = build_plan(analysis, SearchOptions(project="p"), SearchKnobs(), common_names={"caroline", "melanie"})
+
+    assert plan.semantic_text == "what did tell gina about painting?"  # the optimizer lowercases
+    assert "caroline" in plan.lexical_query.text.lower()
+    assert build_plan(analysis, SearchOptions(project="p"), SearchKnobs()).semantic_text == analysis.search_text
+
+
+class CountingTitles:
+    def __init__(self, titles: Sequence[str], *, error: Exception | None = None) -> None:
+        self.titles = list(titles)
+        self.error = error
+        self.reads: list[tuple[str, int]] = []
+
+    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
+        self.reads.append((project_id, limit))
+        if self.error is not None:
+            raise self.error
+        return self.titles[:limit]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_projects_common_names_are_read_once_then_again_after_the_ttl() -> None:
+    titles, clock = CountingTitles(TURN_TITLES), Clock()
+    names = CommonNames(titles, clock=clock)
+
+    first = await names.of("p", min_share=0.1)
+    again = await names.of("p", min_share=0.1)
+    clock.now = common_names.TTL_S + 1
+    later = await names.of("p", min_share=0.1)
+
+    assert first == again == later
+    assert {"caroline", "melanie"} <= first
+    assert titles.reads == [("p", common_names.TITLES_READ), ("p", common_names.TITLES_READ)]
+
+
+async def test_another_share_reads_again_and_a_share_of_zero_reads_nothing() -> None:
+    titles = CountingTitles(TURN_TITLES)
+    names = CommonNames(titles)
+
+    assert await names.of("p", min_share=0) == frozenset()
+    await names.of("p", min_share=0.1)
+    await names.of("p", min_share=0.6)  # each speaker is in half the titles
+
+    assert len(titles.reads) == 2
+    assert "caroline" not in await names.of("p", min_share=0.6)
+
+
+async def test_a_store_that_cannot_answer_leaves_every_name_in(caplog: pytest.LogCaptureFixture) -> None:
+    names = CommonNames(CountingTitles(TURN_TITLES, error=EngineUnavailableError("down", engine="store")))
+
+    with caplog.at_level(logging.WARNING, logger="app.search.common_names"):
+        assert await names.of("p", min_share=0.1) == frozenset()
+
+    assert "keeps every name" in caplog.text
+
+
+class RecordingEmbedder(BagOfWordsEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return await super().embed_query(text)
+
+
+def turn(number: int, speaker: str, text: str) -> Chunk:
+    return Chunk(
+        chunk_id=f"conv:D1:{number}#0",
+        document_id=f"conv:D1:{number}",
+        project_id="memory",
+        text=text,
+        source="conv",
+        level="turn",
+        breadcrumb=(f"1:56 pm on 8 May, 2023 | {speaker}",),
+        section_title="",
+        position=0,
+        chunk_hash=f"h{number}",
+    )
+
+
+async def test_a_search_naming_a_speaker_embeds_the_question_without_the_name() -> None:
+    store, embedder = InMemoryDocumentStore(), RecordingEmbedder()
+    chunks = [turn(1, "Caroline", "I painted a sunrise"), turn(2, "Melanie", "I ran a charity race")]
+    for chunk in chunks:
+        stored = StoredDocument(
+            project_id="memory",
+            document_id=chunk.document_id,
+            source="conv",
+            title=chunk.breadcrumb[0],
+            content_hash=chunk.chunk_hash,
+            tags=(),
+            event_time=None,
+            metadata={},
+            chunks=(chunk,),
+            lexically_indexed=False,
+            created_at=CREATED,
+            updated_at=CREATED,
+        )
+        await store.save_documents([(stored, [EmbeddedChunk(chunk, await embedder.embed_query(chunk.text), "m")])])
+    embedder.queries.clear()
+    service = SearchService.over(
+        vector=InMemoryVectorIndex(store),
+        lexical=InMemoryLexicalIndex(),
+        embedder=embedder,
+        store=store,
+        knobs=FixedKnobs(SearchKnobs()),
+    )
+
+    outcome = await service.search(
+        SearchCall(
+            query="What did Caroline paint?", options=SearchOptions(project="memory"), auth_scope="t", caller_key="t"
+        )
+    )
+
+    assert embedder.queries == ["what did paint?"]
+    assert outcome.plan.semantic_text == "what did paint?"
