@@ -145,9 +145,13 @@ def named_entities(
     return tuple(dict.fromkeys(found))
 
 
-def title_words(title: str) -> set[str]:
-    """The lowercase words of `title` as `named_entities` reads a query's words (a possessive `'s` dropped)."""
-    return {_bare(word).lower() for word in _WORD.findall(title)}
+def title_names(title: str) -> set[str]:
+    """The capitalised words of `title`, lowercase and read as `named_entities` reads a query's (`'s` dropped).
+
+    Only capitalised ones: in a sentence-case title ("Cells lacking ... in sporulation") the common words are
+    plain words, and a name a query starts with by chance must not match them.
+    """
+    return {_bare(word).lower() for word in _WORD.findall(title) if word[0].isupper()}
 
 
 def without_names(text: str, names: Collection[str]) -> str:

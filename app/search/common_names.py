@@ -3,8 +3,8 @@
 In agent memory a turn's title names who said it ("1:56 pm on 8 May, 2023 | Caroline"), and that title is
 embedded with the turn. A question naming one of the two speakers then sits about as close to every turn
 that speaker said, half the conversation, as to the turn it asks about: the name drowns the content in
-the query's vector. A name found in the titles of at least `SEMANTIC_COMMON_NAME_SHARE` of a project's
-chunks tells the vectors nothing about which of them is meant, so the semantic leg embeds the query without
+the query's vector. A name found (capitalised) in the titles of at least `SEMANTIC_COMMON_NAME_SHARE` of a
+project's chunks tells the vectors nothing about which of them is meant, so the semantic leg embeds the query without
 it (the lexical leg keeps it: BM25's idf already weighs such a word down). LoCoMo, semantic leg: Recall@10
 0.5359 -> 0.6383 (docs/evaluation.md, "Common names"). A name that is content elsewhere (a gene in
 SciFact's claims) is in few titles and stays.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import EngineError
-from app.query.intent import title_words
+from app.query.intent import title_names
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -39,7 +39,7 @@ PROJECTS_KEPT: Final = 4096
 
 
 def common_title_words(titles: Sequence[str], *, min_share: float) -> frozenset[str]:
-    """The lowercase words found in at least `min_share` of `titles` (a word counts once per title).
+    """The capitalised words (lowercase) found in at least `min_share` of `titles`, each counted once per title.
 
     No titles, or a share above 1, give no words.
     """
@@ -47,7 +47,7 @@ def common_title_words(titles: Sequence[str], *, min_share: float) -> frozenset[
         return frozenset()
     counts: Counter[str] = Counter()
     for title in titles:
-        counts.update(title_words(title))
+        counts.update(title_names(title))
     least = min_share * len(titles)
     return frozenset(word for word, count in counts.items() if count >= least)
 

@@ -13,7 +13,7 @@ from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
 from app.knobs import SearchKnobs
-from app.query.intent import title_words, without_names
+from app.query.intent import title_names, without_names
 from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan
 from app.search import common_names
@@ -30,8 +30,15 @@ CREATED = datetime(2026, 12, 1, tzinfo=UTC)
 TURN_TITLES = [f"1:56 pm on {day} May, 2023 | {speaker}" for day in range(1, 11) for speaker in ("Caroline", "Melanie")]
 
 
-def test_title_words_read_words_as_names_are_read() -> None:
-    assert title_words("1:56 pm on 8 May, 2023 | Caroline's") == {"pm", "on", "may", "caroline"}
+def test_title_names_are_its_capitalised_words_read_as_names_are_read() -> None:
+    assert title_names("1:56 pm on 8 May, 2023 | Caroline's") == {"may", "caroline"}
+
+
+def test_a_plain_word_common_in_sentence_case_titles_is_no_common_name() -> None:
+    # "cells" is in every title but capitalised in one of 20: a claim starting "Cells ..." keeps it.
+    titles = ["Cells lacking clpC", *(f"T cells in mice, study {number}" for number in range(19))]
+
+    assert common_title_words(titles, min_share=0.1) == {"t"}
 
 
 @pytest.mark.parametrize(
