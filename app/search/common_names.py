@@ -4,10 +4,10 @@ In agent memory a turn's title names who said it ("1:56 pm on 8 May, 2023 | Caro
 embedded with the turn. A question naming one of the two speakers then sits about as close to every turn
 that speaker said, half the conversation, as to the turn it asks about: the name drowns the content in
 the query's vector. A name found (capitalised) in the titles of at least `SEMANTIC_COMMON_NAME_SHARE` of a
-project's chunks tells the vectors nothing about which of them is meant, so the semantic leg embeds the query without
-it (the lexical leg keeps it: BM25's idf already weighs such a word down). LoCoMo, semantic leg: Recall@10
-0.5359 -> 0.6383 (docs/evaluation.md, "Common names"). A name that is content elsewhere (a gene in
-SciFact's claims) is in few titles and stays.
+project's chunks tells the vectors nothing about which of them is meant, so the semantic leg embeds the
+query without it (the lexical leg keeps it: BM25's idf already weighs such a word down). LoCoMo, semantic
+leg: Recall@10 0.5359 -> 0.6383 (docs/evaluation.md, "Common names"). A name that is content elsewhere (a
+gene in SciFact's claims) is in few titles and stays.
 
 Titles are read from the store for at most `TITLES_READ` chunks per project and kept per replica for
 `TTL_S`; during a re-read other searches keep the last answer. When the store cannot answer, no name
