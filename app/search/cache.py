@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
 from cachetools import TTLCache
 
@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 ValueT = TypeVar("ValueT")
 
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+
+
+class Generations(Protocol):
+    """Where the cache reads a project's generation: the document store."""
+
+    async def project_generation(self, project_id: str) -> int:
+        """The project's generation now; it moves on with every write that changes its answers."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

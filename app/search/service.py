@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
@@ -29,7 +29,7 @@ from app.observability.tracing import phase
 from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan, validate_query_text
 from app.retrieval.searcher import HybridSearcher
-from app.search.cache import QueryCache
+from app.search.cache import Generations, QueryCache
 from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
 from app.search.common_names import CommonNames
 from app.search.paging import PAGE_DEPTH, page_of
@@ -65,14 +65,6 @@ class _Prepared:
     key: QueryCacheKey | None
     generation: int | None
     cached: SearchOutcome | None
-
-
-class Generations(Protocol):
-    """Where the cache reads a project's generation: the document store."""
-
-    async def project_generation(self, project_id: str) -> int:
-        """The project's generation now; it moves on with every write that changes its answers."""
-        ...
 
 
 class SearchService:
@@ -165,13 +157,11 @@ class SearchService:
             options = replace(options, strategy=SearchStrategy.SEMANTIC)
         return build_plan(analysis, options, knobs, common_names=common_names)
 
-    async def _common_names(
-        self, analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs
-    ) -> frozenset[str]:
+    async def _common_names(self, analysis: QueryAnalysis, project: str, share: float) -> frozenset[str]:
         """The project's common title words, read only when the query names someone (`app/search/common_names.py`)."""
-        if self._common is None or not analysis.names or knobs.semantic_common_name_share <= 0:
+        if self._common is None or not analysis.names:
             return frozenset()
-        return await self._common.of(options.project, min_share=knobs.semantic_common_name_share)
+        return await self._common.of(project, min_share=share)  # a share of 0 reads nothing
 
     async def search(self, call: SearchCall) -> SearchOutcome:
         """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works.
@@ -249,7 +239,7 @@ class SearchService:
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
-            common_names = await self._common_names(analysis, options, knobs)
+            common_names = await self._common_names(analysis, options.project, knobs.semantic_common_name_share)
             plan = self._plan(analysis, options, knobs, arm, common_names)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
         key, generation = await self._cache_key(call, analysis, plan, arm, resolved)
