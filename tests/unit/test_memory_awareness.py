@@ -190,7 +190,7 @@ def test_as_of_resolves_relative_dates_against_the_memory_clock_not_the_server_c
 
 def test_the_plan_asks_for_the_date_boost_only_for_when_questions_fused_by_zscore() -> None:
     optimizer = QueryOptimizer(clock=lambda: MAY_8)
-    knobs = SearchKnobs()
+    knobs = SearchKnobs(evidence_speaker_boost=0.0)  # the date boost alone
     options = SearchOptions(project="p")
 
     when = build_plan(optimizer.analyze("When did Caroline paint a sunrise?"), options, knobs)
@@ -205,7 +205,15 @@ def test_the_plan_asks_for_the_date_boost_only_for_when_questions_fused_by_zscor
     assert when.evidence.date_boost == knobs.evidence_date_boost
     assert not what.evidence.changes_ranking
     assert not lexical.evidence.changes_ranking
+
     assert when.session_cap is None
+
+
+def test_by_default_a_question_naming_someone_asks_for_the_speaker_boost() -> None:
+    plan = build_plan(QueryOptimizer().analyze("What did Caroline paint?"), SearchOptions(project="p"), SearchKnobs())
+
+    assert plan.evidence.names == ("caroline",)
+    assert plan.evidence.entity_boost == SearchKnobs().evidence_speaker_boost > 0
 
 
 def test_the_search_request_reads_as_of_and_refuses_a_malformed_one() -> None:
