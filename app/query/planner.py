@@ -28,7 +28,7 @@ from app.knobs import QUERY_MAX_CHARS_CEILING
 from app.query.intent import without_names
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Sequence
     from datetime import datetime
 
     from app.domain.models import QueryAnalysis
@@ -134,7 +134,7 @@ def build_plan(
         lexical_timeout_s=knobs.lexical_timeout_ms / 1000,
         semantic_timeout_s=knobs.semantic_timeout_ms / 1000,
         # The boosts are tuned on the z-score scale of hybrid fusion; other scores (cosine, BM25, RRF sums) keep theirs.
-        evidence=evidence_preferences(analysis, knobs)
+        evidence=evidence_preferences(analysis, knobs, speakers=shared_names)
         if strategy is SearchStrategy.HYBRID and method is FusionMethod.ZSCORE
         else EvidencePreferences(),
         session_cap=knobs.session_diversity_cap or None,
@@ -145,11 +145,19 @@ def build_plan(
     )
 
 
-def evidence_preferences(analysis: QueryAnalysis, knobs: SearchKnobs) -> EvidencePreferences:
-    """The evidence boosts for one query: only those its reading asks for, at the knobs' strengths."""
-    by_name = knobs.evidence_speaker_boost > 0 or knobs.evidence_mention_boost > 0
+def evidence_preferences(
+    analysis: QueryAnalysis, knobs: SearchKnobs, *, speakers: Sequence[str] = ()
+) -> EvidencePreferences:
+    """The evidence boosts for one query: only those its reading asks for, at the knobs' strengths.
+
+    The names the boosts read are the query's names that are the project's `speakers` (its common title
+    names, `SEMANTIC_COMMON_NAME_SHARE`): a capitalised word that no title widely carries (a gene, an
+    acronym) boosts nothing. With the mention boost on, or common names off, every name of the query counts.
+    """
+    every_name = knobs.evidence_mention_boost > 0 or knobs.semantic_common_name_share <= 0
+    names = analysis.names if every_name else tuple(speakers)
     return EvidencePreferences(
-        names=analysis.names if by_name else (),
+        names=names if knobs.evidence_speaker_boost > 0 or knobs.evidence_mention_boost > 0 else (),
         entity_boost=knobs.evidence_speaker_boost,
         mention_boost=knobs.evidence_mention_boost,
         prefer_dated=analysis.asks_when and knobs.evidence_date_boost > 0,

@@ -209,11 +209,17 @@ def test_the_plan_asks_for_the_date_boost_only_for_when_questions_fused_by_zscor
     assert when.session_cap is None
 
 
-def test_by_default_a_question_naming_someone_asks_for_the_speaker_boost() -> None:
-    plan = build_plan(QueryOptimizer().analyze("What did Caroline paint?"), SearchOptions(project="p"), SearchKnobs())
+def test_by_default_a_question_naming_a_speaker_asks_for_the_speaker_boost_and_other_names_do_not() -> None:
+    analysis = QueryOptimizer().analyze("What did Caroline say about BRCA1?")
+    options = SearchOptions(project="p")
 
-    assert plan.evidence.names == ("caroline",)
+    plan = build_plan(analysis, options, SearchKnobs(), common_names={"caroline", "melanie"})
+
+    assert plan.evidence.names == ("caroline",)  # BRCA1 is in no title: it boosts nothing
     assert plan.evidence.entity_boost == SearchKnobs().evidence_speaker_boost > 0
+    assert not build_plan(analysis, options, SearchKnobs()).evidence.changes_ranking
+    every_name = build_plan(analysis, options, SearchKnobs(semantic_common_name_share=0.0)).evidence
+    assert every_name.names == ("caroline", "brca1")
 
 
 def test_the_search_request_reads_as_of_and_refuses_a_malformed_one() -> None:
