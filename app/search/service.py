@@ -65,6 +65,7 @@ class _Prepared:
     key: QueryCacheKey | None
     generation: int | None
     cached: SearchOutcome | None
+    common_names: frozenset[str] = frozenset()  # the project's speakers, as the plan read them
 
 
 class SearchService:
@@ -252,7 +253,9 @@ class SearchService:
                 cached, generation = snapshot, call.page.generation
         if cached is not None:
             cached = replace(cached, arm_decided_by=decided_by)
-        return _Prepared(call, started, resolved, arm, decided_by, analysis, plan, optimize_ms, key, generation, cached)
+        return _Prepared(
+            call, started, resolved, arm, decided_by, analysis, plan, optimize_ms, key, generation, cached, common_names
+        )
 
     async def _run(self, prepared: _Prepared, query_embedding: list[float] | None) -> SearchOutcome:
         call, plan, arm = prepared.call, prepared.plan, prepared.arm
@@ -303,7 +306,7 @@ class SearchService:
             self._cache.put(prepared.key, outcome)
         knobs = prepared.resolved.knobs
         if knobs.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
-            self._start_shadow(call, prepared.analysis, knobs, arm, [hit.chunk_id for hit in result.hits], served=plan)
+            self._start_shadow(prepared, knobs, arm, [hit.chunk_id for hit in result.hits])
         return page_of(outcome, call, knobs)
 
     async def _cache_key(  # noqa: PLR0913 - the key is every input that changes the answer
@@ -359,21 +362,10 @@ class SearchService:
             span.set_attribute(SPAN_ATTRIBUTE_CACHED, True)  # noqa: FBT003 - OTel's attribute API is positional
         return replace(cached, cached=True, total_ms=total_ms)
 
-    def _start_shadow(  # noqa: PLR0913 - the served search's pieces the shadow repeats
-        self,
-        call: SearchCall,
-        analysis: QueryAnalysis,
-        knobs: SearchKnobs,
-        arm: str,
-        served_ids: list[str],
-        *,
-        served: SearchPlan,
-    ) -> None:
+    def _start_shadow(self, served: _Prepared, knobs: SearchKnobs, arm: str, served_ids: list[str]) -> None:
         other_arm = SEMANTIC_ARM if arm == HYBRID_ARM else HYBRID_ARM
-        # The served plan's semantic text: the shadow compares arms, not two readings of the query.
-        plan = replace(
-            self._plan(analysis, call.options, knobs, other_arm, frozenset()), semantic_text=served.semantic_text
-        )
+        # The served search's common names: the shadow compares arms, not two readings of the query.
+        plan = self._plan(served.analysis, served.call.options, knobs, other_arm, served.common_names)
 
         async def shadow() -> None:
             # Its own span, linked to the request by parentage; it may end after the request span.
