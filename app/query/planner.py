@@ -101,7 +101,7 @@ def build_plan(
     project's speakers, `app/search/common_names.py`); the lexical query keeps them.
     """
     validate_query_text(analysis.raw_query, max_chars=knobs.query_max_chars)
-    _validate_options(options)
+    validate_options(options)
     limit = knobs.rrf_final_k if options.limit is None else options.limit
     strategy, confidence = _choose_strategy(analysis, options, knobs)
     method = options.fusion_method or knobs.ranking_algorithm
@@ -167,7 +167,9 @@ def evidence_preferences(
     )
 
 
-def _validate_options(options: SearchOptions) -> None:
+def validate_options(options: SearchOptions) -> None:
+    """Raise `InvalidQueryError` (with `field`) for options no plan can be built from; `build_plan` calls it too."""
+
     def fail(message: str, field: str) -> NoReturn:
         raise InvalidQueryError(message, field=field)
 

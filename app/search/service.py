@@ -27,7 +27,7 @@ from app.observability.metrics import (
 from app.observability.spans import SPAN_ATTRIBUTE_ARM, SPAN_ATTRIBUTE_CACHED, SPAN_OPTIMIZE, SPAN_REQUEST
 from app.observability.tracing import phase
 from app.query.optimizer import QueryOptimizer
-from app.query.planner import SearchOptions, build_plan, validate_query_text
+from app.query.planner import SearchOptions, build_plan, validate_options, validate_query_text
 from app.retrieval.searcher import HybridSearcher
 from app.search.cache import Generations, QueryCache
 from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
@@ -232,11 +232,13 @@ class SearchService:
         resolved = self._apply_knobs(call)
         knobs = resolved.knobs
         validate_query_text(call.query, max_chars=knobs.query_max_chars)
+        options = call.options if call.page is None else replace(call.options, limit=PAGE_DEPTH)
+        # Refused before it counts in the rollout or reads anything for its plan (the project's common names).
+        validate_options(options)
         arm, decided_by = self.rollout_arm(call, resolved)
         if arm != CONTROL_ARM:
             record_rollout_assignment(arm, decided_by=decided_by)
         current_arm.set(arm)  # engine errors of this search count under its arm
-        options = call.options if call.page is None else replace(call.options, limit=PAGE_DEPTH)
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)

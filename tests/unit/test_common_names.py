@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
 
-from app.domain.errors import EngineUnavailableError
+from app.domain.errors import EngineUnavailableError, InvalidQueryError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
@@ -157,7 +158,8 @@ def turn(number: int, speaker: str, text: str) -> Chunk:
     )
 
 
-async def test_a_search_naming_a_speaker_embeds_the_question_without_the_name() -> None:
+async def speaker_service(knobs: SearchKnobs) -> tuple[SearchService, RecordingEmbedder]:
+    """A service over two turns, Caroline's and Melanie's, whose embedder records the texts it embeds."""
     store, embedder = InMemoryDocumentStore(), RecordingEmbedder()
     chunks = [turn(1, "Caroline", "I painted a sunrise"), turn(2, "Melanie", "I ran a charity race")]
     for chunk in chunks:
@@ -182,14 +184,62 @@ async def test_a_search_naming_a_speaker_embeds_the_question_without_the_name() 
         lexical=InMemoryLexicalIndex(),
         embedder=embedder,
         store=store,
-        knobs=FixedKnobs(SearchKnobs()),
+        knobs=FixedKnobs(knobs),
     )
+    return service, embedder
 
-    outcome = await service.search(
-        SearchCall(
-            query="What did Caroline paint?", options=SearchOptions(project="memory"), auth_scope="t", caller_key="t"
-        )
-    )
+
+ASKS_CAROLINE = SearchCall(
+    query="What did Caroline paint?", options=SearchOptions(project="memory"), auth_scope="t", caller_key="t"
+)
+
+
+async def test_a_search_naming_a_speaker_embeds_the_question_without_the_name() -> None:
+    service, embedder = await speaker_service(SearchKnobs())
+
+    outcome = await service.search(ASKS_CAROLINE)
 
     assert embedder.queries == ["what did paint?"]
     assert outcome.plan.semantic_text == "what did paint?"
+    assert outcome.plan.evidence.names == ("caroline",)
+
+
+@pytest.mark.parametrize("hybrid_percent", [0.0, 100.0])
+async def test_the_rollout_shadow_plans_with_the_served_searchs_common_names(hybrid_percent: float) -> None:
+    # The served arm is semantic at 0 % (its shadow hybrid) and hybrid at 100 % (its shadow semantic).
+    knobs = SearchKnobs(hybrid_rollout_percent=hybrid_percent, rollout_shadow_enabled=True)
+    service, embedder = await speaker_service(knobs)
+
+    await service.search(ASKS_CAROLINE)
+    await service.drain_shadow()
+
+    assert embedder.queries == ["what did paint?", "what did paint?"]  # served, then the shadow
+
+
+class TitleCountingStore(InMemoryDocumentStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.title_reads = 0
+
+    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
+        self.title_reads += 1
+        return await super().chunk_titles(project_id, limit=limit)
+
+
+@pytest.mark.parametrize("options", [SearchOptions(project="memory", limit=0), SearchOptions(project=" ")])
+async def test_a_search_with_invalid_options_is_refused_before_any_title_is_read(options: SearchOptions) -> None:
+    store = TitleCountingStore()
+    service = SearchService.over(
+        vector=InMemoryVectorIndex(store),
+        lexical=InMemoryLexicalIndex(),
+        embedder=BagOfWordsEmbedder(),
+        store=store,
+        knobs=FixedKnobs(SearchKnobs()),
+    )
+    call = SearchCall(query="What did Caroline paint?", options=options, auth_scope="t", caller_key="t")
+
+    with pytest.raises(InvalidQueryError):
+        await service.search(call)
+    await service.search(replace(call, options=SearchOptions(project="memory")))  # a valid one reads them
+
+    assert store.title_reads == 1
