@@ -9,7 +9,7 @@ owns and disposes it. The search itself runs on the pooled asyncpg connection di
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -31,6 +31,7 @@ from app.engines.postgres_sql import (
     nearest_search_sql,
 )
 from app.engines.vector_plan import exact_scan_limit, prefers_exact_scan
+from app.search.recent_reads import RecentReads
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -109,7 +110,6 @@ def create_postgres_engine(
 class _ProjectSize:
     project_rows: int
     table_rows: float
-    counted_at: float
     counted_all: bool
 
 
@@ -129,7 +129,7 @@ class PgVectorIndex:
         self._engine = engine
         self._ef_search = ef_search
         self._sessions_preset: bool | None = None  # learnt on first search
-        self._sizes: dict[str, _ProjectSize] = {}  # project -> its last count, oldest first
+        self._sizes: RecentReads[str, _ProjectSize] = RecentReads(ttl_s=PROJECT_SIZE_TTL_S, max_keys=PROJECT_SIZES_KEPT)
 
     async def _uses_preset_sessions(self) -> bool:
         """Whether the engine's sessions already carry our HNSW settings (`create_postgres_engine` sets them)."""
@@ -173,24 +173,20 @@ class PgVectorIndex:
 
     async def _reads_exactly(self, connection: asyncpg.Connection, project_id: str, *, ef_search: int) -> bool:
         """Whether the project's rows are cheaper to rank exactly than by the graph, from a recent count."""
-        size = self._sizes.get(project_id)
         now = time.monotonic()
-        if size is None or now - size.counted_at > PROJECT_SIZE_TTL_S:
-            if size is not None:
-                # Searches running meanwhile keep the last count instead of all counting again.
-                self._sizes[project_id] = replace(size, counted_at=now)
-            table_rows = COUNT_TABLE_ROWS_FLOOR if size is None else max(COUNT_TABLE_ROWS_FLOOR, size.table_rows)
+        size = self._sizes.fresh(project_id, now)
+        if size is None:
+            last = self._sizes.last(project_id)
+            self._sizes.hold(project_id, now)  # searches running meanwhile keep the last count
+            table_rows = COUNT_TABLE_ROWS_FLOOR if last is None else max(COUNT_TABLE_ROWS_FLOOR, last.table_rows)
             count_limit = exact_scan_limit(table_rows=table_rows, ef_search=ef_search) + 1
             # Counted in the search's own transaction: row-level security shows it the project's rows only.
             counting = {"project_id": project_id, "count_limit": count_limit}
             (row,) = await fetch(connection, SELECT_PROJECT_SIZE, counting)
             project_rows = int(row["project_rows"])
             # A count that reached its limit only says "at least": the graph, until a count says otherwise.
-            size = _ProjectSize(project_rows, float(row["table_rows"]), now, counted_all=project_rows < count_limit)
-            self._sizes.pop(project_id, None)
-            self._sizes[project_id] = size
-            if len(self._sizes) > PROJECT_SIZES_KEPT:
-                del self._sizes[next(iter(self._sizes))]
+            size = _ProjectSize(project_rows, float(row["table_rows"]), counted_all=project_rows < count_limit)
+            self._sizes.store(project_id, size, now)
         return size.counted_all and prefers_exact_scan(
             project_rows=size.project_rows, table_rows=size.table_rows, ef_search=ef_search
         )

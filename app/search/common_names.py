@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import EngineError
 from app.query.intent import title_names
+from app.search.recent_reads import RecentReads
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -56,7 +57,6 @@ def common_title_words(titles: Sequence[str], *, min_share: float) -> frozenset[
 class _Read:
     words: frozenset[str]
     min_share: float
-    read_at: float
 
 
 class CommonNames:
@@ -65,27 +65,23 @@ class CommonNames:
     def __init__(self, titles: ChunkTitles, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._titles = titles
         self._clock = clock
-        self._reads: dict[str, _Read] = {}
+        self._reads: RecentReads[str, _Read] = RecentReads(ttl_s=TTL_S, max_keys=PROJECTS_KEPT)
 
     async def of(self, project_id: str, *, min_share: float) -> frozenset[str]:
         """The project's common title words at `min_share`; none when `min_share` is 0 or the store fails."""
         if min_share <= 0:
             return frozenset()
         now = self._clock()
-        kept = self._reads.get(project_id)
-        if kept is not None and kept.min_share == min_share and now - kept.read_at <= TTL_S:
+        kept = self._reads.fresh(project_id, now)
+        if kept is not None and kept.min_share == min_share:
             return kept.words
-        if kept is not None:
-            # Searches arriving during the re-read keep the last answer instead of all reading again.
-            self._reads[project_id] = _Read(kept.words, kept.min_share, now)
+        last = self._reads.last(project_id)
+        self._reads.hold(project_id, now)
         try:
             titles = await self._titles.chunk_titles(project_id, limit=TITLES_READ)
         except EngineError as error:
             logger.warning("chunk titles of %s unread (%s): the semantic query keeps every name", project_id, error)
-            return frozenset() if kept is None else kept.words
+            return frozenset() if last is None else last.words
         words = common_title_words(titles, min_share=min_share)
-        self._reads.pop(project_id, None)
-        self._reads[project_id] = _Read(words, min_share, now)
-        if len(self._reads) > PROJECTS_KEPT:
-            del self._reads[next(iter(self._reads))]
+        self._reads.store(project_id, _Read(words, min_share), now)
         return words
