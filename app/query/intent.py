@@ -154,6 +154,11 @@ def title_names(title: str) -> set[str]:
     return {_bare(word).lower() for word in _WORD.findall(title) if word[0].isupper()}
 
 
+def title_words(title: str) -> set[str]:
+    """Every word of `title`, in any case, lowercase and read as `title_names` reads them."""
+    return {_bare(word).lower() for word in _WORD.findall(title)}
+
+
 def without_names(text: str, names: Collection[str]) -> str:
     """`text` without its words that are one of `names` (lowercase, as `named_entities` gives them), any case.
 

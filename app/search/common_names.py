@@ -7,7 +7,8 @@ the query's vector. A name found (capitalised) in the titles of at least `SEMANT
 project's chunks tells the vectors nothing about which of them is meant, so the semantic leg embeds the
 query without it (the lexical leg keeps it: BM25's idf already weighs such a word down). LoCoMo, semantic
 leg: Recall@10 0.5359 -> 0.6383 (docs/evaluation.md, "Common names"). A name that is content elsewhere (a
-gene in SciFact's claims) is in few titles and stays.
+gene in SciFact's claims) is in few titles and stays, and so does a plain word that only some titles
+capitalise (Title Case titles): a name is capitalised wherever it appears (`NAME_CAPITALISED_SHARE`).
 
 Titles are read from the store for at most `TITLES_READ` chunks per project and kept per replica for
 `TTL_S`; during a re-read other searches keep the last answer. When the store cannot answer, no name
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import EngineError
-from app.query.intent import title_names
+from app.query.intent import title_names, title_words
 from app.search.recent_reads import RecentReads
 
 if TYPE_CHECKING:
@@ -37,20 +38,31 @@ TITLES_READ: Final = 2000
 """Chunks whose titles are read per project: enough to measure a share of a few per cent."""
 TTL_S: Final = 300.0
 PROJECTS_KEPT: Final = 4096
+NAME_CAPITALISED_SHARE: Final = 0.9
+"""Of the titles holding a word in any case, the share that must capitalise it for it to be a name."""
 
 
 def common_title_words(titles: Sequence[str], *, min_share: float) -> frozenset[str]:
-    """The capitalised words (lowercase) found in at least `min_share` of `titles`, each counted once per title.
+    """The words capitalised in at least `min_share` of `titles` and in nearly every title that has them.
 
+    A word counts once per title. Capitalised where it appears (`NAME_CAPITALISED_SHARE` of the titles
+    holding it in any case) is what a name is; a plain word that some titles capitalise (a Title Case
+    title, a title's first word: "Cancer" in a nutrition corpus) is content, and stays in the query.
     No titles, or a share above 1, give no words.
     """
     if not titles or min_share > 1:
         return frozenset()
-    counts: Counter[str] = Counter()
+    capitalised: Counter[str] = Counter()
+    anywhere: Counter[str] = Counter()
     for title in titles:
-        counts.update(title_names(title))
+        capitalised.update(title_names(title))
+        anywhere.update(title_words(title))
     least = min_share * len(titles)
-    return frozenset(word for word, count in counts.items() if count >= least)
+    return frozenset(
+        word
+        for word, count in capitalised.items()
+        if count >= least and count >= NAME_CAPITALISED_SHARE * anywhere[word]
+    )
 
 
 @dataclass(frozen=True, slots=True)

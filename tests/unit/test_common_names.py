@@ -56,6 +56,20 @@ def test_without_names(text: str, names: set[str], expected: str) -> None:
     assert without_names(text, names) == expected
 
 
+def test_a_word_some_title_case_titles_capitalise_is_content_not_a_name() -> None:
+    # A nutrition corpus: "Cancer" capitalised in 3 Title Case titles, lowercase in 5 others.
+    titles = [
+        *(f"Dietary Fiber and Colon Cancer, Cohort {number}" for number in range(3)),
+        *(f"Soy intake and breast cancer risk, trial {number}" for number in range(5)),
+        *TURN_TITLES[:2],
+    ]
+
+    common = common_title_words(titles, min_share=0.1)
+
+    assert "cancer" not in common
+    assert {"colon", "caroline", "melanie"} <= common  # capitalised wherever they appear
+
+
 def test_speakers_are_common_title_words_and_a_rare_word_is_not() -> None:
     titles = [*TURN_TITLES, "3 pm on 2 June, 2023 | Gina"]
 
