@@ -24,8 +24,6 @@ import argparse
 import asyncio
 import itertools
 import math
-import pickle
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +38,7 @@ if TYPE_CHECKING:
     from app.domain.models import Chunk
 
 from tune_fusion import add_dataset_arguments
-from tune_prf import Case, PrfCache, collect, post_process, rerank, score
+from tune_prf import Case, PrfCache, add_cache_arguments, cached_or_collected, post_process, rerank, score
 from tuning_rows import write_rows
 
 READ_VECTORS = "SELECT chunk_id, embedding::text FROM chunks WHERE project_id = $1 AND chunk_id = ANY($2::text[])"
@@ -145,21 +143,13 @@ async def research(engines: object, case: Case, cache: PrfCache, vector: list[fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_dataset_arguments(parser, split="test")
-    parser.add_argument("--cache", type=Path, required=True, help="tune_prf's pickle (built when missing)")
-    parser.add_argument("--depth", type=int, default=100, help="fused hits kept per query")
+    add_cache_arguments(parser)
     parser.add_argument("--documents", default="1,3,5,10", help="feedback documents k swept")
     parser.add_argument("--weights", default="0.5,0.7,0.85", help="original-vector weights (alpha) swept")
     parser.add_argument("--feedback", default="fused,semantic", help="feedback from: fused, semantic")
     parser.add_argument("--output", type=Path, default=None)
     arguments = parser.parse_args()
-    if arguments.cache.is_file():
-        cache = pickle.loads(arguments.cache.read_bytes())  # noqa: S301 - our own cache
-    else:
-        started = time.perf_counter()
-        cache = asyncio.run(collect(arguments))
-        arguments.cache.parent.mkdir(parents=True, exist_ok=True)
-        arguments.cache.write_bytes(pickle.dumps(cache))
-        print(f"collected {len(cache.cases)} queries in {time.perf_counter() - started:.0f} s", flush=True)
+    cache = cached_or_collected(arguments)
     variants = [
         Variant(int(k), float(w), source)
         for source, k, w in itertools.product(

@@ -378,11 +378,29 @@ def grid(arguments: argparse.Namespace) -> list[Variant]:
     return [variant for variant in every if not wanted or variant.label in wanted]
 
 
+def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    """Step 1's options, shared with `tune_dense_prf.py`: --cache and --depth."""
+    parser.add_argument("--cache", type=Path, default=None, help="pickle of plans and legs (built when missing)")
+    parser.add_argument("--depth", type=int, default=100, help="fused hits kept per query")
+
+
+def cached_or_collected(arguments: argparse.Namespace) -> PrfCache:
+    """The plans and legs pickled at `--cache`, collected (step 1) and pickled there first when missing."""
+    if arguments.cache.is_file():
+        cache: PrfCache = pickle.loads(arguments.cache.read_bytes())  # noqa: S301 - our own cache
+        return cache
+    started = time.perf_counter()
+    cache = asyncio.run(collect(arguments))
+    arguments.cache.parent.mkdir(parents=True, exist_ok=True)
+    arguments.cache.write_bytes(pickle.dumps(cache))
+    print(f"collected {len(cache.cases)} queries in {time.perf_counter() - started:.0f} s", flush=True)
+    return cache
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_dataset_arguments(parser, split="test")
-    parser.add_argument("--cache", type=Path, default=None, help="pickle of plans and legs (built when missing)")
-    parser.add_argument("--depth", type=int, default=100, help="fused hits kept per query")
+    add_cache_arguments(parser)
     parser.add_argument("--documents", default="3,5,10", help="feedback documents k swept")
     parser.add_argument("--terms", default="5,10,20", help="expansion terms swept")
     parser.add_argument("--feedback", default="fused", help="feedback from: fused (the service's ranking), lexical")
@@ -395,13 +413,7 @@ def main() -> None:
         rows = score(arguments, lexical_alone(arguments, Expander(arguments.data_dir / "lexical")))
         write_rows(arguments, rows)
         return
-    if arguments.cache.is_file():
-        cache = pickle.loads(arguments.cache.read_bytes())  # noqa: S301 - our own cache
-    else:
-        started = time.perf_counter()
-        cache = asyncio.run(collect(arguments))
-        arguments.cache.write_bytes(pickle.dumps(cache))
-        print(f"collected {len(cache.cases)} queries in {time.perf_counter() - started:.0f} s", flush=True)
+    cache = cached_or_collected(arguments)
     expander = Expander(arguments.data_dir / "lexical")
     runs: dict[str, dict[str, list[str]]] = {
         "unchanged": {
