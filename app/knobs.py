@@ -110,7 +110,7 @@ class SearchKnobs(BaseModel):
     # session share, so other corpora are untouched. 0: off.
     neighbour_score_share: float = Field(default=0.4, ge=0.0, le=1.0)
     neighbour_window_turns: int = Field(default=2, ge=1, le=20)
-    # A name of the query found in the titles of at least this share of the project's chunks (a speaker of a
+    # A name of the query found in the titles of at least this share of the project's documents (a speaker of a
     # conversation) is left out of the semantic leg's query (`app/search/common_names.py`). LoCoMo: semantic
     # leg Recall@10 +0.10, default +0.018 (docs/evaluation.md "Common names"); SciFact unchanged. 0: off.
     semantic_common_name_share: float = Field(default=0.1, ge=0.0, le=1.0)

@@ -138,13 +138,14 @@ class ChunkTruth(Protocol):
         ...
 
 
-class ChunkTitles(Protocol):
-    """What the search service reads of a project's chunk titles: which names most of its chunks share."""
+class DocumentTitles(Protocol):
+    """What the search service reads of a project's document titles: which names many of its documents share."""
 
-    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
-        """Return the titles of at most `limit` of the project's chunks (its breadcrumb, joined by " / ").
+    async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
+        """Return the titles of at most `limit` of the project's documents.
 
-        One entry per chunk, in no promised order; an unknown project gives an empty list.
+        One entry per document (however many chunks it has), in no promised order; an unknown project
+        gives an empty list.
         """
         ...
 
@@ -227,8 +228,8 @@ class DocumentStore(Protocol):
         """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent)."""
         ...
 
-    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
-        """As `ChunkTitles.chunk_titles`."""
+    async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
+        """As `DocumentTitles.document_titles`."""
         ...
 
     async def queue_project_for_reindex(self, project_id: str) -> int:

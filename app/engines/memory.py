@@ -202,15 +202,10 @@ class InMemoryDocumentStore:
         self._check_available()
         return self._generations.get(project_id, 0)
 
-    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
-        """Return the titles (breadcrumbs joined by " / ") of at most `limit` of the project's chunks."""
+    async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
+        """Return the titles of at most `limit` of the project's documents."""
         self._check_available()
-        titles = [
-            " / ".join(stored.chunk.breadcrumb)
-            for (chunk_project, _), stored_chunks in self._chunks.items()
-            if chunk_project == project_id
-            for stored in stored_chunks.values()
-        ]
+        titles = [document.title for document in self._documents.values() if document.project_id == project_id]
         return titles[: max(limit, 0)]
 
     async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:

@@ -42,10 +42,10 @@ from app.engines.postgres_sql import (
     QUEUE_PROJECT,
     RELEASE_CLAIMS,
     SELECT_CACHED_EMBEDDINGS,
-    SELECT_CHUNK_TITLES,
     SELECT_DOCUMENT,
     SELECT_DOCUMENT_CHUNKS,
     SELECT_DOCUMENT_STATES,
+    SELECT_DOCUMENT_TITLES,
     SELECT_GENERATION,
     SELECT_OUTBOX_STATS,
     SELECT_QUEUED_CHUNKS,
@@ -305,13 +305,13 @@ class PostgresDocumentStore:
             async with project_read(self._engine, [project_id]) as connection:
                 return await select_existing_chunks(connection, project_id, chunk_ids)
 
-    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
-        """Return the titles (breadcrumbs joined by " / ") of at most `limit` of the project's chunks."""
+    async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
+        """Return the titles of at most `limit` of the project's documents."""
         if limit <= 0:
             return []
         with translate_errors(engine=self.name):
             async with project_read(self._engine, [project_id]) as connection:
-                rows = await fetch(connection, SELECT_CHUNK_TITLES, {"project_id": project_id, "limit": limit})
+                rows = await fetch(connection, SELECT_DOCUMENT_TITLES, {"project_id": project_id, "limit": limit})
         return [row["title"] for row in rows]
 
     async def queue_project_for_reindex(self, project_id: str) -> int:

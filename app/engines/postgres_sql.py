@@ -145,9 +145,7 @@ SELECT_EXISTING_CHUNKS: Final = (
     "AND chunk_id = ANY(CAST(:chunk_ids AS text[]))"
 )
 
-SELECT_CHUNK_TITLES: Final = (
-    "SELECT array_to_string(breadcrumb, ' / ') AS title FROM chunks WHERE project_id = :project_id LIMIT :limit"
-)
+SELECT_DOCUMENT_TITLES: Final = "SELECT title FROM documents WHERE project_id = :project_id LIMIT :limit"
 
 SELECT_PROJECT_SIZE: Final = (
     "SELECT greatest(reltuples, 0) AS table_rows, "

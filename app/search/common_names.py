@@ -1,16 +1,20 @@
-"""Names most of a project's chunk titles share: the semantic leg's query leaves them out.
+"""Names many of a project's document titles share: the semantic leg's query leaves them out.
 
 In agent memory a turn's title names who said it ("1:56 pm on 8 May, 2023 | Caroline"), and that title is
 embedded with the turn. A question naming one of the two speakers then sits about as close to every turn
 that speaker said, half the conversation, as to the turn it asks about: the name drowns the content in
 the query's vector. A name found (capitalised) in the titles of at least `SEMANTIC_COMMON_NAME_SHARE` of a
-project's chunks tells the vectors nothing about which of them is meant, so the semantic leg embeds the
+project's documents, and of at least `MIN_NAME_DOCUMENTS` of them, tells the vectors nothing about which
+of them is meant, so the semantic leg embeds the
 query without it (the lexical leg keeps it: BM25's idf already weighs such a word down). LoCoMo, semantic
 leg: Recall@10 0.5359 -> 0.6383 (docs/evaluation.md, "Common names"). A name that is content elsewhere (a
 gene in SciFact's claims) is in few titles and stays, and so does a plain word that only some titles
 capitalise (Title Case titles): a name is capitalised wherever it appears (`NAME_CAPITALISED_SHARE`).
+Shares are of documents, not chunks: every chunk of a long runbook carries its title ("Postgres Runbook"),
+which says nothing about how many of the project's documents name Postgres; and a project of a few
+documents has no common names (one of three runbooks naming Postgres is a topic, not a speaker).
 
-Titles are read from the store for at most `TITLES_READ` chunks per project and kept per replica for
+Titles are read from the store for at most `TITLES_READ` documents per project and kept per replica for
 `TTL_S`; during a re-read other searches keep the last answer. When the store cannot answer, no name
 is left out.
 """
@@ -30,20 +34,23 @@ from app.search.recent_reads import RecentReads
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from app.domain.ports import ChunkTitles
+    from app.domain.ports import DocumentTitles
 
 logger = logging.getLogger(__name__)
 
 TITLES_READ: Final = 2000
-"""Chunks whose titles are read per project: enough to measure a share of a few per cent."""
+"""Documents whose titles are read per project: enough to measure a share of a few per cent."""
 TTL_S: Final = 300.0
 PROJECTS_KEPT: Final = 4096
 NAME_CAPITALISED_SHARE: Final = 0.9
 """Of the titles holding a word in any case, the share that must capitalise it for it to be a name."""
+MIN_NAME_DOCUMENTS: Final = 10
+"""Titles that must name a word, whatever the share, for it to be common (a conversation's speakers name
+hundreds of turns; a knowledge base of a few runbooks names its topics in theirs)."""
 
 
 def common_title_words(titles: Sequence[str], *, min_share: float) -> frozenset[str]:
-    """The words capitalised in at least `min_share` of `titles` and in nearly every title that has them.
+    """The words capitalised in `min_share` of `titles` (at least `MIN_NAME_DOCUMENTS`) and in nearly all holding them.
 
     A word counts once per title. Capitalised where it appears (`NAME_CAPITALISED_SHARE` of the titles
     holding it in any case) is what a name is; a plain word that some titles capitalise (a Title Case
@@ -57,7 +64,7 @@ def common_title_words(titles: Sequence[str], *, min_share: float) -> frozenset[
     for title in titles:
         capitalised.update(title_names(title))
         anywhere.update(title_words(title))
-    least = min_share * len(titles)
+    least = max(min_share * len(titles), MIN_NAME_DOCUMENTS)
     return frozenset(
         word
         for word, count in capitalised.items()
@@ -72,9 +79,9 @@ class _Read:
 
 
 class CommonNames:
-    """Per project, the title words shared by at least a given share of its chunks, read and kept (`TTL_S`)."""
+    """Per project, the title words shared by at least a given share of its documents, read and kept (`TTL_S`)."""
 
-    def __init__(self, titles: ChunkTitles, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, titles: DocumentTitles, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._titles = titles
         self._clock = clock
         self._reads: RecentReads[str, _Read] = RecentReads(ttl_s=TTL_S, max_keys=PROJECTS_KEPT)
@@ -90,9 +97,9 @@ class CommonNames:
         last = self._reads.last(project_id)
         self._reads.hold(project_id, now)
         try:
-            titles = await self._titles.chunk_titles(project_id, limit=TITLES_READ)
+            titles = await self._titles.document_titles(project_id, limit=TITLES_READ)
         except EngineError as error:
-            logger.warning("chunk titles of %s unread (%s): the semantic query keeps every name", project_id, error)
+            logger.warning("document titles of %s unread (%s): the semantic query keeps every name", project_id, error)
             return frozenset() if last is None else last.words
         words = common_title_words(titles, min_share=min_share)
         self._reads.store(project_id, _Read(words, min_share), now)

@@ -197,15 +197,18 @@ class DocumentStoreContract:
         assert existing == {"a#0": "hash:text of a part 0", "a#1": "hash:text of a part 1"}
         assert await store.existing_chunks(project + "_x", ["a#0"]) == {}
 
-    async def test_chunk_titles_are_the_projects_breadcrumbs_up_to_the_limit(self, store, project) -> None:
-        await store.save_documents([entry(project, "a", 2), entry(project, "b", 1)])
+    async def test_document_titles_are_one_per_document_up_to_the_limit(self, store, project) -> None:
+        await store.save_documents(
+            [entry(project, "a", 3, title="Kafka"), entry(project, "b", 1, title="Postgres"), entry(project, "c", 2)]
+        )
+        await store.delete_document(project, "c")
 
-        titles = await store.chunk_titles(project, limit=10)
+        titles = await store.document_titles(project, limit=10)
 
-        assert sorted(titles) == ["Guide / Part 0", "Guide / Part 0", "Guide / Part 1"]
-        assert len(await store.chunk_titles(project, limit=2)) == 2
-        assert await store.chunk_titles(project, limit=0) == []
-        assert await store.chunk_titles(project + "_x", limit=10) == []
+        assert sorted(titles) == ["Kafka", "Postgres"]  # one per document, however many chunks
+        assert len(await store.document_titles(project, limit=1)) == 1
+        assert await store.document_titles(project, limit=0) == []
+        assert await store.document_titles(project + "_x", limit=10) == []
 
     async def test_saving_the_same_document_twice_changes_nothing(self, store, project) -> None:
         await store.save_documents([entry(project, "doc", 3)])

@@ -57,17 +57,27 @@ def test_without_names(text: str, names: set[str], expected: str) -> None:
 
 
 def test_a_word_some_title_case_titles_capitalise_is_content_not_a_name() -> None:
-    # A nutrition corpus: "Cancer" capitalised in 3 Title Case titles, lowercase in 5 others.
+    # A nutrition corpus: "Cancer" capitalised in 30 Title Case titles, lowercase in 50 others.
     titles = [
-        *(f"Dietary Fiber and Colon Cancer, Cohort {number}" for number in range(3)),
-        *(f"Soy intake and breast cancer risk, trial {number}" for number in range(5)),
-        *TURN_TITLES[:2],
+        *(f"Dietary Fiber and Colon Cancer, Cohort {number}" for number in range(30)),
+        *(f"Soy intake and breast cancer risk, trial {number}" for number in range(50)),
+        *TURN_TITLES,
     ]
 
     common = common_title_words(titles, min_share=0.1)
 
     assert "cancer" not in common
     assert {"colon", "caroline", "melanie"} <= common  # capitalised wherever they appear
+
+
+def test_a_name_few_documents_carry_is_a_topic_whatever_its_share() -> None:
+    # Three runbooks: "Postgres" titles one of three documents (a third), but only one.
+    runbooks = ["Postgres Runbook", "Kafka Runbook", "Redis Runbook"]
+    more_turns = [f"2 pm on {day} June, 2023 | Caroline" for day in range(1, 10)]
+
+    assert common_title_words(runbooks, min_share=0.1) == frozenset()
+    assert "caroline" not in common_title_words(more_turns, min_share=0.1)  # 9 documents
+    assert "caroline" in common_title_words([*more_turns, TURN_TITLES[0]], min_share=0.1)  # 10
 
 
 def test_speakers_are_common_title_words_and_a_rare_word_is_not() -> None:
@@ -97,7 +107,7 @@ class CountingTitles:
         self.error = error
         self.reads: list[tuple[str, int]] = []
 
-    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
+    async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
         self.reads.append((project_id, limit))
         if self.error is not None:
             raise self.error
@@ -173,9 +183,10 @@ def turn(number: int, speaker: str, text: str) -> Chunk:
 
 
 async def speaker_service(knobs: SearchKnobs) -> tuple[SearchService, RecordingEmbedder]:
-    """A service over two turns, Caroline's and Melanie's, whose embedder records the texts it embeds."""
+    """A service over 20 turns, Caroline's and Melanie's in turn, whose embedder records the texts it embeds."""
     store, embedder = InMemoryDocumentStore(), RecordingEmbedder()
     chunks = [turn(1, "Caroline", "I painted a sunrise"), turn(2, "Melanie", "I ran a charity race")]
+    chunks += [turn(number, ("Caroline", "Melanie")[number % 2], f"small talk {number}") for number in range(3, 21)]
     for chunk in chunks:
         stored = StoredDocument(
             project_id="memory",
@@ -235,9 +246,9 @@ class TitleCountingStore(InMemoryDocumentStore):
         super().__init__()
         self.title_reads = 0
 
-    async def chunk_titles(self, project_id: str, *, limit: int) -> list[str]:
+    async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
         self.title_reads += 1
-        return await super().chunk_titles(project_id, limit=limit)
+        return await super().document_titles(project_id, limit=limit)
 
 
 @pytest.mark.parametrize("options", [SearchOptions(project="memory", limit=0), SearchOptions(project=" ")])
