@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from litestar import Litestar, Response, Router, get
+from litestar import Litestar, Request, Response, Router, get
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, ValidationException
@@ -28,6 +28,11 @@ from app.api.overload import guard_concurrency
 from app.api.project_routes import ProjectController
 from app.api.search_routes import SearchController
 from app.api.strict_bodies import reject_lax_json
+from app.api.strict_queries import (
+    QUERY_PARAMETERS_STATE_KEY,
+    declared_query_parameters,
+    reject_unknown_query_parameters,
+)
 from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
 from app.ingestion.catalog import ProjectCatalog
@@ -64,6 +69,12 @@ def _pipeline(state: State) -> IngestionPipeline:
 
 def _catalog(state: State) -> ProjectCatalog:
     return _services(state).catalog
+
+
+async def _strict_request(request: Request[Any, Any, Any]) -> None:
+    """Before every handler: no undeclared query parameter (API routes), no lax JSON body."""
+    reject_unknown_query_parameters(request)
+    await reject_lax_json(request)
 
 
 def _settings(state: State) -> Settings:
@@ -139,7 +150,7 @@ def create_app(
             HTTPException: http_error_handler,
             Exception: unexpected_error_handler,
         },
-        before_request=reject_lax_json,
+        before_request=_strict_request,
         middleware=[prometheus.middleware] if settings.metrics_enabled else [],
         openapi_config=OpenAPIConfig(
             title="Poimen Memory Search",
@@ -153,6 +164,7 @@ def create_app(
         logging_config=None,
         debug=False,
     )
+    app.state[QUERY_PARAMETERS_STATE_KEY] = declared_query_parameters(app)
     complete_openapi(app.openapi_schema)
     # Shedding first: a refused request costs no routing, no metrics middleware, no work.
     guard_concurrency(app, limit=settings.max_concurrent_requests)

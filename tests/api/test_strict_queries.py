@@ -1,0 +1,61 @@
+"""An API route refuses a query parameter it does not declare (400 naming it) instead of ignoring it."""
+
+from __future__ import annotations
+
+import pytest
+
+PROJECT = "strict-queries"
+
+
+@pytest.fixture(scope="module")
+async def client(api_client):
+    response = await api_client.post(
+        f"/v1/projects/{PROJECT}/documents", json={"id": "backup", "text": "Nightly backups run at 02:00."}
+    )
+    assert response.status_code == 201
+    return api_client
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "unknown"),
+    [
+        ("/memory/query", {"query": "backup", "project": PROJECT, "min_score": "0.5"}, "min_score"),
+        ("/memory/query", {"query": "backup", "project": PROJECT, "date_from": "2024-01-01"}, "date_from"),
+        (f"/v1/projects/{PROJECT}/documents", {"limit": "5", "tags": "ops"}, "tags"),
+        (f"/v1/projects/{PROJECT}", {"verbose": "1"}, "verbose"),
+    ],
+)
+async def test_an_undeclared_query_parameter_is_a_400_naming_it(client, path, params, unknown) -> None:
+    response = await client.get(path, params=params)
+
+    assert response.status_code == 400
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["field"] == unknown
+    assert f"unknown query parameter '{unknown}'" in body["detail"]
+
+
+async def test_the_message_says_what_the_route_takes(client) -> None:
+    response = await client.get("/memory/query", params={"query": "backup", "project": PROJECT, "tag": "ops"})
+
+    assert "takes as_of, cursor, explain, fusion, limit, offset, project, query, strategy" in response.json()["detail"]
+
+
+async def test_declared_parameters_still_answer(client) -> None:
+    searched = await client.get("/memory/query", params={"query": "backup", "project": PROJECT, "limit": "3"})
+    listed = await client.get(f"/v1/projects/{PROJECT}/documents", params={"limit": "5", "tag": "ops"})
+
+    assert searched.status_code == 200
+    assert searched.json()["results"][0]["document_id"] == "backup"
+    assert listed.status_code == 200
+
+
+async def test_a_post_route_with_a_query_string_it_does_not_take_is_a_400(client) -> None:
+    response = await client.post("/v1/search", params={"debug": "1"}, json={"project": PROJECT, "query": "backup"})
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "debug"
+
+
+async def test_routes_outside_the_api_ignore_a_query_string(client) -> None:
+    assert (await client.get("/healthz", params={"from": "probe"})).status_code == 200
