@@ -5,11 +5,11 @@ embedded with the turn. A question naming one of the two speakers then sits abou
 that speaker said, half the conversation, as to the turn it asks about: the name drowns the content in
 the query's vector. A name found (capitalised) in the titles of at least `SEMANTIC_COMMON_NAME_SHARE` of a
 project's documents, and of at least `MIN_NAME_DOCUMENTS` of them, tells the vectors nothing about which
-of them is meant, so the semantic leg embeds the
-query without it (the lexical leg keeps it: BM25's idf already weighs such a word down). LoCoMo, semantic
-leg: Recall@10 0.5359 -> 0.6383 (docs/evaluation.md, "Common names"). A name that is content elsewhere (a
-gene in SciFact's claims) is in few titles and stays, and so does a plain word that only some titles
-capitalise (Title Case titles): a name is capitalised wherever it appears (`NAME_CAPITALISED_SHARE`).
+of them is meant, so the semantic leg embeds the query without it (the lexical leg keeps it: BM25's idf
+already weighs such a word down). LoCoMo, semantic leg: Recall@10 0.5359 -> 0.6383 (docs/evaluation.md,
+"Common names"). A name that is content elsewhere (a gene in SciFact's claims) is in few titles and stays,
+and so does a plain word that only some titles capitalise (Title Case titles): a name is capitalised
+wherever it appears (`NAME_CAPITALISED_SHARE`).
 Shares are of documents, not chunks: every chunk of a long runbook carries its title ("Postgres Runbook"),
 which says nothing about how many of the project's documents name Postgres; and a project of a few
 documents has no common names (one of three runbooks naming Postgres is a topic, not a speaker).
