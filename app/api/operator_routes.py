@@ -33,7 +33,7 @@ class AdminController(Controller):
         "/admin/flags",
         summary="Effective flags and where each value came from",
         guards=[admin_guard],
-        responses=problem_responses(401, 403),
+        responses=problem_responses(400, 401, 403),  # 400: a query parameter it does not take
     )
     async def flags(self, services: Injected[Services]) -> dict[str, Any]:
         """The live flags, each value with its source: env, the flags file, or the OpenFeature provider's variant."""

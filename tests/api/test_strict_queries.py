@@ -59,3 +59,16 @@ async def test_a_post_route_with_a_query_string_it_does_not_take_is_a_400(client
 
 async def test_routes_outside_the_api_ignore_a_query_string(client) -> None:
     assert (await client.get("/healthz", params={"from": "probe"})).status_code == 200
+
+
+async def test_every_api_operation_documents_the_400_an_unknown_parameter_gets(client) -> None:
+    document = (await client.get("/schema/openapi.json")).json()
+
+    undocumented = [
+        f"{method.upper()} {path}"
+        for path, item in document["paths"].items()
+        if path.startswith(("/memory/", "/v1/", "/admin/"))
+        for method, operation in item.items()
+        if method in {"get", "post", "put", "patch", "delete"} and "400" not in operation["responses"]
+    ]
+    assert undocumented == []
