@@ -1,15 +1,17 @@
-"""Query strings are strict: a parameter the route does not declare is a 400, never silently ignored.
+"""Query strings are strict: a parameter the route does not declare, or sends twice, is a 400, never ignored.
 
 Litestar hands a handler the query parameters its signature declares and drops the rest, so
 `GET /memory/query?query=x&project=p&min_score=0.5` answered as if `min_score` had not been sent (that
-filter is a field of `POST /v1/search`): a setting accepted and ignored. The routes' declared names come
-from Litestar's own kwargs models, read once when the app is built (`declared_query_parameters`). Only the
-API's routes are strict (`API_PATH_PREFIXES`): the console, the OpenAPI pages, probes and `/metrics` take no
-settings, and a bookmark's or a scraper's query string there harms nothing.
+filter is a field of `POST /v1/search`): a setting accepted and ignored; and `tag=a&tag=b` kept one tag.
+The routes' declared names come from Litestar's own kwargs models, read once when the app is built
+(`declared_query_parameters`). Only the API's routes are strict (`API_PATH_PREFIXES`): the console, the
+OpenAPI pages, probes and `/metrics` take no settings, and a bookmark's or a scraper's query string there
+harms nothing.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import InvalidInputError
@@ -25,27 +27,47 @@ QUERY_PARAMETERS_STATE_KEY = "declared_query_parameters"
 """Where the app's state keeps `declared_query_parameters(app)` for the request hook."""
 
 
-def declared_query_parameters(app: Litestar) -> dict[HTTPRouteHandler, frozenset[str]]:
-    """Per API route handler, the query parameter names (aliases, as sent) its signature declares."""
-    declared: dict[HTTPRouteHandler, frozenset[str]] = {}
+@dataclass(frozen=True, slots=True)
+class DeclaredQuery:
+    """The query parameters one route handler declares (as sent), and those that take several values."""
+
+    names: frozenset[str]
+    repeatable: frozenset[str]
+
+
+def declared_query_parameters(app: Litestar) -> dict[HTTPRouteHandler, DeclaredQuery]:
+    """Per API route handler, the query parameters its signature declares."""
+    declared: dict[HTTPRouteHandler, DeclaredQuery] = {}
     for route in app.routes:
         if not route.path.startswith(API_PATH_PREFIXES):
             continue
         for handler, kwargs_model in getattr(route, "route_handler_map", {}).values():
-            declared[handler] = frozenset(parameter.field_alias for parameter in kwargs_model.expected_query_params)
+            parameters = kwargs_model.expected_query_params
+            declared[handler] = DeclaredQuery(
+                names=frozenset(parameter.field_alias for parameter in parameters),
+                repeatable=frozenset(parameter.field_alias for parameter in parameters if parameter.is_sequence),
+            )
     return declared
 
 
 def reject_unknown_query_parameters(request: Request[Any, Any, Any]) -> None:
-    """A 400 naming the first query parameter the request's route does not declare; nothing for other requests."""
+    """A 400 naming the first query parameter the route does not declare, or one sent twice that takes one value.
+
+    Nothing for routes outside the API or requests without a query string.
+    """
     if not request.scope.get("query_string"):
         return
-    declared: Mapping[HTTPRouteHandler, frozenset[str]] = request.app.state.get(QUERY_PARAMETERS_STATE_KEY, {})
-    allowed = declared.get(request.route_handler)
-    if allowed is None:
+    declared: Mapping[HTTPRouteHandler, DeclaredQuery] = request.app.state.get(QUERY_PARAMETERS_STATE_KEY, {})
+    query = declared.get(request.route_handler)
+    if query is None:
         return
-    unknown = sorted(set(request.query_params) - allowed)
+    sent = request.query_params
+    unknown = sorted(set(sent) - query.names)
     if unknown:
-        takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+        takes = ", ".join(sorted(query.names)) if query.names else "no query parameters"
         msg = f"unknown query parameter {unknown[0]!r}: {request.method} {request.url.path} takes {takes}"
         raise InvalidInputError(msg, field=unknown[0])
+    repeated = sorted(name for name in set(sent) - query.repeatable if len(sent.getall(name)) > 1)
+    if repeated:
+        msg = f"query parameter {repeated[0]!r} is sent {len(sent.getall(repeated[0]))} times; it takes one value"
+        raise InvalidInputError(msg, field=repeated[0])

@@ -72,3 +72,11 @@ async def test_every_api_operation_documents_the_400_an_unknown_parameter_gets(c
         if method in {"get", "post", "put", "patch", "delete"} and "400" not in operation["responses"]
     ]
     assert undocumented == []
+
+
+async def test_a_parameter_sent_twice_that_takes_one_value_is_a_400(client) -> None:
+    response = await client.get(f"/v1/projects/{PROJECT}/documents", params=[("tag", "ops"), ("tag", "db")])
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "tag"
+    assert "sent 2 times" in response.json()["detail"]
