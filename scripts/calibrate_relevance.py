@@ -38,12 +38,12 @@ def ranked_by_relevance(fused: list[FusedHit], weights: dict[str, float], half: 
     ordered = sorted(
         fused,
         key=lambda hit: (
-            -readable_relevance([hit], legs=(SEMANTIC_LEG, LEXICAL_LEG), weights=weights, bm25_half=half)[
-                0
-            ].readable_score
+            -next(
+                readable_relevance([hit], legs=(SEMANTIC_LEG, LEXICAL_LEG), weights=weights, bm25_half=half)
+            ).readable_score
         ),
     )
-    return readable_relevance(ordered, legs=(SEMANTIC_LEG, LEXICAL_LEG), weights=weights, bm25_half=half)
+    return list(readable_relevance(ordered, legs=(SEMANTIC_LEG, LEXICAL_LEG), weights=weights, bm25_half=half))
 
 
 def run_of(

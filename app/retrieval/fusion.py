@@ -12,7 +12,7 @@ Contracts shared by every function here:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
@@ -57,11 +57,12 @@ def reciprocal_rank_fusion(
     Raises `ValueError` for a negative `k`, weight or `limit`.
     """
     _check_non_negative(k=k, limit=limit, weights=weights)
-    entries = _collect(ranked)
-    for leg, positions in _ranked_positions(ranked).items():
+    positions = _ranked_positions(ranked)
+    entries = _collect(positions)
+    for leg, leg_positions in positions.items():
         weight = _weight(weights, leg, default=1.0)
-        for rank, hit in positions:
-            entries[hit.chunk_id].contributions[leg] = weight / (k + rank)
+        for rank, chunk_id, _ in leg_positions:
+            entries[chunk_id].contributions[leg] = weight / (k + rank)
     return _ordered(entries, limit)
 
 
@@ -87,12 +88,13 @@ def weighted_score_fusion(
     Legs missing from `weights` (or all legs, without `weights`) weigh `NEUTRAL_WEIGHT`.
     """
     _check_non_negative(limit=limit, weights=weights)
-    entries = _collect(ranked)
-    for leg, positions in _ranked_positions(ranked).items():
+    positions = _ranked_positions(ranked)
+    entries = _collect(positions)
+    for leg, leg_positions in positions.items():
         weight = _weight(weights, leg, default=NEUTRAL_WEIGHT)
-        normalised = min_max_normalize([hit.score for _, hit in positions])
-        for (_, hit), value in zip(positions, normalised, strict=True):
-            entries[hit.chunk_id].contributions[leg] = weight * value
+        normalised = min_max_normalize([hit.score for _, _, hit in leg_positions])
+        for (_, chunk_id, _), value in zip(leg_positions, normalised, strict=True):
+            entries[chunk_id].contributions[leg] = weight * value
     return _ordered(entries, limit)
 
 
@@ -109,14 +111,17 @@ def zscore_fusion(
     still their sum). Scores can be negative; higher is still better. Weights as `weighted_score_fusion`.
     """
     _check_non_negative(limit=limit, weights=weights)
-    entries = _collect(ranked)
-    for leg, positions in _ranked_positions(ranked).items():
-        if not positions:
+    positions = _ranked_positions(ranked)
+    entries = _collect(positions)
+    for leg, leg_positions in positions.items():
+        if not leg_positions:
             continue
         weight = _weight(weights, leg, default=NEUTRAL_WEIGHT)
-        scores = [hit.score for _, hit in positions]
+        scores = [hit.score for _, _, hit in leg_positions]
         mean, deviation = _mean_and_deviation(scores)
-        standardised = {hit.chunk_id: (hit.score - mean) / deviation if deviation > 0 else 0.0 for _, hit in positions}
+        standardised = {
+            chunk_id: (hit.score - mean) / deviation if deviation > 0 else 0.0 for _, chunk_id, hit in leg_positions
+        }
         floor = min(standardised.values())
         for chunk_id, entry in entries.items():
             entry.contributions[leg] = weight * standardised.get(chunk_id, floor)
@@ -132,9 +137,10 @@ def _mean_and_deviation(scores: Sequence[float]) -> tuple[float, float]:
 def rank_single_leg(hits: Sequence[ScoredHit], *, leg: str, limit: int | None = None) -> list[FusedHit]:
     """One leg's hits as fused hits, order kept: the score is the leg's own score (its only contribution)."""
     _check_non_negative(limit=limit)
-    entries = _collect({leg: hits})
-    for _, hit in _ranked_positions({leg: hits})[leg]:
-        entries[hit.chunk_id].contributions[leg] = hit.score
+    positions = _ranked_positions({leg: hits})
+    entries = _collect(positions)
+    for _, chunk_id, hit in positions[leg]:
+        entries[chunk_id].contributions[leg] = hit.score
     fused = [_freeze(entry) for entry in entries.values()]  # insertion order is the leg's best-first order
     return fused if limit is None else fused[:limit]
 
@@ -178,25 +184,33 @@ def _weight(weights: Mapping[str, float] | None, leg: str, *, default: float) ->
     return default if weights is None else weights.get(leg, default)
 
 
-def _ranked_positions(ranked: Mapping[str, Sequence[ScoredHit]]) -> dict[str, list[tuple[int, ScoredHit]]]:
-    """Per leg, `(1-based rank, hit)` for each chunk's first occurrence."""
-    positions: dict[str, list[tuple[int, ScoredHit]]] = {}
+_Position = tuple[int, str, ScoredHit]
+"""A hit's 1-based rank in its leg, its chunk id (read once: fusion runs on every search) and the hit."""
+
+
+def _ranked_positions(ranked: Mapping[str, Sequence[ScoredHit]]) -> dict[str, list[_Position]]:
+    """Per leg, the position of each chunk's first occurrence."""
+    positions: dict[str, list[_Position]] = {}
     for leg, hits in ranked.items():
         seen: set[str] = set()
-        positions[leg] = []
+        kept: list[_Position] = []
         for rank, hit in enumerate(hits, start=1):
-            if hit.chunk_id not in seen:  # a leg can list a chunk twice; its best rank counts
-                seen.add(hit.chunk_id)
-                positions[leg].append((rank, hit))
+            chunk_id = hit.chunk.chunk_id
+            if chunk_id not in seen:  # a leg can list a chunk twice; its best rank counts
+                seen.add(chunk_id)
+                kept.append((rank, chunk_id, hit))
+        positions[leg] = kept
     return positions
 
 
-def _collect(ranked: Mapping[str, Sequence[ScoredHit]]) -> dict[str, _Entry]:
+def _collect(positions: Mapping[str, Sequence[_Position]]) -> dict[str, _Entry]:
     """One entry per chunk with its ranks and raw scores; the chunk value comes from its first leg."""
     entries: dict[str, _Entry] = {}
-    for leg, positions in _ranked_positions(ranked).items():
-        for rank, hit in positions:
-            entry = entries.setdefault(hit.chunk_id, _Entry(chunk=hit.chunk))
+    for leg, leg_positions in positions.items():
+        for rank, chunk_id, hit in leg_positions:
+            entry = entries.get(chunk_id)
+            if entry is None:
+                entry = entries[chunk_id] = _Entry(chunk=hit.chunk)
             entry.ranks[leg] = rank
             entry.leg_scores[leg] = hit.score
     return entries
@@ -237,11 +251,11 @@ def cascade_ranking(semantic_hits: Sequence[ScoredHit], lexical_hits: Sequence[S
     what may be returned. Order follows `semantic_hits`, ties broken by chunk id.
     """
     lexical_positions = {
-        hit.chunk_id: (rank, hit) for rank, hit in _ranked_positions({LEXICAL_LEG: lexical_hits})[LEXICAL_LEG]
+        chunk_id: (rank, hit) for rank, chunk_id, hit in _ranked_positions({LEXICAL_LEG: lexical_hits})[LEXICAL_LEG]
     }
     fused: list[FusedHit] = []
-    for rank, hit in _ranked_positions({SEMANTIC_LEG: semantic_hits})[SEMANTIC_LEG]:
-        candidate = lexical_positions.get(hit.chunk_id)
+    for rank, chunk_id, hit in _ranked_positions({SEMANTIC_LEG: semantic_hits})[SEMANTIC_LEG]:
+        candidate = lexical_positions.get(chunk_id)
         if candidate is None:
             continue
         lexical_rank, lexical_hit = candidate
@@ -254,12 +268,12 @@ def cascade_ranking(semantic_hits: Sequence[ScoredHit], lexical_hits: Sequence[S
 
 
 def readable_relevance(
-    hits: Sequence[FusedHit],
+    hits: Iterable[FusedHit],
     *,
     legs: Sequence[str],
     weights: Mapping[str, float] | None = None,
     bm25_half: float = BM25_HALF_RELEVANCE,
-) -> list[FusedHit]:
+) -> Iterator[FusedHit]:
     """`hits` (best first) with `relevance`: a score in [0, 1] a person can read and threshold.
 
     The ranking scores (z-scores, RRF sums) only order one query's hits: a lone perfect match has z = 0.
@@ -268,24 +282,30 @@ def readable_relevance(
     the `legs` that answered; a leg that answered but missed the hit adds 0. So the same match scores
     the same in any query. The order stays the fusion's: each relevance is capped by the one above it,
     so it never rises down the list and `min_score` cuts a prefix of the ranking.
+
+    Lazy: a hit's relevance depends only on the hits above it, so a search that returns ten of a hundred
+    candidates computes ten (`app.retrieval.postprocess.returned_hits`). Raises `ValueError` at the call
+    for a non-positive `bm25_half`.
     """
     if bm25_half <= 0:
         msg = f"bm25_half must be > 0, got {bm25_half}"
         raise ValueError(msg)
     answered = [leg for leg in dict.fromkeys(legs) if leg in _ABSOLUTE_SCALES]
     leg_weights = {leg: _weight(weights or None, leg, default=NEUTRAL_WEIGHT) for leg in answered}
+    return _readable(hits, leg_weights, bm25_half)
+
+
+def _readable(hits: Iterable[FusedHit], leg_weights: Mapping[str, float], bm25_half: float) -> Iterator[FusedHit]:
     total = math.fsum(leg_weights.values())
-    readable: list[FusedHit] = []
     ceiling = 1.0
     for hit in hits:
         parts = {
             leg: _ABSOLUTE_SCALES[leg](hit.leg_scores[leg], bm25_half) if leg in hit.leg_scores else 0.0
-            for leg in answered
+            for leg in leg_weights
         }
         mean = math.fsum(leg_weights[leg] * part for leg, part in parts.items()) / total if total > 0 else 0.0
         ceiling = min(ceiling, mean)
-        readable.append(_with_relevance(hit, ceiling, parts))
-    return readable
+        yield _with_relevance(hit, ceiling, parts)
 
 
 def _with_relevance(hit: FusedHit, relevance: float, parts: Mapping[str, float]) -> FusedHit:

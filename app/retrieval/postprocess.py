@@ -1,33 +1,56 @@
-"""What happens to a fused ranking before it is returned: per-document collapsing and a score floor. Pure."""
+"""What happens to a fused ranking before it is returned: per-document collapsing, a score floor, the cut. Pure."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable
 
     from app.domain.models import FusedHit
 
 
-def collapse_per_document(hits: Sequence[FusedHit], max_per_document: int) -> list[FusedHit]:
+def returned_hits(
+    hits: Iterable[FusedHit], *, limit: int, max_per_document: int | None = None, min_score: float | None = None
+) -> list[FusedHit]:
+    """The first `limit` of `hits` (best first) kept by collapsing and the floor, reading `hits` no further.
+
+    At most `max_per_document` hits of each document are kept, in order (so its best ones stay); with
+    `min_score`, hits end at the first whose `readable_score` is below it: the readable relevance never
+    rises down a ranking (`app.retrieval.fusion.readable_relevance`), so nothing after it would pass.
+    Reading stops once `limit` hits are kept, so a lazy `hits` computes only those.
+
+    Raises `ValueError` when `max_per_document` is below 1 or `limit` below 0.
+    """
+    if max_per_document is not None and max_per_document < 1:
+        msg = f"max_per_document must be >= 1, got {max_per_document}"
+        raise ValueError(msg)
+    if limit < 0:
+        msg = f"limit must be >= 0, got {limit}"
+        raise ValueError(msg)
+    kept: list[FusedHit] = []
+    kept_per_document: dict[str, int] = {}
+    if limit == 0:
+        return kept
+    for hit in hits:
+        if min_score is not None and hit.readable_score < min_score:
+            break
+        if max_per_document is not None:
+            document_id = hit.chunk.document_id
+            already = kept_per_document.get(document_id, 0)
+            if already >= max_per_document:
+                continue
+            kept_per_document[document_id] = already + 1
+        kept.append(hit)
+        if len(kept) == limit:
+            break
+    return kept
+
+
+def collapse_per_document(hits: Iterable[FusedHit], max_per_document: int) -> list[FusedHit]:
     """Keep at most `max_per_document` hits of each document, in order (so its best ones stay).
 
     Raises `ValueError` when `max_per_document` is below 1.
     """
-    if max_per_document < 1:
-        msg = f"max_per_document must be >= 1, got {max_per_document}"
-        raise ValueError(msg)
-    kept_per_document: dict[str, int] = {}
-    kept: list[FusedHit] = []
-    for hit in hits:
-        document_id = hit.chunk.document_id
-        if kept_per_document.get(document_id, 0) < max_per_document:
-            kept_per_document[document_id] = kept_per_document.get(document_id, 0) + 1
-            kept.append(hit)
-    return kept
-
-
-def filter_min_score(hits: Sequence[FusedHit], min_score: float) -> list[FusedHit]:
-    """Keep hits whose `readable_score` (the calibrated relevance in [0, 1] once set) is at least `min_score`."""
-    return [hit for hit in hits if hit.readable_score >= min_score]
+    listed = list(hits)
+    return returned_hits(listed, limit=len(listed), max_per_document=max_per_document)

@@ -80,6 +80,11 @@ class SecondStage:
         """The reranker's adapter name."""
         return self._reranker.name
 
+    @property
+    def top_n(self) -> int:
+        """How many of the fused hits, from the top, it reorders."""
+        return self._top_n
+
     def applies_to(self, plan: SearchPlan) -> bool:
         """Only the hybrid strategy's fused list: the rankers weigh both legs' evidence."""
         return plan.strategy is SearchStrategy.HYBRID

@@ -46,7 +46,7 @@ from app.retrieval.evidence import prefer_evidence
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readable_relevance
 from app.retrieval.legs import attempt, both, deadline_at, drop_stale, note_failure, still_current
 from app.retrieval.neighbours import share_neighbour_scores
-from app.retrieval.postprocess import collapse_per_document, filter_min_score
+from app.retrieval.postprocess import returned_hits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -130,14 +130,17 @@ class HybridSearcher:
             hits = share_neighbour_scores(prefer_evidence(ranked(), plan.evidence), plan.neighbours)
             if plan.session_cap:
                 hits = cap_per_session(hits, plan.session_cap)
-            hits = readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights)
-            if plan.max_chunks_per_document:
-                hits = collapse_per_document(hits, plan.max_chunks_per_document)
-            if plan.min_score is not None:
-                hits = filter_min_score(hits, plan.min_score)
+            # Only the hits a page (or the second stage) can use get a relevance, a few of ~100 candidates.
+            second_stage = self._second_stage if self._second_stage and self._second_stage.applies_to(plan) else None
+            hits = returned_hits(
+                readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights),
+                limit=plan.limit if second_stage is None else max(plan.limit, second_stage.top_n),
+                max_per_document=plan.max_chunks_per_document or None,
+                min_score=plan.min_score,
+            )
         run.stage_ms[STAGE_FUSION] = _elapsed_ms(fusion_started)
-        if self._second_stage is not None and self._second_stage.applies_to(plan):
-            hits = await self._rerank(self._second_stage, plan, hits, run)
+        if second_stage is not None:
+            hits = await self._rerank(second_stage, plan, hits, run)
         run.stage_ms[STAGE_TOTAL] = _elapsed_ms(started)
         return SearchResult(
             hits=tuple(hits[: plan.limit]),

@@ -6,10 +6,11 @@ import copy
 import dataclasses
 import functools
 import statistics
+from typing import TYPE_CHECKING
 
 import pytest
 
-from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Chunk, FusionMethod, FusionSettings, ScoredHit
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Chunk, FusedHit, FusionMethod, FusionSettings, ScoredHit
 from app.retrieval.fusion import (
     BM25_HALF_RELEVANCE,
     cascade_ranking,
@@ -21,7 +22,10 @@ from app.retrieval.fusion import (
     weighted_score_fusion,
     zscore_fusion,
 )
-from app.retrieval.postprocess import collapse_per_document, filter_min_score
+from app.retrieval.postprocess import collapse_per_document, returned_hits
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 REFERENCE_WEIGHTS = {SEMANTIC_LEG: 0.6, LEXICAL_LEG: 0.4}
 """The reference notes' 0.6 / 0.4, given explicitly: fusion has no tuned defaults of its own."""
@@ -366,7 +370,39 @@ def test_collapse_keeps_the_best_hits_of_each_document() -> None:
 def test_min_score_drops_hits_below_the_floor_inclusive() -> None:
     fused = rank_single_leg([hit("a", 0.9), hit("b", 0.5), hit("c", 0.1)], leg=SEMANTIC_LEG)
 
-    assert ids(filter_min_score(fused, 0.5)) == ["a", "b"]
+    assert ids(returned_hits(fused, limit=10, min_score=0.5)) == ["a", "b"]
+
+
+def test_returned_hits_collapse_before_they_count_towards_the_limit() -> None:
+    hits = [
+        hit("a1", document_id="A"),
+        hit("a2", document_id="A"),
+        hit("b1", document_id="B"),
+        hit("c1", document_id="C"),
+    ]
+    fused = rank_single_leg(hits, leg=SEMANTIC_LEG)
+
+    assert ids(returned_hits(fused, limit=2, max_per_document=1)) == ["a1", "b1"]
+    assert ids(returned_hits(fused, limit=0)) == []
+    with pytest.raises(ValueError, match="limit"):
+        returned_hits(fused, limit=-1)
+
+
+def test_returned_hits_read_no_further_than_the_limit_needs() -> None:
+    fused = rank_single_leg([hit(name, 1.0 - index / 10) for index, name in enumerate("abcdef")], leg=SEMANTIC_LEG)
+    read: list[str] = []
+
+    def reading(hits: list[FusedHit]) -> Iterator[FusedHit]:
+        for fused_hit in hits:
+            read.append(fused_hit.chunk_id)
+            yield fused_hit
+
+    kept = returned_hits(reading(fused), limit=2)
+    floored = returned_hits(reading(fused), limit=10, min_score=0.75)
+
+    assert ids(kept) == ["a", "b"]
+    assert ids(floored) == ["a", "b", "c"]
+    assert read == ["a", "b", "a", "b", "c", "d"]  # the floor ends at the first hit below it
 
 
 # --- readable relevance (final_score) --------------------------------------------------------------
@@ -377,7 +413,7 @@ BOTH_LEGS = (SEMANTIC_LEG, LEXICAL_LEG)
 
 def readable(ranked: dict[str, list[ScoredHit]], **options: object) -> list:
     fused = zscore_fusion(ranked, weights=DEFAULT_WEIGHTS)
-    return readable_relevance(fused, legs=tuple(ranked), weights=DEFAULT_WEIGHTS, **options)
+    return list(readable_relevance(fused, legs=tuple(ranked), weights=DEFAULT_WEIGHTS, **options))
 
 
 def test_a_single_hit_matching_on_both_legs_reads_as_relevant_not_zero() -> None:
@@ -432,7 +468,7 @@ def test_a_leg_that_did_not_answer_is_left_out_of_the_mean() -> None:
 def test_min_score_thresholds_the_readable_relevance() -> None:
     fused = readable(legs([hit("a", 0.9), hit("b", 0.3)], [hit("a", 80.0)]))
 
-    kept = filter_min_score(fused, 0.5)
+    kept = returned_hits(fused, limit=10, min_score=0.5)
 
     assert [fused_hit.chunk_id for fused_hit in kept] == ["a"]
     assert kept[0].readable_score == kept[0].relevance

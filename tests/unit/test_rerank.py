@@ -119,6 +119,19 @@ async def test_searcher_reranks_hybrid_results_and_times_the_rerank_stage() -> N
     assert not result.degraded
 
 
+async def test_the_second_stage_sees_its_top_n_even_when_the_page_is_shorter() -> None:
+    vector = FakeVectorIndex(semantic_hits(("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)))
+    reranker = ReversingReranker()
+    stage = SecondStage(reranker, top_n=3, timeout_s=1.0)
+    searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(), embedder=FakeEmbedder(), second_stage=stage)
+
+    result = await searcher.search(make_plan(limit=2))
+
+    assert reranker.seen == [3]
+    assert [hit.chunk_id for hit in result.hits] == ["c", "b"]
+    assert all(hit.relevance is not None for hit in result.hits)
+
+
 async def test_searcher_degrades_but_answers_when_the_reranker_fails() -> None:
     vector = FakeVectorIndex(semantic_hits(("a", 0.9), ("b", 0.8)))
     failing = ReversingReranker(error=EngineUnavailableError("down", engine="x"))
