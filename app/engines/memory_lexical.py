@@ -10,7 +10,6 @@ behaviour is the same.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import ScoredHit
 from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, lexical_text
+from app.engines.memory_analysis import analyze, holds_phrase
 from app.engines.memory_filters import chunk_matches
 
 if TYPE_CHECKING:
@@ -28,21 +28,7 @@ if TYPE_CHECKING:
 ENGINE_NAME = "memory-lexical"
 BM25_K1 = 1.2
 BM25_B = 0.75
-MAX_TOKEN_CHARS = 40
 FUZZY_MIN_TERM_CHARS = 3
-MIN_STEM_CHARS = 3
-
-# Lucene's English stop words, the list tantivy's `stopword("english")` and OpenSearch's `_english_` use.
-ENGLISH_STOP_WORDS = frozenset(
-    (
-        *("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no"),
-        *("not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this"),
-        *("to", "was", "will", "with"),
-    )
-)
-_WORD = re.compile(r"[^\W_]+")
-_VOWELS = frozenset("aeiouy")
-_UNDOUBLED_ENDINGS = frozenset("lsz")
 
 CONTENT = "content"  # the chunk's breadcrumb and text (app.engines.lexical_context)
 SOURCE = "source"
@@ -57,40 +43,6 @@ DEFAULT_BOOSTS: dict[str, float] = {  # as tantivy_index
     CONTEXT: DEFAULT_CONTEXT_BOOST,
 }
 DEFAULT_FUZZY_BOOST = 0.5
-
-
-def light_stem(word: str) -> str:
-    """Strip common English inflections (plural, -ing, -ed, final e/y) so `running` and `run` meet."""
-    if len(word) <= MIN_STEM_CHARS:
-        return word
-    if word.endswith(("sses", "ies")):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        stem = word[: -len(suffix)]
-        if word.endswith(suffix) and len(stem) >= MIN_STEM_CHARS and _VOWELS.intersection(stem):
-            word = stem
-            if word[-1] == word[-2] and word[-1] not in _VOWELS | _UNDOUBLED_ENDINGS:
-                word = word[:-1]
-            break
-    if len(word) > MIN_STEM_CHARS + 1 and word.endswith("e"):
-        word = word[:-1]
-    if word.endswith("y"):
-        word = word[:-1] + "i"
-    return word
-
-
-def analyze(text: str) -> list[tuple[int, str]]:
-    """(position, term) pairs: lowercase words, stop words and over-long words dropped, stemmed.
-
-    A dropped word keeps its position, so a phrase does not match across a removed word.
-    """
-    return [
-        (position, light_stem(word))
-        for position, word in enumerate(match.group().lower() for match in _WORD.finditer(text))
-        if word not in ENGLISH_STOP_WORDS and len(word) <= MAX_TOKEN_CHARS
-    ]
 
 
 def _within_one_edit(left: str, right: str) -> bool:
@@ -138,14 +90,7 @@ class _IndexedChunk:
         return [term for value in self.fields[field] for _, term in value]
 
     def has_phrase(self, field: str, phrase: Sequence[tuple[int, str]]) -> bool:
-        first = phrase[0][0]
-        wanted = [(position - first, term) for position, term in phrase]
-        for value in self.fields[field]:
-            located = set(value)
-            for start, term in value:
-                if term == wanted[0][1] and all((start + offset, word) in located for offset, word in wanted):
-                    return True
-        return False
+        return any(holds_phrase(value, phrase) for value in self.fields[field])
 
 
 class InMemoryLexicalIndex:

@@ -15,7 +15,8 @@ import tantivy
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters
-from app.engines.memory_lexical import InMemoryLexicalIndex, light_stem
+from app.engines.memory_analysis import light_stem
+from app.engines.memory_lexical import InMemoryLexicalIndex
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.engines.tantivy_schema import (
     CONTEXT,
