@@ -137,7 +137,10 @@ class QueryOptimizer:
         token_texts = tuple(token.text for token in tokens)
 
         phrases = () if is_passage else _phrases(collapsed)
-        excluded_terms = _dedupe(token.word for token in tokens if token.excluded)
+        excluded_phrases = () if is_passage else _phrases(collapsed, excluded=True)
+        excluded_terms = _dedupe(
+            [*(token.word for token in tokens if token.excluded and not token.in_phrase), *excluded_phrases]
+        )
         entity_tokens = [token for token in tokens if token.is_free_word]
         syntax_tokens = [] if is_passage else entity_tokens
         tags = _dedupe(token.word for token in syntax_tokens if token.text.startswith("#"))
@@ -212,8 +215,8 @@ class QueryOptimizer:
         position = 0
         for token in tokens:
             gap = collapsed[position : token.start]
-            if token.excluded and not token.in_phrase and gap.endswith("-"):
-                gap = gap[:-1]  # the `-` of `-word` goes with the word
+            if token.excluded and gap.rstrip('"').endswith("-"):
+                gap = gap.rstrip('"')[:-1]  # the `-` of `-word` or `-"a phrase"` goes with it
             pieces.append(gap.replace('"', ""))
             if not (token.excluded or token.operator):
                 pieces.append(self._abbreviations.get(token.word, token.word))
@@ -264,15 +267,24 @@ class QueryOptimizer:
 def _tokenize(collapsed: str) -> list[_Token]:
     """Split into word-like tokens, marking phrase members, `-word` exclusions and `NOT word` operands."""
     phrase_spans = [match.span(1) for match in _PHRASE.finditer(collapsed)]
+    excluded_spans = [match.span(1) for match in _PHRASE.finditer(collapsed) if _is_excluded_quote(collapsed, match)]
     matches = list(_TOKEN.finditer(collapsed))
     tokens: list[_Token] = []
     exclude_next = False
     for match in matches:
         start, end = match.span()
         in_phrase = any(span_start <= start < span_end for span_start, span_end in phrase_spans)
-        dashed = start > 0 and collapsed[start - 1] == "-" and (start == 1 or collapsed[start - 2] in ' ("')
+        # A dash before a number is a sign or a list ("-5 degrees", "E2f-1, -2, -3"), not an exclusion.
+        dashed = (
+            start > 0
+            and collapsed[start - 1] == "-"
+            and (start == 1 or collapsed[start - 2] in ' ("')
+            and not match.group()[0].isdigit()
+        )
         is_operator = not in_phrase and match.group() == _NOT_OPERATOR
-        excluded = not in_phrase and not is_operator and (dashed or exclude_next)
+        excluded = (not in_phrase and not is_operator and (dashed or exclude_next)) or any(
+            span_start <= start < span_end for span_start, span_end in excluded_spans
+        )
         exclude_next = is_operator
         tokens.append(
             _Token(
@@ -292,10 +304,27 @@ def _as_prose(token: _Token) -> _Token:
     return _Token(text=token.word, start=token.start, end=token.end, in_phrase=False)
 
 
-def _phrases(collapsed: str) -> tuple[str, ...]:
-    """Quoted phrases, lowercase and whitespace-collapsed; empty quotes are ignored."""
-    found = (_WHITESPACE.sub(" ", match.group(1)).strip().lower() for match in _PHRASE.finditer(collapsed))
+def _phrases(collapsed: str, *, excluded: bool = False) -> tuple[str, ...]:
+    """Quoted phrases to require (or with `excluded`, the `-"..."` / `NOT "..."` ones to exclude).
+
+    Lowercase and whitespace-collapsed; empty quotes are ignored.
+    """
+    found = (
+        _WHITESPACE.sub(" ", match.group(1)).strip().lower()
+        for match in _PHRASE.finditer(collapsed)
+        if _is_excluded_quote(collapsed, match) == excluded
+    )
     return _dedupe(phrase for phrase in found if _TOKEN.search(phrase))
+
+
+def _is_excluded_quote(collapsed: str, quote: re.Match[str]) -> bool:
+    """Whether a quoted phrase is written `-"..."` or `NOT "..."`: a phrase to exclude, not to require."""
+    before = collapsed[: quote.start()]
+    for marker in ("-", f"{_NOT_OPERATOR} "):
+        if before.endswith(marker):
+            preceding = before[: -len(marker)]
+            return not preceding or preceding[-1] in " ("
+    return False
 
 
 def _dedupe(items: Iterable[str]) -> tuple[str, ...]:

@@ -234,6 +234,26 @@ def test_hyphenated_words_are_not_negations(optimizer: QueryOptimizer) -> None:
     assert "port-forward" in analysis.lexical_query.text
 
 
+def test_a_quoted_phrase_after_a_dash_or_not_is_excluded_not_required(optimizer: QueryOptimizer) -> None:
+    dashed = optimizer.analyze('consumer lag -"dead letter" queue')
+    negated = optimizer.analyze('consumer lag NOT "dead letter"')
+    required = optimizer.analyze('consumer lag "dead letter"')
+
+    assert dashed.lexical_query.excluded_terms == negated.lexical_query.excluded_terms == ("dead letter",)
+    assert dashed.lexical_query.phrases == negated.lexical_query.phrases == ()
+    assert dashed.search_text == "consumer lag queue"
+    assert negated.search_text == "consumer lag"
+    assert required.lexical_query.phrases == ("dead letter",)
+    assert required.lexical_query.excluded_terms == ()
+
+
+def test_a_dash_before_a_number_is_a_sign_or_a_list_not_an_exclusion(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("Differentiated E2f-1, -2, -3 TKO cells at -5 degrees")
+
+    assert analysis.entities.excluded_terms == ()
+    assert not analysis.has_negation
+
+
 def test_phrase_words_go_to_phrases_not_free_text(optimizer: QueryOptimizer) -> None:
     analysis = optimizer.analyze('restart "crash loop" pods')
 
