@@ -186,7 +186,10 @@ class Filters:
     `event_time_to` exclusive; a chunk without an event time matches a date range only when
     `include_undated` (set for a range read from the query's own words: "sepsis mortality from 2009 to
     2014" narrows dated chunks, it does not hide every undated one). `chunk_ids` limits a leg to those
-    chunks (the cascading strategy's second stage).
+    chunks (the cascading strategy's second stage). `excluded_terms`: a chunk whose own text (title,
+    breadcrumb and text), source or tags holds one of them is left out, a term of several words as a
+    phrase, read as each engine's English analyzer reads text (lowercase, stemmed: `-lag` also leaves out
+    "lags"); the query's `-word` and `NOT word`, so the semantic leg cannot return what the query excluded.
     """
 
     project_id: str
@@ -197,6 +200,7 @@ class Filters:
     event_time_to: datetime | None = None
     chunk_ids: tuple[str, ...] | None = None
     include_undated: bool = False
+    excluded_terms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from app.domain.models import titled_text
 from app.domain.moments import as_utc
+from app.engines.memory_analysis import analyze, holds_phrase
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,7 +28,17 @@ def chunk_matches(chunk: Chunk, filters: Filters) -> bool:
         and (not filters.source_prefix or chunk.source.startswith(filters.source_prefix))
         and _in_time_range(chunk, filters)
         and (filters.chunk_ids is None or chunk.chunk_id in filters.chunk_ids)
+        and not holds_excluded_term(chunk, filters.excluded_terms)
     )
+
+
+def holds_excluded_term(chunk: Chunk, excluded_terms: Sequence[str]) -> bool:
+    """Whether the chunk's titled text, source or a tag holds one of `excluded_terms` (several words: a phrase)."""
+    excluded = [analyzed for analyzed in (analyze(term) for term in excluded_terms) if analyzed]
+    if not excluded:
+        return False
+    values = [analyze(titled_text(chunk.breadcrumb, chunk.text)), analyze(chunk.source), *map(analyze, chunk.tags)]
+    return any(holds_phrase(value, phrase) for phrase in excluded for value in values)
 
 
 def _in_time_range(chunk: Chunk, filters: Filters) -> bool:

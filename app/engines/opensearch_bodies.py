@@ -123,7 +123,7 @@ def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> d
         if phrase.strip()
     )
     boolean: dict[str, Any] = {"must": must, "filter": build_filter_clauses(filters)}
-    excluded = [term for term in dict.fromkeys(query.excluded_terms) if term.strip()]
+    excluded = [term for term in dict.fromkeys((*query.excluded_terms, *filters.excluded_terms)) if term.strip()]
     if excluded:
         # `phrase` type: a multi-word exclusion excludes the phrase, not each of its words.
         boolean["must_not"] = [

@@ -51,7 +51,42 @@ def filter_sql(filters: Filters, parameters: dict[str, object]) -> str:
     if filters.chunk_ids is not None:
         conditions.append("chunk_id = ANY(CAST(:chunk_ids AS text[]))")
         parameters["chunk_ids"] = list(filters.chunk_ids)
+    excluded = [term for term in dict.fromkeys(filters.excluded_terms) if term.strip()]
+    if excluded:
+        conditions.append(_excluded_terms_sql(excluded, parameters))
     return " AND ".join(conditions)
+
+
+def _words(expression: str) -> str:
+    """`expression` with every run of non-alphanumerics made one space: tantivy's simple tokenizer's words.
+
+    PostgreSQL's parser would otherwise keep a path (`runbooks/kafka.md`) or a URL as one token.
+    """
+    return f"regexp_replace({expression}, '[^[:alnum:]]+', ' ', 'g')"
+
+
+_OWN_FIELDS: Final = (
+    _words("array_to_string(breadcrumb, ' ') || ' ' || text"),
+    _words("source"),
+    _words("array_to_string(tags, ' ')"),
+)
+"""What an excluded term is looked for in: the chunk's titled text, its source and its tags (the lexical
+indexes' own fields; never the context)."""
+
+
+def _excluded_terms_sql(excluded: list[str], parameters: dict[str, object]) -> str:
+    """A chunk holding none of `excluded` in its own fields, matched by PostgreSQL's `english` text search.
+
+    Snowball English stems and a phrase for several words, as the lexical indexes read them; a term that is
+    only stop words to PostgreSQL (whose list is longer than Lucene's: "about", "very") excludes nothing here.
+    """
+    terms = []
+    for index, term in enumerate(excluded):
+        parameters[f"excluded_{index}"] = term
+        terms.append(f"phraseto_tsquery('english', {_words(f':excluded_{index}')})")
+    any_term = " || ".join(terms)
+    held = " OR ".join(f"to_tsvector('english', {field}) @@ ({any_term})" for field in _OWN_FIELDS)
+    return f"NOT ({held})"
 
 
 def like_prefix(prefix: str) -> str:

@@ -86,7 +86,8 @@ class TantivyQueryBuilder:
             return None
         clauses = [(tantivy.Occur.Must, text_query)]
         clauses.extend((tantivy.Occur.Must, tantivy.Query.const_score_query(clause, 0.0)) for clause in filter_clauses)
-        clauses.extend((tantivy.Occur.MustNot, clause) for clause in self._excluded_clauses(query.excluded_terms))
+        excluded_terms = tuple(dict.fromkeys((*query.excluded_terms, *filters.excluded_terms)))
+        clauses.extend((tantivy.Occur.MustNot, clause) for clause in self._excluded_clauses(excluded_terms))
         return tantivy.Query.boolean_query(clauses)
 
     def _text_query(self, query: LexicalQuery) -> tantivy.Query | None:

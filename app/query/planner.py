@@ -245,6 +245,8 @@ def _filters(analysis: QueryAnalysis, options: SearchOptions, *, entity_filters_
         event_time_from=event_time_from,
         event_time_to=event_time_to,
         include_undated=include_undated,
+        # The lexical query excludes them too; here every leg does, so no hybrid hit holds an excluded word.
+        excluded_terms=analysis.lexical_query.excluded_terms,
     )
 
 

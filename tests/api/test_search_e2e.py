@@ -189,6 +189,19 @@ async def test_date_range_filter_is_half_open_on_event_time(api_client, corpus_p
         assert datetime.fromisoformat(hit["event_time"]).year == 2024
 
 
+@pytest.mark.parametrize("strategy", ["hybrid", "semantic", "lexical"])
+async def test_an_excluded_word_leaves_out_every_chunk_holding_it_on_every_leg(
+    api_client, corpus_project, response_validator, strategy: str
+) -> None:
+    asked = {"project": corpus_project, "strategy": strategy, "limit": 50}
+    before = await search(api_client, response_validator, {**asked, "query": "consumer lag growing"})
+    after = await search(api_client, response_validator, {**asked, "query": "consumer lag growing -kafka"})
+
+    assert "runbooks/platform/kafka-consumer-lag.md" in {hit["document_id"] for hit in before["results"]}
+    assert after["results"]
+    assert all("kafka" not in f"{hit['breadcrumb']} {hit['text']} {hit['source']}".lower() for hit in after["results"])
+
+
 @pytest.mark.parametrize(
     ("strategy", "label"),
     [("hybrid", "Hybrid"), ("semantic", "Semantic"), ("lexical", "Lexical"), ("cascading", "Cascading")],

@@ -376,6 +376,23 @@ class LexicalIndexContract:
         assert await search_ids(index, "deploy release", excluded_terms=("helm",)) == ["c-kubectl"]
         assert set(await search_ids(index, "deploy release")) == {"c-helm", "c-kubectl"}
 
+    async def test_excluded_terms_of_the_filters_remove_chunks_as_the_query_s_do(self, index: LexicalIndex) -> None:
+        await index_chunks(
+            index,
+            make_chunk("c-helm", "deploy the release with a helm chart"),
+            make_chunk("c-kubectl", "deploy the release with kubectl apply"),
+            make_chunk("c-tagged", "deploy the release", tags=("helm",)),
+        )
+
+        excluded = await search_ids(
+            index, "deploy release", filters=Filters(project_id=PROJECT, excluded_terms=("helm charts",))
+        )
+
+        assert sorted(excluded) == ["c-kubectl", "c-tagged"]
+        assert await search_ids(
+            index, "deploy release", filters=Filters(project_id=PROJECT, excluded_terms=("helm",))
+        ) == ["c-kubectl"]
+
     async def test_only_excluded_terms_return_nothing(self, index: LexicalIndex) -> None:
         await index_chunks(index, make_chunk("c-1", "deploy with kubectl"))
 

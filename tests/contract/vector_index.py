@@ -135,6 +135,36 @@ class VectorIndexContract:
 
         assert ids(hits) == ["doc#1"]
 
+    async def test_excluded_terms_leave_out_chunks_holding_them_in_text_title_source_or_tags(
+        self, store, index, project
+    ) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "text", 0, text="the consumer lags behind the brokers"), embedding(1.0)),
+                (chunk(project, "plain", 0, text="replication is healthy again"), embedding(1.0, 0.1)),
+                (chunk(project, "path", 0, source="runbooks/kafka.md"), embedding(1.0, 0.2)),
+                (chunk(project, "tag", 0, tags=("kafka",)), embedding(1.0, 0.3)),
+                (chunk(project, "split", 0, text="the lag of the consumer"), embedding(1.0, 0.4)),
+            ],
+        )
+
+        def excluding(*terms: str) -> Filters:
+            return Filters(project_id=project, excluded_terms=terms)
+
+        assert ids(await index.search(embedding(1.0), top_k=10, filters=excluding("lag"))) == [
+            "plain#0",
+            "path#0",
+            "tag#0",
+        ]  # "lags" is "lag" stemmed, in both texts that hold it
+        assert ids(await index.search(embedding(1.0), top_k=10, filters=excluding("kafka"))) == [
+            "text#0",
+            "plain#0",
+            "split#0",
+        ]
+        assert "split#0" in ids(await index.search(embedding(1.0), top_k=10, filters=excluding("consumer lag")))
+        assert ids(await index.search(embedding(1.0), top_k=10, filters=excluding("guide"))) == []  # the title
+
     async def test_source_prefix_filter_is_literal(self, store, index, project) -> None:
         await save(
             store,

@@ -133,6 +133,14 @@ def test_query_tags_join_the_tag_filter() -> None:
     assert plan_for("#networking #dns policies").filters.tags == ("networking", "dns")
 
 
+def test_excluded_words_are_a_filter_of_every_leg() -> None:
+    plan = plan_for('consumer lag -kafka NOT "dead letter"', strategy=SearchStrategy.HYBRID)
+
+    assert plan.filters.excluded_terms == ("kafka", "dead letter")
+    assert plan.filters.excluded_terms == plan.lexical_query.excluded_terms
+    assert plan_for("consumer lag").filters.excluded_terms == ()
+
+
 def test_query_year_becomes_an_event_time_range() -> None:
     plan = plan_for("fix port 2024")
 
