@@ -363,29 +363,18 @@ def test_collapse_keeps_the_best_hits_of_each_document() -> None:
 
     assert ids(collapse_per_document(fused, 1)) == ["a1", "b1"]
     assert ids(collapse_per_document(fused, 2)) == ["a1", "a2", "b1"]
+    assert ids(returned_hits(fused, limit=2, max_per_document=1)) == ["a1", "b1"]  # collapsed before it counts
+    assert ids(returned_hits(fused, limit=0)) == []
     with pytest.raises(ValueError, match="max_per_document"):
         collapse_per_document(fused, 0)
+    with pytest.raises(ValueError, match="limit"):
+        returned_hits(fused, limit=-1)
 
 
 def test_min_score_drops_hits_below_the_floor_inclusive() -> None:
     fused = rank_single_leg([hit("a", 0.9), hit("b", 0.5), hit("c", 0.1)], leg=SEMANTIC_LEG)
 
     assert ids(returned_hits(fused, limit=10, min_score=0.5)) == ["a", "b"]
-
-
-def test_returned_hits_collapse_before_they_count_towards_the_limit() -> None:
-    hits = [
-        hit("a1", document_id="A"),
-        hit("a2", document_id="A"),
-        hit("b1", document_id="B"),
-        hit("c1", document_id="C"),
-    ]
-    fused = rank_single_leg(hits, leg=SEMANTIC_LEG)
-
-    assert ids(returned_hits(fused, limit=2, max_per_document=1)) == ["a1", "b1"]
-    assert ids(returned_hits(fused, limit=0)) == []
-    with pytest.raises(ValueError, match="limit"):
-        returned_hits(fused, limit=-1)
 
 
 def test_returned_hits_read_no_further_than_the_limit_needs() -> None:
