@@ -106,13 +106,12 @@ class HybridSearcher:
         `query_embedding`: `plan.semantic_text` already embedded by `Embedder.embed_queries` (a batch of
         searches embeds once); without it the semantic leg embeds the text itself.
 
-        After ranking, the plan's evidence boosts, neighbour sharing and per-session cap re-order the hits;
-        then they are collapsed to `plan.max_chunks_per_document` per document (when set), then those below
-        `plan.min_score` dropped, then cut to `plan.limit`. `stage_ms` holds
-        "embed", "semantic" (vector search alone), "lexical", "fusion" (fusion and post-processing),
-        "rerank" (the second stage, when one is configured and the plan is hybrid) for the stages that
-        ran, and always "total". `legs` holds each attempted leg; the semantic
-        leg's time includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
+        After ranking, the plan's evidence boosts, neighbour sharing and per-session cap re-order the hits; then they
+        are collapsed to `plan.max_chunks_per_document` per document (when set), then those below `plan.min_score`
+        dropped, then cut to `plan.limit`. `stage_ms` holds "embed", "semantic" (vector search alone), "lexical",
+        "fusion" (fusion and post-processing), "rerank" (the second stage, when one is configured and the plan is
+        hybrid) for the stages that ran, and always "total". `legs` holds each attempted leg; the semantic leg's time
+        includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
         """
         started = time.perf_counter()
         run = _Run(query_embedding=query_embedding)
@@ -130,14 +129,12 @@ class HybridSearcher:
             hits = share_neighbour_scores(prefer_evidence(ranked(), plan.evidence), plan.neighbours)
             if plan.session_cap:
                 hits = cap_per_session(hits, plan.session_cap)
-            # Only the hits a page (or the second stage) can use get a relevance, a few of ~100 candidates.
             second_stage = self._second_stage if self._second_stage and self._second_stage.applies_to(plan) else None
-            hits = returned_hits(
-                readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights),
-                limit=plan.limit if second_stage is None else max(plan.limit, second_stage.top_n),
-                max_per_document=plan.max_chunks_per_document or None,
-                min_score=plan.min_score,
-            )
+            depth = plan.limit if second_stage is None else max(plan.limit, second_stage.top_n)
+            # Lazy: only the hits a page (or the second stage) can use get a relevance, not all ~100 candidates.
+            readable = readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights)
+            collapse = plan.max_chunks_per_document or None
+            hits = returned_hits(readable, limit=depth, max_per_document=collapse, min_score=plan.min_score)
         run.stage_ms[STAGE_FUSION] = _elapsed_ms(fusion_started)
         if second_stage is not None:
             hits = await self._rerank(second_stage, plan, hits, run)
