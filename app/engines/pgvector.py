@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import ScoredHit
+from app.domain.recent_reads import RecentReads
 from app.engines.chunk_codec import chunk_from_record
 from app.engines.postgres_driver import fetch, project_read
 from app.engines.postgres_errors import translate_errors
@@ -31,7 +32,6 @@ from app.engines.postgres_sql import (
     nearest_search_sql,
 )
 from app.engines.vector_plan import exact_scan_limit, prefers_exact_scan
-from app.search.recent_reads import RecentReads
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import EngineError
+from app.domain.recent_reads import RecentReads
 from app.query.intent import title_names, title_words
-from app.search.recent_reads import RecentReads
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.search.recent_reads import RecentReads
+from app.domain.recent_reads import RecentReads
 
 
 def test_a_value_is_fresh_for_its_ttl_and_then_only_the_last() -> None:
