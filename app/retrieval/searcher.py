@@ -15,6 +15,9 @@ lexical index concurrently, then makes one read that both searches vectors and c
 hits: one PostgreSQL transaction per search instead of two (the vector search waits for the lexical
 leg, which is usually done before the embedding is).
 
+Each leg's call (timed, traced, recorded on the `SearchRun`) is `app/retrieval/leg_runs.py`; this module
+decides which legs run, in what order, and what a missing one means.
+
 Fallbacks: a failing or slow leg is dropped and named in `degraded_reasons`
 (`{embedder,semantic,lexical}_{unavailable,timeout}`); a single-leg strategy whose leg fails runs the
 other leg instead. When no leg is left, `AllEnginesFailedError` carries the reasons. Only `EngineError`s
@@ -25,59 +28,30 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from app.domain.errors import AllEnginesFailedError
-from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC, STAGE_TOTAL
-from app.domain.models import (
-    LEXICAL_LEG,
-    SEMANTIC_LEG,
-    FusedHit,
-    ScoredHit,
-    SearchPlan,
-    SearchStrategy,
-)
-from app.domain.ports import ConfirmingVectorIndex
-from app.domain.results import LegHit, LegTiming, SearchResult
+from app.domain.labels import STAGE_FUSION, STAGE_RERANK, STAGE_TOTAL
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, ScoredHit, SearchPlan, SearchStrategy
+from app.domain.results import SearchResult
 from app.observability.tracing import phase
 from app.retrieval.diversity import cap_per_session
 from app.retrieval.evidence import prefer_evidence
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readable_relevance
-from app.retrieval.legs import attempt, both, deadline_at, drop_stale, note_failure, still_current
+from app.retrieval.leg_runs import LegRunner, SearchRun, elapsed_ms
+from app.retrieval.legs import both, drop_stale, still_current
 from app.retrieval.neighbours import share_neighbour_scores
 from app.retrieval.postprocess import returned_hits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from app.domain.models import Filters
     from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex
     from app.retrieval.rerank import SecondStage
 
-EMBEDDER_STAGE: Final = "embedder"
-SPAN_EMBED: Final = "search.embed"
-SPAN_ENGINE_PREFIX: Final = "search.engine."
 SPAN_FUSE: Final = "search.fuse"
 SPAN_RERANK: Final = "search.rerank"
-
-
-def _elapsed_ms(started: float) -> float:
-    return (time.perf_counter() - started) * 1000
-
-
-@dataclass(slots=True)
-class _Run:
-    """What one search records on the way: stage times, per-leg timings and degradation reasons."""
-
-    stage_ms: dict[str, float] = field(default_factory=dict)
-    legs: dict[str, LegTiming] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
-    semantic_ms: float = 0.0  # embed + vector search, the semantic leg's own time
-    semantic_error: str | None = None
-    leg_hits: dict[str, tuple[LegHit, ...]] = field(default_factory=dict)  # each answering leg's own ranking
-    query_embedding: Sequence[float] | None = None  # embedded ahead (a batch): the embed stage is skipped
-    confirmed_chunks: dict[str, str] | None = None  # chunk id -> hash, read with the vector search
 
 
 class HybridSearcher:
@@ -94,11 +68,7 @@ class HybridSearcher:
     ) -> None:
         self._truth = truth
         self._second_stage = second_stage
-        self._vector = vector
-        # Decided once: a runtime Protocol check reads every member, too slow for every search.
-        self._confirming = vector if truth is not None and isinstance(vector, ConfirmingVectorIndex) else None
-        self._lexical = lexical
-        self._embedder = embedder
+        self._legs = LegRunner(vector=vector, lexical=lexical, embedder=embedder, truth=truth)
 
     async def search(self, plan: SearchPlan, *, query_embedding: Sequence[float] | None = None) -> SearchResult:
         """Run `plan` and return at most `plan.limit` hits, best first.
@@ -114,7 +84,7 @@ class HybridSearcher:
         includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
         """
         started = time.perf_counter()
-        run = _Run(query_embedding=query_embedding)
+        run = SearchRun(query_embedding=query_embedding)
         strategy_runs = {
             SearchStrategy.HYBRID: self._hybrid,
             SearchStrategy.SEMANTIC: self._semantic_only,
@@ -135,10 +105,10 @@ class HybridSearcher:
             readable = readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights)
             collapse = plan.max_chunks_per_document or None
             hits = returned_hits(readable, limit=depth, max_per_document=collapse, min_score=plan.min_score)
-        run.stage_ms[STAGE_FUSION] = _elapsed_ms(fusion_started)
+        run.stage_ms[STAGE_FUSION] = elapsed_ms(fusion_started)
         if second_stage is not None:
             hits = await self._rerank(second_stage, plan, hits, run)
-        run.stage_ms[STAGE_TOTAL] = _elapsed_ms(started)
+        run.stage_ms[STAGE_TOTAL] = elapsed_ms(started)
         return SearchResult(
             hits=tuple(hits[: plan.limit]),
             strategy=plan.strategy,
@@ -150,7 +120,7 @@ class HybridSearcher:
         )
 
     @staticmethod
-    async def _rerank(stage: SecondStage, plan: SearchPlan, hits: list[FusedHit], run: _Run) -> list[FusedHit]:
+    async def _rerank(stage: SecondStage, plan: SearchPlan, hits: list[FusedHit], run: SearchRun) -> list[FusedHit]:
         """The second stage over the fused top-N (`app/retrieval/rerank.py`), timed as the "rerank" stage."""
         with phase(SPAN_RERANK):
             outcome = await stage.apply(plan, hits)
@@ -161,13 +131,13 @@ class HybridSearcher:
 
     # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
 
-    async def _hybrid(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        if self._confirming is not None and self._truth is not None:
+    async def _hybrid(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
+        if self._legs.confirms_in_one_read and self._truth is not None:
             semantic_hits, lexical_hits = await self._hybrid_in_one_read(plan, run, self._truth)
         else:
             semantic_hits, lexical_hits = await both(
-                self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters),
-                self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k),
+                self._legs.semantic(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters),
+                self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k),
             )
         ranked = {
             leg: hits for leg, hits in ((SEMANTIC_LEG, semantic_hits), (LEXICAL_LEG, lexical_hits)) if hits is not None
@@ -177,7 +147,7 @@ class HybridSearcher:
         return lambda: fuse(ranked, plan.fusion)
 
     async def _hybrid_in_one_read(
-        self, plan: SearchPlan, run: _Run, truth: ChunkTruth
+        self, plan: SearchPlan, run: SearchRun, truth: ChunkTruth
     ) -> tuple[list[ScoredHit] | None, list[ScoredHit] | None]:
         """Both legs, with the lexical hits confirmed by the vector search's own read of the store.
 
@@ -186,19 +156,19 @@ class HybridSearcher:
         """
         deadline = asyncio.get_running_loop().time() + plan.semantic_timeout_s
         embedding, lexical_hits = await both(
-            self._embed(plan, run, deadline=deadline),
-            self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k, confirm=False),
+            self._legs.embed(plan, run, deadline=deadline),
+            self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k, confirm=False),
         )
         if embedding is None:
-            self._record_semantic(run, hits=None)
+            self._legs.record_semantic(run, hits=None)
             if lexical_hits:
                 lexical_hits = await drop_stale(
                     truth, plan.filters.project_id, lexical_hits, timeout_s=plan.lexical_timeout_s
                 )
-                self._record_lexical_hits(run, lexical_hits)
+                self._legs.record_lexical_hits(run, lexical_hits)
             return None, lexical_hits
         pending = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits or ()))
-        semantic_hits = await self._vector_search(
+        semantic_hits = await self._legs.vector_search(
             plan,
             run,
             embedding,
@@ -209,42 +179,42 @@ class HybridSearcher:
         )
         if lexical_hits and run.confirmed_chunks is not None:
             lexical_hits = still_current(lexical_hits, run.confirmed_chunks)
-            self._record_lexical_hits(run, lexical_hits)
+            self._legs.record_lexical_hits(run, lexical_hits)
         return semantic_hits, lexical_hits
 
-    async def _semantic_only(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        hits = await self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters)
+    async def _semantic_only(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
+        hits = await self._legs.semantic(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters)
         if hits is not None:
             return _single(hits, SEMANTIC_LEG)
         return await self._fallback_to_lexical(plan, run)
 
-    async def _lexical_only(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        hits = await self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k)
+    async def _lexical_only(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
+        hits = await self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k)
         if hits is not None:
             return _single(hits, LEXICAL_LEG)
-        hits = await self._semantic_leg(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters)
+        hits = await self._legs.semantic(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters)
         if hits is None:
             raise _all_failed(run)
         return _single(hits, SEMANTIC_LEG)
 
-    async def _fallback_to_lexical(self, plan: SearchPlan, run: _Run) -> _Ranking:
-        hits = await self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k)
+    async def _fallback_to_lexical(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
+        hits = await self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k)
         if hits is None:
             raise _all_failed(run)
         return _single(hits, LEXICAL_LEG)
 
-    async def _cascading(self, plan: SearchPlan, run: _Run) -> _Ranking:
+    async def _cascading(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
         embedding, lexical_hits = await both(
-            self._embed(plan, run),
-            self._lexical_leg(plan, run, top_k=plan.lexical_retrieve_k * plan.cascading_multiplier),
+            self._legs.embed(plan, run),
+            self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k * plan.cascading_multiplier),
         )
         if embedding is None:
-            self._record_semantic(run, hits=None)
+            self._legs.record_semantic(run, hits=None)
             if lexical_hits is None:
                 raise _all_failed(run)
             return _single(lexical_hits, LEXICAL_LEG)
         if lexical_hits is None:  # lexical stage failed: rank over the filters alone
-            semantic_hits = await self._vector_search(
+            semantic_hits = await self._legs.vector_search(
                 plan, run, embedding, top_k=plan.semantic_retrieve_k, filters=plan.filters
             )
             if semantic_hits is None:
@@ -252,149 +222,26 @@ class HybridSearcher:
             return _single(semantic_hits, SEMANTIC_LEG)
         candidate_ids = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits))
         if not candidate_ids:  # nothing to narrow to; semantic search still sees every matching chunk
-            semantic_hits = await self._vector_search(
+            semantic_hits = await self._legs.vector_search(
                 plan, run, embedding, top_k=plan.semantic_retrieve_k, filters=plan.filters
             )
             return _single(semantic_hits, SEMANTIC_LEG) if semantic_hits is not None else _single([], LEXICAL_LEG)
         restricted = replace(plan.filters, chunk_ids=candidate_ids)
-        semantic_hits = await self._vector_search(plan, run, embedding, top_k=len(candidate_ids), filters=restricted)
+        semantic_hits = await self._legs.vector_search(
+            plan, run, embedding, top_k=len(candidate_ids), filters=restricted
+        )
         if semantic_hits is None:
             return _single(lexical_hits, LEXICAL_LEG)
         return lambda: cascade_ranking(semantic_hits, lexical_hits)
 
-    async def _semantic_leg(
-        self, plan: SearchPlan, run: _Run, *, top_k: int, filters: Filters
-    ) -> list[ScoredHit] | None:
-        """Embed, then search vectors, both within one `semantic_timeout_s` deadline."""
-        deadline = asyncio.get_running_loop().time() + plan.semantic_timeout_s
-        embedding = await self._embed(plan, run, deadline=deadline)
-        if embedding is None:
-            self._record_semantic(run, hits=None)
-            return None
-        return await self._vector_search(plan, run, embedding, top_k=top_k, filters=filters, deadline=deadline)
-
-    async def _embed(self, plan: SearchPlan, run: _Run, *, deadline: float | None = None) -> list[float] | None:
-        if run.query_embedding is not None:
-            run.stage_ms[STAGE_EMBED] = 0.0
-            return list(run.query_embedding)
-        started = time.perf_counter()
-        with phase(SPAN_EMBED) as span:
-            embedding, reason = await attempt(
-                self._embedder.embed_query(plan.semantic_text),
-                stage=EMBEDDER_STAGE,
-                deadline=deadline_at(deadline, plan.semantic_timeout_s),
-            )
-            note_failure(span, EMBEDDER_STAGE, reason)
-        run.stage_ms[STAGE_EMBED] = _elapsed_ms(started)
-        run.semantic_ms += run.stage_ms[STAGE_EMBED]
-        if reason is not None:
-            run.reasons.append(reason)
-            run.semantic_error = reason
-        return embedding
-
-    async def _vector_search(  # noqa: PLR0913 - the plan's pieces a vector search needs
-        self,
-        plan: SearchPlan,
-        run: _Run,
-        embedding: Sequence[float],
-        *,
-        top_k: int,
-        filters: Filters,
-        deadline: float | None = None,
-        confirm: Sequence[str] | None = None,
-    ) -> list[ScoredHit] | None:
-        """Search vectors; with `confirm`, also read which of those chunks exist into `run.confirmed_chunks`.
-
-        `confirm` is honoured by a `ConfirmingVectorIndex` only; `run.confirmed_chunks` stays None when the read fails.
-        """
-        started = time.perf_counter()
-        with phase(SPAN_ENGINE_PREFIX + self._vector.name) as span:
-            hits, reason = await attempt(
-                self._read_vectors(embedding, top_k=top_k, filters=filters, confirm=confirm, run=run),
-                stage=STAGE_SEMANTIC,
-                deadline=deadline_at(deadline, plan.semantic_timeout_s),
-            )
-            note_failure(span, self._vector.name, reason, result_count=len(hits or ()))
-        run.stage_ms[STAGE_SEMANTIC] = _elapsed_ms(started)
-        run.semantic_ms += run.stage_ms[STAGE_SEMANTIC]
-        if reason is not None:
-            run.reasons.append(reason)
-            run.semantic_error = reason
-        else:
-            run.leg_hits[SEMANTIC_LEG] = _leg_hits(hits)
-        self._record_semantic(run, hits=hits)
-        return hits
-
-    async def _read_vectors(
-        self, embedding: Sequence[float], *, top_k: int, filters: Filters, confirm: Sequence[str] | None, run: _Run
-    ) -> list[ScoredHit]:
-        if confirm is None or self._confirming is None:
-            return await self._vector.search(embedding, top_k=top_k, filters=filters)
-        hits, run.confirmed_chunks = await self._confirming.search_confirming(
-            embedding, top_k=top_k, filters=filters, chunk_ids=confirm
-        )
-        return hits
-
-    async def _lexical_leg(
-        self, plan: SearchPlan, run: _Run, *, top_k: int, confirm: bool = True
-    ) -> list[ScoredHit] | None:
-        """The lexical search; with `confirm`, its hits checked against the truth (else the caller checks them)."""
-        started = time.perf_counter()
-        searching = (
-            self._current_lexical_hits(plan, top_k=top_k)
-            if confirm
-            else self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
-        )
-        with phase(SPAN_ENGINE_PREFIX + self._lexical.name) as span:
-            hits, reason = await attempt(
-                searching,
-                stage=STAGE_LEXICAL,
-                deadline=deadline_at(None, plan.lexical_timeout_s),
-            )
-            note_failure(span, self._lexical.name, reason, result_count=len(hits or ()))
-        run.stage_ms[STAGE_LEXICAL] = _elapsed_ms(started)
-        if reason is not None:
-            run.reasons.append(reason)
-        else:
-            run.leg_hits[LEXICAL_LEG] = _leg_hits(hits)
-        run.legs[LEXICAL_LEG] = LegTiming(
-            elapsed_ms=run.stage_ms[STAGE_LEXICAL], result_count=len(hits or ()), error=reason
-        )
-        return hits
-
-    async def _current_lexical_hits(self, plan: SearchPlan, *, top_k: int) -> list[ScoredHit]:
-        """The lexical leg's hits that the source of truth still holds as they were indexed (`drop_stale`)."""
-        hits = await self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
-        if not hits or self._truth is None:
-            return hits
-        return await drop_stale(self._truth, plan.filters.project_id, hits)
-
-    @staticmethod
-    def _record_lexical_hits(run: _Run, hits: Sequence[ScoredHit]) -> None:
-        """The lexical leg's hits once confirmed after the leg itself returned (`_hybrid_in_one_read`)."""
-        run.leg_hits[LEXICAL_LEG] = _leg_hits(hits)
-        run.legs[LEXICAL_LEG] = replace(run.legs[LEXICAL_LEG], result_count=len(hits))
-
-    @staticmethod
-    def _record_semantic(run: _Run, *, hits: Sequence[ScoredHit] | None) -> None:
-        run.legs[SEMANTIC_LEG] = LegTiming(
-            elapsed_ms=run.semantic_ms,
-            result_count=len(hits or ()),
-            error=None if hits is not None else run.semantic_error,
-        )
-
 
 _Ranking: TypeAlias = "Callable[[], list[FusedHit]]"
-
-
-def _leg_hits(hits: Sequence[ScoredHit] | None) -> tuple[LegHit, ...]:
-    return tuple(LegHit.of(hit) for hit in hits or ())
 
 
 def _single(hits: Sequence[ScoredHit], leg: str) -> _Ranking:
     return lambda: rank_single_leg(hits, leg=leg)
 
 
-def _all_failed(run: _Run) -> AllEnginesFailedError:
+def _all_failed(run: SearchRun) -> AllEnginesFailedError:
     reasons = tuple(run.reasons)
     return AllEnginesFailedError(f"every search engine failed: {', '.join(reasons)}", reasons=reasons)
