@@ -11,12 +11,20 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from app.api.document_schemas import Tag
 from app.domain.errors import InvalidQueryError
 from app.domain.models import PROJECT_ID_PATTERN
 from app.query.planner import MAX_QUERY_CHARS
 from app.search.paging import PAGE_DEPTH
 
 ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description="[A-Za-z0-9._-]{1,64}")]
+Level = Annotated[
+    str,
+    msgspec.Meta(
+        pattern="^L[0-6]$",
+        description="A chunk's depth below its document's title: L0 (text before any heading) to L6",
+    ),
+]
 StrategyName = Literal["hybrid", "semantic", "lexical", "cascading"]
 FusionName = Literal["rrf", "weighted", "zscore"]
 
@@ -40,9 +48,9 @@ kept in UTC can be different weeks, and a caller who meant local time would get 
 class SearchFilters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Restrictions applied identically on both legs."""
 
-    level: str | list[str] | None = None
-    tags: list[str] = []
-    source_prefix: str | None = None
+    level: Level | list[Level] | None = None
+    tags: list[Tag] = []
+    source_prefix: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
     date_from: datetime | None = None
     date_to: datetime | None = None
 

@@ -29,7 +29,7 @@ from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import PROJECT_ID_PATTERN, FusionMethod, SearchStrategy
 from app.domain.moments import as_utc
-from app.query.planner import MAX_QUERY_CHARS, SearchOptions
+from app.query.planner import MAX_QUERY_CHARS, SearchOptions, validate_options
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage
 from app.search.service import SearchService
@@ -38,6 +38,17 @@ from app.search.service import SearchService
 # 4,000 characters stay under it even when every one is percent-encoded UTF-8 (up to 12 bytes each).
 GET_QUERY_MAX_CHARS: Final = 4000
 SEARCH_CURSOR = "search"
+# The options' names as a search body spells them, so that a 400's `field` names what the caller sent.
+_BODY_FIELDS: Final = {
+    "semantic_weight": "weights.semantic",
+    "lexical_weight": "weights.lexical",
+    "levels": "filters.level",
+    "tags": "filters.tags",
+    "source_prefix": "filters.source_prefix",
+    "date_from": "filters.date_from",
+    "date_to": "filters.date_to",
+    "max_chunks_per_document": "collapse",
+}
 
 SEARCH_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
 SEARCH_BODY_ERROR_RESPONSES = problem_responses(400, 401, 403, 413, 503, 504)
@@ -129,6 +140,17 @@ def _respond(
 
 
 def _options(project: str, data: SearchFields) -> SearchOptions:
+    """The search options a body asks for, validated: a 400 names the body's field (`filters.tags`)."""
+    options = _body_options(project, data)
+    try:
+        validate_options(options)
+    except InvalidInputError as error:
+        field = _BODY_FIELDS.get(error.field or "", error.field)
+        raise InvalidQueryError(error.message, field=field) from None
+    return options
+
+
+def _body_options(project: str, data: SearchFields) -> SearchOptions:
     filters = data.filters
     levels: tuple[str, ...] = ()
     if filters is not None and filters.level is not None:
@@ -313,8 +335,8 @@ class SearchController(Controller):
             raise InvalidQueryError(msg, field="queries")
         calls, options, pagings = [], [], []
         for index, query in enumerate(data.queries):
-            query_options = _options(data.project, query)
             try:
+                query_options = _options(data.project, query)
                 paging = _paging(
                     query.query, query_options, as_of=query.as_of, offset=query.offset, cursor=query.cursor
                 )

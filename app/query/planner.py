@@ -191,9 +191,25 @@ def validate_options(options: SearchOptions) -> None:
         fail("min_score must be a finite number", "min_score")
     if options.max_chunks_per_document is not None and options.max_chunks_per_document < 1:
         fail("max_chunks_per_document must be at least 1", "max_chunks_per_document")
+    _validate_filters(options)
+
+
+def _validate_filters(options: SearchOptions) -> None:
+    """`validate_options` for the filters: a range that is not one, a value that can match nothing."""
     date_from, date_to = as_utc(options.date_from), as_utc(options.date_to)
     if date_from is not None and date_to is not None and date_from >= date_to:
-        fail("date_from must be before date_to", "date_from")
+        msg = "date_from must be before date_to"
+        raise InvalidQueryError(msg, field="date_from")
+    # No stored chunk holds a NUL (ingestion refuses it) and PostgreSQL refuses one in a parameter: a 400,
+    # not a failed leg counted as an engine error.
+    for field, values in (
+        ("levels", options.levels),
+        ("tags", options.tags),
+        ("source_prefix", (options.source_prefix,)),
+    ):
+        if any(value is not None and "\x00" in value for value in values):
+            msg = f"{field} must not contain a NUL character"
+            raise InvalidQueryError(msg, field=field)
 
 
 def _choose_strategy(

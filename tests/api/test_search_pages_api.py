@@ -221,6 +221,11 @@ async def test_batch_over_the_limit_is_a_400_naming_queries(client, project) -> 
     [
         ([{"query": "lake"}, {"query": "  "}], "queries[1].query"),
         ([{"query": "lake", "project": "other"}], "queries[0].project"),
+        (
+            [{"query": "lake"}, {"query": "lake", "weights": {"semantic": 0, "lexical": 0}}],
+            "queries[1].weights.semantic",
+        ),
+        ([{"query": "lake", "filters": {"tags": ["a\u0000"]}}], "queries[0].filters.tags"),
         ([], "queries"),
     ],
 )

@@ -261,6 +261,9 @@ def test_query_length_knob_is_validated() -> None:
             {"date_from": datetime(2025, 1, 1, tzinfo=UTC), "date_to": datetime(2024, 1, 1, tzinfo=UTC)},
             "date_from",
         ),
+        ({"tags": ("ok", "a\x00b")}, "tags"),
+        ({"levels": ("L\x00",)}, "levels"),
+        ({"source_prefix": "runbooks/\x00"}, "source_prefix"),
     ],
 )
 def test_invalid_options_name_the_field(options, field: str) -> None:
