@@ -54,6 +54,15 @@ IfMatchHeader = Annotated[
     ),
 ]
 
+IfNoneMatchHeader = Annotated[
+    str | None,
+    HeaderParameter(
+        name="If-None-Match",
+        description="`*`: write only if the document does not exist yet (as `expected_version` 0)",
+        schema_extra={"pattern": r"^\s*\*\s*$"},
+    ),
+]
+
 
 def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentIn]:
     try:
@@ -92,6 +101,30 @@ def _version_from(if_match: str) -> int:
     return int(value)
 
 
+def _expected_version(document: DocumentIn, *, if_match: str | None, if_none_match: str | None) -> int | None:
+    """The version a one-document write expects, from its body and its conditional headers; they must agree.
+
+    `If-None-Match: *` is HTTP's "create only", `expected_version` 0; no other `If-None-Match` names a
+    version a write could expect, so it is a 400 rather than a header silently ignored.
+    """
+    if if_none_match is not None and if_none_match.strip() != "*":
+        msg = f"If-None-Match takes only * (write only if the document does not exist), got {if_none_match!r}"
+        raise InvalidInputError(msg, field="If-None-Match")
+    asked = {
+        name: version
+        for name, version in (
+            ("expected_version", document.expected_version),
+            ("If-Match", None if if_match is None else _version_from(if_match)),
+            ("If-None-Match", None if if_none_match is None else 0),
+        )
+        if version is not None
+    }
+    if len(set(asked.values())) > 1:
+        msg = f"{' and '.join(asked)} expect different versions of document {document.id!r}"
+        raise InvalidInputError(msg, field=next(name for name in asked if name != "expected_version"))
+    return next(iter(asked.values()), None)
+
+
 def _not_found(project: str, document_id: str) -> DocumentNotFoundError:
     return DocumentNotFoundError(f"no document {document_id!r} in project {project!r}")
 
@@ -109,30 +142,35 @@ class DocumentController(Controller):
         guards=[ingest_guard],
         responses=problem_responses(400, 401, 403, 409, 413, 503, 504),
     )
-    async def ingest(
+    async def ingest(  # noqa: PLR0913, PLR0917 - the body and each conditional header it may carry
         self,
         request: Request[Any, Any, State],
         project: ProjectPath,
         settings: Injected[Settings],
         pipeline: Injected[IngestionPipeline],
         if_match: IfMatchHeader = None,
+        if_none_match: IfNoneMatchHeader = None,
     ) -> IngestResponse:
         """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata, context}`, or a batch.
 
         Concurrent writes of one document apply in the order they arrived, on any replica. To update
         safely, send the version last read (`expected_version`, or `If-Match` for a single document):
         a document stored at another version answers 409 and nothing of the request is written.
+        `If-None-Match: *` (or `expected_version` 0) writes a document only if it does not exist yet.
         """
         documents = _decode_documents(await request.body(), max_document_bytes=settings.max_document_bytes)
         if len(documents) > settings.max_batch_documents:
             msg = f"{len(documents)} documents in one request; at most {settings.max_batch_documents}"
             raise InvalidInputError(msg, field="documents")
         expected = {d.id: d.expected_version for d in documents if d.expected_version is not None}
-        if if_match is not None:
-            if len(documents) != 1:
-                msg = "If-Match applies to one document; give each document of a batch its expected_version"
-                raise InvalidInputError(msg, field="If-Match")
-            expected[documents[0].id] = _version_from(if_match)
+        for header, value in (("If-Match", if_match), ("If-None-Match", if_none_match)):
+            if value is not None and len(documents) != 1:
+                msg = f"{header} applies to one document; give each document of a batch its expected_version"
+                raise InvalidInputError(msg, field=header)
+        if len(documents) == 1:
+            version = _expected_version(documents[0], if_match=if_match, if_none_match=if_none_match)
+            if version is not None:
+                expected[documents[0].id] = version
         outcomes = await pipeline.ingest(
             [document.to_domain(project) for document in documents], expected_versions=expected
         )

@@ -336,6 +336,37 @@ async def test_a_write_reports_the_version_and_a_stale_if_match_is_refused(clien
     assert [chunk["text"] for chunk in read.json()["chunks"]] == ["Second text."]
 
 
+async def test_if_none_match_star_creates_only_and_conditions_that_disagree_are_refused(client) -> None:
+    project = "versions-create-only"
+    url = f"/v1/projects/{project}/documents"
+    created = await client.post(url, json=doc("n", "A new note."), headers={"If-None-Match": "*"})
+    version = created.json()["documents"][0]["version"]
+    again = await client.post(url, json=doc("n", "Overwritten?"), headers={"If-None-Match": "*"})
+    not_star = await client.post(url, json=doc("n", "Overwritten?"), headers={"If-None-Match": f'"{version}"'})
+    disagree = await client.post(
+        url, json=doc("n", "Overwritten?", expected_version=version), headers={"If-Match": f'"{version + 1}"'}
+    )
+    both_headers = await client.post(
+        url, json=doc("n", "Overwritten?"), headers={"If-Match": str(version), "If-None-Match": "*"}
+    )
+    batch = await client.post(
+        url, json={"documents": [doc("m", "One."), doc("o", "Two.")]}, headers={"If-None-Match": "*"}
+    )
+    agree = await client.post(
+        url, json=doc("n", "Second text.", expected_version=version), headers={"If-Match": f'"{version}"'}
+    )
+    read = await client.get(f"{url}/n")
+
+    assert created.status_code == 201, created.text
+    assert assert_problem(again, 409)["current_version"] == version
+    assert assert_problem(not_star, 400)["field"] == "If-None-Match"
+    assert assert_problem(disagree, 400)["field"] == "If-Match"
+    assert assert_problem(both_headers, 400)["field"] in {"If-Match", "If-None-Match"}
+    assert assert_problem(batch, 400)["field"] == "If-None-Match"
+    assert agree.status_code == 201, agree.text
+    assert [chunk["text"] for chunk in read.json()["chunks"]] == ["Second text."]
+
+
 async def test_expected_version_in_a_batch_and_if_match_on_delete(client) -> None:
     project = "versions-batch"
     created = await post(client, project, {"documents": [doc("a", "Alpha note."), doc("b", "Beta note.")]})
