@@ -12,6 +12,7 @@ from app.domain.moments import as_utc
 
 MAX_CONTEXT_CHARS = 8192
 DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+MAX_DOCUMENT_TAGS = 64
 Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 """A tag as a document carries it, and so as a search filter can name it."""
 
@@ -29,7 +30,7 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     markdown: str | None = None
     source: Annotated[str, msgspec.Meta(max_length=1024)] = ""
     title: Annotated[str, msgspec.Meta(max_length=1024)] = ""
-    tags: Annotated[list[Tag], msgspec.Meta(max_length=64)] = []
+    tags: Annotated[list[Tag], msgspec.Meta(max_length=MAX_DOCUMENT_TAGS)] = []
     event_time: datetime | None = None
     metadata: dict[str, Any] = {}
     context: Annotated[str, msgspec.Meta(max_length=MAX_CONTEXT_CHARS)] = ""

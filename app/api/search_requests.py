@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from app.api.document_schemas import Tag
+from app.api.document_schemas import MAX_DOCUMENT_TAGS, Tag
 from app.domain.errors import InvalidQueryError
 from app.domain.models import PROJECT_ID_PATTERN
 from app.query.planner import MAX_QUERY_CHARS
@@ -48,8 +48,9 @@ kept in UTC can be different weeks, and a caller who meant local time would get 
 class SearchFilters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Restrictions applied identically on both legs."""
 
-    level: Level | list[Level] | None = None
-    tags: list[Tag] = []
+    level: Level | Annotated[list[Level], msgspec.Meta(max_length=7)] | None = None
+    # Every tag must be on a chunk, and a document carries at most MAX_DOCUMENT_TAGS: more match nothing.
+    tags: Annotated[list[Tag], msgspec.Meta(max_length=MAX_DOCUMENT_TAGS)] = []
     source_prefix: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
     date_from: datetime | None = None
     date_to: datetime | None = None

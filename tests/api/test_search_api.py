@@ -160,6 +160,7 @@ def search_body(**overrides: Any) -> dict[str, Any]:
         (search_body(filters=["networking"]), "filters"),
         (search_body(filters={"tags": [""]}), "filters.tags[0]"),
         (search_body(filters={"tags": ["t" * 129]}), "filters.tags[0]"),
+        (search_body(filters={"tags": [f"t{n}" for n in range(65)]}), "filters.tags"),
         (search_body(filters={"tags": ["net\u0000"]}), "filters.tags"),
         (search_body(filters={"source_prefix": "runbooks/\u0000"}), "filters.source_prefix"),
         (search_body(filters={"level": "h2"}), "filters.level"),
@@ -175,7 +176,7 @@ def search_body(**overrides: Any) -> dict[str, Any]:
         "empty-query", "blank-query", "long-query", "far-too-long-query", "missing-query", "missing-project", "space-project",
         "empty-project", "limit-0", "limit-101", "limit-string", "limit-float", "strategy", "fusion",
         "tags-not-list", "level-not-string", "unknown-filter", "date-not-date", "empty-date-range",
-        "inverted-date-range", "filters-not-object", "empty-tag", "long-tag", "nul-tag", "nul-source-prefix",
+        "inverted-date-range", "filters-not-object", "empty-tag", "long-tag", "too-many-tags", "nul-tag", "nul-source-prefix",
         "unknown-level", "unknown-level-in-list", "nul-level", "negative-weight", "zero-weights", "rrf-k-0", "collapse-0", "unknown-key",
     ],
 )  # fmt: skip
