@@ -37,9 +37,18 @@ async def drain_or_explain(worker: OutboxWorker) -> None:
 
 
 async def ingest(settings: Settings, *, path: Path, project: str, batch_size: int) -> int:
-    """Ingest a folder or a BEIR corpus into `project`, with a progress bar; 0 on success."""
+    """Ingest a folder or a BEIR corpus into `project`, with a progress bar; 0 on success.
+
+    Each file left out (empty, binary, a symlink below a folder) is named on stderr with its reason.
+    """
+    skipped: list[str] = []
+
+    def report_skip(skipped_path: Path, reason: str) -> None:
+        skipped.append(str(skipped_path))
+        print(f"skipped {skipped_path}: {reason}", file=sys.stderr)
+
     try:
-        documents = list(read_documents(path, project_id=project))
+        documents = list(read_documents(path, project_id=project, on_skip=report_skip))
     except (OSError, ValueError, SearchServiceError) as error:
         print(f"cannot read {path}: {error}", file=sys.stderr)
         return 1
@@ -61,7 +70,7 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
                 progress.update(len(batch))
         print(
             f"{counts['created']} created, {counts['updated']} updated, {counts['unchanged']} unchanged;"
-            f" {chunks} chunks",
+            f" {chunks} chunks" + (f"; {len(skipped)} skipped" if skipped else ""),
             file=sys.stderr,
         )
         await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))

@@ -2,7 +2,8 @@
 
 Accepted paths:
 - a folder of notes: every `*.md`, `*.markdown` and `*.txt` below it, recursively, in sorted path
-  order, skipping hidden files and folders (`.git`, `.obsidian`) and symlinked folders. Document id
+  order, skipping hidden files and folders (`.git`, `.obsidian`), symlinked folders and symlinked files
+  (a link may lead out of the folder: to a secret, or to a note ingested twice). Document id
   and source are both the path relative to the folder, with `/` separators and the extension kept
   (`runbooks/port-forward.md`), so `a.md` and `a.txt` never collide and a hit names its file. Title:
   front matter `title`, else the first heading, else the file stem. Front matter `tags` become tags,
@@ -13,8 +14,8 @@ Accepted paths:
   `_id`, `title`, `text`; a `metadata` object and any other fields pass through as metadata. Source
   is `<corpus folder name>/<_id>` so a source prefix selects one corpus. A record with no text uses
   its title as text.
-Files that hold nothing to index (empty, only whitespace, or binary with NUL bytes) are skipped and
-reported to `on_skip(path, reason)`.
+Files that hold nothing to index (empty, only whitespace, or binary with NUL bytes) and symlinked files
+below a folder are skipped and reported to `on_skip(path, reason)`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def read_note_folder(
 ) -> Iterator[Document]:
     """Yield one document per note file below `folder`, in sorted relative-path order."""
     for file_path in _note_files(folder):
+        if file_path.is_symlink():
+            _report(on_skip, file_path, "a symlink (not followed)")
+            continue
         document = read_note(file_path, base=folder, project_id=project_id, on_skip=on_skip)
         if document is not None:
             yield document

@@ -38,9 +38,14 @@ def lexical_documents(service: ServiceProcess, query: str) -> list[str]:
 
 
 def test_ingest_reindex_migrate_then_serve_the_notes(
-    poimen_service: Callable[..., ServiceProcess], poimen_data_dir: Path
+    poimen_service: Callable[..., ServiceProcess], poimen_data_dir: Path, tmp_path: Path
 ) -> None:
-    ingested = run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir)
+    notes = shutil.copytree(NOTES, tmp_path / "notes")
+    (notes / "empty.md").write_text(" \n", encoding="utf-8")
+    secret = tmp_path / "secret.md"
+    secret.write_text("a password outside the folder", encoding="utf-8")
+    (notes / "linked.md").symlink_to(secret)
+    ingested = run_cli("ingest", str(notes), "--project", PROJECT, data_dir=poimen_data_dir)
     # Losing the lexical index entirely is what `reindex` is for: PostgreSQL still has everything.
     shutil.rmtree(poimen_data_dir / "lexical")
     reindexed = run_cli("reindex", "--project", PROJECT, data_dir=poimen_data_dir)
@@ -53,6 +58,9 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
     assert "ingest notes" in ingested.stderr  # the progress bar's label
     assert "4/4" in ingested.stderr
     assert "4 created, 0 updated, 0 unchanged" in ingested.stderr
+    assert f"skipped {notes / 'empty.md'}: no text" in ingested.stderr
+    assert f"skipped {notes / 'linked.md'}: a symlink (not followed)" in ingested.stderr
+    assert "; 2 skipped" in ingested.stderr
     assert reindexed.returncode == 0, reindexed.stderr
     assert "4 documents queued" in reindexed.stderr
     assert migrated.returncode == 0, migrated.stderr

@@ -95,6 +95,20 @@ def test_empty_and_binary_files_are_skipped_and_reported(tmp_path: Path) -> None
     assert sorted(name for name, _ in skipped) == ["binary.txt", "empty.md", "front-only.md"]
 
 
+def test_symlinked_files_below_a_folder_are_skipped_and_reported(tmp_path: Path) -> None:
+    secret = write(tmp_path / "outside" / "secret.md", "a password")
+    notes = tmp_path / "notes"
+    write(notes / "ok.md", "fine")
+    (notes / "secret.md").symlink_to(secret)
+    (notes / "again.md").symlink_to(notes / "ok.md")
+    skipped: list[tuple[str, str]] = []
+
+    documents = list(read_documents(notes, project_id="p", on_skip=lambda p, why: skipped.append((p.name, why))))
+
+    assert [d.document_id for d in documents] == ["ok.md"]
+    assert sorted(skipped) == [("again.md", "a symlink (not followed)"), ("secret.md", "a symlink (not followed)")]
+
+
 def test_bom_crlf_and_invalid_utf8_are_tolerated(tmp_path: Path) -> None:
     write(tmp_path / "n.md", b"\xef\xbb\xbf# T\xc3\xa9l\xc3\xa9\r\nbad \xff byte\r\n")
 
