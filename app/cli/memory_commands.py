@@ -1,7 +1,8 @@
 """`poimen query`, `poimen export` and `poimen import`: search and move a project on the same engines as the server.
 
-`query` runs `SearchService` (the path of the HTTP API) with the cache off and prints a table, or with
-`--json` the HTTP response shape (one JSON line per query). `export`/`import` write and read a project as
+`query` runs `SearchService` (the path of the HTTP API) with the cache off and prints a table (its score is
+the API's `final_score`: in [0, 1], comparable across queries), or with `--json` the HTTP response shape
+(one JSON line per query). `export`/`import` write and read a project as
 JSON lines with its embeddings (`app.ingestion.transfer`), so importing embeds nothing.
 """
 
@@ -30,15 +31,15 @@ if TYPE_CHECKING:
 
     from app.config import Settings
     from app.domain.models import SearchStrategy
-    from app.search.calls import SearchOutcome
+    from app.domain.results import SearchResult
 
 SNIPPET_CHARS: Final = 70
 CLI_SCOPE: Final = "cli"
 
 
-def _table(query: str, outcome: SearchOutcome) -> str:
-    result = outcome.result
-    lines = [f'"{query}": {result.strategy.value}, {len(result.hits)} results, {outcome.total_ms:.0f} ms']
+def results_table(query: str, result: SearchResult, *, total_ms: float) -> str:
+    """One search as a table: rank, `final_score`, each leg's rank, document and the start of the text."""
+    lines = [f'"{query}": {result.strategy.value}, {len(result.hits)} results, {total_ms:.0f} ms']
     if result.degraded_reasons:
         lines.append("degraded: " + ", ".join(result.degraded_reasons))
     lines.append(f"{'rank':>4}  {'score':>8}  {'sem':>4}  {'lex':>4}  {'document':<32}  text")
@@ -48,7 +49,8 @@ def _table(query: str, outcome: SearchOutcome) -> str:
             snippet = snippet[: SNIPPET_CHARS - 1] + "…"
         semantic, lexical = (str(hit.ranks.get(leg, "-")) for leg in ("semantic", "lexical"))
         lines.append(
-            f"{rank:>4}  {hit.score:>8.4f}  {semantic:>4}  {lexical:>4}  {hit.chunk.document_id[:32]:<32}  {snippet}"
+            f"{rank:>4}  {hit.readable_score:>8.4f}  {semantic:>4}  {lexical:>4}"
+            f"  {hit.chunk.document_id[:32]:<32}  {snippet}"
         )
     return "\n".join(lines)
 
@@ -82,7 +84,10 @@ async def query(  # noqa: PLR0913 - the command's options, each named
             except SearchServiceError as error:
                 print(f"{text!r}: {error.message}", file=sys.stderr)
                 return 1
-            print(response_json(search_response(text, outcome, explain=False)) if as_json else _table(text, outcome))
+            if as_json:
+                print(response_json(search_response(text, outcome, explain=False)))
+            else:
+                print(results_table(text, outcome.result, total_ms=outcome.total_ms))
     return 0
 
 
