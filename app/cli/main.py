@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
+from app.domain.models import PROJECT_ID_RULE, is_project_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -146,6 +147,14 @@ def _first_lines(settings: Settings, host: str, port: int) -> Callable[[], None]
     return show
 
 
+def _project_id(text: str) -> str:
+    """`--project`: a project id the HTTP API can address, or an argparse error (exit 2) saying what one is."""
+    if not is_project_id(text):
+        msg = f"{text!r} is not a project id ({PROJECT_ID_RULE})"
+        raise argparse.ArgumentTypeError(msg)
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `poimen` argument parser."""
     parser = argparse.ArgumentParser(prog="poimen", description="Poimen Memory Search: hybrid retrieval service.")
@@ -156,22 +165,24 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("migrate", help="apply the PostgreSQL schema (alembic upgrade head)")
     ingest = commands.add_parser("ingest", help="ingest a folder of markdown/text files or a BEIR corpus.jsonl")
     ingest.add_argument("path", type=Path)
-    ingest.add_argument("--project", required=True)
+    ingest.add_argument("--project", required=True, type=_project_id)
     ingest.add_argument("--batch-size", type=int, default=64, help="documents written per transaction")
     reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
-    reindex.add_argument("--project", required=True)
+    reindex.add_argument("--project", required=True, type=_project_id)
     query = commands.add_parser("query", help="search a project: a table of results, or --json")
     query.add_argument("texts", nargs="+", metavar="QUERY", help="one or more queries")
-    query.add_argument("--project", required=True)
+    query.add_argument("--project", required=True, type=_project_id)
     query.add_argument("--limit", type=int, default=None, help="results per query (default RRF_FINAL_K)")
     query.add_argument("--strategy", choices=["hybrid", "semantic", "lexical", "cascading"], default=None)
     query.add_argument("--json", action="store_true", help="print the HTTP response shape, one JSON line per query")
     export = commands.add_parser("export", help="write a project as JSON lines, embeddings included")
-    export.add_argument("--project", required=True)
+    export.add_argument("--project", required=True, type=_project_id)
     export.add_argument("--output", type=Path, default=None, help="file to write (default: stdout)")
     load = commands.add_parser("import", help="read an export into this service's engines without re-embedding")
     load.add_argument("path", type=Path)
-    load.add_argument("--project", default=None, help="import into this project (default: the exported one)")
+    load.add_argument(
+        "--project", default=None, type=_project_id, help="import into this project (default: the exported one)"
+    )
     evaluate = commands.add_parser("eval", help="evaluate retrieval quality on a BEIR-layout data set")
     from app.evaluation.cli import add_eval_arguments  # noqa: PLC0415 - keeps the parser definition in one place
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.errors import InvalidInputError
-from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+from app.domain.models import PROJECT_ID_RULE, Chunk, EmbeddedChunk, StoredDocument, is_project_id
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -174,6 +174,9 @@ async def import_lines(
     remaining = (line for line in lines if line.strip())
     header = _checked_header(next(remaining, ""), model_name=model_name, dimensions=dimensions)
     target = project_id or str(header["project"])
+    if not is_project_id(target):
+        msg = f"project id {target!r} is not {PROJECT_ID_RULE}"
+        raise InvalidInputError(msg, field="project")
     documents = chunks = 0
     batch: list[tuple[StoredDocument, list[EmbeddedChunk]]] = []
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from app.domain.errors import InvalidInputError
+from app.domain.models import PROJECT_ID_RULE, is_project_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -16,14 +17,15 @@ if TYPE_CHECKING:
 def validate_documents(documents: Sequence[Document]) -> None:
     """Raise `InvalidInputError` naming the field when a batch cannot be ingested as sent.
 
-    Rejects: an empty project or document id, text that is empty after stripping, a NUL character
+    Rejects: a project id the API could not address (`PROJECT_ID_PATTERN`; a CLI ingest reaches here
+    unchecked), an empty document id, text that is empty after stripping, a NUL character
     in any text field (PostgreSQL text cannot hold it), and one document id twice in a batch.
     """
     seen: set[tuple[str, str]] = set()
     for document in documents:
         key = (document.project_id, document.document_id)
-        if not document.project_id.strip():
-            msg = "project id must not be empty"
+        if not is_project_id(document.project_id):
+            msg = f"project id {document.project_id!r} is not {PROJECT_ID_RULE}"
             raise InvalidInputError(msg, field="project_id")
         if not document.document_id.strip():
             msg = "document id must not be empty"

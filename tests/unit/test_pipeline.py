@@ -252,6 +252,8 @@ async def test_embedder_failure_writes_nothing(store) -> None:
         (doc("a", "ok", title="t\x00"), "title"),
         (doc("a", "ok", metadata={"k": ["v\x00"]}), "metadata"),
         (doc("", "ok"), "document_id"),
+        (doc("a", "ok", project_id="bad name"), "project_id"),
+        (doc("a", "ok", project_id="p" * 65), "project_id"),
     ],
 )
 async def test_invalid_documents_are_rejected_before_any_write(store, embedder, document, field) -> None:

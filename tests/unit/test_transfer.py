@@ -46,6 +46,18 @@ async def test_import_can_rename_the_project() -> None:
     assert document.chunks[0].project_id == "q"
 
 
+async def test_an_import_into_a_project_id_the_api_cannot_address_is_refused() -> None:
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    lines = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError) as refused:
+        await import_lines(target, lines, model_name=MODEL, dimensions=DIMENSIONS, project_id="bad name")
+
+    assert refused.value.field == "project"
+    assert await target.project_ids() == []
+
+
 @pytest.mark.parametrize(
     ("header", "field"),
     [
