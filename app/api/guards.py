@@ -23,7 +23,7 @@ from app.auth.tokens import (
     authorize_scope,
 )
 from app.domain.errors import InvalidQueryError, RateLimitedError
-from app.domain.models import PROJECT_ID_PATTERN
+from app.domain.project_ids import PROJECT_ID_PATTERN
 from app.observability.metrics import record_shed
 from app.search.rollout import caller_key
 

@@ -24,8 +24,8 @@ from app.api.guards import admin_guard, search_guard
 from app.api.project_schemas import DeletedOut, ProjectStatsOut, stats_out
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
-from app.domain.models import PROJECT_ID_PATTERN
 from app.domain.moments import as_utc
+from app.domain.project_ids import PROJECT_ID_PATTERN
 from app.ingestion.catalog import ProjectCatalog
 from app.observability.metrics import record_ingested
 

@@ -13,7 +13,7 @@ import msgspec
 
 from app.api.document_schemas import MAX_DOCUMENT_TAGS, Tag
 from app.domain.errors import InvalidQueryError
-from app.domain.models import PROJECT_ID_PATTERN
+from app.domain.project_ids import PROJECT_ID_PATTERN
 from app.query.planner import MAX_QUERY_CHARS
 from app.search.paging import PAGE_DEPTH
 

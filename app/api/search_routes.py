@@ -27,8 +27,9 @@ from app.api.search_schemas import BatchSearchResponse, SearchResponse, search_r
 from app.auth.tokens import SCOPE_SEARCH, Principal, cache_scope
 from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
-from app.domain.models import PROJECT_ID_PATTERN, FusionMethod, SearchStrategy
+from app.domain.models import FusionMethod, SearchStrategy
 from app.domain.moments import as_utc
+from app.domain.project_ids import PROJECT_ID_PATTERN
 from app.query.planner import MAX_QUERY_CHARS, SearchOptions, validate_options
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage

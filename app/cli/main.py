@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
-from app.domain.models import PROJECT_ID_RULE, is_project_id
+from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -7,7 +7,6 @@ Scores past the adapter boundary are similarities (higher is better); ranks star
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -46,14 +45,6 @@ class QuestionType(enum.StrEnum):
 
 SEMANTIC_LEG = "semantic"
 LEXICAL_LEG = "lexical"
-PROJECT_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
-"""What a project id may be: 1-64 letters, digits, `.`, `_` or `-` (it names folders, metrics and cache keys)."""
-PROJECT_ID_RULE = "1-64 letters, digits, '.', '_' or '-'"
-
-
-def is_project_id(text: str) -> bool:
-    """Whether `text` is a project id the API can address (`PROJECT_ID_PATTERN`)."""
-    return re.fullmatch(PROJECT_ID_PATTERN, text) is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.errors import InvalidInputError
-from app.domain.models import PROJECT_ID_RULE, Chunk, EmbeddedChunk, StoredDocument, is_project_id
+from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from app.domain.errors import InvalidInputError
-from app.domain.models import PROJECT_ID_RULE, is_project_id
+from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from app.domain.models import PROJECT_ID_PATTERN, DocumentChunks
+from app.domain.models import DocumentChunks
+from app.domain.project_ids import PROJECT_ID_PATTERN
 from app.engines.opensearch_bodies import SEARCH_FIELDS, SOURCE_FIELDS, document_key
 from app.engines.opensearch_mapping import index_body
 from app.engines.opensearch_markers import (
