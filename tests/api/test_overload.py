@@ -93,3 +93,23 @@ def test_token_buckets_refill_at_the_rate_and_cap_at_the_burst() -> None:
     assert after_a_minute[:3] == [0.0, 0.0, 0.0]
     assert after_a_minute[3] > 0
     assert limit.take("b", rate_per_s=0.0, burst=1) == 0.0  # rate 0: no limit
+
+
+def test_the_caller_map_stays_bounded_and_evicts_the_caller_idle_longest() -> None:
+    now = [0.0]
+    limit = CallerRateLimit(clock=lambda: now[0], max_callers=3)
+
+    def spent(caller: str) -> bool:
+        """Take a token (one per caller, refilled only after ~1,000 s); True when the caller had none left."""
+        now[0] += 1.0
+        return limit.take(caller, rate_per_s=0.001, burst=1) > 0
+
+    first = [spent(caller) for caller in ("a", "b", "c")]  # each spends its only token
+    a_again = spent("a")  # "a" is the most recent now; "b" is idle longest
+    newcomer = spent("d" * 100_000)  # a new caller, of any length, evicts "b"
+    c_again = spent("c")
+    b_again = spent("b")  # evicted: a full bucket again
+
+    assert first == [False, False, False]
+    assert (a_again, newcomer, c_again, b_again) == (True, False, True, False)
+    assert len(limit) == 3
