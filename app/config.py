@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Final, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -202,6 +203,20 @@ class Settings(BaseSettings, SearchKnobs):
             )
             raise ValueError(msg)
         return self
+
+    @field_validator("opensearch_url")
+    @classmethod
+    def _opensearch_url_is_a_url(cls, value: str | None) -> str | None:
+        # Refused here in one line, not as a traceback from the first request the client sends at start.
+        if value is None:
+            return None
+        text = value.strip()
+        # opensearch-py takes `host:port` without a scheme as http; so does this check.
+        parsed = urlsplit(text if "://" in text else f"http://{text}")
+        if parsed.scheme not in {"http", "https"} or not parsed.hostname or any(c.isspace() for c in text):
+            msg = f"expected an http(s) URL such as https://opensearch:9200, got {value!r}"
+            raise ValueError(msg)
+        return text
 
     @model_validator(mode="after")
     def _runtime_role_needs_a_database(self) -> Settings:

@@ -86,3 +86,12 @@ def test_more_than_one_shard_per_project_is_refused_with_the_reason() -> None:
     assert Settings(_env_file=None).opensearch_shards == 1
     with pytest.raises(ValidationError, match="OPENSEARCH_SHARDS=2 is not supported: every project has its own"):
         Settings(_env_file=None, opensearch_shards=2)
+
+
+def test_opensearch_url_must_be_an_http_url_or_a_host_and_port() -> None:
+    for accepted in ("https://opensearch:9200", "http://127.0.0.1:9200/", "localhost:9200", " http://os:9200 "):
+        assert Settings(_env_file=None, opensearch_url=accepted).opensearch_url == accepted.strip()
+    assert Settings(_env_file=None, opensearch_url="").opensearch_url is None  # empty: unset
+    for refused in ("not a url", "http://", "ftp://opensearch:9200", "http://open search:9200"):
+        with pytest.raises(ValidationError, match="expected an http\\(s\\) URL"):
+            Settings(_env_file=None, opensearch_url=refused)
