@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 EXIT_CONFIGURATION = 2
 EXIT_FAILURE = 1
+MAX_PORT = 65535
 
 
 def _is_loopback(host: str) -> bool:
@@ -52,7 +53,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
         if terminal:  # the greeting says where it listens; uvicorn's lifecycle lines stay in container logs
             logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     bind_host = host or settings.poimen_host
-    bind_port = port or settings.poimen_port
+    bind_port = port if port is not None else settings.poimen_port
     if settings.auth_mode == "off":
         if not _is_loopback(bind_host):
             print(
@@ -155,13 +156,25 @@ def _project_id(text: str) -> str:
     return text
 
 
+def _port(text: str) -> int:
+    """`--port`: 1-65535, as POIMEN_PORT (0 served on 8080 instead, and a negative one crashed uvicorn)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= MAX_PORT:
+        msg = f"{text!r} is not a port (1-{MAX_PORT})"
+        raise argparse.ArgumentTypeError(msg)
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `poimen` argument parser."""
     parser = argparse.ArgumentParser(prog="poimen", description="Poimen Memory Search: hybrid retrieval service.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP service (embedded engines unless URLs are set)")
     serve.add_argument("--host", default=None, help="bind address (default POIMEN_HOST, 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (default POIMEN_PORT, 8080)")
+    serve.add_argument("--port", type=_port, default=None, help="port 1-65535 (default POIMEN_PORT, 8080)")
     commands.add_parser("migrate", help="apply the PostgreSQL schema (alembic upgrade head)")
     ingest = commands.add_parser("ingest", help="ingest a folder of markdown/text files or a BEIR corpus.jsonl")
     ingest.add_argument("path", type=Path)

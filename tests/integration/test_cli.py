@@ -76,7 +76,7 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
 
 
 def test_invalid_environment_value_stops_serve_with_one_line_naming_it(poimen_data_dir: Path) -> None:
-    result = run_cli("serve", "--port", "0", data_dir=poimen_data_dir, timeout_s=60.0, RRF_K_CONSTANT="abc")
+    result = run_cli("serve", "--port", "9", data_dir=poimen_data_dir, timeout_s=60.0, RRF_K_CONSTANT="abc")
 
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -92,7 +92,7 @@ def test_a_bad_query_vocabulary_stops_serve_and_query_with_one_line_naming_the_e
     vocabulary.write_text('{"abbreviations": {"load balancer": "lb"}}', encoding="utf-8")
     environment = {"QUERY_VOCABULARY_PATH": str(vocabulary)}
 
-    served = run_cli("serve", "--port", "0", data_dir=poimen_data_dir, timeout_s=60.0, **environment)
+    served = run_cli("serve", "--port", "9", data_dir=poimen_data_dir, timeout_s=60.0, **environment)
     queried = run_cli("query", "lb", "--project", PROJECT, data_dir=poimen_data_dir, timeout_s=60.0, **environment)
 
     for result in (served, queried):
@@ -108,7 +108,7 @@ def test_a_bad_query_vocabulary_stops_serve_and_query_with_one_line_naming_the_e
 def test_a_shared_database_without_opensearch_is_refused_with_one_line(poimen_data_dir: Path) -> None:
     external = "postgresql://poimen@127.0.0.1:9/poimen"  # never reached: refused before any engine opens
 
-    served = run_cli("serve", "--port", "0", data_dir=poimen_data_dir, timeout_s=60.0, DATABASE_URL=external)
+    served = run_cli("serve", "--port", "9", data_dir=poimen_data_dir, timeout_s=60.0, DATABASE_URL=external)
     ingested = run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir, DATABASE_URL=external)
 
     for result in (served, ingested):

@@ -27,3 +27,17 @@ def test_a_valid_project_id_is_taken_as_given() -> None:
     arguments = build_parser().parse_args(["query", "lag", "--project", "team-a.notes_2"])
 
     assert arguments.project == "team-a.notes_2"
+
+
+@pytest.mark.parametrize("port", ["0", "-1", "65536", "http"])
+def test_serve_refuses_a_port_outside_1_to_65535(port: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--port", port])
+
+    assert exited.value.code == 2
+    assert "is not a port (1-65535)" in capsys.readouterr().err
+
+
+def test_serve_takes_a_port_and_leaves_it_unset_when_not_given() -> None:
+    assert build_parser().parse_args(["serve", "--port", "65535"]).port == 65535
+    assert build_parser().parse_args(["serve"]).port is None
