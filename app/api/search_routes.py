@@ -9,9 +9,10 @@ its `as_of` (a cursor replayed with another query or another `as_of` is a 400).
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
@@ -30,17 +31,20 @@ from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.domain.moments import as_utc
 from app.domain.project_ids import PROJECT_ID_PATTERN
-from app.query.planner import MAX_QUERY_CHARS, SearchOptions, validate_options
+from app.query.planner import MAX_QUERY_CHARS, SearchOptions
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage
 from app.search.service import SearchService
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
 
 # The HTTP server refuses a request line past about 64 KiB with a bare text/plain 400, before the app sees it;
 # 4,000 characters stay under it even when every one is percent-encoded UTF-8 (up to 12 bytes each).
 GET_QUERY_MAX_CHARS: Final = 4000
 SEARCH_CURSOR = "search"
 # The options' names as a search body spells them, so that a 400's `field` names what the caller sent.
-_BODY_FIELDS: Final = {
+_BODY_FIELDS: Final[Mapping[str, str]] = {
     "semantic_weight": "weights.semantic",
     "lexical_weight": "weights.lexical",
     "levels": "filters.level",
@@ -140,18 +144,22 @@ def _respond(
     return search_response(query, outcome, explain=explain, next_cursor=following)
 
 
-def _options(project: str, data: SearchFields) -> SearchOptions:
-    """The search options a body asks for, validated: a 400 names the body's field (`filters.tags`)."""
-    options = _body_options(project, data)
+@contextmanager
+def _body_fields() -> Iterator[None]:
+    """The service's option errors named as the body spells the field: `weights.semantic`, `queries[1].filters.tags`.
+
+    The service validates the options (once, for every caller); only the names are the API's.
+    """
     try:
-        validate_options(options)
-    except InvalidInputError as error:
-        field = _BODY_FIELDS.get(error.field or "", error.field)
-        raise InvalidQueryError(error.message, field=field) from None
-    return options
+        yield
+    except InvalidQueryError as error:
+        prefix, dot, name = (error.field or "").rpartition(".")
+        if name not in _BODY_FIELDS:
+            raise
+        raise InvalidQueryError(error.message, field=f"{prefix}{dot}{_BODY_FIELDS[name]}") from None
 
 
-def _body_options(project: str, data: SearchFields) -> SearchOptions:
+def _options(project: str, data: SearchFields) -> SearchOptions:
     filters = data.filters
     levels: tuple[str, ...] = ()
     if filters is not None and filters.level is not None:
@@ -309,7 +317,9 @@ class SearchController(Controller):
         options = _options(data.project, data)
         paging = _paging(data.query, options, as_of=data.as_of, offset=data.offset, cursor=data.cursor)
         call = _search_call(request, principal, query=data.query, options=options, paging=paging)
-        return _respond(data.query, options, paging, await search_service.search(call), explain=data.explain)
+        with _body_fields():
+            outcome = await search_service.search(call)
+        return _respond(data.query, options, paging, outcome, explain=data.explain)
 
     @post(
         "/v1/search/batch",
@@ -336,8 +346,8 @@ class SearchController(Controller):
             raise InvalidQueryError(msg, field="queries")
         calls, options, pagings = [], [], []
         for index, query in enumerate(data.queries):
+            query_options = _options(data.project, query)
             try:
-                query_options = _options(data.project, query)
                 paging = _paging(
                     query.query, query_options, as_of=query.as_of, offset=query.offset, cursor=query.cursor
                 )
@@ -346,7 +356,8 @@ class SearchController(Controller):
             options.append(query_options)
             pagings.append(paging)
             calls.append(_search_call(request, principal, query=query.query, options=query_options, paging=paging))
-        outcomes = await search_service.search_batch(calls)
+        with _body_fields():
+            outcomes = await search_service.search_batch(calls)
         return BatchSearchResponse(
             results=[
                 _respond(query.query, query_options, paging, outcome, explain=query.explain)
