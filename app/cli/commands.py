@@ -39,7 +39,8 @@ async def drain_or_explain(worker: OutboxWorker) -> None:
 async def ingest(settings: Settings, *, path: Path, project: str, batch_size: int) -> int:
     """Ingest a folder or a BEIR corpus into `project`, with a progress bar; 0 on success.
 
-    Each file left out (empty, binary, a symlink below a folder) is named on stderr with its reason.
+    Each file left out (empty, binary, a symlink below a folder) is named on stderr with its reason, and
+    so is each note read with replaced bytes (not valid UTF-8).
     """
     skipped: list[str] = []
 
@@ -47,8 +48,11 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
         skipped.append(str(skipped_path))
         print(f"skipped {skipped_path}: {reason}", file=sys.stderr)
 
+    def report_warning(read_path: Path, message: str) -> None:
+        print(f"warning: {read_path}: {message}", file=sys.stderr)
+
     try:
-        documents = list(read_documents(path, project_id=project, on_skip=report_skip))
+        documents = list(read_documents(path, project_id=project, on_skip=report_skip, on_warning=report_warning))
     except (OSError, ValueError, SearchServiceError) as error:
         print(f"cannot read {path}: {error}", file=sys.stderr)
         return 1

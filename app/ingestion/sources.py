@@ -15,11 +15,14 @@ Accepted paths:
   is `<corpus folder name>/<_id>` so a source prefix selects one corpus. A record with no text uses
   its title as text.
 Files that hold nothing to index (empty, only whitespace, or binary with NUL bytes) and symlinked files
-below a folder are skipped and reported to `on_skip(path, reason)`.
+below a folder are skipped and reported to `on_skip(path, reason)`. A note that is not valid UTF-8 is
+read with U+FFFD for the bytes that do not decode (a stray byte does not stop a whole ingest) and
+reported to `on_warning(path, message)`, so that nothing is changed silently.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from datetime import datetime
@@ -41,7 +44,11 @@ BEIR_CORPUS_FILE: Final = "corpus.jsonl"
 
 
 def read_documents(
-    path: Path, *, project_id: str, on_skip: Callable[[Path, str], None] | None = None
+    path: Path,
+    *,
+    project_id: str,
+    on_skip: Callable[[Path, str], None] | None = None,
+    on_warning: Callable[[Path, str], None] | None = None,
 ) -> Iterator[Document]:
     """Yield the documents under `path` (see the module docstring for what is accepted).
 
@@ -52,38 +59,52 @@ def read_documents(
         corpus = path / BEIR_CORPUS_FILE
         if corpus.is_file():
             return read_beir_corpus(corpus, project_id=project_id, on_skip=on_skip)
-        return read_note_folder(path, project_id=project_id, on_skip=on_skip)
+        return read_note_folder(path, project_id=project_id, on_skip=on_skip, on_warning=on_warning)
     if path.is_file() and path.suffix.lower() == ".jsonl":
         return read_beir_corpus(path, project_id=project_id, on_skip=on_skip)
     if path.is_file() and path.suffix.lower() in NOTE_SUFFIXES:
-        return _single_note(path, project_id=project_id, on_skip=on_skip)
+        return _single_note(path, project_id=project_id, on_skip=on_skip, on_warning=on_warning)
     msg = f"{path}: expected a folder, a .md/.markdown/.txt file or a BEIR .jsonl corpus"
     raise InvalidInputError(msg, field="path")
 
 
 def read_note_folder(
-    folder: Path, *, project_id: str, on_skip: Callable[[Path, str], None] | None = None
+    folder: Path,
+    *,
+    project_id: str,
+    on_skip: Callable[[Path, str], None] | None = None,
+    on_warning: Callable[[Path, str], None] | None = None,
 ) -> Iterator[Document]:
     """Yield one document per note file below `folder`, in sorted relative-path order."""
     for file_path in _note_files(folder):
         if file_path.is_symlink():
             _report(on_skip, file_path, "a symlink (not followed)")
             continue
-        document = read_note(file_path, base=folder, project_id=project_id, on_skip=on_skip)
+        document = read_note(file_path, base=folder, project_id=project_id, on_skip=on_skip, on_warning=on_warning)
         if document is not None:
             yield document
 
 
 def read_note(
-    file_path: Path, *, base: Path, project_id: str, on_skip: Callable[[Path, str], None] | None = None
+    file_path: Path,
+    *,
+    base: Path,
+    project_id: str,
+    on_skip: Callable[[Path, str], None] | None = None,
+    on_warning: Callable[[Path, str], None] | None = None,
 ) -> Document | None:
     """Read one markdown or text file as a document with id `file_path` relative to `base`; None if skipped."""
     raw = file_path.read_bytes()
     if b"\x00" in raw:
         _report(on_skip, file_path, "binary file (contains NUL bytes)")
         return None
-    # Notes are UTF-8 in practice; a stray byte becomes U+FFFD rather than stopping a whole ingest.
-    text = raw.decode("utf-8-sig", errors="replace")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        text = raw.decode("utf-8-sig", errors="replace")
+        offset = error.start + (len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0)  # of the file
+        message = f"not valid UTF-8 (first at byte offset {offset}): read with U+FFFD for the bytes that do not decode"
+        _report(on_warning, file_path, message)
     fields, body = split_front_matter(text)
     if not body.strip():
         _report(on_skip, file_path, "no text")
@@ -135,9 +156,15 @@ def read_beir_corpus(
 
 
 def _single_note(
-    file_path: Path, *, project_id: str, on_skip: Callable[[Path, str], None] | None
+    file_path: Path,
+    *,
+    project_id: str,
+    on_skip: Callable[[Path, str], None] | None,
+    on_warning: Callable[[Path, str], None] | None,
 ) -> Iterator[Document]:
-    document = read_note(file_path, base=file_path.parent, project_id=project_id, on_skip=on_skip)
+    document = read_note(
+        file_path, base=file_path.parent, project_id=project_id, on_skip=on_skip, on_warning=on_warning
+    )
     if document is not None:
         yield document
 
@@ -166,9 +193,9 @@ def _beir_record(line: str, *, corpus: Path, line_number: int) -> dict[str, obje
     return record
 
 
-def _report(on_skip: Callable[[Path, str], None] | None, path: Path, reason: str) -> None:
-    if on_skip is not None:
-        on_skip(path, reason)
+def _report(receiver: Callable[[Path, str], None] | None, path: Path, reason: str) -> None:
+    if receiver is not None:
+        receiver(path, reason)
 
 
 def _text_field(fields: dict[str, FrontMatterValue], key: str) -> str | None:

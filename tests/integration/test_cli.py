@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from tests.integration.conftest import cli_environment, run_cli
+from tests.integration.conftest import cli_environment, poimen_executable, run_cli
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,7 +45,11 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
     secret = tmp_path / "secret.md"
     secret.write_text("a password outside the folder", encoding="utf-8")
     (notes / "linked.md").symlink_to(secret)
-    ingested = run_cli("ingest", str(notes), "--project", PROJECT, data_dir=poimen_data_dir)
+    (notes / "latin1.txt").write_bytes("Caf\u00e9 notes saved by an old editor".encode("latin-1"))
+    # As in a container: no XDG session (the embedded PostgreSQL's wheel warned on every command), and a
+    # first start that exports the model (its library drew a "Loading weights" bar).
+    first_start = {"XDG_RUNTIME_DIR": "", "EMBEDDING_ONNX_DIR": str(tmp_path / "onnx")}
+    ingested = run_cli("ingest", str(notes), "--project", PROJECT, data_dir=poimen_data_dir, **first_start)
     # Losing the lexical index entirely is what `reindex` is for: PostgreSQL still has everything.
     shutil.rmtree(poimen_data_dir / "lexical")
     reindexed = run_cli("reindex", "--project", PROJECT, data_dir=poimen_data_dir)
@@ -56,13 +60,17 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
 
     assert ingested.returncode == 0, ingested.stderr
     assert "ingest notes" in ingested.stderr  # the progress bar's label
-    assert "4/4" in ingested.stderr
-    assert "4 created, 0 updated, 0 unchanged" in ingested.stderr
+    assert "5/5" in ingested.stderr
+    assert "5 created, 0 updated, 0 unchanged" in ingested.stderr
+    latin1 = notes / "latin1.txt"
+    assert f"warning: {latin1}: not valid UTF-8 (first at byte offset 3): read with U+FFFD" in ingested.stderr
+    assert "XDG_RUNTIME_DIR" not in ingested.stderr
+    assert "Loading weights" not in ingested.stderr  # the model library's bar; the command's own stays
     assert f"skipped {notes / 'empty.md'}: no text" in ingested.stderr
     assert f"skipped {notes / 'linked.md'}: a symlink (not followed)" in ingested.stderr
     assert "; 2 skipped" in ingested.stderr
     assert reindexed.returncode == 0, reindexed.stderr
-    assert "4 documents queued" in reindexed.stderr
+    assert "5 documents queued" in reindexed.stderr
     assert migrated.returncode == 0, migrated.stderr
     assert "schema at head" in migrated.stderr
     assert document.status_code == 200, document.text
@@ -117,6 +125,25 @@ def test_a_shared_database_without_opensearch_is_refused_with_one_line(poimen_da
         assert "DATABASE_URL" in line
         assert "OPENSEARCH_URL" in line
     assert not poimen_data_dir.exists()
+
+
+def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(poimen_data_dir: Path) -> None:
+    # `poimen query ... --json | head -1`: the reader is gone before the first line is written.
+    process = subprocess.Popen(
+        [poimen_executable(), "query", "ports", "--project", PROJECT, "--json"],
+        cwd=poimen_data_dir.parent,
+        env=cli_environment(poimen_data_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.close()
+    _, errors = process.communicate(timeout=180)
+
+    assert process.returncode == 1, errors
+    assert "Traceback" not in errors
+    assert "BrokenPipeError" not in errors
 
 
 def test_python_dash_m_app_prints_help_with_every_command(poimen_data_dir: Path) -> None:

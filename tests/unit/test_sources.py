@@ -109,13 +109,19 @@ def test_symlinked_files_below_a_folder_are_skipped_and_reported(tmp_path: Path)
     assert sorted(skipped) == [("again.md", "a symlink (not followed)"), ("secret.md", "a symlink (not followed)")]
 
 
-def test_bom_crlf_and_invalid_utf8_are_tolerated(tmp_path: Path) -> None:
+def test_bom_crlf_and_invalid_utf8_are_tolerated_and_the_replacement_is_reported(tmp_path: Path) -> None:
     write(tmp_path / "n.md", b"\xef\xbb\xbf# T\xc3\xa9l\xc3\xa9\r\nbad \xff byte\r\n")
+    write(tmp_path / "valid.md", "# Caf\u00e9\n\nfine \ufffd already there")
+    warned: list[tuple[str, str]] = []
 
-    (document,) = read_documents(tmp_path, project_id="p")
+    documents = list(read_documents(tmp_path, project_id="p", on_warning=lambda p, why: warned.append((p.name, why))))
 
-    assert document.title == "Télé"
-    assert "\ufffd" in document.text
+    assert [document.title for document in documents] == ["Télé", "Café"]
+    assert "bad \ufffd byte" in documents[0].text
+    # The offset counts the BOM: it is where a hex view of the file shows the byte.
+    assert warned == [
+        ("n.md", "not valid UTF-8 (first at byte offset 17): read with U+FFFD for the bytes that do not decode")
+    ]
 
 
 def test_single_file_is_relative_to_its_folder(tmp_path: Path) -> None:
