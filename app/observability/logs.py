@@ -78,7 +78,31 @@ THIRD_PARTY_LOGGERS: Final = (
     "openfeature",
 )
 """Libraries that narrate their own start-up (initdb, model loading, each HTTP call): WARNING and up only,
-unless `LOG_LEVEL=DEBUG` asks for everything."""
+each on one line (`ExceptionSummaryFilter`), unless `LOG_LEVEL=DEBUG` asks for everything."""
+
+
+class ExceptionSummaryFilter(logging.Filter):
+    """Puts a library record's exception on the record's own line, in place of its traceback.
+
+    opensearch-py logs each failed request with the traceback of the failure (about 2.9 KB as JSON).
+    While OpenSearch is down that is one per attempt, three per search: 58 KB of logs for 5 searches,
+    formatted on the request path. The line keeps the method, URL, status and duration, and gains the
+    exception's type and message. Installed on the libraries' loggers unless `LOG_LEVEL=DEBUG`.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            summary = f"{type(error).__name__}: {error}"
+            record.msg = f"{record.getMessage()}: {summary[:MAX_EXCEPTION_SUMMARY_CHARS]}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+MAX_EXCEPTION_SUMMARY_CHARS: Final = 500
+_EXCEPTION_SUMMARY: Final = ExceptionSummaryFilter()
 
 
 class _PoimenHandler(logging.StreamHandler):  # type: ignore[type-arg] # generic only in typeshed
@@ -100,6 +124,11 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
     handler.setFormatter(JsonFormatter() if json else TextFormatter())
     root.addHandler(handler)
     root.setLevel(level)
-    quiet = logging.getLevelName(level) != "DEBUG" and level != logging.DEBUG
+    # `logging.getLevelName("DEBUG")` is 10, not "DEBUG": compare numbers (a string level never counted as DEBUG).
+    quiet = (level if isinstance(level, int) else logging.getLevelNamesMapping()[level.upper()]) > logging.DEBUG
     for name in THIRD_PARTY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.NOTSET)
+        library = logging.getLogger(name)
+        library.setLevel(logging.WARNING if quiet else logging.NOTSET)
+        library.removeFilter(_EXCEPTION_SUMMARY)
+        if quiet:
+            library.addFilter(_EXCEPTION_SUMMARY)

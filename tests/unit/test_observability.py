@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import app.observability.metrics as observability_metrics
 import app.observability.tracing as observability_tracing
 from app.config import Settings
-from app.observability.logs import configure_logging
+from app.observability.logs import THIRD_PARTY_LOGGERS, configure_logging
 from app.observability.metrics import fallback_reason, record_search
 from app.observability.tracing import configure_tracing, phase
 
@@ -62,9 +62,15 @@ def spans() -> InMemorySpanExporter:
 def restore_root_logger():
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    libraries = {
+        name: (logging.getLogger(name).level, list(logging.getLogger(name).filters)) for name in THIRD_PARTY_LOGGERS
+    }
     yield root
     root.handlers[:] = handlers
     root.setLevel(level)
+    for name, (library_level, filters) in libraries.items():
+        logging.getLogger(name).setLevel(library_level)
+        logging.getLogger(name).filters[:] = filters
 
 
 def run_traced_search() -> None:
@@ -198,6 +204,34 @@ def test_text_lines_carry_the_trace_id_inside_a_span_and_libraries_stay_quiet(re
     assert f"trace_id={format(span.get_span_context().trace_id, '032x')}" in text
     assert "initdb says a lot" not in text
     assert "but warnings pass" in text
+
+
+def test_a_library_failure_is_one_line_with_its_exception_unless_debug(restore_root_logger) -> None:
+    stream = io.StringIO()
+    opensearch = logging.getLogger("opensearch")
+
+    def log_failed_request() -> None:
+        try:
+            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 9)")
+        except ConnectionRefusedError:
+            # as opensearch-py's `log_request_fail` does
+            opensearch.warning(
+                "%s %s [status:%s request:%.3fs]", "POST", "http://127.0.0.1:9/x/_search", "N/A", 0.001, exc_info=True
+            )
+
+    configure_logging("INFO", json=True, stream=stream)
+    log_failed_request()
+    configure_logging("DEBUG", json=True, stream=stream)
+    log_failed_request()
+
+    quiet, debug = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert quiet["message"] == (
+        "POST http://127.0.0.1:9/x/_search [status:N/A request:0.001s]: "
+        "ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 9)"
+    )
+    assert "exception" not in quiet
+    assert debug["message"] == "POST http://127.0.0.1:9/x/_search [status:N/A request:0.001s]"
+    assert "Traceback" in debug["exception"]
 
 
 def test_record_search_counts_query_stages_fallback_and_results() -> None:
