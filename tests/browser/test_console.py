@@ -60,13 +60,17 @@ def test_a_hit_opens_its_document_with_the_hit_chunk_marked(page: Page) -> None:
     screenshot(page, "document")
 
 
-def test_browsing_lists_the_projects_documents(page: Page) -> None:
+def test_browsing_lists_the_projects_documents_and_says_so_after_a_failed_search(page: Page) -> None:
+    search(page, "anything", project="not a project!")
+    expect(page.locator("#status")).to_have_text("The last request failed.")
     page.fill("#project", PROJECT)
 
     page.click("#browse-button")
 
     expect(page.locator("#documents-list li")).to_have_count(6)
     expect(page.locator("#documents-list")).to_contain_text("notes/pottery")
+    expect(page.locator("#documents-list")).to_contain_text("(1 chunk)")
+    expect(page.locator("#status")).to_have_text(f"6 documents of {PROJECT} listed.")
 
 
 def test_an_error_shows_the_problems_detail_and_field_instead_of_the_last_answer(page: Page) -> None:

@@ -65,9 +65,12 @@ async function runSearch(event) {
 
 async function browse(append) {
   await busy(byId(append ? "documents-more" : "browse-button"), async () => {
-    const page = await listDocuments(byId("project").value.trim(), append ? documentsCursor : null);
+    const project = byId("project").value.trim();
+    const page = await listDocuments(project, append ? documentsCursor : null);
     documentsCursor = page.next_cursor;
     renderDocumentList(page, append, openDocument);
+    // The status line speaks of the last request: never a failure that browsing has just followed.
+    setStatus(`${page.items.length} ${append ? "more " : ""}documents of ${project} listed.`);
   });
 }
 

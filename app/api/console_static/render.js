@@ -213,7 +213,7 @@ export function renderDocument(document_, highlightChunk) {
 export function renderDocumentList(page, append, openDocument) {
   const list = byId("documents-list");
   const items = page.items.map((item) => el("li", {},
-    documentLink({ document_id: item.id, id: null }, openDocument), ` ${item.title ? `· ${item.title}` : ""} (${item.chunks} chunks)`));
+    documentLink({ document_id: item.id, id: null }, openDocument), ` ${item.title ? `· ${item.title}` : ""} (${item.chunks} ${item.chunks === 1 ? "chunk" : "chunks"})`));
   if (append) list.append(...items);
   else list.replaceChildren(...items);
   if (!list.children.length) list.replaceChildren(el("li", { class: "muted", text: "No documents in this project." }));
