@@ -33,7 +33,11 @@ class DocumentListOut(msgspec.Struct, kw_only=True):
 
 
 class ProjectStatsOut(msgspec.Struct, kw_only=True):
-    """A project's size and lexical backlog; an unknown project answers zeros, like an empty one."""
+    """A project's size and lexical backlog; an unknown project answers zeros, like an empty one.
+
+    `lexically_indexed`: how many of its `chunks` the lexical index holds; `pending`: documents whose
+    writes or deletes still await the lexical index, the oldest waiting `oldest_pending_age_s`.
+    """
 
     project: str
     documents: int
