@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 from typing import Any
 
 import msgspec
@@ -171,8 +172,22 @@ def validation_error_handler(_: Request[Any, Any, Any], error: ValidationExcepti
 
 
 def http_error_handler(_: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
-    """Framework HTTP errors (404 route, 405, 413 body size) as problem+json, keeping their headers (405: `Allow`)."""
-    return problem(error.status_code, type(error).__name__, error.detail, headers=error.headers or None)
+    """Framework HTTP errors (404 route, 405, 413 body size) as problem+json, keeping their headers (405: `Allow`).
+
+    Titled by their status ("Method not allowed"), as the service's own problems are, not by the
+    framework's class name (`MethodNotAllowedException`).
+    """
+    return problem(error.status_code, framework_title(error.status_code), error.detail, headers=error.headers or None)
+
+
+def framework_title(status: int) -> str:
+    """The title of a framework error's problem: the status phrase in sentence case; 400 as the service's own."""
+    if status == HTTPStatus.BAD_REQUEST:
+        return "Invalid request"
+    try:
+        return HTTPStatus(status).phrase.capitalize()
+    except ValueError:
+        return "Error"
 
 
 def unexpected_error_handler(request: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:

@@ -186,13 +186,28 @@ async def test_post_rejects_bad_input_naming_the_field(client, body: dict[str, A
     assert_problem(response, field)
 
 
-async def test_post_rejects_malformed_json(client) -> None:
-    response = await client.post(
-        "/v1/search", content=b'{"query": "x", "project": ', headers={"content-type": "application/json"}
-    )
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b'{"query": "x", "project": ', "malformed JSON: Input data was truncated"),
+        (b"", "the request body is empty: expected a JSON object"),
+        (b"  \n", "the request body is empty: expected a JSON object"),
+    ],
+)
+async def test_post_rejects_an_empty_or_malformed_body_naming_it(client, body: bytes, detail: str) -> None:
+    response = await client.post("/v1/search", content=body, headers={"content-type": "application/json"})
 
-    assert response.status_code == 400, response.text
-    assert response.headers["content-type"].startswith(PROBLEM_JSON)
+    problem = assert_problem(response, "body")
+    assert (problem["title"], problem["detail"]) == ("Invalid request", detail)
+
+
+async def test_framework_errors_are_titled_by_their_status(client) -> None:
+    missing = await client.get("/v1/no-such-route")
+    wrong_method = await client.put("/v1/search")
+
+    assert (missing.status_code, missing.json()["title"]) == (404, "Not found")
+    assert (wrong_method.status_code, wrong_method.json()["title"]) == (405, "Method not allowed")
+    assert "POST" in wrong_method.headers["allow"]
 
 
 async def test_post_rejects_a_body_that_is_not_an_object(client) -> None:
