@@ -22,6 +22,24 @@ from app.wiring.services import Services
 
 READINESS_CACHE_S: Final = 1.0
 PING_TIMEOUT_S: Final = 2.0
+READY: Final = "ready"
+DEGRADED: Final = "degraded"
+NOT_READY: Final = "not ready"
+SEARCH_LEG_CHECKS: Final = ("vector", "lexical")
+"""The engines of the two search legs: while one answers, searches are answered (`degraded`)."""
+
+
+def readiness_status(checks: dict[str, str]) -> str:
+    """What a probe reads from the checks.
+
+    `ready` when every check is ok; `degraded` when the model is loaded and at least one search leg's
+    engine is ok; `not ready` otherwise.
+    """
+    if all(value == "ok" for value in checks.values()):
+        return READY
+    if checks.get("model") == "ok" and any(checks.get(leg) == "ok" for leg in SEARCH_LEG_CHECKS):
+        return DEGRADED
+    return NOT_READY
 
 
 class AdminController(Controller):
@@ -58,7 +76,7 @@ class AdminController(Controller):
 
 
 class HealthController(Controller):
-    """Split probes: liveness never touches an engine; readiness checks them all."""
+    """Split probes: liveness never touches an engine; readiness checks them all and fails when nothing can answer."""
 
     tags = ["health"]  # noqa: RUF012 - Litestar reads it as a class attribute
     opt = public
@@ -70,15 +88,22 @@ class HealthController(Controller):
 
     @get(
         "/readyz",
-        summary="Readiness: both stores reachable and the model loaded",
+        summary="Readiness: the model loaded and at least one search leg's engine reachable",
         responses={
             HTTP_503_SERVICE_UNAVAILABLE: ResponseSpec(
-                data_container=dict[str, Any], description="Not ready: `checks` says which engine is down"
+                data_container=dict[str, Any],
+                description="Not ready: starting, the model not loaded, or neither search leg's engine reachable",
             )
         },
     )
     async def ready(self, state: State) -> Response[dict[str, Any]]:
-        """503 while a required engine is down; the answer is cached for a second."""
+        """200 `ready`, or `degraded` while one search leg's engine is down; 503 when nothing could answer.
+
+        One leg down leaves every replica as able as the others to answer (searches are `degraded`,
+        writes wait in the outbox or answer 503 on their own): failing readiness there took every pod out
+        of the Service at once, for an OpenSearch outage, or one project's missing index, that the
+        searches themselves survive. Cached for a second.
+        """
         now = time.monotonic()
         cached = state.get("readiness")
         if cached is not None and now - cached[0] < READINESS_CACHE_S:
@@ -86,7 +111,7 @@ class HealthController(Controller):
         else:
             body = await _readiness(state.get("services"))
             state.readiness = (now, body)
-        status = HTTP_200_OK if body["status"] == "ready" else HTTP_503_SERVICE_UNAVAILABLE
+        status = HTTP_200_OK if body["status"] in {READY, DEGRADED} else HTTP_503_SERVICE_UNAVAILABLE
         return Response(body, status_code=status)
 
 
@@ -103,12 +128,11 @@ async def _readiness(services: Services | None) -> dict[str, Any]:
             checks[label] = "ok"
         except (EngineError, TimeoutError) as error:
             checks[label] = f"down: {type(error).__name__}"
-    ready = all(value == "ok" for value in checks.values())
     # A flags problem is a detail, not a readiness failure: search runs on the last good or default knobs.
     flags_problem = services.flags.problem()
     details = {"flags": f"{services.flags.name}: " + (f"degraded: {flags_problem}" if flags_problem else "ok")}
     return {
-        "status": "ready" if ready else "not ready",
+        "status": readiness_status(checks),
         "checks": checks,
         "details": details,
         "checked_at": datetime.now(UTC).isoformat(),

@@ -108,7 +108,9 @@ async def test_closed_lexical_index_falls_back_to_semantic(api_postgres_url, emb
     assert lexical_only_request.status_code == 200
     assert lexical_only_request.json()["degraded_reasons"] == ["lexical_unavailable"]
     assert lexical_only_request.json()["results"][0]["document_id"] == "ingress"
-    assert ready_after.status_code == 503
+    # Still ready, as degraded: every replica is as able to answer, and taking them all out would not help.
+    assert ready_after.status_code == 200
+    assert ready_after.json()["status"] == "degraded"
     assert ready_after.json()["checks"]["lexical"].startswith("down")
     assert live_after.status_code == 200
 
@@ -132,6 +134,7 @@ async def test_stopped_postgres_falls_back_to_lexical_then_both_down_is_503(
         both_down_post = await client.post(
             "/v1/search", json={"query": "ingress timeout", "project": client.project, "strategy": "cascading"}
         )
+        ready_both_down = await readiness_after_cache(client)
         live_after = await client.get("/healthz")
 
     assert healthy.json()["degraded"] is False
@@ -145,8 +148,11 @@ async def test_stopped_postgres_falls_back_to_lexical_then_both_down_is_503(
     assert semantic_only_request.status_code == 200
     assert semantic_only_request.json()["degraded_reasons"] == ["semantic_unavailable"]
     assert semantic_only_request.json()["results"][0]["document_id"] == "ingress"
-    assert ready_vector_down.status_code == 503
+    assert ready_vector_down.status_code == 200
+    assert ready_vector_down.json()["status"] == "degraded"
     assert ready_vector_down.json()["checks"]["vector"].startswith("down")
+    assert ready_both_down.status_code == 503
+    assert ready_both_down.json()["status"] == "not ready"
     for response in (both_down, both_down_post):
         assert response.status_code == 503, response.text
         assert response.headers["content-type"].startswith("application/problem+json")

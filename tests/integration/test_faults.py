@@ -108,9 +108,11 @@ async def search(client: httpx.AsyncClient, project: str, query: str, strategy: 
     return await client.post("/v1/search", json={"query": query, "project": project, "strategy": strategy, "limit": 5})
 
 
-async def readiness(client: httpx.AsyncClient) -> int:
+async def readiness(client: httpx.AsyncClient) -> tuple[int, str]:
+    """`/readyz`'s status code and `status` once the cached answer has expired."""
     await asyncio.sleep(READINESS_CACHE_S + 0.1)
-    return (await client.get("/readyz")).status_code
+    response = await client.get("/readyz")
+    return response.status_code, response.json()["status"]
 
 
 async def wait_drained(client: httpx.AsyncClient, project: str, documents: int) -> dict[str, Any]:
@@ -168,7 +170,7 @@ class OutageRecord:
     ingest_statuses: Counter[int] = field(default_factory=Counter)
     search_statuses: Counter[int] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
-    ready_during: int = 0
+    ready_during: tuple[int, str] = (0, "")
 
     @property
     def searches_during(self) -> int:
@@ -251,8 +253,8 @@ async def lexical_outage_timeline(outage: str, postgres_url: str, root: Path) ->
     assert sum(chunks.values()) == DOCUMENTS
     assert lost == []
     assert missed == []
-    assert record.ready_during == 503
-    assert ready_after == 200
+    assert record.ready_during == (200, "degraded")  # the semantic leg answers: the pod stays in service
+    assert ready_after == (200, "ready")
     assert record.search_statuses == {200: record.searches_during}
     if outage == "frozen":  # a hung engine misses the lexical leg's deadline
         assert record.reasons == {"lexical_timeout": record.searches_during}
@@ -292,8 +294,8 @@ async def test_embedded_lexical_folder_taken_away_mid_ingest_loses_nothing_ackno
     assert sum(chunks.values()) == DOCUMENTS
     assert lost == []
     assert missed == []
-    assert record.ready_during == 503
-    assert ready_after == 200
+    assert record.ready_during == (200, "degraded")  # the semantic leg answers: the pod stays in service
+    assert ready_after == (200, "ready")
     assert record.search_statuses == {200: record.searches_during}
     assert record.reasons == {"lexical_unavailable": record.searches_during}
 
@@ -389,9 +391,9 @@ async def test_postgres_restarted_under_traffic_recovers_without_a_service_resta
 
     assert created.status_code == 201
     assert restarted_url == url
-    assert ready_before == 200
-    assert ready_during == 503
-    assert ready_after == 200
+    assert ready_before == (200, "ready")
+    assert ready_during == (200, "degraded")  # the lexical leg answers: the pod stays in service
+    assert ready_after == (200, "ready")
     # Every search failed over to the lexical leg (a 503 with Retry-After is allowed, none was seen).
     assert search_statuses == {200: 2 * len(before)}
     assert reasons == {"semantic_unavailable": 2 * len(before)}

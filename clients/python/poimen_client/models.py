@@ -299,7 +299,11 @@ class Liveness(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class Readiness(msgspec.Struct, kw_only=True, frozen=True):
-    """`GET /readyz`: `status` is "ready" when every engine answered; `checks` says each one's state."""
+    """`GET /readyz`: the service's readiness and each engine's state (`checks`).
+
+    `status` is "ready" when every engine answered, "degraded" (still 200) while one search leg's engine
+    is down, "not ready" (503) when none could answer.
+    """
 
     status: str
     checks: dict[str, str]
