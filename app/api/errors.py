@@ -12,6 +12,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from app.api.strict_bodies import readable_validation_message
 from app.domain.errors import (
     AllEnginesFailedError,
     AuthenticationError,
@@ -162,7 +163,7 @@ def validation_error_handler(_: Request[Any, Any, Any], error: ValidationExcepti
     if isinstance(error.extra, list):
         for item in error.extra:
             if isinstance(item, dict):
-                message = str(item.get("message") or "")
+                message = readable_validation_message(str(item.get("message") or ""))
                 key = _field_name(str(item.get("key") or ""), message)
                 if key:
                     fields.append(key)

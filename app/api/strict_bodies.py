@@ -8,12 +8,22 @@ rules first; Litestar's own conversion then only ever sees bodies that already c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from litestar import Request
 
 from app.domain.errors import InvalidInputError
+
+_DATETIME_ERROR: Final = "Invalid RFC3339 encoded datetime"
+DATETIME_HINT: Final = "an RFC 3339 date-time such as 2024-05-08T12:00:00Z (a date alone is not one)"
+
+
+def readable_validation_message(message: str) -> str:
+    """Msgspec's message, with what a date-time must look like when that is what it refused."""
+    if _DATETIME_ERROR in message:
+        return message.replace(_DATETIME_ERROR, f"expected {DATETIME_HINT}", 1)
+    return message
 
 
 def field_of_validation_error(message: str) -> str | None:
@@ -53,7 +63,10 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     try:
         msgspec.json.decode(body, type=body_type, strict=True)
     except msgspec.ValidationError as error:
-        raise InvalidInputError(str(error), field=field_of_validation_error(str(error)) or "body") from None
+        message = str(error)
+        raise InvalidInputError(
+            readable_validation_message(message), field=field_of_validation_error(message) or "body"
+        ) from None
     except msgspec.DecodeError as error:
         msg = f"malformed JSON: {error}"
         raise InvalidInputError(msg, field="body") from None

@@ -256,6 +256,19 @@ async def test_bad_document_is_rejected_with_the_whole_batch(client, unique_name
     assert (await client.get(f"/v1/projects/{unique_name}/documents/good-one")).status_code == 404
 
 
+async def test_a_date_where_a_date_time_belongs_says_what_a_date_time_looks_like(client, unique_name) -> None:
+    written = await post(client, unique_name, doc("dated", event_time="2024-02-03"))
+    listed = await client.get(f"/v1/projects/{unique_name}/documents", params={"event_time_from": "2024-02-03"})
+    searched = await client.post(
+        "/v1/search", json={"query": "x", "project": unique_name, "filters": {"date_from": "2024-02-03"}}
+    )
+
+    for response, field in ((written, "event_time"), (listed, "event_time_from"), (searched, "filters.date_from")):
+        body = assert_problem(response, 400)
+        assert body["field"] == field
+        assert "an RFC 3339 date-time such as 2024-05-08T12:00:00Z (a date alone is not one)" in body["detail"]
+
+
 async def test_document_over_the_size_limit_is_a_413_and_the_batch_is_not_written(client, unique_name) -> None:
     big = doc("big", "word " * (MAX_DOCUMENT_BYTES // 5 + 1))
     good = doc("good-one", "A perfectly fine document that must not be written alone.")
