@@ -22,6 +22,10 @@ OPENSEARCH_INDEX_PATTERN: Final = rf"^[a-z0-9][a-z0-9._+-]{{0,{OPENSEARCH_INDEX_
 """A lowercase index name not starting with `-`, `_` or `+`, short enough for every project's index name."""
 
 
+POSTGRESQL_URL_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+asyncpg"})
+"""What `DATABASE_URL` may start with: the service and its migrations speak asyncpg, and take the plain forms as it."""
+
+
 class ConfigurationError(Exception):
     """An environment value failed validation; the message is one line naming the variable."""
 
@@ -217,6 +221,24 @@ class Settings(BaseSettings, SearchKnobs):
             msg = f"expected an http(s) URL such as https://opensearch:9200, got {value!r}"
             raise ValueError(msg)
         return text
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_postgresql(cls, value: str | None) -> str | None:
+        # Refused here in one line; it reached SQLAlchemy's URL parser (or a MySQL driver import) as a traceback.
+        if value is None:
+            return None
+        text = value.strip()
+        scheme = text.split("://", 1)[0].lower() if "://" in text else None
+        # Never the value itself in the message: it may hold a password.
+        if scheme is None or scheme not in POSTGRESQL_URL_SCHEMES:
+            got = "no scheme" if scheme is None else f"the scheme {scheme!r}"
+        elif any(character.isspace() for character in text):
+            got = "a space inside it"
+        else:
+            return text
+        msg = f"expected a PostgreSQL URL such as postgresql://user:password@host:5432/database, got {got}"
+        raise ValueError(msg)
 
     @model_validator(mode="after")
     def _runtime_role_needs_a_database(self) -> Settings:

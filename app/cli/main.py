@@ -77,6 +77,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
 
 def _migrate(settings: Settings) -> int:
     # Only the schema's modules: the migration Job must not load torch or the model.
+    from app.domain.errors import SearchServiceError  # noqa: PLC0415 - only this command needs it here
     from app.wiring.migrate import migrate  # noqa: PLC0415 - heavy imports only for this command
 
     try:
@@ -84,6 +85,9 @@ def _migrate(settings: Settings) -> int:
     except ConfigurationError as error:
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
+    except SearchServiceError as error:  # the database cannot be reached, or refused the login
+        print(f"migrate failed: {error.message}", file=sys.stderr)
+        return EXIT_FAILURE
     print(f"schema at head ({dimensions}-dimension embeddings)", file=sys.stderr)
     if settings.database_runtime_role is not None:
         print(f"runtime role {settings.database_runtime_role} granted", file=sys.stderr)

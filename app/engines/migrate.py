@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import ConfigurationError
+from app.engines.postgres_errors import translate_errors
 
 MIGRATIONS_DIR_ENV = "POIMEN_MIGRATIONS_DIR"
 
@@ -65,8 +66,11 @@ async def run_migrations_async(database_url: str, *, embedding_dimensions: int) 
 
 
 def _upgrade_and_check(database_url: str, embedding_dimensions: int) -> None:
-    command.upgrade(alembic_config(database_url, embedding_dimensions=embedding_dimensions), "head")
-    stored = asyncio.run(stored_embedding_dimensions(database_url))
+    # A database that cannot be reached is an `EngineUnavailableError` naming the cause in one line (the
+    # migration Job's log showed the driver's traceback).
+    with translate_errors(engine="postgresql"):
+        command.upgrade(alembic_config(database_url, embedding_dimensions=embedding_dimensions), "head")
+        stored = asyncio.run(stored_embedding_dimensions(database_url))
     if stored != embedding_dimensions:
         message = (
             f"EMBEDDING_MODEL: the database stores {stored}-dimensional embeddings but the model makes "

@@ -146,6 +146,16 @@ def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(poimen_d
     assert "BrokenPipeError" not in errors
 
 
+def test_migrate_against_an_unreachable_database_fails_in_one_line(poimen_data_dir: Path) -> None:
+    # The migration Job's log: nothing listens on the discard port.
+    result = run_cli("migrate", data_dir=poimen_data_dir, DATABASE_URL="postgresql://app:secretpw@127.0.0.1:9/app")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("migrate failed: postgresql failed: ConnectionRefusedError"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "secretpw" not in result.stderr
+
+
 def test_python_dash_m_app_prints_help_with_every_command(poimen_data_dir: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "app", "--help"],

@@ -35,3 +35,23 @@ def test_a_role_name_that_is_no_plain_identifier_is_refused(name: str) -> None:
 def test_a_runtime_role_without_an_external_database_is_refused() -> None:
     with pytest.raises(ValidationError, match="DATABASE_RUNTIME_ROLE grants a role of an external database"):
         settings(database_runtime_role="poimen_runtime")
+
+
+def test_database_url_must_be_a_postgresql_url_and_the_refusal_never_shows_it() -> None:
+    for accepted in ("postgresql://u:p@db:5432/app", "postgres://u@db/app", "postgresql+asyncpg://u@/app?host=/run"):
+        assert Settings(_env_file=None, database_url=f" {accepted} ").database_url == accepted
+    assert Settings(_env_file=None, database_url="").database_url is None  # empty: unset
+    for refused, got in (
+        ("not-a-url", "no scheme"),
+        ("mysql://u:secret@db/app", "the scheme 'mysql'"),
+        ("postgresql+psycopg://u:secret@db/app", "the scheme 'postgresql+psycopg'"),
+        ("postgresql://u:secret@db/my app", "a space inside it"),
+    ):
+        with pytest.raises(ValidationError) as raised:
+            Settings(_env_file=None, database_url=refused)
+        line = describe_validation_error(raised.value)  # what `poimen` prints
+        assert line.startswith("invalid configuration: DATABASE_URL: ")
+        assert line.endswith(
+            f"expected a PostgreSQL URL such as postgresql://user:password@host:5432/database, got {got}"
+        )
+        assert "secret" not in line
