@@ -25,7 +25,7 @@ from app.api.guards import public
 from app.api.openapi_document import complete_openapi
 from app.api.operator_routes import AdminController, HealthController
 from app.api.overload import guard_concurrency
-from app.api.project_routes import ProjectController
+from app.api.project_routes import ProjectController, ProjectListController
 from app.api.search_routes import SearchController
 from app.api.strict_bodies import reject_lax_json
 from app.api.strict_queries import (
@@ -126,6 +126,7 @@ def create_app(
     handlers: list[type | Router] = [
         SearchController,
         DocumentController,
+        ProjectListController,
         ProjectController,
         AdminController,
         HealthController,

@@ -1,9 +1,10 @@
-"""Project endpoints: a project's stats and its deletion; the listing and the filters it shares with deletes.
+"""Project endpoints: the projects listing, a project's stats and its deletion; the document filters.
 
 The listing (`GET .../documents`) and delete by filter (`DELETE .../documents`) are on `DocumentController`
 (one controller per path); their query parameters and selection are defined here.
 
-Scopes: reading (stats, listing) is `search`, like reading one document. Deleting by filter is `ingest`:
+Scopes: reading (the projects, stats, listing) is `search`, like reading one document; the projects
+listing names only those the token grants. Deleting by filter is `ingest`:
 a caller who may write and delete documents one at a time may delete the same documents by a filter.
 Deleting a whole project is `admin`: it is irreversible for everything the project holds, so an agent's
 ingest token cannot wipe a project by mistake (a filter that selects everything still needs a condition).
@@ -12,21 +13,23 @@ ingest token cannot wipe a project by mistake (a filter that selects everything 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, Final
 
-from litestar import Controller, delete, get
+from litestar import Controller, Request, delete, get
+from litestar.datastructures import State
 from litestar.params import PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
+from app.api.cursors import decode_cursor, encode_cursor
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
-from app.api.guards import admin_guard, search_guard
-from app.api.project_schemas import DeletedOut, ProjectStatsOut, stats_out
+from app.api.guards import admin_guard, principal_of, search_guard
+from app.api.project_schemas import DeletedOut, ProjectListOut, ProjectOut, ProjectStatsOut, stats_out
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
 from app.domain.moments import as_utc
 from app.domain.project_ids import PROJECT_ID_PATTERN
-from app.ingestion.catalog import ProjectCatalog
+from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.observability.metrics import record_ingested
 
 ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}", pattern=PROJECT_ID_PATTERN)]
@@ -66,6 +69,42 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
         event_time_to=end,
         updated_since=as_utc(updated_since),
     )
+
+
+PROJECTS_CURSOR: Final = "projects"
+
+
+class ProjectListController(Controller):
+    """The projects a caller may read."""
+
+    path = "/v1/projects"
+    tags = ["projects"]  # noqa: RUF012 - Litestar reads it as a class attribute
+
+    @get(
+        "/",
+        summary="List the projects the caller may read that hold documents (cursor pagination)",
+        guards=[search_guard],
+        responses=problem_responses(400, 401, 403, 503, 504),
+    )
+    async def list_projects(
+        self,
+        request: Request[Any, Any, State],
+        catalog: Injected[ProjectCatalog],
+        limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE_SIZE, description="Page size")] = 100,
+        cursor: Annotated[str | None, QueryParameter(description="`next_cursor` of the previous page")] = None,
+    ) -> ProjectListOut:
+        """Project ids by code point order. A token lists only the projects it grants (`"*"`: all)."""
+        after = None
+        if cursor is not None:
+            after = decode_cursor(cursor, kind=PROJECTS_CURSOR).get("after")
+            if not isinstance(after, str):
+                msg = "cursor is not a cursor this endpoint returned"
+                raise InvalidInputError(msg, field="cursor")
+        page = await catalog.projects(principal_of(request).projects, after=after, limit=limit)
+        return ProjectListOut(
+            items=[ProjectOut(project=project_id) for project_id in page.project_ids],
+            next_cursor=None if page.next_after is None else encode_cursor(PROJECTS_CURSOR, {"after": page.next_after}),
+        )
 
 
 class ProjectController(Controller):

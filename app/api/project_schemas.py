@@ -32,6 +32,19 @@ class DocumentListOut(msgspec.Struct, kw_only=True):
     next_cursor: str | None
 
 
+class ProjectOut(msgspec.Struct, kw_only=True):
+    """A project in the listing (an object, so fields can join it without breaking callers)."""
+
+    project: str
+
+
+class ProjectListOut(msgspec.Struct, kw_only=True):
+    """One page of the projects the caller may read that hold documents, by id; `next_cursor` null at the end."""
+
+    items: list[ProjectOut]
+    next_cursor: str | None
+
+
 class ProjectStatsOut(msgspec.Struct, kw_only=True):
     """A project's size and lexical backlog; an unknown project answers zeros, like an empty one.
 

@@ -27,6 +27,14 @@ class DocumentPage:
     next_after: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ProjectPage:
+    """One page of the projects a caller may see; `next_after` is the id to continue after (None: last page)."""
+
+    project_ids: tuple[str, ...]
+    next_after: str | None
+
+
 class ProjectCatalog:
     """Lists, counts and deletes a project's documents through the `DocumentStore` port."""
 
@@ -41,6 +49,21 @@ class ProjectCatalog:
         found = await self._store.list_documents(selection, after=after, limit=limit + 1)
         items = tuple(found[:limit])
         return DocumentPage(items=items, next_after=items[-1].document_id if len(found) > limit else None)
+
+    async def projects(self, granted: frozenset[str] | None, *, after: str | None, limit: int) -> ProjectPage:
+        """Up to `limit` (1-`MAX_PAGE_SIZE`) projects holding documents, by id after `after`, among `granted`.
+
+        `granted` None means every project (no auth, or a token for `"*"`); otherwise only those it names
+        are listed, so a caller never learns of a project it may not read.
+        """
+        limit = min(max(limit, 1), MAX_PAGE_SIZE)
+        visible = [
+            project_id
+            for project_id in await self._store.project_ids()
+            if (granted is None or project_id in granted) and (after is None or project_id > after)
+        ]
+        page = tuple(visible[:limit])
+        return ProjectPage(project_ids=page, next_after=page[-1] if len(visible) > limit else None)
 
     async def stats(self, project_id: str) -> ProjectStats:
         """The project's counts and lexical backlog (all zeros for an unknown project)."""

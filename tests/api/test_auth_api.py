@@ -328,6 +328,22 @@ async def test_refusals_do_not_reveal_whether_a_project_exists(jwt_client: Async
     assert (missing_document.status_code, missing_document.text) == (403, existing_document.text)
 
 
+async def test_the_projects_listing_names_only_the_projects_a_token_grants(
+    jwt_client: AsyncTestClient[Litestar],
+) -> None:
+    granted = await jwt_client.get("/v1/projects", headers=bearer(hs256(projects=[ALPHA, "no-documents-here"])))
+    every = await jwt_client.get("/v1/projects", params={"limit": 1000}, headers=bearer(hs256(projects="*")))
+    none = await jwt_client.get("/v1/projects", headers=bearer(hs256(projects=None)))
+    ingest_only = await jwt_client.get("/v1/projects", headers=bearer(hs256(projects="*", scope="ingest")))
+
+    assert granted.status_code == 200, granted.text
+    assert granted.json() == {"items": [{"project": ALPHA}], "next_cursor": None}  # a project holds documents
+    assert every.status_code == 200, every.text
+    assert {ALPHA, BETA} <= {item["project"] for item in every.json()["items"]}
+    assert none.json() == {"items": [], "next_cursor": None}  # no `projects` claim grants no project
+    assert ingest_only.status_code == 403
+
+
 async def test_admin_flags_need_the_admin_scope(jwt_client: AsyncTestClient[Litestar]) -> None:
     anonymous = await jwt_client.get("/admin/flags")
     reader = await jwt_client.get("/admin/flags", headers=bearer(hs256(scope="search ingest", projects="*")))

@@ -66,6 +66,33 @@ async def test_listing_pages_with_a_cursor_and_never_repeats(api_client, publish
     assert pages == [["t0", "t1"], ["t2", "t3"], ["t4"]]
 
 
+async def test_the_projects_listing_pages_every_project_that_holds_documents(
+    api_client, published, unique_name
+) -> None:
+    first, second = f"{unique_name}-a", f"{unique_name}-b"
+    await ingest(api_client, first, turn("t1"), turn("t2"))
+    await ingest(api_client, second, turn("t1"))
+
+    listed, cursor = [], None
+    while True:
+        params = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+        page = await checked(api_client, published, "get", "/v1/projects", "/v1/projects", params=params)
+        assert len(page["items"]) <= 2
+        listed.extend(item["project"] for item in page["items"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    documents_cursor = (await api_client.get(f"/v1/projects/{first}/documents", params={"limit": 1})).json()
+    # The documents listing's cursor is another endpoint's: refused, not read as a project id.
+    foreign = await api_client.get("/v1/projects", params={"cursor": documents_cursor["next_cursor"]})
+
+    assert {first, second} <= set(listed)
+    assert f"{unique_name}-never-written" not in listed
+    assert listed == sorted(set(listed))  # by id, never repeated
+    assert foreign.status_code == 400
+    assert foreign.json()["field"] == "cursor"
+
+
 async def test_listed_items_carry_ids_titles_sources_chunks_versions_and_times(api_client, unique_name) -> None:
     await ingest(api_client, unique_name, turn("t1", tags=["art"], event_time="2026-03-01T10:00:00Z"))
 

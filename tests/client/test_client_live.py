@@ -195,6 +195,17 @@ def test_malformed_cursor_raises_invalid_request_naming_cursor(client: PoimenCli
     assert raised.value.field == "cursor"
 
 
+def test_list_projects_pages_until_next_cursor_is_none(client: PoimenClient, project: str) -> None:
+    pages = [client.list_projects(limit=1)]
+    while pages[-1].next_cursor is not None:
+        pages.append(client.list_projects(limit=1, cursor=pages[-1].next_cursor))
+
+    listed = [item.project for page in pages for item in page.items]
+    assert project in listed
+    assert listed == sorted(set(listed))
+    assert all(len(page.items) == 1 for page in pages)
+
+
 def test_project_stats_count_documents_and_chunks(client: PoimenClient, project: str) -> None:
     stats = client.project_stats(project)
 

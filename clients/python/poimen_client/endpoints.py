@@ -22,6 +22,7 @@ from poimen_client.models import (
     DocumentPage,
     IngestResponse,
     Liveness,
+    ProjectPage,
     ProjectStats,
     Readiness,
     Reindexed,
@@ -124,6 +125,11 @@ class Endpoints:
         return Call(path_values={"project": project}, query=_filter_query(where))
 
     # Projects and operations
+
+    @endpoint("GET", "/v1/projects", response=ProjectPage)
+    def list_projects(*, limit: int = 100, cursor: str | None = None) -> Call:
+        """One page of the projects the token may read (all without auth); pass `next_cursor` back as `cursor`."""
+        return Call(query={"limit": limit, "cursor": cursor})
 
     @endpoint("GET", "/v1/projects/{project}", response=ProjectStats)
     def project_stats(project: str) -> Call:

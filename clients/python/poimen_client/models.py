@@ -266,6 +266,19 @@ class DocumentPage(msgspec.Struct, kw_only=True, frozen=True):
 # Project and operator responses
 
 
+class ProjectSummary(msgspec.Struct, kw_only=True, frozen=True):
+    """A project in the listing."""
+
+    project: str
+
+
+class ProjectPage(msgspec.Struct, kw_only=True, frozen=True):
+    """One page of the projects the caller may read that hold documents, by id; `next_cursor` None at the end."""
+
+    items: list[ProjectSummary]
+    next_cursor: str | None
+
+
 class ProjectStats(msgspec.Struct, kw_only=True, frozen=True):
     """A project's size and lexical backlog; an unknown project answers zeros."""
 
