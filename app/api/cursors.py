@@ -37,3 +37,17 @@ def decode_cursor(cursor: str, *, kind: str, field: str = "cursor") -> dict[str,
     if not isinstance(values, dict) or values.pop(KIND_KEY, None) != kind:
         raise InvalidInputError(problem, field=field)
     return values
+
+
+def keyset_after(cursor: str | None, *, kind: str) -> str | None:
+    """The id a keyset listing's cursor of this `kind` continues after; None without a cursor.
+
+    `InvalidInputError(field="cursor")` for a cursor of another kind or shape.
+    """
+    if cursor is None:
+        return None
+    after = decode_cursor(cursor, kind=kind).get("after")
+    if not isinstance(after, str):
+        msg = "cursor is not a cursor this endpoint returned"
+        raise InvalidInputError(msg, field="cursor")
+    return after

@@ -10,7 +10,7 @@ from litestar.datastructures import State
 from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from app.api.cursors import decode_cursor, encode_cursor
+from app.api.cursors import encode_cursor, keyset_after
 from app.api.dependencies import Injected
 from app.api.document_schemas import (
     DocumentBatchIn,
@@ -212,12 +212,7 @@ class DocumentController(Controller):
         updated_since: UpdatedSince = None,
     ) -> DocumentListOut:
         """Documents by id (code point order). Paging by id never repeats a document, even across writes."""
-        after = None
-        if cursor is not None:
-            after = decode_cursor(cursor, kind=DOCUMENTS_CURSOR).get("after")
-            if not isinstance(after, str):
-                msg = "cursor is not a cursor this endpoint returned"
-                raise InvalidInputError(msg, field="cursor")
+        after = keyset_after(cursor, kind=DOCUMENTS_CURSOR)
         selection = document_selection(
             project,
             source_prefix=source_prefix,

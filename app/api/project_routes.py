@@ -20,7 +20,7 @@ from litestar.datastructures import State
 from litestar.params import PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.cursors import decode_cursor, encode_cursor
+from app.api.cursors import encode_cursor, keyset_after
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import admin_guard, principal_of, search_guard
@@ -94,12 +94,7 @@ class ProjectListController(Controller):
         cursor: Annotated[str | None, QueryParameter(description="`next_cursor` of the previous page")] = None,
     ) -> ProjectListOut:
         """Project ids by code point order. A token lists only the projects it grants (`"*"`: all)."""
-        after = None
-        if cursor is not None:
-            after = decode_cursor(cursor, kind=PROJECTS_CURSOR).get("after")
-            if not isinstance(after, str):
-                msg = "cursor is not a cursor this endpoint returned"
-                raise InvalidInputError(msg, field="cursor")
+        after = keyset_after(cursor, kind=PROJECTS_CURSOR)
         page = await catalog.projects(principal_of(request).projects, after=after, limit=limit)
         return ProjectListOut(
             items=[ProjectOut(project=project_id) for project_id in page.project_ids],
