@@ -33,7 +33,7 @@ from app.api.project_routes import (
     document_selection,
 )
 from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
-from app.api.strict_bodies import field_of_validation_error, readable_validation_message
+from app.api.strict_bodies import invalid_input_of
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
@@ -79,10 +79,7 @@ def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentI
         else:
             documents = [msgspec.convert(raw, DocumentIn)]
     except msgspec.ValidationError as error:
-        message = str(error)
-        raise InvalidInputError(
-            readable_validation_message(message), field=field_of_validation_error(message)
-        ) from None
+        raise invalid_input_of(error) from None
     for document in documents:
         if document.text is None and document.markdown is None:
             msg = f"document {document.id!r} has no text"

@@ -45,6 +45,14 @@ def field_of_validation_error(message: str) -> str | None:
     return None
 
 
+def invalid_input_of(error: msgspec.ValidationError, *, default_field: str | None = None) -> InvalidInputError:
+    """The 400 for a msgspec validation error: its message made readable, the field it blames (else `default_field`)."""
+    message = str(error)
+    return InvalidInputError(
+        readable_validation_message(message), field=field_of_validation_error(message) or default_field
+    )
+
+
 async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     """Before a handler with a msgspec Struct body: a 400 naming the field if the body is not strictly valid.
 
@@ -63,10 +71,7 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     try:
         msgspec.json.decode(body, type=body_type, strict=True)
     except msgspec.ValidationError as error:
-        message = str(error)
-        raise InvalidInputError(
-            readable_validation_message(message), field=field_of_validation_error(message) or "body"
-        ) from None
+        raise invalid_input_of(error, default_field="body") from None
     except msgspec.DecodeError as error:
         msg = f"malformed JSON: {error}"
         raise InvalidInputError(msg, field="body") from None
