@@ -41,7 +41,9 @@ SourcePrefix = Annotated[
     str | None,
     QueryParameter(description="Only documents whose source starts with this", pattern=NO_NUL_PATTERN),
 ]
-Tag = Annotated[str | None, QueryParameter(description="Only documents carrying this tag", pattern=NO_NUL_PATTERN)]
+Tag = Annotated[
+    str | None, QueryParameter(description="Only documents carrying this tag (case is ignored)", pattern=NO_NUL_PATTERN)
+]
 EventFrom = Annotated[datetime | None, QueryParameter(description="Event time at or after (ISO 8601; naive = UTC)")]
 EventTo = Annotated[datetime | None, QueryParameter(description="Event time before (ISO 8601; naive = UTC)")]
 UpdatedSince = Annotated[datetime | None, QueryParameter(description="Written at or after (ISO 8601; naive = UTC)")]

@@ -50,7 +50,10 @@ class SearchFilters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     level: Level | Annotated[list[Level], msgspec.Meta(max_length=7)] | None = None
     # Every tag must be on a chunk, and a document carries at most MAX_DOCUMENT_TAGS: more match nothing.
-    tags: Annotated[list[Tag], msgspec.Meta(max_length=MAX_DOCUMENT_TAGS)] = []
+    tags: Annotated[
+        list[Tag],
+        msgspec.Meta(max_length=MAX_DOCUMENT_TAGS, description="Chunks carrying every listed tag (case is ignored)"),
+    ] = []
     source_prefix: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
     date_from: datetime | None = None
     date_to: datetime | None = None

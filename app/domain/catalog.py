@@ -16,9 +16,10 @@ if TYPE_CHECKING:
 class DocumentSelection:
     """Which documents of one project a listing or a delete applies to; every given condition must hold.
 
-    `source_prefix`: the document's source starts with it. `tag`: the document carries it. Event time:
-    `event_time_from` inclusive, `event_time_to` exclusive (an undated document never matches a range).
-    `updated_since`: written at or after it. Nothing given: every document of the project.
+    `source_prefix`: the document's source starts with it. `tag`: the document carries it, case aside
+    (`app.domain.tags`). Event time: `event_time_from` inclusive, `event_time_to` exclusive (an undated
+    document never matches a range). `updated_since`: written at or after it. Nothing given: every
+    document of the project.
     """
 
     project_id: str

@@ -180,7 +180,7 @@ class DocumentChunks:
 class Filters:
     """Restrictions every leg applies identically, so no leg returns what another would exclude.
 
-    Tags: a chunk must carry every listed tag. Event time: `event_time_from` inclusive,
+    Tags: a chunk must carry every listed tag, case aside (`app.domain.tags`). Event time: `event_time_from` inclusive,
     `event_time_to` exclusive; a chunk without an event time matches a date range only when
     `include_undated` (set for a range read from the query's own words: "sepsis mortality from 2009 to
     2014" narrows dated chunks, it does not hide every undated one). `chunk_ids` limits a leg to those

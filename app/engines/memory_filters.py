@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from app.domain.models import titled_text
 from app.domain.moments import as_utc
+from app.domain.tags import tag_key, tag_keys
 from app.engines.memory_analysis import analyze, holds_phrase
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def chunk_matches(chunk: Chunk, filters: Filters) -> bool:
     return (
         chunk.project_id == filters.project_id
         and (not filters.levels or chunk.level in filters.levels)
-        and set(filters.tags) <= set(chunk.tags)
+        and set(tag_keys(filters.tags)) <= set(tag_keys(chunk.tags))
         and (not filters.source_prefix or chunk.source.startswith(filters.source_prefix))
         and _in_time_range(chunk, filters)
         and (filters.chunk_ids is None or chunk.chunk_id in filters.chunk_ids)
@@ -64,7 +65,7 @@ def document_selected(document: StoredDocument, selection: DocumentSelection) ->
     return (
         document.project_id == selection.project_id
         and (not selection.source_prefix or document.source.startswith(selection.source_prefix))
-        and (selection.tag is None or selection.tag in document.tags)
+        and (selection.tag is None or tag_key(selection.tag) in tag_keys(document.tags))
         and in_range
         and (selection.updated_since is None or document.updated_at >= selection.updated_since)
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from app.domain.tags import tag_keys
 from app.engines.chunk_codec import chunk_to_record
 from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST, lexical_text
 
@@ -77,7 +78,7 @@ def build_filter_clauses(filters: Filters) -> list[dict[str, Any]]:
     clauses: list[dict[str, Any]] = [{"term": {"project_id": filters.project_id}}]
     if filters.levels:
         clauses.append({"terms": {"level": list(filters.levels)}})
-    clauses.extend({"term": {"tags": tag}} for tag in dict.fromkeys(filters.tags))  # all-of: one clause per tag
+    clauses.extend({"term": {"tags.key": key}} for key in tag_keys(filters.tags))  # all-of: one clause per tag
     if filters.source_prefix:
         clauses.append({"prefix": {"source.raw": filters.source_prefix}})
     date_range: dict[str, str] = {}

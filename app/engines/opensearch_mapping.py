@@ -37,13 +37,16 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   shard each, so a project's BM25 statistics are its own. The shared `<alias>-v6` of earlier versions is
   not copied: its alias is retired at start and every project is rebuilt from PostgreSQL
   (`app.engines.opensearch_lifecycle.prepare_project_indexes`).
+- `tags.key` (schema version 8) is each tag through the `lowercase` normalizer `tag_key`, what tag filters
+  compare, so they ignore case as PostgreSQL and tantivy do (`app.domain.tags`). `tags` keeps the tags as
+  written. A version 7 index is upgraded by `ensure_index`: `_reindex` fills the sub-field from `_source`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps (per project)."""
 
 
@@ -68,6 +71,8 @@ def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
                 "analyzer": {
                     "ngram_analyzer": {"type": "custom", "tokenizer": "ngram_tokenizer", "filter": ["lowercase"]},
                 },
+                # `app.domain.tags.tag_key`: a tag filter ignores case (term queries are normalized too).
+                "normalizer": {"tag_key": {"type": "custom", "filter": ["lowercase"]}},
                 "tokenizer": {
                     "ngram_tokenizer": {
                         "type": "ngram",
@@ -98,7 +103,13 @@ def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
                 "section_title": {"type": "text", "analyzer": "english"},
                 "breadcrumb": english_text_with_raw,
                 "source": english_text_with_raw,
-                "tags": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}},
+                "tags": {
+                    "type": "keyword",
+                    "fields": {
+                        "text": {"type": "text", "analyzer": "english"},
+                        "key": {"type": "keyword", "normalizer": "tag_key"},
+                    },
+                },
                 "context": {"type": "text", "analyzer": "english"},
                 "level": {"type": "keyword"},
                 "position": {"type": "integer"},

@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from app.domain.catalog import DocumentSummary, ProjectStats
 from app.domain.models import EmbeddedChunk, StoredDocument
+from app.domain.tags import tag_key
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import chunk_from_row, json_value
 from app.engines.postgres_scope import project_transaction
@@ -24,6 +25,7 @@ from app.engines.postgres_sql import (
     PROJECT_LOCK_NAMESPACE,
     STORED_CHUNK_COLUMNS,
     like_prefix,
+    tag_keys_sql,
 )
 
 if TYPE_CHECKING:
@@ -67,8 +69,8 @@ def selection_sql(selection: DocumentSelection, parameters: dict[str, object]) -
         conditions.append("d.source LIKE :source_pattern")
         parameters["source_pattern"] = like_prefix(selection.source_prefix)
     if selection.tag is not None:
-        conditions.append("CAST(:tag AS text) = ANY(d.tags)")
-        parameters["tag"] = selection.tag
+        conditions.append(f"CAST(:tag_key AS text) = ANY({tag_keys_sql('d.')})")
+        parameters["tag_key"] = tag_key(selection.tag)
     if selection.event_time_from is not None:
         conditions.append("d.event_time >= :event_time_from")
         parameters["event_time_from"] = selection.event_time_from

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from app.domain.tags import tag_keys
 from app.engines.chunk_codec import chunk_from_record, chunk_to_record
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ def document_parameters(document: StoredDocument) -> Mapping[str, object]:
         "title": document.title,
         "content_hash": document.content_hash,
         "tags": list(document.tags),
+        "tag_keys": list(tag_keys(document.tags)),
         "event_time": document.event_time,
         "metadata": json.dumps(dict(document.metadata), default=str),
         "created_at": document.created_at,
@@ -72,6 +74,7 @@ def chunk_parameters(document: StoredDocument, embedded: EmbeddedChunk) -> Mappi
         # The document decides where its chunks live, whatever a chunk says.
         "project_id": document.project_id,
         "document_id": document.document_id,
+        "tag_keys": list(tag_keys(chunk.tags)),
         "event_time": chunk.event_time,  # a timestamptz parameter, not the record's ISO text
         "context": chunk.context,
         "embedding": vector_literal(embedded.embedding),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from app.domain.tags import tag_keys
+
 if TYPE_CHECKING:
     from app.domain.models import Filters
 
@@ -22,6 +24,16 @@ STORED_CHUNK_COLUMNS: Final = f"{CHUNK_COLUMNS}, context"
 """What the store hands back (`get_document`, `claim_outbox`): the chunk with its context."""
 
 
+def tag_keys_sql(alias: str = "") -> str:
+    """A row's tag keys: `tag_keys`, or for a row without (NULL) its tags lowered by PostgreSQL.
+
+    NULL is a row written before migration 0008 (or by a replica of the version before, during the
+    rollout) whose tags PostgreSQL lowers exactly as `app.domain.tags.tag_key` does; the migration keyed
+    every row where the two disagree (under the "C" locale, a tag with a non-ASCII capital).
+    """
+    return f"COALESCE({alias}tag_keys, CAST(lower(CAST({alias}tags AS text)) AS text[]))"
+
+
 def filter_sql(filters: Filters, parameters: dict[str, object]) -> str:
     """SQL conditions (after `project_id = :project_id`) for every filter; fills `parameters`.
 
@@ -33,8 +45,8 @@ def filter_sql(filters: Filters, parameters: dict[str, object]) -> str:
         conditions.append("level = ANY(CAST(:levels AS text[]))")
         parameters["levels"] = list(filters.levels)
     if filters.tags:
-        conditions.append("tags @> CAST(:tags AS text[])")
-        parameters["tags"] = list(filters.tags)
+        conditions.append(f"{tag_keys_sql()} @> CAST(:tag_keys AS text[])")
+        parameters["tag_keys"] = list(tag_keys(filters.tags))
     if filters.source_prefix:
         conditions.append("source LIKE :source_pattern")
         parameters["source_pattern"] = like_prefix(filters.source_prefix)
@@ -242,11 +254,12 @@ MARK_PROJECT_NOT_INDEXED: Final = (
 )
 
 UPSERT_DOCUMENT: Final = (
-    "INSERT INTO documents (project_id, document_id, source, title, content_hash, tags, event_time, metadata, "
-    "created_at, updated_at) VALUES (:project_id, :document_id, :source, :title, :content_hash, "
-    "CAST(:tags AS text[]), :event_time, CAST(:metadata AS jsonb), :created_at, :updated_at) "
-    "ON CONFLICT (project_id, document_id) DO UPDATE SET source = EXCLUDED.source, title = EXCLUDED.title, "
-    "content_hash = EXCLUDED.content_hash, tags = EXCLUDED.tags, event_time = EXCLUDED.event_time, "
+    "INSERT INTO documents (project_id, document_id, source, title, content_hash, tags, tag_keys, event_time, "
+    "metadata, created_at, updated_at) VALUES (:project_id, :document_id, :source, :title, :content_hash, "
+    "CAST(:tags AS text[]), CAST(:tag_keys AS text[]), :event_time, CAST(:metadata AS jsonb), :created_at, "
+    ":updated_at) ON CONFLICT (project_id, document_id) DO UPDATE SET source = EXCLUDED.source, "
+    "title = EXCLUDED.title, content_hash = EXCLUDED.content_hash, tags = EXCLUDED.tags, "
+    "tag_keys = EXCLUDED.tag_keys, event_time = EXCLUDED.event_time, "
     "metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at, version = nextval('document_version_seq')"
 )
 """Insert or replace a document; a replaced document keeps its first `created_at` and gets a new version."""
@@ -262,13 +275,14 @@ DELETE_REPLACED_CHUNKS: Final = (
 
 UPSERT_CHUNK: Final = (
     "INSERT INTO chunks AS c (project_id, chunk_id, document_id, text, source, level, breadcrumb, section_title, "
-    "position, tags, event_time, chunk_hash, context, embedding, embedding_model, lexically_indexed) VALUES "
-    "(:project_id, :chunk_id, :document_id, :text, :source, :level, CAST(:breadcrumb AS text[]), :section_title, "
-    ":position, CAST(:tags AS text[]), :event_time, :chunk_hash, :context, CAST(:embedding AS vector), "
-    ":embedding_model, false) "
+    "position, tags, tag_keys, event_time, chunk_hash, context, embedding, embedding_model, lexically_indexed) "
+    "VALUES (:project_id, :chunk_id, :document_id, :text, :source, :level, CAST(:breadcrumb AS text[]), "
+    ":section_title, :position, CAST(:tags AS text[]), CAST(:tag_keys AS text[]), :event_time, :chunk_hash, "
+    ":context, CAST(:embedding AS vector), :embedding_model, false) "
     "ON CONFLICT (project_id, chunk_id) DO UPDATE SET document_id = EXCLUDED.document_id, text = EXCLUDED.text, "
     "source = EXCLUDED.source, level = EXCLUDED.level, breadcrumb = EXCLUDED.breadcrumb, "
     "section_title = EXCLUDED.section_title, position = EXCLUDED.position, tags = EXCLUDED.tags, "
+    "tag_keys = EXCLUDED.tag_keys, "
     "event_time = EXCLUDED.event_time, chunk_hash = EXCLUDED.chunk_hash, context = EXCLUDED.context, "
     "embedding = EXCLUDED.embedding, "
     "embedding_model = EXCLUDED.embedding_model, lexically_indexed = false, updated_at = now() "

@@ -51,6 +51,10 @@ def build_metadata(embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> 
         Column("title", Text, nullable=False),
         Column("content_hash", Text, nullable=False),
         Column("tags", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),
+        # `app.domain.tags.tag_key` of each tag, written by the application: what tag filters compare
+        # (PostgreSQL's own lower() depends on the database's locale, and lowers only ASCII under "C").
+        # NULL: a row from before migration 0008 that PostgreSQL's lower() keys alike (`tag_keys_sql`).
+        Column("tag_keys", ARRAY(Text)),
         Column("event_time", DateTime(timezone=True)),
         Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
         Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
@@ -73,6 +77,10 @@ def build_metadata(embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> 
         Column("section_title", Text, nullable=False),
         Column("position", Integer, nullable=False),
         Column("tags", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),
+        # `app.domain.tags.tag_key` of each tag, written by the application: what tag filters compare
+        # (PostgreSQL's own lower() depends on the database's locale, and lowers only ASCII under "C").
+        # NULL: a row from before migration 0008 that PostgreSQL's lower() keys alike (`tag_keys_sql`).
+        Column("tag_keys", ARRAY(Text)),
         Column("event_time", DateTime(timezone=True)),
         Column("chunk_hash", Text, nullable=False),
         # Text that helps find the chunk without being part of it (e.g. the previous turn of a

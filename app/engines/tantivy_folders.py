@@ -12,10 +12,11 @@ Folder names: project ids are `[A-Za-z0-9._-]{1,64}` (`PROJECT_ID_PATTERN`), so 
 alone makes every name safe (no `.` or `..`) and keeps deleted folders apart. A case-insensitive
 file system would merge projects differing only in case; the service runs on Linux file systems.
 
-Versions before 3 kept every project in one index at the root (`meta.json` in the root itself).
-Such a root is emptied and recreated at open: PostgreSQL is the source of truth, and the service
-re-queues every project. A root of a newer version is refused rather than downgraded, and a root
-holding some other tantivy index, or other files, is never touched.
+Versions before 3 kept every project in one index at the root (`meta.json` in the root itself);
+version 3 filed tags as written, not their keys. A root of an older version is emptied and recreated
+at open: PostgreSQL is the source of truth, and the service re-queues every project. A root of a
+newer version is refused rather than downgraded, and a root holding some other tantivy index, or other
+files, is never touched.
 """
 
 from __future__ import annotations
@@ -73,11 +74,8 @@ def prepare_root(root: Path) -> bool:
     recreated = version is not None and version < SCHEMA_VERSION
     if recreated:
         _empty_older_root(root)
-        logger.warning(
-            "the lexical index in %s had an older schema and was recreated empty; refill it from "
-            "PostgreSQL with `poimen reindex --project <id>` for each project",
-            root,
-        )
+        # The service queues every project for indexing from PostgreSQL (app.wiring.engines) and says so.
+        logger.warning("the lexical index in %s had an older schema (%d) and was recreated empty", root, version)
     elif version is None and any(root.iterdir()):
         msg = "it holds files that are no lexical index of this schema"
         raise ValueError(msg)

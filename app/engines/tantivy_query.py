@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 import tantivy
 
+from app.domain.tags import tag_keys
 from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST
 from app.engines.tantivy_schema import (
     CHUNK_ID,
@@ -167,7 +168,7 @@ class TantivyQueryBuilder:
         clauses = [tantivy.Query.term_query(schema, PROJECT_ID, filters.project_id)]
         if filters.levels:
             clauses.append(tantivy.Query.term_set_query(schema, LEVEL, list(filters.levels)))
-        clauses.extend(tantivy.Query.term_query(schema, TAGS, tag) for tag in dict.fromkeys(filters.tags))
+        clauses.extend(tantivy.Query.term_query(schema, TAGS, key) for key in tag_keys(filters.tags))
         if filters.source_prefix:
             clauses.append(
                 tantivy.Query.regex_query(schema, SOURCE_KEYWORD, _regex_literal(filters.source_prefix) + "(?s:.)*")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import tantivy
 
 from app.domain.moments import as_utc
+from app.domain.tags import tag_keys
 from app.engines.chunk_codec import chunk_from_record, chunk_to_record
 from app.engines.lexical_context import DEFAULT_CONTEXT_MAX_CHARS, lexical_text
 
@@ -31,15 +32,16 @@ ANALYZER_NAME: Final = "poimen_english"
 DOCUMENT_KEY_SEPARATOR: Final = "\x1f"  # project ids are [A-Za-z0-9._-], so the key cannot be ambiguous
 MAX_TOKEN_CHARS: Final = 40  # longer "words" are hashes, base64 or URLs: noise for BM25
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """What the adapter files in its folder. 1: title fields apart and neighbour context (no version file).
-2: one index for every project. 3: an index per project (`app.engines.tantivy_folders`)."""
+2: one index for every project. 3: an index per project (`app.engines.tantivy_folders`). 4: the `tags`
+filter field holds each tag's key (`app.domain.tags`), so tag filters ignore case."""
 SCHEMA_VERSION_FILE: Final = "poimen-schema-version"
 
 # Fields searched by the free text; each is analyzed with the English analyzer.
 CONTENT: Final = "content"  # the chunk's breadcrumb and text (app.engines.lexical_context)
 SOURCE: Final = "source"
-TAGS_TEXT: Final = "tags_text"  # the tags as words; `TAGS` below keeps the exact values for filters
+TAGS_TEXT: Final = "tags_text"  # the tags as words; `TAGS` below keeps their keys for filters
 CONTEXT: Final = "context"  # the chunk's own context (app.engines.lexical_context), low boost
 # Keyword fields (raw tokenizer, exact values) used by filters and deletes.
 SOURCE_KEYWORD: Final = "source_keyword"
@@ -48,7 +50,7 @@ DOCUMENT_ID: Final = "document_id"
 DOCUMENT_KEY: Final = "document_key"
 CHUNK_ID: Final = "chunk_id"
 LEVEL: Final = "level"
-TAGS: Final = "tags"
+TAGS: Final = "tags"  # `app.domain.tags.tag_key` of each tag: filters ignore case
 # Microseconds since the epoch: tantivy indexes date fields at second precision, which would make a
 # `[from, to)` bound disagree with the vector leg's microsecond timestamps.
 EVENT_TIME_US: Final = "event_time_us"
@@ -125,8 +127,8 @@ def chunk_document(chunk: Chunk, *, context_max_chars: int = DEFAULT_CONTEXT_MAX
     document.add_text(DOCUMENT_KEY, document_key(chunk.project_id, chunk.document_id))
     document.add_text(CHUNK_ID, chunk.chunk_id)
     document.add_text(LEVEL, chunk.level)
-    for tag in chunk.tags:
-        document.add_text(TAGS, tag)
+    for key in tag_keys(chunk.tags):
+        document.add_text(TAGS, key)
     if chunk.event_time is not None:
         document.add_integer(EVENT_TIME_US, epoch_microseconds(chunk.event_time))
     document.add_bytes(PAYLOAD, encode_chunk(chunk))

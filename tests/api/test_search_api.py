@@ -51,7 +51,7 @@ FILTER_DOCUMENTS: list[dict[str, Any]] = [
         "source": "notes/timeouts.md",
         "title": "Timeout notes",
         "text": "A short note about connection timeouts, retries and back-off between services.",
-        "tags": ["networking", "notes"],
+        "tags": ["Networking", "notes"],  # capitalised: tag filters ignore case
     },
 ]
 OTHER_PROJECT_DOCUMENT = {**FILTER_DOCUMENTS[0], "id": "elsewhere"}
@@ -304,6 +304,7 @@ FILTER_CASES: list[tuple[dict[str, Any], set[str]]] = [
     ({}, {"net-2024", "net-2023", "db-timeouts", "notes"}),
     ({"tags": ["networking"]}, {"net-2024", "net-2023", "notes"}),
     ({"tags": ["networking", "ingress"]}, {"net-2024"}),
+    ({"tags": ["NETWORKING", "Notes"]}, {"notes"}),
     ({"level": "L1"}, {"net-2024", "net-2023", "db-timeouts"}),
     ({"date_from": "2024-01-01T00:00:00Z", "date_to": "2025-01-01T00:00:00Z"}, {"net-2024"}),
     ({"date_from": "2023-01-01T00:00:00Z"}, {"net-2024", "net-2023"}),
@@ -341,6 +342,28 @@ async def test_both_legs_apply_the_same_filters(
     for payload in (semantic.json(), lexical.json()):
         assert payload["degraded"] is False
         assert all(hit["source"] != "elsewhere" for hit in payload["results"])
+
+
+async def test_a_hash_tag_in_the_query_filters_both_legs_ignoring_case(client, project: str) -> None:
+    for strategy in ("semantic", "lexical"):
+        response = await client.get(
+            "/memory/query",
+            params={"query": "#NetWorking timeouts", "project": project, "strategy": strategy, "limit": 100},
+        )
+
+        assert response.status_code == 200, response.text
+        found = {hit["document_id"] for hit in response.json()["results"]}
+        assert "notes" in found, strategy
+        assert found <= {"net-2024", "net-2023", "notes"}, strategy
+        tags = {hit["document_id"]: hit["tags"] for hit in response.json()["results"]}
+        assert tags["notes"] == ["Networking", "notes"]  # as written
+
+
+async def test_listing_documents_by_tag_ignores_case(client, project: str) -> None:
+    response = await client.get(f"/v1/projects/{project}/documents", params={"tag": "NETWORKING"})
+
+    assert response.status_code == 200, response.text
+    assert sorted(item["id"] for item in response.json()["items"]) == ["net-2023", "net-2024", "notes"]
 
 
 async def test_projects_never_mix(client, project: str) -> None:

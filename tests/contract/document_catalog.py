@@ -65,6 +65,7 @@ class DocumentCatalogContract:
 
         assert await ids(source_prefix="chat/") == ["a", "b"]
         assert await ids(tag="x") == ["b", "c/1"]
+        assert await ids(tag="X") == ["b", "c/1"]  # case aside, as search filters
         assert await ids(event_time_from=datetime(2026, 3, 2, tzinfo=UTC)) == ["b", "c/1"]
         assert await ids(event_time_to=datetime(2026, 3, 2, tzinfo=UTC)) == ["a"]
         assert await ids(updated_since=datetime(2026, 3, 3, tzinfo=UTC)) == ["c/1"]

@@ -519,6 +519,21 @@ class LexicalIndexContract:
         assert both == ["c-both"]
         assert set(ops) == {"c-both", "c-ops"}
 
+    async def test_tags_filter_ignores_case_and_hits_keep_the_tags_as_written(self, index: LexicalIndex) -> None:
+        await index_chunks(
+            index,
+            make_chunk("c-k8s", "rolling restart", tags=("Kubernetes", "SRE")),
+            make_chunk("c-other", "rolling restart", tags=("kubernetes-legacy",)),
+        )
+
+        lower = await search_hits(index, "restart", filters=Filters(project_id=PROJECT, tags=("kubernetes",)))
+        upper = await search_ids(index, "restart", filters=Filters(project_id=PROJECT, tags=("KUBERNETES", "sre")))
+        exact = await search_ids(index, "restart", filters=Filters(project_id=PROJECT, tags=("Kubernetes",)))
+
+        assert [hit.chunk.chunk_id for hit in lower] == ["c-k8s"]
+        assert lower[0].chunk.tags == ("Kubernetes", "SRE")
+        assert upper == exact == ["c-k8s"]
+
     async def test_source_prefix_filter(self, index: LexicalIndex) -> None:
         await index_chunks(
             index,

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.engines.migrate import run_migrations
+from app.domain.catalog import DocumentSelection
+from app.domain.models import Filters
+from app.engines.migrate import alembic_config, run_migrations
+from app.engines.postgres_catalog import selection_sql
+from app.engines.postgres_sql import filter_sql
 from app.engines.schema import metadata
 
 pytestmark = pytest.mark.integration
@@ -64,3 +71,101 @@ async def test_every_table_with_project_rows_has_forced_row_level_security_polic
     assert all("poimen.project_ids" in row.qual for row in policies if row.policyname == "project_scope")
     assert all("poimen.scope" in row.qual for row in policies if row.policyname == "maintenance_scope")
     assert [tuple(row) for row in flags] == [(table, True, True) for table in tables]
+
+
+async def _execute(url: str, *statements: str) -> list[list[tuple[object, ...]]]:
+    """Run `statements` in one transaction under the maintenance scope; each one's rows."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("SELECT set_config('poimen.scope', 'all_projects', true)"))
+            results = [await connection.execute(text(sql)) for sql in statements]
+            return [[tuple(row) for row in result.all()] if result.returns_rows else [] for result in results]
+    finally:
+        await engine.dispose()
+
+
+async def _create_database(url: str, name: str) -> str:
+    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            # As CloudNativePG creates them: PostgreSQL's lower() leaves a non-ASCII capital as it is.
+            await connection.execute(text(f"CREATE DATABASE \"{name}\" TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"))
+    finally:
+        await engine.dispose()
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+async def _ids_tagged(url: str, tag: str) -> tuple[list[str], list[str]]:
+    """(chunk ids, document ids) of project `p` that the adapter's own tag filters select."""
+    chunk_parameters: dict[str, object] = {}
+    chunk_conditions = filter_sql(Filters(project_id="p", tags=(tag,)), chunk_parameters)
+    document_parameters: dict[str, object] = {}
+    document_conditions = selection_sql(DocumentSelection(project_id="p", tag=tag), document_parameters)
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("SELECT set_config('poimen.scope', 'all_projects', true)"))
+            chunks = await connection.execute(
+                text(f"SELECT chunk_id FROM chunks WHERE {chunk_conditions}"),  # noqa: S608 - the adapter's SQL
+                chunk_parameters,
+            )
+            documents = await connection.execute(
+                text(f"SELECT document_id FROM documents d WHERE {document_conditions}"),  # noqa: S608
+                document_parameters,
+            )
+            return sorted(row[0] for row in chunks), sorted(row[0] for row in documents)
+    finally:
+        await engine.dispose()
+
+
+def test_migration_0008_leaves_lowercase_tags_alone_and_every_row_filters_ignoring_case(
+    postgres_url: str, unique_name: str
+) -> None:
+    url = asyncio.run(_create_database(postgres_url, unique_name))
+    config = alembic_config(url, embedding_dimensions=384)
+    command.upgrade(config, "0007")
+    chunk = (
+        "INSERT INTO chunks (project_id, chunk_id, document_id, text, source, level, section_title, position, tags, "
+        "chunk_hash, embedding, embedding_model) VALUES ('p', '{id}#0', '{id}', 'x', 's', 'L0', '', 0, {tags}, 'h', "
+        "CAST(array_fill(0.1, ARRAY[384]) AS vector), 'm')"
+    )
+    tagged, lower = "ARRAY['Kubernetes', 'SRE', 'ÉTÉ', 'ops']", "ARRAY['ops', 'été']"
+    documents_sql = (
+        "INSERT INTO documents (project_id, document_id, source, title, content_hash, tags) VALUES "  # noqa: S608
+        f"('p', 'tagged', 's', 't', 'h', {tagged}), ('p', 'lower', 's', 't', 'h', {lower}), "
+        "('p', 'plain', 's', 't', 'h', '{}')"
+    )
+    asyncio.run(
+        _execute(
+            url,
+            documents_sql,
+            chunk.format(id="tagged", tags=tagged),
+            chunk.format(id="lower", tags=lower),
+        )
+    )
+
+    command.upgrade(config, "head")
+
+    documents, chunks = asyncio.run(
+        _execute(
+            url,
+            "SELECT document_id, tags, tag_keys FROM documents ORDER BY document_id",
+            "SELECT chunk_id, tag_keys FROM chunks ORDER BY chunk_id",
+        )
+    )
+    # Only the rows holding a tag PostgreSQL lowers otherwise (`ÉTÉ` under "C") are keyed; the rest read
+    # as PostgreSQL lowers them.
+    assert [(row[0], row[2] and sorted(row[2])) for row in documents] == [
+        ("lower", None),
+        ("plain", None),
+        ("tagged", ["kubernetes", "ops", "sre", "été"]),
+    ]
+    assert [(row[0], row[1] and sorted(row[1])) for row in chunks] == [
+        ("lower#0", None),
+        ("tagged#0", ["kubernetes", "ops", "sre", "été"]),
+    ]
+    assert asyncio.run(_ids_tagged(url, "KUBERNETES")) == (["tagged#0"], ["tagged"])
+    assert asyncio.run(_ids_tagged(url, "Ops")) == (["lower#0", "tagged#0"], ["lower", "tagged"])
+    assert asyncio.run(_ids_tagged(url, "été")) == (["lower#0", "tagged#0"], ["lower", "tagged"])
+    assert asyncio.run(_ids_tagged(url, "sre")) == (["tagged#0"], ["tagged"])

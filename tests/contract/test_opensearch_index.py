@@ -142,6 +142,26 @@ async def test_ensure_index_moves_the_alias_from_an_older_version(
     assert await search_ids(index, "carried") == ["c-1"]
 
 
+async def test_a_version_7_index_moved_to_the_current_one_filters_its_tags_ignoring_case(
+    opensearch_client: AsyncOpenSearch, opensearch_alias: str
+) -> None:
+    # Version 7 filtered on the tags as written: no `tags.key` sub-field, no `tag_key` normalizer.
+    alias = project_alias(opensearch_alias, PROJECT)
+    old_body = index_body(shards=1, replicas=0)
+    del old_body["mappings"]["properties"]["tags"]["fields"]["key"]
+    del old_body["settings"]["analysis"]["normalizer"]
+    old_body["mappings"]["_meta"] = {"schema_version": 7}
+    old_body["aliases"] = {alias: {}}
+    await opensearch_client.indices.create(index=versioned_index_name(alias, 7), body=old_body)
+    index = OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias)
+    await index_chunks(index, make_chunk("c-1", "carried over", tags=("Kubernetes",)))
+
+    await ensure_index(opensearch_client, alias=alias, shards=1, replicas=0)
+
+    tagged = Filters(project_id=PROJECT, tags=("kubernetes",))
+    assert await search_ids(index, "carried", filters=tagged) == ["c-1"]
+
+
 async def test_ensure_index_refuses_a_concrete_index_named_like_the_alias(
     opensearch_client: AsyncOpenSearch, opensearch_alias: str
 ) -> None:

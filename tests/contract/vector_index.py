@@ -135,6 +135,24 @@ class VectorIndexContract:
 
         assert ids(hits) == ["doc#1"]
 
+    async def test_tags_filter_ignores_case_and_hits_keep_the_tags_as_written(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "doc", 0, tags=("Kubernetes", "SRE")), embedding(1.0)),
+                (chunk(project, "doc", 1, tags=("kubernetes-legacy",)), embedding(1.0, 0.1)),
+            ],
+        )
+
+        def tagged(*tags: str) -> Filters:
+            return Filters(project_id=project, tags=tags)
+
+        lower = await index.search(embedding(1.0), top_k=10, filters=tagged("kubernetes"))
+        assert ids(lower) == ["doc#0"]
+        assert lower[0].chunk.tags == ("Kubernetes", "SRE")
+        assert ids(await index.search(embedding(1.0), top_k=10, filters=tagged("KUBERNETES", "sre"))) == ["doc#0"]
+        assert ids(await index.search(embedding(1.0), top_k=10, filters=tagged("Kubernetes"))) == ["doc#0"]
+
     async def test_excluded_terms_leave_out_chunks_holding_them_in_text_title_source_or_tags(
         self, store, index, project
     ) -> None:

@@ -80,6 +80,7 @@ def test_index_body_is_the_pinned_mapping() -> None:
                 "analyzer": {
                     "ngram_analyzer": {"type": "custom", "tokenizer": "ngram_tokenizer", "filter": ["lowercase"]},
                 },
+                "normalizer": {"tag_key": {"type": "custom", "filter": ["lowercase"]}},
                 "tokenizer": {
                     "ngram_tokenizer": {
                         "type": "ngram",
@@ -117,7 +118,13 @@ def test_index_body_is_the_pinned_mapping() -> None:
                     "analyzer": "english",
                     "fields": {"raw": {"type": "keyword", "ignore_above": 1024}},
                 },
-                "tags": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}},
+                "tags": {
+                    "type": "keyword",
+                    "fields": {
+                        "text": {"type": "text", "analyzer": "english"},
+                        "key": {"type": "keyword", "normalizer": "tag_key"},
+                    },
+                },
                 "context": {"type": "text", "analyzer": "english"},
                 "level": {"type": "keyword"},
                 "position": {"type": "integer"},
@@ -182,7 +189,7 @@ def test_search_body_with_every_structure_element() -> None:
     filters = Filters(
         project_id="poimen",
         levels=("L0", "L1"),
-        tags=("k8s", "ops"),
+        tags=("K8s", "ops", "k8s"),  # filtered by their keys, once each
         source_prefix="runbooks/",
         event_time_from=datetime(2024, 1, 1, tzinfo=UTC),
         event_time_to=datetime(2025, 1, 1, tzinfo=UTC),
@@ -216,8 +223,8 @@ def test_search_body_with_every_structure_element() -> None:
                 "filter": [
                     {"term": {"project_id": "poimen"}},
                     {"terms": {"level": ["L0", "L1"]}},
-                    {"term": {"tags": "k8s"}},
-                    {"term": {"tags": "ops"}},
+                    {"term": {"tags.key": "k8s"}},
+                    {"term": {"tags.key": "ops"}},
                     {"prefix": {"source.raw": "runbooks/"}},
                     {"range": {"event_time": {"gte": "2024-01-01T00:00:00+00:00", "lt": "2025-01-01T00:00:00+00:00"}}},
                     {"terms": {"chunk_id": ["c1", "c2"]}},
@@ -314,9 +321,9 @@ def test_search_body_keeps_query_syntax_as_plain_text() -> None:
 
 
 def test_search_body_deduplicates_tags_and_phrases() -> None:
-    body = build_search_body(LexicalQuery("a", phrases=("b c", "b c")), top_k=5, filters=Filters("p", tags=("x", "x")))
+    body = build_search_body(LexicalQuery("a", phrases=("b c", "b c")), top_k=5, filters=Filters("p", tags=("x", "X")))
 
-    assert body["query"]["bool"]["filter"] == [{"term": {"project_id": "p"}}, {"term": {"tags": "x"}}]
+    assert body["query"]["bool"]["filter"] == [{"term": {"project_id": "p"}}, {"term": {"tags.key": "x"}}]
     assert len(body["query"]["bool"]["must"]) == 2
 
 
@@ -742,15 +749,21 @@ def test_translated_auth_error_does_not_echo_the_response_body() -> None:
     assert translated.message == "opensearch refused the request (status 401: security_exception)"
 
 
-def test_tags_are_searched_as_words_and_filtered_as_exact_keywords() -> None:
+def test_tags_are_searched_as_words_and_filtered_by_their_keys() -> None:
     tags = index_body()["mappings"]["properties"]["tags"]
 
-    body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("networking",)))
+    body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("Networking",)))
 
     # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`,
-    # 5 no version markers, 6 was one index for every project: a project index of an older version is
-    # reindexed and its alias swapped by ensure_index; the shared one is rebuilt from PostgreSQL.
-    assert SCHEMA_VERSION == 7
-    assert tags == {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": "english"}}}
+    # 5 no version markers, 6 was one index for every project, 7 no `tags.key`: a project index of an
+    # older version is reindexed and its alias swapped by ensure_index; the shared one is rebuilt from PostgreSQL.
+    assert SCHEMA_VERSION == 8
+    assert tags == {
+        "type": "keyword",
+        "fields": {
+            "text": {"type": "text", "analyzer": "english"},
+            "key": {"type": "keyword", "normalizer": "tag_key"},
+        },
+    }
     assert "tags.text" in body["query"]["bool"]["must"][0]["multi_match"]["fields"]
-    assert {"term": {"tags": "networking"}} in body["query"]["bool"]["filter"]
+    assert {"term": {"tags.key": "networking"}} in body["query"]["bool"]["filter"]

@@ -1,0 +1,28 @@
+"""How tags are compared: kept as written, matched without regard to case.
+
+A document tagged `Kubernetes` is found by the filter `kubernetes`, `KUBERNETES` and the query `#kubernetes`
+(the query optimizer lowercases the query). Every engine compares `tag_key`s: PostgreSQL and tantivy
+store them beside the tags, OpenSearch derives them with its `lowercase` normalizer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+
+def tag_key(tag: str) -> str:
+    """What two tags share when they are the same tag (`Kubernetes`, `KUBERNETES`: `kubernetes`).
+
+    `str.lower`, not `str.casefold`: OpenSearch's `lowercase` normalizer lowers each character the same
+    way, so every leg selects the same chunks (`casefold` would also make `ß` and `ss` one tag, which
+    OpenSearch does not).
+    """
+    return tag.lower()
+
+
+def tag_keys(tags: Iterable[str]) -> tuple[str, ...]:
+    """The distinct keys of `tags`, in first-seen order."""
+    return tuple(dict.fromkeys(map(tag_key, tags)))

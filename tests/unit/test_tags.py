@@ -1,0 +1,20 @@
+"""Tag keys: what tag filters compare (tags themselves are kept as written)."""
+
+from __future__ import annotations
+
+from app.domain.tags import tag_key, tag_keys
+
+
+def test_a_key_is_the_same_for_every_case_of_a_tag() -> None:
+    assert tag_key("Kubernetes") == tag_key("KUBERNETES") == tag_key("kubernetes") == "kubernetes"
+    assert tag_key("ÉTÉ") == "été"
+
+
+def test_a_key_keeps_what_is_not_case() -> None:
+    assert tag_key("ci/cd-2024 ") == "ci/cd-2024 "
+    assert tag_key("straße") != tag_key("STRASSE")  # lowered, not case-folded: as OpenSearch's normalizer
+
+
+def test_keys_are_distinct_in_first_seen_order() -> None:
+    assert tag_keys(["Ops", "db", "OPS", "ops"]) == ("ops", "db")
+    assert tag_keys([]) == ()
