@@ -67,6 +67,9 @@ async def query(  # noqa: PLR0913 - the command's options, each named
     """Search `project` for each text and print a table (or JSON lines); 0 on success."""
     optimizer = build_query_optimizer(settings)  # a bad vocabulary file stops the command before the engines start
     async with open_engines(settings) as engines:
+        if engines.lexical_refill_projects:
+            # No server may be running to refill it: searching now would find nothing on the lexical leg.
+            await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
         service = SearchService.over(
             vector=engines.vector,
             lexical=engines.lexical,

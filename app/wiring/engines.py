@@ -40,6 +40,7 @@ class Engines:
     store: DocumentStore
     embedded_postgres: EmbeddedPostgres | None = None
     close_lexical: Callable[[], Awaitable[None]] | None = None
+    lexical_refill_projects: int = 0  # projects queued at open because an index-format upgrade emptied the index
 
 
 async def _open_lexical(
@@ -85,12 +86,17 @@ async def _open_lexical(
     return tantivy_index, tantivy_index.close
 
 
-async def refill_recreated_lexical_index(lexical: LexicalIndex, store: DocumentStore) -> None:
-    """After an index-format upgrade emptied the embedded index, queue every project to be indexed again."""
+async def refill_recreated_lexical_index(lexical: LexicalIndex, store: DocumentStore) -> int:
+    """After an index-format upgrade emptied the embedded index, queue every project to be indexed again.
+
+    Returns how many projects were queued (0: nothing was recreated). A server's outbox worker indexes them;
+    a command that searches drains the outbox first (`Engines.lexical_refill_projects`).
+    """
     if not (isinstance(lexical, TantivyLexicalIndex) and lexical.recreated):
-        return
+        return 0
     projects = await queue_every_project(store)
-    logger.warning("lexical index format upgraded: %d projects queued for reindexing from PostgreSQL", projects)
+    logger.warning("lexical index format upgraded: %d project(s) queued for indexing from PostgreSQL", projects)
+    return projects
 
 
 def embedder_options(settings: Settings) -> EmbedderOptions:
@@ -144,7 +150,7 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         stack.push_async_callback(engine.dispose)
         store = PostgresDocumentStore(engine, outbox_lease_s=settings.outbox_lease_s)
         lexical, close_lexical = await _open_lexical(settings, stack, store)
-        await refill_recreated_lexical_index(lexical, store)
+        refill_projects = await refill_recreated_lexical_index(lexical, store)
         yield Engines(
             embedder=embedder,
             vector=PgVectorIndex(engine, ef_search=settings.hnsw_ef_search),
@@ -152,4 +158,5 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             store=store,
             embedded_postgres=embedded,
             close_lexical=close_lexical,
+            lexical_refill_projects=refill_projects,
         )

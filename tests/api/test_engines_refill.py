@@ -25,9 +25,10 @@ async def test_a_recreated_index_queues_every_project_again(tmp_path) -> None:
     write_older_schema_index(tmp_path / "lexical")
     lexical = TantivyLexicalIndex(tmp_path / "lexical")
 
-    await refill_recreated_lexical_index(lexical, store)
+    projects = await refill_recreated_lexical_index(lexical, store)
 
     assert lexical.recreated
+    assert projects == 2
     assert (await store.outbox_stats()).backlog == 3
     await lexical.close()
 
@@ -38,7 +39,6 @@ async def test_an_index_of_the_current_format_queues_nothing(tmp_path) -> None:
     await store.complete_outbox(await store.claim_outbox(limit=10))
     lexical = TantivyLexicalIndex(tmp_path / "lexical")
 
-    await refill_recreated_lexical_index(lexical, store)
-
+    assert await refill_recreated_lexical_index(lexical, store) == 0
     assert (await store.outbox_stats()).backlog == 0
     await lexical.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from app.engines.tantivy_schema import SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from tests.integration.conftest import cli_environment, poimen_executable, run_cli
 
 if TYPE_CHECKING:
@@ -81,6 +83,27 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
     assert ["Port forwarding", "Kubernetes networking", "Port conflicts"] in breadcrumbs
     assert lexical_documents(service, "platypus checklist")[:1] == ["runbooks/backups.md"]
     assert lexical_documents(service, "retrospective")[:1] == ["meeting.txt"]
+
+
+def test_a_query_after_a_lexical_format_upgrade_indexes_again_before_searching(
+    poimen_data_dir: Path, tmp_path: Path
+) -> None:
+    notes = shutil.copytree(NOTES, tmp_path / "notes")
+    ingested = run_cli("ingest", str(notes), "--project", PROJECT, data_dir=poimen_data_dir)
+    assert ingested.returncode == 0, ingested.stderr
+    # As the version before left it: the folder is emptied at open, and no server runs to refill it.
+    version_file = poimen_data_dir / "lexical" / SCHEMA_VERSION_FILE
+    version_file.write_text(f"{SCHEMA_VERSION - 1}\n", encoding="ascii")
+
+    queried = run_cli(
+        "query", "platypus checklist", "--project", PROJECT, "--strategy", "lexical", "--json", data_dir=poimen_data_dir
+    )
+
+    assert queried.returncode == 0, queried.stderr
+    assert "lexical index format upgraded: 1 project(s) queued" in queried.stderr
+    assert "lexical index up to date (4 documents indexed)" in queried.stderr
+    assert json.loads(queried.stdout.splitlines()[0])["results"][0]["document_id"] == "runbooks/backups.md"
+    assert version_file.read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
 
 
 def test_invalid_environment_value_stops_serve_with_one_line_naming_it(poimen_data_dir: Path) -> None:
