@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 SNIPPET_CHARS: Final = 70
 CLI_SCOPE: Final = "cli"
+MAX_PROJECTS_NAMED: Final = 10  # an export of an unknown project names this many it could have meant
 
 
 def results_table(query: str, result: SearchResult, *, total_ms: float) -> str:
@@ -95,9 +96,21 @@ async def query(  # noqa: PLR0913 - the command's options, each named
 
 
 async def export_project(settings: Settings, *, project: str, output: Path | None) -> int:
-    """Write `project` as JSON lines (embeddings included) to `output` or stdout; 0 on success."""
+    """Write `project` as JSON lines (embeddings included) to `output` or stdout; 0 on success.
+
+    A project without documents is refused (1) before anything is written: a misspelt name would
+    otherwise leave a valid, empty export that a backup script takes for a good one.
+    """
     documents = 0
     async with open_engines(settings) as engines:
+        known = await engines.store.project_ids()
+        if project not in known:
+            listed = ", ".join(known[:MAX_PROJECTS_NAMED]) + (", ..." if len(known) > MAX_PROJECTS_NAMED else "")
+            print(
+                f"project {project!r} holds no documents; nothing exported (projects: {listed or 'none'})",
+                file=sys.stderr,
+            )
+            return 1
         with ExitStack() as stack:
             sink: TextIO = sys.stdout if output is None else stack.enter_context(output.open("w", encoding="utf-8"))
             lines = export_lines(

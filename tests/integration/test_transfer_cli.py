@@ -34,6 +34,20 @@ def answers(data_dir: Path) -> list[list[tuple[str, int, float]]]:
     return [[(hit["id"], hit["rank"], round(hit["final_score"], 6)) for hit in r["results"]] for r in responses]
 
 
+def test_exporting_a_project_without_documents_fails_and_writes_nothing(data_dirs, tmp_path) -> None:
+    source, _ = data_dirs
+    export_file = tmp_path / "typo.jsonl"
+    assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=source).returncode == 0
+
+    exported = run_cli("export", "--project", "nots", "--output", str(export_file), data_dir=source)
+
+    assert exported.returncode == 1, exported.stderr
+    assert exported.stderr.strip().endswith(
+        f"project 'nots' holds no documents; nothing exported (projects: {PROJECT})"
+    )
+    assert not export_file.exists()
+
+
 def test_export_then_import_into_a_fresh_directory_answers_identically_and_embeds_nothing(data_dirs, tmp_path) -> None:
     source, fresh = data_dirs
     export_file = tmp_path / "notes.jsonl"
