@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
@@ -104,6 +105,42 @@ class ExceptionSummaryFilter(logging.Filter):
 MAX_EXCEPTION_SUMMARY_CHARS: Final = 500
 _EXCEPTION_SUMMARY: Final = ExceptionSummaryFilter()
 
+SERVER_LOGGER: Final = "uvicorn.error"
+"""Where the server logs a failed start-up: Litestar hands it the formatted traceback as the message."""
+_EXCEPTION_LINE: Final = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:: .*)?")
+"""The last line of a traceback, `module.ClassName: message` (a code line is never a CamelCase name first)."""
+
+
+class StartupFailureFilter(logging.Filter):
+    """Puts a failed start-up's exception on one line, in place of the traceback the server logs.
+
+    An engine that cannot be reached at start (OpenSearch down, a wrong `DATABASE_URL` host) ended in a
+    4 KB record holding Litestar's exception-group traceback. The line keeps what failed:
+    `application start-up failed: EngineUnavailableError: opensearch unreachable: ...`. Installed on the
+    server's logger unless `LOG_LEVEL=DEBUG`.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
+        message = record.getMessage()
+        if "Traceback (most recent call last)" in message:
+            record.msg = f"application start-up failed: {last_exception_line(message)}"
+            record.args = None
+        return True
+
+
+def last_exception_line(traceback_text: str) -> str:
+    """The innermost exception of a formatted traceback (group frames' `|` margins stripped), class unqualified."""
+    for line in reversed(traceback_text.splitlines()):
+        candidate = line.strip().lstrip("|+").strip()
+        if candidate and _EXCEPTION_LINE.fullmatch(candidate):
+            name, _, detail = candidate.partition(": ")
+            summary = f"{name.rsplit('.', 1)[-1]}: {detail}" if detail else name.rsplit(".", 1)[-1]
+            return summary[:MAX_EXCEPTION_SUMMARY_CHARS]
+    return "see the log above"
+
+
+_STARTUP_FAILURE: Final = StartupFailureFilter()
+
 
 class _PoimenHandler(logging.StreamHandler):  # type: ignore[type-arg] # generic only in typeshed
     """Marks the handler `configure_logging` installed, so calling it again replaces instead of stacking."""
@@ -132,3 +169,7 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
         library.removeFilter(_EXCEPTION_SUMMARY)
         if quiet:
             library.addFilter(_EXCEPTION_SUMMARY)
+    server = logging.getLogger(SERVER_LOGGER)
+    server.removeFilter(_STARTUP_FAILURE)
+    if quiet:
+        server.addFilter(_STARTUP_FAILURE)

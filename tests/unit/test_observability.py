@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import app.observability.metrics as observability_metrics
 import app.observability.tracing as observability_tracing
 from app.config import Settings
-from app.observability.logs import THIRD_PARTY_LOGGERS, configure_logging
+from app.observability.logs import THIRD_PARTY_LOGGERS, configure_logging, last_exception_line
 from app.observability.metrics import fallback_reason, record_search
 from app.observability.tracing import configure_tracing, phase
 
@@ -356,3 +356,48 @@ def test_rollout_assignments_count_what_decided_the_arm() -> None:
     observability_metrics.record_rollout_assignment("hybrid", decided_by="flags")
 
     assert sample("poimen_rollout_assignments_total", arm="hybrid", decided_by="flags") == before + 1
+
+
+STARTUP_TRACEBACK = """  + Exception Group Traceback (most recent call last):
+  |   File ".../litestar/_asgi/asgi_router.py", line 195, in lifespan
+  |     async with self.app.lifespan():
+  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)
+  +-+---------------- 1 ----------------
+    | Traceback (most recent call last):
+    |   File "app/engines/opensearch_responses.py", line 150, in translate_errors
+    |     raise translate_error(error) from None
+    | app.domain.errors.EngineUnavailableError: opensearch unreachable: ConnectionError
+    +------------------------------------"""
+
+
+def test_a_failed_start_up_is_one_line_naming_the_innermost_error_unless_debug(
+    restore_root_logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = io.StringIO()
+    server = logging.getLogger("uvicorn.error")
+    # An in-process uvicorn of another test may have applied its own log config (no propagation to the root).
+    for name in ("uvicorn", "uvicorn.error"):
+        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
+
+    configure_logging("INFO", json=True, stream=stream)
+    server.error(STARTUP_TRACEBACK)  # as uvicorn logs Litestar's `lifespan.startup.failed` message
+    server.error("Application startup failed. Exiting.")
+    configure_logging("DEBUG", json=True, stream=stream)
+    server.error(STARTUP_TRACEBACK)
+
+    quiet, exiting, debug = (json.loads(line)["message"] for line in stream.getvalue().splitlines())
+    assert quiet == "application start-up failed: EngineUnavailableError: opensearch unreachable: ConnectionError"
+    assert exiting == "Application startup failed. Exiting."
+    assert debug == STARTUP_TRACEBACK
+
+
+def test_the_last_exception_line_of_plain_and_bare_tracebacks() -> None:
+    plain = "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n    f(a: int)\nKeyError: 'k'\n"
+
+    assert last_exception_line(plain) == "KeyError: 'k'"
+    assert last_exception_line('Traceback (most recent call last):\n  File "x.py"\nStopAsyncIteration') == (
+        "StopAsyncIteration"
+    )
+    assert last_exception_line("Traceback (most recent call last):\n") == "see the log above"
