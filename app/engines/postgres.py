@@ -38,6 +38,7 @@ from app.engines.postgres_sql import (
     DELETE_REPLACED_CHUNKS,
     LOCK_DOCUMENTS,
     MARK_PROJECT_NOT_INDEXED,
+    PROJECT_IDS,
     QUEUE_DOCUMENTS,
     QUEUE_PROJECT,
     RELEASE_CLAIMS,
@@ -351,7 +352,7 @@ class PostgresDocumentStore:
         """Return the id of every project that holds at least one document, sorted."""
         with translate_errors(engine=self.name):
             async with all_projects_transaction(self._engine, reason="list projects") as connection:
-                result = await connection.execute(text("SELECT DISTINCT project_id FROM documents ORDER BY project_id"))
+                result = await connection.execute(text(PROJECT_IDS))
                 return [str(row[0]) for row in result]
 
     async def ping(self) -> None:

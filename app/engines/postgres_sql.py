@@ -253,6 +253,16 @@ MARK_PROJECT_NOT_INDEXED: Final = (
     "UPDATE chunks SET lexically_indexed = false WHERE project_id = :project_id AND lexically_indexed"
 )
 
+PROJECT_IDS: Final = (
+    "WITH RECURSIVE listed(project_id) AS ((SELECT project_id FROM documents ORDER BY project_id LIMIT 1) "
+    "UNION ALL SELECT (SELECT d.project_id FROM documents d WHERE d.project_id > listed.project_id "
+    "ORDER BY d.project_id LIMIT 1) FROM listed WHERE listed.project_id IS NOT NULL) "
+    "SELECT project_id FROM listed WHERE project_id IS NOT NULL"
+)
+"""Every project holding a document, sorted: one primary-key descent per project (a loose index scan).
+`SELECT DISTINCT` read every document's key: 500,000 documents in 200 projects 37.9 -> 2.3 ms, in 5,000
+projects 39.7 -> 33.1 ms (`scripts/bench_project_ids.py`): it costs what the projects cost, not the documents."""
+
 UPSERT_DOCUMENT: Final = (
     "INSERT INTO documents (project_id, document_id, source, title, content_hash, tags, tag_keys, event_time, "
     "metadata, created_at, updated_at) VALUES (:project_id, :document_id, :source, :title, :content_hash, "
