@@ -9,6 +9,7 @@ import msgspec
 
 from app.domain.models import Chunk, Document, StoredDocument
 from app.domain.moments import as_utc
+from app.domain.tags import distinct_tags
 
 MAX_CONTEXT_CHARS = 8192
 DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -49,7 +50,7 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             source=self.source or self.id,
             title=self.title,
             text=self.body(),
-            tags=tuple(dict.fromkeys(self.tags)),
+            tags=distinct_tags(self.tags),
             event_time=as_utc(self.event_time),
             metadata=self.metadata,
             context=self.context,

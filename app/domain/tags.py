@@ -26,3 +26,14 @@ def tag_key(tag: str) -> str:
 def tag_keys(tags: Iterable[str]) -> tuple[str, ...]:
     """The distinct keys of `tags`, in first-seen order."""
     return tuple(dict.fromkeys(map(tag_key, tags)))
+
+
+def distinct_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """`tags` with one spelling per key, the first seen: `["Ops", "db", "ops"]` is `("Ops", "db")`.
+
+    A document's tags as stored: two spellings of one tag would be one tag to every filter anyway.
+    """
+    first: dict[str, str] = {}
+    for tag in tags:
+        first.setdefault(tag_key(tag), tag)
+    return tuple(first.values())

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Final
 from app.domain.errors import InvalidInputError
 from app.domain.models import Document
 from app.domain.moments import as_utc
+from app.domain.tags import distinct_tags
 from app.ingestion.chunking import first_heading, split_front_matter
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def _text_field(fields: dict[str, FrontMatterValue], key: str) -> str | None:
 def _tags(value: FrontMatterValue) -> tuple[str, ...]:
     entries = value.split(",") if isinstance(value, str) else value
     cleaned = (entry.strip().removeprefix("#") for entry in entries)
-    return tuple(dict.fromkeys(tag for tag in cleaned if tag))
+    return distinct_tags(tag for tag in cleaned if tag)
 
 
 def _event_time(value: str | None) -> datetime | None:

@@ -18,7 +18,7 @@ def validate_documents(documents: Sequence[Document]) -> None:
     """Raise `InvalidInputError` naming the field when a batch cannot be ingested as sent.
 
     Rejects: a project id the API could not address (`PROJECT_ID_PATTERN`; a CLI ingest reaches here
-    unchecked), an empty document id, text that is empty after stripping, a NUL character
+    unchecked), an empty document id, text that is empty after stripping, a blank tag, a NUL character
     in any text field (PostgreSQL text cannot hold it), and one document id twice in a batch.
     """
     seen: set[tuple[str, str]] = set()
@@ -41,6 +41,9 @@ def validate_documents(documents: Sequence[Document]) -> None:
         if not document.text.strip():
             msg = f"document {document.document_id!r} has no text"
             raise InvalidInputError(msg, field="text")
+        if any(not tag.strip() for tag in document.tags):
+            msg = f"document {document.document_id!r}: a tag is blank (only white space)"
+            raise InvalidInputError(msg, field="tags")
 
 
 def _text_fields(document: Document) -> Iterator[tuple[str, str]]:

@@ -240,6 +240,7 @@ async def test_malformed_json_is_a_400_problem(client, unique_name) -> None:
         pytest.param({"id": 5, "text": "fine"}, "id", id="id-not-a-string"),
         pytest.param({"id": "x", "text": 12}, "text", id="text-not-a-string"),
         pytest.param({"id": "x", "text": "fine", "tags": "one"}, "tags", id="tags-not-a-list"),
+        pytest.param({"id": "x", "text": "fine", "tags": ["ops", " \t"]}, "tags", id="blank-tag"),
         pytest.param({"id": "x", "text": "fine", "event_time": "yesterday"}, "event_time", id="bad-event-time"),
         pytest.param({"id": "", "text": "fine"}, "id", id="empty-id"),
     ],
@@ -254,6 +255,15 @@ async def test_bad_document_is_rejected_with_the_whole_batch(client, unique_name
     body = assert_problem(batch, 400)
     assert field in (body.get("field") or "") + body["detail"]
     assert (await client.get(f"/v1/projects/{unique_name}/documents/good-one")).status_code == 404
+
+
+async def test_tags_differing_only_in_case_are_stored_once_as_first_spelt(client, unique_name) -> None:
+    written = await post(client, unique_name, doc("tagged", tags=["SRE", "db", "sre", "Sre"]))
+
+    stored = await client.get(f"/v1/projects/{unique_name}/documents/tagged")
+
+    assert written.status_code == 201, written.text
+    assert stored.json()["tags"] == ["SRE", "db"]
 
 
 async def test_a_date_where_a_date_time_belongs_says_what_a_date_time_looks_like(client, unique_name) -> None:

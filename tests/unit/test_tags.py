@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.domain.tags import tag_key, tag_keys
+from app.domain.tags import distinct_tags, tag_key, tag_keys
 
 
 def test_a_key_is_the_same_for_every_case_of_a_tag() -> None:
@@ -18,3 +18,8 @@ def test_a_key_keeps_what_is_not_case() -> None:
 def test_keys_are_distinct_in_first_seen_order() -> None:
     assert tag_keys(["Ops", "db", "OPS", "ops"]) == ("ops", "db")
     assert tag_keys([]) == ()
+
+
+def test_distinct_tags_keep_the_first_spelling_of_each_key() -> None:
+    assert distinct_tags(["Ops", "db", "ops", "OPS", "Db"]) == ("Ops", "db")
+    assert distinct_tags(()) == ()
