@@ -344,18 +344,22 @@ async def test_both_legs_apply_the_same_filters(
         assert all(hit["source"] != "elsewhere" for hit in payload["results"])
 
 
+async def one_leg_hits(client, project: str, query: str, strategy: str) -> list[dict[str, Any]]:
+    """`GET /memory/query` on one leg, 100 hits deep."""
+    response = await client.get(
+        "/memory/query", params={"query": query, "project": project, "strategy": strategy, "limit": 100}
+    )
+    assert response.status_code == 200, response.text
+    return list(response.json()["results"])
+
+
 async def test_a_hash_tag_in_the_query_filters_both_legs_ignoring_case(client, project: str) -> None:
     for strategy in ("semantic", "lexical"):
-        response = await client.get(
-            "/memory/query",
-            params={"query": "#NetWorking timeouts", "project": project, "strategy": strategy, "limit": 100},
-        )
+        hits = await one_leg_hits(client, project, "#NetWorking timeouts", strategy)
 
-        assert response.status_code == 200, response.text
-        found = {hit["document_id"] for hit in response.json()["results"]}
-        assert "notes" in found, strategy
-        assert found <= {"net-2024", "net-2023", "notes"}, strategy
-        tags = {hit["document_id"]: hit["tags"] for hit in response.json()["results"]}
+        tags = {hit["document_id"]: hit["tags"] for hit in hits}
+        assert "notes" in tags, strategy
+        assert set(tags) <= {"net-2024", "net-2023", "notes"}, strategy
         assert tags["notes"] == ["Networking", "notes"]  # as written
 
 
@@ -386,12 +390,6 @@ async def test_query_dates_filter_both_legs(client, project: str) -> None:
     # The year in the words drops the 2024 runbook on both legs; undated documents stay (the range is
     # read from the query, not asked for), while an explicit date_from is strict (test above).
     for strategy in ("semantic", "lexical"):
-        response = await client.get(
-            "/memory/query",
-            params={"query": "ingress timeouts 2023", "project": project, "strategy": strategy, "limit": 100},
-        )
+        hits = await one_leg_hits(client, project, "ingress timeouts 2023", strategy)
 
-        assert response.status_code == 200, response.text
-        assert {hit["document_id"] for hit in response.json()["results"]} == {"net-2023", "db-timeouts", "notes"}, (
-            strategy
-        )
+        assert {hit["document_id"] for hit in hits} == {"net-2023", "db-timeouts", "notes"}, strategy
