@@ -59,11 +59,15 @@ class SearchFilters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     date_to: datetime | None = None
 
 
-class FusionWeights(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Per-leg weights for fusion."""
+Weight = Annotated[float, msgspec.Meta(ge=0.0, le=10.0)]
 
-    semantic: Annotated[float, msgspec.Meta(ge=0.0, le=10.0)] = 1.0
-    lexical: Annotated[float, msgspec.Meta(ge=0.0, le=10.0)] = 1.0
+
+class FusionWeights(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Per-leg weights for fusion: one given alone (0-1), the other leg gets 1 - it; none, the defaults."""
+
+    # Absent is not 1.0: `{"semantic": 0.45}` meant 0.45 / 0.55 and weighed the lexical leg 1.0 instead.
+    semantic: Weight | None = None
+    lexical: Weight | None = None
 
 
 class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

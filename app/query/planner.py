@@ -181,12 +181,7 @@ def validate_options(options: SearchOptions) -> None:
         fail(f"retrieve_k must be between 1 and {MAX_RETRIEVE_K}", "retrieve_k")
     if options.rrf_k is not None and options.rrf_k < 1:
         fail("rrf_k must be at least 1", "rrf_k")
-    for field in ("semantic_weight", "lexical_weight"):
-        weight = getattr(options, field)
-        if weight is not None and (not math.isfinite(weight) or weight < 0):
-            fail(f"{field} must be a finite number >= 0", field)
-    if options.semantic_weight == 0 and options.lexical_weight == 0:
-        fail("semantic_weight and lexical_weight must not both be 0", "semantic_weight")
+    _validate_weights(options)
     if options.min_score is not None and not math.isfinite(options.min_score):
         fail("min_score must be a finite number", "min_score")
     if options.max_chunks_per_document is not None and options.max_chunks_per_document < 1:
@@ -220,6 +215,24 @@ def _choose_strategy(
     if knobs.query_optimization_enabled and analysis.strategy in knobs.routable_strategies:
         return analysis.strategy, analysis.confidence
     return knobs.search_strategy, EXPLICIT_CONFIDENCE
+
+
+def _validate_weights(options: SearchOptions) -> None:
+    """`validate_options` for the weights: negative, both 0, or one alone above 1 (its complement < 0)."""
+    given = {"semantic_weight": options.semantic_weight, "lexical_weight": options.lexical_weight}
+    for field, weight in given.items():
+        if weight is not None and (not math.isfinite(weight) or weight < 0):
+            msg = f"{field} must be a finite number >= 0"
+            raise InvalidQueryError(msg, field=field)
+    if options.semantic_weight == 0 and options.lexical_weight == 0:
+        msg = "semantic_weight and lexical_weight must not both be 0"
+        raise InvalidQueryError(msg, field="semantic_weight")
+    alone = [(field, weight) for field, weight in given.items() if weight is not None]
+    if len(alone) == 1 and alone[0][1] > 1:
+        # Its complement would be negative: the other leg would silently weigh nothing.
+        field = alone[0][0]
+        msg = f"{field} given alone must be at most 1 (the other leg gets 1 - it); give both for another ratio"
+        raise InvalidQueryError(msg, field=field)
 
 
 def _weights(options: SearchOptions, knobs: SearchKnobs, method: FusionMethod) -> dict[str, float]:

@@ -168,6 +168,7 @@ def search_body(**overrides: Any) -> dict[str, Any]:
         (search_body(filters={"level": "L\u0000"}), "filters.level"),
         (search_body(weights={"semantic": -1}), "weights.semantic"),
         (search_body(weights={"semantic": 0, "lexical": 0}), "weights.semantic"),
+        (search_body(weights={"lexical": 1.5}), "weights.lexical"),
         (search_body(rrf_k=0), "rrf_k"),
         (search_body(collapse=0), "collapse"),
         (search_body(unknown_option=True), "unknown_option"),
@@ -177,7 +178,7 @@ def search_body(**overrides: Any) -> dict[str, Any]:
         "empty-project", "limit-0", "limit-101", "limit-string", "limit-float", "strategy", "fusion",
         "tags-not-list", "level-not-string", "unknown-filter", "date-not-date", "empty-date-range",
         "inverted-date-range", "filters-not-object", "empty-tag", "long-tag", "too-many-tags", "nul-tag", "nul-source-prefix",
-        "unknown-level", "unknown-level-in-list", "nul-level", "negative-weight", "zero-weights", "rrf-k-0", "collapse-0", "unknown-key",
+        "unknown-level", "unknown-level-in-list", "nul-level", "negative-weight", "zero-weights", "weight-alone-above-1", "rrf-k-0", "collapse-0", "unknown-key",
     ],
 )  # fmt: skip
 async def test_post_rejects_bad_input_naming_the_field(client, body: dict[str, Any], field: str) -> None:
@@ -368,6 +369,22 @@ async def test_listing_documents_by_tag_ignores_case(client, project: str) -> No
 
     assert response.status_code == 200, response.text
     assert sorted(item["id"] for item in response.json()["items"]) == ["net-2023", "net-2024", "notes"]
+
+
+async def test_one_weight_alone_gives_the_other_leg_its_complement(client, project: str) -> None:
+    async def fusion(weights: dict[str, float] | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": "ingress timeout", "project": project, "strategy": "hybrid", "limit": 1}
+        if weights is not None:
+            body["weights"] = weights
+        response = await client.post("/v1/search", json=body)
+        assert response.status_code == 200, response.text
+        return dict(response.json()["results"][0]["score_breakdown"]["fusion"])
+
+    both = await fusion({"semantic": 0.25, "lexical": 0.75})
+
+    assert await fusion({"semantic": 0.25}) == both
+    assert await fusion({"lexical": 0.75}) == both
+    assert await fusion({}) == await fusion(None)  # an empty object is the defaults, not 1.0 each
 
 
 async def test_projects_never_mix(client, project: str) -> None:

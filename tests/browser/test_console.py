@@ -109,3 +109,13 @@ def test_the_token_stays_in_session_storage_and_is_sent_as_a_bearer(page: Page) 
     assert sent.value.headers["authorization"] == "Bearer secret-token"
     assert page.evaluate("window.localStorage.length") == 0
     assert page.evaluate("sessionStorage.getItem('poimen.console.token')") == "secret-token"
+
+
+def test_a_weight_typed_alone_is_sent_alone(page: Page) -> None:
+    page.fill("#weight-semantic", "0.25")
+    with page.expect_request("**/v1/search") as sent:
+        search(page, "pottery bowl")
+
+    # The service gives the blank leg the complement (0.75); the page once sent 1.0 for it.
+    assert sent.value.post_data_json["weights"] == {"semantic": 0.25}
+    expect(page.locator("#fused-list li.hit").first).to_be_visible()

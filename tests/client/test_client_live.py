@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from poimen_client.clients import PoimenClient
 from poimen_client.errors import ConflictError, InvalidRequestError, NotFoundError
-from poimen_client.models import Document, DocumentFilter, SearchFilters, SearchQuery
+from poimen_client.models import Document, DocumentFilter, FusionWeights, SearchFilters, SearchQuery
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -68,6 +68,16 @@ def test_search_finds_the_matching_document_first(client: PoimenClient, project:
     assert answer.results[0].document_id == "k8s/ports.md"
     assert answer.results[0].rank == 1
     assert answer.metrics.final_results_count == len(answer.results)
+
+
+def test_one_weight_alone_is_sent_alone_and_the_other_leg_gets_its_complement(
+    client: PoimenClient, project: str
+) -> None:
+    def fusion(weights: FusionWeights) -> object:
+        answer = client.search(project, SearchQuery(query="port 8080", strategy="hybrid", limit=1, weights=weights))
+        return answer.results[0].final_score, answer.results[0].score_breakdown.rrf_components
+
+    assert fusion(FusionWeights(semantic=0.25)) == fusion(FusionWeights(semantic=0.25, lexical=0.75))
 
 
 def test_search_applies_filters(client: PoimenClient, project: str) -> None:

@@ -65,7 +65,12 @@ export function searchBody(form) {
   if (form.fusion) body.fusion = form.fusion;
   const semantic = numberOrNull(form.weightSemantic);
   const lexical = numberOrNull(form.weightLexical);
-  if (semantic !== null || lexical !== null) body.weights = { semantic: semantic ?? 1.0, lexical: lexical ?? 1.0 };
+  // Only what was typed: the service gives a leg left blank the complement of the other, or the default.
+  if (semantic !== null || lexical !== null) {
+    body.weights = {};
+    if (semantic !== null) body.weights.semantic = semantic;
+    if (lexical !== null) body.weights.lexical = lexical;
+  }
   const rrfK = numberOrNull(form.rrfK);
   if (rrfK !== null) body.rrf_k = rrfK;
   const limit = numberOrNull(form.limit);

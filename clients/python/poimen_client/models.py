@@ -31,10 +31,10 @@ class SearchFilters(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=Tru
 
 
 class FusionWeights(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
-    """Per-leg fusion weights, 0-10 each."""
+    """Per-leg fusion weights, 0-10 each; one alone (0-1): the other leg gets 1 - it; none: the service's."""
 
-    semantic: float = 1.0
-    lexical: float = 1.0
+    semantic: float | None = None
+    lexical: float | None = None
 
 
 class SearchQuery(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
