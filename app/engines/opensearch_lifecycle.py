@@ -113,9 +113,13 @@ async def ensure_index(
 
     - No alias yet: create `<alias>-v<SCHEMA_VERSION>` with the alias attached (one atomic request).
     - Alias on the current version: verify its `_meta.schema_version`, change nothing.
-    - Alias on an older version: create the new version, copy documents with `_reindex` (keeping
-      their external versions), then move the alias in one `update_aliases` call. The old index is
-      kept for rollback; delete it by hand.
+    - Alias on an older version: create the new version, block writes to the old one, copy its
+      documents with `_reindex` (keeping their external versions), then move the alias in one
+      `update_aliases` call. The block is what keeps a write from being lost: a replica of the old
+      version that writes while the copy runs is refused (its outbox keeps the entry and retries), and
+      its retry after the move lands in the new index. The old index is kept, write-blocked, for a
+      rollback; delete it by hand. An upgrade that fails leaves it blocked with the alias on it: searches
+      go on, writes wait in the outbox until a start completes the upgrade.
     Raises `EngineUnavailableError` when a concrete index already squats the alias name, or the alias
     points at a newer version than this code knows.
     """
@@ -131,6 +135,7 @@ async def ensure_index(
                 msg = f"alias {alias} points at {current}, expected {target} or an older version"
                 raise EngineUnavailableError(msg, engine=ENGINE_NAME)
             await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=None, extra=extra)
+            await client.indices.put_settings(index=current[0], body={"index.blocks.write": True}, **extra)
             # Version markers are written without a refresh: make them visible to `_reindex`'s scroll.
             await client.indices.refresh(index=current[0], **extra)
             # `external` keeps each chunk's `_version` (its outbox version): a stale writer stays refused.

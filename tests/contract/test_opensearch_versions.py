@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from opensearchpy import AsyncOpenSearch
 
+from app.domain.errors import EngineError
 from app.domain.models import DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_bodies import chunk_document, document_key
@@ -341,3 +342,32 @@ async def test_moving_the_alias_to_a_new_schema_version_keeps_external_versions(
 
     assert list(await client.indices.get_alias(name=project)) == [versioned_index_name(project)]
     assert await indexed(client, alias) == {"c1": ("six one", 6)}
+
+
+async def test_a_write_while_the_upgrade_copies_is_refused_then_lands_in_the_new_index(
+    target: tuple[AsyncOpenSearch, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An old replica's outbox writes while a new replica copies the project's index: without the block,
+    # the write landed in the old index after `_reindex` had read it, and the alias moved past it.
+    client, alias = target
+    project = await old_version_index(client, alias)
+    old_replica = OpenSearchLexicalIndex(client, index=alias)
+    await old_replica.replace_documents([snapshot(5, ("c1", "five one"))])
+    copy = client.reindex
+    refused: list[EngineError] = []
+
+    async def reindex_while_an_old_replica_writes(*args: Any, **kwargs: Any) -> Any:
+        try:
+            await old_replica.replace_documents([snapshot(6, ("c1", "six one"))])
+        except EngineError as error:
+            refused.append(error)
+        return await copy(*args, **kwargs)
+
+    monkeypatch.setattr(client, "reindex", reindex_while_an_old_replica_writes)
+    await ensure_index(client, alias=project, shards=1, replicas=0)
+    monkeypatch.undo()
+    await old_replica.replace_documents([snapshot(6, ("c1", "six one"))])  # the outbox's retry
+
+    assert len(refused) == 1
+    assert await indexed(client, alias) == {"c1": ("six one", 6)}
+    assert list(await client.indices.get_alias(name=project)) == [versioned_index_name(project)]
