@@ -8,6 +8,7 @@ rules first; Litestar's own conversion then only ever sees bodies that already c
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import msgspec
@@ -19,11 +20,39 @@ _DATETIME_ERROR: Final = "Invalid RFC3339 encoded datetime"
 DATETIME_HINT: Final = "an RFC 3339 date-time such as 2024-05-08T12:00:00Z (a date alone is not one)"
 
 
+_AT_PATH: Final = re.compile(r"(?P<head>.*) - at `\$\.?(?P<path>[^`]*)`", re.DOTALL)
+_READABLE: Final = (
+    (re.compile(r"Expected `str` of length >= 1"), "must not be empty"),
+    (re.compile(r"Expected `str` of length >= (\d+)"), r"must be at least \1 characters long"),
+    (re.compile(r"Expected `str` of length <= (\d+)"), r"must be at most \1 characters long"),
+    (re.compile(r"Expected `array` of length >= 1"), "must hold at least one item"),
+    (re.compile(r"Expected `array` of length >= (\d+)"), r"must hold at least \1 items"),
+    (re.compile(r"Expected `array` of length <= (\d+)"), r"must hold at most \1 items"),
+    (re.compile(r"Expected `(?:int|float)` >= (\S+)"), r"must be at least \1"),
+    (re.compile(r"Expected `(?:int|float)` <= (\S+)"), r"must be at most \1"),
+    (re.compile(r"Expected `(?:int|float)` > (\S+)"), r"must be greater than \1"),
+    (re.compile(r"Expected `(?:int|float)` < (\S+)"), r"must be less than \1"),
+    (re.compile(r"Expected `([^`]+)`, got `([^`]+)`"), r"expected \1, got \2"),
+    (re.compile(r"Object contains unknown field `([^`]+)`"), r"unknown field `\1`"),
+    (re.compile(r"Object missing required field `([^`]+)`"), r"missing required field `\1`"),
+    (re.compile(re.escape(_DATETIME_ERROR)), f"expected {DATETIME_HINT}"),
+)
+"""Msgspec's wording of each constraint it checks, and how a person reads it ("must not be empty")."""
+
+
 def readable_validation_message(message: str) -> str:
-    """Msgspec's message, with what a date-time must look like when that is what it refused."""
-    if _DATETIME_ERROR in message:
-        return message.replace(_DATETIME_ERROR, f"expected {DATETIME_HINT}", 1)
-    return message
+    """Msgspec's message in words, the input it blames first: `id: must be at most 256 characters long`.
+
+    msgspec says "Expected `str` of length <= 256 - at `$.id`"; an unknown field keeps its backquoted
+    name ("queries[0]: unknown field `project`"). A message of no known form is returned as it came.
+    """
+    located = _AT_PATH.fullmatch(message)
+    head, path = (located["head"], located["path"]) if located else (message, "")
+    for pattern, words in _READABLE:
+        if pattern.fullmatch(head):
+            head = pattern.sub(words, head, count=1)
+            break
+    return f"{path}: {head}" if path else head
 
 
 def field_of_validation_error(message: str) -> str | None:

@@ -1,0 +1,30 @@
+"""Msgspec's validation messages as a person reads them, the input named first."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.api.strict_bodies import DATETIME_HINT, readable_validation_message
+
+
+@pytest.mark.parametrize(
+    ("message", "readable"),
+    [
+        ("Expected `str` of length >= 1 - at `$.query`", "query: must not be empty"),
+        ("Expected `str` of length <= 256 - at `$.id`", "id: must be at most 256 characters long"),
+        ("Expected `str` of length >= 3 - at `$.a`", "a: must be at least 3 characters long"),
+        ("Expected `array` of length >= 1 - at `$.queries`", "queries: must hold at least one item"),
+        ("Expected `array` of length <= 64 - at `$.filters.tags`", "filters.tags: must hold at most 64 items"),
+        ("Expected `int` >= 1 - at `$.limit`", "limit: must be at least 1"),
+        ("Expected `float` <= 10.0 - at `$.weights.semantic`", "weights.semantic: must be at most 10.0"),
+        ("Expected `array`, got `str` - at `$.tags`", "tags: expected array, got str"),
+        ("Object contains unknown field `project` - at `$.queries[0]`", "queries[0]: unknown field `project`"),
+        ("Object contains unknown field `colour`", "unknown field `colour`"),
+        ("Object missing required field `query`", "missing required field `query`"),
+        ("Invalid RFC3339 encoded datetime - at `$.event_time`", f"event_time: expected {DATETIME_HINT}"),
+        ("Expected `int` >= 1", "must be at least 1"),
+        ("Something msgspec says that no rule knows", "Something msgspec says that no rule knows"),
+    ],
+)
+def test_each_constraint_reads_as_words(message: str, readable: str) -> None:
+    assert readable_validation_message(message) == readable
