@@ -18,7 +18,8 @@ def validate_documents(documents: Sequence[Document]) -> None:
     """Raise `InvalidInputError` naming the field when a batch cannot be ingested as sent.
 
     Rejects: a project id the API could not address (`PROJECT_ID_PATTERN`; a CLI ingest reaches here
-    unchecked), an empty document id, text that is empty after stripping, a blank tag, a NUL character
+    unchecked), an empty document id or one its URL cannot address (`is_addressable`), text that is empty
+    after stripping, a blank tag, a NUL character
     in any text field (PostgreSQL text cannot hold it), and one document id twice in a batch.
     """
     seen: set[tuple[str, str]] = set()
@@ -29,6 +30,12 @@ def validate_documents(documents: Sequence[Document]) -> None:
             raise InvalidInputError(msg, field="project_id")
         if not document.document_id.strip():
             msg = "document id must not be empty"
+            raise InvalidInputError(msg, field="document_id")
+        if not is_addressable(document.document_id):
+            msg = (
+                f"document id {document.document_id!r} cannot be read back by its URL: a part between '/' is "
+                "empty (a leading, trailing or doubled '/'), '.' or '..', which URLs drop or resolve"
+            )
             raise InvalidInputError(msg, field="document_id")
         if key in seen:
             msg = f"document {document.document_id!r} appears twice in one batch"
@@ -44,6 +51,15 @@ def validate_documents(documents: Sequence[Document]) -> None:
         if any(not tag.strip() for tag in document.tags):
             msg = f"document {document.document_id!r}: a tag is blank (only white space)"
             raise InvalidInputError(msg, field="tags")
+
+
+def is_addressable(document_id: str) -> bool:
+    """Whether `GET .../documents/{document_id}` reaches this id: no empty, `.` or `..` part between `/`.
+
+    The service collapses `a//b` to `a/b` and drops a trailing `/`; clients (curl, browsers, httpx)
+    resolve `.` and `..` before sending. Such a document could be written but never read or deleted by id.
+    """
+    return all(part not in {"", ".", ".."} for part in document_id.split("/"))
 
 
 def _text_fields(document: Document) -> Iterator[tuple[str, str]]:

@@ -243,6 +243,9 @@ async def test_malformed_json_is_a_400_problem(client, unique_name) -> None:
         pytest.param({"id": "x", "text": "fine", "tags": ["ops", " \t"]}, "tags", id="blank-tag"),
         pytest.param({"id": "x", "text": "fine", "event_time": "yesterday"}, "event_time", id="bad-event-time"),
         pytest.param({"id": "", "text": "fine"}, "id", id="empty-id"),
+        pytest.param({"id": "a/../b", "text": "fine"}, "document_id", id="dot-dot-in-id"),
+        pytest.param({"id": "a//b", "text": "fine"}, "document_id", id="double-slash-in-id"),
+        pytest.param({"id": "notes/", "text": "fine"}, "document_id", id="trailing-slash-in-id"),
     ],
 )
 async def test_bad_document_is_rejected_with_the_whole_batch(client, unique_name, bad, field) -> None:
