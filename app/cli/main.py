@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
+from app.query.planner import MAX_LIMIT, MIN_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -176,6 +177,27 @@ def _port(text: str) -> int:
     return port
 
 
+def _whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type for a whole number in `[low, high]` (no upper bound when `high` is None).
+
+    `poimen ingest --batch-size 0` ingested nothing and said "0 created" with exit 0, and `-5` ended in
+    a traceback; `poimen query --limit 0` started every engine before it was refused.
+    """
+    bounds = f"from {low} to {high}" if high is not None else f"of {low} or more"
+
+    def parse(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            number = None
+        if number is None or number < low or (high is not None and number > high):
+            msg = f"{text!r} is not a whole number {bounds}"
+            raise argparse.ArgumentTypeError(msg)
+        return number
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `poimen` argument parser."""
     parser = argparse.ArgumentParser(prog="poimen", description="Poimen Memory Search: hybrid retrieval service.")
@@ -187,13 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = commands.add_parser("ingest", help="ingest a folder of markdown/text files or a BEIR corpus.jsonl")
     ingest.add_argument("path", type=Path)
     ingest.add_argument("--project", required=True, type=_project_id)
-    ingest.add_argument("--batch-size", type=int, default=64, help="documents written per transaction")
+    ingest.add_argument(
+        "--batch-size", type=_whole_number(1), default=64, help="documents written per transaction (at least 1)"
+    )
     reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
     reindex.add_argument("--project", required=True, type=_project_id)
     query = commands.add_parser("query", help="search a project: a table of results, or --json")
     query.add_argument("texts", nargs="+", metavar="QUERY", help="one or more queries")
     query.add_argument("--project", required=True, type=_project_id)
-    query.add_argument("--limit", type=int, default=None, help="results per query (default RRF_FINAL_K)")
+    query.add_argument(
+        "--limit",
+        type=_whole_number(MIN_LIMIT, MAX_LIMIT),
+        default=None,
+        help=f"results per query, {MIN_LIMIT}-{MAX_LIMIT} (default RRF_FINAL_K)",
+    )
     query.add_argument("--strategy", choices=["hybrid", "semantic", "lexical", "cascading"], default=None)
     query.add_argument("--json", action="store_true", help="print the HTTP response shape, one JSON line per query")
     export = commands.add_parser("export", help="write a project as JSON lines, embeddings included")

@@ -41,3 +41,26 @@ def test_serve_refuses_a_port_outside_1_to_65535(port: str, capsys) -> None:
 def test_serve_takes_a_port_and_leaves_it_unset_when_not_given() -> None:
     assert build_parser().parse_args(["serve", "--port", "65535"]).port == 65535
     assert build_parser().parse_args(["serve"]).port is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["ingest", "notes", "--project", "p", "--batch-size", "0"], "'0' is not a whole number of 1 or more"),
+        (["ingest", "notes", "--project", "p", "--batch-size", "-5"], "'-5' is not a whole number of 1 or more"),
+        (["query", "lag", "--project", "p", "--limit", "0"], "'0' is not a whole number from 1 to 100"),
+        (["query", "lag", "--project", "p", "--limit", "101"], "'101' is not a whole number from 1 to 100"),
+        (["query", "lag", "--project", "p", "--limit", "ten"], "'ten' is not a whole number from 1 to 100"),
+    ],
+)
+def test_counts_out_of_range_are_refused_before_anything_runs(argv, message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_counts_in_range_are_taken_as_given() -> None:
+    assert build_parser().parse_args(["ingest", "notes", "--project", "p", "--batch-size", "1"]).batch_size == 1
+    assert build_parser().parse_args(["query", "lag", "--project", "p", "--limit", "100"]).limit == 100
