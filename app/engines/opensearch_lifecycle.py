@@ -139,8 +139,14 @@ async def ensure_index(
             # Version markers are written without a refresh: make them visible to `_reindex`'s scroll.
             await client.indices.refresh(index=current[0], **extra)
             # `external` keeps each chunk's `_version` (its outbox version): a stale writer stays refused.
+            # A conflict means the target already holds that version or a newer one (another replica copied
+            # it first, or wrote since): nothing to copy. Aborting on it failed every replica but the first.
             await client.reindex(
-                body={"source": {"index": current[0]}, "dest": {"index": target, "version_type": "external"}},
+                body={
+                    "conflicts": "proceed",
+                    "source": {"index": current[0]},
+                    "dest": {"index": target, "version_type": "external"},
+                },
                 refresh=True,
                 wait_for_completion=True,
                 **extra,

@@ -111,6 +111,9 @@ def _first_reason(shards: Mapping[str, Any]) -> str:
     return _describe_error(failures[0].get("reason")) if failures else "no reason given"
 
 
+MAX_REASON_CHARS: Final = 300
+
+
 def translate_error(error: Exception) -> EngineError:
     """Map an opensearch-py exception to the domain error tree.
 
@@ -130,9 +133,9 @@ def translate_error(error: Exception) -> EngineError:
             return EngineUnavailableError(
                 "opensearch rejected the request: too many requests (429)", engine=ENGINE_NAME
             )
-        return EngineUnavailableError(
-            f"opensearch refused the request (status {status}: {error.error})", engine=ENGINE_NAME
-        )
+        # `error.error` is the whole body when it names no error type (a `_reindex` of many conflicts: 30 KB).
+        reason = str(error.error)[:MAX_REASON_CHARS]
+        return EngineUnavailableError(f"opensearch refused the request (status {status}: {reason})", engine=ENGINE_NAME)
     return EngineUnavailableError(f"opensearch call failed: {type(error).__name__}", engine=ENGINE_NAME)
 
 

@@ -371,3 +371,15 @@ async def test_a_write_while_the_upgrade_copies_is_refused_then_lands_in_the_new
     assert len(refused) == 1
     assert await indexed(client, alias) == {"c1": ("six one", 6)}
     assert list(await client.indices.get_alias(name=project)) == [versioned_index_name(project)]
+
+
+async def test_replicas_upgrading_one_project_together_all_start(target: tuple[AsyncOpenSearch, str]) -> None:
+    client, alias = target
+    project = await old_version_index(client, alias)
+    await OpenSearchLexicalIndex(client, index=alias).replace_documents([snapshot(5, ("c1", "five one"))])
+
+    upgraded = await asyncio.gather(*(ensure_index(client, alias=project, shards=1, replicas=0) for _ in range(3)))
+
+    assert upgraded == [versioned_index_name(project)] * 3
+    assert list(await client.indices.get_alias(name=project)) == [versioned_index_name(project)]
+    assert await indexed(client, alias) == {"c1": ("five one", 5)}

@@ -749,6 +749,17 @@ def test_translated_auth_error_does_not_echo_the_response_body() -> None:
     assert translated.message == "opensearch refused the request (status 401: security_exception)"
 
 
+def test_a_refusal_whose_body_names_no_error_type_is_cut_to_a_line() -> None:
+    # A `_reindex` answering 409 for each of 50,000 conflicts: opensearch-py puts the whole body in `error`.
+    body = {"failures": [{"id": f"c{n}", "status": 409} for n in range(50_000)]}
+    error = TransportError(409, str(body), body)
+
+    translated = translate_error(error)
+
+    assert translated.message.startswith("opensearch refused the request (status 409: {'failures'")
+    assert len(translated.message) < 400
+
+
 def test_tags_are_searched_as_words_and_filtered_by_their_keys() -> None:
     tags = index_body()["mappings"]["properties"]["tags"]
 
