@@ -13,7 +13,8 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
 - Fields needed to rebuild a `Chunk` (`chunk_id`, `position`, `tags`, `event_time`, `chunk_hash`) are added.
 - `tags` has an `english` text sub-field, `tags.text`, searched by the `multi_match` unboosted (half the
   content's weight, like breadcrumb and source), so `#networking` finds chunks tagged `networking`
-  whose text never says it. Filters keep the exact keyword `tags`. (Schema version 2; version 1 indices
+  whose text never says it. Filters used the exact keyword `tags` until schema version 8 (`tags.key`,
+  below). (Schema version 2; version 1 indices
   are reindexed and the alias swapped by `ensure_index` at start.)
 - `context` (schema version 3) holds the chunk's own context (`app.engines.lexical_context`; up to
   version 3 also its neighbours' edges), `english` text, searched by the `multi_match` at a low boost
