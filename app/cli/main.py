@@ -165,25 +165,15 @@ def _project_id(text: str) -> str:
     return text
 
 
-def _port(text: str) -> int:
-    """`--port`: 1-65535, as POIMEN_PORT (0 served on 8080 instead, and a negative one crashed uvicorn)."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= MAX_PORT:
-        msg = f"{text!r} is not a port (1-{MAX_PORT})"
-        raise argparse.ArgumentTypeError(msg)
-    return port
-
-
-def _whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
+def _whole_number(low: int, high: int | None = None, *, named: str | None = None) -> Callable[[str], int]:
     """An argparse type for a whole number in `[low, high]` (no upper bound when `high` is None).
 
     `poimen ingest --batch-size 0` ingested nothing and said "0 created" with exit 0, and `-5` ended in
-    a traceback; `poimen query --limit 0` started every engine before it was refused.
+    a traceback; `poimen query --limit 0` started every engine before it was refused; `--port 0` served
+    on 8080 instead, and a negative one crashed uvicorn. `named` words the refusal ("a port (1-65535)").
     """
     bounds = f"from {low} to {high}" if high is not None else f"of {low} or more"
+    expected = named or f"a whole number {bounds}"
 
     def parse(text: str) -> int:
         try:
@@ -191,7 +181,7 @@ def _whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
         except ValueError:
             number = None
         if number is None or number < low or (high is not None and number > high):
-            msg = f"{text!r} is not a whole number {bounds}"
+            msg = f"{text!r} is not {expected}"
             raise argparse.ArgumentTypeError(msg)
         return number
 
@@ -204,7 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP service (embedded engines unless URLs are set)")
     serve.add_argument("--host", default=None, help="bind address (default POIMEN_HOST, 127.0.0.1)")
-    serve.add_argument("--port", type=_port, default=None, help="port 1-65535 (default POIMEN_PORT, 8080)")
+    serve.add_argument(
+        "--port",
+        type=_whole_number(1, MAX_PORT, named=f"a port (1-{MAX_PORT})"),
+        default=None,
+        help="port 1-65535 (default POIMEN_PORT, 8080)",
+    )
     commands.add_parser("migrate", help="apply the PostgreSQL schema (alembic upgrade head)")
     ingest = commands.add_parser("ingest", help="ingest a folder of markdown/text files or a BEIR corpus.jsonl")
     ingest.add_argument("path", type=Path)

@@ -19,8 +19,8 @@ def validate_documents(documents: Sequence[Document]) -> None:
 
     Rejects: a project id the API could not address (`PROJECT_ID_PATTERN`; a CLI ingest reaches here
     unchecked), an empty document id or one its URL cannot address (`is_addressable`), text that is empty
-    after stripping, a blank tag, a NUL character
-    in any text field (PostgreSQL text cannot hold it), and one document id twice in a batch.
+    after stripping, a blank tag, a NUL character in any text field (PostgreSQL text cannot hold it), and
+    one document id twice in a batch.
     """
     seen: set[tuple[str, str]] = set()
     for document in documents:
