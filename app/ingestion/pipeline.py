@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from app.domain.errors import EngineTimeoutError, IngestionError, InvalidInputError, VersionConflictError
 from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
+from app.domain.text_forms import canonical_document
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
 from app.ingestion.validation import validate_documents
 
@@ -161,6 +162,8 @@ class IngestionPipeline:
             VersionConflictError: a stored version differs from the expected one; nothing was written.
             EngineError: the store or the embedder failed; nothing of the batch was written.
         """
+        # Stored in NFC: what was sent decomposed is found by a query typed precomposed, and hashes alike.
+        documents = [canonical_document(document) for document in documents]
         validate_documents(documents)
         if not documents:
             return []

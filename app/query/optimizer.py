@@ -21,6 +21,7 @@ from app.domain.models import (
     SearchStrategy,
 )
 from app.domain.moments import as_utc
+from app.domain.text_forms import canonical_text
 from app.query.abbreviations import load_abbreviations
 from app.query.dates import event_time_range, is_year, months_named, relative_dates_named
 from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
@@ -128,7 +129,7 @@ class QueryOptimizer:
         `token_count` counts every word-like token, stop words and `#tags` included (the reference counts
         `["how", "do", "i", ...]`), so "#networking @devops" is a 2-token query.
         """
-        collapsed = _WHITESPACE.sub(" ", raw_query.translate(_QUOTES)).strip()
+        collapsed = _WHITESPACE.sub(" ", canonical_text(raw_query).translate(_QUOTES)).strip()
         normalized = collapsed.lower()
         tokens = _tokenize(collapsed)
         is_passage = len(tokens) >= PASSAGE_QUERY_TOKENS

@@ -6,6 +6,7 @@ One app per module with routing on, on the session PostgreSQL and model and its 
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -385,6 +386,41 @@ async def test_one_weight_alone_gives_the_other_leg_its_complement(client, proje
     assert await fusion({"semantic": 0.25}) == both
     assert await fusion({"lexical": 0.75}) == both
     assert await fusion({}) == await fusion(None)  # an empty object is the defaults, not 1.0 each
+
+
+def nfd(text: str) -> str:
+    """`text` decomposed (`ü` as `u` + U+0308), as macOS file names and some PDF copies give it."""
+    return unicodedata.normalize("NFD", text)
+
+
+async def test_text_is_found_whichever_unicode_form_it_was_written_or_asked_in(client) -> None:
+    name = f"forms-{uuid.uuid4().hex[:8]}"
+    written = [
+        {
+            "id": "trip",
+            "title": nfd("Zoë's trip"),
+            "text": nfd("Zoë visited Zürich with Chloé."),
+            "tags": [nfd("Zürich")],
+        },
+        {"id": "fix", "title": "Björn's fix", "text": "Björn fixed the Göteborg resolver.", "tags": ["Göteborg"]},
+    ]
+    response = await client.post(f"/v1/projects/{name}/documents", json={"documents": written})
+    assert response.status_code == 201, response.text
+    for document in written:
+        await wait_indexed(client, name, document["id"])
+
+    # Each asked in the other form: the analyzer split a decomposed word at its combining mark.
+    for query, expected in (("Zürich Chloé", "trip"), ("Zoë", "trip"), (nfd("Göteborg Björn"), "fix")):
+        found = await client.post("/v1/search", json={"query": query, "project": name, "strategy": "lexical"})
+        assert found.status_code == 200, found.text
+        assert [hit["document_id"] for hit in found.json()["results"]] == [expected], query
+    for tag, expected in (("zürich", "trip"), (nfd("GÖTEBORG"), "fix")):
+        body = {"query": "resolver trip", "project": name, "strategy": "lexical", "filters": {"tags": [tag]}}
+        found = await client.post("/v1/search", json=body)
+        assert [hit["document_id"] for hit in found.json()["results"]] == [expected], tag
+    stored = (await client.get(f"/v1/projects/{name}/documents/trip")).json()
+    assert (stored["title"], stored["tags"]) == ("Zoë's trip", ["Zürich"])  # precomposed, renders the same
+    assert stored["chunks"][0]["text"] == "Zoë visited Zürich with Chloé."
 
 
 async def test_projects_never_mix(client, project: str) -> None:

@@ -51,6 +51,15 @@ def test_normalizes_case_and_whitespace(optimizer: QueryOptimizer) -> None:
     assert analysis.token_count == 7
 
 
+def test_a_decomposed_query_reads_as_its_precomposed_form(optimizer: QueryOptimizer) -> None:
+    decomposed = optimizer.analyze("cafe\u0301 in Zu\u0308rich #Zu\u0308rich")  # e + U+0301, u + U+0308
+    precomposed = optimizer.analyze("café in Zürich #Zürich")
+
+    assert decomposed.normalized == precomposed.normalized == "café in zürich #zürich"
+    assert decomposed.tokens == precomposed.tokens
+    assert decomposed.entities.tags == ("zürich",)
+
+
 def test_tokens_keep_compound_words_and_sigils(optimizer: QueryOptimizer) -> None:
     analysis = optimizer.analyze("kubectl port-forward #net ci/cd node.js")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import unicodedata
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -168,6 +169,23 @@ async def test_updated_document_re_embeds_only_changed_chunk_text(store, embedde
     assert outcomes == [IngestOutcome(document_id="a", status="updated", chunk_count=2, embedded_count=1, version=2)]
     assert embedder.embedded_texts == ["Title > Two\nNew text."]
     assert [c.text for c in store.documents[("p", "a")].chunks] == ["Stays the same.", "New text."]
+
+
+async def test_text_is_stored_precomposed_and_either_form_is_one_document(store, embedder) -> None:
+    ingestion = pipeline(store, embedder)
+    decomposed = unicodedata.normalize("NFD", "Zoë in Zürich")
+
+    first = await ingestion.ingest([doc("a", decomposed, title=decomposed, tags=(decomposed,))])
+    again = await ingestion.ingest([doc("a", "Zoë in Zürich", title="Zoë in Zürich", tags=("Zoë in Zürich",))])
+
+    assert [outcome.status for outcome in (*first, *again)] == ["created", "unchanged"]
+    stored = store.documents[("p", "a")]
+    assert (stored.chunks[0].text, stored.chunks[0].breadcrumb, stored.chunks[0].tags) == (
+        "Zoë in Zürich",
+        ("Zoë in Zürich",),
+        ("Zoë in Zürich",),
+    )
+    assert embedder.embedded_texts == ["Zoë in Zürich\nZoë in Zürich"]
 
 
 async def test_metadata_change_rewrites_without_re_embedding(store, embedder) -> None:

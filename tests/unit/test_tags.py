@@ -23,3 +23,9 @@ def test_keys_are_distinct_in_first_seen_order() -> None:
 def test_distinct_tags_keep_the_first_spelling_of_each_key() -> None:
     assert distinct_tags(["Ops", "db", "ops", "OPS", "Db"]) == ("Ops", "db")
     assert distinct_tags(()) == ()
+
+
+def test_a_decomposed_tag_has_the_key_of_its_precomposed_form() -> None:
+    decomposed = "Zu\u0308rich"  # u + COMBINING DIAERESIS
+    assert tag_key(decomposed) == tag_key("Zürich") == "zürich"
+    assert tag_keys([decomposed, "ZÜRICH"]) == ("zürich",)

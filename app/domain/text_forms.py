@@ -1,0 +1,34 @@
+"""One form for text that reads the same: Unicode NFC. Pure.
+
+"Zürich" arrives precomposed (`ü`, U+00FC: what keyboards type) or decomposed (`u` then U+0308, as
+macOS file names and some PDF copies give it). Both render alike, but a lexical analyzer splits the
+decomposed form at the combining mark (`zu`, `rich`), so a document written one way was never found
+by a query typed the other way, and two spellings of one tag were two tags. Documents are stored, and
+queries and tag filters read, in NFC (the form the W3C recommends for exchange; it never changes how
+text renders). Identifiers (project, document id, source) are kept byte for byte: they are addresses.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from app.domain.models import Document
+
+FORM: Final = "NFC"
+
+
+def canonical_text(text: str) -> str:
+    """`text` in NFC; the same object when it already is (the common case costs one scan)."""
+    return text if unicodedata.is_normalized(FORM, text) else unicodedata.normalize(FORM, text)
+
+
+def canonical_document(document: Document) -> Document:
+    """`document` with its searched text (title, text, context, tags) in NFC; itself when nothing changes."""
+    title, text, context = (canonical_text(value) for value in (document.title, document.text, document.context))
+    tags = tuple(canonical_text(tag) for tag in document.tags)
+    if (title, text, context, tags) == (document.title, document.text, document.context, document.tags):
+        return document
+    return replace(document, title=title, text=text, context=context, tags=tags)

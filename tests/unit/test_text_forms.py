@@ -1,0 +1,47 @@
+"""Text that reads the same is stored and searched in one form (NFC)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from app.domain.models import Document
+from app.domain.text_forms import canonical_document, canonical_text
+
+PRECOMPOSED = "Zoë visited Zürich"
+DECOMPOSED = unicodedata.normalize("NFD", PRECOMPOSED)
+
+
+def test_decomposed_text_becomes_precomposed() -> None:
+    assert DECOMPOSED != PRECOMPOSED
+    assert canonical_text(DECOMPOSED) == PRECOMPOSED
+    assert canonical_text("") == ""
+
+
+def test_text_already_in_the_form_is_returned_as_is() -> None:
+    text = "plain ASCII and précis"
+    assert canonical_text(text) is text
+
+
+def test_a_document_has_its_searched_text_canonical_and_its_addresses_kept() -> None:
+    document = Document(
+        project_id="p",
+        document_id=f"notes/{DECOMPOSED}",
+        source=f"trips/{DECOMPOSED}.md",
+        title=DECOMPOSED,
+        text=f"# {DECOMPOSED}\n\nBody",
+        tags=(DECOMPOSED, "plain"),
+        context=DECOMPOSED,
+    )
+
+    canonical = canonical_document(document)
+
+    assert (canonical.title, canonical.context) == (PRECOMPOSED, PRECOMPOSED)
+    assert canonical.text == f"# {PRECOMPOSED}\n\nBody"
+    assert canonical.tags == (PRECOMPOSED, "plain")
+    # Addresses: the id and source are how the caller reads the document back.
+    assert (canonical.document_id, canonical.source) == (document.document_id, document.source)
+
+
+def test_a_document_already_canonical_is_the_same_object() -> None:
+    document = Document(project_id="p", document_id="a", source="a.md", title="Café", text="Zürich", tags=("x",))
+    assert canonical_document(document) is document
