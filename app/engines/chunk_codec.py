@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.models import Chunk
+from app.domain.moments import as_utc
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -73,6 +74,7 @@ def chunk_from_record(record: Mapping[str, Any], *, text_key: str = TEXT_KEY, co
 
 
 def _datetime_of(value: str | datetime | None) -> datetime | None:
+    # A row written before event times were bounded may hold -infinity, which the driver reads naive.
     if value is None or isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(value)
+        return as_utc(value)
+    return as_utc(datetime.fromisoformat(value))

@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from app.domain.catalog import DocumentSummary, ProjectStats
 from app.domain.models import EmbeddedChunk, StoredDocument
+from app.domain.moments import as_utc
 from app.domain.tags import tag_key
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import chunk_from_row, json_value
@@ -110,7 +111,7 @@ async def list_documents(
             source=row.source,
             title=row.title,
             tags=tuple(row.tags),
-            event_time=row.event_time,
+            event_time=as_utc(row.event_time),
             chunk_count=int(row.chunk_count),
             version=int(row.version),
             lexically_indexed=row.lexically_indexed,
@@ -155,7 +156,7 @@ async def embedded_documents(
             title=row.title,
             content_hash=row.content_hash,
             tags=tuple(row.tags),
-            event_time=row.event_time,
+            event_time=as_utc(row.event_time),
             metadata=json_value(row.metadata),
             chunks=tuple(chunk for chunk, _ in pairs),
             lexically_indexed=row.lexically_indexed,

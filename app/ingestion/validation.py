@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import InvalidInputError
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
@@ -13,14 +14,19 @@ if TYPE_CHECKING:
 
     from app.domain.models import Document
 
+# PostgreSQL's driver stores `datetime.min` and `datetime.max` as -infinity and infinity, and reads them
+# back without a time zone; an offset that carries a moment past them was clamped onto them.
+EARLIEST_EVENT_TIME: Final = datetime.min.replace(tzinfo=UTC)
+LATEST_EVENT_TIME: Final = datetime.max.replace(tzinfo=UTC)
+
 
 def validate_documents(documents: Sequence[Document]) -> None:
     """Raise `InvalidInputError` naming the field when a batch cannot be ingested as sent.
 
     Rejects: a project id the API could not address (`PROJECT_ID_PATTERN`; a CLI ingest reaches here
     unchecked), an empty document id or one its URL cannot address (`is_addressable`), text that is empty
-    after stripping, a blank tag, a NUL character in any text field (PostgreSQL text cannot hold it), and
-    one document id twice in a batch.
+    after stripping, a blank tag, a NUL character in any text field (PostgreSQL text cannot hold it), an
+    event time at or past the ends of `datetime`'s range, and one document id twice in a batch.
     """
     seen: set[tuple[str, str]] = set()
     for document in documents:
@@ -51,6 +57,12 @@ def validate_documents(documents: Sequence[Document]) -> None:
         if any(not tag.strip() for tag in document.tags):
             msg = f"document {document.document_id!r}: a tag is blank (only white space)"
             raise InvalidInputError(msg, field="tags")
+        if document.event_time is not None and not EARLIEST_EVENT_TIME < document.event_time < LATEST_EVENT_TIME:
+            msg = (
+                f"document {document.document_id!r}: event_time must lie after 0001-01-01T00:00:00Z and before "
+                "9999-12-31T23:59:59.999999Z"
+            )
+            raise InvalidInputError(msg, field="event_time")
 
 
 def is_addressable(document_id: str) -> bool:

@@ -242,6 +242,12 @@ async def test_malformed_json_is_a_400_problem(client, unique_name) -> None:
         pytest.param({"id": "x", "text": "fine", "tags": "one"}, "tags", id="tags-not-a-list"),
         pytest.param({"id": "x", "text": "fine", "tags": ["ops", " \t"]}, "tags", id="blank-tag"),
         pytest.param({"id": "x", "text": "fine", "event_time": "yesterday"}, "event_time", id="bad-event-time"),
+        pytest.param(
+            {"id": "x", "text": "fine", "event_time": "0001-01-01T00:00:00+01:00"}, "event_time", id="year-0-in-utc"
+        ),
+        pytest.param(
+            {"id": "x", "text": "fine", "event_time": "0001-01-01T00:00:00Z"}, "event_time", id="stored-as-infinity"
+        ),
         pytest.param({"id": "", "text": "fine"}, "id", id="empty-id"),
         pytest.param({"id": "a/../b", "text": "fine"}, "document_id", id="dot-dot-in-id"),
         pytest.param({"id": "a//b", "text": "fine"}, "document_id", id="double-slash-in-id"),

@@ -71,6 +71,13 @@ def test_a_datetime_event_time_is_taken_as_it_is() -> None:
     assert chunk_from_record(record).event_time == DATED
 
 
+def test_an_event_time_read_without_a_time_zone_is_utc() -> None:
+    # PostgreSQL's driver reads a stored -infinity as a naive `datetime.min`.
+    record = chunk_to_record(make_chunk()) | {"event_time": datetime.min}  # noqa: DTZ901 - what the driver gives
+
+    assert chunk_from_record(record).event_time == datetime.min.replace(tzinfo=UTC)
+
+
 def test_missing_optional_fields_take_the_chunk_defaults() -> None:
     record = {"chunk_id": "c", "document_id": "d", "project_id": "p", "text": "t", "source": "s", "level": "L2"}
 

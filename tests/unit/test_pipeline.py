@@ -5,6 +5,7 @@ import contextlib
 import hashlib
 import unicodedata
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -262,6 +263,15 @@ async def test_embedder_failure_writes_nothing(store) -> None:
     assert store.documents == {}
 
 
+async def test_event_times_just_inside_the_range_are_kept(store, embedder) -> None:
+    earliest = datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC)
+    latest = datetime(9999, 12, 31, 23, 59, 59, 999998, tzinfo=UTC)
+
+    await pipeline(store, embedder).ingest([doc("a", "ok", event_time=earliest), doc("b", "ok", event_time=latest)])
+
+    assert [store.documents[("p", key)].event_time for key in ("a", "b")] == [earliest, latest]
+
+
 @pytest.mark.parametrize(
     ("document", "field"),
     [
@@ -272,6 +282,8 @@ async def test_embedder_failure_writes_nothing(store) -> None:
         (doc("", "ok"), "document_id"),
         (doc("a", "ok", project_id="bad name"), "project_id"),
         (doc("a", "ok", project_id="p" * 65), "project_id"),
+        (doc("a", "ok", event_time=datetime.min.replace(tzinfo=UTC)), "event_time"),
+        (doc("a", "ok", event_time=datetime.max.replace(tzinfo=UTC)), "event_time"),
     ],
 )
 async def test_invalid_documents_are_rejected_before_any_write(store, embedder, document, field) -> None:
