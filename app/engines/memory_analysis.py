@@ -1,4 +1,4 @@
-"""The in-memory adapters' English analysis: words, Lucene's stop words, a light stemmer, phrase matching.
+"""The in-memory adapters' English analysis: words folded to ASCII, Lucene's stop words, a light stemmer, phrases.
 
 Shared by the lexical fake (what it scores) and by the filters every fake applies (an excluded term).
 Its stemmer is a light suffix stripper, not Snowball: some stems differ from tantivy's and PostgreSQL's;
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Final
+
+from app.engines.ascii_folding import fold_to_ascii
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,13 +54,13 @@ def light_stem(word: str) -> str:
 
 
 def analyze(text: str) -> list[tuple[int, str]]:
-    """(position, term) pairs: lowercase words, stop words and over-long words dropped, stemmed.
+    """(position, term) pairs: lowercase words folded to ASCII, stop and over-long words dropped, stemmed.
 
     A dropped word keeps its position, so a phrase does not match across a removed word.
     """
     return [
         (position, light_stem(word))
-        for position, word in enumerate(match.group().lower() for match in _WORD.finditer(text))
+        for position, word in enumerate(fold_to_ascii(match.group().lower()) for match in _WORD.finditer(text))
         if word not in ENGLISH_STOP_WORDS and len(word) <= MAX_TOKEN_CHARS
     ]
 

@@ -1,7 +1,8 @@
 """What the tantivy lexical index files: its schema, its English analyzer and the document of a chunk.
 
-Analysis is English: split on non-alphanumerics, drop tokens over 40 chars, lowercase, Lucene's 33
-English stop words, Snowball English stemmer (close to OpenSearch's `english` analyzer).
+Analysis is English: split on non-alphanumerics, drop tokens over 40 chars, lowercase, fold to ASCII
+(`résumé` is `resume`, `Đoković` is `dokovic`), Lucene's 33 English stop words, Snowball English stemmer
+(close to the OpenSearch adapter's `english_folded` analyzer: `app.engines.opensearch_mapping`).
 
 The content field holds the chunk's breadcrumb and text in one field, and a low-boost `context`
 field its own context (`app.engines.lexical_context`). Chunk tags are searched as words too
@@ -32,10 +33,11 @@ ANALYZER_NAME: Final = "poimen_english"
 DOCUMENT_KEY_SEPARATOR: Final = "\x1f"  # project ids are [A-Za-z0-9._-], so the key cannot be ambiguous
 MAX_TOKEN_CHARS: Final = 40  # longer "words" are hashes, base64 or URLs: noise for BM25
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """What the adapter files in its folder. 1: title fields apart and neighbour context (no version file).
 2: one index for every project. 3: an index per project (`app.engines.tantivy_folders`). 4: the `tags`
-filter field holds each tag's key (`app.domain.tags`), so tag filters ignore case."""
+filter field holds each tag's key (`app.domain.tags`), so tag filters ignore case. 5: terms are folded
+to ASCII, so a query typed without accents finds the accented word and the other way round."""
 SCHEMA_VERSION_FILE: Final = "poimen-schema-version"
 
 # Fields searched by the free text; each is analyzed with the English analyzer.
@@ -72,6 +74,8 @@ def build_english_analyzer() -> tantivy.TextAnalyzer:
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS))
         .filter(tantivy.Filter.lowercase())
+        # Lucene's ASCIIFoldingFilter: people type `zurich`, `resume`, `sta` for `Zürich`, `résumé`, `šta`.
+        .filter(tantivy.Filter.ascii_fold())
         .filter(tantivy.Filter.stopword("english"))
         .filter(tantivy.Filter.stemmer("english"))
         .build()

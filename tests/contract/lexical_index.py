@@ -246,6 +246,33 @@ class LexicalIndexContract:
 
         assert await search_ids(index, "café") == ["c-cafe"]
 
+    async def test_accents_are_folded_both_ways(self, index: LexicalIndex) -> None:
+        # People type `zurich` and `resume` for `Zürich` and `résumé`; a Serbian team types `sta` for `šta`.
+        await index_chunks(
+            index,
+            make_chunk("c-accented", "Zoë moved the résumé screening to Zürich; Đoković asked šta je bilo."),
+            make_chunk("c-plain", "Chloe keeps the naive Bayes notes in the cafe."),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert await search_ids(index, "zurich resume") == ["c-accented"]
+        assert await search_ids(index, "ZOE") == ["c-accented"]
+        assert await search_ids(index, "dokovic sta") == ["c-accented"]
+        assert await search_ids(index, "Chloé naïve café") == ["c-plain"]
+        assert await search_ids(index, "screening", phrases=("resume screening",)) == ["c-accented"]
+
+    async def test_a_possessive_finds_the_name(self, index: LexicalIndex) -> None:
+        await index_chunks(
+            index,
+            make_chunk("c-straight", "Caroline's adoption papers arrived."),
+            make_chunk("c-curly", "We met at Melanie\u2019s pottery class."),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert await search_ids(index, "caroline") == ["c-straight"]
+        assert await search_ids(index, "Melanie") == ["c-curly"]
+        assert (await search_ids(index, "Melanie's"))[0] == "c-curly"  # tantivy also matches the other `s`
+
     async def test_a_title_word_finds_a_chunk_that_never_repeats_it(self, index: LexicalIndex) -> None:
         # The chunker puts the document title and the section heading in the breadcrumb, not the text.
         await index_chunks(

@@ -24,7 +24,7 @@ from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_lifecycle import create_opensearch_client, ensure_index
-from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
+from app.engines.opensearch_mapping import SCHEMA_VERSION, TEXT_ANALYZER, index_body, versioned_index_name
 from app.engines.opensearch_projects import project_alias
 from app.engines.tantivy_index import TantivyLexicalIndex
 from tests.contract.lexical_index import (
@@ -92,7 +92,7 @@ async def test_ensure_index_creates_a_versioned_index_behind_the_alias(
     assert list(aliases) == [created]
     mapping = await opensearch_client.indices.get_mapping(index=created)
     assert mapping[created]["mappings"]["_meta"] == {"schema_version": SCHEMA_VERSION}
-    assert mapping[created]["mappings"]["properties"]["content"]["analyzer"] == "english"
+    assert mapping[created]["mappings"]["properties"]["content"]["analyzer"] == TEXT_ANALYZER
 
 
 async def test_replicas_starting_together_all_get_the_one_index(

@@ -183,6 +183,25 @@ class VectorIndexContract:
         assert "split#0" in ids(await index.search(embedding(1.0), top_k=10, filters=excluding("consumer lag")))
         assert ids(await index.search(embedding(1.0), top_k=10, filters=excluding("guide"))) == []  # the title
 
+    async def test_excluded_terms_ignore_accents_as_the_lexical_leg_does(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "accented", 0, text="Zoë moved the résumé screening to Zürich."), embedding(1.0)),
+                (chunk(project, "plain", 0, text="Chloe keeps the cafe notes."), embedding(1.0, 0.1)),
+                (chunk(project, "tagged", 0, tags=("Straße",)), embedding(1.0, 0.2)),
+            ],
+        )
+
+        async def kept(*terms: str) -> list[str]:
+            filters = Filters(project_id=project, excluded_terms=terms)
+            return ids(await index.search(embedding(1.0), top_k=10, filters=filters))
+
+        assert await kept("zurich") == ["plain#0", "tagged#0"]
+        assert await kept("RESUME screening") == ["plain#0", "tagged#0"]
+        assert await kept("café") == ["accented#0", "tagged#0"]
+        assert await kept("strasse") == ["accented#0", "plain#0"]
+
     async def test_source_prefix_filter_is_literal(self, store, index, project) -> None:
         await save(
             store,

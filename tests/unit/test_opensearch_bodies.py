@@ -77,7 +77,16 @@ def test_index_body_is_the_pinned_mapping() -> None:
             "number_of_replicas": 1,
             "index.codec": "best_compression",
             "analysis": {
+                "filter": {
+                    "english_stop": {"type": "stop", "stopwords": "_english_"},
+                    "english_stemmer": {"type": "stemmer", "language": "english"},
+                },
                 "analyzer": {
+                    "english_folded": {
+                        "type": "custom",
+                        "tokenizer": "standard",
+                        "filter": ["apostrophe", "lowercase", "asciifolding", "english_stop", "english_stemmer"],
+                    },
                     "ngram_analyzer": {"type": "custom", "tokenizer": "ngram_tokenizer", "filter": ["lowercase"]},
                 },
                 "normalizer": {"tag_key": {"type": "custom", "filter": ["lowercase"]}},
@@ -100,32 +109,32 @@ def test_index_body_is_the_pinned_mapping() -> None:
                 "project_id": {"type": "keyword"},
                 "content": {
                     "type": "text",
-                    "analyzer": "english",
+                    "analyzer": "english_folded",
                     "fields": {
                         "raw": {"type": "keyword", "ignore_above": 8191},
                         "ngram": {"type": "text", "analyzer": "ngram_analyzer"},
                     },
                 },
-                "titled_content": {"type": "text", "analyzer": "english"},
-                "section_title": {"type": "text", "analyzer": "english"},
+                "titled_content": {"type": "text", "analyzer": "english_folded"},
+                "section_title": {"type": "text", "analyzer": "english_folded"},
                 "breadcrumb": {
                     "type": "text",
-                    "analyzer": "english",
+                    "analyzer": "english_folded",
                     "fields": {"raw": {"type": "keyword", "ignore_above": 1024}},
                 },
                 "source": {
                     "type": "text",
-                    "analyzer": "english",
+                    "analyzer": "english_folded",
                     "fields": {"raw": {"type": "keyword", "ignore_above": 1024}},
                 },
                 "tags": {
                     "type": "keyword",
                     "fields": {
-                        "text": {"type": "text", "analyzer": "english"},
+                        "text": {"type": "text", "analyzer": "english_folded"},
                         "key": {"type": "keyword", "normalizer": "tag_key"},
                     },
                 },
-                "context": {"type": "text", "analyzer": "english"},
+                "context": {"type": "text", "analyzer": "english_folded"},
                 "level": {"type": "keyword"},
                 "position": {"type": "integer"},
                 "chunk_hash": {"type": "keyword", "index": False},
@@ -766,13 +775,14 @@ def test_tags_are_searched_as_words_and_filtered_by_their_keys() -> None:
     body = build_search_body(LexicalQuery("networking"), top_k=5, filters=Filters("p", tags=("Networking",)))
 
     # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`,
-    # 5 no version markers, 6 was one index for every project, 7 no `tags.key`: a project index of an
-    # older version is reindexed and its alias swapped by ensure_index; the shared one is rebuilt from PostgreSQL.
-    assert SCHEMA_VERSION == 8
+    # 5 no version markers, 6 was one index for every project, 7 no `tags.key`, 8 no ASCII folding: a project
+    # index of an older version is reindexed and its alias swapped by ensure_index; the shared one is rebuilt
+    # from PostgreSQL.
+    assert SCHEMA_VERSION == 9
     assert tags == {
         "type": "keyword",
         "fields": {
-            "text": {"type": "text", "analyzer": "english"},
+            "text": {"type": "text", "analyzer": "english_folded"},
             "key": {"type": "keyword", "normalizer": "tag_key"},
         },
     }
