@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from app.engines.ascii_folding import fold_to_ascii
+from app.engines.cjk import CJK_CHARACTERS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,7 +27,7 @@ ENGLISH_STOP_WORDS: Final = frozenset(
         *("to", "was", "will", "with"),
     )
 )
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re.compile(f"[{CJK_CHARACTERS}]|[^\\W_{CJK_CHARACTERS}]+")  # a Han or Hiragana character is a word
 _VOWELS = frozenset("aeiouy")
 _UNDOUBLED_ENDINGS = frozenset("lsz")
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from app.domain.tags import tag_keys
 from app.engines.ascii_folding import COMBINING_MARKS, UNDECOMPOSABLE, fold_to_ascii
+from app.engines.cjk import CJK_CHARACTERS, spaced_cjk
 
 if TYPE_CHECKING:
     from app.domain.models import Filters
@@ -78,10 +79,11 @@ def _words(expression: str) -> str:
     return f"regexp_replace({expression}, '[^[:alnum:]]+', ' ', 'g')"
 
 
-def _folded(expression: str) -> str:
-    """`expression` folded to ASCII as `fold_to_ascii` folds (`app.engines.ascii_folding`), in SQL.
+def _comparable(expression: str) -> str:
+    """`expression` as the lexical engines read it, in SQL: folded to ASCII, CJK characters words of their own.
 
-    Folded before `_words`, so the words are ASCII whatever the database's locale says a letter is.
+    Folded as `app.engines.ascii_folding` folds, each Han or Hiragana character spaced (`app.engines.cjk`).
+    Before `_words`, so folded words are ASCII whatever the database's locale says a letter is.
     `normalize` needs a UTF-8 database (what CloudNativePG and the embedded PostgreSQL create).
     """
     single = {letter: ascii_form for letter, ascii_form in UNDECOMPOSABLE.items() if len(ascii_form) == 1}
@@ -91,14 +93,15 @@ def _folded(expression: str) -> str:
             expression = f"replace({expression}, '{letter}', '{ascii_form}')"
     translated = f"translate({expression}, '{''.join(single)}', '{''.join(single.values())}')"
     folded = f"regexp_replace(normalize({translated}, NFKD), '[{COMBINING_MARKS}]', '', 'g')"
-    # ASCII text (one byte per character) has nothing to fold: most chunks skip the work.
-    return f"CASE WHEN octet_length({original}) = char_length({original}) THEN {original} ELSE {folded} END"
+    spaced = f"regexp_replace({folded}, '([{CJK_CHARACTERS}])', ' \\1 ', 'g')"
+    # ASCII text (one byte per character) has nothing to fold or space: most chunks skip the work.
+    return f"CASE WHEN octet_length({original}) = char_length({original}) THEN {original} ELSE {spaced} END"
 
 
 _OWN_FIELDS: Final = (
-    _words(_folded("array_to_string(breadcrumb, ' ') || ' ' || text")),
-    _words(_folded("source")),
-    _words(_folded("array_to_string(tags, ' ')")),
+    _words(_comparable("array_to_string(breadcrumb, ' ') || ' ' || text")),
+    _words(_comparable("source")),
+    _words(_comparable("array_to_string(tags, ' ')")),
 )
 """What an excluded term is looked for in: the chunk's titled text, its source and its tags (the lexical
 indexes' own fields; never the context)."""
@@ -107,14 +110,15 @@ indexes' own fields; never the context)."""
 def _excluded_terms_sql(excluded: list[str], parameters: dict[str, object]) -> str:
     """A chunk holding none of `excluded` in its own fields, matched by PostgreSQL's `english` text search.
 
-    Both sides folded to ASCII, as the lexical engines match: `-zurich` also excludes `Zürich`.
+    Both sides read as the lexical engines read them: `-zurich` also excludes `Zürich`, `-東京` a chunk saying
+    `東京で` (on a database whose locale knows Han letters: "C" does not, and such a term excludes nothing).
 
     Snowball English stems and a phrase for several words, as the lexical indexes read them; a term that is
     only stop words to PostgreSQL (whose list is longer than Lucene's: "about", "very") excludes nothing here.
     """
     terms = []
     for index, term in enumerate(excluded):
-        parameters[f"excluded_{index}"] = fold_to_ascii(term)
+        parameters[f"excluded_{index}"] = spaced_cjk(fold_to_ascii(term))
         terms.append(f"phraseto_tsquery('english', {_words(f':excluded_{index}')})")
     any_term = " || ".join(terms)
     held = " OR ".join(f"to_tsvector('english', {field}) @@ ({any_term})" for field in _OWN_FIELDS)

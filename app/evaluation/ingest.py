@@ -34,14 +34,14 @@ if TYPE_CHECKING:
 
 INGEST_BATCH_DOCUMENTS: Final = 128
 OUTBOX_DRAIN_TIMEOUT_S: Final = 600.0
-INGEST_MARKER_VERSION: Final = 5
+INGEST_MARKER_VERSION: Final = 6
 """Bumped when the way the harness turns a corpus into documents changes, so markers stop matching.
 
 2: chunks store their context and the lexical index has a context field (an older tantivy folder is
 recreated empty at open, so the corpus must be indexed again). 3: the lexical index files each chunk's
 breadcrumb and text in one field and only its own context (tantivy schema version 2). 4: tantivy schema
 version 4 (tag keys): an older folder is recreated empty at open. 5: tantivy schema version 5 (terms
-folded to ASCII), likewise.
+folded to ASCII), likewise. 6: tantivy schema version 6 (Han and Hiragana characters are words), likewise.
 """
 
 

@@ -261,6 +261,23 @@ class LexicalIndexContract:
         assert await search_ids(index, "Chloé naïve café") == ["c-plain"]
         assert await search_ids(index, "screening", phrases=("resume screening",)) == ["c-accented"]
 
+    async def test_chinese_and_japanese_characters_are_words(self, index: LexicalIndex) -> None:
+        # No spaces between words: each Han and Hiragana character is a term, as Lucene's standard tokenizer has it.
+        await index_chunks(
+            index,
+            make_chunk("c-tokyo", "東京で会議がありました。"),
+            make_chunk("c-beijing", "北京的会议很长。"),
+            make_chunk("c-katakana", "データベースの移行"),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert await search_ids(index, "東") == ["c-tokyo"]
+        assert (await search_ids(index, "東京"))[0] == "c-tokyo"  # 京 is in 北京 too
+        assert set(await search_ids(index, "会議")) == {"c-tokyo", "c-beijing"}  # 会 is in both
+        assert (await search_ids(index, "会議"))[0] == "c-tokyo"
+        assert await search_ids(index, "データベース") == ["c-katakana"]  # a katakana run is one word
+        assert await search_ids(index, "北京", phrases=("北京",)) == ["c-beijing"]
+
     async def test_a_possessive_finds_the_name(self, index: LexicalIndex) -> None:
         await index_chunks(
             index,

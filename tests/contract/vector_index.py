@@ -202,6 +202,24 @@ class VectorIndexContract:
         assert await kept("café") == ["accented#0", "tagged#0"]
         assert await kept("strasse") == ["accented#0", "plain#0"]
 
+    async def test_an_excluded_chinese_or_japanese_word_excludes_the_chunk_saying_it(
+        self, store, index, project
+    ) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "tokyo", 0, text="東京で会議がありました。"), embedding(1.0)),
+                (chunk(project, "beijing", 0, text="北京的会议很长。"), embedding(1.0, 0.1)),
+            ],
+        )
+
+        async def kept(*terms: str) -> list[str]:
+            filters = Filters(project_id=project, excluded_terms=terms)
+            return ids(await index.search(embedding(1.0), top_k=10, filters=filters))
+
+        assert await kept("東京") == ["beijing#0"]
+        assert await kept("京北") == ["tokyo#0", "beijing#0"]  # a phrase: 京 and 北 are not adjacent in either
+
     async def test_source_prefix_filter_is_literal(self, store, index, project) -> None:
         await save(
             store,
