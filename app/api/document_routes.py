@@ -33,7 +33,7 @@ from app.api.project_routes import (
     document_selection,
 )
 from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
-from app.api.strict_bodies import invalid_input_of
+from app.api.strict_bodies import TOO_DEEP, invalid_input_of
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
@@ -70,6 +70,8 @@ def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentI
     except msgspec.DecodeError as error:
         msg = f"malformed JSON: {error}"
         raise InvalidInputError(msg, field="body") from None
+    except RecursionError:
+        raise InvalidInputError(TOO_DEEP, field="body") from None
     if not isinstance(raw, dict):
         msg = 'expected a JSON object: one document, or {"documents": [...]}'
         raise InvalidInputError(msg, field="body")

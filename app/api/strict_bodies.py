@@ -18,6 +18,8 @@ from app.domain.errors import InvalidInputError
 
 _DATETIME_ERROR: Final = "Invalid RFC3339 encoded datetime"
 DATETIME_HINT: Final = "an RFC 3339 date-time such as 2024-05-08T12:00:00Z (a date alone is not one)"
+# msgspec's decoder recurses per nesting level and stops at the interpreter's limit (about 1,000 levels).
+TOO_DEEP: Final = "the JSON body nests too deeply (arrays and objects within one another, about 1,000 levels)"
 
 
 _AT_PATH: Final = re.compile(r"(?P<head>.*) - at `\$\.?(?P<path>[^`]*)`", re.DOTALL)
@@ -104,3 +106,5 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     except msgspec.DecodeError as error:
         msg = f"malformed JSON: {error}"
         raise InvalidInputError(msg, field="body") from None
+    except RecursionError:
+        raise InvalidInputError(TOO_DEEP, field="body") from None

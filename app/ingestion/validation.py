@@ -10,7 +10,7 @@ from app.domain.errors import InvalidInputError
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
 
     from app.domain.models import Document
 
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 # back without a time zone; an offset that carries a moment past them was clamped onto them.
 EARLIEST_EVENT_TIME: Final = datetime.min.replace(tzinfo=UTC)
 LATEST_EVENT_TIME: Final = datetime.max.replace(tzinfo=UTC)
+MAX_METADATA_DEPTH: Final = 32
+"""Objects and arrays within one another in a document's metadata; deeper is refused before anything walks it."""
 
 
 def validate_documents(documents: Sequence[Document]) -> None:
@@ -25,8 +27,9 @@ def validate_documents(documents: Sequence[Document]) -> None:
 
     Rejects: a project id the API could not address (`PROJECT_ID_PATTERN`; a CLI ingest reaches here
     unchecked), an empty document id or one its URL cannot address (`is_addressable`), text that is empty
-    after stripping, a blank tag, a NUL character in any text field (PostgreSQL text cannot hold it), an
-    event time at or past the ends of `datetime`'s range, and one document id twice in a batch.
+    after stripping, a blank tag, metadata nested deeper than `MAX_METADATA_DEPTH`, a NUL character in any
+    text field (PostgreSQL text cannot hold it), an event time at or past the ends of `datetime`'s range,
+    and one document id twice in a batch.
     """
     seen: set[tuple[str, str]] = set()
     for document in documents:
@@ -47,6 +50,9 @@ def validate_documents(documents: Sequence[Document]) -> None:
             msg = f"document {document.document_id!r} appears twice in one batch"
             raise InvalidInputError(msg, field="document_id")
         seen.add(key)
+        if _nesting_depth(document.metadata) > MAX_METADATA_DEPTH:
+            msg = f"document {document.document_id!r}: metadata nests deeper than {MAX_METADATA_DEPTH} levels"
+            raise InvalidInputError(msg, field="metadata")
         for name, value in _text_fields(document):
             if "\x00" in value:
                 msg = f"document {document.document_id!r}: {name} contains a NUL character"
@@ -84,6 +90,25 @@ def _text_fields(document: Document) -> Iterator[tuple[str, str]]:
     for tag in document.tags:
         yield "tags", tag
     yield from _metadata_strings(document.metadata)
+
+
+def _nesting_depth(value: object) -> int:
+    """How many objects and arrays lie within one another in `value` (a scalar is 0), without recursing."""
+    deepest = 0
+    pending: list[tuple[object, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_METADATA_DEPTH:
+            return deepest
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _metadata_strings(value: object) -> Iterator[tuple[str, str]]:

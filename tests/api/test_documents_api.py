@@ -227,6 +227,26 @@ async def test_malformed_json_is_a_400_problem(client, unique_name) -> None:
     assert "JSON" in assert_problem(response, 400)["detail"]
 
 
+def nested(levels: int) -> object:
+    """An object `levels` deep: lists within one another inside the top object."""
+    value: object = []
+    for _ in range(levels - 2):
+        value = [value]
+    return {"k": value}
+
+
+async def test_a_body_nested_past_what_the_decoder_reads_is_a_400_problem(client, unique_name) -> None:
+    depth = 5000  # msgspec stops near 1,000 levels (a RecursionError was a 500)
+    body = b'{"id": "deep", "text": "fine", "metadata": {"k": ' + b"[" * depth + b"]" * depth + b"}}"
+
+    response = await client.post(
+        f"/v1/projects/{unique_name}/documents", content=body, headers={"content-type": "application/json"}
+    )
+
+    problem = assert_problem(response, 400)
+    assert (problem["field"], "nests too deeply" in problem["detail"]) == ("body", True)
+
+
 @pytest.mark.parametrize(
     ("bad", "field"),
     [
@@ -242,6 +262,7 @@ async def test_malformed_json_is_a_400_problem(client, unique_name) -> None:
         pytest.param({"id": "x", "text": "fine", "tags": "one"}, "tags", id="tags-not-a-list"),
         pytest.param({"id": "x", "text": "fine", "tags": ["ops", " \t"]}, "tags", id="blank-tag"),
         pytest.param({"id": "x", "text": "fine", "event_time": "yesterday"}, "event_time", id="bad-event-time"),
+        pytest.param({"id": "x", "text": "fine", "metadata": nested(33)}, "metadata", id="metadata-33-deep"),
         pytest.param(
             {"id": "x", "text": "fine", "event_time": "0001-01-01T00:00:00+01:00"}, "event_time", id="year-0-in-utc"
         ),
@@ -264,6 +285,14 @@ async def test_bad_document_is_rejected_with_the_whole_batch(client, unique_name
     body = assert_problem(batch, 400)
     assert field in (body.get("field") or "") + body["detail"]
     assert (await client.get(f"/v1/projects/{unique_name}/documents/good-one")).status_code == 404
+
+
+async def test_metadata_32_levels_deep_is_stored(client, unique_name) -> None:
+    written = await post(client, unique_name, {"id": "deep", "text": "fine", "metadata": nested(32)})
+
+    assert written.status_code == 201, written.text
+    stored = await client.get(f"/v1/projects/{unique_name}/documents/deep")
+    assert stored.json()["metadata"] == nested(32)
 
 
 async def test_tags_differing_only_in_case_are_stored_once_as_first_spelt(client, unique_name) -> None:
