@@ -183,6 +183,28 @@ class VectorIndexContract:
         assert "split#0" in ids(await index.search(embedding(1.0), top_k=10, filters=excluding("consumer lag")))
         assert ids(await index.search(embedding(1.0), top_k=10, filters=excluding("guide"))) == []  # the title
 
+    @pytest.mark.parametrize("excluded_nearest", [1, 3, 9])
+    async def test_excluded_terms_leave_the_nearest_others_however_many_of_the_nearest_they_take(
+        self, store, index, project, excluded_nearest: int
+    ) -> None:
+        # The nearest `excluded_nearest` chunks say "kafka"; an exact search checks the nearest few first.
+        await save(
+            store,
+            [
+                (
+                    chunk(project, f"d{rank:02}", 0, text="kafka lag" if rank < excluded_nearest else "healthy"),
+                    embedding(1.0, rank / 10),
+                )
+                for rank in range(12)
+            ],
+        )
+
+        hits = await index.search(
+            embedding(1.0), top_k=2, filters=Filters(project_id=project, excluded_terms=("kafka",))
+        )
+
+        assert ids(hits) == [f"d{excluded_nearest:02}#0", f"d{excluded_nearest + 1:02}#0"]
+
     async def test_excluded_terms_ignore_accents_as_the_lexical_leg_does(self, store, index, project) -> None:
         await save(
             store,
