@@ -85,7 +85,7 @@ class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     weights: FusionWeights | None = None
     rrf_k: Annotated[int, msgspec.Meta(ge=1, le=10000)] | None = None
     collapse: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
-    min_score: float | None = None
+    min_score: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None  # the relevance final_score reads
     explain: bool = False
     offset: Annotated[int, msgspec.Meta(ge=0, lt=PAGE_DEPTH)] | None = None
     cursor: Annotated[str, msgspec.Meta(max_length=4096)] | None = None

@@ -182,8 +182,9 @@ def validate_options(options: SearchOptions) -> None:
     if options.rrf_k is not None and options.rrf_k < 1:
         fail("rrf_k must be at least 1", "rrf_k")
     _validate_weights(options)
-    if options.min_score is not None and not math.isfinite(options.min_score):
-        fail("min_score must be a finite number", "min_score")
+    if options.min_score is not None and not 0.0 <= options.min_score <= 1.0:  # NaN fails both
+        # The relevance it thresholds lies in [0, 1]: above 1 nothing could pass, below 0 everything does.
+        fail("min_score must be between 0 and 1 (the relevance final_score reads)", "min_score")
     if options.max_chunks_per_document is not None and options.max_chunks_per_document < 1:
         fail("max_chunks_per_document must be at least 1", "max_chunks_per_document")
     _validate_filters(options)

@@ -172,6 +172,8 @@ def search_body(**overrides: Any) -> dict[str, Any]:
         (search_body(weights={"lexical": 1.5}), "weights.lexical"),
         (search_body(rrf_k=0), "rrf_k"),
         (search_body(collapse=0), "collapse"),
+        (search_body(min_score=1.5), "min_score"),
+        (search_body(min_score=-0.1), "min_score"),
         (search_body(unknown_option=True), "unknown_option"),
     ],
     ids=[
@@ -179,7 +181,7 @@ def search_body(**overrides: Any) -> dict[str, Any]:
         "empty-project", "limit-0", "limit-101", "limit-string", "limit-float", "strategy", "fusion",
         "tags-not-list", "level-not-string", "unknown-filter", "date-not-date", "empty-date-range",
         "inverted-date-range", "filters-not-object", "empty-tag", "long-tag", "too-many-tags", "nul-tag", "nul-source-prefix",
-        "unknown-level", "unknown-level-in-list", "nul-level", "negative-weight", "zero-weights", "weight-alone-above-1", "rrf-k-0", "collapse-0", "unknown-key",
+        "unknown-level", "unknown-level-in-list", "nul-level", "negative-weight", "zero-weights", "weight-alone-above-1", "rrf-k-0", "collapse-0", "min-score-above-1", "min-score-below-0", "unknown-key",
     ],
 )  # fmt: skip
 async def test_post_rejects_bad_input_naming_the_field(client, body: dict[str, Any], field: str) -> None:

@@ -255,6 +255,8 @@ def test_query_length_knob_is_validated() -> None:
         ({"rrf_k": 0}, "rrf_k"),
         ({"retrieve_k": 0}, "retrieve_k"),
         ({"min_score": float("inf")}, "min_score"),
+        ({"min_score": 1.01}, "min_score"),
+        ({"min_score": -0.5}, "min_score"),
         ({"max_chunks_per_document": 0}, "max_chunks_per_document"),
         ({"project": " "}, "project"),
         (
