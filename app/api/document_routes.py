@@ -37,7 +37,7 @@ from app.api.strict_bodies import TOO_DEEP, invalid_input_of
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
-from app.ingestion.pipeline import IngestionPipeline
+from app.ingestion.pipeline import ANY_VERSION, IngestionPipeline
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
 
@@ -49,8 +49,8 @@ IfMatchHeader = Annotated[
     str | None,
     HeaderParameter(
         name="If-Match",
-        description='Write only if the document is at this version: `7`, `"7"` or `W/"7"`',
-        schema_extra={"pattern": rf'^\s*(W/)?"?[0-9]{{1,{MAX_VERSION_DIGITS}}}"?\s*$'},
+        description='Write or delete only if the document is at this version (`7`, `"7"` or `W/"7"`), or exists (`*`)',
+        schema_extra={"pattern": rf'^\s*(\*|(W/)?"?[0-9]{{1,{MAX_VERSION_DIGITS}}}"?)\s*$'},
     ),
 ]
 
@@ -94,11 +94,16 @@ def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentI
 
 
 def _version_from(if_match: str) -> int:
-    """The document version an `If-Match` header names: `7` or `"7"` (an ETag of the version)."""
+    """The document version an `If-Match` header names: `7` or `"7"` (an ETag of the version), or `*`.
+
+    `*` is HTTP's "the document exists, at any version" (`ANY_VERSION`): update or delete only.
+    """
+    if if_match.strip() == "*":
+        return ANY_VERSION
     value = if_match.strip().removeprefix("W/").strip('"')
     # ASCII digits only: `str.isdigit` also accepts "²", which `int()` refuses.
     if not (value.isascii() and value.isdigit()) or len(value) > MAX_VERSION_DIGITS:
-        msg = f"If-Match must be a document version (a whole number), got {if_match!r}"
+        msg = f"If-Match must be a document version (a whole number) or *, got {if_match!r}"
         raise InvalidInputError(msg, field="If-Match")
     return int(value)
 

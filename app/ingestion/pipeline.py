@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 IngestStatus = Literal["created", "updated", "unchanged"]
 
 CACHE_LOOKUP_BATCH: Final = 1000
+ANY_VERSION: Final = -1
+"""An expected version meaning "whichever is stored": the document must exist (`If-Match: *`)."""
 """Chunk hashes per `cached_embeddings` call, so one query never carries an unbounded list."""
 
 
@@ -239,7 +241,7 @@ class IngestionPipeline:
 
         Takes the document's lock like `ingest`, so a write that began earlier finishes first and a
         later one finds the document gone. Raises `VersionConflictError` when `expected_version` is
-        given and differs from the stored one.
+        given and differs from the stored one (`ANY_VERSION`: when the document does not exist).
         """
         key = (project_id, document_id)
         async with self._store.lock_documents([key]):
@@ -322,6 +324,11 @@ def _check_versions(
 
 def _check_version(document_id: str, state: DocumentState | None, expected: int) -> None:
     current = state.version if state is not None else None
+    if expected == ANY_VERSION:  # HTTP's `If-Match: *`: any version, so long as the document exists
+        if current is None:
+            msg = f"document {document_id!r} does not exist; the request expected it to exist (If-Match: *)"
+            raise VersionConflictError(msg, document_id=document_id, current_version=None)
+        return
     if (current or 0) != expected:
         shown = "does not exist" if current is None else f"is at version {current}"
         msg = f"document {document_id!r} {shown}; the request expected version {expected}"

@@ -428,6 +428,24 @@ async def test_if_none_match_star_creates_only_and_conditions_that_disagree_are_
     assert [chunk["text"] for chunk in read.json()["chunks"]] == ["Second text."]
 
 
+async def test_if_match_star_writes_and_deletes_only_a_document_that_exists(client) -> None:
+    project = "versions-star"
+    url = f"/v1/projects/{project}/documents"
+
+    create = await client.post(url, json=doc("s", "First text."), headers={"If-Match": "*"})
+    created = await post(client, project, doc("s", "First text."))
+    update = await client.post(url, json=doc("s", "Second text."), headers={"If-Match": "*"})
+    delete_missing = await client.delete(f"{url}/missing", headers={"If-Match": "*"})
+    delete = await client.delete(f"{url}/s", headers={"If-Match": " * "})
+
+    assert assert_problem(create, 409)["document_id"] == "s"  # nothing was there: update-only
+    assert created.status_code == 201
+    assert update.status_code == 201, update.text
+    assert update.json()["documents"][0]["status"] == "updated"
+    assert assert_problem(delete_missing, 409)["document_id"] == "missing"
+    assert delete.status_code == 204
+
+
 async def test_expected_version_in_a_batch_and_if_match_on_delete(client) -> None:
     project = "versions-batch"
     created = await post(client, project, {"documents": [doc("a", "Alpha note."), doc("b", "Beta note.")]})
