@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from datetime import MINYEAR, UTC, datetime
-from typing import overload
+from typing import Final, overload
+
+EARLIEST: Final = datetime.min.replace(tzinfo=UTC)
+LATEST: Final = datetime.max.replace(tzinfo=UTC)
+"""The ends of `datetime`'s range in UTC: where `as_utc` puts a moment its offset carries past them."""
 
 
 @overload
@@ -23,4 +27,4 @@ def as_utc(moment: datetime | None) -> datetime | None:
     try:
         return moment.astimezone(UTC)
     except OverflowError:
-        return datetime.min.replace(tzinfo=UTC) if moment.year == MINYEAR else datetime.max.replace(tzinfo=UTC)
+        return EARLIEST if moment.year == MINYEAR else LATEST

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import InvalidInputError
+from app.domain.moments import EARLIEST, LATEST
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 
 if TYPE_CHECKING:
@@ -14,10 +14,6 @@ if TYPE_CHECKING:
 
     from app.domain.models import Document
 
-# PostgreSQL's driver stores `datetime.min` and `datetime.max` as -infinity and infinity, and reads them
-# back without a time zone; an offset that carries a moment past them was clamped onto them.
-EARLIEST_EVENT_TIME: Final = datetime.min.replace(tzinfo=UTC)
-LATEST_EVENT_TIME: Final = datetime.max.replace(tzinfo=UTC)
 MAX_METADATA_DEPTH: Final = 32
 """Objects and arrays within one another in a document's metadata; deeper is refused before anything walks it."""
 
@@ -63,7 +59,9 @@ def validate_documents(documents: Sequence[Document]) -> None:
         if any(not tag.strip() for tag in document.tags):
             msg = f"document {document.document_id!r}: a tag is blank (only white space)"
             raise InvalidInputError(msg, field="tags")
-        if document.event_time is not None and not EARLIEST_EVENT_TIME < document.event_time < LATEST_EVENT_TIME:
+        # PostgreSQL's driver stores the ends of the range as -infinity and infinity and reads them back
+        # without a time zone; `as_utc` clamps a moment whose offset carries it past them onto them.
+        if document.event_time is not None and not EARLIEST < document.event_time < LATEST:
             msg = (
                 f"document {document.document_id!r}: event_time must lie after 0001-01-01T00:00:00Z and before "
                 "9999-12-31T23:59:59.999999Z"
