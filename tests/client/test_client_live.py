@@ -171,6 +171,22 @@ def test_if_match_of_the_stored_version_writes_a_newer_one(client: PoimenClient,
     assert answer.documents[0].version > stored
 
 
+def test_if_match_any_version_updates_or_deletes_only_a_document_that_exists(
+    client: PoimenClient, project: str
+) -> None:
+    with pytest.raises(ConflictError) as creating:
+        client.ingest(project, Document(id="travel/none-yet.md", text="# None\n\nYet."), if_match="*")
+    updated = client.ingest(project, Document(id="travel/rail.md", text="# Rail\n\nAt noon."), if_match="*")
+    with pytest.raises(ConflictError):
+        client.delete_document(project, "travel/none-yet.md", if_match="*")
+    client.delete_document(project, "travel/rail.md", if_match="*")
+
+    assert creating.value.document_id == "travel/none-yet.md"
+    assert updated.documents[0].status == "updated"
+    with pytest.raises(NotFoundError):
+        client.get_document(project, "travel/rail.md")
+
+
 def test_delete_document_with_a_stale_if_match_raises_conflict(client: PoimenClient, project: str) -> None:
     stored = client.get_document(project, "travel/rail.md").version
     with pytest.raises(ConflictError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence  # noqa: TC003 - the client methods' signatures are read at runtime
 from datetime import UTC
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -85,11 +85,14 @@ class Endpoints:
     # Documents
 
     @endpoint("POST", "/v1/projects/{project}/documents", response=IngestResponse)
-    def ingest(project: str, documents: Document | Sequence[Document], *, if_match: int | None = None) -> Call:
+    def ingest(
+        project: str, documents: Document | Sequence[Document], *, if_match: int | Literal["*"] | None = None
+    ) -> Call:
         """Write one document or several (atomically); PostgreSQL holds them when this returns.
 
         `if_match` (one document only) or each document's `expected_version`: write only if the stored
-        version is that one, else `ConflictError` with the `current_version`.
+        version is that one, else `ConflictError` with the `current_version`. `if_match="*"` updates only
+        a document that exists, at any version; `expected_version=0` creates only one that does not.
         """
         if isinstance(documents, Document):
             body: object = documents
@@ -114,8 +117,11 @@ class Endpoints:
         return Call(path_values={"project": project, "document_id": document_id})
 
     @endpoint("DELETE", "/v1/projects/{project}/documents/{document_id}", response=type(None))
-    def delete_document(project: str, document_id: str, *, if_match: int | None = None) -> Call:
-        """Delete a document and its chunks; `NotFoundError` if there is none, `ConflictError` if stale."""
+    def delete_document(project: str, document_id: str, *, if_match: int | Literal["*"] | None = None) -> Call:
+        """Delete a document and its chunks; `NotFoundError` if there is none, `ConflictError` if stale.
+
+        With `if_match="*"` a missing document is a `ConflictError`, as HTTP's `If-Match: *` has it.
+        """
         headers = {} if if_match is None else {"If-Match": str(if_match)}
         return Call(path_values={"project": project, "document_id": document_id}, headers=headers)
 
