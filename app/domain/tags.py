@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.domain.text_forms import canonical_text
+from app.domain.text_forms import canonical_tag
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 def tag_key(tag: str) -> str:
     """What two tags share when they are the same tag (`Kubernetes`, `KUBERNETES`: `kubernetes`).
 
-    The tag in NFC (`app.domain.text_forms`: a decomposed `Zürich` is the same tag), then lowered.
+    The tag in NFC without surrounding white space (`app.domain.text_forms.canonical_tag`: a decomposed
+    `Zürich` and `" ops "` are `Zürich` and `ops`), then lowered.
 
     `str.lower`, not `str.casefold`: OpenSearch's `lowercase` normalizer lowers each character the same
     way, so every leg selects the same chunks (`casefold` would also make `ß` and `ss` one tag, which
     OpenSearch does not).
     """
-    return canonical_text(tag).lower()
+    return canonical_tag(tag).lower()
 
 
 def tag_keys(tags: Iterable[str]) -> tuple[str, ...]:

@@ -25,10 +25,15 @@ def canonical_text(text: str) -> str:
     return text if unicodedata.is_normalized(FORM, text) else unicodedata.normalize(FORM, text)
 
 
+def canonical_tag(tag: str) -> str:
+    """`tag` in NFC without white space around it: `"ops "`, split from a list a person typed, is `ops`."""
+    return canonical_text(tag).strip()
+
+
 def canonical_document(document: Document) -> Document:
-    """`document` with its searched text (title, text, context, tags) in NFC; itself when nothing changes."""
+    """`document` with its searched text (title, text, context, tags) canonical; itself when nothing changes."""
     title, text, context = (canonical_text(value) for value in (document.title, document.text, document.context))
-    tags = tuple(canonical_text(tag) for tag in document.tags)
+    tags = tuple(canonical_tag(tag) for tag in document.tags)
     if (title, text, context, tags) == (document.title, document.text, document.context, document.tags):
         return document
     return replace(document, title=title, text=text, context=context, tags=tags)

@@ -404,7 +404,8 @@ async def test_text_is_found_whichever_unicode_form_it_was_written_or_asked_in(c
             "text": nfd("Zoë visited Zürich with Chloé."),
             "tags": [nfd("Zürich")],
         },
-        {"id": "fix", "title": "Björn's fix", "text": "Björn fixed the Göteborg resolver.", "tags": ["Göteborg"]},
+        # White space around a tag (a list split by hand) is not part of it.
+        {"id": "fix", "title": "Björn's fix", "text": "Björn fixed the Göteborg resolver.", "tags": [" Göteborg\t"]},
     ]
     response = await client.post(f"/v1/projects/{name}/documents", json={"documents": written})
     assert response.status_code == 201, response.text
@@ -423,6 +424,9 @@ async def test_text_is_found_whichever_unicode_form_it_was_written_or_asked_in(c
     stored = (await client.get(f"/v1/projects/{name}/documents/trip")).json()
     assert (stored["title"], stored["tags"]) == ("Zoë's trip", ["Zürich"])  # precomposed, renders the same
     assert stored["chunks"][0]["text"] == "Zoë visited Zürich with Chloé."
+    assert (await client.get(f"/v1/projects/{name}/documents/fix")).json()["tags"] == ["Göteborg"]
+    listed = await client.get(f"/v1/projects/{name}/documents", params={"tag": "göteborg "})
+    assert [item["id"] for item in listed.json()["items"]] == ["fix"]
 
 
 async def test_projects_never_mix(client, project: str) -> None:

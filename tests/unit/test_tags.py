@@ -10,8 +10,9 @@ def test_a_key_is_the_same_for_every_case_of_a_tag() -> None:
     assert tag_key("ÉTÉ") == "été"
 
 
-def test_a_key_keeps_what_is_not_case() -> None:
-    assert tag_key("ci/cd-2024 ") == "ci/cd-2024 "
+def test_a_key_keeps_what_is_not_case_or_surrounding_space() -> None:
+    assert tag_key(" ci/cd-2024\t") == "ci/cd-2024"
+    assert tag_key("a  b") == "a  b"
     assert tag_key("straße") != tag_key("STRASSE")  # lowered, not case-folded: as OpenSearch's normalizer
 
 

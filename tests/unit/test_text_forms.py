@@ -29,7 +29,7 @@ def test_a_document_has_its_searched_text_canonical_and_its_addresses_kept() -> 
         source=f"trips/{DECOMPOSED}.md",
         title=DECOMPOSED,
         text=f"# {DECOMPOSED}\n\nBody",
-        tags=(DECOMPOSED, "plain"),
+        tags=(DECOMPOSED, " plain\n"),
         context=DECOMPOSED,
     )
 
