@@ -33,6 +33,10 @@ about half relevant. It changes what `final_score` reads, never the order of hit
 
 IDENTICAL_SCORES_NORMALISED: Final = 0.5
 """Min-max of a list whose scores are all equal: the reference maps every score to the middle."""
+IDENTICAL_SCORES_FLOOR_Z: Final = -1.0
+"""z-score fusion: what a chunk gets from a leg that missed it when that leg's hits all scored alike (one
+hit, or ties; each of them is z = 0). A floor of 0, the rule for other legs, let such a leg say nothing: one
+lexical hit with the semantic leg weighed 0 came last, and every final_score read 0."""
 
 
 @dataclass(slots=True)
@@ -106,9 +110,11 @@ def zscore_fusion(
 ) -> list[FusedHit]:
     """Distribution-based fusion: standardise each leg's scores (z-scores), then sum them weighted.
 
-    A leg whose scores are all equal gives every hit z = 0. A chunk a leg did not return gets that
-    leg's floor, the lowest z it returned, and the floor appears in `contributions` (so the score is
-    still their sum). Scores can be negative; higher is still better. Weights as `weighted_score_fusion`.
+    A chunk a leg did not return gets that leg's floor, the lowest z it returned, and the floor appears
+    in `contributions` (so the score is still their sum). A leg whose scores are all equal (one hit, or
+    ties) gives each of its hits z = 0 and the chunks it did not return `IDENTICAL_SCORES_FLOOR_Z`: it
+    still says which chunks it found. Scores can be negative; higher is still better. Weights as
+    `weighted_score_fusion`.
     """
     _check_non_negative(limit=limit, weights=weights)
     positions = _ranked_positions(ranked)
@@ -122,7 +128,7 @@ def zscore_fusion(
         standardised = {
             chunk_id: (hit.score - mean) / deviation if deviation > 0 else 0.0 for _, chunk_id, hit in leg_positions
         }
-        floor = min(standardised.values())
+        floor = min(standardised.values()) if deviation > 0 else IDENTICAL_SCORES_FLOOR_Z
         for chunk_id, entry in entries.items():
             entry.contributions[leg] = weight * standardised.get(chunk_id, floor)
     return _ordered(entries, limit)
@@ -279,9 +285,10 @@ def readable_relevance(
     The ranking scores (z-scores, RRF sums) only order one query's hits: a lone perfect match has z = 0.
     This reads each leg's *raw* similarity on an absolute scale instead, cosine clamped to [0, 1] and BM25
     squashed by `s / (s + bm25_half)`, and averages them with the fusion's weights (equal without) over
-    the `legs` that answered; a leg that answered but missed the hit adds 0. So the same match scores
-    the same in any query. The order stays the fusion's: each relevance is capped by the one above it,
-    so it never rises down the list and `min_score` cuts a prefix of the ranking.
+    the `legs` that answered (equal too if they all weigh 0); a leg that answered but missed the hit adds
+    0. So the same match scores the same in any query. The order stays the fusion's: each relevance is
+    capped by the one above it, so it never rises down the list and `min_score` cuts a prefix of the
+    ranking.
 
     Lazy: a hit's relevance depends only on the hits above it, so a search that returns ten of a hundred
     candidates computes ten (`app.retrieval.postprocess.returned_hits`). Raises `ValueError` at the call
@@ -292,6 +299,10 @@ def readable_relevance(
         raise ValueError(msg)
     answered = [leg for leg in dict.fromkeys(legs) if leg in _ABSOLUTE_SCALES]
     leg_weights = {leg: _weight(weights or None, leg, default=NEUTRAL_WEIGHT) for leg in answered}
+    if not math.fsum(leg_weights.values()) > 0:
+        # Only the legs weighed 0 answered (`strategy: lexical` with `{"semantic": 1}`): they are what was
+        # searched, so they count equally, as in a search without weights, rather than every hit reading 0.
+        leg_weights = dict.fromkeys(answered, NEUTRAL_WEIGHT)
     return _readable(hits, leg_weights, bm25_half)
 
 

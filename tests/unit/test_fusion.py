@@ -290,6 +290,29 @@ def test_zscore_of_identical_scores_is_zero() -> None:
     assert ids(fused) == ["a", "b"]
 
 
+def test_zscore_leg_with_one_hit_still_ranks_it_above_what_it_missed() -> None:
+    # The lexical leg found only "z"; weighed alone, it must decide the order, not the chunk ids.
+    semantic = [hit("a", 0.1), hit("b", 0.05), hit("z", 0.5)]
+    ranked = legs(semantic, [hit("z", 3.9)])
+
+    lexical_alone = zscore_fusion(ranked, weights={SEMANTIC_LEG: 0.0, LEXICAL_LEG: 1.0})
+    by_id = {h.chunk_id: h for h in zscore_fusion(ranked, weights={SEMANTIC_LEG: 1.0, LEXICAL_LEG: 1.0})}
+
+    assert ids(lexical_alone)[0] == "z"
+    assert lexical_alone[0].score - lexical_alone[1].score == pytest.approx(1.0)
+    assert by_id["z"].contributions[LEXICAL_LEG] == 0.0
+    assert by_id["a"].contributions[LEXICAL_LEG] == by_id["b"].contributions[LEXICAL_LEG] == -1.0
+
+
+def test_zscore_leg_of_ties_lifts_its_hits_alike_over_the_ones_it_missed() -> None:
+    ranked = legs([hit("a", 0.9), hit("b", 0.8), hit("c", 0.7)], [hit("b", 2.0), hit("c", 2.0)])
+
+    fused = zscore_fusion(ranked, weights={SEMANTIC_LEG: 0.0, LEXICAL_LEG: 1.0})
+
+    assert ids(fused) == ["b", "c", "a"]
+    assert fused[0].score == fused[1].score == fused[2].score + 1.0
+
+
 def test_zscore_is_not_fooled_by_score_scale() -> None:
     # Same shape of distribution, lexical on a 100x scale: the scale must not decide the winner.
     ranked = legs([hit("s1", 0.9), hit("s2", 0.1)], [hit("l1", 90.0), hit("l2", 10.0)])
@@ -452,6 +475,16 @@ def test_a_leg_that_did_not_answer_is_left_out_of_the_mean() -> None:
 
     assert lexical_only.relevance == pytest.approx(0.5)  # BM25 at the half point, no semantic zero dragging it
     assert lexical_only.relevance_parts == {LEXICAL_LEG: pytest.approx(0.5)}
+
+
+def test_legs_that_answered_all_weighing_zero_count_equally() -> None:
+    # `strategy: lexical` with `weights: {"semantic": 1}`: the lexical leg is all that was searched.
+    single = rank_single_leg([hit("a", BM25_HALF_RELEVANCE)], leg=LEXICAL_LEG)
+    weighed_zero = {SEMANTIC_LEG: 1.0, LEXICAL_LEG: 0.0}
+
+    (read,) = readable_relevance(single, legs=(LEXICAL_LEG,), weights=weighed_zero)
+
+    assert read.relevance == pytest.approx(0.5)
 
 
 def test_min_score_thresholds_the_readable_relevance() -> None:
