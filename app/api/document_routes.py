@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Controller, Request, delete, get, post
-from litestar.datastructures import State
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.datastructures import ResponseHeader, State
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import HeaderParameter, PathParameter, QueryParameter
-from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_304_NOT_MODIFIED
 
 from app.api.cursors import encode_cursor, keyset_after
 from app.api.dependencies import Injected
@@ -62,6 +63,30 @@ IfNoneMatchHeader = Annotated[
         schema_extra={"pattern": r"^\s*\*\s*$"},
     ),
 ]
+
+ReadIfNoneMatchHeader = Annotated[
+    str | None,
+    HeaderParameter(
+        name="If-None-Match",
+        description='ETags of versions the caller holds (`"7"`, `"7", W/"8"`) or `*`: 304 if the stored one is named',
+    ),
+]
+ETAG_HEADER = ResponseHeader(
+    name="ETag",
+    description='The document\'s version as an entity tag (`"7"`): send it back as `If-Match` to update safely',
+    documentation_only=True,
+)
+
+
+def entity_tag(version: int) -> str:
+    """The `ETag` of a document at `version`: the version, quoted (what `If-Match` takes back)."""
+    return f'"{version}"'
+
+
+def _holds_version(if_none_match: str, version: int) -> bool:
+    """Whether an `If-None-Match` list names `version` (weak comparison, as RFC 9110 has it for GET) or is `*`."""
+    tags = (tag.strip() for tag in if_none_match.split(","))
+    return any(tag == "*" or tag.removeprefix("W/").strip('"') == str(version) for tag in tags)
 
 
 def _decode_documents(body: bytes, *, max_document_bytes: int) -> list[DocumentIn]:
@@ -274,17 +299,34 @@ class DocumentController(Controller):
         "/{document_id:path}",
         summary="A stored document with its chunks",
         guards=[search_guard],
-        responses=problem_responses(400, 401, 403, 404, 503, 504),
+        response_headers=[ETAG_HEADER],
+        responses={
+            HTTP_304_NOT_MODIFIED: ResponseSpec(
+                data_container=None, description="If-None-Match names the stored version: no body, its ETag"
+            ),
+            **problem_responses(400, 401, 403, 404, 503, 504),
+        },
     )
     async def read(
-        self, project: ProjectPath, document_id: DocumentIdPath, services: Injected[Services]
-    ) -> DocumentOut:
-        """The document as PostgreSQL holds it, chunks in order with breadcrumbs. Ids may contain `/`."""
+        self,
+        project: ProjectPath,
+        document_id: DocumentIdPath,
+        services: Injected[Services],
+        if_none_match: ReadIfNoneMatchHeader = None,
+    ) -> Response[DocumentOut]:
+        """The document as PostgreSQL holds it, chunks in order with breadcrumbs. Ids may contain `/`.
+
+        Its `ETag` is its version (`"7"`), what `If-Match` takes back; `If-None-Match` naming that version
+        answers 304 without the body (a caller polling a document it holds).
+        """
         document_id = document_id.removeprefix("/")
         document = await services.engines.store.get_document(project, document_id)
         if document is None:
             raise _not_found(project, document_id)
-        return document_out(document)
+        headers = {ETAG_HEADER.name: entity_tag(document.version)}
+        if if_none_match is not None and _holds_version(if_none_match, document.version):
+            return Response(None, status_code=HTTP_304_NOT_MODIFIED, headers=headers)  # type: ignore[arg-type]
+        return Response(document_out(document), headers=headers)
 
     @delete(
         "/{document_id:path}",

@@ -428,6 +428,27 @@ async def test_if_none_match_star_creates_only_and_conditions_that_disagree_are_
     assert [chunk["text"] for chunk in read.json()["chunks"]] == ["Second text."]
 
 
+async def test_a_read_carries_the_version_as_its_etag_and_answers_304_for_a_version_held(client) -> None:
+    project = "versions-etag"
+    url = f"/v1/projects/{project}/documents"
+    await post(client, project, doc("e", "First text."))
+
+    read = await client.get(f"{url}/e")
+    etag = read.headers["etag"]
+    held = await client.get(f"{url}/e", headers={"If-None-Match": f'"0", W/{etag}'})
+    anything = await client.get(f"{url}/e", headers={"If-None-Match": "*"})
+    updated = await client.post(url, json=doc("e", "Second text."), headers={"If-Match": etag})
+    stale = await client.get(f"{url}/e", headers={"If-None-Match": etag})
+
+    assert etag == f'"{read.json()["version"]}"'
+    assert (held.status_code, held.headers["etag"], held.content) == (304, etag, b"")
+    assert anything.status_code == 304
+    assert updated.status_code == 201, updated.text  # the ETag is what If-Match takes back
+    assert stale.status_code == 200
+    assert stale.headers["etag"] == f'"{updated.json()["documents"][0]["version"]}"' != etag
+    assert [chunk["text"] for chunk in stale.json()["chunks"]] == ["Second text."]
+
+
 async def test_if_match_star_writes_and_deletes_only_a_document_that_exists(client) -> None:
     project = "versions-star"
     url = f"/v1/projects/{project}/documents"
