@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 VECTOR_ENGINE: Final = "pgvector"
 MAX_HNSW_EF_SEARCH: Final = 1000
 """pgvector's upper bound for `hnsw.ef_search`."""
-EXCLUSION_CANDIDATES_PER_HIT: Final = 4
-"""Nearest candidates an exact search with excluded terms checks per hit asked, before it scans them all."""
 
 
 PROJECT_SIZE_TTL_S: Final = 60.0
@@ -169,12 +167,8 @@ class PgVectorIndex:
                 )
                 if not (preset or exact):
                     await fetch(connection, SET_LOCAL_HNSW, {"ef_search": str(ef_search)})
-                statement = exact_search_sql(where) if exact else nearest_search_sql(where)
-                rows = []
-                if searching and exact:
-                    rows = await _nearest_not_excluded(connection, filters, parameters, top_k=top_k)
-                if searching and len(rows) < top_k:
-                    rows = await fetch(connection, statement, parameters)
+                statement = _exact_search_sql(filters, parameters) if exact else nearest_search_sql(where)
+                rows = await fetch(connection, statement, parameters) if searching else []
                 current = await select_existing_chunks(connection, filters.project_id, chunk_ids)
         hits = [ScoredHit(chunk=chunk_from_record(row), score=1.0 - float(row["distance"])) for row in rows]
         return hits, current
@@ -214,23 +208,12 @@ async def ping_database(engine: AsyncEngine, *, name: str) -> None:
         raise EngineUnavailableError(error.message, engine=name) from error
 
 
-async def _nearest_not_excluded(
-    connection: asyncpg.Connection, filters: Filters, parameters: dict[str, object], *, top_k: int
-) -> list[Any]:
-    """The exact search's rows when excluded terms leave `top_k` of the nearest candidates; else none.
-
-    Checking excluded terms is what costs in an exact scan (`exact_search_excluding_sql`); checked on the
-    nearest `EXCLUSION_CANDIDATES_PER_HIT * top_k` alone, a search with them costs about what one without
-    does. Fewer than `top_k` left (many excluded, or a project that small): none, and the caller scans all.
-    """
-    narrowed = dict(parameters)
-    exclusion = exclusion_sql(filters, narrowed)
+def _exact_search_sql(filters: Filters, parameters: dict[str, object]) -> str:
+    """The exact scan's statement: excluded terms, when there are any, checked nearest first (they cost)."""
+    exclusion = exclusion_sql(filters, parameters)
     if exclusion is None:
-        return []
-    narrowed["candidate_k"] = EXCLUSION_CANDIDATES_PER_HIT * top_k
-    statement = exact_search_excluding_sql(filter_sql(filters, narrowed, exclusions=False), exclusion)
-    rows = await fetch(connection, statement, narrowed)
-    return rows if len(rows) == top_k else []
+        return exact_search_sql(filter_sql(filters, parameters))
+    return exact_search_excluding_sql(filter_sql(filters, parameters, exclusions=False), exclusion)
 
 
 async def select_existing_chunks(

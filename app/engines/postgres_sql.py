@@ -156,23 +156,24 @@ def exact_search_sql(where: str) -> str:
 
 
 def exact_search_excluding_sql(where: str, exclusion: str) -> str:
-    """`exact_search_sql` for a search with excluded terms: checks them on the `:candidate_k` nearest only.
+    """`exact_search_sql` for a search with excluded terms: checks them nearest first, until `:top_k` pass.
 
-    The exclusion reads and parses each chunk's text (`_excluded_terms_sql`), 100 times the cost of the
-    distance: over a 1,951-chunk project, 269 ms against 2.7 ms. The nearest `:candidate_k` by the other
-    filters are picked first and the exclusion checked on them alone; when fewer than `:top_k` of them
-    survive, the caller runs `exact_search_sql` with the exclusion in `where` (the answer is the same).
+    The exclusion reads and parses each chunk's text (`_excluded_terms_sql`): about 0.13 ms a chunk, 100
+    times the distance. Every chunk matching `where` is ranked by distance (cheap), then the exclusion is
+    checked along that order and the scan stops at the `:top_k`-th chunk that passes (the sorted subquery's
+    order carries through the nested loop, so `LIMIT` ends it). A rare term costs `:top_k` checks, a
+    common one about `:top_k` / (the share it leaves), all of them only when nearly everything is excluded.
+    Over 1,000 SciFact abstracts (1,385 chunks), `top_k` 50: 13 ms for a rare term, 36 ms for `protein
+    cells` (which leave 19 % of chunks), against 266 ms checking every chunk.
     """
     return (
-        "WITH candidates AS MATERIALIZED (SELECT chunk_id, embedding <=> CAST(:embedding AS vector) AS distance "  # noqa: S608 - only our own fragments
-        f"FROM chunks WHERE {where} ORDER BY (embedding <=> CAST(:embedding AS vector)) + 0, chunk_id "
-        "LIMIT :candidate_k), "
-        "nearest AS MATERIALIZED (SELECT candidates.chunk_id, candidates.distance FROM candidates "
-        "JOIN chunks ON chunks.project_id = :project_id AND chunks.chunk_id = candidates.chunk_id "
-        f"WHERE {exclusion} ORDER BY candidates.distance, candidates.chunk_id LIMIT :top_k) "
-        f"SELECT {_QUALIFIED_CHUNK_COLUMNS}, nearest.distance FROM nearest "
-        "JOIN chunks AS chunk ON chunk.project_id = :project_id AND chunk.chunk_id = nearest.chunk_id "
-        "ORDER BY nearest.distance, nearest.chunk_id"
+        f"SELECT {_QUALIFIED_CHUNK_COLUMNS}, ranked.distance FROM "  # noqa: S608 - only our own fragments
+        "(SELECT chunk_id, (embedding <=> CAST(:embedding AS vector)) + 0 AS distance "
+        # `OFFSET 0` keeps the subquery (and its order) whole; `+ 0` keeps the planner off the HNSW index.
+        f"FROM chunks WHERE {where} ORDER BY distance, chunk_id OFFSET 0) AS ranked "
+        "CROSS JOIN LATERAL (SELECT * FROM chunks WHERE chunks.project_id = :project_id "
+        f"AND chunks.chunk_id = ranked.chunk_id AND {exclusion}) AS chunk "
+        "ORDER BY ranked.distance, ranked.chunk_id LIMIT :top_k"
     )
 
 
