@@ -24,6 +24,7 @@ from app.api.document_schemas import (
 from app.api.errors import problem_responses
 from app.api.guards import ingest_guard, search_guard
 from app.api.project_routes import (
+    NO_NUL_PATTERN,
     PROJECT_ERROR_RESPONSES,
     EventFrom,
     EventTo,
@@ -42,7 +43,7 @@ from app.ingestion.pipeline import ANY_VERSION, IngestionPipeline
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
 
-DocumentIdPath = Annotated[str, PathParameter(description="Document id; may contain `/`")]
+DocumentIdPath = Annotated[str, PathParameter(description="Document id; may contain `/`", pattern=NO_NUL_PATTERN)]
 DOCUMENTS_CURSOR = "documents"
 MAX_VERSION_DIGITS = 18
 """A document version is a PostgreSQL bigint: a longer number names no version (and `int()` caps digits)."""

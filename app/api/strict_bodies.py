@@ -38,6 +38,8 @@ _READABLE: Final = (
     (re.compile(r"Object contains unknown field `([^`]+)`"), r"unknown field `\1`"),
     (re.compile(r"Object missing required field `([^`]+)`"), r"missing required field `\1`"),
     (re.compile(re.escape(_DATETIME_ERROR)), f"expected {DATETIME_HINT}"),
+    # `NO_NUL_PATTERN` of the routes (`app.api.project_routes`): PostgreSQL text cannot hold U+0000.
+    (re.compile(r"Expected `str` matching regex '\^\[\^\\+u0000\]\*\$'"), "must not contain a NUL character"),
 )
 """Msgspec's wording of each constraint it checks, and how a person reads it ("must not be empty")."""
 

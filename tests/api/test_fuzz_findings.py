@@ -107,6 +107,17 @@ async def test_a_nul_character_in_a_listing_filter_is_a_400_not_an_engine_failur
 
     assert response.status_code == 400
     assert response.json()["field"] == parameter
+    assert response.json()["detail"] == f"{parameter}: must not contain a NUL character"
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+async def test_a_nul_character_in_a_document_id_is_a_400_not_an_engine_failure(client, method: str) -> None:
+    # It reached PostgreSQL, which refused the byte: a 503 "engine unavailable" quoting the driver's error.
+    response = await client.request(method, f"/v1/projects/{PROJECT}/documents/runbooks%00x.md")
+
+    assert response.status_code == 400, response.text
+    assert response.json()["field"] == "document_id"
+    assert "NUL" in response.json()["detail"]
 
 
 async def test_a_nul_character_in_a_delete_filter_is_a_400_not_an_engine_failure(client) -> None:
