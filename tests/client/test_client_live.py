@@ -80,6 +80,37 @@ def test_one_weight_alone_is_sent_alone_and_the_other_leg_gets_its_complement(
     assert fusion(FusionWeights(semantic=0.25)) == fusion(FusionWeights(semantic=0.25, lexical=0.75))
 
 
+def test_explain_reads_the_fused_score_the_relevance_and_each_legs_ranking(client: PoimenClient, project: str) -> None:
+    answer = client.search(project, SearchQuery(query="port 8080", strategy="hybrid", explain=True, limit=3))
+
+    best = answer.results[0].score_breakdown
+    assert best.fusion.method == answer.fusion_method
+    assert best.fusion.score == pytest.approx(best.fusion.semantic_contribution + best.fusion.lexical_contribution)
+    assert best.relevance.semantic is not None  # the lexical index may still be catching up: not asserted
+    assert answer.leg_rankings is not None
+    assert answer.leg_rankings.semantic is not None
+    assert answer.leg_rankings.semantic[0].document_id == "k8s/ports.md"
+
+
+@pytest.mark.parametrize("document_id", ["..", "notes/../bread", "", "a//b", "./x"])
+def test_an_id_with_an_empty_or_dot_part_is_refused_before_it_reaches_another_route(
+    client: PoimenClient, project: str, document_id: str
+) -> None:
+    # httpx resolves dot segments: `delete_document(p, "..")` went out as DELETE /v1/projects/p/ and
+    # deleted the whole project.
+    with pytest.raises(ValueError, match="part"):
+        client.delete_document(project, document_id)
+    with pytest.raises(ValueError, match="part"):
+        client.get_document(project, document_id)
+
+    assert client.project_stats(project).documents == len(NOTES)
+
+
+def test_search_batch_refuses_one_string_for_its_queries(client: PoimenClient, project: str) -> None:
+    with pytest.raises(TypeError, match="queries"):
+        client.search_batch(project, "port")  # a str is a sequence of one-letter queries
+
+
 def test_search_applies_filters(client: PoimenClient, project: str) -> None:
     query = SearchQuery(query="how long to cook", filters=SearchFilters(tags=["food"]), strategy="semantic")
 

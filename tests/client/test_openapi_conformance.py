@@ -64,19 +64,33 @@ def schema_types(schema: dict[str, Any]) -> set[str]:
     return ({declared} if isinstance(declared, str) else set(declared)) - {"null"}
 
 
-def mismatches(openapi: dict[str, Any], model: msgspec.inspect.Type, schema: dict[str, Any], path: str) -> list[str]:
-    """How `model` (a client type) disagrees with `schema`: fields missing, not required, of another type."""
+def mismatches(
+    openapi: dict[str, Any],
+    model: msgspec.inspect.Type,
+    schema: dict[str, Any],
+    path: str,
+    *,
+    every_field: bool = False,
+) -> list[str]:
+    """How `model` (a client type) disagrees with `schema`: fields missing, not required, of another type.
+
+    `every_field` (an answer): also each field the schema has and the client does not read, which it drops.
+    """
     schema = resolve(openapi, schema)
     if isinstance(model, msgspec.inspect.UnionType):
         members = [member for member in model.types if not isinstance(member, msgspec.inspect.NoneType)]
-        return [problem for member in members for problem in mismatches(openapi, member, schema, path)]
+        return [
+            problem
+            for member in members
+            for problem in mismatches(openapi, member, schema, path, every_field=every_field)
+        ]
     if isinstance(model, msgspec.inspect.AnyType) or not schema_types(schema):
         return []
     expected = JSON_TYPES.get(type(model), set())
     if not expected & schema_types(schema):
         return [f"{path}: the client reads {type(model).__name__}, the schema says {sorted(schema_types(schema))}"]
     if isinstance(model, msgspec.inspect.ListType):
-        return mismatches(openapi, model.item_type, schema.get("items", {}), f"{path}[]")
+        return mismatches(openapi, model.item_type, schema.get("items", {}), f"{path}[]", every_field=every_field)
     if not isinstance(model, msgspec.inspect.StructType):
         return []
     properties, required = schema.get("properties", {}), set(schema.get("required", []))
@@ -88,7 +102,12 @@ def mismatches(openapi: dict[str, Any], model: msgspec.inspect.Type, schema: dic
             continue
         if field.required and field.encode_name not in required:
             problems.append(f"{where}: required by the client, optional in the schema")
-        problems.extend(mismatches(openapi, field.type, properties[field.encode_name], where))
+        problems.extend(mismatches(openapi, field.type, properties[field.encode_name], where, every_field=every_field))
+    if every_field:
+        read = {field.encode_name for field in model.fields}
+        problems.extend(
+            f"{path}.{name}: the service sends it, the client drops it" for name in properties if name not in read
+        )
     return problems
 
 
@@ -140,7 +159,7 @@ def test_response_model_fields_exist_in_the_schema(openapi, name: str) -> None:
         return
     schema = response["content"]["application/json"]["schema"]
     assert "properties" in resolve(openapi, schema), f"{name}: the schema does not type its answer"
-    assert mismatches(openapi, msgspec.inspect.type_info(endpoint.response_type), schema, name) == []
+    assert mismatches(openapi, msgspec.inspect.type_info(endpoint.response_type), schema, name, every_field=True) == []
 
 
 def test_free_form_answers_are_exactly_the_known_ones(openapi) -> None:

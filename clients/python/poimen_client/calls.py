@@ -22,7 +22,7 @@ from poimen_client.errors import TransportError, UnexpectedAnswerError, error_fr
 from poimen_client.retries import retry_after_seconds
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator, Mapping
+    from collections.abc import Callable, Coroutine, Iterator, Mapping
 
     from poimen_client.clients import AsyncPoimenClient, PoimenClient
     from poimen_client.retries import RetryPolicy
@@ -69,7 +69,7 @@ class Endpoint(Generic[P, T]):
     @overload
     def __get__(self, instance: PoimenClient, owner: type[Any]) -> Callable[P, T]: ...
     @overload
-    def __get__(self, instance: AsyncPoimenClient, owner: type[Any]) -> Callable[P, Awaitable[T]]: ...
+    def __get__(self, instance: AsyncPoimenClient, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, T]]: ...
     def __get__(self, instance: PoimenClient | AsyncPoimenClient | None, owner: type[Any]) -> Any:
         if instance is None:
             return self
@@ -92,6 +92,18 @@ def endpoint(
     return define
 
 
+def _check_addressable(name: str, value: str) -> None:
+    """A `ValueError` for a path value with an empty, `.` or `..` part (between slashes, for a document id).
+
+    httpx resolves dot segments before sending, so such a value reaches another route: `delete_document(p,
+    "..")` went out as `DELETE /v1/projects/p/`, which deletes the whole project. The service refuses such
+    project and document ids, so no project or document has one.
+    """
+    if any(part in {"", ".", ".."} for part in value.split("/")):
+        msg = f"{name} {value!r} has an empty, '.' or '..' part: no project or document is named so"
+        raise ValueError(msg)
+
+
 @dataclass(slots=True, kw_only=True)
 class Exchange(Generic[T]):
     """One endpoint call in flight: builds its request, decides retries, decodes its answer."""
@@ -105,6 +117,8 @@ class Exchange(Generic[T]):
     def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         """The HTTP request, built by the client's httpx instance (base URL, auth, default headers)."""
         call = self.call
+        for name, value in call.path_values.items():
+            _check_addressable(name, value)
         values = {
             name: quote(value, safe="/" if name == "document_id" else "") for name, value in call.path_values.items()
         }

@@ -80,6 +80,9 @@ class Endpoints:
     @endpoint("POST", "/v1/search/batch", response=BatchSearchResponse)
     def search_batch(project: str, queries: Sequence[str | SearchQuery]) -> Call:
         """Several searches of one project in one request; one response per query, in order."""
+        if isinstance(queries, str):
+            msg = "queries must be a list of queries (a str would send one query per letter)"
+            raise TypeError(msg)
         return Call(body={"project": project, "queries": [_search_query(query) for query in queries]})
 
     # Documents

@@ -104,7 +104,7 @@ class ConflictError(ServiceError):
 
     @property
     def current_version(self) -> int | None:
-        """The version the service holds now (0: the document does not exist)."""
+        """The version the service holds now (None: the document does not exist)."""
         return self.problem.current_version
 
     @property
@@ -114,7 +114,7 @@ class ConflictError(ServiceError):
 
 
 class UnavailableError(ServiceError):
-    """503 or 504: the service or its engines cannot answer now; `reasons` says why each engine failed."""
+    """502, 503 or 504: the service or its engines cannot answer now; `reasons` says why each engine failed."""
 
     status_codes = frozenset({502, 503, 504})
 

@@ -92,18 +92,36 @@ class DocumentFilter(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=Tr
 
 
 class RrfComponents(msgspec.Struct, kw_only=True, frozen=True):
-    """Each leg's contribution to a hit's `final_score`."""
+    """Each leg's contribution to the fused score (the reference's name; the same as `fusion`'s)."""
 
     semantic_contribution: float
     lexical_contribution: float
 
 
+class FusionBreakdown(msgspec.Struct, kw_only=True, frozen=True):
+    """The fused score that ordered the hits, named after the method that made it, and each leg's part of it."""
+
+    method: str
+    score: float
+    semantic_contribution: float
+    lexical_contribution: float
+
+
+class RelevanceBreakdown(msgspec.Struct, kw_only=True, frozen=True):
+    """Each leg's readable relevance in [0, 1], whose weighted mean `final_score` reads (None: the leg did not run)."""
+
+    semantic: float | None
+    lexical: float | None
+
+
 class ScoreBreakdown(msgspec.Struct, kw_only=True, frozen=True):
-    """1-based ranks of a hit in each leg (None when that leg missed it)."""
+    """1-based ranks of a hit in each leg (None when that leg missed it), the fused score and the relevance."""
 
     semantic_rank: int | None
     lexical_rank: int | None
     rrf_components: RrfComponents
+    fusion: FusionBreakdown
+    relevance: RelevanceBreakdown
 
 
 class SearchHit(msgspec.Struct, kw_only=True, frozen=True):
@@ -160,6 +178,23 @@ class QueryAnalysis(msgspec.Struct, kw_only=True, frozen=True):
     event_time_to: datetime | None
 
 
+class LegHit(msgspec.Struct, kw_only=True, frozen=True):
+    """One chunk of a leg's own ranking, before fusion."""
+
+    id: str
+    rank: int
+    score: float
+    document_id: str
+    section_title: str
+
+
+class LegRankings(msgspec.Struct, kw_only=True, frozen=True):
+    """Each leg's own ranking (`explain`); None for a leg that did not run."""
+
+    semantic: list[LegHit] | None
+    lexical: list[LegHit] | None
+
+
 class SearchResponse(msgspec.Struct, kw_only=True, frozen=True):
     """The answer of a search; `next_cursor` is set on a paged search while the ranking has more hits."""
 
@@ -177,6 +212,7 @@ class SearchResponse(msgspec.Struct, kw_only=True, frozen=True):
     degraded: bool
     degraded_reasons: list[str]
     query_analysis: QueryAnalysis | None = None
+    leg_rankings: LegRankings | None = None
     offset: int = 0
     next_cursor: str | None = None
 
