@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -90,14 +91,18 @@ def test_an_error_shows_the_problems_detail_and_field_instead_of_the_last_answer
     screenshot(page, "error")
 
 
-def test_a_missing_document_is_a_readable_404(page: Page) -> None:
-    search(page, "pottery bowl")
-    page.fill("#project", "empty-project")
+def test_a_document_deleted_since_the_search_is_a_readable_404(page: Page, console_url: str) -> None:
+    url = f"{console_url}/v1/projects/{PROJECT}/documents"
+    note = {"id": "notes/ephemeral", "text": "A teapot glazed in celadon, fired once and sold."}
+    assert httpx.post(url, json=note, timeout=30).status_code == 201
+    search(page, "celadon teapot", strategy="semantic")
+    expect(page.locator("#fused-list li.hit").first).to_contain_text("celadon")
+    assert httpx.delete(f"{url}/notes/ephemeral", timeout=30).status_code == 204
 
-    page.locator("#fused-list a.doc").first.click()
+    page.locator("#fused-list li.hit").first.locator("a.doc").click()
 
     expect(page.locator("#error strong")).to_have_text("Not found (404)")
-    expect(page.locator("#error .detail")).to_contain_text("in project 'empty-project'")
+    expect(page.locator("#error .detail")).to_contain_text(f"in project '{PROJECT}'")
     expect(page.locator("#document")).to_be_hidden()
 
 
@@ -119,3 +124,47 @@ def test_a_weight_typed_alone_is_sent_alone(page: Page) -> None:
     # The service gives the blank leg the complement (0.75); the page once sent 1.0 for it.
     assert sent.value.post_data_json["weights"] == {"semantic": 0.25}
     expect(page.locator("#fused-list li.hit").first).to_be_visible()
+
+
+def test_the_to_date_includes_its_day(page: Page) -> None:
+    page.fill("#date-from", "2024-05-08")
+    page.fill("#date-to", "2024-05-08")  # one day: the service's end is exclusive, so the next midnight is sent
+    with page.expect_request("**/v1/search") as sent:
+        search(page, "pottery bowl")
+
+    filters = sent.value.post_data_json["filters"]
+    assert (filters["date_from"], filters["date_to"]) == ("2024-05-08T00:00:00Z", "2024-05-09T00:00:00Z")
+    expect(page.locator("#error")).to_be_hidden()
+
+
+def test_a_weight_that_is_not_a_number_is_an_error_not_a_default(page: Page) -> None:
+    sent = []
+    page.on("request", lambda request: sent.append(request.url) if "/v1/search" in request.url else None)
+    page.locator("#weight-semantic").press_sequentially("1e")  # the browser reads the box as empty
+
+    search(page, "pottery bowl")
+
+    expect(page.locator("#error .detail")).to_have_text("Semantic weight: not a number")
+    expect(page.locator("#weight-semantic")).to_be_focused()
+    assert sent == []
+
+
+def test_enter_in_the_query_searches_and_the_hit_opens_in_the_answers_project(page: Page) -> None:
+    page.fill("#project", PROJECT)
+    page.fill("#query", "port 8080 is taken")
+    page.press("#query", "Enter")
+    expect(page.locator("#fused-list li.hit").first).to_be_visible()
+    expect(page.locator("#status")).to_contain_text("“port 8080 is taken” in")
+
+    page.fill("#project", "another-project")  # typed after the search: the hits are still the first project's
+    page.locator("#fused-list li.hit").first.locator("a.doc").click()
+
+    expect(page.locator("#document-caption")).to_have_text(f"{PROJECT} / runbooks/ports")
+    expect(page.locator("#document-chunks li.hit-chunk")).to_have_count(1)
+
+
+def test_one_long_word_does_not_widen_the_page(page: Page) -> None:
+    search(page, "x" * 700)  # echoed in the status line, as a long URL in a hit's text or source would be
+    expect(page.locator("#fused-list li.hit").first).to_be_visible()
+
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

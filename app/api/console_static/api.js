@@ -54,13 +54,19 @@ function splitTags(text) {
   return text.split(",").map((tag) => tag.trim()).filter(Boolean);
 }
 
+function dayAfter(day) {
+  const next = new Date(`${day}T00:00:00Z`);
+  next.setUTCDate(next.getUTCDate() + 1);
+  return `${next.toISOString().slice(0, 10)}T00:00:00Z`;
+}
+
 function numberOrNull(text) {
   return text.trim() === "" ? null : Number(text);
 }
 
 /** The body of POST /v1/search from the form's values; unset fields are left to the service. */
 export function searchBody(form) {
-  const body = { project: form.project.trim(), query: form.query, explain: true };
+  const body = { project: form.project.trim(), query: form.query.trim(), explain: true };
   if (form.strategy) body.strategy = form.strategy;
   if (form.fusion) body.fusion = form.fusion;
   const semantic = numberOrNull(form.weightSemantic);
@@ -81,7 +87,8 @@ export function searchBody(form) {
   if (tags.length) filters.tags = tags;
   if (form.level.trim()) filters.level = form.level.trim();
   if (form.dateFrom) filters.date_from = `${form.dateFrom}T00:00:00Z`;
-  if (form.dateTo) filters.date_to = `${form.dateTo}T00:00:00Z`;
+  // "To" names the last day wanted (UTC); the service's end is exclusive: the next day's midnight.
+  if (form.dateTo) filters.date_to = dayAfter(form.dateTo);
   if (Object.keys(filters).length) body.filters = filters;
   return body;
 }

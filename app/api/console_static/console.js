@@ -1,10 +1,11 @@
 // The console's wiring: form -> POST /v1/search (explain) -> render; document view and listing.
-import { getDocument, listDocuments, search, searchBody, storedToken, storeToken } from "./api.js";
-import { clearError, hideAnswer, renderAnswer, renderDocument, renderDocumentList, showError } from "./render.js";
+import { ApiError, getDocument, listDocuments, search, searchBody, storedToken, storeToken } from "./api.js";
+import { clearError, count, hideAnswer, renderAnswer, renderDocument, renderDocumentList, showError } from "./render.js";
 
 const byId = (id) => document.getElementById(id);
 const PROJECT_KEY = "poimen.console.project";
 let documentsCursor = null;
+let documentsProject = null;  // the project the listed documents (and "More") belong to
 
 function formValues() {
   return {
@@ -32,12 +33,30 @@ async function busy(button, work) {
   }
 }
 
-async function openDocument(documentId, chunkId) {
-  const project = byId("project").value.trim();
+/** The first number box holding what is not a number ("1e"): the browser gives its value as "". */
+function unreadableNumber() {
+  return [...document.querySelectorAll("#search-form input[type=number]")].find((input) => input.validity.badInput);
+}
+
+function inputError(input, detail) {
+  const label = input.closest("label")?.firstChild?.textContent.trim() ?? input.id;
+  input.focus();
+  return new ApiError(0, "Invalid input", `${label}: ${detail}`, { field: input.id });
+}
+
+function checkedProject() {
+  const input = byId("project");
+  if (!input.checkValidity()) throw inputError(input, "1-64 letters, digits, '.', '_' or '-'");
+  return input.value.trim();
+}
+
+// The project is the answer's or the listing's, not whatever the Project box says by the time of the click.
+async function openDocument(project, documentId, chunkId) {
   clearError();
   try {
     renderDocument(await getDocument(project, documentId), chunkId);
-    byId("document").scrollIntoView({ behavior: "smooth", block: "start" });
+    const target = byId("document-chunks").querySelector("li.hit-chunk") ?? byId("document");
+    target.scrollIntoView({ behavior: "smooth", block: "start" });
   } catch (error) {
     showError(error);
   }
@@ -52,25 +71,29 @@ async function runSearch(event) {
     const started = performance.now();
     let answer;
     try {
+      const unreadable = unreadableNumber();
+      if (unreadable) throw inputError(unreadable, "not a number");
       answer = await search(searchBody(values));
+      renderAnswer(answer, (documentId, chunkId) => openDocument(answer.project, documentId, chunkId));
     } catch (error) {
       hideAnswer();  // never leave the last query's answer under this query's error
       throw error;
     }
-    renderAnswer(answer, openDocument);
-    setStatus(`“${answer.query}” in ${answer.project}: ${answer.results.length} hits, `
+    setStatus(`“${answer.query}” in ${answer.project}: ${count(answer.results.length, "hit")}, `
       + `${(performance.now() - started).toFixed(0)} ms round trip.`);
   });
 }
 
 async function browse(append) {
   await busy(byId(append ? "documents-more" : "browse-button"), async () => {
-    const project = byId("project").value.trim();
+    // "More" goes on with the project listed, whatever the Project box says now.
+    const project = append ? documentsProject : checkedProject();
     const page = await listDocuments(project, append ? documentsCursor : null);
     documentsCursor = page.next_cursor;
-    renderDocumentList(page, append, openDocument);
+    documentsProject = project;
+    renderDocumentList(page, append, (documentId) => openDocument(project, documentId, null));
     // The status line speaks of the last request: never a failure that browsing has just followed.
-    setStatus(`${page.items.length} ${append ? "more " : ""}documents of ${project} listed.`);
+    setStatus(`${count(page.items.length, append ? "more document" : "document")} of ${project} listed.`);
   });
 }
 
@@ -84,6 +107,13 @@ function start() {
   });
   byId("project").value = sessionStorage.getItem(PROJECT_KEY) || byId("project").value;
   byId("search-form").addEventListener("submit", runSearch);
+  // Enter in the query searches, as it does in the one-line boxes; Shift+Enter starts a new line.
+  byId("query").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      byId("search-form").requestSubmit();
+    }
+  });
   byId("browse-button").addEventListener("click", () => browse(false));
   byId("documents-more").addEventListener("click", () => browse(true));
   byId("document-close").addEventListener("click", () => {

@@ -18,9 +18,20 @@ export function el(tag, attributes = {}, ...children) {
 
 const byId = (id) => document.getElementById(id);
 
+/** A score or a duration to `digits` places (1.0 reads 1.0000 beside 0.6948); "–" when there is none. */
 export function fmt(value, digits = 4) {
   if (value === null || value === undefined) return "–";
-  return Number.isInteger(value) ? String(value) : Number(value).toFixed(digits);
+  return Number(value).toFixed(digits);
+}
+
+/** A 1-based rank, or "–" for a leg that missed the hit. */
+function rankText(rank) {
+  return rank === null || rank === undefined ? "–" : String(rank);
+}
+
+/** A plural that reads right: "1 hit", "2 hits". */
+export function count(number, noun) {
+  return `${number} ${noun}${number === 1 ? "" : "s"}`;
 }
 
 export function showError(error) {
@@ -65,8 +76,12 @@ function renderDecision(answer) {
   const flags = ["has_special_syntax", "has_date_filters", "has_negation"].filter((flag) => analysis[flag]);
   byId("decision-body").replaceChildren(keyValues([
     ["Strategy run", el("strong", { id: "strategy-run", text: answer.search_strategy })],
+    // The optimizer's own confidence in its pick; the answer's strategy_confidence is 1 whenever the
+    // request or the service fixed the strategy, so it is shown as what it is.
     ["Optimizer's pick", analysis.routed_strategy ?? null],
-    ["Confidence", el("span", {}, meter(answer.strategy_confidence), Number(answer.strategy_confidence).toFixed(2))],
+    ["Optimizer's confidence", analysis.confidence === undefined ? null
+      : el("span", {}, meter(analysis.confidence), Number(analysis.confidence).toFixed(2))],
+    ["Strategy confidence", Number(answer.strategy_confidence).toFixed(2)],
     ["Question type", answer.question_type],
     ["Fusion", answer.fusion_method],
     ["Tokens", (analysis.tokens ?? []).join(" ")],
@@ -108,7 +123,7 @@ function documentLink(hit, openDocument) {
 
 function breakdown(hit) {
   const parts = hit.score_breakdown;
-  const contributions = parts.rrf_components;
+  const contributions = parts.fusion ?? parts.rrf_components;
   // z-score contributions can be negative: the bar shows how the positive part splits between the legs.
   const positive = (leg) => Math.max(0, contributions[`${leg}_contribution`]);
   const sum = positive("semantic") + positive("lexical");
@@ -119,12 +134,16 @@ function breakdown(hit) {
     split.append(share);
   }
   return el("div", { class: "breakdown" },
-    el("div", { class: "final", text: `final ${fmt(hit.final_score)}` }),
+    // final_score is the readable relevance in [0, 1]; the fused score (what ordered the hits) is the
+    // contributions' sum, on the fusion's own scale.
+    el("div", { class: "final", title: "final_score: a relevance in [0, 1], what min_score thresholds",
+      text: `relevance ${fmt(hit.final_score)}` }),
+    el("div", { class: "fused-score", text: `fused score ${fmt(contributions.score ?? null)}${parts.fusion ? ` (${parts.fusion.method})` : ""}` }),
     el("table", {},
       el("tr", {}, el("th", { text: "leg" }), el("th", { text: "rank" }), el("th", { text: "raw score" }), el("th", { text: "contribution" })),
-      el("tr", { class: "semantic" }, el("td", { text: "semantic" }), el("td", { text: fmt(parts.semantic_rank) }),
+      el("tr", { class: "semantic" }, el("td", { text: "semantic" }), el("td", { text: rankText(parts.semantic_rank) }),
         el("td", { text: fmt(hit.semantic_score) }), el("td", { text: fmt(contributions.semantic_contribution) })),
-      el("tr", { class: "lexical" }, el("td", { text: "lexical" }), el("td", { text: fmt(parts.lexical_rank) }),
+      el("tr", { class: "lexical" }, el("td", { text: "lexical" }), el("td", { text: rankText(parts.lexical_rank) }),
         el("td", { text: fmt(hit.lexical_score) }), el("td", { text: fmt(contributions.lexical_contribution) })),
     ),
     split,
@@ -132,7 +151,7 @@ function breakdown(hit) {
 }
 
 function renderFused(answer, openDocument) {
-  byId("fused-caption").textContent = `${answer.results.length} hits · ${answer.search_strategy} · fusion ${answer.fusion_method}`;
+  byId("fused-caption").textContent = `${count(answer.results.length, "hit")} · ${answer.search_strategy} · fusion ${answer.fusion_method}`;
   byId("fused-list").replaceChildren(...answer.results.map((hit) => el("li", { class: "hit", "data-id": hit.id },
     el("div", { class: "rank", text: hit.rank }),
     el("div", {},
@@ -179,8 +198,9 @@ function renderLegs(answer, openDocument) {
   const semantic = new Set((rankings.semantic ?? []).map((hit) => hit.id));
   const lexical = new Set((rankings.lexical ?? []).map((hit) => hit.id));
   const both = [...semantic].filter((id) => lexical.has(id)).length;
+  const bothRan = Array.isArray(rankings.semantic) && Array.isArray(rankings.lexical);
   byId("legs-caption").textContent = `found by both: ${both} · only semantic: ${semantic.size - both} · only lexical: `
-    + `${lexical.size - both} · bold: in the fused page · shaded: the other leg missed it`;
+    + `${lexical.size - both} · bold: in the fused page${bothRan ? " · shaded: the other leg missed it" : ""}`;
 }
 
 export function renderAnswer(answer, openDocument) {
@@ -216,8 +236,9 @@ export function renderDocumentList(page, append, openDocument) {
     documentLink({ document_id: item.id, id: null }, openDocument), ` ${item.title ? `· ${item.title}` : ""} (${item.chunks} ${item.chunks === 1 ? "chunk" : "chunks"})`));
   if (append) list.append(...items);
   else list.replaceChildren(...items);
-  if (!list.children.length) list.replaceChildren(el("li", { class: "muted", text: "No documents in this project." }));
-  byId("documents-caption").textContent = `${list.children.length} shown`;
+  const shown = list.querySelectorAll("li:not(.muted)").length;
+  if (!shown) list.replaceChildren(el("li", { class: "muted", text: "No documents in this project." }));
+  byId("documents-caption").textContent = `${shown} shown`;
   byId("documents-more").hidden = !page.next_cursor;
   byId("documents").hidden = false;
 }
