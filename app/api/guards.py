@@ -23,7 +23,7 @@ from app.auth.tokens import (
     authorize_scope,
 )
 from app.domain.errors import InvalidQueryError, RateLimitedError
-from app.domain.project_ids import PROJECT_ID_PATTERN
+from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.observability.metrics import record_shed
 from app.search.rollout import caller_key
 
@@ -50,7 +50,7 @@ def check_project_id(project: str | None) -> str:
         msg = "project is required"
         raise InvalidQueryError(msg, field="project")
     if not _PROJECT_ID.fullmatch(project):
-        msg = "project must match [A-Za-z0-9._-]{1,64}"
+        msg = f"project must be {PROJECT_ID_RULE}"
         raise InvalidQueryError(msg, field="project")
     return project
 

@@ -28,11 +28,11 @@ from app.api.project_schemas import DeletedOut, ProjectListOut, ProjectOut, Proj
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
 from app.domain.moments import as_utc
-from app.domain.project_ids import PROJECT_ID_PATTERN
+from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.observability.metrics import record_ingested
 
-ProjectPath = Annotated[str, PathParameter(description="Project id [A-Za-z0-9._-]{1,64}", pattern=PROJECT_ID_PATTERN)]
+ProjectPath = Annotated[str, PathParameter(description=f"Project id: {PROJECT_ID_RULE}", pattern=PROJECT_ID_PATTERN)]
 PROJECT_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
 """What an operation on a project by its path can answer besides success: bad input, auth, a failing engine."""
 NO_NUL_PATTERN = "^[^\\u0000]*$"

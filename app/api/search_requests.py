@@ -13,11 +13,11 @@ import msgspec
 
 from app.api.document_schemas import MAX_DOCUMENT_TAGS, Tag
 from app.domain.errors import InvalidQueryError
-from app.domain.project_ids import PROJECT_ID_PATTERN
+from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.query.planner import MAX_QUERY_CHARS
 from app.search.paging import PAGE_DEPTH
 
-ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description="[A-Za-z0-9._-]{1,64}")]
+ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description=PROJECT_ID_RULE)]
 Level = Annotated[
     str,
     msgspec.Meta(

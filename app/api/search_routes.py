@@ -30,7 +30,7 @@ from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.domain.moments import as_utc
-from app.domain.project_ids import PROJECT_ID_PATTERN
+from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.query.planner import MAX_QUERY_CHARS, SearchOptions
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage
@@ -243,7 +243,7 @@ class SearchController(Controller):
         project: Annotated[
             str | None,
             QueryParameter(
-                description="Project id [A-Za-z0-9._-]{1,64}",
+                description=f"Project id: {PROJECT_ID_RULE}",
                 required=True,
                 schema_extra={"pattern": PROJECT_ID_PATTERN},
             ),

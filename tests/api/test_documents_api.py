@@ -355,7 +355,8 @@ async def test_wrong_body_shapes_are_400_problems(client, unique_name, body) -> 
     assert_problem(await post(client, unique_name, body), 400)
 
 
-@pytest.mark.parametrize("project", ["bad%20project%21", "p" * 65, "semi;colon"])
+# `%2E%2E` is `..` to the service: URLs resolve it, so such a project could be written and never read back.
+@pytest.mark.parametrize("project", ["bad%20project%21", "p" * 65, "semi;colon", "%2E%2E", "%2E"])
 async def test_invalid_project_ids_are_rejected_everywhere(client, project) -> None:
     posted = await post(client, project, doc("x"))
     fetched = await client.get(f"/v1/projects/{project}/documents/x")
@@ -363,6 +364,12 @@ async def test_invalid_project_ids_are_rejected_everywhere(client, project) -> N
 
     for response in (posted, fetched, deleted):
         assert "project" in assert_problem(response, 400)["detail"]
+
+
+async def test_a_search_of_a_dot_project_is_refused_naming_the_project(client) -> None:
+    response = await client.post("/v1/search", json={"query": "anything", "project": ".."})
+
+    assert assert_problem(response, 400)["field"] == "project"
 
 
 async def test_a_64_character_project_id_is_accepted(client) -> None:

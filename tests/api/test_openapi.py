@@ -10,6 +10,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from app.api.app import create_app
+from app.domain.project_ids import PROJECT_ID_PATTERN
 from tests.api.conftest import api_settings
 
 PART4_RESPONSE_FIELDS = {"query", "project", "search_strategy", "strategy_confidence", "results", "metrics"}
@@ -192,7 +193,7 @@ def test_path_projects_carry_the_project_id_pattern(openapi) -> None:
         if parameter["name"] == "project" and parameter["in"] == "path"
     }
 
-    assert patterns == {"^[A-Za-z0-9._-]{1,64}$"}
+    assert patterns == {PROJECT_ID_PATTERN}
 
 
 def test_links_follow_a_document_from_ingest_to_read_search_and_delete(openapi) -> None:

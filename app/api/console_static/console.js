@@ -46,7 +46,7 @@ function inputError(input, detail) {
 
 function checkedProject() {
   const input = byId("project");
-  if (!input.checkValidity()) throw inputError(input, "1-64 letters, digits, '.', '_' or '-'");
+  if (!input.checkValidity()) throw inputError(input, "1-64 letters, digits, '.', '_' or '-', and not '.' or '..'");
   return input.value.trim();
 }
 
