@@ -168,3 +168,14 @@ def test_one_long_word_does_not_widen_the_page(page: Page) -> None:
     expect(page.locator("#fused-list li.hit").first).to_be_visible()
 
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_project_without_documents_says_so_and_a_new_search_closes_the_open_document(page: Page) -> None:
+    search(page, "port 8080 is taken")
+    page.locator("#fused-list li.hit").first.locator("a.doc").click()
+    expect(page.locator("#document")).to_be_visible()
+
+    search(page, "port 8080 is taken", project="no-such-project")
+
+    expect(page.locator("#status")).to_contain_text("project no-such-project holds no documents")
+    expect(page.locator("#document")).to_be_hidden()

@@ -103,6 +103,10 @@ export function getDocument(project, documentId) {
   return call("GET", `/v1/projects/${segment(project)}/documents/${documentId.split("/").map(segment).join("/")}`);
 }
 
+export function projectStats(project) {
+  return call("GET", `/v1/projects/${segment(project)}`);
+}
+
 export function listDocuments(project, cursor) {
   const query = new URLSearchParams({ limit: "50" });
   if (cursor) query.set("cursor", cursor);

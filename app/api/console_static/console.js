@@ -1,5 +1,5 @@
 // The console's wiring: form -> POST /v1/search (explain) -> render; document view and listing.
-import { ApiError, getDocument, listDocuments, search, searchBody, storedToken, storeToken } from "./api.js";
+import { ApiError, getDocument, listDocuments, projectStats, search, searchBody, storedToken, storeToken } from "./api.js";
 import { clearError, count, hideAnswer, renderAnswer, renderDocument, renderDocumentList, showError } from "./render.js";
 
 const byId = (id) => document.getElementById(id);
@@ -68,6 +68,7 @@ async function runSearch(event) {
   sessionStorage.setItem(PROJECT_KEY, values.project);
   await busy(byId("search-button"), async () => {
     setStatus("Searching…");
+    byId("document").hidden = true;  // the last search's document is not this one's
     const started = performance.now();
     let answer;
     try {
@@ -79,8 +80,12 @@ async function runSearch(event) {
       hideAnswer();  // never leave the last query's answer under this query's error
       throw error;
     }
-    setStatus(`“${answer.query}” in ${answer.project}: ${count(answer.results.length, "hit")}, `
-      + `${(performance.now() - started).toFixed(0)} ms round trip.`);
+    const roundTrip = `${(performance.now() - started).toFixed(0)} ms round trip`;
+    setStatus(`“${answer.query}” in ${answer.project}: ${count(answer.results.length, "hit")}, ${roundTrip}.`);
+    if (!answer.results.length && (await projectStats(answer.project)).documents === 0) {
+      // Nothing found because there is nothing to find: a misspelt project reads like an unlucky query.
+      setStatus(`“${answer.query}” in ${answer.project}: no hits, ${roundTrip}; project ${answer.project} holds no documents.`);
+    }
   });
 }
 
