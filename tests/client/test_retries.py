@@ -183,6 +183,17 @@ def test_not_ready_is_an_answer_and_not_retried(server: ScriptedServer) -> None:
     assert len(server.arrivals) == 1
 
 
+def test_not_ready_from_a_proxy_page_is_unavailable_not_an_unexpected_answer(server: ScriptedServer) -> None:
+    server.script = [(503, {"Content-Type": "text/html"}, "<html>Service Unavailable</html>")]
+
+    with PoimenClient(server.url) as client, pytest.raises(UnavailableError) as raised:
+        client.readiness()
+
+    assert raised.value.status == 503
+    assert "<html>Service Unavailable</html>" in str(raised.value)
+    assert len(server.arrivals) == 1
+
+
 def test_an_error_without_a_problem_body_quotes_the_body(server: ScriptedServer) -> None:
     server.script = [(502, {"Content-Type": "text/html"}, "<html>Bad Gateway</html>")]
 

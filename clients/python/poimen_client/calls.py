@@ -166,6 +166,10 @@ class Exchange(Generic[T]):
         try:
             decoded: T = msgspec.json.decode(response.content, type=response_type)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            if not response.is_success:
+                # A status this endpoint answers with (`/readyz`'s 503) but not its body: a proxy's error
+                # page, say. The error the status stands for, not a puzzle about the body.
+                raise error_from_response(response, retry_after_s=retry_after_seconds(response)) from error
             msg = f"unexpected answer to {self.endpoint.method} {response.request.url.path}: {error}"
             raise UnexpectedAnswerError(msg) from error
         return decoded
