@@ -35,8 +35,8 @@ IDENTICAL_SCORES_NORMALISED: Final = 0.5
 """Min-max of a list whose scores are all equal: the reference maps every score to the middle."""
 IDENTICAL_SCORES_FLOOR_Z: Final = -1.0
 """z-score fusion: what a chunk gets from a leg that missed it when that leg's hits all scored alike (one
-hit, or ties; each of them is z = 0). A floor of 0, the rule for other legs, let such a leg say nothing: one
-lexical hit with the semantic leg weighed 0 came last, and every final_score read 0."""
+hit, or ties; each of them is z = 0). The other legs' rule, the lowest z returned, is 0 here and let such a
+leg say nothing: one lexical hit with the semantic leg weighed 0 came last, and every final_score read 0."""
 
 
 @dataclass(slots=True)
