@@ -33,7 +33,9 @@ class ConfigurationError(Exception):
 class Settings(BaseSettings, SearchKnobs):
     """Every knob of the service. Field `x_y` is read from env `X_Y` (case-insensitive)."""
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+    # No infinity: `JWT_LEEWAY_S=inf` accepted every expired token and `OUTBOX_LEASE_S=inf` stopped all
+    # lexical indexing in silence (PostgreSQL: "interval out of range"). NaN was refused already.
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True, allow_inf_nan=False)
 
     # Engines: empty DATABASE_URL / OPENSEARCH_URL select the embedded defaults.
     database_url: str | None = None
@@ -135,7 +137,7 @@ class Settings(BaseSettings, SearchKnobs):
     outbox_poll_interval_s: float = Field(default=0.5, gt=0)
     outbox_max_backoff_s: float = Field(default=30.0, gt=0)
     # A claimed outbox entry stays with its worker this long; then any process may take it (a crash).
-    outbox_lease_s: float = Field(default=60.0, gt=0)
+    outbox_lease_s: float = Field(default=60.0, gt=0, le=86400)
 
     # Auth.
     auth_mode: Literal["off", "jwt"] = "off"
@@ -144,7 +146,8 @@ class Settings(BaseSettings, SearchKnobs):
     jwt_jwks_file: Path | None = None
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
-    jwt_leeway_s: float = Field(default=30.0, ge=0)
+    # Clock skew tolerated on `exp`/`nbf`: minutes at most (a day of leeway is an expiry turned off).
+    jwt_leeway_s: float = Field(default=30.0, ge=0, le=300)
 
     # Serving and observability.
     # Requests in flight per process before the next is shed with 503 + Retry-After (probes never are).
@@ -294,8 +297,13 @@ class Settings(BaseSettings, SearchKnobs):
 
     @model_validator(mode="after")
     def _auth_needs_a_key(self) -> Settings:
-        if self.auth_mode == "jwt" and not (self.jwt_secret or self.jwt_public_key_file or self.jwt_jwks_file):
+        keys = [self.jwt_secret, self.jwt_public_key_file, self.jwt_jwks_file]
+        if self.auth_mode == "jwt" and not any(keys):
             msg = "AUTH_MODE=jwt needs JWT_SECRET, JWT_PUBLIC_KEY_FILE or JWT_JWKS_FILE"
+            raise ValueError(msg)
+        if self.auth_mode == "jwt" and sum(key is not None for key in keys) > 1:
+            # Refused here (exit 2 before anything starts), not when the verifier is built after PostgreSQL.
+            msg = "AUTH_MODE=jwt takes one of JWT_SECRET, JWT_PUBLIC_KEY_FILE and JWT_JWKS_FILE, not several"
             raise ValueError(msg)
         if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value()) < 32:  # noqa: PLR2004 - RFC 7518 3.2: HS256 key >= 256 bits
             msg = "JWT_SECRET must be at least 32 characters"

@@ -63,7 +63,7 @@ class SearchKnobs(BaseModel):
     Per-leg retrieve k: unset means `rrf_retrieve_k`.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)  # `QUERY_CACHE_TTL_SECS=inf`: never expire
 
     search_strategy: SearchStrategy = SearchStrategy.HYBRID
     # z-score fusion at semantic weight 0.45 had the largest smallest margin over the SciFact and LoCoMo

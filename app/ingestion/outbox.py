@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
     from app.config import Settings
     from app.domain.ports import DocumentStore, LexicalIndex
+
+logger = logging.getLogger("poimen.outbox")
 
 
 class OutboxWorker:
@@ -162,7 +165,16 @@ class OutboxWorker:
                 self.consecutive_failures += 1
                 if self._on_error is not None:
                     self._on_error(error)
-                await self._pause(self._backoff_s(self.consecutive_failures), wakeable=False)
+                delay_s = self._backoff_s(self.consecutive_failures)
+                # At most one line per backoff: writes wait in the outbox, and nothing else says why.
+                logger.warning(
+                    "lexical outbox cycle failed (%d in a row), retrying in %.1f s: %s: %s",
+                    self.consecutive_failures,
+                    delay_s,
+                    type(error).__name__,
+                    error,
+                )
+                await self._pause(delay_s, wakeable=False)
                 continue
             self.consecutive_failures = 0
             if count < self._batch_size:

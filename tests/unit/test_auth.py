@@ -23,7 +23,7 @@ from app.auth.tokens import (
     authorize_scope,
     cache_scope,
 )
-from app.config import ConfigurationError, Settings
+from app.config import ConfigurationError, Settings, load_settings
 from app.domain.errors import AuthenticationError, PermissionDeniedError
 
 if TYPE_CHECKING:
@@ -389,12 +389,35 @@ def test_settings_with_a_jwks_file_read_it_at_start(tmp_path: Path, ec_key: ec.E
     assert verifier.verify(bearer(token)).subject == "agent-7"
 
 
-def test_settings_with_two_key_sources_are_refused(tmp_path: Path, rsa_key: rsa.RSAPrivateKey) -> None:
+def test_settings_with_two_key_sources_are_refused_before_anything_starts(
+    tmp_path: Path, rsa_key: rsa.RSAPrivateKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key_file = tmp_path / "public.pem"
     key_file.write_bytes(public_pem(rsa_key))
+    # Refused by the settings (exit 2 at once), not when the verifier is built after PostgreSQL started.
+    for name, value in {"AUTH_MODE": "jwt", "JWT_SECRET": SECRET, "JWT_PUBLIC_KEY_FILE": str(key_file)}.items():
+        monkeypatch.setenv(name, value)
 
-    with pytest.raises(ConfigurationError, match="exactly one"):
-        TokenVerifier.from_settings(Settings(auth_mode="jwt", jwt_secret=SECRET, jwt_public_key_file=key_file))
+    with pytest.raises(ConfigurationError, match="takes one of JWT_SECRET, JWT_PUBLIC_KEY_FILE and JWT_JWKS_FILE"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("JWT_LEEWAY_S", "inf", "finite"),  # every expired token would pass
+        ("JWT_LEEWAY_S", "86400", "less than or equal to 300"),
+        ("OUTBOX_LEASE_S", "Infinity", "finite"),  # PostgreSQL: interval out of range, nothing indexed
+        ("QUERY_CACHE_TTL_SECS", "inf", "finite"),
+    ],
+)
+def test_an_infinite_or_unbounded_duration_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, why: str
+) -> None:
+    monkeypatch.setenv(name, value)
+
+    with pytest.raises(ConfigurationError, match=f"{name}: .*{why}"):
+        load_settings()
 
 
 def test_settings_with_a_missing_key_file_are_refused(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 import pytest
@@ -205,7 +206,8 @@ async def test_on_indexed_names_each_project_once_per_batch() -> None:
     assert indexed_projects == ["p1", "p2"]
 
 
-async def test_background_loop_recovers_from_failures_and_reports_them() -> None:
+async def test_background_loop_recovers_from_failures_and_reports_them(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="poimen.outbox")
     store, lexical = OutboxStore(), FlakyLexical(failures=2)
     errors: list[Exception] = []
     indexed = asyncio.Event()
@@ -217,6 +219,11 @@ async def test_background_loop_recovers_from_failures_and_reports_them() -> None
     await outbox.stop()
 
     assert [type(e) for e in errors] == [EngineUnavailableError, EngineUnavailableError]
+    # Writes wait while the cycles fail: the log says so and why, once per failed cycle.
+    failures = [record.getMessage() for record in caplog.records if record.name == "poimen.outbox"]
+    assert len(failures) == 2
+    assert failures[0].startswith("lexical outbox cycle failed (1 in a row), retrying in")
+    assert "EngineUnavailableError" in failures[1]
     assert store.outbox == {}
     assert outbox.consecutive_failures == 0
     assert not outbox.running
