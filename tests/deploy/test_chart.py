@@ -150,6 +150,23 @@ def test_schema_rejects_an_unknown_value() -> None:
     assert "hybrid_rollout_pct" in result.stderr
 
 
+@requires_helm
+def test_a_knob_set_in_config_and_in_flags_is_refused() -> None:
+    # The flags file overrides the environment while the pods run: config.RRF_K_CONSTANT would roll the
+    # pods and change nothing.
+    assert HELM is not None
+    result = subprocess.run(
+        [HELM, "template", "x", str(CHART), "--set", "config.RRF_K_CONSTANT=60"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+    assert result.returncode != 0
+    assert "config.RRF_K_CONSTANT and flags.rrf_k_constant are one knob" in result.stderr
+
+
 # --- what the rendered objects mean -----------------------------------------------------------------
 
 
