@@ -183,6 +183,17 @@ class Settings(BaseSettings, SearchKnobs):
         # An empty variable (common in Helm values and .env files) means "not set", not an empty string.
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_case(cls, value: object) -> object:
+        # `LOG_LEVEL=debug` is what people type (SEARCH_STRATEGY and RANKING_ALGORITHM take any case too).
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("auth_mode", "opensearch_auth", mode="before")
+    @classmethod
+    def _lower_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _refused(self) -> Settings:
         if not self.enable_semantic_fallback:
