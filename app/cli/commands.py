@@ -12,6 +12,7 @@ from app.domain.errors import EngineError, SearchServiceError
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.reindex import rebuild_project
 from app.ingestion.sources import read_documents
+from app.ingestion.validation import validate_documents
 from app.wiring.engines import open_engines
 from app.wiring.services import build_pipeline
 
@@ -53,9 +54,14 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
 
     try:
         documents = list(read_documents(path, project_id=project, on_skip=report_skip, on_warning=report_warning))
+        # Every document checked before any is written (one bad id, a duplicate): the outcome does not
+        # depend on --batch-size, and a refused folder leaves the project as it was.
+        validate_documents(documents)
     except (OSError, ValueError, SearchServiceError) as error:
-        print(f"cannot read {path}: {error}", file=sys.stderr)
+        detail = error.message if isinstance(error, SearchServiceError) else str(error)
+        print(f"cannot ingest {path}: {detail}; nothing written", file=sys.stderr)
         return 1
+    status = 0
     async with open_engines(settings) as engines:
         pipeline = build_pipeline(settings, engines)
         counts = {"created": 0, "updated": 0, "unchanged": 0}
@@ -66,8 +72,14 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
                 try:
                     outcomes = await pipeline.ingest(batch)
                 except SearchServiceError as error:
-                    print(f"ingest stopped: {error.message}", file=sys.stderr)
-                    return 1
+                    progress.close()  # the message on a line of its own, not after the bar
+                    written = sum(counts.values())
+                    print(
+                        f"ingest stopped after {written} of {len(documents)} documents: {error.message}",
+                        file=sys.stderr,
+                    )
+                    status = 1
+                    break
                 for outcome in outcomes:
                     counts[outcome.status] += 1
                     chunks += outcome.chunk_count
@@ -77,8 +89,9 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
             f" {chunks} chunks" + (f"; {len(skipped)} skipped" if skipped else ""),
             file=sys.stderr,
         )
+        # Also after a failure: what was written is searched lexically now, not after some later command.
         await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
-    return 0
+    return status
 
 
 async def reindex(settings: Settings, *, project: str) -> int:

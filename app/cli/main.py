@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 EXIT_CONFIGURATION = 2
 EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130
 MAX_PORT = 65535
+MAX_BATCH_SIZE = 100_000  # documents per transaction; far past any useful size, and islice's limit is far above
 
 
 def _is_loopback(host: str) -> bool:
@@ -205,12 +207,21 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("path", type=Path)
     ingest.add_argument("--project", required=True, type=_project_id)
     ingest.add_argument(
-        "--batch-size", type=_whole_number(1), default=64, help="documents written per transaction (at least 1)"
+        "--batch-size",
+        type=_whole_number(1, MAX_BATCH_SIZE),
+        default=64,
+        help=f"documents written per transaction (1-{MAX_BATCH_SIZE})",
     )
     reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
     reindex.add_argument("--project", required=True, type=_project_id)
     query = commands.add_parser("query", help="search a project: a table of results, or --json")
-    query.add_argument("texts", nargs="+", metavar="QUERY", help="one or more queries")
+    query.add_argument(
+        "texts",
+        nargs="+",
+        metavar="QUERY",
+        help="one or more queries; one that starts with '-' (an excluded term) goes after `--`: "
+        "poimen query --project p -- '-draft release notes'",
+    )
     query.add_argument("--project", required=True, type=_project_id)
     query.add_argument(
         "--limit",
@@ -268,6 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as error:  # a setting read only when a command builds its services
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
+    except KeyboardInterrupt:
+        # Ctrl-C: what was committed stands (each batch is a transaction) and the data folder stays usable;
+        # one line instead of asyncio's forty of traceback. 130 is the shells' status for SIGINT.
+        print(f"poimen {command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`poimen export | head`): what was written stands, the rest is not wanted.
         # Nothing more goes to that pipe, Python's exit flush included; a failure status, as the output is cut.

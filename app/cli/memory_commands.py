@@ -16,7 +16,7 @@ from app.api.search_schemas import response_json, search_response
 from app.cli.commands import drain_or_explain
 from app.domain.errors import SearchServiceError
 from app.ingestion.outbox import OutboxWorker
-from app.ingestion.transfer import export_lines, import_lines
+from app.ingestion.transfer import check_export, export_lines, import_lines
 from app.query.planner import SearchOptions
 from app.search.calls import SearchCall
 from app.search.flags import knobs_from_settings
@@ -99,9 +99,12 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
     """Write `project` as JSON lines (embeddings included) to `output` or stdout; 0 on success.
 
     A project without documents is refused (1) before anything is written: a misspelt name would
-    otherwise leave a valid, empty export that a backup script takes for a good one.
+    otherwise leave a valid, empty export that a backup script takes for a good one. A file is written
+    under a temporary name beside `output` and renamed when complete, so a failed export (a full disk)
+    leaves the last good backup in place, never a cut-off one under its name.
     """
     documents = 0
+    partial = None if output is None else output.with_name(f".{output.name}.partial")
     async with open_engines(settings) as engines:
         known = await engines.store.project_ids()
         if project not in known:
@@ -111,40 +114,62 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
                 file=sys.stderr,
             )
             return 1
-        with ExitStack() as stack:
-            sink: TextIO = sys.stdout if output is None else stack.enter_context(output.open("w", encoding="utf-8"))
-            lines = export_lines(
-                engines.store, project, model_name=engines.embedder.model_name, dimensions=engines.embedder.dimensions
-            )
-            async for line in lines:
-                sink.write(line + "\n")
-                documents += 1
+        try:
+            with ExitStack() as stack:
+                sink: TextIO = (
+                    sys.stdout if partial is None else stack.enter_context(partial.open("w", encoding="utf-8"))
+                )
+                lines = export_lines(
+                    engines.store,
+                    project,
+                    model_name=engines.embedder.model_name,
+                    dimensions=engines.embedder.dimensions,
+                )
+                async for line in lines:
+                    sink.write(line + "\n")
+                    documents += 1
+            if partial is not None and output is not None:
+                partial.replace(output)
+        except OSError as error:
+            if partial is not None:
+                partial.unlink(missing_ok=True)
+            print(f"cannot write {output or 'stdout'}: {error}; nothing exported", file=sys.stderr)
+            return 1
     print(f"{documents - 1} documents of {project!r} exported", file=sys.stderr)
     return 0
 
 
 async def import_project(settings: Settings, *, path: Path, project: str | None) -> int:
-    """Write an export into this service's engines without embedding; 0 on success, 2 for a file it refuses."""
+    """Write an export into this service's engines without embedding; 0 on success, 2 for a file it refuses.
+
+    The whole file is read and checked first (`check_export`), so a file refused part-way (cut off,
+    corrupted) writes nothing. A write that fails part-way says how far it got; what it wrote is indexed.
+    """
     async with open_engines(settings) as engines:
+        model_name, dimensions = engines.embedder.model_name, engines.embedder.dimensions
         try:
             with path.open(encoding="utf-8") as source:
-                report = await import_lines(
-                    engines.store,
-                    source,
-                    model_name=engines.embedder.model_name,
-                    dimensions=engines.embedder.dimensions,
-                    project_id=project,
-                )
-        except OSError as error:
+                check_export(source, project_id=project, model_name=model_name, dimensions=dimensions)
+        except (OSError, UnicodeDecodeError) as error:
             print(f"cannot read {path}: {error}", file=sys.stderr)
             return 2
         except SearchServiceError as error:
-            print(f"import refused: {error.message}", file=sys.stderr)
+            print(f"import refused, nothing written: {error.message}", file=sys.stderr)
             return 2
-        print(
-            f"{report.documents} documents, {report.chunks} chunks imported into {report.project_id!r};"
-            f" embedded: {report.embedded}",
-            file=sys.stderr,
-        )
+        status = 0
+        try:
+            with path.open(encoding="utf-8") as source:
+                report = await import_lines(
+                    engines.store, source, project_id=project, model_name=model_name, dimensions=dimensions
+                )
+            print(
+                f"{report.documents} documents, {report.chunks} chunks imported into {report.project_id!r};"
+                f" embedded: {report.embedded}",
+                file=sys.stderr,
+            )
+        except (OSError, SearchServiceError) as error:
+            detail = error.message if isinstance(error, SearchServiceError) else str(error)
+            print(f"import stopped part-way (earlier batches are written; run it again): {detail}", file=sys.stderr)
+            status = 1
         await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
-    return 0
+    return status

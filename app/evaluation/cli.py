@@ -42,6 +42,15 @@ MARKER_SUBDIR: Final = "eval-markers"
 EXIT_USAGE: Final = 2
 
 
+def _at_least_one(text: str) -> int:
+    """`--max-queries`: a whole number from 1 (0 scored every query, -1 all but the last)."""
+    value = text.strip()
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        msg = f"{text!r} is not a whole number of at least 1"
+        raise argparse.ArgumentTypeError(msg)
+    return int(value)
+
+
 def _names(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
     def parse(value: str) -> list[str]:
         names = [name.strip().lower() for name in value.split(",") if name.strip()]
@@ -82,7 +91,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where the evaluation corpus is ingested (default POIMEN_DATA_DIR/eval)",
     )
-    parser.add_argument("--max-queries", type=int, default=None, help="score only the first N judged queries")
+    parser.add_argument(
+        "--max-queries",
+        type=_at_least_one,
+        default=None,
+        help="score only the first N judged queries (N >= 1; the whole corpus is still ingested, once)",
+    )
     defaults = TurnShape()
     parser.add_argument(
         "--turn-title",

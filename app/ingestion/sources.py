@@ -95,6 +95,17 @@ def read_note(
     on_warning: Callable[[Path, str], None] | None = None,
 ) -> Document | None:
     """Read one markdown or text file as a document with id `file_path` relative to `base`; None if skipped."""
+    if not file_path.is_file():
+        # A named pipe called `notes.md` would block the read forever; a device could be endless.
+        _report(on_skip, file_path, "not a regular file")
+        return None
+    relative = file_path.relative_to(base).as_posix()
+    try:
+        relative.encode("utf-8")
+    except UnicodeEncodeError:
+        # Its id and source would hold bytes no UTF-8 text can (PostgreSQL refused the whole batch).
+        _report(on_skip, file_path, "its path is not valid UTF-8")
+        return None
     raw = file_path.read_bytes()
     if b"\x00" in raw:
         _report(on_skip, file_path, "binary file (contains NUL bytes)")
@@ -110,7 +121,6 @@ def read_note(
     if not body.strip():
         _report(on_skip, file_path, "no text")
         return None
-    relative = file_path.relative_to(base).as_posix()
     title = _text_field(fields, "title") or first_heading(body) or file_path.stem
     return Document(
         project_id=project_id,

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Final
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
+from app.ingestion.validation import is_addressable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Iterable, Iterator
 
     from app.domain.ports import DocumentStore
 
@@ -168,16 +169,55 @@ def _checked_header(line: str, *, model_name: str, dimensions: int) -> dict[str,
     return header
 
 
-async def import_lines(
-    store: DocumentStore, lines: Iterable[str], *, model_name: str, dimensions: int, project_id: str | None = None
-) -> ImportReport:
-    """Write an export into the store (into `project_id`, or the project it names) without embedding anything."""
+def _read_export(
+    lines: Iterable[str], *, model_name: str, dimensions: int, project_id: str | None
+) -> tuple[str, Iterator[tuple[StoredDocument, list[EmbeddedChunk]]]]:
+    """The project an export goes into (its header checked now), and its documents as they are read.
+
+    The documents raise `InvalidInputError` at the first line that is not one (or whose id no URL reaches).
+    """
     remaining = (line for line in lines if line.strip())
     header = _checked_header(next(remaining, ""), model_name=model_name, dimensions=dimensions)
     target = project_id or str(header["project"])
     if not is_project_id(target):
         msg = f"project id {target!r} is not {PROJECT_ID_RULE}"
         raise InvalidInputError(msg, field="project")
+    return target, _documents(remaining, target)
+
+
+def _documents(lines: Iterable[str], target: str) -> Iterator[tuple[StoredDocument, list[EmbeddedChunk]]]:
+    for number, line in enumerate(lines, start=2):
+        try:
+            document, embedded = document_from_record(json.loads(line), project_id=target)
+        except (ValueError, KeyError, TypeError) as error:
+            msg = f"line {number}: not a document record ({type(error).__name__}: {error})"
+            raise InvalidInputError(msg, field=f"line {number}") from None
+        if not is_addressable(document.document_id):
+            # The API refuses such an id (`validate_documents`): no URL could read or delete the document.
+            msg = f"line {number}: document id {document.document_id!r} has an empty, '.' or '..' part"
+            raise InvalidInputError(msg, field=f"line {number}")
+        yield replace(document, project_id=target), embedded
+
+
+def check_export(lines: Iterable[str], *, model_name: str, dimensions: int, project_id: str | None = None) -> int:
+    """Read an export as `import_lines` does, writing nothing: how many documents it holds.
+
+    Raises `InvalidInputError` for what `import_lines` would refuse, so a caller that reads the file twice
+    (this, then `import_lines`) writes nothing from a file it refuses (a cut-off or corrupted export).
+    """
+    _, documents = _read_export(lines, model_name=model_name, dimensions=dimensions, project_id=project_id)
+    return sum(1 for _ in documents)
+
+
+async def import_lines(
+    store: DocumentStore, lines: Iterable[str], *, model_name: str, dimensions: int, project_id: str | None = None
+) -> ImportReport:
+    """Write an export into the store (into `project_id`, or the project it names) without embedding anything.
+
+    Written in transactions of `PAGE_SIZE` documents as it reads: check the file first (`check_export`) to
+    write nothing from one that is refused part-way.
+    """
+    target, records = _read_export(lines, model_name=model_name, dimensions=dimensions, project_id=project_id)
     documents = chunks = 0
     batch: list[tuple[StoredDocument, list[EmbeddedChunk]]] = []
 
@@ -187,13 +227,8 @@ async def import_lines(
             await store.save_documents(batch)
         batch.clear()
 
-    for number, line in enumerate(remaining, start=2):
-        try:
-            document, embedded = document_from_record(json.loads(line), project_id=target)
-        except (ValueError, KeyError, TypeError) as error:
-            msg = f"line {number}: not a document record ({type(error).__name__}: {error})"
-            raise InvalidInputError(msg, field=f"line {number}") from None
-        batch.append((replace(document, project_id=target), embedded))
+    for document, embedded in records:
+        batch.append((document, embedded))
         documents, chunks = documents + 1, chunks + len(embedded)
         if len(batch) >= PAGE_SIZE:
             await flush()

@@ -93,3 +93,51 @@ def test_import_refuses_a_file_made_with_another_model(data_dirs, tmp_path) -> N
 
     assert result.returncode == 2
     assert "EMBEDDING_MODEL" in result.stderr
+
+
+def test_an_export_cut_off_after_many_documents_imports_nothing(data_dirs, tmp_path) -> None:
+    # Written in transactions of 200 as read: a file refused at line 252 had written 200 documents.
+    source, fresh = data_dirs
+    export_file, cut_file = tmp_path / "notes.jsonl", tmp_path / "cut.jsonl"
+    assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=source).returncode == 0
+    assert run_cli("export", "--project", PROJECT, "--output", str(export_file), data_dir=source).returncode == 0
+    header, record = export_file.read_text().splitlines()[:2]
+    copies = [json.loads(record) | {"id": f"copy-{number}.md"} for number in range(250)]
+    lines = [header, *(json.dumps(copy) for copy in copies), record[: len(record) // 2]]
+    cut_file.write_text("\n".join(lines) + "\n")
+
+    imported = run_cli("import", str(cut_file), data_dir=fresh)
+    exported = run_cli("export", "--project", PROJECT, data_dir=fresh)
+
+    assert imported.returncode == 2, imported.stderr
+    assert "import refused, nothing written: line 252" in imported.stderr
+    assert exported.returncode == 1
+    assert "holds no documents" in exported.stderr
+
+
+def test_an_export_that_cannot_be_written_says_so_in_one_line(data_dirs, tmp_path) -> None:
+    source, _ = data_dirs
+    assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=source).returncode == 0
+
+    exported = run_cli("export", "--project", PROJECT, "--output", str(tmp_path / "no" / "x.jsonl"), data_dir=source)
+
+    assert exported.returncode == 1
+    assert "Traceback" not in exported.stderr
+    assert exported.stderr.strip().splitlines()[-1].startswith(f"cannot write {tmp_path / 'no' / 'x.jsonl'}:")
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_corpus_with_one_bad_id_writes_nothing_whatever_the_batch_size(data_dirs, tmp_path) -> None:
+    source, _ = data_dirs
+    corpus = tmp_path / "corpus.jsonl"
+    records = [{"_id": f"doc-{number}", "title": "", "text": f"good document {number}"} for number in range(30)]
+    records.insert(25, {"_id": "bad//id", "title": "", "text": "its id has an empty part"})
+    corpus.write_text("\n".join(json.dumps(record) for record in records) + "\n")
+
+    ingested = run_cli("ingest", str(corpus), "--project", PROJECT, "--batch-size", "10", data_dir=source)
+    exported = run_cli("export", "--project", PROJECT, data_dir=source)
+
+    assert ingested.returncode == 1
+    assert "'bad//id'" in ingested.stderr
+    assert "nothing written" in ingested.stderr
+    assert exported.returncode == 1  # the first two batches of 10 were written before

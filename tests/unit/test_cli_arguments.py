@@ -46,11 +46,15 @@ def test_serve_takes_a_port_and_leaves_it_unset_when_not_given() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["ingest", "notes", "--project", "p", "--batch-size", "0"], "'0' is not a whole number of 1 or more"),
-        (["ingest", "notes", "--project", "p", "--batch-size", "-5"], "'-5' is not a whole number of 1 or more"),
+        (["ingest", "notes", "--project", "p", "--batch-size", "0"], "'0' is not a whole number from 1 to 100000"),
+        (["ingest", "notes", "--project", "p", "--batch-size", "-5"], "'-5' is not a whole number from 1 to 100000"),
         (["query", "lag", "--project", "p", "--limit", "0"], "'0' is not a whole number from 1 to 100"),
         (["query", "lag", "--project", "p", "--limit", "101"], "'101' is not a whole number from 1 to 100"),
         (["query", "lag", "--project", "p", "--limit", "ten"], "'ten' is not a whole number from 1 to 100"),
+        # islice refused it with a traceback after the engines had started
+        (["ingest", "n", "--project", "p", "--batch-size", "99999999999999999999"], "from 1 to 100000"),
+        (["eval", "--dataset", "d", "--max-queries", "0"], "'0' is not a whole number of at least 1"),
+        (["eval", "--dataset", "d", "--max-queries", "-1"], "'-1' is not a whole number of at least 1"),
     ],
 )
 def test_counts_out_of_range_are_refused_before_anything_runs(argv, message: str, capsys) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -93,6 +94,19 @@ def test_empty_and_binary_files_are_skipped_and_reported(tmp_path: Path) -> None
 
     assert [d.document_id for d in documents] == ["ok.md"]
     assert sorted(name for name, _ in skipped) == ["binary.txt", "empty.md", "front-only.md"]
+
+
+def test_a_named_pipe_and_a_path_not_in_utf8_are_skipped_and_reported(tmp_path: Path) -> None:
+    write(tmp_path / "ok.md", "fine")
+    os.mkfifo(tmp_path / "pipe.md")  # reading it would block the ingest forever
+    undecodable = os.fsdecode(b"caf\xe9.md")  # a Latin-1 file name: its id would not be UTF-8 text
+    write(tmp_path / undecodable, "text")
+    skipped: list[tuple[str, str]] = []
+
+    documents = list(read_documents(tmp_path, project_id="p", on_skip=lambda p, why: skipped.append((p.name, why))))
+
+    assert [d.document_id for d in documents] == ["ok.md"]
+    assert sorted(skipped) == sorted([("pipe.md", "not a regular file"), (undecodable, "its path is not valid UTF-8")])
 
 
 def test_symlinked_files_below_a_folder_are_skipped_and_reported(tmp_path: Path) -> None:
