@@ -34,7 +34,8 @@ async def drain_or_explain(worker: OutboxWorker) -> None:
             file=sys.stderr,
         )
         return
-    print(f"lexical index up to date ({indexed} documents indexed)", file=sys.stderr)
+    # The outbox is every project's: what it indexed may include other projects' queued documents.
+    print(f"lexical index up to date ({indexed} queued documents indexed, of any project)", file=sys.stderr)
 
 
 async def ingest(settings: Settings, *, path: Path, project: str, batch_size: int) -> int:
@@ -98,6 +99,7 @@ async def reindex(settings: Settings, *, project: str) -> int:
     """Rebuild a project's lexical index from PostgreSQL, the source of truth; 0 on success."""
     async with open_engines(settings) as engines:
         queued = await rebuild_project(engines.store, project)
-        print(f"{queued} documents queued for lexical indexing", file=sys.stderr)
+        hint = "" if queued else f" (project {project!r} holds no documents)"
+        print(f"{queued} documents queued for lexical indexing{hint}", file=sys.stderr)
         await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
     return 0

@@ -9,6 +9,7 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,22 @@ EXIT_FAILURE = 1
 EXIT_INTERRUPTED = 130
 MAX_PORT = 65535
 MAX_BATCH_SIZE = 100_000  # documents per transaction; far past any useful size, and islice's limit is far above
+
+
+def _address_in_use(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be listened on now (another process holds it), or None.
+
+    A probe bind with `SO_REUSEADDR`, as uvicorn binds: a port in TIME_WAIT is free to it. Another process
+    may still take the port before uvicorn does; uvicorn then says so, as before.
+    """
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 def _is_loopback(host: str) -> bool:
@@ -64,6 +81,11 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
             )
             return EXIT_CONFIGURATION
         print(f"auth is off (AUTH_MODE=off): serving on {bind_host}:{bind_port}, loopback only", file=sys.stderr)
+    taken = _address_in_use(bind_host, bind_port)
+    if taken is not None:
+        # Before the engines and the model start (10 s or more), not after them in a JSON log line.
+        print(f"cannot serve on {bind_host}:{bind_port}: {taken}", file=sys.stderr)
+        return EXIT_FAILURE
     # uvicorn drains in-flight requests and runs the lifespan shutdown on SIGTERM, then re-raises the signal
     # to the handler it found; a no-op one makes that graceful stop exit 0 instead of dying by SIGTERM.
     signal.signal(signal.SIGTERM, lambda _signal_number, _frame: None)

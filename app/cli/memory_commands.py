@@ -79,6 +79,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
             knobs=FixedKnobs(knobs_from_settings(settings)),
             optimizer=optimizer,
         )
+        found_any = False
         for text in texts:
             options = SearchOptions(project=project, limit=limit, strategy=strategy)
             try:
@@ -88,11 +89,20 @@ async def query(  # noqa: PLR0913 - the command's options, each named
             except SearchServiceError as error:
                 print(f"{text!r}: {error.message}", file=sys.stderr)
                 return 1
+            found_any = found_any or bool(outcome.result.hits)
             if as_json:
                 print(response_json(search_response(text, outcome, explain=False)))
             else:
                 print(results_table(text, outcome.result, total_ms=outcome.total_ms))
+        if not found_any and project not in (known := await engines.store.project_ids()):
+            # Nothing found because there is nothing to find: a misspelt project reads like unlucky queries.
+            print(f"project {project!r} holds no documents ({_projects_named(known)})", file=sys.stderr)
     return 0
+
+
+def _projects_named(known: Sequence[str]) -> str:
+    listed = ", ".join(known[:MAX_PROJECTS_NAMED]) + (", ..." if len(known) > MAX_PROJECTS_NAMED else "")
+    return f"projects: {listed or 'none'}"
 
 
 async def export_project(settings: Settings, *, project: str, output: Path | None) -> int:
@@ -108,10 +118,8 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
     async with open_engines(settings) as engines:
         known = await engines.store.project_ids()
         if project not in known:
-            listed = ", ".join(known[:MAX_PROJECTS_NAMED]) + (", ..." if len(known) > MAX_PROJECTS_NAMED else "")
             print(
-                f"project {project!r} holds no documents; nothing exported (projects: {listed or 'none'})",
-                file=sys.stderr,
+                f"project {project!r} holds no documents; nothing exported ({_projects_named(known)})", file=sys.stderr
             )
             return 1
         try:

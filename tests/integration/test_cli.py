@@ -101,7 +101,7 @@ def test_a_query_after_a_lexical_format_upgrade_indexes_again_before_searching(
 
     assert queried.returncode == 0, queried.stderr
     assert "lexical index format upgraded: 1 project(s) queued" in queried.stderr
-    assert "lexical index up to date (4 documents indexed)" in queried.stderr
+    assert "lexical index up to date (4 queued documents indexed, of any project)" in queried.stderr
     assert json.loads(queried.stdout.splitlines()[0])["results"][0]["document_id"] == "runbooks/backups.md"
     assert version_file.read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
 
@@ -253,3 +253,25 @@ def test_serve_on_a_terminal_greets_with_a_few_readable_lines(poimen_data_dir: P
     assert "initdb" not in text
     assert "Loading weights" not in text
     assert len(text.splitlines()) < 15
+
+
+def test_serve_on_a_port_in_use_says_so_before_starting_anything(poimen_data_dir: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+
+        result = run_cli("serve", "--port", str(port), data_dir=poimen_data_dir, timeout_s=60.0)
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(f"cannot serve on 127.0.0.1:{port}: ")
+    assert not (poimen_data_dir / "postgres").exists()  # refused before the engines (and the model) started
+
+
+def test_a_query_of_a_project_that_holds_nothing_says_so(poimen_data_dir: Path) -> None:
+    assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir).returncode == 0
+
+    queried = run_cli("query", "platypus checklist", "--project", "nots", data_dir=poimen_data_dir)
+
+    assert queried.returncode == 0, queried.stderr
+    assert f"project 'nots' holds no documents (projects: {PROJECT})" in queried.stderr
