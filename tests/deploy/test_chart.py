@@ -8,6 +8,7 @@ flags hot reload, env the app accepts), beyond what the schema validators can se
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -148,6 +149,30 @@ def test_schema_rejects_an_unknown_value() -> None:
 
     assert result.returncode != 0
     assert "hybrid_rollout_pct" in result.stderr
+
+
+def test_the_schema_takes_every_setting_of_the_service_under_config_and_nothing_else() -> None:
+    # A name the service does not read was taken and ignored (`config.RRF_FINAL_KK`); the list must follow
+    # app/config.py, so adding a setting fails here until the schema names it.
+    config = json.loads((CHART / "values.schema.json").read_text())["properties"]["config"]["propertyNames"]
+    owned = set(config["not"]["enum"])  # secrets and the chart's own paths: refused by name
+
+    assert set(config["enum"]) == {name.upper() for name in Settings.model_fields} - owned
+
+
+@requires_helm
+def test_a_misspelt_setting_is_refused_at_render() -> None:
+    assert HELM is not None
+    result = subprocess.run(
+        [HELM, "template", "x", str(CHART), "--set", "config.RRF_FINAL_KK=3"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+    assert result.returncode != 0
+    assert "RRF_FINAL_KK" in result.stderr
 
 
 @requires_helm
