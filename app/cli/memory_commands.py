@@ -171,8 +171,9 @@ async def import_project(settings: Settings, *, path: Path, project: str | None)
                     engines.store, source, project_id=project, model_name=model_name, dimensions=dimensions
                 )
             print(
-                f"{report.documents} documents, {report.chunks} chunks imported into {report.project_id!r};"
-                f" embedded: {report.embedded}",
+                f"{report.documents} documents imported into {report.project_id!r}: {report.created} created,"
+                f" {report.updated} updated (replaced by the exported version), {report.unchanged} unchanged;"
+                f" {report.chunks} chunks written, embedded: {report.embedded}",
                 file=sys.stderr,
             )
         except (OSError, SearchServiceError) as error:

@@ -32,11 +32,18 @@ PAGE_SIZE: Final = 200
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    """What an import wrote: documents and chunks, and how many chunks it embedded (always 0)."""
+    """What an import did, in documents read and chunks written (none embedded, always 0).
+
+    Of the documents: `created`, `updated` (replaced by the exported version) and `unchanged` (stored with
+    the exported content hash, so not written again).
+    """
 
     project_id: str
     documents: int
     chunks: int
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
     embedded: int = 0
 
 
@@ -215,23 +222,37 @@ async def import_lines(
     """Write an export into the store (into `project_id`, or the project it names) without embedding anything.
 
     Written in transactions of `PAGE_SIZE` documents as it reads: check the file first (`check_export`) to
-    write nothing from one that is refused part-way.
+    write nothing from one that is refused part-way. A document stored with the exported content hash is
+    left as it is (an ingest would call it unchanged); one stored with another is replaced by the exported
+    one, newer or not: an import restores what was exported.
     """
     target, records = _read_export(lines, model_name=model_name, dimensions=dimensions, project_id=project_id)
-    documents = chunks = 0
+    counts = {"documents": 0, "chunks": 0, "created": 0, "updated": 0, "unchanged": 0}
     batch: list[tuple[StoredDocument, list[EmbeddedChunk]]] = []
 
     async def flush() -> None:
         keys = [(document.project_id, document.document_id) for document, _ in batch]
         async with store.lock_documents(keys):
-            await store.save_documents(batch)
+            states = await store.document_states(keys)
+            changed = []
+            for document, embedded in batch:
+                state = states.get((document.project_id, document.document_id))
+                status = "created" if state is None else "updated"
+                if state is not None and state.content_hash == document.content_hash:
+                    status = "unchanged"
+                else:
+                    changed.append((document, embedded))
+                    counts["chunks"] += len(embedded)
+                counts[status] += 1
+            if changed:
+                await store.save_documents(changed)
         batch.clear()
 
     for document, embedded in records:
         batch.append((document, embedded))
-        documents, chunks = documents + 1, chunks + len(embedded)
+        counts["documents"] += 1
         if len(batch) >= PAGE_SIZE:
             await flush()
     if batch:
         await flush()
-    return ImportReport(project_id=target, documents=documents, chunks=chunks)
+    return ImportReport(project_id=target, **counts)

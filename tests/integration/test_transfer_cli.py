@@ -56,11 +56,15 @@ def test_export_then_import_into_a_fresh_directory_answers_identically_and_embed
 
     exported = run_cli("export", "--project", PROJECT, "--output", str(export_file), data_dir=source)
     imported = run_cli("import", str(export_file), data_dir=fresh)
+    again = run_cli("import", str(export_file), data_dir=fresh)
     after = answers(fresh)
 
     assert exported.returncode == 0, exported.stderr
     assert imported.returncode == 0, imported.stderr
+    assert "4 created, 0 updated (replaced by the exported version), 0 unchanged" in imported.stderr
     assert "embedded: 0" in imported.stderr
+    assert again.returncode == 0, again.stderr
+    assert "0 created, 0 updated (replaced by the exported version), 4 unchanged; 0 chunks written" in again.stderr
     assert after == before
     assert any(hits for hits in before)
     header, *documents = (json.loads(line) for line in export_file.read_text().splitlines())

@@ -26,6 +26,7 @@ async def test_an_export_imports_into_another_store_with_the_same_documents_and_
     report = await import_lines(target, lines, model_name=MODEL, dimensions=DIMENSIONS)
 
     assert (report.project_id, report.documents, report.chunks, report.embedded) == ("p", 2, 3, 0)
+    assert (report.created, report.updated, report.unchanged) == (2, 0, 0)
     before = await source.embedded_documents("p", after=None, limit=10)
     after = await target.embedded_documents("p", after=None, limit=10)
     assert [(d.document_id, d.chunks, d.content_hash, d.created_at) for d, _ in after] == [
@@ -33,6 +34,26 @@ async def test_an_export_imports_into_another_store_with_the_same_documents_and_
     ]
     assert [[list(e.embedding) for e in c] for _, c in after] == [[list(e.embedding) for e in c] for _, c in before]
     assert await target.project_ids() == ["p"]
+
+
+async def test_an_import_leaves_documents_with_the_exported_content_as_they_are_and_counts_each_kind() -> None:
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "same", 1), entry("p", "edited", 2), entry("p", "new", 1)])
+    await target.save_documents([entry("p", "same", 1), entry("p", "edited", 1, content_hash="content-2")])
+    kept_version = (await target.document_states([("p", "same")]))[("p", "same")].version
+    target_outbox_before = len(await target.claim_outbox(limit=100))
+
+    report = await import_lines(target, await exported(source, "p"), model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert (report.documents, report.created, report.updated, report.unchanged) == (3, 1, 1, 1)
+    assert report.chunks == 3  # "edited" (2) and "new" (1); "same" is not written again
+    states = await target.document_states([("p", "same"), ("p", "edited"), ("p", "new")])
+    assert states[("p", "same")].version == kept_version
+    assert states[("p", "edited")].content_hash == "content-1"
+    assert ("p", "new") in states
+    queued = await target.claim_outbox(limit=100)
+    assert sorted(item.document_id for item in queued) == ["edited", "new"]
+    assert target_outbox_before == 2
 
 
 async def test_import_can_rename_the_project() -> None:
