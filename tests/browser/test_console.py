@@ -179,3 +179,32 @@ def test_a_project_without_documents_says_so_and_a_new_search_closes_the_open_do
 
     expect(page.locator("#status")).to_contain_text("project no-such-project holds no documents")
     expect(page.locator("#document")).to_be_hidden()
+
+
+def test_a_link_to_a_search_fills_the_form_and_runs_it(page: Page) -> None:
+    page.goto(f"/console?project={PROJECT}&query=port+8080+is+taken&strategy=lexical&limit=1&fusion=no-such")
+    page.wait_for_selector("body[data-ready='true']")
+
+    expect(page.locator("#fused-list li.hit")).to_have_count(1)
+    expect(page.locator("#strategy-run")).to_have_text("Lexical")
+    expect(page.locator("#query")).to_have_value("port 8080 is taken")
+    expect(page.locator("#limit")).to_have_value("1")
+    expect(page.locator("#fusion")).to_have_value("")  # a value the select does not offer: the service default
+
+
+def test_each_search_gets_an_address_and_back_returns_to_the_one_before(page: Page) -> None:
+    search(page, "port 8080 is taken")
+    expect(page.locator("#status")).to_contain_text("“port 8080 is taken”")
+    search(page, "pottery class bowl")
+    expect(page.locator("#status")).to_contain_text("“pottery class bowl”")
+    assert "query=pottery+class+bowl" in page.url
+    assert "token" not in page.url
+
+    page.go_back()
+    expect(page.locator("#status")).to_contain_text("“port 8080 is taken”")
+    expect(page.locator("#query")).to_have_value("port 8080 is taken")
+    page.go_back()
+    expect(page.locator("#status")).to_have_text("Type a query and press Search.")
+    expect(page.locator("#fused")).to_be_hidden()
+    page.go_forward()
+    expect(page.locator("#status")).to_contain_text("“port 8080 is taken”")

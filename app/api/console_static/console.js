@@ -7,6 +7,39 @@ const PROJECT_KEY = "poimen.console.project";
 let documentsCursor = null;
 let documentsProject = null;  // the project the listed documents (and "More") belong to
 
+// The search form's boxes, by id; a search's URL carries the non-empty ones (`?project=demo&query=...`),
+// so a link or a bookmark reopens it and Back returns to the search before. Never the token.
+const SEARCH_FIELDS = [
+  "project", "query", "strategy", "fusion", "weight-semantic", "weight-lexical", "rrf-k", "limit",
+  "source-prefix", "tags", "level", "date-from", "date-to",
+];
+
+function searchAddress() {
+  const parameters = new URLSearchParams();
+  for (const id of SEARCH_FIELDS) {
+    const value = byId(id).value;
+    if (value !== "") parameters.set(id, value);
+  }
+  return `${location.pathname}?${parameters}`;
+}
+
+/** Fill the search form from `?...` (boxes it does not name are emptied); whether it names a query. */
+function fillFromAddress(search) {
+  const parameters = new URLSearchParams(search);
+  if (!parameters.get("query")) return false;
+  for (const id of SEARCH_FIELDS) {
+    const input = byId(id);
+    const value = parameters.get(id) ?? (id === "project" ? input.value : "");
+    // A select keeps its first option for a value it does not offer, as a hand-edited link may hold.
+    if (input.tagName === "SELECT" && ![...input.options].some((option) => option.value === value)) {
+      input.selectedIndex = 0;
+    } else {
+      input.value = value;
+    }
+  }
+  return true;
+}
+
 function formValues() {
   return {
     project: byId("project").value, query: byId("query").value, strategy: byId("strategy").value,
@@ -62,10 +95,13 @@ async function openDocument(project, documentId, chunkId) {
   }
 }
 
-async function runSearch(event) {
-  event.preventDefault();
+async function runSearch(event, { remember = true } = {}) {
+  event?.preventDefault();
   const values = formValues();
   sessionStorage.setItem(PROJECT_KEY, values.project);
+  const address = searchAddress();
+  // Back and Forward replay an address already in the history: only a new search adds one.
+  if (remember && address !== `${location.pathname}${location.search}`) history.pushState(null, "", address);
   await busy(byId("search-button"), async () => {
     setStatus("Searching…");
     byId("document").hidden = true;  // the last search's document is not this one's
@@ -111,7 +147,18 @@ function start() {
     storeToken("");
   });
   byId("project").value = sessionStorage.getItem(PROJECT_KEY) || byId("project").value;
-  byId("search-form").addEventListener("submit", runSearch);
+  byId("search-form").addEventListener("submit", (event) => runSearch(event));
+  window.addEventListener("popstate", () => {
+    if (fillFromAddress(location.search)) {
+      runSearch(null, { remember: false });
+    } else {  // back to the page before any search
+      byId("query").value = "";
+      hideAnswer();
+      clearError();
+      byId("document").hidden = true;
+      setStatus("Type a query and press Search.");
+    }
+  });
   // Enter in the query searches, as it does in the one-line boxes; Shift+Enter starts a new line.
   byId("query").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
@@ -125,6 +172,7 @@ function start() {
     byId("document").hidden = true;
   });
   document.body.dataset.ready = "true";
+  if (fillFromAddress(location.search)) runSearch(null, { remember: false });  // a link to a search
 }
 
 start();
