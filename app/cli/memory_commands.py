@@ -65,7 +65,11 @@ async def query(  # noqa: PLR0913 - the command's options, each named
     strategy: SearchStrategy | None,
     as_json: bool,
 ) -> int:
-    """Search `project` for each text and print a table (or JSON lines); 0 on success."""
+    """Search `project` for each text and print a table (or JSON lines); 0 when every search answered.
+
+    A query the service refuses (empty, too long) is named on stderr and the others still run; the status
+    is then 1.
+    """
     optimizer = build_query_optimizer(settings)  # a bad vocabulary file stops the command before the engines start
     async with open_engines(settings) as engines:
         if engines.lexical_refill_projects:
@@ -80,6 +84,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
             optimizer=optimizer,
         )
         found_any = False
+        refused = 0
         for text in texts:
             options = SearchOptions(project=project, limit=limit, strategy=strategy)
             try:
@@ -88,7 +93,8 @@ async def query(  # noqa: PLR0913 - the command's options, each named
                 )
             except SearchServiceError as error:
                 print(f"{text!r}: {error.message}", file=sys.stderr)
-                return 1
+                refused += 1
+                continue
             found_any = found_any or bool(outcome.result.hits)
             if as_json:
                 print(response_json(search_response(text, outcome, explain=False)))
@@ -97,7 +103,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
         if not found_any and project not in (known := await engines.store.project_ids()):
             # Nothing found because there is nothing to find: a misspelt project reads like unlucky queries.
             print(f"project {project!r} holds no documents ({_projects_named(known)})", file=sys.stderr)
-    return 0
+    return 1 if refused else 0
 
 
 def _projects_named(known: Sequence[str]) -> str:
