@@ -74,12 +74,14 @@ class _Paging:
 def _fingerprint(query: str, options: SearchOptions, as_of: datetime | None) -> str:
     """What a cursor is bound to: the query, every option but the page size, and the request's `as_of`.
 
-    `as_of` counts as an instant (02:00+02:00 is 00:00Z); absent, the text is what it was before `as_of`
-    existed, so a cursor minted by an older replica during a rolling update stays valid.
+    `as_of` counts with its offset: 02:00+02:00 and 00:00Z are one instant but not one "today" (relative
+    dates are read in the offset's days). Absent, the text is what it was before `as_of` existed, so a
+    cursor minted by an older replica during a rolling update stays valid (and one minted with a UTC
+    `as_of` too: both spell it `+00:00`).
     """
     text = f"{query}\x1f{replace(options, limit=None)!r}"
     if as_of is not None:
-        text += f"\x1fas_of={as_utc(as_of).isoformat()}"
+        text += f"\x1fas_of={as_of.isoformat()}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

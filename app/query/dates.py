@@ -6,9 +6,10 @@ the caller means: the request's time today, a memory's own clock for temporal qu
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import MAXYEAR, MINYEAR, UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Final
 
+from app.domain.moments import EARLIEST, LATEST, as_utc
 from app.query.vocabulary import (
     DATE_PREPOSITIONS,
     MONTHS,
@@ -56,29 +57,49 @@ def relative_dates_named(words: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _month_start(year: int, month: int) -> datetime:
-    return datetime(year, month, 1, tzinfo=UTC)
+def _moment(year: int, month: int, day: int, zone: tzinfo) -> datetime:
+    """Midnight starting that day in `zone`, or the nearest end of `datetime`'s range for a year outside it."""
+    if year < MINYEAR:
+        return EARLIEST
+    if year > MAXYEAR:
+        return LATEST
+    return datetime(year, month, day, tzinfo=zone)
 
 
-def _next_month_start(year: int, month: int) -> datetime:
-    return _month_start(year + 1, 1) if month == 12 else _month_start(year, month + 1)  # noqa: PLR2004 - December
+def _month_start(year: int, month: int, zone: tzinfo) -> datetime:
+    return _moment(year, month, 1, zone)
+
+
+def _next_month_start(year: int, month: int, zone: tzinfo) -> datetime:
+    return _month_start(year + 1, 1, zone) if month == 12 else _month_start(year, month + 1, zone)  # noqa: PLR2004
+
+
+def _days_after(moment: datetime, days: int) -> datetime:
+    """`moment` moved by `days` (negative: before), stopping at the ends of `datetime`'s range."""
+    try:
+        return moment + timedelta(days=days)
+    except OverflowError:
+        return EARLIEST if days < 0 else LATEST
 
 
 def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
-    """The `[from, to)` UTC range of one relative day/week/month expression."""
-    today = datetime(now.year, now.month, now.day, tzinfo=UTC)
-    week_start = today - timedelta(days=today.weekday())  # ISO weeks start on Monday
-    this_month = _month_start(now.year, now.month)
-    previous_month = _month_start(now.year - 1, 12) if now.month == 1 else _month_start(now.year, now.month - 1)
-    ranges = {
-        "today": (today, today + timedelta(days=1)),
-        "yesterday": (today - timedelta(days=1), today),
-        "this week": (week_start, week_start + timedelta(days=7)),
-        "last week": (week_start - timedelta(days=7), week_start),
-        "this month": (this_month, _next_month_start(now.year, now.month)),
-        "last month": (previous_month, this_month),
+    """The `[from, to)` range of one relative day/week/month expression, in `now`'s own time zone."""
+    zone = now.tzinfo or UTC
+    today = _moment(now.year, now.month, now.day, zone)
+    week_start = _days_after(today, -today.weekday())  # ISO weeks start on Monday
+    days = {
+        "today": (today, _days_after(today, 1)),
+        "yesterday": (_days_after(today, -1), today),
+        "this week": (week_start, _days_after(week_start, 7)),
+        "last week": (_days_after(week_start, -7), week_start),
     }
-    return ranges[expression]
+    if expression in days:
+        return days[expression]
+    this_month = _month_start(now.year, now.month, zone)
+    if expression == "this month":
+        return this_month, _next_month_start(now.year, now.month, zone)
+    previous = (now.year - 1, 12) if now.month == 1 else (now.year, now.month - 1)
+    return _month_start(*previous, zone), this_month
 
 
 def event_time_range(
@@ -86,24 +107,27 @@ def event_time_range(
 ) -> tuple[datetime | None, datetime | None]:
     """The event-time range `[from, to)` (UTC) the query's dates describe, or `(None, None)`.
 
-    "this year"/"last year" act as explicit years, so "january last year" is one month. A month with
-    no year is its most recent occurrence (the current month included). Several dates give the span
-    from the earliest to the latest. Absolute and relative ranges intersect; when they do not
-    overlap, their span is used rather than an empty range that could match nothing.
+    Days, weeks, months and years are those of `now`'s own time zone (a naive `now` is UTC): "today" asked
+    at 08:00+09:00 is that day in Tokyo, which began at 15:00 UTC the day before. "this year"/"last year"
+    act as explicit years, so "january last year" is one month. A month with no year is its most recent
+    occurrence (the current month included). Several dates give the span from the earliest to the latest.
+    Absolute and relative ranges intersect; when they do not overlap, their span is used rather than an
+    empty range that could match nothing. A range reaching past `datetime`'s years ends at its edge.
     """
+    zone = now.tzinfo or UTC
     relative_years = {"this year": now.year, "last year": now.year - 1}
     all_years = [*years, *(relative_years[expression] for expression in relative_dates if expression in relative_years)]
     absolute: tuple[datetime, datetime] | None = None
     if months and all_years:
         absolute = (
-            _month_start(min(all_years), min(months)),
-            _next_month_start(max(all_years), max(months)),
+            _month_start(min(all_years), min(months), zone),
+            _next_month_start(max(all_years), max(months), zone),
         )
     elif months:
         occurrences = [(now.year if month <= now.month else now.year - 1, month) for month in months]
-        absolute = (_month_start(*min(occurrences)), _next_month_start(*max(occurrences)))
+        absolute = (_month_start(*min(occurrences), zone), _next_month_start(*max(occurrences), zone))
     elif all_years:
-        absolute = (_month_start(min(all_years), 1), _month_start(max(all_years) + 1, 1))
+        absolute = (_month_start(min(all_years), 1, zone), _month_start(max(all_years) + 1, 1, zone))
     relative_ranges = [
         _relative_range(expression, now) for expression in relative_dates if expression not in relative_years
     ]
@@ -114,8 +138,8 @@ def event_time_range(
     )
     if absolute is None or relative is None:
         only = absolute or relative
-        return (None, None) if only is None else only
+        return (None, None) if only is None else (as_utc(only[0]), as_utc(only[1]))
     start, end = max(absolute[0], relative[0]), min(absolute[1], relative[1])
-    if start < end:
-        return start, end
-    return min(absolute[0], relative[0]), max(absolute[1], relative[1])
+    if start >= end:
+        start, end = min(absolute[0], relative[0]), max(absolute[1], relative[1])
+    return as_utc(start), as_utc(end)

@@ -20,7 +20,6 @@ from app.domain.models import (
     QuestionType,
     SearchStrategy,
 )
-from app.domain.moments import as_utc
 from app.domain.text_forms import canonical_text
 from app.query.abbreviations import load_abbreviations
 from app.query.dates import event_time_range, is_year, months_named, relative_dates_named
@@ -123,8 +122,8 @@ class QueryOptimizer:
     def analyze(self, raw_query: str, *, now: datetime | None = None, classify: bool = True) -> QueryAnalysis:
         """Read `raw_query` and decide how to search it. Never raises; validation belongs to the planner.
 
-        `now` resolves relative dates ("last week"); None means the optimizer's clock. With `classify`
-        False (`QUERY_QUESTION_CLASSIFICATION=false`) every query is of type `open`.
+        `now` resolves relative dates ("last week") in its own time zone; None means the optimizer's clock.
+        With `classify` False (`QUERY_QUESTION_CLASSIFICATION=false`) every query is of type `open`.
 
         `token_count` counts every word-like token, stop words and `#tags` included (the reference counts
         `["how", "do", "i", ...]`), so "#networking @devops" is a 2-token query.
@@ -184,7 +183,7 @@ class QueryOptimizer:
             question_type=question_type,
         )
         event_time_from, event_time_to = event_time_range(
-            years=years, months=months, relative_dates=relative_dates, now=as_utc(now or self._clock())
+            years=years, months=months, relative_dates=relative_dates, now=now or self._clock()
         )
         intent = read_intent(collapsed, listed=self._listed_names)
         return QueryAnalysis(

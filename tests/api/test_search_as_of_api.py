@@ -80,13 +80,34 @@ async def test_get_resolves_last_week_against_as_of(api_client, project) -> None
     assert {hit["id"].split("#")[0] for hit in answer["results"]} == IN_LAST_WEEK
 
 
-async def test_get_as_of_with_an_offset_is_the_same_instant(api_client, project) -> None:
-    in_tokyo = "2023-06-15T21:00:00+09:00"
+async def test_get_as_of_with_an_offset_reads_days_and_weeks_in_that_offset(api_client, project) -> None:
+    in_tokyo = "2023-06-15T21:00:00+09:00"  # the same instant as AS_OF
 
     response = await get(api_client, {"query": QUERY, "project": project, "as_of": in_tokyo})
 
     assert response.status_code == 200, response.text
-    assert event_range(response.json()) == LAST_WEEK
+    # Monday 5 June to Monday 12 June in Tokyo, each at 15:00 UTC the day before.
+    assert event_range(response.json()) == ("2023-06-04T15:00:00Z", "2023-06-11T15:00:00Z")
+
+
+async def test_today_is_the_day_of_the_as_of_offset(api_client, project) -> None:
+    """Early morning in Tokyo is still the day before in UTC: "today" is Tokyo's 15 June."""
+    response = await get(
+        api_client, {"query": "what did we paint today", "project": project, "as_of": "2023-06-15T08:00:00+09:00"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert event_range(response.json()) == ("2023-06-14T15:00:00Z", "2023-06-15T15:00:00Z")
+
+
+@pytest.mark.parametrize("as_of", ["0001-01-01T00:00:00Z", "0001-01-20T05:00:00+09:00", "9999-12-31T23:00:00Z"])
+@pytest.mark.parametrize("when", ["yesterday", "last week", "this week", "last month", "last year", "in december"])
+async def test_an_as_of_at_the_ends_of_the_calendar_answers(api_client, project, as_of: str, when: str) -> None:
+    response = await api_client.post(
+        "/v1/search", json={"query": f"what did we paint {when}", "project": project, "as_of": as_of}
+    )
+
+    assert response.status_code == 200, response.text
 
 
 async def test_get_without_as_of_resolves_against_the_server_clock(api_client, project) -> None:
@@ -124,10 +145,13 @@ async def test_a_get_cursor_replayed_with_another_as_of_is_refused(api_client, p
 
     other = await get(api_client, params | {"cursor": first["next_cursor"], "as_of": "2024-01-01T00:00:00Z"})
     absent = await get(api_client, params | {"cursor": first["next_cursor"]})
-    same = await get(api_client, params | {"cursor": first["next_cursor"], "as_of": "2023-06-15T14:00:00+02:00"})
+    # The same instant in another offset: its days and weeks are other ones, so it is another question.
+    elsewhere = await get(api_client, params | {"cursor": first["next_cursor"], "as_of": "2023-06-15T14:00:00+02:00"})
+    same = await get(api_client, params | {"cursor": first["next_cursor"], "as_of": AS_OF})
 
     assert (other.status_code, other.json()["field"]) == (400, "cursor")
     assert (absent.status_code, absent.json()["field"]) == (400, "cursor")
+    assert (elsewhere.status_code, elsewhere.json()["field"]) == (400, "cursor")
     assert same.status_code == 200, same.text
     assert [hit["rank"] for hit in same.json()["results"]] == [3, 4]
 

@@ -135,14 +135,20 @@ NAIVE_AS_OF = datetime(2023, 6, 15, 12)  # noqa: DTZ001 - the client reads a tim
 TOKYO_AS_OF = datetime(2023, 6, 15, 21, tzinfo=timezone(timedelta(hours=9)))
 
 
-@pytest.mark.parametrize("as_of", [NAIVE_AS_OF, TOKYO_AS_OF])
-def test_as_of_resolves_last_week_on_both_search_endpoints(client: PoimenClient, project: str, as_of: datetime) -> None:
+@pytest.mark.parametrize(
+    ("as_of", "monday_utc"),
+    [(NAIVE_AS_OF, datetime(2023, 6, 5, tzinfo=UTC)), (TOKYO_AS_OF, datetime(2023, 6, 4, 15, tzinfo=UTC))],
+)
+def test_as_of_resolves_last_week_on_both_search_endpoints(
+    client: PoimenClient, project: str, as_of: datetime, monday_utc: datetime
+) -> None:
     query = SearchQuery(query="notes of last week", explain=True, as_of=as_of)
 
     answers = [client.memory_query(project, query), client.search(project, query)]
 
+    # Tokyo's last week began at midnight on Monday 5 June there: 15:00 UTC on the 4th.
     ranges = [(a.query_analysis.event_time_from, a.query_analysis.event_time_to) for a in answers if a.query_analysis]
-    assert ranges == [(datetime(2023, 6, 5, tzinfo=UTC), datetime(2023, 6, 12, tzinfo=UTC))] * 2
+    assert ranges == [(monday_utc, monday_utc + timedelta(days=7))] * 2
 
 
 def test_memory_query_refuses_options_only_search_takes(client: PoimenClient) -> None:
