@@ -43,13 +43,17 @@ class RrfComponents(msgspec.Struct, kw_only=True):
 class FusionBreakdown(msgspec.Struct, kw_only=True):
     """The ranking: the fusion `method` that ordered the hits, its score and each leg's contribution.
 
-    Comparable within one response only (a z-score of a lone hit is 0, an RRF sum depends on k).
+    `boosts`: what the score holds besides the legs, by name: `entity` (a turn said by a person the query
+    names), `mention` (its text names one), `date` (it carries a date, for a *when* question), `recency`,
+    `neighbours` (part of a nearby turn's score); `score` is the legs' contributions plus these. Comparable
+    within one response only (a z-score of a lone hit is 0, an RRF sum depends on k).
     """
 
     method: str
     score: float
     semantic_contribution: float
     lexical_contribution: float
+    boosts: dict[str, float] = {}
 
 
 class RelevanceBreakdown(msgspec.Struct, kw_only=True):
@@ -216,6 +220,9 @@ def hit_out(hit: FusedHit, *, rank: int, fusion_method: str, strategy: SearchStr
                 score=hit.score,
                 semantic_contribution=hit.contributions.get(SEMANTIC_LEG, 0.0),
                 lexical_contribution=hit.contributions.get(LEXICAL_LEG, 0.0),
+                boosts={
+                    name: value for name, value in hit.contributions.items() if name not in {SEMANTIC_LEG, LEXICAL_LEG}
+                },
             ),
             relevance=RelevanceBreakdown(
                 semantic=hit.relevance_parts.get(SEMANTIC_LEG), lexical=hit.relevance_parts.get(LEXICAL_LEG)

@@ -368,3 +368,40 @@ async def test_a_paragraph_query_of_8000_characters_is_answered(api_client, corp
     assert payload["search_strategy"].lower().startswith("hybrid")  # a passage is never routed away from hybrid
     assert top_documents(payload, 1) == ["runbooks/platform/tls-cert-renewal.md"]
     assert all(0.0 <= hit["final_score"] <= 1.0 for hit in payload["results"])
+
+
+async def test_the_boosts_a_hit_gained_are_in_its_fusion_breakdown_and_add_up_to_its_score(
+    api_client, response_validator
+) -> None:
+    """A when-question over turns of one session: the date and neighbour boosts show, and add up."""
+    project = f"turns-{uuid.uuid4().hex[:8]}"
+    session = "2023-06-03T18:00:00Z"
+    turns = [
+        ("Caroline", "Did you finish anything new lately?"),
+        ("Melanie", "Yes, I painted the lake at sunrise on 2 June, all pinks and oranges."),
+        ("Caroline", "I would love to see the painting of the lake."),
+    ]
+    documents = [
+        {"id": f"chat:S1:{n}", "title": speaker, "text": text, "event_time": session}
+        for n, (speaker, text) in enumerate(turns, start=1)
+    ]
+    created = await api_client.post(f"/v1/projects/{project}/documents", json={"documents": documents})
+    assert created.status_code == 201, created.text
+    for document in documents:
+        await wait_indexed(api_client, project, document["id"], timeout_s=30.0)
+
+    payload = await search(
+        api_client,
+        response_validator,
+        {"query": "When did Melanie paint the lake?", "project": project, "strategy": "hybrid", "fusion": "zscore"},
+    )
+
+    boosts_seen: set[str] = set()
+    for hit in payload["results"]:
+        fusion = hit["score_breakdown"]["fusion"]
+        legs = fusion["semantic_contribution"] + fusion["lexical_contribution"]
+        assert fusion["score"] == pytest.approx(legs + sum(fusion["boosts"].values()))
+        boosts_seen |= fusion["boosts"].keys()
+    melanie = next(hit for hit in payload["results"] if hit["document_id"] == "chat:S1:2")
+    assert "date" in melanie["score_breakdown"]["fusion"]["boosts"]  # "on 2 June", for a when-question
+    assert "neighbours" in boosts_seen

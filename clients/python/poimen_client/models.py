@@ -99,12 +99,16 @@ class RrfComponents(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class FusionBreakdown(msgspec.Struct, kw_only=True, frozen=True):
-    """The fused score that ordered the hits, named after the method that made it, and each leg's part of it."""
+    """The fused score that ordered the hits, named after the method that made it, and each leg's part of it.
+
+    `boosts`: the rest of `score` by name (`entity`, `mention`, `date`, `recency`, `neighbours`).
+    """
 
     method: str
     score: float
     semantic_contribution: float
     lexical_contribution: float
+    boosts: dict[str, float] = {}
 
 
 class RelevanceBreakdown(msgspec.Struct, kw_only=True, frozen=True):
