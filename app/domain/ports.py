@@ -76,9 +76,10 @@ class ConfirmingVectorIndex(VectorIndex, Protocol):
     async def search_confirming(
         self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
     ) -> tuple[list[ScoredHit], dict[str, str]]:
-        """What `search` returns, and `ChunkTruth.existing_chunks(filters.project_id, chunk_ids)`, from one read.
+        """What `search` returns, and `ChunkTruth.existing_chunks` of `chunk_ids` under `filters`, from one read.
 
-        One snapshot answers both, so they agree. `chunk_ids` may name chunks `filters` excludes.
+        One snapshot answers both, so they agree. `chunk_ids` may name chunks `filters` excludes: they are
+        left out of the second answer.
         """
         ...
 
@@ -133,8 +134,15 @@ class Reranker(Protocol):
 class ChunkTruth(Protocol):
     """What the searcher asks the source of truth: which chunks exist now, as which content."""
 
-    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
-        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent)."""
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
+        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent).
+
+        With `filters` (of the same project), only chunks whose stored row meets them now: levels, tags,
+        source, event times (not `filters.chunk_ids` nor excluded terms). A lexical index that has not yet
+        caught up with a document's new tags would otherwise return it for its old ones.
+        """
         ...
 
 
@@ -224,8 +232,15 @@ class DocumentStore(Protocol):
         """
         ...
 
-    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
-        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent)."""
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
+        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent).
+
+        With `filters` (of the same project), only chunks whose stored row meets them now: levels, tags,
+        source, event times (not `filters.chunk_ids` nor excluded terms). A lexical index that has not yet
+        caught up with a document's new tags would otherwise return it for its old ones.
+        """
         ...
 
     async def document_titles(self, project_id: str, *, limit: int) -> list[str]:

@@ -208,16 +208,20 @@ class InMemoryDocumentStore:
         titles = [document.title for document in self._documents.values() if document.project_id == project_id]
         return titles[: max(limit, 0)]
 
-    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
-        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now."""
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
+        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (meeting `filters`)."""
         self._check_available()
         wanted = set(chunk_ids)
+        # As stored now: levels, tags, source, event times; the ids asked are these, the text the hash confirms.
+        meeting = None if filters is None else replace(filters, chunk_ids=None, excluded_terms=())
         return {
             chunk_id: stored.chunk.chunk_hash
             for (chunk_project, _), stored_chunks in self._chunks.items()
             if chunk_project == project_id
             for chunk_id, stored in stored_chunks.items()
-            if chunk_id in wanted
+            if chunk_id in wanted and (meeting is None or chunk_matches(stored.chunk, meeting))
         }
 
     async def queue_project_for_reindex(self, project_id: str) -> int:
@@ -362,7 +366,7 @@ class InMemoryVectorIndex:
     ) -> tuple[list[ScoredHit], dict[str, str]]:
         """`search`, and chunk id -> chunk hash for those of `chunk_ids` the project holds (its store's chunks)."""
         hits = await self.search(embedding, top_k=top_k, filters=filters)
-        return hits, await self._store.existing_chunks(filters.project_id, chunk_ids)
+        return hits, await self._store.existing_chunks(filters.project_id, chunk_ids, filters=filters)
 
     async def ping(self) -> None:
         """Return, or raise `EngineUnavailableError` when marked unavailable."""

@@ -23,13 +23,13 @@ from app.engines.postgres_driver import fetch, project_read
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import vector_literal
 from app.engines.postgres_sql import (
-    SELECT_EXISTING_CHUNKS,
     SELECT_PROJECT_SIZE,
     SESSIONS_PRESET,
     SET_LOCAL_HNSW,
     exact_search_excluding_sql,
     exact_search_sql,
     exclusion_sql,
+    existing_chunks_sql,
     filter_sql,
     nearest_search_sql,
 )
@@ -150,7 +150,7 @@ class PgVectorIndex:
     async def search_confirming(
         self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
     ) -> tuple[list[ScoredHit], dict[str, str]]:
-        """`search`, and chunk id -> chunk hash for those of `chunk_ids` the project holds, in one transaction."""
+        """`search`, and `ChunkTruth.existing_chunks` of `chunk_ids` under `filters`, in one transaction."""
         searching = top_k > 0 and filters.chunk_ids != ()
         if not searching and not chunk_ids:
             return [], {}
@@ -169,7 +169,7 @@ class PgVectorIndex:
                     await fetch(connection, SET_LOCAL_HNSW, {"ef_search": str(ef_search)})
                 statement = _exact_search_sql(filters, parameters) if exact else nearest_search_sql(where)
                 rows = await fetch(connection, statement, parameters) if searching else []
-                current = await select_existing_chunks(connection, filters.project_id, chunk_ids)
+                current = await select_existing_chunks(connection, filters.project_id, chunk_ids, filters=filters)
         hits = [ScoredHit(chunk=chunk_from_record(row), score=1.0 - float(row["distance"])) for row in rows]
         return hits, current
 
@@ -217,10 +217,11 @@ def _exact_search_sql(filters: Filters, parameters: dict[str, object]) -> str:
 
 
 async def select_existing_chunks(
-    connection: asyncpg.Connection, project_id: str, chunk_ids: Sequence[str]
+    connection: asyncpg.Connection, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
 ) -> dict[str, str]:
-    """Chunk id -> chunk hash for those of `chunk_ids` the project holds, read in the caller's transaction."""
+    """Chunk id -> chunk hash of `chunk_ids` the project holds (meeting `filters`), in the caller's transaction."""
     if not chunk_ids:
         return {}
-    rows = await fetch(connection, SELECT_EXISTING_CHUNKS, {"project_id": project_id, "chunk_ids": list(chunk_ids)})
+    parameters: dict[str, object] = {}
+    rows = await fetch(connection, existing_chunks_sql(project_id, chunk_ids, filters, parameters), parameters)
     return {row["chunk_id"]: row["chunk_hash"] for row in rows}

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
-    from app.domain.models import DocumentKey, EmbeddedChunk
+    from app.domain.models import DocumentKey, EmbeddedChunk, Filters
 
 VECTOR_ENGINE: Final = "pgvector"
 STORE_ENGINE: Final = "postgres"
@@ -297,14 +297,16 @@ class PostgresDocumentStore:
                 rows = await fetch(connection, SELECT_GENERATION, {"project_id": project_id})
         return int(rows[0][0] or 0)
 
-    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
-        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now."""
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
+        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (meeting `filters`)."""
         if not chunk_ids:
             return {}
         with translate_errors(engine=self.name):
             # On the driver's connection, as the vector read: a lexical-only search confirms its hits here.
             async with project_read(self._engine, [project_id]) as connection:
-                return await select_existing_chunks(connection, project_id, chunk_ids)
+                return await select_existing_chunks(connection, project_id, chunk_ids, filters=filters)
 
     async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
         """Return the titles of at most `limit` of the project's documents."""

@@ -181,7 +181,7 @@ class LegRunner:
         hits = await self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
         if not hits or self._truth is None:
             return hits
-        return await drop_stale(self._truth, plan.filters.project_id, hits)
+        return await drop_stale(self._truth, plan.filters, hits)
 
     @staticmethod
     def record_lexical_hits(run: SearchRun, hits: Sequence[ScoredHit]) -> None:

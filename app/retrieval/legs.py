@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.trace import Span
 
-    from app.domain.models import ScoredHit
+    from app.domain.models import Filters, ScoredHit
     from app.domain.ports import ChunkTruth
 
 _T = TypeVar("_T")
@@ -73,17 +73,18 @@ async def both(first: Coroutine[object, object, _T], second: Coroutine[object, o
 
 
 async def drop_stale(
-    truth: ChunkTruth, project_id: str, hits: Sequence[ScoredHit], *, timeout_s: float | None = None
+    truth: ChunkTruth, filters: Filters, hits: Sequence[ScoredHit], *, timeout_s: float | None = None
 ) -> list[ScoredHit]:
     """`hits` less those whose chunk the truth no longer holds as indexed; all of them when it cannot answer.
 
     The lexical index follows the truth through the outbox, so for a moment it may answer with a chunk
-    that was deleted or rewritten (chunk ids are positions): such a hit must not come back. When the
+    that was deleted or rewritten (chunk ids are positions), or with one whose document's tags, source or
+    event time changed so that `filters` no longer select it: such a hit must not come back. When the
     truth fails or takes longer than `timeout_s`, the hits stand: they may be all the search has.
     """
     try:
         async with asyncio.timeout(timeout_s):
-            current = await truth.existing_chunks(project_id, [hit.chunk_id for hit in hits])
+            current = await truth.existing_chunks(filters.project_id, [hit.chunk_id for hit in hits], filters=filters)
     except (EngineError, TimeoutError):
         return list(hits)
     return still_current(hits, current)

@@ -162,9 +162,7 @@ class HybridSearcher:
         if embedding is None:
             self._legs.record_semantic(run, hits=None)
             if lexical_hits:
-                lexical_hits = await drop_stale(
-                    truth, plan.filters.project_id, lexical_hits, timeout_s=plan.lexical_timeout_s
-                )
+                lexical_hits = await drop_stale(truth, plan.filters, lexical_hits, timeout_s=plan.lexical_timeout_s)
                 self._legs.record_lexical_hits(run, lexical_hits)
             return None, lexical_hits
         pending = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits or ()))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+from app.domain.models import Chunk, EmbeddedChunk, Filters, StoredDocument
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -196,6 +196,29 @@ class DocumentStoreContract:
 
         assert existing == {"a#0": "hash:text of a part 0", "a#1": "hash:text of a part 1"}
         assert await store.existing_chunks(project + "_x", ["a#0"]) == {}
+
+    async def test_existing_chunks_under_filters_names_only_chunks_meeting_them_as_stored_now(
+        self, store, project
+    ) -> None:
+        public = [chunk(project, "a", 0, tags=("Public",), source="public/a.md", level="L1", event_time=CREATED)]
+        private = [chunk(project, "b", 0, tags=("private",), source="private/b.md")]
+        await store.save_documents([(document(project, "a", public), embedded(public))])
+        await store.save_documents([(document(project, "b", private), embedded(private))])
+        asked = ["a#0", "b#0"]
+        day_after = CREATED + timedelta(days=1)
+
+        async def existing(**filters: object) -> set[str]:
+            return set(await store.existing_chunks(project, asked, filters=Filters(project_id=project, **filters)))
+
+        assert await existing() == {"a#0", "b#0"}
+        assert await existing(tags=("public",)) == {"a#0"}
+        assert await existing(source_prefix="private/") == {"b#0"}
+        assert await existing(levels=("L1",)) == {"a#0"}
+        assert await existing(event_time_from=day_after) == set()
+        assert await existing(event_time_from=day_after, include_undated=True) == {"b#0"}
+        assert await existing(event_time_to=day_after) == {"a#0"}
+        # Its own chunk ids and excluded terms are not what it checks: the ids asked are, and the hash.
+        assert await existing(chunk_ids=("b#0",), excluded_terms=("text",)) == {"a#0", "b#0"}
 
     async def test_document_titles_are_one_per_document_up_to_the_limit(self, store, project) -> None:
         await store.save_documents(

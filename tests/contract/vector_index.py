@@ -366,5 +366,24 @@ class VectorIndexContract:
         assert set(current) == {"a#0", "c#0"}
         assert ids(narrowed) == ["b#0", "c#0"]  # the filter's chunk ids and the asked ones are separate lists
 
+    async def test_search_confirming_confirms_only_chunks_meeting_the_filters_as_stored_now(
+        self, store, index, project
+    ) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "public", 0, tags=("public",)), embedding(1.0, 0.0)),
+                (chunk(project, "retagged", 0, tags=("private",)), embedding(0.6, 0.8)),
+            ],
+        )
+        filters = Filters(project_id=project, tags=("public",))
+        asked = ["public#0", "retagged#0"]
+
+        hits, current = await index.search_confirming(embedding(1.0, 0.0), top_k=5, filters=filters, chunk_ids=asked)
+
+        assert ids(hits) == ["public#0"]
+        assert set(current) == {"public#0"}  # a lexical index still holding "retagged" as public is not confirmed
+        assert current == await store.existing_chunks(project, asked, filters=filters)
+
     async def test_ping_answers(self, index) -> None:
         await index.ping()

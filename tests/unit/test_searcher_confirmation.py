@@ -40,9 +40,13 @@ class FakeTruth:
     current: dict[str, str]
     error: Exception | None = None
     calls: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    filters_seen: list[Filters | None] = field(default_factory=list)
 
-    async def existing_chunks(self, project_id: str, chunk_ids: Sequence[str]) -> dict[str, str]:
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
         self.calls.append((project_id, tuple(chunk_ids)))
+        self.filters_seen.append(filters)
         if self.error is not None:
             raise self.error
         return {chunk_id: self.current[chunk_id] for chunk_id in chunk_ids if chunk_id in self.current}
@@ -94,10 +98,13 @@ async def test_a_plain_vector_index_leaves_the_lexical_leg_to_ask_the_truth() ->
     vector = FakeVectorIndex(semantic_hits(("sem", 0.9)))
     searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(LEXICAL), embedder=FakeEmbedder(), truth=truth)
 
-    result = await searcher.search(make_plan())
+    plan = make_plan()
+    result = await searcher.search(plan)
 
     assert sorted(ids(result)) == ["live", "sem"]
     assert truth.calls == [("p", ("rewritten", "deleted", "live"))]
+    # The search's filters go with the confirmation: a hit whose stored tags no longer meet them is stale too.
+    assert truth.filters_seen == [plan.filters]
 
 
 async def test_when_the_embedding_fails_the_lexical_hits_are_confirmed_apart() -> None:
@@ -111,6 +118,7 @@ async def test_when_the_embedding_fails_the_lexical_hits_are_confirmed_apart() -
     assert ids(result) == ["live"]
     assert vector.confirmations == []
     assert truth.calls == [("p", ("rewritten", "deleted", "live"))]
+    assert truth.filters_seen == [make_plan().filters]
     assert result.degraded_reasons == ("embedder_unavailable",)
     assert result.legs[SEMANTIC_LEG].error == "embedder_unavailable"
 
