@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 from app.query.planner import MAX_LIMIT
 
 if TYPE_CHECKING:
+    from app.domain.ports import ChunkTruth
     from app.knobs import SearchKnobs
     from app.search.calls import SearchCall, SearchOutcome
 
@@ -22,7 +23,8 @@ class SearchPage:
     Every page of one query is cut from the same ranking, `PAGE_DEPTH` hits deep (the plan does not change
     with the page, so neither does the ranking). `generation` is the project's generation the first page
     was ranked at (from its cursor): while the query cache still holds that ranking, later pages are cut
-    from it even after a write, so pages never repeat or skip a hit.
+    from it even after a write, so pages never repeat or skip a hit; a hit whose document was deleted or
+    rewritten since is left out of its page (`current_hits`), never served from the old ranking.
     """
 
     offset: int = 0
@@ -43,3 +45,26 @@ def page_of(outcome: SearchOutcome, call: SearchCall, knobs: SearchKnobs) -> Sea
         offset=start,
         next_offset=following,
     )
+
+
+async def current_hits(page: SearchOutcome, truth: ChunkTruth) -> SearchOutcome:
+    """`page` less the hits whose chunk the store no longer holds as ranked.
+
+    Left out: a chunk deleted, rewritten (another text hash), or no longer meeting the search's filters (its
+    tags, source or event time changed).
+
+    For a page cut from a ranking made before a write (`SearchPage.generation`): nothing deleted since is
+    served. The page may be shorter than asked; its later hits move up, so ranks never repeat across pages
+    but one may be missing at a page's end. Raises the store's `EngineError`.
+    """
+    hits = page.result.hits
+    if not hits:
+        return page
+    filters = page.plan.filters
+    current = await truth.existing_chunks(filters.project_id, [hit.chunk_id for hit in hits], filters=filters)
+    kept = tuple(
+        hit
+        for hit in hits
+        if hit.chunk_id in current and (not hit.chunk.chunk_hash or current[hit.chunk_id] == hit.chunk.chunk_hash)
+    )
+    return page if len(kept) == len(hits) else replace(page, result=replace(page.result, hits=kept))

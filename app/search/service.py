@@ -32,14 +32,14 @@ from app.retrieval.searcher import HybridSearcher
 from app.search.cache import Generations, QueryCache
 from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
 from app.search.common_names import CommonNames
-from app.search.paging import PAGE_DEPTH, page_of
+from app.search.paging import PAGE_DEPTH, current_hits, page_of
 from app.search.rollout import assign_arm, overlap_at_k
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from app.domain.models import QueryAnalysis, SearchPlan
-    from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
+    from app.domain.ports import ChunkTruth, DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.knobs import SearchKnobs
     from app.retrieval.rerank import SecondStage
     from app.search.cache import QueryCacheKey
@@ -66,6 +66,7 @@ class _Prepared:
     generation: int | None
     cached: SearchOutcome | None
     common_names: frozenset[str] = frozenset()  # the project's speakers, as the plan read them
+    pinned: bool = False  # `cached` is the ranking of an earlier generation, which a later page is cut from
 
 
 class SearchService:
@@ -81,8 +82,10 @@ class SearchService:
         generations: Generations | None = None,
         query_embedder: Embedder | None = None,
         common_names: CommonNames | None = None,
+        truth: ChunkTruth | None = None,
     ) -> None:
         self._searcher = searcher
+        self._truth = truth
         self._common = common_names
         self._query_embedder = query_embedder
         self._optimizer = optimizer
@@ -123,6 +126,7 @@ class SearchService:
             generations=store,
             query_embedder=embedder,
             common_names=CommonNames(store),
+            truth=store,
         )
 
     def _apply_knobs(self, call: SearchCall) -> ResolvedKnobs:
@@ -247,17 +251,17 @@ class SearchService:
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
         key, generation = await self._cache_key(call, analysis, plan, arm, resolved)
         cached = self._cache.get(key) if key is not None else None
+        pinned = False
         if call.page is not None and call.page.generation is not None and call.page.generation != generation:
             # A later page: the ranking its first page was cut from, if the cache still holds it.
-            pinned, _ = await self._cache_key(call, analysis, plan, arm, resolved, generation=call.page.generation)
-            snapshot = self._cache.get(pinned) if pinned is not None else None
+            pinned_key, _ = await self._cache_key(call, analysis, plan, arm, resolved, generation=call.page.generation)
+            snapshot = self._cache.get(pinned_key) if pinned_key is not None else None
             if snapshot is not None:
-                cached, generation = snapshot, call.page.generation
+                cached, generation, pinned = snapshot, call.page.generation, True
         if cached is not None:
             cached = replace(cached, arm_decided_by=decided_by)
-        return _Prepared(
-            call, started, resolved, arm, decided_by, analysis, plan, optimize_ms, key, generation, cached, common_names
-        )
+        fields = (analysis, plan, optimize_ms, key, generation, cached, common_names, pinned)
+        return _Prepared(call, started, resolved, arm, decided_by, *fields)
 
     async def _run(self, prepared: _Prepared, query_embedding: list[float] | None) -> SearchOutcome:
         call, plan, arm = prepared.call, prepared.plan, prepared.arm
@@ -265,7 +269,11 @@ class SearchService:
             outcome = self._cached_outcome(
                 prepared.cached, arm=arm, optimize_ms=prepared.optimize_ms, started=prepared.started
             )
-            return page_of(replace(outcome, generation=prepared.generation), call, prepared.resolved.knobs)
+            page = page_of(replace(outcome, generation=prepared.generation), call, prepared.resolved.knobs)
+            if prepared.pinned and self._truth is not None:
+                # Written to since that ranking: what was deleted or rewritten meanwhile is not served from it.
+                page = await current_hits(page, self._truth)
+            return page
         current_arm.set(arm)
         try:
             result = await self._searcher.search(plan, query_embedding=query_embedding)

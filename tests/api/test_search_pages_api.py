@@ -136,6 +136,36 @@ async def test_a_write_between_pages_does_not_repeat_or_skip_a_hit(client, proje
     assert (await client.delete(f"/v1/projects/{project}/documents/zz-new")).status_code == 204
 
 
+async def test_a_later_page_never_serves_what_was_deleted_or_retagged_since_its_first(client) -> None:
+    project = "pages-forgotten"
+    documents = [
+        {"id": f"p{n}", "text": f"Phone number of contact {n} is 555-010{n}.", "tags": ["contacts"]} for n in range(6)
+    ]
+    created = await client.post(f"/v1/projects/{project}/documents", json={"documents": documents})
+    assert created.status_code == 201, created.text
+    for document in documents:
+        await wait_indexed(client, project, document["id"])
+    body = {"query": "phone number", "project": project, "limit": 2, "filters": {"tags": ["contacts"]}}
+    first = await search(client, body | {"offset": 0})
+    whole = await search(client, body | {"limit": 100, "offset": 0})
+    later = [hit["document_id"] for hit in whole["results"][2:]]
+    deleted, retagged = later[0], later[1]
+    assert (await client.delete(f"/v1/projects/{project}/documents/{deleted}")).status_code == 204
+    moved = {"id": retagged, "text": f"Phone number of contact {retagged[1:]} is 555-010{retagged[1:]}.", "tags": []}
+    assert (await client.post(f"/v1/projects/{project}/documents", json=moved)).status_code == 201
+
+    second = await search(client, body | {"cursor": first["next_cursor"]})
+    rest = await search(client, body | {"cursor": second["next_cursor"]}) if second["next_cursor"] else None
+
+    served = [hit["document_id"] for page in (first, second, rest) if page for hit in page["results"]]
+    assert deleted not in served
+    assert retagged not in served  # its tags no longer meet the filter
+    assert len(served) == len(set(served))
+    assert (await client.delete(f"/v1/projects/{project}")).status_code == 200
+    after_project_delete = await search(client, body | {"cursor": first["next_cursor"]})
+    assert after_project_delete["results"] == []
+
+
 async def test_get_memory_query_pages_with_offset_and_cursor(client, project) -> None:
     params = {"query": "painted sunrise", "project": project, "limit": "6"}
     first = (await client.get("/memory/query", params=params | {"offset": "0"})).json()
