@@ -4,8 +4,8 @@ Pure functions; the one piece of state is a bounded memo of which texts carry a 
 
 Applied after fusion (`HybridSearcher`), before collapsing: each boost is added to the hit's fusion score
 as a contribution of its own (`entity`, `mention`, `date`, `recency`), so `score` stays the sum of
-`contributions` and the response's per-leg contributions are unchanged. Hits are then re-ordered, ties
-broken on chunk id as fusion does.
+`contributions` and the response's per-leg contributions are unchanged. Hits are then re-ordered, tied ones
+kept in the order fusion gave them.
 """
 
 from __future__ import annotations

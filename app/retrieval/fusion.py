@@ -5,7 +5,9 @@ Contracts shared by every function here:
   chunk twice, only its first (best) position counts.
 - Inputs are never changed; outputs are new frozen `FusedHit`s, best first.
 - A chunk found by one leg only is kept (with no rank or contribution for the other leg).
-- Ties break on chunk id (ascending), so every replica returns the same order.
+- Ties break on what found the chunk, then on chunk id (ascending), so every replica returns the same order:
+  of two chunks with equal scores, the one found by legs of more weight comes first. With a leg weighed 0,
+  the other leg's lowest hit would otherwise tie with every chunk it missed and follow them by id.
 - `score` is the exact sum (`math.fsum`) of `contributions`, so it does not depend on leg order.
 """
 
@@ -67,7 +69,7 @@ def reciprocal_rank_fusion(
         weight = _weight(weights, leg, default=1.0)
         for rank, chunk_id, _ in leg_positions:
             entries[chunk_id].contributions[leg] = weight / (k + rank)
-    return _ordered(entries, limit)
+    return _ordered(entries, limit, weights=weights, default_weight=1.0)
 
 
 def min_max_normalize(scores: Sequence[float]) -> list[float]:
@@ -99,7 +101,7 @@ def weighted_score_fusion(
         normalised = min_max_normalize([hit.score for _, _, hit in leg_positions])
         for (_, chunk_id, _), value in zip(leg_positions, normalised, strict=True):
             entries[chunk_id].contributions[leg] = weight * value
-    return _ordered(entries, limit)
+    return _ordered(entries, limit, weights=weights, default_weight=NEUTRAL_WEIGHT)
 
 
 def zscore_fusion(
@@ -131,7 +133,7 @@ def zscore_fusion(
         floor = min(standardised.values()) if deviation > 0 else IDENTICAL_SCORES_FLOOR_Z
         for chunk_id, entry in entries.items():
             entry.contributions[leg] = weight * standardised.get(chunk_id, floor)
-    return _ordered(entries, limit)
+    return _ordered(entries, limit, weights=weights, default_weight=NEUTRAL_WEIGHT)
 
 
 def _mean_and_deviation(scores: Sequence[float]) -> tuple[float, float]:
@@ -233,14 +235,31 @@ def _freeze(entry: _Entry) -> FusedHit:
     )
 
 
-def _ordered(entries: Mapping[str, _Entry], limit: int | None) -> list[FusedHit]:
-    fused = best_first(_freeze(entry) for entry in entries.values())
+def _ordered(
+    entries: Mapping[str, _Entry], limit: int | None, *, weights: Mapping[str, float] | None, default_weight: float
+) -> list[FusedHit]:
+    """Best first; a tie goes to the chunk found by legs of more total weight, then to the lower chunk id."""
+    leg_weights: dict[str, float] = {}
+
+    def order(hit: FusedHit) -> tuple[float, float, str]:
+        found_by = 0.0
+        for leg in sorted(hit.ranks):  # one order of addition, whatever the legs' order
+            weight = leg_weights.get(leg)
+            if weight is None:
+                weight = leg_weights[leg] = _weight(weights, leg, default=default_weight)
+            found_by += weight
+        return -hit.score, -found_by, hit.chunk_id
+
+    fused = sorted((_freeze(entry) for entry in entries.values()), key=order)
     return fused if limit is None else fused[:limit]
 
 
 def best_first(hits: Iterable[FusedHit]) -> list[FusedHit]:
-    """`hits` by score, highest first, ties broken by chunk id (deterministic across replicas)."""
-    return sorted(hits, key=lambda hit: (-hit.score, hit.chunk_id))
+    """`hits` by score, highest first; tied hits keep their order in `hits` (deterministic when it is).
+
+    For re-ordering a fused ranking after boosts: ties stay as fusion broke them.
+    """
+    return sorted(hits, key=lambda hit: -hit.score)
 
 
 def with_contributions(hit: FusedHit, extra: Mapping[str, float]) -> FusedHit:

@@ -11,7 +11,7 @@ Turns are read from document ids: `<sequence>:<n>` (a trailing integer after the
 are neighbours only when they also carry one event time (a conversation's session): ids alone would make
 `ticket:1234` and `ticket:1235` neighbours, and unrelated records numbered in a row share nothing. Only
 hits in the candidate list count (nothing is fetched). The gain is its own contribution (`neighbours`),
-so `score` stays the sum of `contributions`; hits are re-ordered, ties broken on chunk id as fusion does.
+so `score` stays the sum of `contributions`; hits are re-ordered, tied ones kept in the order fusion gave them.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def turn_of(document_id: str) -> tuple[str, int] | None:
 def share_neighbour_scores(hits: Sequence[FusedHit], sharing: NeighbourSharing) -> list[FusedHit]:
     """`hits` each raised by `share` x the best positive score of a neighbouring turn among them, best first.
 
-    The neighbours' scores are read before any hit is raised, so the result does not depend on the order
-    of `hits`. A turn with several chunks counts with its best one. Unchanged order when sharing is off.
+    The neighbours' scores are read before any hit is raised, so no score depends on the order of `hits`
+    (tied hits keep it: fusion's, best first with its tie-break). A turn with several chunks counts with
+    its best one. Unchanged order when sharing is off.
     """
     if not sharing.changes_ranking:
         return list(hits)

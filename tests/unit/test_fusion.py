@@ -304,6 +304,20 @@ def test_zscore_leg_with_one_hit_still_ranks_it_above_what_it_missed() -> None:
     assert by_id["a"].contributions[LEXICAL_LEG] == by_id["b"].contributions[LEXICAL_LEG] == -1.0
 
 
+@pytest.mark.parametrize("fusion", ["zscore", "weighted"])
+def test_a_leg_weighed_alone_puts_its_lowest_hit_before_the_chunks_it_missed(fusion: str) -> None:
+    # "kiwi" once in "z" (the lexical leg's lowest hit) against chunks the lexical leg missed: with the
+    # semantic leg weighed 0 all of them score alike, and chunk ids put "z" after every miss.
+    semantic = [hit("a1", 0.3), hit("a2", 0.2), hit("m1", 0.5), hit("z", 0.1)]
+    lexical = [hit("m1", 6.0), hit("m2", 5.0), hit("z", 1.0)]
+    fuse_with = zscore_fusion if fusion == "zscore" else weighted_score_fusion
+
+    fused = fuse_with(legs(semantic, lexical), weights={SEMANTIC_LEG: 0.0, LEXICAL_LEG: 1.0})
+
+    assert ids(fused)[:3] == ["m1", "m2", "z"]
+    assert ids(fused)[3:] == ["a1", "a2"]
+
+
 def test_zscore_leg_of_ties_lifts_its_hits_alike_over_the_ones_it_missed() -> None:
     ranked = legs([hit("a", 0.9), hit("b", 0.8), hit("c", 0.7)], [hit("b", 2.0), hit("c", 2.0)])
 
