@@ -277,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
     command = arguments.command
-    writers = {"serve", "ingest", "reindex", "import"}
+    # Every command that drains the outbox into its lexical index: `query` refills an index of an older
+    # format, `eval` indexes its data set; over a shared database each would take other processes' entries.
+    writers = {"serve", "ingest", "reindex", "import", "query", "eval"}
     problem = shared_database_problem(settings) if command in writers else None
     if problem is not None:
         print(problem, file=sys.stderr)

@@ -141,8 +141,10 @@ def test_a_shared_database_without_opensearch_is_refused_with_one_line(poimen_da
 
     served = run_cli("serve", "--port", "9", data_dir=poimen_data_dir, timeout_s=60.0, DATABASE_URL=external)
     ingested = run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir, DATABASE_URL=external)
+    queried = run_cli("query", "x", "--project", PROJECT, data_dir=poimen_data_dir, DATABASE_URL=external)
+    evaluated = run_cli("eval", "--dataset", str(NOTES), data_dir=poimen_data_dir, DATABASE_URL=external)
 
-    for result in (served, ingested):
+    for result in (served, ingested, queried, evaluated):
         assert result.returncode == 2
         [line] = result.stderr.strip().splitlines()
         assert "DATABASE_URL" in line
