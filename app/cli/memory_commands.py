@@ -149,7 +149,7 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
                 partial.unlink(missing_ok=True)
             print(f"cannot write {output or 'stdout'}: {error}; nothing exported", file=sys.stderr)
             return 1
-    print(f"{documents - 1} documents of {project!r} exported", file=sys.stderr)
+    print(f"{documents - 2} documents of {project!r} exported", file=sys.stderr)  # less the header and end lines
     return 0
 
 

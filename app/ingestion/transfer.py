@@ -2,10 +2,11 @@
 
 The first line is a header naming the format, the project, the embedding model and its dimension; each
 following line is one document with its chunks, and each chunk carries its embedding and the model that
-made it. Importing writes through `DocumentStore.save_documents` exactly what was exported (content hashes
-included, so a later ingest of an unchanged document stays "unchanged"), queues the lexical index as any
-write does, and calls no embedder. A file made with another model or dimension is refused: vectors of two
-models are not comparable.
+made it; the last line (since version 2) says how many documents came before it, so a file cut after a
+whole line is refused as one cut inside a line is. Importing writes through `DocumentStore.save_documents`
+exactly what was exported (content hashes included, so a later ingest of an unchanged document stays
+"unchanged"), queues the lexical index as any write does, and calls no embedder. A file made with another
+model or dimension is refused: vectors of two models are not comparable.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
     from app.domain.ports import DocumentStore
 
 EXPORT_FORMAT: Final = "poimen-export"
-EXPORT_VERSION: Final = 1
+EXPORT_VERSION: Final = 2
+READABLE_VERSIONS: Final = frozenset({1, EXPORT_VERSION})
+"""Version 1 had no end line: such a file is still read, and a cut after a whole line goes unnoticed."""
 PAGE_SIZE: Final = 200
 
 
@@ -150,10 +153,13 @@ async def export_lines(
     }
     yield json.dumps(header)
     after: str | None = None
+    documents = 0
     while page := await store.embedded_documents(project_id, after=after, limit=PAGE_SIZE):
         for document, chunks in page:
             yield json.dumps(document_record(document, chunks), ensure_ascii=False)
+        documents += len(page)
         after = page[-1][0].document_id
+    yield json.dumps({"kind": "end", "documents": documents})
 
 
 def _checked_header(line: str, *, model_name: str, dimensions: int) -> dict[str, Any]:
@@ -164,8 +170,8 @@ def _checked_header(line: str, *, model_name: str, dimensions: int) -> dict[str,
     if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
         msg = f"not a {EXPORT_FORMAT} file: the first line must be its header"
         raise InvalidInputError(msg, field="header")
-    if header.get("version") != EXPORT_VERSION:
-        msg = f"export version {header.get('version')!r}; this service reads version {EXPORT_VERSION}"
+    if header.get("version") not in READABLE_VERSIONS:
+        msg = f"export version {header.get('version')!r}; this service reads versions {sorted(READABLE_VERSIONS)}"
         raise InvalidInputError(msg, field="version")
     if header.get("embedding_model") != model_name or header.get("dimensions") != dimensions:
         msg = (
@@ -189,21 +195,51 @@ def _read_export(
     if not is_project_id(target):
         msg = f"project id {target!r} is not {PROJECT_ID_RULE}"
         raise InvalidInputError(msg, field="project")
-    return target, _documents(remaining, target)
+    return target, _documents(remaining, target, ends=header["version"] != 1)
 
 
-def _documents(lines: Iterable[str], target: str) -> Iterator[tuple[StoredDocument, list[EmbeddedChunk]]]:
-    for number, line in enumerate(lines, start=2):
+def _documents(
+    lines: Iterable[str], target: str, *, ends: bool
+) -> Iterator[tuple[StoredDocument, list[EmbeddedChunk]]]:
+    """The documents of the lines after the header; with `ends`, the file must close with its end line."""
+    count = 0
+    rest = iter(lines)
+    for number, line in enumerate(rest, start=2):
         try:
-            document, embedded = document_from_record(json.loads(line), project_id=target)
+            record = json.loads(line)
+        except ValueError as error:
+            raise _not_a_record(number, error) from None
+        if ends and isinstance(record, dict) and record.get("kind") == "end":
+            _check_end(record, count, number, rest)
+            return
+        try:
+            document, embedded = document_from_record(record, project_id=target)
         except (ValueError, KeyError, TypeError) as error:
-            msg = f"line {number}: not a document record ({type(error).__name__}: {error})"
-            raise InvalidInputError(msg, field=f"line {number}") from None
+            raise _not_a_record(number, error) from None
         if not is_addressable(document.document_id):
             # The API refuses such an id (`validate_documents`): no URL could read or delete the document.
             msg = f"line {number}: document id {document.document_id!r} has an empty, '.' or '..' part"
             raise InvalidInputError(msg, field=f"line {number}")
+        count += 1
         yield replace(document, project_id=target), embedded
+    if ends:
+        msg = f"cut off: the file ends after {count} documents without its end line (was the export complete?)"
+        raise InvalidInputError(msg, field="end")
+
+
+def _not_a_record(number: int, error: Exception) -> InvalidInputError:
+    msg = f"line {number}: not a document record ({type(error).__name__}: {error})"
+    return InvalidInputError(msg, field=f"line {number}")
+
+
+def _check_end(record: dict[str, Any], count: int, number: int, rest: Iterable[str]) -> None:
+    """The end line says `count` documents came before it, and nothing follows it."""
+    if record.get("documents") != count:
+        msg = f"line {number}: the end line counts {record.get('documents')!r} documents, the file holds {count}"
+        raise InvalidInputError(msg, field="end")
+    if any(line.strip() for line in rest):
+        msg = f"line {number}: lines follow the end line"
+        raise InvalidInputError(msg, field="end")
 
 
 def check_export(lines: Iterable[str], *, model_name: str, dimensions: int, project_id: str | None = None) -> int:

@@ -67,9 +67,11 @@ def test_export_then_import_into_a_fresh_directory_answers_identically_and_embed
     assert "0 created, 0 updated (replaced by the exported version), 4 unchanged; 0 chunks written" in again.stderr
     assert after == before
     assert any(hits for hits in before)
-    header, *documents = (json.loads(line) for line in export_file.read_text().splitlines())
+    header, *documents, end = (json.loads(line) for line in export_file.read_text().splitlines())
     assert header["embedding_model"] == "all-MiniLM-L6-v2"
     assert len(documents) == 4
+    assert end == {"kind": "end", "documents": 4}
+    assert "4 documents of" in exported.stderr
     assert all(len(chunk["embedding"]) == header["dimensions"] for d in documents for chunk in d["chunks"])
 
 

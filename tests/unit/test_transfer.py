@@ -8,7 +8,7 @@ import pytest
 
 from app.domain.errors import InvalidInputError
 from app.engines.memory import InMemoryDocumentStore
-from app.ingestion.transfer import export_lines, import_lines
+from app.ingestion.transfer import check_export, export_lines, import_lines
 from tests.contract.document_store import entry
 
 MODEL, DIMENSIONS = "test-model", 384
@@ -93,3 +93,44 @@ async def test_a_foreign_or_mismatched_header_is_refused(header, field) -> None:
         await import_lines(InMemoryDocumentStore(), [json.dumps(header)], model_name=MODEL, dimensions=DIMENSIONS)
 
     assert refused.value.field == field
+
+
+async def test_an_export_ends_with_a_line_counting_its_documents() -> None:
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1), entry("p", "b", 2)])
+
+    *_, end = await exported(source, "p")
+
+    assert json.loads(end) == {"kind": "end", "documents": 2}
+
+
+@pytest.mark.parametrize(
+    ("cut", "message"),
+    [
+        (lambda lines: lines[:-1], "cut off: the file ends after 2 documents without its end line"),
+        (lambda lines: [*lines[:2], lines[-1]], "line 3: the end line counts 2 documents, the file holds 1"),
+        (lambda lines: [*lines, lines[1]], "line 4: lines follow the end line"),
+        (lambda lines: lines[:1], "cut off: the file ends after 0 documents"),
+    ],
+)
+async def test_an_export_cut_after_a_whole_line_or_miscounted_is_refused_and_writes_nothing(cut, message) -> None:
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1), entry("p", "b", 2)])
+    lines = cut(await exported(source, "p"))
+
+    with pytest.raises(InvalidInputError, match=message) as refused:
+        check_export(lines, model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert refused.value.field == "end"
+    assert await target.project_ids() == []
+
+
+async def test_a_version_1_export_without_an_end_line_still_imports() -> None:
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, _ = await exported(source, "p")
+    version_1 = [json.dumps({**json.loads(header), "version": 1}), document]
+
+    report = await import_lines(target, version_1, model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert (report.documents, report.created) == (1, 1)
