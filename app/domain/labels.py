@@ -15,6 +15,10 @@ STAGES: Final = frozenset(
     {STAGE_OPTIMIZE, STAGE_EMBED, STAGE_SEMANTIC, STAGE_LEXICAL, STAGE_FUSION, STAGE_RERANK, STAGE_TOTAL}
 )
 
+LEXICAL_UNCONFIRMED: Final = "lexical_unconfirmed"
+"""A degraded reason: the lexical hits stand unchecked against the store (it failed or was slow), so one of
+them may be a document deleted or changed since the lexical index last caught up."""
+
 HYBRID_ARM: Final = "hybrid"
 SEMANTIC_ARM: Final = "semantic"
 CONTROL_ARM: Final = "control"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 from opentelemetry import trace
 from prometheus_client import Counter, Gauge, Histogram
 
-from app.domain.labels import ARMS, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGES
+from app.domain.labels import ARMS, HYBRID_ARM, LEXICAL_UNCONFIRMED, NO_ARM, SEMANTIC_ARM, STAGES
 from app.knobs import KNOB_NAMES
 from app.observability.spans import (
     SPAN_ATTRIBUTE_ARM,
@@ -44,6 +44,8 @@ FALLBACK_REASONS: Final = frozenset(
         "semantic_unavailable",
         "semantic_timeout",
         "embedder_unavailable",
+        "embedder_timeout",
+        LEXICAL_UNCONFIRMED,
         "rerank_unavailable",
         "rerank_timeout",
     }

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
-from app.domain.labels import STAGE_EMBED, STAGE_LEXICAL, STAGE_SEMANTIC
+from app.domain.labels import LEXICAL_UNCONFIRMED, STAGE_EMBED, STAGE_LEXICAL, STAGE_SEMANTIC
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, ScoredHit
 from app.domain.ports import ConfirmingVectorIndex
 from app.domain.results import LegHit, LegTiming
@@ -155,7 +155,7 @@ class LegRunner:
         """The lexical search; with `confirm`, its hits checked against the truth (else the caller checks them)."""
         started = time.perf_counter()
         searching = (
-            self._current_lexical_hits(plan, top_k=top_k)
+            self._current_lexical_hits(plan, run, top_k=top_k)
             if confirm
             else self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
         )
@@ -176,12 +176,15 @@ class LegRunner:
         )
         return hits
 
-    async def _current_lexical_hits(self, plan: SearchPlan, *, top_k: int) -> list[ScoredHit]:
+    async def _current_lexical_hits(self, plan: SearchPlan, run: SearchRun, *, top_k: int) -> list[ScoredHit]:
         """The lexical leg's hits that the source of truth still holds as they were indexed (`drop_stale`)."""
         hits = await self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
         if not hits or self._truth is None:
             return hits
-        return await drop_stale(self._truth, plan.filters, hits)
+        current, confirmed = await drop_stale(self._truth, plan.filters, hits)
+        if not confirmed:
+            run.reasons.append(LEXICAL_UNCONFIRMED)
+        return current
 
     @staticmethod
     def record_lexical_hits(run: SearchRun, hits: Sequence[ScoredHit]) -> None:

@@ -74,20 +74,21 @@ async def both(first: Coroutine[object, object, _T], second: Coroutine[object, o
 
 async def drop_stale(
     truth: ChunkTruth, filters: Filters, hits: Sequence[ScoredHit], *, timeout_s: float | None = None
-) -> list[ScoredHit]:
-    """`hits` less those whose chunk the truth no longer holds as indexed; all of them when it cannot answer.
+) -> tuple[list[ScoredHit], bool]:
+    """`hits` less those whose chunk the truth no longer holds as indexed, and whether the truth answered.
 
     The lexical index follows the truth through the outbox, so for a moment it may answer with a chunk
     that was deleted or rewritten (chunk ids are positions), or with one whose document's tags, source or
     event time changed so that `filters` no longer select it: such a hit must not come back. When the
-    truth fails or takes longer than `timeout_s`, the hits stand: they may be all the search has.
+    truth fails or takes longer than `timeout_s`, the hits stand (they may be all the search has) and the
+    caller names the search degraded (`LEXICAL_UNCONFIRMED`).
     """
     try:
         async with asyncio.timeout(timeout_s):
             current = await truth.existing_chunks(filters.project_id, [hit.chunk_id for hit in hits], filters=filters)
     except (EngineError, TimeoutError):
-        return list(hits)
-    return still_current(hits, current)
+        return list(hits), False
+    return still_current(hits, current), True
 
 
 def still_current(hits: Sequence[ScoredHit], current: Mapping[str, str]) -> list[ScoredHit]:

@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from app.domain.errors import AllEnginesFailedError
-from app.domain.labels import STAGE_FUSION, STAGE_RERANK, STAGE_TOTAL
+from app.domain.labels import LEXICAL_UNCONFIRMED, STAGE_FUSION, STAGE_RERANK, STAGE_TOTAL
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, ScoredHit, SearchPlan, SearchStrategy
 from app.domain.results import SearchResult
 from app.observability.tracing import phase
@@ -162,7 +162,11 @@ class HybridSearcher:
         if embedding is None:
             self._legs.record_semantic(run, hits=None)
             if lexical_hits:
-                lexical_hits = await drop_stale(truth, plan.filters, lexical_hits, timeout_s=plan.lexical_timeout_s)
+                lexical_hits, confirmed = await drop_stale(
+                    truth, plan.filters, lexical_hits, timeout_s=plan.lexical_timeout_s
+                )
+                if not confirmed:
+                    run.reasons.append(LEXICAL_UNCONFIRMED)
                 self._legs.record_lexical_hits(run, lexical_hits)
             return None, lexical_hits
         pending = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits or ()))
@@ -178,6 +182,8 @@ class HybridSearcher:
         if lexical_hits and run.confirmed_chunks is not None:
             lexical_hits = still_current(lexical_hits, run.confirmed_chunks)
             self._legs.record_lexical_hits(run, lexical_hits)
+        elif lexical_hits:  # the vector read that was to confirm them failed: they stand unchecked
+            run.reasons.append(LEXICAL_UNCONFIRMED)
         return semantic_hits, lexical_hits
 
     async def _semantic_only(self, plan: SearchPlan, run: SearchRun) -> _Ranking:

@@ -142,11 +142,12 @@ async def test_stopped_postgres_falls_back_to_lexical_then_both_down_is_503(
     assert vector_down.status_code == 200, vector_down.text
     body = vector_down.json()
     assert body["degraded"] is True
-    assert body["degraded_reasons"] == ["semantic_unavailable"]
+    # The store that would check the lexical hits is the one that is down: they stand, unchecked, and say so.
+    assert body["degraded_reasons"] == ["semantic_unavailable", "lexical_unconfirmed"]
     assert body["results"][0]["document_id"] == "ingress"
     assert all(hit["semantic_score"] is None and hit["lexical_score"] is not None for hit in body["results"])
     assert semantic_only_request.status_code == 200
-    assert semantic_only_request.json()["degraded_reasons"] == ["semantic_unavailable"]
+    assert semantic_only_request.json()["degraded_reasons"] == ["semantic_unavailable", "lexical_unconfirmed"]
     assert semantic_only_request.json()["results"][0]["document_id"] == "ingress"
     assert ready_vector_down.status_code == 200
     assert ready_vector_down.json()["status"] == "degraded"

@@ -286,6 +286,8 @@ def test_unknown_label_values_are_recorded_as_other() -> None:
         ("pgvector: EngineTimeoutError", "semantic_timeout"),
         ("postgres", "semantic_unavailable"),
         ("embedder: unavailable", "embedder_unavailable"),
+        ("embedder_timeout", "embedder_timeout"),
+        ("lexical_unconfirmed", "lexical_unconfirmed"),
         ("cosmic rays", "other"),
     ],
 )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from app.domain.errors import EngineUnavailableError
-from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, ScoredHit
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, ScoredHit, SearchStrategy
 from app.domain.ports import ConfirmingVectorIndex
 from app.retrieval.searcher import HybridSearcher
 from tests.unit.test_searcher import (
@@ -132,7 +132,8 @@ async def test_when_the_store_is_down_the_lexical_hits_stand_unconfirmed() -> No
     result = await searcher.search(make_plan())
 
     assert ids(result) == ["rewritten", "deleted", "live"]
-    assert result.degraded_reasons == ("semantic_unavailable",)
+    # Unchecked, the lexical hits may hold what was deleted since: the answer says so.
+    assert result.degraded_reasons == ("semantic_unavailable", "lexical_unconfirmed")
     assert [hit.chunk_id for hit in result.leg_hits[LEXICAL_LEG]] == ["rewritten", "deleted", "live"]
 
 
@@ -147,3 +148,16 @@ async def test_a_failed_lexical_leg_confirms_nothing_and_the_vector_leg_still_an
     assert ids(result) == ["sem"]
     assert vector.confirmations == [()]
     assert result.degraded_reasons == ("lexical_unavailable",)
+
+
+async def test_a_lexical_search_whose_hits_the_store_cannot_check_is_degraded() -> None:
+    truth = FakeTruth(STORE, error=EngineUnavailableError("down", engine="postgres"))
+    searcher = HybridSearcher(
+        vector=FakeVectorIndex(), lexical=FakeLexicalIndex(LEXICAL), embedder=FakeEmbedder(), truth=truth
+    )
+
+    result = await searcher.search(make_plan(strategy=SearchStrategy.LEXICAL))
+
+    assert ids(result) == ["rewritten", "deleted", "live"]
+    assert result.degraded_reasons == ("lexical_unconfirmed",)
+    assert result.degraded
