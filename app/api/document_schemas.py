@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, Document, StoredDocument
 from app.domain.moments import as_utc
 from app.domain.tags import distinct_tags
@@ -39,7 +40,11 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Write only if the stored version is this one (0: only if the document does not exist yet); else 409."""
 
     def body(self) -> str:
-        """The document's text, whichever field carried it."""
+        """The document's text, whichever field carried it; both given is an `InvalidInputError`."""
+        if self.text is not None and self.markdown is not None:
+            # Which one was meant? Taking one silently dropped the other.
+            msg = f"document {self.id!r}: give text or markdown, not both"
+            raise InvalidInputError(msg, field="markdown")
         return self.text if self.text is not None else (self.markdown or "")
 
     def to_domain(self, project_id: str) -> Document:

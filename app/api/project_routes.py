@@ -58,7 +58,13 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
     event_time_to: datetime | None,
     updated_since: datetime | None,
 ) -> DocumentSelection:
-    """The selection the query-string filters name; naive times are UTC; an empty time range is a 400."""
+    """The selection the query-string filters name; naive times are UTC; an empty time range is a 400.
+
+    A blank tag (white space only) is a 400: no stored tag is blank, so it could only select nothing.
+    """
+    if tag and not tag.strip():
+        msg = "tag is blank (only white space)"
+        raise InvalidInputError(msg, field="tag")
     start, end = as_utc(event_time_from), as_utc(event_time_to)
     if start is not None and end is not None and start >= end:
         msg = "event_time_from must be before event_time_to"

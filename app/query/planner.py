@@ -206,6 +206,10 @@ def _validate_filters(options: SearchOptions) -> None:
         if any(value is not None and "\x00" in value for value in values):
             msg = f"{field} must not contain a NUL character"
             raise InvalidQueryError(msg, field=field)
+    if any(not tag.strip() for tag in options.tags):
+        # A stored tag is never blank (ingestion refuses one), so such a filter could only match nothing.
+        msg = "a tag is blank (only white space)"
+        raise InvalidQueryError(msg, field="tags")
 
 
 def _choose_strategy(

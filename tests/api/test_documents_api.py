@@ -381,6 +381,15 @@ async def test_a_64_character_project_id_is_accepted(client) -> None:
     assert (await client.delete(f"/v1/projects/{project}/documents/x")).status_code == 204
 
 
+async def test_text_and_markdown_together_are_a_400_writing_nothing(client) -> None:
+    response = await post(client, "both-bodies", doc("tm", "alpha text", markdown="# Beta\n\nbeta markdown body"))
+
+    problem = assert_problem(response, 400)
+    assert problem["field"] == "markdown"
+    assert "text or markdown, not both" in problem["detail"]
+    assert (await client.get("/v1/projects/both-bodies/documents/tm")).status_code == 404
+
+
 async def test_a_write_reports_the_version_and_a_stale_if_match_is_refused(client) -> None:
     project = "versions"
     created = await post(client, project, doc("v", "First text of the versioned note."))

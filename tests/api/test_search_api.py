@@ -374,6 +374,18 @@ async def test_listing_documents_by_tag_ignores_case(client, project: str) -> No
     assert sorted(item["id"] for item in response.json()["items"]) == ["net-2023", "net-2024", "notes"]
 
 
+async def test_a_blank_tag_filter_is_a_400_as_a_blank_tag_is_at_ingest(client, project: str) -> None:
+    searched = await client.post(
+        "/v1/search", json={"query": "ingress", "project": project, "filters": {"tags": ["  "]}}
+    )
+    listed = await client.get(f"/v1/projects/{project}/documents", params={"tag": "  "})
+    deleted = await client.delete(f"/v1/projects/{project}/documents", params={"tag": "  "})
+
+    assert "blank" in assert_problem(searched, "filters.tags")["detail"]
+    assert "blank" in assert_problem(listed, "tag")["detail"]
+    assert "blank" in assert_problem(deleted, "tag")["detail"]
+
+
 async def test_one_weight_alone_gives_the_other_leg_its_complement(client, project: str) -> None:
     async def fusion(weights: dict[str, float] | None) -> dict[str, Any]:
         body: dict[str, Any] = {"query": "ingress timeout", "project": project, "strategy": "hybrid", "limit": 1}
