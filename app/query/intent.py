@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping, Sequence
 
 _APOSTROPHES: Final = "'\u2019"
-_WORD: Final = re.compile(rf"[A-Za-z][\w{_APOSTROPHES}.-]*")
+_WORD: Final = re.compile(rf"[^\W\d_][\w{_APOSTROPHES}.-]*")  # a word starts with a letter, any script
 _POSSESSIVE: Final = re.compile(rf"(?:[{_APOSTROPHES}]s|[{_APOSTROPHES}])$")
 
 WHEN_OPENINGS: Final = (

@@ -69,6 +69,12 @@ def test_names_are_capitalised_words_that_are_not_question_words_or_months() -> 
     assert intent.names == ("caroline", "melanie", "paris")
 
 
+def test_a_name_may_start_with_a_letter_of_any_script() -> None:
+    intent = read_intent("What did Élodie tell Seán and Ørsted's Ángel yesterday?")
+
+    assert intent.names == ("élodie", "seán", "ørsted", "ángel")
+
+
 def test_known_names_are_found_in_any_case() -> None:
     assert read_intent("what did mel paint", known_names={"mel"}).names == ("mel",)
 

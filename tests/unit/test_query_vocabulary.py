@@ -86,6 +86,12 @@ def test_a_bad_file_stops_start_up_naming_the_file_and_the_entry(tmp_path: Path,
     assert said in str(raised.value)
 
 
+def test_a_listed_name_may_start_with_a_letter_of_any_script(tmp_path: Path) -> None:
+    optimizer = build_query_optimizer(settings_for(vocabulary_file(tmp_path, {"entities": ["Élodie Durand"]})))
+
+    assert optimizer.analyze("what did élodie durand say").names == ("élodie durand",)
+
+
 def test_a_missing_or_undecodable_file_stops_start_up(tmp_path: Path) -> None:
     binary = tmp_path / "latin1.json"
     binary.write_bytes(b'{"entities": ["caf\xe9"]}')
