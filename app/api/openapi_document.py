@@ -1,6 +1,8 @@
 """What the API document says beyond what Litestar derives from the handlers, so that it tells the whole truth.
 
-- Request objects that refuse unknown fields (`forbid_unknown_fields`) say so: `additionalProperties: false`.
+- The search request objects are described by msgspec, which decodes them, with every bound it checks:
+  Litestar's own reading dropped `minimum: 0` (of `min_score`, `offset`, `weights`), the items' patterns and
+  lengths (`filters.tags`, `filters.level`), and said nothing of `additionalProperties: false`.
 - `POST .../documents` reads its body itself (one document, or `{"documents": [...]}`, which msgspec cannot
   convert as one untagged union); its body is described here from the same Structs it is decoded with.
 - OpenAPI links tie the write path together (ingest -> read / list / stats / search -> delete -> read),
@@ -31,11 +33,9 @@ INGESTED_ID: Final = "$response.body#/documents/0/id"
 
 def complete_openapi(document: OpenAPI) -> None:
     """Add to Litestar's document what it cannot derive; call once, before the document is first served."""
-    schemas = document.components.schemas
-    for struct in CLOSED_REQUEST_STRUCTS:
-        schema = schemas.get(struct.__name__)
-        if schema is not None and struct.__struct_config__.forbid_unknown_fields:
-            schema.additional_properties = False
+    _, components = msgspec.json.schema_components(CLOSED_REQUEST_STRUCTS, ref_template=COMPONENT_REF)
+    # msgspec's JSON Schema dicts are serialised as they are; Litestar's `Schema` type is only their typed form.
+    document.components.schemas.update(cast("dict[str, Schema]", components))
     _describe_ingest_body(document)
     _link_document_lifecycle(document)
 

@@ -77,7 +77,17 @@ class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     cut from one ranking of the query, so pages never repeat a hit.
     """
 
-    query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
+    query: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            max_length=MAX_QUERY_CHARS,
+            description=(
+                "The query: at most QUERY_MAX_CHARS characters (a setting and flag: 8,000 by default, a 400 beyond;"
+                f" {MAX_QUERY_CHARS:,} whatever it says); on GET /memory/query at most 4,000"
+            ),
+        ),
+    ]
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     filters: SearchFilters | None = None
     strategy: StrategyName | None = None

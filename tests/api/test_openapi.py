@@ -66,11 +66,34 @@ def test_post_body_is_the_search_request(openapi) -> None:
         "explain",
     } <= set(request["properties"])  # fmt: skip
     assert request["properties"]["query"]["maxLength"] == 100_000  # the ceiling; QUERY_MAX_CHARS is checked after
-    assert {"hybrid", "semantic", "lexical", "cascading"} <= set(request["properties"]["strategy"]["enum"])
-    assert {"rrf", "weighted", "zscore"} <= set(request["properties"]["fusion"]["enum"])
-    filters_reference = next(option for option in request["properties"]["filters"]["oneOf"] if "$ref" in option)
-    filters = component(openapi, filters_reference)
+    assert "QUERY_MAX_CHARS" in request["properties"]["query"]["description"]
+    assert {"hybrid", "semantic", "lexical", "cascading"} <= set(given(request, "strategy")["enum"])
+    assert {"rrf", "weighted", "zscore"} <= set(given(request, "fusion")["enum"])
+    assert request["additionalProperties"] is False
+    filters = component(openapi, given(request, "filters"))
     assert set(filters["properties"]) == {"level", "tags", "source_prefix", "date_from", "date_to"}
+
+
+def test_every_bound_the_search_body_checks_is_in_the_document(openapi) -> None:
+    body = openapi["paths"]["/v1/search"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    request = component(openapi, body)
+    filters = component(openapi, given(request, "filters"))
+    weights = component(openapi, given(request, "weights"))
+
+    assert (given(request, "min_score")["minimum"], given(request, "min_score")["maximum"]) == (0, 1)
+    assert given(request, "offset")["minimum"] == 0
+    assert {leg: given(weights, leg)["minimum"] for leg in ("semantic", "lexical")} == {"semantic": 0, "lexical": 0}
+    assert weights["additionalProperties"] is False
+    assert filters["properties"]["tags"]["items"] == {"type": "string", "minLength": 1, "maxLength": 128}
+    level_item = next(option for option in filters["properties"]["level"]["anyOf"] if option.get("type") == "string")
+    assert "pattern" in level_item
+
+
+def given(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    """The schema of an optional property when it is given (its branch that is not null)."""
+    field = schema["properties"][name]
+    options = field.get("anyOf") or field.get("oneOf") or [field]
+    return next(option for option in options if option.get("type") != "null")
 
 
 @pytest.mark.parametrize(("path", "method"), [("/memory/query", "get"), ("/v1/search", "post")])
