@@ -6,7 +6,8 @@
 Every PromQL expression names only metrics of the metric contract (the `poimen_` metrics of
 app/observability.py and the `poimen_http_` metrics of Litestar's Prometheus middleware);
 tests/deploy/test_dashboard.py checks that. Rows are ordered for a rollout: rollout state first, then
-traffic and errors by arm, latency per stage, cache/fallbacks/engines, ingestion.
+traffic and errors by arm, latency per stage, cache/fallbacks/engines, ingestion; load shedding last (a
+new row goes at the end, so the panel ids of the rows before it, and links to them, stay as they were).
 """
 
 from __future__ import annotations
@@ -240,7 +241,9 @@ def traffic_row() -> list[timeseries.Panel | stat.Panel]:
         ),
         series(
             "Degraded and rejected ratio by arm",
-            "outcome=degraded: served from one engine after a fallback; outcome=rejected: invalid or unauthorised.",
+            "outcome=degraded: answered with a degraded reason (a leg lost, lexical hits unconfirmed, rerank "
+            "skipped). outcome=rejected is a declared label value the service does not record today (the line stays "
+            "at 0): searches refused for input, auth or rate show as 4xx in 'HTTP requests by status'.",
             [
                 query(
                     f"sum by (arm) ({rate(queries, DEGRADED)}) / sum by (arm) ({rate(queries)})",
@@ -256,7 +259,9 @@ def traffic_row() -> list[timeseries.Panel | stat.Panel]:
         ),
         series(
             "HTTP requests by status",
-            "poimen_http_requests_total from the HTTP middleware, every route.",
+            "poimen_http_requests_total from the HTTP middleware, every route. Requests shed for overload (503, "
+            "MAX_CONCURRENT_REQUESTS) never reach the middleware and are not counted here: see 'Requests shed by "
+            "reason'.",
             [query(f"sum by (status_code) ({rate('poimen_http_requests_total')})", "{{status_code}}")],
             unit="reqps",
             width=12,
@@ -264,7 +269,8 @@ def traffic_row() -> list[timeseries.Panel | stat.Panel]:
         ),
         series(
             "HTTP 5xx rate",
-            "poimen_http_requests_total with a 5xx status_code: the service failed the request.",
+            "poimen_http_requests_total with a 5xx status_code: the service failed the request. Overload 503s are "
+            "not counted here (the limiter runs before the HTTP middleware): see 'Requests shed by reason'.",
             [query(f"sum by (method) ({rate('poimen_http_requests_total', SERVER_ERROR)})", "{{method}}")],
             unit="reqps",
             width=12,
@@ -322,7 +328,9 @@ def engines_row() -> list[timeseries.Panel | stat.Panel]:
         ),
         series(
             "Fallback rate by reason and arm",
-            "poimen_fallbacks_total: queries answered by one engine because the other was unavailable or timed out.",
+            "poimen_fallbacks_total: one count per degraded reason of a search (a leg unavailable or timed out, "
+            "lexical hits left unconfirmed, the rerank stage skipped), for searches answered degraded and for "
+            "searches that failed outright (outcome=error).",
             [query(f"sum by (reason, arm) ({rate('poimen_fallbacks_total', ARM)})", "{{reason}} / {{arm}}")],
             unit="reqps",
             width=6,
@@ -385,6 +393,22 @@ def ingestion_row() -> list[timeseries.Panel | stat.Panel]:
     ]
 
 
+def shedding_row() -> list[timeseries.Panel | stat.Panel]:
+    shed = "poimen_requests_shed_total"
+    return [
+        series(
+            "Requests shed by reason",
+            f"{shed} per second. overload: 503 + Retry-After, more than MAX_CONCURRENT_REQUESTS in flight in a "
+            "process; refused before routing and the HTTP middleware, so these 503s appear in no poimen_http_ "
+            "metric and in no query metric, only here. rate_limit: 429 + Retry-After, a caller over "
+            "RATE_LIMIT_PER_CALLER_RPS (also counted in the HTTP panels).",
+            [query(f"sum by (reason) ({rate(shed)})", "{{reason}}")],
+            unit="reqps",
+            width=24,
+        ),
+    ]
+
+
 def build() -> DashboardModel:
     """The dashboard model; `json.dumps(build(), cls=JSONEncoder)` is the importable JSON."""
     datasource = (
@@ -433,6 +457,7 @@ def build() -> DashboardModel:
         ("Latency", latency_row()),
         ("Cache, fallbacks and engines", engines_row()),
         ("Ingestion", ingestion_row()),
+        ("Load shedding", shedding_row()),
     )
     panel_id = 0
     for title, panels in rows:

@@ -21,9 +21,9 @@ holds in one request (`discover`: at start, and on the outbox's idle call, which
 ones), so a project this process never wrote is known too once it was seen. Every running replica that
 notices a replacement refills; the refill is idempotent (outbox entries are rewritten in place), so
 several at once only repeat work. While a known project's alias leads nowhere, its searches and `ping`
-fail (the lexical leg is `degraded`, `/readyz` is not ready); a project never seen reads as one without
-chunks. An index lost while no replica runs is recreated empty by the project's next write and needs
-`poimen reindex --project <id>` (nothing remembers the old generation).
+fail (its searches are `degraded` to the semantic leg, `/readyz` answers 200 `degraded`); a project never
+seen reads as one without chunks. An index lost while no replica runs is recreated empty by the project's
+next write and needs `poimen reindex --project <id>` (nothing remembers the old generation).
 """
 
 from __future__ import annotations

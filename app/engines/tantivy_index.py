@@ -24,8 +24,8 @@ would go on answering from the segments it has open and only fail at the next co
 write and ping first checks that the root is still the one opened (same device and inode, version file
 present), and a search or write that of its project's folder too (two `stat` calls each). When the root
 is not, every project index and writer is dropped and every call raises `EngineUnavailableError`
-(searches degrade, `/readyz` answers 503, the outbox keeps writes pending) until a root of this schema
-is back at the path; it is then reopened.
+(searches degrade to the semantic leg, `/readyz` answers 200 `degraded`, the outbox keeps writes pending)
+until a root of this schema is back at the path; it is then reopened.
 """
 
 from __future__ import annotations
