@@ -46,7 +46,6 @@ RATE_WINDOW = "$__rate_interval"
 STAGES_HELP = "stage: optimize, embed, semantic, lexical, fusion, rerank, total"
 ERROR = 'outcome="error"'
 DEGRADED = 'outcome="degraded"'
-REJECTED = 'outcome="rejected"'
 CACHE_HIT = 'result="hit"'
 ZERO_RESULTS_BUCKET = 'le="0.0"'  # prometheus-client writes the bucket bound 0 as "0.0"
 
@@ -240,19 +239,14 @@ def traffic_row() -> list[timeseries.Panel | stat.Panel]:
             unit="percentunit",
         ),
         series(
-            "Degraded and rejected ratio by arm",
+            "Degraded ratio by arm",
             "outcome=degraded: answered with a degraded reason (a leg lost, lexical hits unconfirmed, rerank "
-            "skipped). outcome=rejected is a declared label value the service does not record today (the line stays "
-            "at 0): searches refused for input, auth or rate show as 4xx in 'HTTP requests by status'.",
+            "skipped). Searches refused for input, auth or rate are no search run: they show as 4xx in "
+            "'HTTP requests by status'.",
             [
                 query(
                     f"sum by (arm) ({rate(queries, DEGRADED)}) / sum by (arm) ({rate(queries)})",
                     "degraded {{arm}}",
-                ),
-                query(
-                    f"sum by (arm) ({rate(queries, REJECTED)}) / sum by (arm) ({rate(queries)})",
-                    "rejected {{arm}}",
-                    "B",
                 ),
             ],
             unit="percentunit",

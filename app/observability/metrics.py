@@ -35,7 +35,7 @@ OTHER: Final = "other"
 """The label value recorded for anything outside a label's bounded set."""
 
 STRATEGIES: Final = frozenset({"hybrid", "semantic", "lexical", "cascading"})
-OUTCOMES: Final = frozenset({"ok", "degraded", "error", "rejected"})
+OUTCOMES: Final = frozenset({"ok", "degraded", "error"})
 CACHE_RESULTS: Final = frozenset({"hit", "miss"})
 FALLBACK_REASONS: Final = frozenset(
     {

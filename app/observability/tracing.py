@@ -43,7 +43,7 @@ def configure_tracing(
     an in-memory exporter), and nowhere otherwise: spans then still carry ids into the logs. With
     `TRACING_ENABLED=false` `phase()` opens no spans at all. The caller owns the provider and calls
     `shutdown()` on it at exit, which flushes pending spans. The global provider is set only once per
-    process (OpenTelemetry refuses to replace it), so Litestar's plugin and `phase()` share it.
+    process (OpenTelemetry refuses to replace it): `phase()` opens every span the service makes (no HTTP span).
     """
     provider = TracerProvider(resource=Resource.create({"service.name": settings.otel_service_name}))
     for processor in span_processors:
