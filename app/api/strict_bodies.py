@@ -15,9 +15,13 @@ import msgspec
 from litestar import Request
 
 from app.domain.errors import InvalidInputError
+from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 
 _DATETIME_ERROR: Final = "Invalid RFC3339 encoded datetime"
-DATETIME_HINT: Final = "an RFC 3339 date-time such as 2024-05-08T12:00:00Z (a date alone is not one)"
+DATETIME_HINT: Final = (
+    "an RFC 3339 date-time such as 2024-05-08T12:00:00Z: a day of the calendar, a time, an offset within 24 hours"
+    " (a date alone is not one)"
+)
 # msgspec's decoder recurses per nesting level and stops at the interpreter's limit (about 1,000 levels).
 TOO_DEEP: Final = "the JSON body nests too deeply (arrays and objects within one another, about 1,000 levels)"
 
@@ -40,6 +44,8 @@ _READABLE: Final = (
     (re.compile(re.escape(_DATETIME_ERROR)), f"expected {DATETIME_HINT}"),
     # `NO_NUL_PATTERN` of the routes (`app.api.project_routes`): PostgreSQL text cannot hold U+0000.
     (re.compile(r"Expected `str` matching regex '\^\[\^\\+u0000\]\*\$'"), "must not contain a NUL character"),
+    # msgspec quotes the pattern as Python's repr does (backslashes doubled).
+    (re.compile(re.escape(f"Expected `str` matching regex {PROJECT_ID_PATTERN!r}")), f"must be {PROJECT_ID_RULE}"),
 )
 """Msgspec's wording of each constraint it checks, and how a person reads it ("must not be empty")."""
 

@@ -314,7 +314,8 @@ async def test_a_date_where_a_date_time_belongs_says_what_a_date_time_looks_like
     for response, field in ((written, "event_time"), (listed, "event_time_from"), (searched, "filters.date_from")):
         body = assert_problem(response, 400)
         assert body["field"] == field
-        assert "an RFC 3339 date-time such as 2024-05-08T12:00:00Z (a date alone is not one)" in body["detail"]
+        assert "an RFC 3339 date-time such as 2024-05-08T12:00:00Z" in body["detail"]
+        assert "(a date alone is not one)" in body["detail"]
 
 
 async def test_document_over_the_size_limit_is_a_413_and_the_batch_is_not_written(client, unique_name) -> None:

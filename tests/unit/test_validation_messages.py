@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.api.strict_bodies import DATETIME_HINT, readable_validation_message
+from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 
 
 @pytest.mark.parametrize(
@@ -23,6 +24,10 @@ from app.api.strict_bodies import DATETIME_HINT, readable_validation_message
         ("Object missing required field `query`", "missing required field `query`"),
         ("Invalid RFC3339 encoded datetime - at `$.event_time`", f"event_time: expected {DATETIME_HINT}"),
         ("Expected `int` >= 1", "must be at least 1"),
+        (
+            f"Expected `str` matching regex {PROJECT_ID_PATTERN!r} - at `$.project`",
+            f"project: must be {PROJECT_ID_RULE}",
+        ),
         ("Something msgspec says that no rule knows", "Something msgspec says that no rule knows"),
     ],
 )
