@@ -96,10 +96,16 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
 
 
 async def reindex(settings: Settings, *, project: str) -> int:
-    """Rebuild a project's lexical index from PostgreSQL, the source of truth; 0 on success."""
+    """Rebuild a project's lexical index from PostgreSQL, the source of truth; 0 on success.
+
+    A project without documents (a misspelt name) is 1, as `export` of one is: a script must not take
+    "0 documents queued" for a project rebuilt.
+    """
     async with open_engines(settings) as engines:
         queued = await rebuild_project(engines.store, project)
-        hint = "" if queued else f" (project {project!r} holds no documents)"
-        print(f"{queued} documents queued for lexical indexing{hint}", file=sys.stderr)
+        if not queued:
+            print(f"project {project!r} holds no documents; nothing to reindex", file=sys.stderr)
+            return 1
+        print(f"{queued} documents queued for lexical indexing", file=sys.stderr)
         await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
     return 0

@@ -274,9 +274,12 @@ def test_a_query_of_a_project_that_holds_nothing_says_so(poimen_data_dir: Path) 
     assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir).returncode == 0
 
     queried = run_cli("query", "platypus checklist", "--project", "nots", data_dir=poimen_data_dir)
+    reindexed = run_cli("reindex", "--project", "nots", data_dir=poimen_data_dir)
 
     assert queried.returncode == 0, queried.stderr
     assert f"project 'nots' holds no documents (projects: {PROJECT})" in queried.stderr
+    assert reindexed.returncode == 1
+    assert "project 'nots' holds no documents; nothing to reindex" in reindexed.stderr
 
 
 def test_a_refused_query_among_several_is_named_and_the_others_still_run(poimen_data_dir: Path) -> None:
