@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC
-from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, QueryAnalysis, SearchStrategy
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Filters, FusedHit, QueryAnalysis, SearchStrategy
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -128,8 +128,15 @@ class QueryAnalysisOut(msgspec.Struct, kw_only=True):
     has_negation: bool
     token_count: int
     entities: dict[str, Any]
+    # The range the query's own words describe ("last week", "in March", "2023").
     event_time_from: datetime | None
     event_time_to: datetime | None
+    # The range the search applied: that one intersected with the filters' dates, or the filters' alone
+    # when the two do not overlap; `undated_included`: chunks without an event time were kept (a range read
+    # from the query's words narrows dated chunks, it does not hide undated ones).
+    applied_event_time_from: datetime | None = None
+    applied_event_time_to: datetime | None = None
+    undated_included: bool = False
 
 
 class LegHitOut(msgspec.Struct, kw_only=True):
@@ -254,8 +261,8 @@ def leg_rankings_out(result: SearchResult) -> LegRankingsOut:
     )
 
 
-def analysis_out(analysis: QueryAnalysis) -> QueryAnalysisOut:
-    """Wire shape of the optimizer's decision."""
+def analysis_out(analysis: QueryAnalysis, filters: Filters) -> QueryAnalysisOut:
+    """Wire shape of the optimizer's decision, with the event-time range the search applied (`filters`)."""
     entities = analysis.entities
     return QueryAnalysisOut(
         normalized=analysis.normalized,
@@ -282,6 +289,9 @@ def analysis_out(analysis: QueryAnalysis) -> QueryAnalysisOut:
         },
         event_time_from=analysis.event_time_from,
         event_time_to=analysis.event_time_to,
+        applied_event_time_from=filters.event_time_from,
+        applied_event_time_to=filters.event_time_to,
+        undated_included=filters.include_undated,
     )
 
 
@@ -326,7 +336,7 @@ def search_response(
         cached=outcome.cached,
         degraded=result.degraded,
         degraded_reasons=list(result.degraded_reasons),
-        query_analysis=analysis_out(outcome.analysis) if explain else None,
+        query_analysis=analysis_out(outcome.analysis, plan.filters) if explain else None,
         leg_rankings=leg_rankings_out(result) if explain else None,
         offset=outcome.offset,
         next_cursor=next_cursor,

@@ -192,3 +192,20 @@ async def test_a_cursor_with_a_bad_moment_is_refused(api_client, project) -> Non
     ]
 
     assert [(response.status_code, response.json()["field"]) for response in responses] == [(400, "cursor")] * 3
+
+
+async def test_explain_shows_the_range_the_search_applied_beside_the_one_the_query_describes(
+    api_client, project
+) -> None:
+    body = {"query": QUERY, "project": project, "as_of": AS_OF, "explain": True}
+    words_only = (await api_client.post("/v1/search", json=body)).json()["query_analysis"]
+    apart = {"date_from": "2023-05-01T00:00:00Z", "date_to": "2023-06-01T00:00:00Z"}  # no overlap with last week
+    with_filters = await api_client.post("/v1/search", json=body | {"filters": apart})
+
+    assert (words_only["applied_event_time_from"], words_only["applied_event_time_to"]) == LAST_WEEK
+    assert words_only["undated_included"] is True
+    analysis = with_filters.json()["query_analysis"]
+    assert (analysis["event_time_from"], analysis["event_time_to"]) == LAST_WEEK  # what the words say
+    assert (analysis["applied_event_time_from"], analysis["applied_event_time_to"]) == tuple(apart.values())
+    assert analysis["undated_included"] is False
+    assert {hit["id"].split("#")[0] for hit in with_filters.json()["results"]} == {"earlier"}

@@ -178,8 +178,11 @@ class QueryAnalysis(msgspec.Struct, kw_only=True, frozen=True):
     has_negation: bool
     token_count: int
     entities: dict[str, Any]
-    event_time_from: datetime | None
+    event_time_from: datetime | None  # the range the query's own words describe
     event_time_to: datetime | None
+    applied_event_time_from: datetime | None = None  # the range the search applied (with the filters' dates)
+    applied_event_time_to: datetime | None = None
+    undated_included: bool = False
 
 
 class LegHit(msgspec.Struct, kw_only=True, frozen=True):
