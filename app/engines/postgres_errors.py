@@ -34,7 +34,15 @@ def translate_errors(*, engine: str) -> Iterator[None]:
     except (TimeoutError, sqlalchemy_errors.TimeoutError) as error:
         message = f"{engine} did not answer in time"
         raise EngineTimeoutError(message, engine=engine) from error
-    except (sqlalchemy_errors.SQLAlchemyError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+    # InternalClientError (not an InterfaceError): a connection caught mid-operation as its server died
+    # ("cannot switch to state 11; another operation is in progress") was a 500 on the search it served.
+    except (
+        sqlalchemy_errors.SQLAlchemyError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.InternalClientError,
+        OSError,
+    ) as error:
         if _was_cancelled_by_server(error):
             message = f"{engine} cancelled the statement (timeout)"
             raise EngineTimeoutError(message, engine=engine) from error
