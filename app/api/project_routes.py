@@ -60,10 +60,11 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
 ) -> DocumentSelection:
     """The selection the query-string filters name; naive times are UTC; an empty time range is a 400.
 
-    A blank tag (white space only) is a 400: no stored tag is blank, so it could only select nothing.
+    An empty or blank tag (`?tag=`, white space only) is a 400: no stored tag is blank, so it could only
+    select nothing, and taking it for no filter widened a filtered delete to every tag.
     """
-    if tag and not tag.strip():
-        msg = "tag is blank (only white space)"
+    if tag is not None and not tag.strip():
+        msg = "tag is empty or blank (only white space)"
         raise InvalidInputError(msg, field="tag")
     start, end = as_utc(event_time_from), as_utc(event_time_to)
     if start is not None and end is not None and start >= end:

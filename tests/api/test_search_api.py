@@ -380,10 +380,15 @@ async def test_a_blank_tag_filter_is_a_400_as_a_blank_tag_is_at_ingest(client, p
     )
     listed = await client.get(f"/v1/projects/{project}/documents", params={"tag": "  "})
     deleted = await client.delete(f"/v1/projects/{project}/documents", params={"tag": "  "})
+    # An empty tag beside another filter was dropped: the delete then took documents of every tag.
+    widened = await client.delete(f"/v1/projects/{project}/documents", params={"tag": "", "source_prefix": "x"})
+    empty_listing = await client.get(f"/v1/projects/{project}/documents", params={"tag": ""})
 
     assert "blank" in assert_problem(searched, "filters.tags")["detail"]
     assert "blank" in assert_problem(listed, "tag")["detail"]
     assert "blank" in assert_problem(deleted, "tag")["detail"]
+    assert "empty" in assert_problem(widened, "tag")["detail"]
+    assert "empty" in assert_problem(empty_listing, "tag")["detail"]
 
 
 async def test_one_weight_alone_gives_the_other_leg_its_complement(client, project: str) -> None:
