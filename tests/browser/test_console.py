@@ -208,3 +208,27 @@ def test_each_search_gets_an_address_and_back_returns_to_the_one_before(page: Pa
     expect(page.locator("#fused")).to_be_hidden()
     page.go_forward()
     expect(page.locator("#status")).to_contain_text("“port 8080 is taken”")
+
+
+def test_an_answer_arriving_after_a_later_search_started_is_not_shown(page: Page) -> None:
+    held = []
+
+    def hold_the_first(route) -> None:
+        if not held and "painted lake" in (route.request.post_data or ""):
+            held.append(route)  # answered only once the later search has been shown
+        else:
+            route.continue_()
+
+    page.route("**/v1/search", hold_the_first)
+    search(page, "painted lake sunrise")
+    page.fill("#query", "port 8080 is taken")
+    page.press("#query", "Enter")
+    expect(page.locator("#status")).to_contain_text("“port 8080 is taken”")
+
+    with page.expect_response(lambda response: "painted lake" in (response.request.post_data or "")):
+        held[0].continue_()
+    expect(page.locator("#search-button")).to_be_enabled()  # both searches have ended
+
+    expect(page.locator("#status")).to_contain_text("“port 8080 is taken”")
+    expect(page.locator("#fused-list li.hit").first).to_contain_text("runbooks/ports")
+    assert "query=port+8080+is+taken" in page.url

@@ -53,7 +53,11 @@ function setStatus(text) {
   byId("status").textContent = text;
 }
 
+const inFlight = new Map();  // button -> how many of its requests are still running
+let latestSearch = 0;  // the number of the search started last: only its answer (or error) is shown
+
 async function busy(button, work) {
+  inFlight.set(button, (inFlight.get(button) ?? 0) + 1);
   button.disabled = true;
   clearError();
   try {
@@ -62,7 +66,9 @@ async function busy(button, work) {
     setStatus("The last request failed.");
     showError(error);
   } finally {
-    button.disabled = false;
+    const left = inFlight.get(button) - 1;
+    inFlight.set(button, left);
+    button.disabled = left > 0;  // enabled again when the last of them ends, not the first
   }
 }
 
@@ -102,6 +108,10 @@ async function runSearch(event, { remember = true } = {}) {
   const address = searchAddress();
   // Back and Forward replay an address already in the history: only a new search adds one.
   if (remember && address !== `${location.pathname}${location.search}`) history.pushState(null, "", address);
+  const mine = ++latestSearch;
+  // A search started after this one (Enter again, Back, Forward) owns the page: this one's answer, however
+  // late it arrives, must not replace that one's (the address would say one query and the hits another's).
+  const superseded = () => mine !== latestSearch;
   await busy(byId("search-button"), async () => {
     setStatus("Searching…");
     byId("document").hidden = true;  // the last search's document is not this one's
@@ -111,14 +121,16 @@ async function runSearch(event, { remember = true } = {}) {
       const unreadable = unreadableNumber();
       if (unreadable) throw inputError(unreadable, "not a number");
       answer = await search(searchBody(values));
-      renderAnswer(answer, (documentId, chunkId) => openDocument(answer.project, documentId, chunkId));
     } catch (error) {
+      if (superseded()) return;
       hideAnswer();  // never leave the last query's answer under this query's error
       throw error;
     }
+    if (superseded()) return;
+    renderAnswer(answer, (documentId, chunkId) => openDocument(answer.project, documentId, chunkId));
     const roundTrip = `${(performance.now() - started).toFixed(0)} ms round trip`;
     setStatus(`“${answer.query}” in ${answer.project}: ${count(answer.results.length, "hit")}, ${roundTrip}.`);
-    if (!answer.results.length && (await projectStats(answer.project)).documents === 0) {
+    if (!answer.results.length && (await projectStats(answer.project)).documents === 0 && !superseded()) {
       // Nothing found because there is nothing to find: a misspelt project reads like an unlucky query.
       setStatus(`“${answer.query}” in ${answer.project}: no hits, ${roundTrip}; project ${answer.project} holds no documents.`);
     }
