@@ -24,7 +24,7 @@ class SearchPage:
     with the page, so neither does the ranking). `generation` is the project's generation the first page
     was ranked at (from its cursor): while the query cache still holds that ranking, later pages are cut
     from it even after a write, so pages never repeat or skip a hit; a hit whose document was deleted or
-    rewritten since is left out of its page (`current_hits`), never served from the old ranking.
+    rewritten since is left out of its page (`current_page_of`), never served from the old ranking.
     """
 
     offset: int = 0
@@ -35,36 +35,42 @@ def page_of(outcome: SearchOutcome, call: SearchCall, knobs: SearchKnobs) -> Sea
     """The page `call` asked for, cut from the full ranking `outcome` holds (unpaged calls: as it is)."""
     if call.page is None:
         return outcome
-    size = call.options.limit or knobs.rrf_final_k
-    start = call.page.offset
-    hits = outcome.result.hits
-    following = start + size if start + size < len(hits) else None
-    return replace(
-        outcome,
-        result=replace(outcome.result, hits=hits[start : start + size]),
-        offset=start,
-        next_offset=following,
-    )
+    return _cut(outcome, call, knobs, list(range(call.page.offset, len(outcome.result.hits))))
 
 
-async def current_hits(page: SearchOutcome, truth: ChunkTruth) -> SearchOutcome:
-    """`page` less the hits whose chunk the store no longer holds as ranked.
+async def current_page_of(
+    outcome: SearchOutcome, call: SearchCall, knobs: SearchKnobs, truth: ChunkTruth
+) -> SearchOutcome:
+    """`page_of` a ranking made before a write, leaving out the hits the store no longer holds as ranked.
 
     Left out: a chunk deleted, rewritten (another text hash), or no longer meeting the search's filters (its
-    tags, source or event time changed).
-
-    For a page cut from a ranking made before a write (`SearchPage.generation`): nothing deleted since is
-    served. The page may be shorter than asked; its later hits move up, so ranks never repeat across pages
-    but one may be missing at a page's end. Raises the store's `EngineError`.
+    tags, source or event time changed); the page fills from the hits after it, so it is as full as the
+    ranking allows, and `next_offset` follows the last hit it holds. Ranks are positions in the pages
+    served, so they never repeat across pages (one can be skipped). Raises the store's `EngineError`.
     """
-    hits = page.result.hits
-    if not hits:
-        return page
-    filters = page.plan.filters
-    current = await truth.existing_chunks(filters.project_id, [hit.chunk_id for hit in hits], filters=filters)
-    kept = tuple(
-        hit
-        for hit in hits
+    if call.page is None:
+        return outcome
+    hits = outcome.result.hits
+    start = call.page.offset
+    rest = hits[start:]
+    filters = outcome.plan.filters
+    current = await truth.existing_chunks(filters.project_id, [hit.chunk_id for hit in rest], filters=filters)
+    fresh = [
+        start + index
+        for index, hit in enumerate(rest)
         if hit.chunk_id in current and (not hit.chunk.chunk_hash or current[hit.chunk_id] == hit.chunk.chunk_hash)
+    ]
+    return _cut(outcome, call, knobs, fresh)
+
+
+def _cut(outcome: SearchOutcome, call: SearchCall, knobs: SearchKnobs, positions: list[int]) -> SearchOutcome:
+    """The page of the hits at `positions` (of the ranking, ascending, from the page's offset on)."""
+    size = call.options.limit or knobs.rrf_final_k
+    taken = positions[:size]
+    following = taken[-1] + 1 if len(positions) > size else None
+    return replace(
+        outcome,
+        result=replace(outcome.result, hits=tuple(outcome.result.hits[position] for position in taken)),
+        offset=call.page.offset if call.page is not None else 0,
+        next_offset=following,
     )
-    return page if len(kept) == len(hits) else replace(page, result=replace(page.result, hits=kept))

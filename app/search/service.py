@@ -32,7 +32,7 @@ from app.retrieval.searcher import HybridSearcher
 from app.search.cache import Generations, QueryCache
 from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
 from app.search.common_names import CommonNames
-from app.search.paging import PAGE_DEPTH, current_hits, page_of
+from app.search.paging import PAGE_DEPTH, current_page_of, page_of
 from app.search.rollout import assign_arm, overlap_at_k
 
 if TYPE_CHECKING:
@@ -269,11 +269,11 @@ class SearchService:
             outcome = self._cached_outcome(
                 prepared.cached, arm=arm, optimize_ms=prepared.optimize_ms, started=prepared.started
             )
-            page = page_of(replace(outcome, generation=prepared.generation), call, prepared.resolved.knobs)
+            outcome, knobs = replace(outcome, generation=prepared.generation), prepared.resolved.knobs
             if prepared.pinned and self._truth is not None:
                 # Written to since that ranking: what was deleted or rewritten meanwhile is not served from it.
-                page = await current_hits(page, self._truth)
-            return page
+                return await current_page_of(outcome, call, knobs, self._truth)
+            return page_of(outcome, call, knobs)
         current_arm.set(arm)
         try:
             result = await self._searcher.search(plan, query_embedding=query_embedding)

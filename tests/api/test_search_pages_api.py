@@ -161,6 +161,8 @@ async def test_a_later_page_never_serves_what_was_deleted_or_retagged_since_its_
     assert deleted not in served
     assert retagged not in served  # its tags no longer meet the filter
     assert len(served) == len(set(served))
+    assert len(second["results"]) == 2  # filled from the hits after the two left out
+    assert set(served) == {document["id"] for document in documents} - {deleted, retagged}
     assert (await client.delete(f"/v1/projects/{project}")).status_code == 200
     after_project_delete = await search(client, body | {"cursor": first["next_cursor"]})
     assert after_project_delete["results"] == []
