@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
+from app.domain.errors import EngineError
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 from app.query.planner import MAX_LIMIT, MIN_LIMIT
 
@@ -298,11 +299,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if command != "serve" and settings.log_level != "DEBUG":
         _quiet_libraries(own_progress_bars=True)
+    return _run(command, commands[command])
+
+
+def _run(command: str, run: Callable[[], int]) -> int:
+    """`run()`'s exit status; what a command can fail with, as one line and its status instead of a traceback."""
     try:
-        return commands[command]()
+        return run()
     except ConfigurationError as error:  # a setting read only when a command builds its services
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
+    except EngineError as error:
+        # An engine that cannot be reached (a wrong URL, a server down or restarting): one line, not a traceback.
+        print(f"poimen {command}: {error.message}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         # Ctrl-C: what was committed stands (each batch is a transaction) and the data folder stays usable;
         # one line instead of asyncio's forty of traceback. 130 is the shells' status for SIGINT.

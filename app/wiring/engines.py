@@ -17,6 +17,7 @@ from app.engines.embedder import EmbedderOptions, load_embedder
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
+from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_roles import ensure_runtime_role
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.ingestion.reindex import queue_every_project, rebuild_project
@@ -146,7 +147,10 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         await embedder.embed_query("warm up")
         if embedded is not None:
             # Kubernetes migrates in a Job (`poimen migrate`); the embedded default migrates itself.
-            await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions)
+            with translate_errors(engine="postgres"):  # a server killed just now: unavailable, not a traceback
+                await asyncio.to_thread(
+                    run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions
+                )
             # Migrated as the superuser, served as a role the row-level security policies hold.
             database_url = await ensure_runtime_role(database_url)
         engine = create_postgres_engine(

@@ -291,3 +291,14 @@ def test_a_refused_query_among_several_is_named_and_the_others_still_run(poimen_
     assert "'': query must not be empty" in queried.stderr
     answers = [json.loads(line) for line in queried.stdout.splitlines()]
     assert [answer["query"] for answer in answers] == ["platypus checklist"]
+
+
+def test_engines_that_cannot_be_reached_are_one_line_not_a_traceback(poimen_data_dir: Path) -> None:
+    unreachable = {"DATABASE_URL": "postgresql://poimen@127.0.0.1:9/poimen", "OPENSEARCH_URL": "http://127.0.0.1:9"}
+
+    exported = run_cli("export", "--project", PROJECT, data_dir=poimen_data_dir, **unreachable)
+
+    assert exported.returncode == 1
+    [line] = exported.stderr.strip().splitlines()
+    assert line.startswith("poimen export: ")
+    assert "Traceback" not in exported.stderr
