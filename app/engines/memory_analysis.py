@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
-from app.engines.ascii_folding import fold_to_ascii
+from app.domain.ascii_folding import fold_to_ascii
 from app.engines.cjk import CJK_CHARACTERS
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
+from app.domain.ascii_folding import COMBINING_MARKS, UNDECOMPOSABLE, fold_to_ascii
 from app.domain.tags import tag_keys
-from app.engines.ascii_folding import COMBINING_MARKS, UNDECOMPOSABLE, fold_to_ascii
 from app.engines.cjk import CJK_CHARACTERS, spaced_cjk
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def _words(expression: str) -> str:
 def _comparable(expression: str) -> str:
     """`expression` as the lexical engines read it, in SQL: folded to ASCII, CJK characters words of their own.
 
-    Folded as `app.engines.ascii_folding` folds, each Han or Hiragana character spaced (`app.engines.cjk`).
+    Folded as `app.domain.ascii_folding` folds, each Han or Hiragana character spaced (`app.engines.cjk`).
     Before `_words`, so folded words are ASCII whatever the database's locale says a letter is.
     `normalize` needs a UTF-8 database (what CloudNativePG and the embedded PostgreSQL create).
     """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tantivy
 
-from app.engines.ascii_folding import fold_to_ascii
+from app.domain.ascii_folding import fold_to_ascii
 
 # Every letter of Latin-1 Supplement and Latin Extended-A that folds, with its ASCII form.
 FOLDED_LETTERS = {
