@@ -2,7 +2,9 @@
 
 Dependency-light on purpose: names are capitalised words of the query, plus, in any case, the names a
 deployment lists (`ListedNames`: product names, multi-word names, read as one name each) and any name the
-caller already knows (e.g. a project's speakers), so no model or tagger is loaded per query.
+caller already knows (e.g. a project's speakers), so no model or tagger is loaded per query. Names are
+lowercase and folded to ASCII as the lexical engines fold words (`José` and `Jose` are one name), wherever
+they are read: in queries, titles and the texts the boosts match.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from app.domain.ascii_folding import fold_to_ascii
 from app.query.vocabulary import MONTHS, STOPWORDS
 
 if TYPE_CHECKING:
@@ -49,8 +52,13 @@ NOT_NAMES: Final = frozenset({
 
 
 def name_words(name: str) -> tuple[str, ...]:
-    """The lowercase words the reader sees in `name` ("Blue Harbor" -> ("blue", "harbor"))."""
-    return tuple(_bare(match.group()).lower() for match in _WORD.finditer(name))
+    """The words the reader sees in `name`, as names are compared ("Blue Harbor" -> ("blue", "harbor"))."""
+    return tuple(name_form(match.group()) for match in _WORD.finditer(name))
+
+
+def name_form(word: str) -> str:
+    """`word` as names are compared: without a possessive, lowercase, folded to ASCII (`Élodie's` -> `elodie`)."""
+    return fold_to_ascii(_bare(word).lower())
 
 
 def is_readable_name(name: str) -> bool:
@@ -126,7 +134,7 @@ def named_entities(
     word in `known_names`, whatever its case.
     """
     bare_words = [_bare(word) for word in words]
-    lowered_words = [bare.lower() for bare in bare_words]
+    lowered_words = [fold_to_ascii(bare.lower()) for bare in bare_words]
     found: list[str] = []
     index = 0
     while index < len(words):
@@ -151,12 +159,12 @@ def title_names(title: str) -> set[str]:
     Only capitalised ones: in a sentence-case title ("Cells lacking ... in sporulation") the common words are
     plain words, and a name a query starts with by chance must not match them.
     """
-    return {_bare(word).lower() for word in _WORD.findall(title) if word[0].isupper()}
+    return {name_form(word) for word in _WORD.findall(title) if word[0].isupper()}
 
 
 def title_words(title: str) -> set[str]:
     """Every word of `title`, in any case, lowercase and read as `title_names` reads them."""
-    return {_bare(word).lower() for word in _WORD.findall(title)}
+    return {name_form(word) for word in _WORD.findall(title)}
 
 
 def without_names(text: str, names: Collection[str]) -> str:
@@ -167,5 +175,5 @@ def without_names(text: str, names: Collection[str]) -> str:
     """
     if not names:
         return text
-    kept = _WORD.sub(lambda match: "" if _bare(match.group()).lower() in names else match.group(), text)
+    kept = _WORD.sub(lambda match: "" if name_form(match.group()) in names else match.group(), text)
     return " ".join(kept.split()) or text

@@ -14,6 +14,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Final
 
+from app.domain.ascii_folding import fold_to_ascii
 from app.retrieval.fusion import best_first, with_contributions
 
 if TYPE_CHECKING:
@@ -74,8 +75,11 @@ def mentions_date_kept(text: str) -> bool:
 
 
 def names_in(text: str, names: Sequence[str]) -> bool:
-    """Whether any of the lowercase `names` occurs in `text` as a whole word (any case)."""
-    return bool(names) and _names_pattern(tuple(names)).search(text.lower()) is not None
+    """Whether any of `names` occurs in `text` as a whole word, in any case, with or without its accents.
+
+    `names` as the query reader gives them: lowercase, folded to ASCII.
+    """
+    return bool(names) and _names_pattern(tuple(names)).search(fold_to_ascii(text.lower())) is not None
 
 
 @lru_cache(maxsize=1024)

@@ -89,7 +89,8 @@ def test_a_bad_file_stops_start_up_naming_the_file_and_the_entry(tmp_path: Path,
 def test_a_listed_name_may_start_with_a_letter_of_any_script(tmp_path: Path) -> None:
     optimizer = build_query_optimizer(settings_for(vocabulary_file(tmp_path, {"entities": ["Élodie Durand"]})))
 
-    assert optimizer.analyze("what did élodie durand say").names == ("élodie durand",)
+    assert optimizer.analyze("what did élodie durand say").names == ("elodie durand",)
+    assert optimizer.analyze("what did elodie durand say").names == ("elodie durand",)
 
 
 def test_a_missing_or_undecodable_file_stops_start_up(tmp_path: Path) -> None:
