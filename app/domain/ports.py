@@ -158,8 +158,12 @@ class DocumentTitles(Protocol):
         ...
 
 
-class DocumentStore(Protocol):
-    """The source of truth for documents, chunks, embeddings and the lexical outbox."""
+class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
+    """The source of truth for documents, chunks, embeddings and the lexical outbox.
+
+    It answers what the searcher checks (`ChunkTruth.existing_chunks`) and what the search service reads of
+    titles (`DocumentTitles.document_titles`), as declared there.
+    """
 
     name: str
 
@@ -230,21 +234,6 @@ class DocumentStore(Protocol):
 
         Read by every replica to key its query cache, so none serves an answer from before a write.
         """
-        ...
-
-    async def existing_chunks(
-        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
-    ) -> dict[str, str]:
-        """Return chunk id -> chunk hash for those of `chunk_ids` the project holds now (deleted ones are absent).
-
-        With `filters` (of the same project), only chunks whose stored row meets them now: levels, tags,
-        source, event times (not `filters.chunk_ids` nor excluded terms). A lexical index that has not yet
-        caught up with a document's new tags would otherwise return it for its old ones.
-        """
-        ...
-
-    async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
-        """As `DocumentTitles.document_titles`."""
         ...
 
     async def queue_project_for_reindex(self, project_id: str) -> int:
