@@ -57,19 +57,28 @@ COUNT_TABLE_ROWS_FLOOR: Final = 1_000_000.0
 """The table size the count limit assumes at least: PostgreSQL's estimate lags a bulk ingest until the next
 ANALYZE, so a project is counted far enough to see that it outgrew the exact scan all the same."""
 
+TCP_KEEPALIVES: Final = {"tcp_keepalives_idle": "60", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "6"}
+"""The server's probes of a silent client: a peer gone without a word is dropped after about two minutes."""
 POOL_RECYCLE_S: Final = 300
 """Seconds a pooled connection is used before it is replaced (see `create_postgres_engine`)."""
 
 
-def create_postgres_engine(
+def create_postgres_engine(  # noqa: PLR0913 - keyword-only options, each with a default
     url: str,
     *,
     pool_size: int = 16,
     connect_timeout_s: float = 5.0,
     command_timeout_s: float | None = None,
     hnsw_ef_search: int = 100,
+    idle_transaction_timeout_s: float | None = None,
 ) -> AsyncEngine:
     """An asyncpg `AsyncEngine` for both adapters; the caller disposes it (`await engine.dispose()`).
+
+    `idle_transaction_timeout_s`: PostgreSQL ends a session left inside a transaction, between statements,
+    longer than this (`idle_in_transaction_session_timeout`), and with it the locks it holds. A replica
+    frozen or cut off inside a transaction (an outbox claim, a document's write lock) otherwise held its
+    locks until TCP noticed, about two hours: the outbox skipped those rows and writes of that project
+    waited. Dead peers over TCP are noticed within about two minutes (keepalives). None: the server's own.
 
     `url` may be `postgresql://` (as `DATABASE_URL` usually is) or `postgresql+asyncpg://`.
     Connections are not pinged before use: asyncpg's ping is a transaction of its own (three round trips
@@ -93,8 +102,12 @@ def create_postgres_engine(
             "jit": "off",
             "hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(min(hnsw_ef_search, MAX_HNSW_EF_SEARCH)),
+            **TCP_KEEPALIVES,
         },
     }
+    if idle_transaction_timeout_s is not None:
+        milliseconds = max(1, round(idle_transaction_timeout_s * 1000))
+        connect_args["server_settings"]["idle_in_transaction_session_timeout"] = str(milliseconds)
     if command_timeout_s is not None:
         connect_args["command_timeout"] = command_timeout_s
     return create_async_engine(

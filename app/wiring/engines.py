@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("poimen.engines")
 
+IDLE_TRANSACTION_MARGIN_S = 60.0
+"""Beyond INGEST_EMBED_TIMEOUT_S, how long a session may sit inside a transaction before PostgreSQL ends it."""
 EMBEDDED_POSTGRES_CHECK_S = 2.0
 """How often the embedded PostgreSQL's postmaster is checked and, when it has exited, started again."""
 
@@ -154,7 +156,11 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             # Migrated as the superuser, served as a role the row-level security policies hold.
             database_url = await ensure_runtime_role(database_url)
         engine = create_postgres_engine(
-            database_url, pool_size=settings.database_pool_size, hnsw_ef_search=settings.hnsw_ef_search
+            database_url,
+            pool_size=settings.database_pool_size,
+            hnsw_ef_search=settings.hnsw_ef_search,
+            # A write holds its documents' locks while it embeds (up to INGEST_EMBED_TIMEOUT_S): not cut short.
+            idle_transaction_timeout_s=settings.ingest_embed_timeout_s + IDLE_TRANSACTION_MARGIN_S,
         )
         stack.push_async_callback(engine.dispose)
         store = PostgresDocumentStore(engine, outbox_lease_s=settings.outbox_lease_s)
