@@ -183,6 +183,11 @@ class SearchResponse(msgspec.Struct, kw_only=True):
     offset: int = 0
     next_cursor: str | None = None
     """Present on a paged search (`offset` or `cursor` sent) while the ranking has more hits."""
+    ranking_changed: bool = False
+    """A later page cut from a ranking made now, not from the one its first page came from: the project was
+    written to since, and this replica does not hold that ranking (another replica made it, or it expired
+    from the cache). Hits may then repeat or be missed across pages; search again from the first page to
+    be sure of every hit."""
 
 
 class BatchSearchResponse(msgspec.Struct, kw_only=True):
@@ -340,6 +345,7 @@ def search_response(
         leg_rankings=leg_rankings_out(result) if explain else None,
         offset=outcome.offset,
         next_cursor=next_cursor,
+        ranking_changed=outcome.ranking_changed,
     )
 
 

@@ -66,6 +66,9 @@ class SearchOutcome:
     next_offset: int | None = None
     generation: int | None = None
     """The project's generation the ranking was made at (None: not read, the cache is off)."""
+    ranking_changed: bool = False
+    """A later page cut from a ranking made now, not the one its first page came from (that one is held only
+    by the replica that made it, and only while its cache keeps it): hits may repeat or be missed across pages."""
 
 
 # What an answer costs in memory, estimated without walking it. Calibrated on SciFact answers (CPython

@@ -67,6 +67,7 @@ class _Prepared:
     cached: SearchOutcome | None
     common_names: frozenset[str] = frozenset()  # the project's speakers, as the plan read them
     pinned: bool = False  # `cached` is the ranking of an earlier generation, which a later page is cut from
+    ranking_changed: bool = False  # a later page whose first page's ranking this replica does not hold
 
 
 class SearchService:
@@ -251,16 +252,18 @@ class SearchService:
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
         key, generation = await self._cache_key(call, analysis, plan, arm, resolved)
         cached = self._cache.get(key) if key is not None else None
-        pinned = False
+        pinned = ranking_changed = False
         if call.page is not None and call.page.generation is not None and call.page.generation != generation:
             # A later page: the ranking its first page was cut from, if the cache still holds it.
             pinned_key, _ = await self._cache_key(call, analysis, plan, arm, resolved, generation=call.page.generation)
             snapshot = self._cache.get(pinned_key) if pinned_key is not None else None
             if snapshot is not None:
                 cached, generation, pinned = snapshot, call.page.generation, True
+            else:  # written to since, and the ranking of then is not here: this page is cut from today's
+                ranking_changed = True
         if cached is not None:
             cached = replace(cached, arm_decided_by=decided_by)
-        fields = (analysis, plan, optimize_ms, key, generation, cached, common_names, pinned)
+        fields = (analysis, plan, optimize_ms, key, generation, cached, common_names, pinned, ranking_changed)
         return _Prepared(call, started, resolved, arm, decided_by, *fields)
 
     async def _run(self, prepared: _Prepared, query_embedding: list[float] | None) -> SearchOutcome:
@@ -269,7 +272,8 @@ class SearchService:
             outcome = self._cached_outcome(
                 prepared.cached, arm=arm, optimize_ms=prepared.optimize_ms, started=prepared.started
             )
-            outcome, knobs = replace(outcome, generation=prepared.generation), prepared.resolved.knobs
+            knobs = prepared.resolved.knobs
+            outcome = replace(outcome, generation=prepared.generation, ranking_changed=prepared.ranking_changed)
             if prepared.pinned and self._truth is not None:
                 # Written to since that ranking: what was deleted or rewritten meanwhile is not served from it.
                 return await current_page_of(outcome, call, knobs, self._truth)
@@ -317,7 +321,8 @@ class SearchService:
         knobs = prepared.resolved.knobs
         if knobs.rollout_shadow_enabled and arm in {HYBRID_ARM, SEMANTIC_ARM}:
             self._start_shadow(prepared, knobs, arm, [hit.chunk_id for hit in result.hits])
-        return page_of(outcome, call, knobs)
+        # Not in the cached answer: a first page served from it later has no earlier ranking to differ from.
+        return page_of(replace(outcome, ranking_changed=prepared.ranking_changed), call, knobs)
 
     async def _cache_key(  # noqa: PLR0913 - the key is every input that changes the answer
         self,

@@ -222,6 +222,7 @@ class SearchResponse(msgspec.Struct, kw_only=True, frozen=True):
     leg_rankings: LegRankings | None = None
     offset: int = 0
     next_cursor: str | None = None
+    ranking_changed: bool = False  # a later page cut from a new ranking: hits may repeat or be missed across pages
 
 
 class BatchSearchResponse(msgspec.Struct, kw_only=True, frozen=True):

@@ -1,0 +1,91 @@
+"""Later pages across replicas: each replica holds the rankings it made; another one says its page is a new ranking.
+
+Two `SearchService`s over one store stand for two replicas behind a load balancer, each with its own query
+cache, as every replica has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.knobs import SearchKnobs
+from app.query.planner import SearchOptions
+from app.search.cache import QueryCache
+from app.search.calls import SearchCall
+from app.search.knob_source import FixedKnobs
+from app.search.paging import SearchPage
+from app.search.service import SearchService
+from tests.unit.test_evaluation_runner import BagOfWordsEmbedder
+
+CREATED = datetime(2024, 5, 8, tzinfo=UTC)
+PROJECT = "pages"
+
+
+async def note(number: int, text: str) -> tuple[StoredDocument, list[EmbeddedChunk]]:
+    chunk = Chunk(
+        chunk_id=f"n{number}#0",
+        document_id=f"n{number}",
+        project_id=PROJECT,
+        text=text,
+        source="notes",
+        level="L0",
+        breadcrumb=(),
+        section_title="",
+        position=0,
+        chunk_hash=f"h{number}-{text}",
+    )
+    document = StoredDocument(
+        project_id=PROJECT,
+        document_id=chunk.document_id,
+        source="notes",
+        title="",
+        content_hash=chunk.chunk_hash,
+        tags=(),
+        event_time=None,
+        metadata={},
+        chunks=(chunk,),
+        lexically_indexed=False,
+        created_at=CREATED,
+        updated_at=CREATED,
+    )
+    return document, [EmbeddedChunk(chunk, await BagOfWordsEmbedder().embed_query(text), "m")]
+
+
+def replica(store: InMemoryDocumentStore) -> SearchService:
+    return SearchService.over(
+        vector=InMemoryVectorIndex(store),
+        lexical=InMemoryLexicalIndex(),
+        embedder=BagOfWordsEmbedder(),
+        store=store,
+        knobs=FixedKnobs(SearchKnobs()),
+        cache=QueryCache(ttl_s=3600, max_size=100),
+    )
+
+
+async def test_a_later_page_from_a_replica_without_the_first_pages_ranking_says_so() -> None:
+    store = InMemoryDocumentStore()
+    await store.save_documents([await note(number, f"harbour crane log {number}") for number in range(6)])
+    first_replica, other_replica = replica(store), replica(store)
+    call = SearchCall(
+        query="harbour crane",
+        options=SearchOptions(project=PROJECT, limit=2),
+        auth_scope="t",
+        caller_key="t",
+        page=SearchPage(offset=0),
+    )
+    first = await first_replica.search(call)
+    await store.save_documents([await note(9, "harbour crane log, newest")])  # a write between pages
+    later = replace(call, page=SearchPage(offset=first.next_offset or 0, generation=first.generation))
+
+    same_replica = await first_replica.search(later)
+    another_replica = await other_replica.search(later)
+    unwritten = await other_replica.search(replace(later, page=SearchPage(offset=2, generation=None)))
+
+    assert first.ranking_changed is False
+    assert same_replica.ranking_changed is False  # cut from the first page's ranking, which it holds
+    assert another_replica.ranking_changed is True  # cut from today's ranking: hits may repeat or be missed
+    assert unwritten.ranking_changed is False  # an offset without a generation asks for today's ranking
