@@ -145,11 +145,12 @@ def rollout_row() -> list[timeseries.Panel | stat.Panel]:
             thresholds=[Threshold(color="green"), Threshold(value=1, color="red")],
         ),
         single_stat(
-            "Flags version (min over pods)",
-            "poimen_flags_version increments on every applied flags change; all pods equal = change fully rolled out.",
+            "Flags in force (fingerprint, min and max over pods)",
+            "poimen_flags_fingerprint: the flags' values hashed; min = max when every pod applied the same values. "
+            "(poimen_flags_version counts the changes each pod applied: a pod started since counts from 1.)",
             [
-                query(f"min(poimen_flags_version{{{SELECTOR}}})", "min"),
-                query(f"max(poimen_flags_version{{{SELECTOR}}})", "max", "B"),
+                query(f"min(poimen_flags_fingerprint{{{SELECTOR}}})", "min"),
+                query(f"max(poimen_flags_fingerprint{{{SELECTOR}}})", "max", "B"),
             ],
             unit="none",
             thresholds=[Threshold(color="text")],

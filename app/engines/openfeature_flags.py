@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from app.engines.openfeature_provider import evaluation_hooks
 from app.knobs import KNOB_NAMES, SearchKnobs
-from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, FLAGS_VERSION, ROLLOUT_HYBRID_PERCENT
+from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, publish_flags
 from app.search.flags import knobs_from_settings
 from app.search.knob_source import FLAG_KINDS, ResolvedKnobs, flag_key
 
@@ -287,5 +287,4 @@ class OpenFeatureKnobs:
         logger.warning("flags from %s degraded, keeping the last good values: %s", self.provider_name, message)
 
     def _publish(self) -> None:
-        FLAGS_VERSION.set(self._version)
-        ROLLOUT_HYBRID_PERCENT.set(self.current().hybrid_rollout_percent)
+        publish_flags(version=self._version, knobs=self.current())

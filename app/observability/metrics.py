@@ -7,6 +7,7 @@ below; anything else is recorded as `"other"`, so no caller input can grow the n
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Final
@@ -26,6 +27,8 @@ from app.observability.spans import (
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from app.knobs import SearchKnobs
 
 current_arm: ContextVar[str] = ContextVar("poimen_search_arm", default=NO_ARM)
 """The rollout arm of the search this task serves; set by `SearchService`, read by engine error counts."""
@@ -154,7 +157,12 @@ FLAGS_RELOAD_ERRORS_TOTAL: Final = Counter(
 )
 FLAGS_VERSION: Final = Gauge(
     "poimen_flags_version",
-    "Version of the flags in force; increases by one on every successful change.",
+    "Version of the flags in force; increases by one on every successful change this process applied.",
+)
+FLAGS_FINGERPRINT: Final = Gauge(
+    "poimen_flags_fingerprint",
+    "The flags in force, hashed to 48 bits: equal on every pod that applied the same values, whatever its"
+    " version count (a pod started since counts from 1).",
 )
 ROLLOUT_HYBRID_PERCENT: Final = Gauge(
     "poimen_rollout_hybrid_percent",
@@ -349,3 +357,15 @@ def record_shadow_overlap(overlap: float) -> None:
     if not MetricsSwitch.enabled:
         return
     SHADOW_OVERLAP_AT_10.observe(min(max(overlap, 0.0), 1.0))
+
+
+def publish_flags(*, version: int, knobs: SearchKnobs) -> None:
+    """Publish the flags in force: this process's version count, their fingerprint, the hybrid share."""
+    FLAGS_VERSION.set(version)
+    FLAGS_FINGERPRINT.set(flags_fingerprint(knobs))
+    ROLLOUT_HYBRID_PERCENT.set(knobs.hybrid_rollout_percent)
+
+
+def flags_fingerprint(knobs: SearchKnobs) -> int:
+    """The knobs' values hashed to 48 bits (exact in a float gauge), the same in every process holding them."""
+    return int(hashlib.sha256(knobs.model_dump_json().encode()).hexdigest()[:12], 16)

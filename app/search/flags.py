@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from app.knobs import KNOB_NAMES, SearchKnobs, knob_name
-from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, FLAGS_VERSION, ROLLOUT_HYBRID_PERCENT
+from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, publish_flags
 from app.search.knob_source import ResolvedKnobs
 
 if TYPE_CHECKING:
@@ -211,5 +211,4 @@ class FlagStore:
         logger.warning("flags file %s rejected, keeping version %d: %s", self.path, self._snapshot.version, reason)
 
     def _publish(self) -> None:
-        FLAGS_VERSION.set(self._snapshot.version)
-        ROLLOUT_HYBRID_PERCENT.set(self._snapshot.flags.hybrid_rollout_percent)
+        publish_flags(version=self._snapshot.version, knobs=self._snapshot.flags)

@@ -31,6 +31,7 @@ MetricType = Literal["counter", "gauge", "histogram"]
 METRIC_CONTRACT: dict[str, MetricType] = {
     "poimen_query_stage_duration_seconds": "histogram",
     "poimen_queries_total": "counter",
+    "poimen_flags_fingerprint": "gauge",
     "poimen_requests_shed_total": "counter",
     "poimen_query_cache_requests_total": "counter",
     "poimen_fallbacks_total": "counter",

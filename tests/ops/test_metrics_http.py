@@ -88,6 +88,7 @@ async def test_counters_for_queries_cache_ingest_and_fallbacks_are_exported(ops_
         "poimen_lexical_outbox_oldest_age_seconds",
         "poimen_query_results",
         "poimen_flags_version",
+        "poimen_flags_fingerprint",
         "poimen_rollout_hybrid_percent",
         "poimen_shadow_overlap_at_10",
     } <= families

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 from app.config import Settings
 from app.domain.models import SearchStrategy
 from app.knobs import KNOB_NAMES
+from app.observability.metrics import flags_fingerprint
 from app.search.flags import FlagStore, knobs_from_settings
 
 if TYPE_CHECKING:
@@ -68,6 +69,25 @@ def test_file_values_override_env_and_keys_may_be_env_style(settings: Settings, 
     assert store.version == 1
     assert gauge("poimen_flags_version") == 1
     assert gauge("poimen_rollout_hybrid_percent") == 50
+
+
+def test_two_processes_holding_the_same_flags_publish_one_fingerprint_whatever_their_versions(
+    settings: Settings, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "flags.yaml", "rrf_k_constant: 40\n")
+    veteran = FlagStore(settings, path=path)
+    write(path, "rrf_k_constant: 41\n")
+    veteran.reload()
+    write(path, "rrf_k_constant: 40\n")
+    veteran.reload()
+    veteran_print = gauge("poimen_flags_fingerprint")
+
+    newcomer = FlagStore(settings, path=path)  # a pod started after the changes
+
+    assert (veteran.version, newcomer.version) == (3, 1)
+    assert gauge("poimen_flags_fingerprint") == veteran_print
+    assert flags_fingerprint(veteran.current()) == flags_fingerprint(newcomer.current())
+    assert flags_fingerprint(newcomer.current().model_copy(update={"rrf_k_constant": 41})) != veteran_print
 
 
 def test_a_json_file_is_read(settings: Settings, tmp_path: Path) -> None:

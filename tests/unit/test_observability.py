@@ -35,6 +35,7 @@ CONTRACT = {
     "poimen_query_results": ("histogram", {"strategy"}),
     "poimen_flags_reload_errors": ("counter", set()),
     "poimen_flags_version": ("gauge", set()),
+    "poimen_flags_fingerprint": ("gauge", set()),
     "poimen_rollout_hybrid_percent": ("gauge", set()),
     "poimen_rollout_assignments": ("counter", {"arm", "decided_by"}),
     "poimen_shadow_overlap_at_10": ("histogram", set()),
