@@ -289,7 +289,8 @@ def cascade_ranking(semantic_hits: Sequence[ScoredHit], lexical_hits: Sequence[S
         entry.leg_scores.update({SEMANTIC_LEG: hit.score, LEXICAL_LEG: lexical_hit.score})
         entry.contributions[SEMANTIC_LEG] = hit.score
         fused.append(_freeze(entry))
-    return best_first(fused)
+    # Ties on chunk id, not in the vector read's order: PostgreSQL orders equal distances as it likes.
+    return sorted(fused, key=lambda hit: (-hit.score, hit.chunk_id))
 
 
 def readable_relevance(

@@ -526,3 +526,12 @@ def test_readable_relevance_keeps_every_other_field_of_a_hit() -> None:
     )  # every field, including any added later, must survive calibration
     assert calibrated == expected
     assert calibrated.relevance is not None
+
+
+def test_cascading_breaks_ties_on_chunk_id_whatever_order_the_vector_read_gave() -> None:
+    lexical = [hit("a", 3.0), hit("b", 2.0), hit("c", 1.0)]
+
+    forward = cascade_ranking([hit("a", 0.5), hit("b", 0.5), hit("c", 0.9)], lexical)
+    backward = cascade_ranking([hit("c", 0.9), hit("b", 0.5), hit("a", 0.5)], lexical)
+
+    assert ids(forward) == ids(backward) == ["c", "a", "b"]
