@@ -143,13 +143,17 @@ def _mean_and_deviation(scores: Sequence[float]) -> tuple[float, float]:
 
 
 def rank_single_leg(hits: Sequence[ScoredHit], *, leg: str, limit: int | None = None) -> list[FusedHit]:
-    """One leg's hits as fused hits, order kept: the score is the leg's own score (its only contribution)."""
+    """One leg's hits as fused hits, best first: the score is the leg's own score (its only contribution).
+
+    Ties go by chunk id, as in fusion: an engine returns equal scores in whatever order it reads them (a
+    parallel scan of PostgreSQL differs from run to run), and replicas must agree.
+    """
     _check_non_negative(limit=limit)
-    positions = _ranked_positions({leg: hits})
+    positions = _ranked_positions({leg: sorted(hits, key=lambda hit: (-hit.score, hit.chunk.chunk_id))})
     entries = _collect(positions)
     for _, chunk_id, hit in positions[leg]:
         entries[chunk_id].contributions[leg] = hit.score
-    fused = [_freeze(entry) for entry in entries.values()]  # insertion order is the leg's best-first order
+    fused = [_freeze(entry) for entry in entries.values()]  # insertion order is the sorted order
     return fused if limit is None else fused[:limit]
 
 

@@ -535,3 +535,11 @@ def test_cascading_breaks_ties_on_chunk_id_whatever_order_the_vector_read_gave()
     backward = cascade_ranking([hit("c", 0.9), hit("b", 0.5), hit("a", 0.5)], lexical)
 
     assert ids(forward) == ids(backward) == ["c", "a", "b"]
+
+
+def test_one_leg_alone_breaks_ties_on_chunk_id_whatever_order_the_engine_gave() -> None:
+    forward = rank_single_leg([hit("a", 0.5), hit("b", 0.5), hit("c", 0.9)], leg=SEMANTIC_LEG)
+    backward = rank_single_leg([hit("c", 0.9), hit("b", 0.5), hit("a", 0.5)], leg=SEMANTIC_LEG)
+
+    assert ids(forward) == ids(backward) == ["c", "a", "b"]
+    assert [h.ranks[SEMANTIC_LEG] for h in backward] == [1, 2, 3]
