@@ -9,7 +9,7 @@ owns and disposes it. The search itself runs on the pooled asyncpg connection di
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -29,7 +29,6 @@ from app.engines.postgres_sql import (
     exact_search_excluding_sql,
     exact_search_sql,
     exclusion_sql,
-    existing_chunks_sql,
     filter_sql,
     nearest_search_sql,
 )
@@ -238,3 +237,27 @@ async def select_existing_chunks(
     parameters: dict[str, object] = {}
     rows = await fetch(connection, existing_chunks_sql(project_id, chunk_ids, filters, parameters), parameters)
     return {row["chunk_id"]: row["chunk_hash"] for row in rows}
+
+
+def existing_chunks_sql(
+    project_id: str, chunk_ids: Sequence[str], filters: Filters | None, parameters: dict[str, object]
+) -> str:
+    """SELECT chunk id and hash of those of `chunk_ids` the project holds; fills `parameters`.
+
+    With `filters` (of the same project), only rows that meet them as stored now: levels, tags, source and
+    event times; not their `chunk_ids` (the ids asked are these) nor excluded terms (the lexical engine
+    checked the text, which the hash confirms).
+    """
+    if filters is None:
+        parameters["project_id"] = project_id
+        where = "project_id = :project_id"
+    else:
+        if filters.project_id != project_id:
+            msg = f"filters of project {filters.project_id!r} for chunks of {project_id!r}"
+            raise ValueError(msg)
+        where = filter_sql(replace(filters, chunk_ids=None), parameters, exclusions=False)
+    parameters["confirm_ids"] = list(chunk_ids)
+    return (
+        f"SELECT chunk_id, chunk_hash FROM chunks WHERE {where} "  # noqa: S608 - only our own fragments
+        "AND chunk_id = ANY(CAST(:confirm_ids AS text[]))"
+    )

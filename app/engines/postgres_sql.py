@@ -7,7 +7,6 @@ bound parameters. Tables are in `app.engines.schema`.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import COMBINING_MARKS, UNDECOMPOSABLE, fold_to_ascii
@@ -15,8 +14,6 @@ from app.domain.tags import tag_keys
 from app.engines.cjk import CJK_CHARACTERS, spaced_cjk
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from app.domain.models import Filters
 
 CHUNK_COLUMNS: Final = (
@@ -242,30 +239,6 @@ different orders; holding the project first makes them take turns instead of dea
 form never conflicts with the documents' one-key locks (`LOCK_DOCUMENTS`).
 """
 PROJECT_LOCK_NAMESPACE: Final = 20261130
-
-
-def existing_chunks_sql(
-    project_id: str, chunk_ids: Sequence[str], filters: Filters | None, parameters: dict[str, object]
-) -> str:
-    """SELECT chunk id and hash of those of `chunk_ids` the project holds; fills `parameters`.
-
-    With `filters` (of the same project), only rows that meet them as stored now: levels, tags, source and
-    event times; not their `chunk_ids` (the ids asked are these) nor excluded terms (the lexical engine
-    checked the text, which the hash confirms).
-    """
-    if filters is None:
-        parameters["project_id"] = project_id
-        where = "project_id = :project_id"
-    else:
-        if filters.project_id != project_id:
-            msg = f"filters of project {filters.project_id!r} for chunks of {project_id!r}"
-            raise ValueError(msg)
-        where = filter_sql(replace(filters, chunk_ids=None), parameters, exclusions=False)
-    parameters["confirm_ids"] = list(chunk_ids)
-    return (
-        f"SELECT chunk_id, chunk_hash FROM chunks WHERE {where} "  # noqa: S608 - only our own fragments
-        "AND chunk_id = ANY(CAST(:confirm_ids AS text[]))"
-    )
 
 
 SELECT_DOCUMENT_TITLES: Final = "SELECT title FROM documents WHERE project_id = :project_id LIMIT :limit"

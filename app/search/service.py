@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from opentelemetry import trace
-
 from app.domain.errors import AllEnginesFailedError, EngineError, InvalidQueryError
 from app.domain.labels import CONTROL_ARM, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGE_OPTIMIZE, STAGE_TOTAL
 from app.domain.models import SearchStrategy
@@ -24,12 +22,13 @@ from app.observability.metrics import (
     record_shadow_overlap,
     record_shadow_search,
 )
-from app.observability.spans import SPAN_ATTRIBUTE_ARM, SPAN_ATTRIBUTE_CACHED, SPAN_OPTIMIZE, SPAN_REQUEST
+from app.observability.spans import SPAN_ATTRIBUTE_ARM, SPAN_OPTIMIZE, SPAN_REQUEST
 from app.observability.tracing import phase
 from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan, validate_options, validate_query_text
 from app.retrieval.searcher import HybridSearcher
 from app.search.cache import Generations, QueryCache
+from app.search.cached_answer import cached_outcome
 from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
 from app.search.common_names import CommonNames
 from app.search.paging import PAGE_DEPTH, current_page_of, page_of
@@ -269,7 +268,7 @@ class SearchService:
     async def _run(self, prepared: _Prepared, query_embedding: list[float] | None) -> SearchOutcome:
         call, plan, arm = prepared.call, prepared.plan, prepared.arm
         if prepared.cached is not None:
-            outcome = self._cached_outcome(
+            outcome = cached_outcome(
                 prepared.cached, arm=arm, optimize_ms=prepared.optimize_ms, started=prepared.started
             )
             knobs = prepared.resolved.knobs
@@ -360,22 +359,6 @@ class SearchService:
             arm=arm,
             auth_scope=call.auth_scope,
         ), generation
-
-    @staticmethod
-    def _cached_outcome(cached: SearchOutcome, *, arm: str, optimize_ms: float, started: float) -> SearchOutcome:
-        # A hit is still an answered query: counted with only the stages it ran (optimize, total).
-        total_ms = (time.perf_counter() - started) * 1000
-        record_search(
-            strategy=cached.plan.strategy.value,
-            arm=arm,
-            outcome="ok",
-            stage_ms={STAGE_OPTIMIZE: optimize_ms, STAGE_TOTAL: total_ms},
-            result_count=len(cached.result.hits),
-        )
-        span = trace.get_current_span()
-        if span.is_recording():
-            span.set_attribute(SPAN_ATTRIBUTE_CACHED, True)  # noqa: FBT003 - OTel's attribute API is positional
-        return replace(cached, cached=True, total_ms=total_ms)
 
     def _start_shadow(self, served: _Prepared, knobs: SearchKnobs, arm: str, served_ids: list[str]) -> None:
         other_arm = SEMANTIC_ARM if arm == HYBRID_ARM else HYBRID_ARM
