@@ -245,14 +245,15 @@ def _ordered(
     """Best first; a tie goes to the chunk found by legs of more total weight, then to the lower chunk id."""
     leg_weights: dict[str, float] = {}
 
+    def weight_of(leg: str) -> float:
+        weight = leg_weights.get(leg)
+        if weight is None:
+            weight = leg_weights[leg] = _weight(weights, leg, default=default_weight)
+        return weight
+
     def order(hit: FusedHit) -> tuple[float, float, str]:
-        found_by = 0.0
-        for leg in sorted(hit.ranks):  # one order of addition, whatever the legs' order
-            weight = leg_weights.get(leg)
-            if weight is None:
-                weight = leg_weights[leg] = _weight(weights, leg, default=default_weight)
-            found_by += weight
-        return -hit.score, -found_by, hit.chunk_id
+        # fsum is exact, so the sum does not depend on the order the legs are listed in.
+        return -hit.score, -math.fsum(map(weight_of, hit.ranks)), hit.chunk_id
 
     fused = sorted((_freeze(entry) for entry in entries.values()), key=order)
     return fused if limit is None else fused[:limit]
