@@ -182,27 +182,32 @@ def turn(number: int, speaker: str, text: str) -> Chunk:
     )
 
 
+def one_chunk_document(chunk: Chunk, *, title: str) -> StoredDocument:
+    """A stored document of one chunk, undated, written at `CREATED`."""
+    return StoredDocument(
+        project_id=chunk.project_id,
+        document_id=chunk.document_id,
+        source=chunk.source,
+        title=title,
+        content_hash=chunk.chunk_hash,
+        tags=(),
+        event_time=None,
+        metadata={},
+        chunks=(chunk,),
+        lexically_indexed=False,
+        created_at=CREATED,
+        updated_at=CREATED,
+    )
+
+
 async def speaker_service(knobs: SearchKnobs) -> tuple[SearchService, RecordingEmbedder]:
     """A service over 20 turns, Caroline's and Melanie's in turn, whose embedder records the texts it embeds."""
     store, embedder = InMemoryDocumentStore(), RecordingEmbedder()
     chunks = [turn(1, "Caroline", "I painted a sunrise"), turn(2, "Melanie", "I ran a charity race")]
     chunks += [turn(number, ("Caroline", "Melanie")[number % 2], f"small talk {number}") for number in range(3, 21)]
     for chunk in chunks:
-        stored = StoredDocument(
-            project_id="memory",
-            document_id=chunk.document_id,
-            source="conv",
-            title=chunk.breadcrumb[0],
-            content_hash=chunk.chunk_hash,
-            tags=(),
-            event_time=None,
-            metadata={},
-            chunks=(chunk,),
-            lexically_indexed=False,
-            created_at=CREATED,
-            updated_at=CREATED,
-        )
-        await store.save_documents([(stored, [EmbeddedChunk(chunk, await embedder.embed_query(chunk.text), "m")])])
+        document = one_chunk_document(chunk, title=chunk.breadcrumb[0])
+        await store.save_documents([(document, [EmbeddedChunk(chunk, await embedder.embed_query(chunk.text), "m")])])
     embedder.queries.clear()
     service = SearchService.over(
         vector=InMemoryVectorIndex(store),

@@ -19,6 +19,7 @@ from app.search.calls import SearchCall
 from app.search.knob_source import FixedKnobs
 from app.search.paging import SearchPage
 from app.search.service import SearchService
+from tests.unit.test_common_names import one_chunk_document
 from tests.unit.test_evaluation_runner import BagOfWordsEmbedder
 
 CREATED = datetime(2024, 5, 8, tzinfo=UTC)
@@ -38,21 +39,8 @@ async def note(number: int, text: str) -> tuple[StoredDocument, list[EmbeddedChu
         position=0,
         chunk_hash=f"h{number}-{text}",
     )
-    document = StoredDocument(
-        project_id=PROJECT,
-        document_id=chunk.document_id,
-        source="notes",
-        title="",
-        content_hash=chunk.chunk_hash,
-        tags=(),
-        event_time=None,
-        metadata={},
-        chunks=(chunk,),
-        lexically_indexed=False,
-        created_at=CREATED,
-        updated_at=CREATED,
-    )
-    return document, [EmbeddedChunk(chunk, await BagOfWordsEmbedder().embed_query(text), "m")]
+    vector = await BagOfWordsEmbedder().embed_query(text)
+    return one_chunk_document(chunk, title=""), [EmbeddedChunk(chunk, vector, "m")]
 
 
 def replica(store: InMemoryDocumentStore) -> SearchService:
