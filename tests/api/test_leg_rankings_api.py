@@ -78,6 +78,10 @@ async def test_a_cached_answer_carries_the_same_leg_rankings(api_client, project
 
     assert (first["cached"], second["cached"]) == (False, True)
     assert second["leg_rankings"] == first["leg_rankings"]
+    # This request's own times: a hit ran no embedding or search, whatever the first one cost.
+    assert first["metrics"]["embed_time_ms"] > 0
+    assert [second["metrics"][f"{stage}_time_ms"] for stage in ("embed", "semantic", "lexical", "fusion")] == [0] * 4
+    assert second["metrics"]["semantic_results_count"] == first["metrics"]["semantic_results_count"]
 
 
 async def test_every_page_carries_the_legs_whole_rankings(api_client, project) -> None:
