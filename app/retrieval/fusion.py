@@ -69,7 +69,7 @@ def reciprocal_rank_fusion(
         weight = _weight(weights, leg, default=1.0)
         for rank, chunk_id, _ in leg_positions:
             entries[chunk_id].contributions[leg] = weight / (k + rank)
-    return _ordered(entries, limit, weights=weights, default_weight=1.0)
+    return _ordered(entries, limit, _leg_weights(positions, weights, default=1.0))
 
 
 def min_max_normalize(scores: Sequence[float]) -> list[float]:
@@ -101,7 +101,7 @@ def weighted_score_fusion(
         normalised = min_max_normalize([hit.score for _, _, hit in leg_positions])
         for (_, chunk_id, _), value in zip(leg_positions, normalised, strict=True):
             entries[chunk_id].contributions[leg] = weight * value
-    return _ordered(entries, limit, weights=weights, default_weight=NEUTRAL_WEIGHT)
+    return _ordered(entries, limit, _leg_weights(positions, weights, default=NEUTRAL_WEIGHT))
 
 
 def zscore_fusion(
@@ -133,7 +133,7 @@ def zscore_fusion(
         floor = min(standardised.values()) if deviation > 0 else IDENTICAL_SCORES_FLOOR_Z
         for chunk_id, entry in entries.items():
             entry.contributions[leg] = weight * standardised.get(chunk_id, floor)
-    return _ordered(entries, limit, weights=weights, default_weight=NEUTRAL_WEIGHT)
+    return _ordered(entries, limit, _leg_weights(positions, weights, default=NEUTRAL_WEIGHT))
 
 
 def _mean_and_deviation(scores: Sequence[float]) -> tuple[float, float]:
@@ -239,21 +239,18 @@ def _freeze(entry: _Entry) -> FusedHit:
     )
 
 
-def _ordered(
-    entries: Mapping[str, _Entry], limit: int | None, *, weights: Mapping[str, float] | None, default_weight: float
-) -> list[FusedHit]:
-    """Best first; a tie goes to the chunk found by legs of more total weight, then to the lower chunk id."""
-    leg_weights: dict[str, float] = {}
+def _leg_weights(
+    positions: Mapping[str, object], weights: Mapping[str, float] | None, *, default: float
+) -> dict[str, float]:
+    return {leg: _weight(weights, leg, default=default) for leg in positions}
 
-    def weight_of(leg: str) -> float:
-        weight = leg_weights.get(leg)
-        if weight is None:
-            weight = leg_weights[leg] = _weight(weights, leg, default=default_weight)
-        return weight
+
+def _ordered(entries: Mapping[str, _Entry], limit: int | None, leg_weights: Mapping[str, float]) -> list[FusedHit]:
+    """Best first; a tie goes to the chunk found by legs of more total weight, then to the lower chunk id."""
 
     def order(hit: FusedHit) -> tuple[float, float, str]:
         # fsum is exact, so the sum does not depend on the order the legs are listed in.
-        return -hit.score, -math.fsum(map(weight_of, hit.ranks)), hit.chunk_id
+        return -hit.score, -math.fsum(leg_weights[leg] for leg in hit.ranks), hit.chunk_id
 
     fused = sorted((_freeze(entry) for entry in entries.values()), key=order)
     return fused if limit is None else fused[:limit]
