@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.trace import Span
 
-    from app.domain.models import Filters, ScoredHit
+    from app.domain.models import Chunk, Filters, ScoredHit
     from app.domain.ports import ChunkTruth
 
 _T = TypeVar("_T")
@@ -93,4 +93,9 @@ async def drop_stale(
 
 def still_current(hits: Sequence[ScoredHit], current: Mapping[str, str]) -> list[ScoredHit]:
     """`hits` whose chunk `current` (chunk id -> hash, as the truth holds it now) has with the same content."""
-    return [hit for hit in hits if current.get(hit.chunk_id) == hit.chunk.chunk_hash]
+    return [hit for hit in hits if is_current(hit.chunk, current)]
+
+
+def is_current(chunk: Chunk, current: Mapping[str, str]) -> bool:
+    """Whether `current` (chunk id -> hash, as the truth holds it now) has `chunk` with the same content."""
+    return current.get(chunk.chunk_id) == chunk.chunk_hash

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from app.query.planner import MAX_LIMIT
+from app.retrieval.legs import is_current
 
 if TYPE_CHECKING:
     from app.domain.ports import ChunkTruth
@@ -55,11 +56,7 @@ async def current_page_of(
     rest = hits[start:]
     filters = outcome.plan.filters
     current = await truth.existing_chunks(filters.project_id, [hit.chunk_id for hit in rest], filters=filters)
-    fresh = [
-        start + index
-        for index, hit in enumerate(rest)
-        if hit.chunk_id in current and (not hit.chunk.chunk_hash or current[hit.chunk_id] == hit.chunk.chunk_hash)
-    ]
+    fresh = [start + index for index, hit in enumerate(rest) if is_current(hit.chunk, current)]
     return _cut(outcome, call, knobs, fresh)
 
 
