@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import app.observability.metrics as observability_metrics
 import app.observability.tracing as observability_tracing
 from app.config import Settings
-from app.observability.logs import THIRD_PARTY_LOGGERS, configure_logging, last_exception_line
+from app.observability.logs import configure_logging, last_exception_line
 from app.observability.metrics import fallback_reason, record_search
 from app.observability.tracing import configure_tracing, phase
 
@@ -57,21 +57,6 @@ def spans() -> InMemorySpanExporter:
         set_global=False,
     )
     return exporter
-
-
-@pytest.fixture
-def restore_root_logger():
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    libraries = {
-        name: (logging.getLogger(name).level, list(logging.getLogger(name).filters)) for name in THIRD_PARTY_LOGGERS
-    }
-    yield root
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for name, (library_level, filters) in libraries.items():
-        logging.getLogger(name).setLevel(library_level)
-        logging.getLogger(name).filters[:] = filters
 
 
 def run_traced_search() -> None:

@@ -1,0 +1,25 @@
+"""Unit-tier fixtures shared by more than one module."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from app.observability.logs import THIRD_PARTY_LOGGERS
+
+
+@pytest.fixture
+def restore_root_logger():
+    """The root logger and the libraries' loggers as they were, after a test that calls `configure_logging`."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    libraries = {
+        name: (logging.getLogger(name).level, list(logging.getLogger(name).filters)) for name in THIRD_PARTY_LOGGERS
+    }
+    yield root
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, (library_level, filters) in libraries.items():
+        logging.getLogger(name).setLevel(library_level)
+        logging.getLogger(name).filters[:] = filters
