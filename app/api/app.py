@@ -16,6 +16,8 @@ from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from app.api.console import console_router
 from app.api.document_routes import DocumentController
 from app.api.errors import (
+    FAILURE_LOG_STATE_KEY,
+    failure_log,
     http_error_handler,
     service_error_handler,
     unexpected_error_handler,
@@ -26,6 +28,7 @@ from app.api.openapi_document import complete_openapi
 from app.api.operator_routes import AdminController, HealthController
 from app.api.overload import guard_concurrency
 from app.api.project_routes import ProjectController, ProjectListController
+from app.api.request_tracing import trace_requests
 from app.api.search_routes import SearchController
 from app.api.strict_bodies import reject_lax_json
 from app.api.strict_queries import (
@@ -166,7 +169,9 @@ def create_app(
         debug=False,
     )
     app.state[QUERY_PARAMETERS_STATE_KEY] = declared_query_parameters(app)
+    app.state[FAILURE_LOG_STATE_KEY] = failure_log()
     complete_openapi(app.openapi_schema)
-    # Shedding first: a refused request costs no routing, no metrics middleware, no work.
+    trace_requests(app, traced=settings.tracing_enabled)
+    # Shedding first: a refused request costs no routing, no metrics middleware, no span, no work.
     guard_concurrency(app, limit=settings.max_concurrent_requests)
     return app

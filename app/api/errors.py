@@ -27,8 +27,17 @@ from app.domain.errors import (
     SearchServiceError,
     VersionConflictError,
 )
+from app.observability.logs import ThrottledLog
 
 logger = logging.getLogger("poimen.api")
+FAILURE_LOG_INTERVAL_S = 10.0
+"""While an engine is down every request fails alike: one line per kind of failure this often, with a count."""
+FAILURE_LOG_STATE_KEY = "failure_log"
+
+
+def failure_log() -> ThrottledLog:
+    """A new app's log of failed requests (`app.state[FAILURE_LOG_STATE_KEY]`; each app counts its own bursts)."""
+    return ThrottledLog(logger, interval_s=FAILURE_LOG_INTERVAL_S)
 
 
 class ProblemOut(msgspec.Struct, kw_only=True):
@@ -115,10 +124,21 @@ def problem(
     return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers or None)
 
 
-def service_error_handler(_: Request[Any, Any, Any], error: SearchServiceError) -> Response[dict[str, Any]]:
-    """Map the domain error tree to HTTP."""
+def service_error_handler(request: Request[Any, Any, Any], error: SearchServiceError) -> Response[dict[str, Any]]:
+    """Map the domain error tree to HTTP; a 5xx (an engine failed the request) is also logged, throttled."""
     for error_type, status, title in _STATUS_BY_ERROR:
         if isinstance(error, error_type):
+            if status >= HTTP_500_INTERNAL_SERVER_ERROR:
+                engine = error.engine if isinstance(error, EngineError) else ""
+                request.app.state[FAILURE_LOG_STATE_KEY].report(
+                    f"{status} {title} {engine}",
+                    "%s %s answered %d %s: %s",
+                    request.method,
+                    request.url.path,
+                    status,
+                    title,
+                    error.message,
+                )
             extra: dict[str, Any] = {}
             if isinstance(error, InvalidInputError):
                 extra["field"] = error.field

@@ -6,22 +6,30 @@ import json
 import logging
 import re
 import sys
+import time
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry import trace
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import TextIO
 
 
+REQUEST_ID: Final[ContextVar[str]] = ContextVar("request_id", default="")
+"""The id of the HTTP request being served (`X-Request-Id`; set by `app/api/request_tracing.py`), empty outside one."""
+
+
 class TraceContextFilter(logging.Filter):
-    """Adds `trace_id` and `span_id` (hex, empty outside a span) of the current span to each record."""
+    """Adds `trace_id` and `span_id` (hex, empty outside a span) and the `request_id` (empty outside one)."""
 
     def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
         context = trace.get_current_span().get_span_context()
         record.trace_id = format(context.trace_id, "032x") if context.is_valid else ""
         record.span_id = format(context.span_id, "016x") if context.is_valid else ""
+        record.request_id = REQUEST_ID.get()
         return True
 
 
@@ -31,7 +39,10 @@ _RECORD_ATTRIBUTES: Final = frozenset(logging.LogRecord("", 0, "", 0, "", None, 
     "asctime",
     "trace_id",
     "span_id",
+    "request_id",
     "taskName",
+    # uvicorn passes its message again with terminal colour codes; the line already has it without them.
+    "color_message",
 }
 
 
@@ -46,6 +57,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "trace_id": getattr(record, "trace_id", ""),
             "span_id": getattr(record, "span_id", ""),
+            "request_id": getattr(record, "request_id", ""),
         }
         entry.update((key, value) for key, value in record.__dict__.items() if key not in _RECORD_ATTRIBUTES)
         if record.exc_info:
@@ -57,15 +69,17 @@ _TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class TextFormatter(logging.Formatter):
-    """Plain lines for a terminal: `time LEVEL logger: message`, then the trace id when inside a span."""
+    """Plain lines for a terminal: `time LEVEL logger: message`, then the request and trace ids when there are."""
 
     def __init__(self) -> None:
         super().__init__(_TEXT_FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:  # noqa: D102 - documented on the class
         line = super().format(record)
-        trace_id = getattr(record, "trace_id", "")
-        return f"{line} [trace_id={trace_id} span_id={getattr(record, 'span_id', '')}]" if trace_id else line
+        ids = [
+            f"{name}={value}" for name in ("request_id", "trace_id", "span_id") if (value := getattr(record, name, ""))
+        ]
+        return f"{line} [{' '.join(ids)}]" if ids else line
 
 
 THIRD_PARTY_LOGGERS: Final = (
@@ -173,3 +187,32 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
     server.removeFilter(_STARTUP_FAILURE)
     if quiet:
         server.addFilter(_STARTUP_FAILURE)
+
+
+class ThrottledLog:
+    """At most one line per key every `interval_s`; the next line of that key counts the ones left out.
+
+    For failures that arrive with every request while an engine is down: the first is logged at once, the
+    rest of a burst become a count instead of thousands of identical lines on the request path.
+    """
+
+    def __init__(
+        self, logger: logging.Logger, *, interval_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._logger = logger
+        self._interval_s = interval_s
+        self._clock = clock
+        self._last_logged: dict[str, tuple[float, int]] = {}  # key -> (when logged, how many left out since)
+
+    def report(self, key: str, message: str, *args: object) -> None:
+        """Log `message % args` as a WARNING unless `key` was logged less than `interval_s` ago."""
+        now = self._clock()
+        last = self._last_logged.get(key)
+        if last is not None and now - last[0] < self._interval_s:
+            self._last_logged[key] = (last[0], last[1] + 1)
+            return
+        left_out = last[1] if last is not None else 0
+        self._last_logged[key] = (now, 0)
+        if left_out:
+            message += f" ({left_out} more since the last such line, not logged)"
+        self._logger.warning(message, *args)

@@ -41,9 +41,10 @@ def configure_tracing(
     Spans go to an OTLP/HTTP exporter (`OTEL_EXPORTER_OTLP_ENDPOINT`, base URL as in the OTel spec,
     e.g. `http://collector:4318`) when that setting is set, to `span_processors` when given (tests pass
     an in-memory exporter), and nowhere otherwise: spans then still carry ids into the logs. With
-    `TRACING_ENABLED=false` `phase()` opens no spans at all. The caller owns the provider and calls
+    `TRACING_ENABLED=false` no spans are opened at all. The caller owns the provider and calls
     `shutdown()` on it at exit, which flushes pending spans. The global provider is set only once per
-    process (OpenTelemetry refuses to replace it): `phase()` opens every span the service makes (no HTTP span).
+    process (OpenTelemetry refuses to replace it): `phase()` and the HTTP server spans
+    (`app/api/request_tracing.py`) open theirs from `current_tracer()`, this call's provider.
     """
     provider = TracerProvider(resource=Resource.create({"service.name": settings.otel_service_name}))
     for processor in span_processors:
@@ -88,6 +89,11 @@ def phase(
                 QUERY_STAGE_DURATION_SECONDS.labels(
                     stage=stage_label(stage), strategy=bounded(strategy, STRATEGIES), arm=bounded(arm, ARMS)
                 ).observe(time.perf_counter() - started)
+
+
+def current_tracer() -> trace.Tracer:
+    """The tracer of the process's configuration (a no-op one with `TRACING_ENABLED=false`)."""
+    return _TracerHolder.tracer
 
 
 def mark_span_failed(span: trace.Span, reason: str) -> None:

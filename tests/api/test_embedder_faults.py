@@ -8,12 +8,19 @@ the app's lifespan and outbox.
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
 
 from app.domain.errors import EngineUnavailableError
+from app.observability.logs import JsonFormatter, TraceContextFilter
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
 if TYPE_CHECKING:
@@ -146,3 +153,44 @@ async def test_a_hung_embedder_degrades_every_query_of_a_batch_search_before_the
     assert [body["results"][0]["document_id"] for body in bodies] == ["vacuum", "ingress", "vacuum"]  # lexical leg
     assert all(hit["semantic_score"] is None for body in bodies for hit in body["results"])
     assert faulty.hung == 1 + len(queries)  # the batch embedding, then each search on its own
+
+
+async def test_a_request_failed_by_an_engine_is_logged_once_per_burst_with_its_request_id(
+    api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    faulty = FaultyEmbedder(embedder)
+    project = f"emb-{uuid.uuid4().hex[:8]}"
+    exporter = InMemorySpanExporter()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(TraceContextFilter())
+    handler.setFormatter(JsonFormatter())
+    api_logger = logging.getLogger("poimen.api")
+    api_logger.addHandler(handler)
+    try:
+        async with build_engines(
+            database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=faulty
+        ) as built:
+            app = built.app(api_settings(tmp_path), span_processors=[SimpleSpanProcessor(exporter)])
+            async with app_client(app) as client:
+                faulty.fault = "raise"
+                refused = [
+                    await client.post(
+                        f"/v1/projects/{project}/documents", json=LATE[0], headers={"x-request-id": f"write-{n}"}
+                    )
+                    for n in range(3)
+                ]
+    finally:
+        api_logger.removeHandler(handler)
+
+    assert [response.status_code for response in refused] == [503] * 3
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    failures = [line for line in lines if "answered 503" in line["message"]]
+    assert len(failures) == 1  # the same failure three times in a row: one line (throttled), not three
+    assert failures[0]["level"] == "WARNING"
+    assert failures[0]["message"].startswith(f"POST /v1/projects/{project}/documents answered 503 Engine unavailable: ")
+    assert "embedding model crashed" in failures[0]["message"]
+    assert failures[0]["request_id"] == "write-0"
+    servers = [span for span in exporter.get_finished_spans() if span.kind == SpanKind.SERVER]
+    assert [span.status.status_code for span in servers] == [StatusCode.ERROR] * 3
+    assert failures[0]["trace_id"] == format(servers[0].context.trace_id, "032x")

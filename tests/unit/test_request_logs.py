@@ -1,0 +1,101 @@
+"""Log lines of a request: its id on every line, no terminal colours in JSON, repeated failures throttled."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from app.api.request_tracing import caller_request_id, traceresponse
+from app.observability.logs import REQUEST_ID, ThrottledLog, configure_logging
+
+
+def test_json_lines_carry_the_request_id_and_never_uvicorns_colour_copy(restore_root_logger) -> None:
+    stream = io.StringIO()
+    configure_logging("INFO", json=True, stream=stream)
+
+    token = REQUEST_ID.set("req-42")
+    try:
+        # uvicorn logs its lifecycle lines with a second, coloured copy of the message in `extra`.
+        logging.getLogger("app.test").info("inside", extra={"color_message": "\x1b[32minside\x1b[0m"})
+    finally:
+        REQUEST_ID.reset(token)
+    logging.getLogger("app.test").info("outside")
+
+    inside, outside = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert inside["request_id"] == "req-42"
+    assert "color_message" not in inside
+    assert outside["request_id"] == ""
+
+
+def test_text_lines_name_the_request_only_inside_one(restore_root_logger) -> None:
+    stream = io.StringIO()
+    configure_logging("INFO", json=False, stream=stream)
+
+    token = REQUEST_ID.set("req-7")
+    try:
+        logging.getLogger("app.test").info("inside")
+    finally:
+        REQUEST_ID.reset(token)
+    logging.getLogger("app.test").info("outside")
+
+    inside, outside = stream.getvalue().splitlines()
+    assert inside.endswith("app.test: inside [request_id=req-7]")
+    assert outside.endswith("app.test: outside")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_throttled_log_writes_the_first_line_then_counts_the_burst(caplog) -> None:
+    clock = _Clock()
+    log = ThrottledLog(logging.getLogger("app.test.throttled"), interval_s=10.0, clock=clock)
+    caplog.set_level(logging.WARNING, logger="app.test.throttled")
+
+    for _ in range(5):
+        log.report("503 postgres", "GET %s answered 503", "/x")
+    log.report("504 opensearch", "GET %s answered 504", "/y")  # another kind has its own budget
+    clock.now += 10.0
+    log.report("503 postgres", "GET %s answered 503", "/z")
+    clock.now += 30.0
+    log.report("503 postgres", "GET %s answered 503", "/w")
+
+    assert [record.getMessage() for record in caplog.records] == [
+        "GET /x answered 503",
+        "GET /y answered 504",
+        "GET /z answered 503 (4 more since the last such line, not logged)",
+        "GET /w answered 503",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "kept"),
+    [
+        (b"3f2a9c", "3f2a9c"),
+        (b"00000000-0000-4000-8000-000000000000", "00000000-0000-4000-8000-000000000000"),
+        (b"agent:run/7@host", "agent:run/7@host"),
+        (b"x" * 128, "x" * 128),
+        (b"x" * 129, None),  # longer than any id a log line needs
+        (b"has space", None),
+        (b'quote"d', None),
+        (b"", None),
+        (b"caf\xc3\xa9", None),  # not ASCII
+    ],
+)
+def test_a_callers_request_id_is_kept_only_when_well_formed(header: bytes, kept: str | None) -> None:
+    assert caller_request_id([(b"accept", b"*/*"), (b"x-request-id", header)]) == kept
+
+
+def test_traceresponse_is_the_w3c_form_of_the_span() -> None:
+    from opentelemetry.trace import SpanContext, TraceFlags  # noqa: PLC0415
+
+    context = SpanContext(trace_id=0xABC, span_id=0x12, is_remote=False, trace_flags=TraceFlags(1))
+
+    assert traceresponse(context) == f"00-{0xABC:032x}-{0x12:016x}-01"
