@@ -67,7 +67,9 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
 
     terminal = sys.stderr.isatty()
     # Before anything logs: JSON lines carrying trace ids (uvicorn's loggers propagate here, log_config=None).
+    # From here on, every line goes through logging, so a container's log stream is JSON from its first line.
     configure_logging(settings.log_level, json=not terminal if settings.log_json == "auto" else settings.log_json)
+    serve_logger = logging.getLogger("poimen.serve")
     if settings.log_level != "DEBUG":
         _quiet_libraries(own_progress_bars=False)
         if terminal:  # the greeting says where it listens; uvicorn's lifecycle lines stay in container logs
@@ -76,16 +78,15 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     bind_port = port if port is not None else settings.poimen_port
     if settings.auth_mode == "off":
         if not _is_loopback(bind_host):
-            print(
-                f"refusing to serve on {bind_host} with AUTH_MODE=off: bind 127.0.0.1 or set AUTH_MODE=jwt",
-                file=sys.stderr,
+            serve_logger.error(
+                "refusing to serve on %s with AUTH_MODE=off: bind 127.0.0.1 or set AUTH_MODE=jwt", bind_host
             )
             return EXIT_CONFIGURATION
-        print(f"auth is off (AUTH_MODE=off): serving on {bind_host}:{bind_port}, loopback only", file=sys.stderr)
+        serve_logger.warning("auth is off (AUTH_MODE=off): serving on %s:%d, loopback only", bind_host, bind_port)
     taken = _address_in_use(bind_host, bind_port)
     if taken is not None:
-        # Before the engines and the model start (10 s or more), not after them in a JSON log line.
-        print(f"cannot serve on {bind_host}:{bind_port}: {taken}", file=sys.stderr)
+        # Before the engines and the model start (10 s or more), not after them.
+        serve_logger.error("cannot serve on %s:%d: %s", bind_host, bind_port, taken)
         return EXIT_FAILURE
     # uvicorn drains in-flight requests and runs the lifespan shutdown on SIGTERM, then re-raises the signal
     # to the handler it found; a no-op one makes that graceful stop exit 0 instead of dying by SIGTERM.

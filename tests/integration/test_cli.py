@@ -266,7 +266,9 @@ def test_serve_on_a_port_in_use_says_so_before_starting_anything(poimen_data_dir
         result = run_cli("serve", "--port", str(port), data_dir=poimen_data_dir, timeout_s=60.0)
 
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1].startswith(f"cannot serve on 127.0.0.1:{port}: ")
+    last = json.loads(result.stderr.strip().splitlines()[-1])  # not a terminal: JSON lines from the first
+    assert last["level"] == "ERROR"
+    assert last["message"].startswith(f"cannot serve on 127.0.0.1:{port}: ")
     assert not (poimen_data_dir / "postgres").exists()  # refused before the engines (and the model) started
 
 
