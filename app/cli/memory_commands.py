@@ -68,7 +68,8 @@ async def query(  # noqa: PLR0913 - the command's options, each named
     """Search `project` for each text and print a table (or JSON lines); 0 when every search answered.
 
     A query the service refuses (empty, too long) is named on stderr and the others still run; the status
-    is then 1.
+    is then 1. So it is when nothing was found because the project holds no documents (a misspelt name:
+    `reindex` and `export` refuse it alike), not when a project's documents simply do not match.
     """
     optimizer = build_query_optimizer(settings)  # a bad vocabulary file stops the command before the engines start
     async with open_engines(settings) as engines:
@@ -103,6 +104,7 @@ async def query(  # noqa: PLR0913 - the command's options, each named
         if not found_any and project not in (known := await engines.store.project_ids()):
             # Nothing found because there is nothing to find: a misspelt project reads like unlucky queries.
             print(f"project {project!r} holds no documents ({_projects_named(known)})", file=sys.stderr)
+            return 1
     return 1 if refused else 0
 
 
