@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -198,6 +199,8 @@ def test_stale_expected_version_raises_conflict_with_the_current_version(client:
     assert raised.value.current_version == stored
     assert raised.value.document_id == "travel/rail.md"
     assert f"current_version: {stored}" in str(raised.value)
+    assert re.fullmatch(r"[0-9a-f]{32}", raised.value.request_id or "")  # what the service's log lines carry
+    assert f"[request id: {raised.value.request_id}]" in str(raised.value)
 
 
 def test_if_match_of_the_stored_version_writes_a_newer_one(client: PoimenClient, project: str) -> None:

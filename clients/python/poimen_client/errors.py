@@ -39,17 +39,28 @@ class ServiceError(PoimenError):
     """The service answered with an error status.
 
     `status` is the HTTP status, `problem` the decoded problem+json body (fields empty when the body was
-    not one, e.g. from a proxy), `retry_after_s` the `Retry-After` header in seconds when there was one.
+    not one, e.g. from a proxy), `retry_after_s` the `Retry-After` header in seconds when there was one,
+    `request_id` the service's `X-Request-Id` for the request (what its log lines carry; quote it to the
+    people running the service).
     """
 
     status_codes: ClassVar[frozenset[int]] = frozenset()
     """The statuses this class stands for (`error_from_response` picks by it)."""
 
-    def __init__(self, message: str, *, status: int, problem: Problem, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        problem: Problem,
+        retry_after_s: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.problem = problem
         self.retry_after_s = retry_after_s
+        self.request_id = request_id
 
     @property
     def detail(self) -> str:
@@ -150,7 +161,16 @@ def error_from_response(response: httpx.Response, *, retry_after_s: float | None
     parts = [f"{response.status_code} {problem.title or response.reason_phrase} on {request.method} {request.url.path}"]
     parts.append(f": {problem.detail}" if problem.detail else "")
     parts.extend(_hints(problem, response, retry_after_s=retry_after_s))
-    return error_class("".join(parts), status=response.status_code, problem=problem, retry_after_s=retry_after_s)
+    request_id = response.headers.get("x-request-id")
+    if request_id:
+        parts.append(f" [request id: {request_id}]")
+    return error_class(
+        "".join(parts),
+        status=response.status_code,
+        problem=problem,
+        retry_after_s=retry_after_s,
+        request_id=request_id,
+    )
 
 
 def _problem_of(response: httpx.Response) -> Problem:
