@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
+from sqlalchemy.pool import QueuePool
 
 from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
 from app.engines import postgres_catalog
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+    from sqlalchemy.pool import Pool
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
     from app.domain.models import DocumentKey, EmbeddedChunk, Filters
@@ -68,6 +70,17 @@ DEFAULT_OUTBOX_LEASE_S: Final = 60.0
 """How long a claimed outbox entry stays with its claimer before another worker may take it."""
 MAX_HNSW_EF_SEARCH: Final = 1000
 """pgvector's upper bound for `hnsw.ef_search`."""
+
+
+WRITER_SHARE_OF_POOL: Final = 4
+"""A quarter of the pool's connections at most hold document locks: each block needs two at a time, so
+writes use at most half the pool and searches always find the other half."""
+
+
+def writers_at_once(pool: Pool) -> int:
+    """How many `lock_documents` blocks one process runs at once over `pool` (one for a pool without a size)."""
+    size = pool.size() if isinstance(pool, QueuePool) else 0
+    return max(1, size // WRITER_SHARE_OF_POOL)
 
 
 class PostgresDocumentStore:
@@ -84,6 +97,7 @@ class PostgresDocumentStore:
         self._outbox_lease_s = outbox_lease_s
         # Dropped when no writer holds or waits for them: the map stays as small as the writes in flight.
         self._local_locks: weakref.WeakValueDictionary[DocumentKey, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._writers = asyncio.Semaphore(writers_at_once(engine.pool))
 
     async def get_document(self, project_id: str, document_id: str) -> StoredDocument | None:
         """Return the document with its chunks in position order, or None."""
@@ -132,6 +146,11 @@ class PostgresDocumentStore:
         serialize in the order they asked. The locks end with their transaction: at the end of the
         block, or when the connection dies with its process. Writers in this process queue on local
         locks first, so a hot document holds one pooled connection per process, not one per writer.
+        Then at most `writers_at_once(pool)` blocks run at once; the others wait without a
+        connection. A block holds its lock's connection and takes a second one for each read or write
+        inside it: with every pooled connection held by a lock, each block would wait for a second one
+        that never comes (16 concurrent writes of 16 documents stalled the pool until its timeout and
+        answered 504), and searches would find no connection either.
         """
         names = [f"{project_id}\x1f{document_id}" for project_id, document_id in keys]
         async with contextlib.AsyncExitStack() as local:
@@ -140,6 +159,8 @@ class PostgresDocumentStore:
                 if lock is None:
                     lock = self._local_locks[key] = asyncio.Lock()
                 await local.enter_async_context(lock)
+            # After the document locks: a writer waiting for a hot document holds no writer's place.
+            await local.enter_async_context(self._writers)
             with translate_errors(engine=self.name):
                 async with self._engine.connect() as connection:
                     await connection.execute(text(LOCK_DOCUMENTS), {"names": names})

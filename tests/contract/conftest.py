@@ -39,6 +39,6 @@ def migrated_postgres_url(postgres_url: str) -> str:
 @pytest.fixture(scope="session")
 async def postgres_engine(migrated_postgres_url: str) -> AsyncIterator[AsyncEngine]:
     """One asyncpg engine on the migrated database as the runtime role, shared by every PostgreSQL adapter under test."""
-    engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=2)
+    engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=8)
     yield engine
     await engine.dispose()

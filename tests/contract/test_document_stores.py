@@ -99,6 +99,29 @@ class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract):
         assert set(ours.values()) == {1}
         assert len(lexical.batches_by_worker_task) == 2  # both workers took a share
 
+    async def test_more_writers_of_distinct_documents_than_the_pool_has_connections_all_write(
+        self, store, project, postgres_engine
+    ) -> None:
+        # Each block holds its lock's connection and takes a second one for the reads and the write inside:
+        # with as many blocks as connections, every block waited for a second one until the pool's timeout.
+        writers = 3 * postgres_engine.pool.size()
+        failures: list[str] = []
+
+        async def writer(number: int) -> None:
+            key = (project, f"w{number}")
+            try:
+                async with store.lock_documents([key]):
+                    assert await store.document_states([key]) == {}
+                    await store.save_documents([entry(project, key[1], 1)])
+            except EngineError as error:
+                failures.append(error.message)
+
+        await asyncio.gather(*(writer(number) for number in range(writers)))
+
+        assert failures == []
+        stored = await store.document_states([(project, f"w{number}") for number in range(writers)])
+        assert len(stored) == writers
+
     async def test_writes_completions_and_reindexes_of_one_project_never_deadlock(self, store, project) -> None:
         # They take chunks, outbox rows and the generation row in different orders; the project lock
         # taken first makes them queue instead (found by fuzzing: two ingests of one document, 40P01).
