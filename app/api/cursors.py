@@ -32,7 +32,7 @@ def decode_cursor(cursor: str, *, kind: str, field: str = "cursor") -> dict[str,
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         values = json.loads(raw)
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):  # RecursionError: a forged "[[[[..." nests too deep
         raise InvalidInputError(problem, field=field) from None
     if not isinstance(values, dict) or values.pop(KIND_KEY, None) != kind:
         raise InvalidInputError(problem, field=field)
@@ -47,7 +47,16 @@ def keyset_after(cursor: str | None, *, kind: str) -> str | None:
     if cursor is None:
         return None
     after = decode_cursor(cursor, kind=kind).get("after")
-    if not isinstance(after, str):
+    # No stored id holds a NUL or a lone surrogate: PostgreSQL refuses both as text, which read as an outage.
+    if not isinstance(after, str) or "\x00" in after or not _is_utf8(after):
         msg = "cursor is not a cursor this endpoint returned"
         raise InvalidInputError(msg, field="cursor")
     return after
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -7,6 +7,7 @@ OpenAPI document and the served shape cannot drift apart. Tests keep apart by pr
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from typing import Any
 
@@ -140,7 +141,22 @@ async def test_an_unknown_project_lists_and_counts_like_an_empty_one(api_client,
     assert stats["last_write_at"] is None
 
 
-@pytest.mark.parametrize("cursor", ["not-a-cursor!", "eyJrIjoic2VhcmNoIn0", "e30", ""])
+def _forged(raw: str) -> str:
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "not-a-cursor!",
+        "eyJrIjoic2VhcmNoIn0",
+        "e30",
+        "",
+        _forged('{"k":"documents","after":"\\u0000"}'),  # PostgreSQL refuses a NUL: it read as an engine outage
+        _forged('{"k":"documents","after":"\\ud800"}'),  # a lone surrogate, likewise
+        _forged("[" * 3000)[:4096],  # nested past the JSON decoder's recursion limit: it was a 500
+    ],
+)
 async def test_a_malformed_cursor_is_a_400_naming_the_cursor(api_client, unique_name, cursor: str) -> None:
     response = await api_client.get(f"/v1/projects/{unique_name}/documents", params={"cursor": cursor})
 
