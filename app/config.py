@@ -22,6 +22,12 @@ OPENSEARCH_INDEX_PATTERN: Final = rf"^[a-z0-9][a-z0-9._+-]{{0,{OPENSEARCH_INDEX_
 """A lowercase index name not starting with `-`, `_` or `+`, short enough for every project's index name."""
 
 
+SEARCH_BATCH_MAX_QUERIES_CEILING: Final = 1000
+MAX_BATCH_DOCUMENTS_CEILING: Final = 10_000
+"""The largest values these settings take. The request schemas bound their lists by them, so a body of
+millions of items is refused while it is decoded instead of after (3,000,000 queries held 1.1 GB for 6 s)."""
+
+
 POSTGRESQL_URL_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+asyncpg"})
 """What `DATABASE_URL` may start with: the service and its migrations speak asyncpg, and take the plain forms as it."""
 
@@ -125,11 +131,11 @@ class Settings(BaseSettings, SearchKnobs):
     query_vocabulary_mode: Literal["extend", "replace"] = "extend"
 
     # Most queries one `POST /v1/search/batch` may carry (more: a 400 naming `queries`).
-    search_batch_max_queries: int = Field(default=32, ge=1, le=1000)
+    search_batch_max_queries: int = Field(default=32, ge=1, le=SEARCH_BATCH_MAX_QUERIES_CEILING)
 
     # Ingestion.
     max_document_bytes: int = Field(default=5_000_000, ge=1)
-    max_batch_documents: int = Field(default=500, ge=1)
+    max_batch_documents: int = Field(default=500, ge=1, le=MAX_BATCH_DOCUMENTS_CEILING)
     chunk_max_chars: int = Field(default=1500, ge=200)
     chunk_overlap_chars: int = Field(default=200, ge=0)
     chunk_min_chars: int = Field(default=40, ge=0)

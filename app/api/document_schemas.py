@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from app.config import MAX_BATCH_DOCUMENTS_CEILING
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, Document, StoredDocument
 from app.domain.moments import as_utc
@@ -65,7 +66,8 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class DocumentBatchIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Several documents in one request; written atomically."""
 
-    documents: Annotated[list[DocumentIn], msgspec.Meta(min_length=1)]
+    # The setting (`MAX_BATCH_DOCUMENTS`) is checked after decoding; the schema bounds the decoding itself.
+    documents: Annotated[list[DocumentIn], msgspec.Meta(min_length=1, max_length=MAX_BATCH_DOCUMENTS_CEILING)]
 
 
 class IngestOutcomeOut(msgspec.Struct, kw_only=True):

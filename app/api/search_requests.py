@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from app.api.document_schemas import MAX_DOCUMENT_TAGS, Tag
+from app.config import SEARCH_BATCH_MAX_QUERIES_CEILING
 from app.domain.errors import InvalidQueryError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.query.planner import MAX_QUERY_CHARS
@@ -113,7 +114,8 @@ class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     """Body of `POST /v1/search/batch`: several searches of one project, answered in order."""
 
     project: ProjectId
-    queries: Annotated[list[SearchFields], msgspec.Meta(min_length=1)]
+    # The setting (`SEARCH_BATCH_MAX_QUERIES`) is checked after decoding; the schema bounds the decoding itself.
+    queries: Annotated[list[SearchFields], msgspec.Meta(min_length=1, max_length=SEARCH_BATCH_MAX_QUERIES_CEILING)]
 
 
 def as_of_from_text(text: str) -> datetime:

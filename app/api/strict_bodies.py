@@ -8,10 +8,12 @@ rules first; Litestar's own conversion then only ever sees bodies that already c
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Final
 
 import msgspec
+import msgspec.inspect
 from litestar import Request
 
 from app.domain.errors import InvalidInputError
@@ -108,6 +110,7 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
         msg = "the request body is empty: expected a JSON object"
         raise InvalidInputError(msg, field="body")
     try:
+        _refuse_long_lists(body, body_type)
         msgspec.json.decode(body, type=body_type, strict=True)
     except msgspec.ValidationError as error:
         raise invalid_input_of(error, default_field="body") from None
@@ -116,3 +119,37 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
         raise InvalidInputError(msg, field="body") from None
     except RecursionError:
         raise InvalidInputError(TOO_DEEP, field="body") from None
+
+
+@functools.cache
+def _bounded_lists(body_type: type[msgspec.Struct]) -> tuple[tuple[str, int], ...]:
+    """The top-level list fields of `body_type` with a `max_length`: (JSON name, bound)."""
+    info = msgspec.inspect.type_info(body_type)
+    assert isinstance(info, msgspec.inspect.StructType)  # noqa: S101 - body_type is a Struct
+    return tuple(
+        (field.encode_name, field.type.max_length)
+        for field in info.fields
+        if isinstance(field.type, msgspec.inspect.ListType) and field.type.max_length is not None
+    )
+
+
+def _refuse_long_lists(body: bytes, body_type: type[msgspec.Struct]) -> None:
+    """A validation error for a top-level list over its bound, counted before any item is decoded.
+
+    msgspec checks a list's `max_length` only once it has decoded every item: a batch of 3,000,000
+    queries built them all (4 s, 1.1 GB) before it was refused.
+    """
+    bounded = _bounded_lists(body_type)
+    if not bounded:
+        return
+    try:
+        top = msgspec.json.decode(body, type=dict[str, msgspec.Raw])
+        counts = {
+            name: len(msgspec.json.decode(top[name], type=list[msgspec.Raw])) for name, _ in bounded if name in top
+        }
+    except msgspec.ValidationError:
+        return  # not an object, or not a list: the typed decode says what is wrong, and where
+    for name, bound in bounded:
+        if counts.get(name, 0) > bound:
+            msg = f"Expected `array` of length <= {bound} - at `$.{name}`"
+            raise msgspec.ValidationError(msg)

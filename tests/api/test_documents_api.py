@@ -344,6 +344,17 @@ async def test_too_many_documents_in_one_request_are_rejected(client, unique_nam
     assert (await client.get(f"/v1/projects/{unique_name}/documents/d0")).status_code == 404
 
 
+async def test_a_batch_over_the_limit_is_refused_by_its_count_before_its_documents_are_read(
+    client, unique_name
+) -> None:
+    # Every document is invalid: had they been decoded first (3,000,000 of them held 650 MB), one would be blamed.
+    response = await post(client, unique_name, {"documents": [{"id": "a"}] * (MAX_BATCH_DOCUMENTS + 1)})
+
+    problem = assert_problem(response)
+    assert problem["field"] == "documents"
+    assert problem["detail"] == f"{MAX_BATCH_DOCUMENTS + 1} documents in one request; at most {MAX_BATCH_DOCUMENTS}"
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from app.config import SEARCH_BATCH_MAX_QUERIES_CEILING
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
 if TYPE_CHECKING:
@@ -246,6 +247,19 @@ async def test_batch_over_the_limit_is_a_400_naming_queries(client, project) -> 
 
     assert response.status_code == 400
     assert response.json()["field"] == "queries"
+
+
+async def test_a_batch_past_the_schemas_bound_is_refused_by_its_count_before_its_items_are_read(
+    client, project
+) -> None:
+    # Every item is invalid: had they been decoded first (3,000,000 of them held 1.1 GB), an item would be blamed.
+    queries = [{"query": 5}] * (SEARCH_BATCH_MAX_QUERIES_CEILING + 1)
+
+    response = await client.post("/v1/search/batch", json={"project": project, "queries": queries})
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "queries"
+    assert response.json()["detail"] == f"queries: must hold at most {SEARCH_BATCH_MAX_QUERIES_CEILING} items"
 
 
 @pytest.mark.parametrize(
