@@ -77,6 +77,7 @@ class IngestOutcomeOut(msgspec.Struct, kw_only=True):
     status: Literal["created", "updated", "unchanged"]
     chunks: int
     embedded: int
+    """Chunks embedded for this write; the others reused an embedding this project already stores for the same text."""
     version: int
 
 

@@ -183,8 +183,14 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         """
         ...
 
-    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
-        """Return embeddings already stored for these chunk hashes under `model` (hash -> vector)."""
+    async def cached_embeddings(
+        self, project_id: str, chunk_hashes: Sequence[str], *, model: str
+    ) -> dict[str, list[float]]:
+        """Return embeddings `project_id` already stores for these chunk hashes under `model` (hash -> vector).
+
+        Never another project's: whether a chunk is already stored (and so not embedded again) must not
+        tell a tenant what another one holds.
+        """
         ...
 
     async def save_documents(

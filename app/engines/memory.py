@@ -102,12 +102,16 @@ class InMemoryDocumentStore:
                 await stack.enter_async_context(self._locks.setdefault(key, asyncio.Lock()))
             yield
 
-    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
-        """Return embeddings already stored for these chunk hashes under `model` (hash -> vector), any project."""
+    async def cached_embeddings(
+        self, project_id: str, chunk_hashes: Sequence[str], *, model: str
+    ) -> dict[str, list[float]]:
+        """Return embeddings `project_id` already stores for these chunk hashes under `model` (hash -> vector)."""
         self._check_available()
         wanted = set(chunk_hashes)
         found: dict[str, list[float]] = {}
-        for stored_chunks in self._chunks.values():
+        for (stored_project, _), stored_chunks in self._chunks.items():
+            if stored_project != project_id:
+                continue
             for stored in stored_chunks.values():
                 if stored.chunk.chunk_hash in wanted and stored.embedding_model == model:
                     found.setdefault(stored.chunk.chunk_hash, list(stored.embedding))

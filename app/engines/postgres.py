@@ -169,15 +169,21 @@ class PostgresDocumentStore:
                     finally:
                         await connection.rollback()
 
-    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
-        """Return embeddings already stored for these chunk hashes under `model` (hash -> vector), any project."""
+    async def cached_embeddings(
+        self, project_id: str, chunk_hashes: Sequence[str], *, model: str
+    ) -> dict[str, list[float]]:
+        """Return embeddings `project_id` already stores for these chunk hashes under `model` (hash -> vector).
+
+        In the project's scope only: found across projects, `embedded: 0` (and the time saved) told a
+        tenant that another project stores a text it guessed.
+        """
         if not chunk_hashes:
             return {}
         with translate_errors(engine=self.name):
-            # Across projects by design: an embedding is a function of the chunk's text, which the caller has.
-            async with all_projects_transaction(self._engine, reason="embedding cache") as connection:
+            async with project_transaction(self._engine, [project_id]) as connection:
                 result = await connection.execute(
-                    text(SELECT_CACHED_EMBEDDINGS), {"hashes": list(set(chunk_hashes)), "model": model}
+                    text(SELECT_CACHED_EMBEDDINGS),
+                    {"project_id": project_id, "hashes": list(set(chunk_hashes)), "model": model},
                 )
                 rows = result.all()
         # pgvector's text form `[0.1,-2e-05]` is valid JSON.

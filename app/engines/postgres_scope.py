@@ -46,7 +46,6 @@ MaintenanceReason = Literal[
     "drain outbox",
     "outbox stats",
     "list projects",
-    "embedding cache",
 ]
 """Every path allowed to span projects, by name: a new one has to be added here, in review."""
 

@@ -268,9 +268,9 @@ SELECT_OUTBOX_STATS: Final = (
 
 SELECT_CACHED_EMBEDDINGS: Final = (
     "SELECT DISTINCT ON (chunk_hash) chunk_hash, CAST(embedding AS text) AS embedding FROM chunks "
-    "WHERE chunk_hash = ANY(CAST(:hashes AS text[])) AND embedding_model = :model"
+    "WHERE project_id = :project_id AND chunk_hash = ANY(CAST(:hashes AS text[])) AND embedding_model = :model"
 )
-"""One stored embedding per chunk hash under `:model`, as pgvector's text form."""
+"""One embedding `:project_id` stores per chunk hash under `:model`, as pgvector's text form."""
 
 CLAIM_QUEUED: Final = (
     "WITH picked AS (SELECT project_id, document_id FROM lexical_outbox "

@@ -268,11 +268,17 @@ class IngestionPipeline:
         Also returns, per (project id, document id), how many texts were embedded on its behalf.
         """
         model = self._embedder.model_name
-        unique_hashes = list(dict.fromkeys(chunk.chunk_hash for chunk in chunks))
+        # Looked up in each chunk's own project only (`cached_embeddings`); within one batch, which the
+        # caller wrote whole, a text is embedded once whichever of its projects holds it.
+        hashes_by_project: dict[str, dict[str, None]] = {}
+        for chunk in chunks:
+            hashes_by_project.setdefault(chunk.project_id, {})[chunk.chunk_hash] = None
         vectors: dict[str, list[float]] = {}
-        for start in range(0, len(unique_hashes), CACHE_LOOKUP_BATCH):
-            batch = unique_hashes[start : start + CACHE_LOOKUP_BATCH]
-            vectors.update(await self._store.cached_embeddings(batch, model=model))
+        for project_id, project_hashes in hashes_by_project.items():
+            unique_hashes = list(project_hashes)
+            for start in range(0, len(unique_hashes), CACHE_LOOKUP_BATCH):
+                batch = unique_hashes[start : start + CACHE_LOOKUP_BATCH]
+                vectors.update(await self._store.cached_embeddings(project_id, batch, model=model))
         missing: dict[str, Chunk] = {}
         for chunk in chunks:
             if chunk.chunk_hash not in vectors and chunk.chunk_hash not in missing:

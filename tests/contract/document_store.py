@@ -301,17 +301,19 @@ class DocumentStoreContract:
         assert await store.delete_document(project, "nope") is False
         assert await claimed(store, project) == []
 
-    async def test_cached_embeddings_are_found_by_hash_and_model(self, store, project) -> None:
+    async def test_cached_embeddings_are_found_by_hash_and_model_in_their_project_only(self, store, project) -> None:
         chunks = [chunk(project, "doc", 0, text="alpha"), chunk(project, "doc", 1, text="beta")]
         await store.save_documents([(document(project, "doc", chunks), embedded(chunks))])
 
-        cached = await store.cached_embeddings(["hash:alpha", "hash:beta", "hash:unknown"], model=MODEL)
-        other_model = await store.cached_embeddings(["hash:alpha"], model="another-model")
+        cached = await store.cached_embeddings(project, ["hash:alpha", "hash:beta", "hash:unknown"], model=MODEL)
+        other_model = await store.cached_embeddings(project, ["hash:alpha"], model="another-model")
+        other_project = await store.cached_embeddings(f"{project}-other", ["hash:alpha", "hash:beta"], model=MODEL)
 
         assert set(cached) == {"hash:alpha", "hash:beta"}
         assert cached["hash:beta"] == pytest.approx(embedding(0.0, 1.0))
         assert other_model == {}
-        assert await store.cached_embeddings([], model=MODEL) == {}
+        assert other_project == {}  # another tenant must not learn that this project stores these texts
+        assert await store.cached_embeddings(project, [], model=MODEL) == {}
 
     async def test_claimed_outbox_entry_carries_current_chunks_and_version(self, store, project) -> None:
         await store.save_documents([entry(project, "doc", 2)])

@@ -162,4 +162,6 @@ class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract):
 
         await store.save_documents([(document(project, "doc", [item]), [EmbeddedChunk(item, vector, "m")])])
 
-        assert (await store.cached_embeddings(["hash:cached"], model="m"))["hash:cached"] == pytest.approx(vector)
+        assert (await store.cached_embeddings(project, ["hash:cached"], model="m"))["hash:cached"] == pytest.approx(
+            vector
+        )

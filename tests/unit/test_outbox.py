@@ -71,7 +71,9 @@ class OutboxStore:
     async def get_content_hash(self, project_id: str, document_id: str) -> str | None:
         raise NotImplementedError
 
-    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
+    async def cached_embeddings(
+        self, project_id: str, chunk_hashes: Sequence[str], *, model: str
+    ) -> dict[str, list[float]]:
         raise NotImplementedError
 
     async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]) -> None:

@@ -59,7 +59,7 @@ class FakeStore:
 
     def __init__(self) -> None:
         self.documents: dict[tuple[str, str], StoredDocument] = {}
-        self.embeddings: dict[tuple[str, str], list[float]] = {}  # (model, chunk hash) -> vector
+        self.embeddings: dict[tuple[str, str, str], list[float]] = {}  # (project, model, chunk hash) -> vector
         self.save_calls: list[list[str]] = []
         self.deleted: list[tuple[str, str]] = []
 
@@ -73,8 +73,10 @@ class FakeStore:
     def lock_documents(self, keys):
         return contextlib.nullcontext()
 
-    async def cached_embeddings(self, chunk_hashes: Sequence[str], *, model: str) -> dict[str, list[float]]:
-        return {h: self.embeddings[(model, h)] for h in chunk_hashes if (model, h) in self.embeddings}
+    async def cached_embeddings(
+        self, project_id: str, chunk_hashes: Sequence[str], *, model: str
+    ) -> dict[str, list[float]]:
+        return {h: vector for h in chunk_hashes if (vector := self.embeddings.get((project_id, model, h))) is not None}
 
     async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]):
         self.save_calls.append([stored.document_id for stored, _ in documents])
@@ -85,7 +87,8 @@ class FakeStore:
             versions[key] = len(self.save_calls)
             self.documents[key] = replace(stored, version=versions[key])
             for item in embedded:
-                self.embeddings[(item.embedding_model, item.chunk.chunk_hash)] = list(item.embedding)
+                key = (stored.project_id, item.embedding_model, item.chunk.chunk_hash)
+                self.embeddings[key] = list(item.embedding)
         return versions
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
@@ -228,6 +231,18 @@ async def test_a_different_model_does_not_reuse_cached_embeddings(store, embedde
 
     assert outcomes[0].status == "updated"
     assert other.embedded_texts == ["Title\nBody."]
+
+
+async def test_an_embedding_is_reused_within_its_project_only(store, embedder) -> None:
+    ingestion = pipeline(store, embedder)
+    await ingestion.ingest([doc("a", "The alpha password is swordfish-42.", project_id="alpha")])
+
+    same_project = await ingestion.ingest([doc("b", "The alpha password is swordfish-42.", project_id="alpha")])
+    other_project = await ingestion.ingest([doc("c", "The alpha password is swordfish-42.", project_id="beta")])
+
+    assert same_project[0].embedded_count == 0
+    # Reused across projects, `embedded: 0` would tell beta that alpha stores that text.
+    assert other_project[0].embedded_count == 1
 
 
 async def test_mixed_batch_reports_each_status_in_input_order(store, embedder) -> None:
