@@ -9,6 +9,8 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -68,15 +70,37 @@ async def run_migrations_async(database_url: str, *, embedding_dimensions: int) 
 def _upgrade_and_check(database_url: str, embedding_dimensions: int) -> None:
     # A database that cannot be reached is an `EngineUnavailableError` naming the cause in one line (the
     # migration Job's log showed the driver's traceback).
+    config = alembic_config(database_url, embedding_dimensions=embedding_dimensions)
     with translate_errors(engine="postgresql"):
-        command.upgrade(alembic_config(database_url, embedding_dimensions=embedding_dimensions), "head")
+        try:
+            command.upgrade(config, "head")
+        except CommandError as error:
+            raise _newer_schema(config, error) from None
         stored = asyncio.run(stored_embedding_dimensions(database_url))
     if stored != embedding_dimensions:
         message = (
-            f"EMBEDDING_MODEL: the database stores {stored}-dimensional embeddings but the model makes "
-            f"{embedding_dimensions}; use a fresh database (or POIMEN_DATA_DIR) or the model it was built with"
+            f"EMBEDDING_DIMENSIONS / EMBEDDING_MODEL: the database stores {stored}-dimensional embeddings but "
+            f"the model makes {embedding_dimensions}; use a fresh database (or POIMEN_DATA_DIR) or the model it "
+            "was built with"
         )
         raise ConfigurationError(message)
+
+
+def _newer_schema(config: Config, error: CommandError) -> Exception:
+    """The refusal of a database a newer release migrated (alembic: "Can't locate revision"), else `error`.
+
+    Migrations only go forward: an older release re-deployed (a rollback) cannot read what a newer one
+    wrote, and said so in a 120-line traceback naming only the unknown revision.
+    """
+    message = str(error)
+    if not message.startswith("Can't locate revision"):
+        return error
+    revision = message.rsplit(" ", 1)[-1].strip("'")
+    head = ScriptDirectory.from_config(config).get_current_head()
+    return ConfigurationError(
+        f"the database's schema is at revision {revision}, which this release does not know (its newest is "
+        f"{head}): a newer release migrated it, and schemas are never downgraded; run that release or a newer one"
+    )
 
 
 async def stored_embedding_dimensions(database_url: str) -> int:

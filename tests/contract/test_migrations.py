@@ -11,6 +11,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.config import ConfigurationError
 from app.domain.catalog import DocumentSelection
 from app.domain.models import Filters
 from app.engines.migrate import alembic_config, run_migrations
@@ -169,3 +170,20 @@ def test_migration_0008_leaves_lowercase_tags_alone_and_every_row_filters_ignori
     assert asyncio.run(_ids_tagged(url, "Ops")) == (["lower#0", "tagged#0"], ["lower", "tagged"])
     assert asyncio.run(_ids_tagged(url, "été")) == (["lower#0", "tagged#0"], ["lower", "tagged"])
     assert asyncio.run(_ids_tagged(url, "sre")) == (["tagged#0"], ["tagged"])
+
+
+def test_a_database_a_newer_release_migrated_is_refused_in_one_line_and_left_alone(
+    postgres_url: str, unique_name: str
+) -> None:
+    url = asyncio.run(_create_database(postgres_url, unique_name))
+    run_migrations(url, embedding_dimensions=384)
+    asyncio.run(_execute(url, "UPDATE alembic_version SET version_num = '9999'"))  # a later release's head
+
+    with pytest.raises(ConfigurationError) as refused:
+        run_migrations(url, embedding_dimensions=384)
+
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "schema is at revision 9999, which this release does not know" in message
+    assert "never downgraded" in message
+    assert asyncio.run(_execute(url, "SELECT version_num FROM alembic_version")) == [[("9999",)]]
