@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import QueuePool
 
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import ScoredHit
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
     import asyncpg
     from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.pool import Pool
 
     from app.domain.models import Filters
 
@@ -118,6 +120,17 @@ def create_postgres_engine(  # noqa: PLR0913 - keyword-only options, each with a
         pool_timeout=connect_timeout_s,
         connect_args=connect_args,
     )
+
+
+WRITER_SHARE_OF_POOL: Final = 4
+"""A quarter of the pool's connections at most hold document locks: each block needs two at a time, so
+writes use at most half the pool and searches always find the other half."""
+
+
+def writers_at_once(pool: Pool) -> int:
+    """How many `lock_documents` blocks one process runs at once over `pool` (one for a pool without a size)."""
+    size = pool.size() if isinstance(pool, QueuePool) else 0
+    return max(1, size // WRITER_SHARE_OF_POOL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
-from sqlalchemy.pool import QueuePool
 
 from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
 from app.engines import postgres_catalog
-from app.engines.pgvector import ping_database, select_existing_chunks
+from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import (
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-    from sqlalchemy.pool import Pool
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
     from app.domain.models import DocumentKey, EmbeddedChunk, Filters
@@ -70,17 +68,6 @@ DEFAULT_OUTBOX_LEASE_S: Final = 60.0
 """How long a claimed outbox entry stays with its claimer before another worker may take it."""
 MAX_HNSW_EF_SEARCH: Final = 1000
 """pgvector's upper bound for `hnsw.ef_search`."""
-
-
-WRITER_SHARE_OF_POOL: Final = 4
-"""A quarter of the pool's connections at most hold document locks: each block needs two at a time, so
-writes use at most half the pool and searches always find the other half."""
-
-
-def writers_at_once(pool: Pool) -> int:
-    """How many `lock_documents` blocks one process runs at once over `pool` (one for a pool without a size)."""
-    size = pool.size() if isinstance(pool, QueuePool) else 0
-    return max(1, size // WRITER_SHARE_OF_POOL)
 
 
 class PostgresDocumentStore:
