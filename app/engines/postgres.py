@@ -371,6 +371,10 @@ class PostgresDocumentStore:
                 result = await connection.execute(text(PROJECT_IDS))
                 return [str(row[0]) for row in result]
 
+    async def stored_embedding_model(self) -> str | None:
+        """The model one stored chunk was embedded with (None: none yet), for the start-up check."""
+        return await postgres_catalog.stored_embedding_model(self._engine, store_name=self.name)
+
     async def ping(self) -> None:
         """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""
         await ping_database(self._engine, name=self.name)

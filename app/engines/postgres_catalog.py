@@ -19,7 +19,7 @@ from app.domain.moments import as_utc
 from app.domain.tags import tag_key
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import chunk_from_row, json_value
-from app.engines.postgres_scope import project_transaction
+from app.engines.postgres_scope import all_projects_transaction, project_transaction
 from app.engines.postgres_sql import (
     BUMP_GENERATIONS,
     LOCK_PROJECTS,
@@ -200,6 +200,21 @@ async def project_stats(engine: AsyncEngine, project_id: str, *, store_name: str
         oldest_pending_age_s=float(row.oldest_pending_age_s),
         last_write_at=row.last_write_at,
     )
+
+
+SELECT_ONE_EMBEDDING_MODEL: Final = "SELECT embedding_model FROM chunks LIMIT 1"
+
+
+async def stored_embedding_model(engine: AsyncEngine, *, store_name: str) -> str | None:
+    """The model one stored chunk (any) was embedded with; None when no chunk is stored.
+
+    One row, not all of them: at start-up, to refuse a model that is not the one the stored vectors came
+    from (every chunk then is the old model's), at a cost that does not grow with the table.
+    """
+    with translate_errors(engine=store_name):
+        async with all_projects_transaction(engine, reason="stored embedding model") as connection:
+            model: str | None = (await connection.execute(text(SELECT_ONE_EMBEDDING_MODEL))).scalar_one_or_none()
+    return model
 
 
 async def lock_projects(connection: AsyncConnection, project_ids: set[str]) -> None:

@@ -46,6 +46,7 @@ MaintenanceReason = Literal[
     "drain outbox",
     "outbox stats",
     "list projects",
+    "stored embedding model",
 ]
 """Every path allowed to span projects, by name: a new one has to be added here, in review."""
 

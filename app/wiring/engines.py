@@ -164,6 +164,7 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         )
         stack.push_async_callback(engine.dispose)
         store = PostgresDocumentStore(engine, outbox_lease_s=settings.outbox_lease_s)
+        refuse_another_model(await store.stored_embedding_model(), serving=embedder.model_name)
         lexical, close_lexical = await _open_lexical(settings, stack, store)
         refill_projects = await refill_recreated_lexical_index(lexical, store)
         yield Engines(
@@ -175,6 +176,20 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             close_lexical=close_lexical,
             lexical_refill_projects=refill_projects,
         )
+
+
+def refuse_another_model(stored: str | None, *, serving: str) -> None:
+    """`ConfigurationError` when the stored vectors come from a model other than the one that embeds queries.
+
+    A model of the same dimension passed every other check: queries were then compared with vectors of
+    another space, and writes mixed two spaces in one project, without a word.
+    """
+    if stored is not None and stored != serving:
+        msg = (
+            f"EMBEDDING_MODEL: the stored chunks were embedded with {stored!r} but this service embeds with "
+            f"{serving!r}; set EMBEDDING_MODEL={stored}, or use a fresh database (or POIMEN_DATA_DIR) and ingest again"
+        )
+        raise ConfigurationError(msg)
 
 
 async def _keep_running(embedded: EmbeddedPostgres) -> None:

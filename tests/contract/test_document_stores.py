@@ -156,6 +156,21 @@ class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract):
 
         assert failures == []
 
+    async def test_the_stored_embedding_model_is_read_across_projects_under_row_level_security(
+        self, store, project, postgres_engine
+    ) -> None:
+        item = chunk(project, "doc", 0, text="modelled")
+        await store.save_documents([(document(project, "doc", [item]), [EmbeddedChunk(item, embedding(1.0), "m")])])
+
+        stored = await store.stored_embedding_model()
+
+        # The session database holds other tests' chunks too: any one of the stored models, never None
+        # (which is what the runtime role reads outside a scope).
+        async with project_transaction(postgres_engine, [project]) as connection:
+            ours = (await connection.execute(text("SELECT DISTINCT embedding_model FROM chunks"))).scalars().all()
+        assert ours == ["m"]
+        assert stored is not None
+
     async def test_embedding_round_trips_through_the_cache(self, store, project) -> None:
         vector = embedding(0.125, -0.5, 3.0e-5)
         item = chunk(project, "doc", 0, text="cached")

@@ -7,8 +7,10 @@ import importlib.util
 import typing
 from pathlib import Path
 
+import pytest
 from sqlalchemy.engine import make_url
 
+from app.config import ConfigurationError
 from app.engines.postgres_roles import RUNTIME_ROLE, runtime_url
 from app.engines.postgres_scope import (
     ALL_PROJECTS,
@@ -18,6 +20,7 @@ from app.engines.postgres_scope import (
     SET_LOCAL_PROJECTS,
     MaintenanceReason,
 )
+from app.wiring.engines import refuse_another_model
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 POLICIES_MIGRATION = REPOSITORY / "migrations" / "versions" / "2026-12-01_scope_once_per_statement_0007.py"
@@ -61,9 +64,9 @@ def cross_project_calls() -> list[tuple[str, str]]:
 
 def test_only_the_named_maintenance_paths_span_projects() -> None:
     # A new cross-project path must name itself in `MaintenanceReason` and in docs/security.md.
-    assert sorted(cross_project_calls()) == sorted(
-        ("app/engines/postgres.py", reason) for reason in typing.get_args(MaintenanceReason)
-    )
+    calls = cross_project_calls()
+    assert sorted(reason for _, reason in calls) == sorted(typing.get_args(MaintenanceReason))
+    assert {module for module, _ in calls} <= {"app/engines/postgres.py", "app/engines/postgres_catalog.py"}
     documented = (REPOSITORY / "docs" / "security.md").read_text()
     assert all(f"`{reason}`" in documented for reason in typing.get_args(MaintenanceReason))
 
@@ -79,3 +82,14 @@ def test_the_runtime_url_swaps_the_user_and_drops_the_password() -> None:
         "postgres",
         {"host": "/data/postgres"},
     )
+
+
+def test_a_model_other_than_the_stored_vectors_one_is_refused_naming_both() -> None:
+    refuse_another_model(None, serving="all-MiniLM-L6-v2")  # nothing stored yet: any model may start
+    refuse_another_model("all-MiniLM-L6-v2", serving="all-MiniLM-L6-v2")
+
+    with pytest.raises(ConfigurationError) as refused:
+        refuse_another_model("all-MiniLM-L6-v2", serving="/models/other-384")
+
+    assert "EMBEDDING_MODEL=all-MiniLM-L6-v2" in str(refused.value)
+    assert "'/models/other-384'" in str(refused.value)
