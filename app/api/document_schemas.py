@@ -25,7 +25,8 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     `context` is text that helps find the document without being part of it (e.g. a conversation's
     previous turn): embedded and indexed with every chunk, returned by `GET` of the document, never as
-    a chunk's text.
+    a chunk's text. A leading YAML front matter block (`---`, `key: value` lines, `---`) is not chunked
+    (its fields are not read here: send `title`, `tags`, `event_time` as fields); a `---` block of prose is.
     """
 
     id: DocumentId

@@ -2,7 +2,9 @@
 
 Contract of `chunk_markdown`:
 - Input is markdown or plain text; CRLF and lone CR become LF, a leading BOM is dropped, and YAML
-  front matter (`---` first line up to a closing `---` or `...` line) is stripped, never chunked.
+  front matter (`---` first line up to a closing `---` or `...` line, every line between them a
+  `key: value`, an indented continuation, a `- item` or a `#` comment, one key or none at all) is stripped,
+  never chunked. A block of anything else (prose between two rules) is text.
 - Sections start at ATX headings (`#` to `######` followed by a space or the line end, at most three
   spaces of indentation). Lines inside fenced code blocks (``` or ~~~) are never headings. Setext
   headings (`Title` over `===`) are not recognised: they stay ordinary text.
@@ -69,7 +71,9 @@ _ATX_HEADING: Final = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _CLOSING_HASHES: Final = re.compile(r"(?:^|[ \t]+)#+$")
 _FENCE_OPEN: Final = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
 _FRONT_MATTER_KEY: Final = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
-_FRONT_MATTER_ITEM: Final = re.compile(r"^[ \t]+-[ \t]+(.*?)[ \t]*$")
+_FRONT_MATTER_ITEM: Final = re.compile(r"^[ \t]*-[ \t]+(.*?)[ \t]*$")
+_FRONT_MATTER_CONTINUATION: Final = re.compile(r"^(?:[ \t]+\S|-(?:[ \t]|$))")
+"""An indented line (a nested key, a folded value, an item) or a `- item` at the margin."""
 # A piece may start after a sentence end followed by whitespace, after CJK full stops (no space
 # needed), or after a line break. Every match ends at a non-space character or at the end.
 _PIECE_BOUNDARY: Final = re.compile(
@@ -110,8 +114,9 @@ def split_front_matter(text: str) -> tuple[dict[str, FrontMatterValue], str]:
     """Split YAML front matter off `text`; return its simple fields and the remaining text (LF endings).
 
     Only flat fields are read: `key: value` (quotes removed), `key: [a, b]` and `key:` followed by
-    `- item` lines (both as tuples). Anything else in the block is ignored. Text without a closed
-    front matter block is returned whole with no fields.
+    `- item` lines (both as tuples); nested keys are skipped. Text without a closed block, or whose block
+    is not YAML-shaped (a paragraph between two `---` rules, a chat log), is returned whole with no fields:
+    stripping it silently dropped the text.
     """
     normalized = _normalize_newlines(text)
     lines = normalized.split("\n")
@@ -119,8 +124,23 @@ def split_front_matter(text: str) -> tuple[dict[str, FrontMatterValue], str]:
         return {}, normalized
     for index in range(1, len(lines)):
         if lines[index].rstrip() in {"---", "..."}:
-            return _parse_front_matter(lines[1:index]), "\n".join(lines[index + 1 :])
+            block = lines[1:index]
+            if not _looks_like_yaml(block):
+                return {}, normalized
+            return _parse_front_matter(block), "\n".join(lines[index + 1 :])
     return {}, normalized
+
+
+def _looks_like_yaml(lines: list[str]) -> bool:
+    """Whether every line is front matter's (a key, a continuation, an item, a comment), one a key or all blank."""
+    has_key = not any(line.strip() for line in lines)  # `---` `---`: an empty block, as some generators write
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#") or _FRONT_MATTER_CONTINUATION.match(line):
+            continue
+        if _FRONT_MATTER_KEY.match(line) is None:
+            return False
+        has_key = True
+    return has_key
 
 
 def first_heading(text: str) -> str | None:

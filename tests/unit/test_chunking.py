@@ -299,3 +299,28 @@ def test_first_heading_ignores_front_matter_and_code() -> None:
 def test_impossible_policy_is_rejected(max_chars: int, overlap_chars: int, min_chars: int) -> None:
     with pytest.raises(ValueError, match="must"):
         ChunkingPolicy(max_chars=max_chars, overlap_chars=overlap_chars, min_chars=min_chars)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\nImportant paragraph about sloths and their habits.\n---\n\nThe rest of the note about capybaras.",
+        "---\n\nMeeting notes: the armadillo moved.\n\n---\nAfter the rule.",
+        "---\nA chat line\n...\nThe next line.",
+    ],
+)
+def test_a_block_between_rules_that_is_not_yaml_is_text_not_front_matter(text: str) -> None:
+    fields, body = split_front_matter(text)
+    words = " ".join(draft.text for draft in chunk(text, title="T"))
+
+    assert fields == {}
+    assert body == text
+    assert all(word in words for word in ("sloths", "armadillo", "chat line") if word in text)
+
+
+def test_front_matter_lists_may_start_at_the_margin_and_the_block_may_be_empty() -> None:
+    fields, body = split_front_matter("---\ntitle: x\n# a comment\ntags:\n- a\n- b\n---\nBody")
+
+    assert fields == {"title": "x", "tags": ("a", "b")}
+    assert body == "Body"
+    assert split_front_matter("---\n---\nBody") == ({}, "Body")
