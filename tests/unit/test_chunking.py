@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from app.ingestion import chunking
 from app.ingestion.chunking import (
     ChunkingPolicy,
     chunk_markdown,
@@ -324,3 +325,21 @@ def test_front_matter_lists_may_start_at_the_margin_and_the_block_may_be_empty()
     assert fields == {"title": "x", "tags": ("a", "b")}
     assert body == "Body"
     assert split_front_matter("---\n---\nBody") == ({}, "Body")
+
+
+def test_merging_many_small_sections_renders_each_section_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each merge rendered its whole group again: 800,000 one-line sections took 32 s of CPU for one request.
+    rendered: list[str] = []
+    original = chunking._rendered
+
+    def counting(part, breadcrumb):
+        rendered.append(part.text)
+        return original(part, breadcrumb)
+
+    monkeypatch.setattr(chunking, "_rendered", counting)
+    sections = 2_000
+
+    drafts = chunk("# h\nb\n" * sections, title="T")
+
+    assert len(rendered) == sections
+    assert sum(draft.text.count("b") for draft in drafts) >= sections
