@@ -6,7 +6,8 @@ Contract of `chunk_markdown`:
   `key: value`, an indented continuation, a `- item` or a `#` comment, one key or none at all) is stripped,
   never chunked. A block of anything else (prose between two rules) is text.
 - Sections start at ATX headings (`#` to `######` followed by a space or the line end, at most three
-  spaces of indentation). Lines inside fenced code blocks (``` or ~~~) are never headings. Setext
+  spaces of indentation). Lines inside fenced code blocks (``` or ~~~, at most three spaces of
+  indentation before the fence) are never headings. Setext
   headings (`Title` over `===`) are not recognised: they stay ordinary text.
 - `breadcrumb` is the title followed by the heading path, e.g. ("Networking", "Kubernetes", "Port
   conflicts"). A top heading that repeats the title (same words, any case) is not repeated. An empty
@@ -69,7 +70,9 @@ class ChunkingPolicy:
 
 _ATX_HEADING: Final = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _CLOSING_HASHES: Final = re.compile(r"(?:^|[ \t]+)#+$")
-_FENCE_OPEN: Final = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
+# At most three spaces before it, as CommonMark has it: four spaces (or a tab) make an indented code line,
+# and reading one as a fence swallowed every heading after it.
+_FENCE_OPEN: Final = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _FRONT_MATTER_KEY: Final = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
 _FRONT_MATTER_ITEM: Final = re.compile(r"^[ \t]*-[ \t]+(.*?)[ \t]*$")
 _FRONT_MATTER_CONTINUATION: Final = re.compile(r"^(?:[ \t]+\S|-(?:[ \t]|$))")

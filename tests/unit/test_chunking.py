@@ -343,3 +343,11 @@ def test_merging_many_small_sections_renders_each_section_once(monkeypatch: pyte
 
     assert len(rendered) == sections
     assert sum(draft.text.count("b") for draft in drafts) >= sections
+
+
+def test_a_fence_indented_four_spaces_is_code_text_and_headings_after_it_count() -> None:
+    drafts = chunk(
+        "# A\n\nSome text here.\n\n    ```\n    # Fake\n\n## Real\n\nThe real section with a margay.\n", title="T"
+    )
+
+    assert [draft.breadcrumb for draft in drafts if "margay" in draft.text] == [("T", "A", "Real")]
