@@ -6,6 +6,12 @@ decomposed form at the combining mark (`zu`, `rich`), so a document written one 
 by a query typed the other way, and two spellings of one tag were two tags. Documents are stored, and
 queries and tag filters read, in NFC (the form the W3C recommends for exchange; it never changes how
 text renders). Identifiers (project, document id, source) are kept byte for byte: they are addresses.
+
+The same holds for the invisible characters that sit inside words without being part of them: a soft
+hyphen (U+00AD, common in text pasted from web pages and PDFs), a zero-width space (U+200B), a word
+joiner (U+2060), a zero-width no-break space (U+FEFF). A lexical analyzer split `in<ZWSP>visible` into
+`in` and `visible`, so neither `invisible` found it. They are dropped from stored text and queries alike.
+The joiners that change how a script renders (ZWJ U+200D in emoji sequences, ZWNJ U+200C in Persian) stay.
 """
 
 from __future__ import annotations
@@ -18,10 +24,14 @@ if TYPE_CHECKING:
     from app.domain.models import Document
 
 FORM: Final = "NFC"
+INVISIBLE_IN_WORDS: Final = "\u00ad\u200b\u2060\ufeff"
+_DROP_INVISIBLE: Final = str.maketrans("", "", INVISIBLE_IN_WORDS)
 
 
 def canonical_text(text: str) -> str:
-    """`text` in NFC; the same object when it already is (the common case costs one scan)."""
+    """`text` in NFC without `INVISIBLE_IN_WORDS`; the same object when it already is (a few scans)."""
+    if any(character in text for character in INVISIBLE_IN_WORDS):
+        text = text.translate(_DROP_INVISIBLE)
     return text if unicodedata.is_normalized(FORM, text) else unicodedata.normalize(FORM, text)
 
 

@@ -446,6 +446,20 @@ async def test_text_is_found_whichever_unicode_form_it_was_written_or_asked_in(c
     assert [item["id"] for item in listed.json()["items"]] == ["fix"]
 
 
+async def test_a_word_with_an_invisible_character_inside_is_found_by_the_word(client) -> None:
+    name = f"invisible-{uuid.uuid4().hex[:8]}"
+    pasted = {"id": "pdf", "title": "Pasted", "text": "The in\u200bvisible mar\u00adgay sat by the fo\u2060ssa."}
+    response = await client.post(f"/v1/projects/{name}/documents", json=pasted)
+    assert response.status_code == 201, response.text
+    await wait_indexed(client, name, "pdf")
+
+    for query in ("invisible", "margay", "fossa", "mar\u00adgay"):
+        found = await client.post("/v1/search", json={"query": query, "project": name, "strategy": "lexical"})
+        assert [hit["document_id"] for hit in found.json()["results"]] == ["pdf"], query
+    stored = (await client.get(f"/v1/projects/{name}/documents/pdf")).json()
+    assert stored["chunks"][0]["text"] == "The invisible margay sat by the fossa."
+
+
 async def test_projects_never_mix(client, project: str) -> None:
     for strategy in ("semantic", "lexical", "hybrid", "cascading"):
         response = await client.post(

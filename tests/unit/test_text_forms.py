@@ -45,3 +45,13 @@ def test_a_document_has_its_searched_text_canonical_and_its_addresses_kept() -> 
 def test_a_document_already_canonical_is_the_same_object() -> None:
     document = Document(project_id="p", document_id="a", source="a.md", title="Café", text="Zürich", tags=("x",))
     assert canonical_document(document) is document
+
+
+def test_invisible_characters_inside_words_are_dropped_and_visible_joiners_kept() -> None:
+    pasted = "in\u200bvisible soft\u00adhyphen fo\u2060o \ufeffbom"
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji: its zero-width joiners are part of it
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # the non-joiner changes how it is written
+
+    assert canonical_text(pasted) == "invisible softhyphen foo bom"
+    assert canonical_text(family) is family
+    assert canonical_text(persian) is persian
