@@ -35,10 +35,16 @@ about half relevant. It changes what `final_score` reads, never the order of hit
 
 IDENTICAL_SCORES_NORMALISED: Final = 0.5
 """Min-max of a list whose scores are all equal: the reference maps every score to the middle."""
+IDENTICAL_SCORES_Z: Final = 2.5
+"""z-score fusion: what each hit of a leg whose hits all scored alike (one hit, or ties) gets, where the
+z-score itself is undefined: about what the best of a leg's usual 50 to 100 hits gets (the expected
+largest of that many standard normal draws is 2.25 to 2.5). A leg that found one chunk then ranks it as
+a leg of its usual size ranks its best. At 0, the only chunk holding a rare word (an error code, a ticket
+id) came 21st in hybrid, below semantic hits of no relevance, which z-scores spread as widely as good ones."""
 IDENTICAL_SCORES_FLOOR_Z: Final = -1.0
-"""z-score fusion: what a chunk gets from a leg that missed it when that leg's hits all scored alike (one
-hit, or ties; each of them is z = 0). The other legs' rule, the lowest z returned, is 0 here and let such a
-leg say nothing: one lexical hit with the semantic leg weighed 0 came last, and every final_score read 0."""
+"""z-score fusion: what a chunk gets from a leg that missed it when that leg's hits all scored alike. The
+other legs' rule, the lowest z returned, would be the hits' own here and let such a leg say nothing: one
+lexical hit with the semantic leg weighed 0 came last, and every final_score read 0."""
 
 
 @dataclass(slots=True)
@@ -114,9 +120,9 @@ def zscore_fusion(
 
     A chunk a leg did not return gets that leg's floor, the lowest z it returned, and the floor appears
     in `contributions` (so the score is still their sum). A leg whose scores are all equal (one hit, or
-    ties) gives each of its hits z = 0 and the chunks it did not return `IDENTICAL_SCORES_FLOOR_Z`: it
-    still says which chunks it found. Scores can be negative; higher is still better. Weights as
-    `weighted_score_fusion`.
+    ties) gives each of its hits `IDENTICAL_SCORES_Z` and the chunks it did not return
+    `IDENTICAL_SCORES_FLOOR_Z`: it still says which chunks it found, as strongly as a leg says which is
+    its best. Scores can be negative; higher is still better. Weights as `weighted_score_fusion`.
     """
     _check_non_negative(limit=limit, weights=weights)
     positions = _ranked_positions(ranked)
@@ -128,7 +134,8 @@ def zscore_fusion(
         scores = [hit.score for _, _, hit in leg_positions]
         mean, deviation = _mean_and_deviation(scores)
         standardised = {
-            chunk_id: (hit.score - mean) / deviation if deviation > 0 else 0.0 for _, chunk_id, hit in leg_positions
+            chunk_id: (hit.score - mean) / deviation if deviation > 0 else IDENTICAL_SCORES_Z
+            for _, chunk_id, hit in leg_positions
         }
         floor = min(standardised.values()) if deviation > 0 else IDENTICAL_SCORES_FLOOR_Z
         for chunk_id, entry in entries.items():

@@ -16,6 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from app.ingestion.sources import read_note_folder
+from app.retrieval.fusion import IDENTICAL_SCORES_Z
 from tests.api.conftest import wait_indexed
 
 pytestmark = pytest.mark.slow  # ingests and embeds a 21-document corpus once per module
@@ -333,7 +334,8 @@ async def test_one_document_matched_on_both_legs_reads_as_relevant(api_client, r
 
     breakdown = only["score_breakdown"]
     assert breakdown["fusion"]["method"] == "zscore"
-    assert breakdown["fusion"]["score"] == 0.0  # a lone hit's z-score: not what a person should read
+    # A lone hit has no z-score (IDENTICAL_SCORES_Z stands in): not what a person should read.
+    assert breakdown["fusion"]["score"] == IDENTICAL_SCORES_Z
     assert breakdown["rrf_components"] == {  # the reference's field, kept: the same contributions
         "semantic_contribution": breakdown["fusion"]["semantic_contribution"],
         "lexical_contribution": breakdown["fusion"]["lexical_contribution"],

@@ -13,6 +13,7 @@ import pytest
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Chunk, FusedHit, FusionMethod, FusionSettings, ScoredHit
 from app.retrieval.fusion import (
     BM25_HALF_RELEVANCE,
+    IDENTICAL_SCORES_Z,
     cascade_ranking,
     fuse,
     min_max_normalize,
@@ -283,10 +284,10 @@ def test_zscore_standardises_each_leg_and_floors_missing_chunks() -> None:
     assert LEXICAL_LEG not in fused["a"].ranks
 
 
-def test_zscore_of_identical_scores_is_zero() -> None:
+def test_zscore_of_identical_scores_is_what_a_legs_best_hit_gets() -> None:
     fused = zscore_fusion(legs([hit("a", 0.5), hit("b", 0.5)], []), weights=REFERENCE_WEIGHTS)
 
-    assert [h.score for h in fused] == [0.0, 0.0]
+    assert [h.score for h in fused] == [0.6 * IDENTICAL_SCORES_Z] * 2
     assert ids(fused) == ["a", "b"]
 
 
@@ -299,9 +300,20 @@ def test_zscore_leg_with_one_hit_still_ranks_it_above_what_it_missed() -> None:
     by_id = {h.chunk_id: h for h in zscore_fusion(ranked, weights={SEMANTIC_LEG: 1.0, LEXICAL_LEG: 1.0})}
 
     assert ids(lexical_alone)[0] == "z"
-    assert lexical_alone[0].score - lexical_alone[1].score == pytest.approx(1.0)
-    assert by_id["z"].contributions[LEXICAL_LEG] == 0.0
+    assert lexical_alone[0].score - lexical_alone[1].score == pytest.approx(IDENTICAL_SCORES_Z + 1.0)
+    assert by_id["z"].contributions[LEXICAL_LEG] == IDENTICAL_SCORES_Z
     assert by_id["a"].contributions[LEXICAL_LEG] == by_id["b"].contributions[LEXICAL_LEG] == -1.0
+
+
+def test_the_only_chunk_holding_a_rare_word_leads_semantic_hits_that_merely_spread() -> None:
+    # "zqmarkerux" is in one chunk of a long document: the lexical leg finds it alone, the semantic leg
+    # returns 50 chunks of no relevance whose z-scores spread as widely as good ones would; "m" it ranks last.
+    semantic = [hit(f"s{n:02}", 0.30 - n * 0.004) for n in range(50)] + [hit("m", 0.05)]
+    ranked = legs(semantic, [hit("m", 14.2)])
+
+    fused = zscore_fusion(ranked, weights=DEFAULT_WEIGHTS)
+
+    assert ids(fused)[0] == "m"
 
 
 @pytest.mark.parametrize("fusion", ["zscore", "weighted"])
@@ -324,7 +336,7 @@ def test_zscore_leg_of_ties_lifts_its_hits_alike_over_the_ones_it_missed() -> No
     fused = zscore_fusion(ranked, weights={SEMANTIC_LEG: 0.0, LEXICAL_LEG: 1.0})
 
     assert ids(fused) == ["b", "c", "a"]
-    assert fused[0].score == fused[1].score == fused[2].score + 1.0
+    assert fused[0].score == fused[1].score == fused[2].score + IDENTICAL_SCORES_Z + 1.0
 
 
 def test_zscore_is_not_fooled_by_score_scale() -> None:
@@ -445,7 +457,7 @@ def readable(ranked: dict[str, list[ScoredHit]], **options: object) -> list:
 def test_a_single_hit_matching_on_both_legs_reads_as_relevant_not_zero() -> None:
     (only,) = readable(legs([hit("a", 0.82)], [hit("a", 12.0)]))
 
-    assert only.score == 0.0  # the z-score of a lone hit: why it cannot be the readable score
+    assert only.score == IDENTICAL_SCORES_Z  # no z-score for a lone hit: why it cannot be the readable score
     expected = 0.45 * 0.82 + 0.55 * 12.0 / (12.0 + BM25_HALF_RELEVANCE)
     assert only.relevance == pytest.approx(expected)
     assert only.relevance_parts == pytest.approx({SEMANTIC_LEG: 0.82, LEXICAL_LEG: 12.0 / (12.0 + BM25_HALF_RELEVANCE)})
@@ -454,7 +466,7 @@ def test_a_single_hit_matching_on_both_legs_reads_as_relevant_not_zero() -> None
 def test_all_tied_hits_get_one_equal_bounded_relevance() -> None:
     tied = readable(legs([hit(name, 0.6) for name in "abc"], [hit(name, 4.0) for name in "abc"]))
 
-    assert [fused.score for fused in tied] == [0.0, 0.0, 0.0]
+    assert [fused.score for fused in tied] == [IDENTICAL_SCORES_Z] * 3
     assert len({fused.relevance for fused in tied}) == 1
     assert 0.0 < tied[0].relevance < 1.0
 
