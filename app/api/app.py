@@ -29,6 +29,7 @@ from app.api.operator_routes import AdminController, HealthController
 from app.api.overload import guard_concurrency
 from app.api.project_routes import ProjectController, ProjectListController
 from app.api.request_tracing import trace_requests
+from app.api.response_headers import add_response_headers
 from app.api.search_routes import SearchController
 from app.api.strict_bodies import reject_lax_json
 from app.api.strict_queries import (
@@ -171,6 +172,7 @@ def create_app(
     app.state[QUERY_PARAMETERS_STATE_KEY] = declared_query_parameters(app)
     app.state[FAILURE_LOG_STATE_KEY] = failure_log()
     complete_openapi(app.openapi_schema)
+    add_response_headers(app)
     trace_requests(app, traced=settings.tracing_enabled)
     # Shedding first: a refused request costs no routing, no metrics middleware, no span, no work.
     guard_concurrency(app, limit=settings.max_concurrent_requests)

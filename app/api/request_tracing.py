@@ -28,6 +28,7 @@ from opentelemetry.semconv.attributes.http_attributes import (
 from opentelemetry.semconv.attributes.url_attributes import URL_PATH
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from app.api.response_headers import with_headers
 from app.observability.logs import REQUEST_ID
 from app.observability.tracing import current_tracer
 
@@ -79,7 +80,7 @@ class RequestTracing:
             if self._traced and not scope["path"].startswith(UNTRACED_PREFIXES):
                 await self._traced_request(scope, receive, send, request_id)
             else:
-                await self._app(scope, receive, _with_headers(send, [(REQUEST_ID_HEADER, request_id.encode())]))
+                await self._app(scope, receive, with_headers(send, [(REQUEST_ID_HEADER, request_id.encode())]))
         finally:
             REQUEST_ID.reset(token)
 
@@ -110,7 +111,7 @@ class RequestTracing:
                 await send(message)
 
             try:
-                await self._app(scope, receive, _with_headers(send_observed, extra))
+                await self._app(scope, receive, with_headers(send_observed, extra))
             finally:
                 # Routing set the matched template on the scope: the span is named after the route, not the
                 # path, so its name has as few values as there are routes (the semantic conventions' rule).
@@ -118,19 +119,6 @@ class RequestTracing:
                 if route:
                     span.update_name(f"{method} {route}")
                     span.set_attribute(HTTP_ROUTE, route)
-
-
-def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
-    """`send`, adding `extra` headers to the response's start (replacing the caller-visible ones of the same name)."""
-    names = {name for name, _ in extra}
-
-    async def send_with_headers(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            kept = [(name, value) for name, value in message.get("headers", ()) if name.lower() not in names]
-            message["headers"] = [*kept, *extra]
-        await send(message)
-
-    return send_with_headers
 
 
 def trace_requests(app: Litestar, *, traced: bool) -> None:

@@ -97,6 +97,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
         port=bind_port,
         log_config=None,
         access_log=False,
+        server_header=False,  # a version banner helps nobody but a scanner
         timeout_graceful_shutdown=20,
     )
     return 0

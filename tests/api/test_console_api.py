@@ -22,6 +22,30 @@ async def test_console_page_is_html_with_a_self_only_content_policy(api_client) 
     assert 'src="/console/console.js"' in response.text
 
 
+async def test_the_console_may_not_be_framed_and_its_policy_is_a_header(api_client) -> None:
+    # A <meta> policy cannot say frame-ancestors; the page is where a user pastes a token.
+    response = await api_client.get("/console")
+
+    policy = response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in policy
+    assert "script-src 'self'" in policy
+    assert response.headers["x-frame-options"] == "DENY"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["cache-control"] == "no-cache"  # the console's own, not the API's no-store
+
+
+async def test_api_answers_are_never_stored_by_a_cache_nor_sniffed(api_client, unique_name) -> None:
+    document = {"id": "d", "text": "A private note about the vault."}
+    written = await api_client.post(f"/v1/projects/{unique_name}/documents", json=document)
+    read = await api_client.get(f"/v1/projects/{unique_name}/documents/d")
+    missing = await api_client.get("/v1/nowhere")
+
+    for response in (written, read, missing):
+        assert response.headers["cache-control"] == "no-store", response.request.url
+        assert response.headers["x-content-type-options"] == "nosniff"
+    assert read.headers["etag"]  # conditional requests are the client's own: they still work
+
+
 async def test_console_scripts_and_styles_are_served_from_the_package(api_client) -> None:
     for name in ("console.js", "api.js", "render.js", "console.css"):
         response = await api_client.get(f"/console/{name}")

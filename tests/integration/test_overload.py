@@ -59,4 +59,5 @@ async def test_past_the_limit_requests_are_shed_with_503_and_retry_after_and_pro
     assert all(answer.headers["retry-after"] == "1" for answer in refused)
     assert all(answer.headers["content-type"].startswith("application/problem+json") for answer in refused)
     assert probe.status_code == 200
+    assert "server" not in probe.headers  # the served process names no server and version
     assert shed_count(metrics) == len(refused)
