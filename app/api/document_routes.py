@@ -115,10 +115,12 @@ def _decode_documents(body: bytes, *, max_document_bytes: int, max_batch_documen
         if document.text is None and document.markdown is None:
             msg = f"document {document.id!r} has no text"
             raise InvalidInputError(msg, field="text")
-        size = len(document.body().encode())
+        # Metadata is stored and returned with every read of the document: it counts (20 MB of it passed).
+        text_bytes = len(document.body().encode())
+        size = text_bytes + (len(msgspec.json.encode(document.metadata)) if document.metadata else 0)
         if size > max_document_bytes:
-            msg = f"document {document.id!r} is {size} bytes; the limit is {max_document_bytes}"
-            raise DocumentTooLargeError(msg, field="text")
+            msg = f"document {document.id!r} is {size} bytes (text and metadata); the limit is {max_document_bytes}"
+            raise DocumentTooLargeError(msg, field="text" if text_bytes > max_document_bytes else "metadata")
     return documents
 
 

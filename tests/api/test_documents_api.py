@@ -328,6 +328,18 @@ async def test_document_over_the_size_limit_is_a_413_and_the_batch_is_not_writte
     assert (await client.get(f"/v1/projects/{unique_name}/documents/good-one")).status_code == 404
 
 
+async def test_metadata_counts_toward_the_document_size_limit(client, unique_name) -> None:
+    # Stored and returned with every read: 20 MB of metadata on a five-letter text passed the limit.
+    padded = doc("padded", "Short.", metadata={"k": "v" * MAX_DOCUMENT_BYTES})
+
+    response = await post(client, unique_name, padded)
+
+    problem = assert_problem(response, 413)
+    assert problem["field"] == "metadata"
+    assert "text and metadata" in problem["detail"]
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/padded")).status_code == 404
+
+
 async def test_duplicate_ids_in_a_batch_are_rejected(client, unique_name) -> None:
     response = await post(client, unique_name, {"documents": [doc("same"), doc("same", "Other text, same id here.")]})
 
