@@ -345,11 +345,21 @@ def shared_database_problem(settings: Settings) -> str | None:
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    """One line naming each bad variable and why, e.g. `RRF_K_CONSTANT: Input should be ...`."""
-    parts = []
+    """One line naming each bad variable and why, e.g. `RRF_K_CONSTANT: Input should be ...`.
+
+    A variable of several accepted forms (`LOG_JSON`: a boolean or `auto`) fails once per form; pydantic
+    names each form after the variable (`LOG_JSON_BOOL`, `LOG_JSON_LITERAL['AUTO']`, variables that do not
+    exist): the variable is named once, its forms' messages joined with "or".
+    """
+    messages: dict[str, list[str]] = {}
     for item in error.errors():
-        location = "_".join(str(part) for part in item["loc"]).upper()
-        parts.append(f"{location}: {item['msg']}" if location else item["msg"])
+        variable = str(item["loc"][0]).upper() if item["loc"] else ""
+        said = messages.setdefault(variable, [])
+        if item["msg"] not in said:
+            said.append(item["msg"])
+    parts = [
+        f"{variable}: {' or '.join(said)}" if variable else " or ".join(said) for variable, said in messages.items()
+    ]
     return "invalid configuration: " + "; ".join(parts)
 
 

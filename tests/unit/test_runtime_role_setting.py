@@ -55,3 +55,17 @@ def test_database_url_must_be_a_postgresql_url_and_the_refusal_never_shows_it() 
             f"expected a PostgreSQL URL such as postgresql://user:password@host:5432/database, got {got}"
         )
         assert "secret" not in line
+
+
+def test_a_variable_of_several_forms_is_named_once_as_set() -> None:
+    with pytest.raises(ValidationError) as raised:
+        Settings(_env_file=None, log_json="maybe", rrf_k_constant="x")
+
+    line = describe_validation_error(raised.value)
+
+    # pydantic names each accepted form after the variable (LOG_JSON_BOOL, LOG_JSON_LITERAL['AUTO']).
+    assert line.startswith("invalid configuration: ")
+    assert "LOG_JSON: Input should be a valid boolean" in line
+    assert "or Input should be 'auto'" in line
+    assert "LOG_JSON_" not in line
+    assert "RRF_K_CONSTANT: Input should be a valid integer" in line
