@@ -170,6 +170,11 @@ class Settings(BaseSettings, SearchKnobs):
     # The search console at /console (a static page; its API calls carry the token pasted into it).
     console_enabled: bool = True
 
+    @property
+    def embedded_postgres_dir(self) -> Path:
+        """Where the embedded PostgreSQL keeps its cluster (used when `DATABASE_URL` is unset)."""
+        return self.poimen_data_dir / "postgres"
+
     @field_validator(
         "database_url",
         "database_runtime_role",

@@ -287,6 +287,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(problem, file=sys.stderr)
         return EXIT_CONFIGURATION
+    # Commands that read what is there: on a mistyped POIMEN_DATA_DIR they created a whole new database
+    # (39 MB) to report that it held nothing. A configuration error is still the first thing said (exit 2).
+    if command == "query" and settings.query_vocabulary_path is not None:
+        status = _run(command, lambda: _read_vocabulary(settings))
+        if status:
+            return status
+    missing = _no_embedded_data(settings) if command in {"query", "export", "reindex"} else None
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        return EXIT_FAILURE
     commands: dict[str, Callable[[], int]] = {
         "serve": lambda: _serve(settings, host=arguments.host, port=arguments.port),
         "migrate": lambda: _migrate(settings),
@@ -302,6 +312,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command != "serve" and settings.log_level != "DEBUG":
         _quiet_libraries(own_progress_bars=True)
     return _run(command, commands[command])
+
+
+def _read_vocabulary(settings: Settings) -> int:
+    """0 once the query vocabulary file reads (cached for the services); a bad one raises `ConfigurationError`."""
+    from app.wiring.vocabulary import read_query_vocabulary  # noqa: PLC0415 - only when a file is configured
+
+    if settings.query_vocabulary_path is not None:
+        read_query_vocabulary(settings.query_vocabulary_path)
+    return 0
+
+
+def _no_embedded_data(settings: Settings) -> str | None:
+    """Why the embedded default has nothing to read (no database under POIMEN_DATA_DIR yet), or None."""
+    if settings.database_url is not None or settings.embedded_postgres_dir.is_dir():
+        return None
+    return (
+        f"no data under {settings.poimen_data_dir} (POIMEN_DATA_DIR): nothing was ingested there; "
+        "check the folder, or ingest first"
+    )
 
 
 def _run(command: str, run: Callable[[], int]) -> int:

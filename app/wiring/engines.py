@@ -131,7 +131,7 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             asyncio.to_thread(load_embedder, settings.embedding_model, options=embedder_options(settings))
         )
         if database_url is None:
-            embedded = EmbeddedPostgres(settings.poimen_data_dir / "postgres")
+            embedded = EmbeddedPostgres(settings.embedded_postgres_dir)
             database_url = await asyncio.to_thread(embedded.start)
             stack.callback(embedded.stop)
             logger.info("embedded PostgreSQL started under %s", embedded.data_dir)

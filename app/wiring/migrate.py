@@ -26,7 +26,7 @@ async def migrate(settings: Settings) -> int:
     embedded = None
     database_url = settings.database_url
     if database_url is None:
-        embedded = EmbeddedPostgres(settings.poimen_data_dir / "postgres")
+        embedded = EmbeddedPostgres(settings.embedded_postgres_dir)
         database_url = await asyncio.to_thread(embedded.start)
     try:
         await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions)

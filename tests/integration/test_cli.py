@@ -304,3 +304,21 @@ def test_engines_that_cannot_be_reached_are_one_line_not_a_traceback(poimen_data
     [line] = exported.stderr.strip().splitlines()
     assert line.startswith("poimen export: ")
     assert "Traceback" not in exported.stderr
+
+
+def test_reading_commands_on_a_data_dir_that_holds_nothing_create_nothing(tmp_path: Path) -> None:
+    typo = tmp_path / "typo"
+
+    results = [
+        run_cli("query", "anything", "--project", PROJECT, data_dir=typo),
+        run_cli("export", "--project", PROJECT, "--output", str(tmp_path / "out.jsonl"), data_dir=typo),
+        run_cli("reindex", "--project", PROJECT, data_dir=typo),
+    ]
+
+    for result in results:
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.strip() == (
+            f"no data under {typo} (POIMEN_DATA_DIR): nothing was ingested there; check the folder, or ingest first"
+        )
+    assert not typo.exists()  # a mistyped folder used to get a whole new database
+    assert not (tmp_path / "out.jsonl").exists()
