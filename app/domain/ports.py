@@ -42,11 +42,16 @@ class Embedder(Protocol):
         """Embed passages in order, one unit-length vector of `dimensions` floats per text."""
         ...
 
-    async def embed_query(self, text: str) -> list[float]:
-        """Embed one query; the vector is comparable by cosine with `embed_documents` output."""
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
+        """Embed one query; the vector is comparable by cosine with `embed_documents` output.
+
+        `scope` (a project id) partitions whatever the adapter remembers of earlier queries: a vector cached
+        for one project's query must not answer another's, whose caller would see it come back at once
+        (`embed` 0 ms) and learn that someone searched that text.
+        """
         ...
 
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: Sequence[str], *, scope: str = "") -> list[list[float]]:
         """Embed several queries in one batch, in order; each vector is what `embed_query` gives (to float rounding)."""
         ...
 

@@ -101,17 +101,20 @@ class TorchEncoder:
 
 
 class QueryEmbeddingCache:
-    """LRU of query vectors keyed by model and normalised text; thread-safe; size 0 keeps nothing."""
+    """LRU of query vectors keyed by scope (a project), model and normalised text; thread-safe; size 0 keeps nothing."""
 
     def __init__(self, max_entries: int, *, lowercase: bool) -> None:
         self._entries: OrderedDict[str, list[float]] = OrderedDict()
         self._max_entries, self._lowercase = max_entries, lowercase
         self._lock = threading.Lock()
 
-    def key(self, model_name: str, text: str) -> str:
-        """Texts the tokenizer cannot tell apart (extra whitespace; case, for an uncased model) share a key."""
+    def key(self, model_name: str, text: str, *, scope: str = "") -> str:
+        """Texts the tokenizer cannot tell apart (extra whitespace; case, for an uncased model) share a key.
+
+        Never across scopes: a hit is visible to the caller (its `embed` stage takes no time).
+        """
         normalised = " ".join(text.split())
-        return f"{model_name}\x1f{normalised.lower() if self._lowercase else normalised}"
+        return f"{scope}\x1f{model_name}\x1f{normalised.lower() if self._lowercase else normalised}"
 
     def get(self, key: str) -> list[float] | None:
         """The cached vector (a copy), or None."""
@@ -230,13 +233,13 @@ class ServingEmbedder:
             return []
         return await asyncio.wrap_future(self._ingest.submit(self.encode, list(texts)))
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         """Embed one query, batched with any others in flight; never queued behind ingestion."""
-        return (await self.embed_queries([text]))[0]
+        return (await self.embed_queries([text], scope=scope))[0]
 
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: Sequence[str], *, scope: str = "") -> list[list[float]]:
         """Embed several queries in one pass; this model encodes queries and passages alike."""
-        keys = [self._cache.key(self.model_name, text) for text in texts]
+        keys = [self._cache.key(self.model_name, text, scope=scope) for text in texts]
         found = [self._cache.get(key) for key in keys]
         missing = [position for position, vector in enumerate(found) if vector is None]
         if missing:

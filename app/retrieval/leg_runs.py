@@ -88,7 +88,7 @@ class LegRunner:
         started = time.perf_counter()
         with phase(SPAN_EMBED) as span:
             embedding, reason = await attempt(
-                self._embedder.embed_query(plan.semantic_text),
+                self._embedder.embed_query(plan.semantic_text, scope=plan.filters.project_id),
                 stage=EMBEDDER_STAGE,
                 deadline=deadline_at(deadline, plan.semantic_timeout_s),
             )

@@ -219,7 +219,7 @@ class SearchService:
         timeout_s = max(plan.semantic_timeout_s for plan in semantic)
         try:
             async with asyncio.timeout(timeout_s):
-                vectors = await self._query_embedder.embed_queries(texts)
+                vectors = await self._query_embedder.embed_queries(texts, scope=semantic[0].filters.project_id)
         except EngineError:
             logger.warning("batch query embedding failed: each search embeds on its own")
             return {}

@@ -60,13 +60,13 @@ class FaultyEmbedder:
         await self._fail()
         return await self._inner.embed_documents(texts)
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         await self._fail()
-        return await self._inner.embed_query(text)
+        return await self._inner.embed_query(text, scope=scope)
 
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: Sequence[str], *, scope: str = "") -> list[list[float]]:
         await self._fail()
-        return await self._inner.embed_queries(texts)
+        return await self._inner.embed_queries(texts, scope=scope)
 
 
 @pytest.mark.parametrize("case", [("raise", "unavailable", 503), ("hang", "timeout", 504)], ids=["raise", "hang"])

@@ -32,11 +32,11 @@ class SlowEmbedder:
     model_name = "slow-model"
     dimensions = 8
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         await asyncio.sleep(SEARCH_SECONDS)
         return self._vector(text)
 
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: Sequence[str], *, scope: str = "") -> list[list[float]]:
         return [await self.embed_query(text) for text in texts]
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:

@@ -36,13 +36,13 @@ class CountingEmbedder:
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return await self._inner.embed_documents(texts)
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         self.query_calls += 1
-        return await self._inner.embed_query(text)
+        return await self._inner.embed_query(text, scope=scope)
 
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: Sequence[str], *, scope: str = "") -> list[list[float]]:
         self.batches.append(len(texts))
-        return await self._inner.embed_queries(texts)
+        return await self._inner.embed_queries(texts, scope=scope)
 
 
 @pytest.fixture(scope="module")

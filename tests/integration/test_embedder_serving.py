@@ -123,3 +123,18 @@ async def test_the_query_cache_answers_a_repeated_query_without_a_pass() -> None
 
     assert again == first
     assert len(serving.query_batches) == passes == 1
+
+
+async def test_the_query_cache_never_answers_another_projects_query() -> None:
+    # A hit is visible (the `embed` stage takes no time): it told a tenant that another had searched that text.
+    serving = load_embedder(MODEL, options=EmbedderOptions(backend="onnx", onnx_dir=ONNX_DIR, query_cache_size=16))
+    first = await serving.embed_query("acme buys contoso", scope="alpha")
+    passes = len(serving.query_batches)
+
+    other = await serving.embed_query("acme buys contoso", scope="beta")
+    again = await serving.embed_query("acme buys contoso", scope="alpha")
+    serving.close()
+
+    assert len(serving.query_batches) == passes + 1  # beta's query took a pass of its own; alpha's again did not
+    assert np.allclose(other, first)
+    assert again == first

@@ -47,7 +47,7 @@ class WordHashEmbedder:
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return [self._vector(text) for text in texts]
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         return self._vector(text)
 
     @staticmethod

@@ -162,7 +162,7 @@ class RecordingEmbedder(BagOfWordsEmbedder):
         super().__init__()
         self.queries: list[str] = []
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         self.queries.append(text)
         return await super().embed_query(text)
 

@@ -48,7 +48,7 @@ class BagOfWordsEmbedder:
         self.embedded += len(texts)
         return [self._vector(text) for text in texts]
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         return self._vector(text)
 
     @staticmethod

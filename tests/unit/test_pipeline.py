@@ -43,7 +43,7 @@ class CountingEmbedder:
         self.calls.append(list(texts))
         return [self._vector(text) for text in texts]
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         return self._vector(text)
 
     @staticmethod

@@ -55,7 +55,7 @@ class FakeEmbedder:
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return [[1.0, 0.0] for _ in texts]
 
-    async def embed_query(self, text: str) -> list[float]:
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         self.texts.append(text)
         await asyncio.sleep(self.delay_s)
         if self.error is not None:
