@@ -26,6 +26,7 @@ from app.api.guards import ingest_guard, search_guard
 from app.api.project_routes import (
     NO_NUL_PATTERN,
     PROJECT_ERROR_RESPONSES,
+    PROJECT_WRITE_ERROR_RESPONSES,
     EventFrom,
     EventTo,
     ProjectPath,
@@ -190,7 +191,7 @@ class DocumentController(Controller):
         summary="Ingest one document or a batch",
         status_code=HTTP_201_CREATED,
         guards=[ingest_guard],
-        responses=problem_responses(400, 401, 403, 409, 413, 503, 504),
+        responses=problem_responses(400, 401, 403, 409, 413, 503, 504, 507),
     )
     async def ingest(  # noqa: PLR0913, PLR0917 - the body and each conditional header it may carry
         self,
@@ -283,7 +284,7 @@ class DocumentController(Controller):
         summary="Delete the documents matching a filter",
         status_code=HTTP_200_OK,
         guards=[ingest_guard],
-        responses=PROJECT_ERROR_RESPONSES,
+        responses=PROJECT_WRITE_ERROR_RESPONSES,
     )
     async def remove_matching(  # noqa: PLR0913, PLR0917 - one parameter per filter
         self,
@@ -351,7 +352,7 @@ class DocumentController(Controller):
         "/{document_id:path}",
         summary="Delete a document and its chunks",
         guards=[ingest_guard],
-        responses=problem_responses(400, 401, 403, 404, 409, 503, 504),
+        responses=problem_responses(400, 401, 403, 404, 409, 503, 504, 507),
     )
     async def remove(
         self,

@@ -19,6 +19,7 @@ from app.domain.errors import (
     DocumentNotFoundError,
     DocumentTooLargeError,
     EngineError,
+    EngineStorageFullError,
     EngineTimeoutError,
     IngestionError,
     InvalidInputError,
@@ -72,6 +73,7 @@ _STATUS_BY_ERROR: tuple[tuple[type[SearchServiceError], int, str], ...] = (
     (RateLimitedError, 429, "Too many requests"),
     (AllEnginesFailedError, 503, "Search unavailable"),
     (EngineTimeoutError, 504, "Engine timed out"),
+    (EngineStorageFullError, 507, "Insufficient storage"),
     (EngineError, 503, "Engine unavailable"),
     (IngestionError, 503, "Ingestion failed"),
 )
@@ -88,6 +90,8 @@ _PROBLEM_DESCRIPTIONS: dict[int, str] = {
     503: "An engine is unavailable (`engine` names it; `reasons`: why each search leg failed), or the service "
     "is shedding load; `Retry-After` says when to retry",
     504: "An engine did not answer in time; `engine` names it; `Retry-After` says when to retry",
+    507: "The database has no space left to write; `engine` names it. Not worth retrying until an operator "
+    "frees or adds space (no `Retry-After`)",
 }
 
 

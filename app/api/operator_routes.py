@@ -15,7 +15,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import admin_guard, public
-from app.api.project_routes import PROJECT_ERROR_RESPONSES, ProjectPath
+from app.api.project_routes import PROJECT_WRITE_ERROR_RESPONSES, ProjectPath
 from app.domain.errors import EngineError
 from app.ingestion.reindex import rebuild_project
 from app.wiring.services import Services
@@ -62,7 +62,7 @@ class AdminController(Controller):
         summary="Rebuild a project's lexical index",
         status_code=HTTP_200_OK,
         guards=[admin_guard],
-        responses=PROJECT_ERROR_RESPONSES,
+        responses=PROJECT_WRITE_ERROR_RESPONSES,
     )
     async def reindex(
         self,

@@ -34,6 +34,7 @@ from app.observability.metrics import record_ingested
 
 ProjectPath = Annotated[str, PathParameter(description=f"Project id: {PROJECT_ID_RULE}", pattern=PROJECT_ID_PATTERN)]
 PROJECT_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
+PROJECT_WRITE_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504, 507)
 """What an operation on a project by its path can answer besides success: bad input, auth, a failing engine."""
 NO_NUL_PATTERN = "^[^\\u0000]*$"
 """PostgreSQL text cannot hold U+0000: a filter with one could match nothing, and is refused as a 400."""
@@ -132,7 +133,7 @@ class ProjectController(Controller):
         summary="Delete a whole project",
         status_code=HTTP_200_OK,
         guards=[admin_guard],
-        responses=PROJECT_ERROR_RESPONSES,
+        responses=PROJECT_WRITE_ERROR_RESPONSES,
     )
     async def remove_project(self, project: ProjectPath, catalog: Injected[ProjectCatalog]) -> DeletedOut:
         """Delete every document and chunk from PostgreSQL now; the lexical index follows through the outbox.

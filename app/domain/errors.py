@@ -71,6 +71,10 @@ class EngineTimeoutError(EngineError):
     """The engine did not answer within its deadline."""
 
 
+class EngineStorageFullError(EngineError):
+    """The engine has no space left to write (PostgreSQL's disk is full): a retry in a second does not help."""
+
+
 class AllEnginesFailedError(SearchServiceError):
     """Every leg a plan needed failed, so there is nothing to return."""
 

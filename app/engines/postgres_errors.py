@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING, Final
 import asyncpg
 from sqlalchemy import exc as sqlalchemy_errors
 
-from app.domain.errors import EngineTimeoutError, EngineUnavailableError, SearchServiceError
+from app.domain.errors import EngineStorageFullError, EngineTimeoutError, EngineUnavailableError, SearchServiceError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 QUERY_CANCELED_SQLSTATE: Final = "57014"
 """statement_timeout or a cancel request: the engine was too slow, not gone."""
+DISK_FULL_SQLSTATE: Final = "53100"
+"""No space left on the database's disk: writes fail until an operator frees or adds space."""
 
 
 @contextmanager
@@ -46,16 +48,25 @@ def translate_errors(*, engine: str) -> Iterator[None]:
         if _was_cancelled_by_server(error):
             message = f"{engine} cancelled the statement (timeout)"
             raise EngineTimeoutError(message, engine=engine) from error
+        if _sqlstate_in_chain(error, DISK_FULL_SQLSTATE):
+            # Answered 503 "retry in 1 s" with the file PostgreSQL could not extend; clients retried for ever.
+            message = f"{engine} has no space left on its disk: nothing can be written until space is freed"
+            raise EngineStorageFullError(message, engine=engine) from error
         message = f"{engine} failed: {type(error).__name__}: {_first_line(error)}"
         raise EngineUnavailableError(message, engine=engine) from error
 
 
 def _was_cancelled_by_server(error: BaseException) -> bool:
+    return _sqlstate_in_chain(error, QUERY_CANCELED_SQLSTATE)  # asyncpg's QueryCanceledError carries it too
+
+
+def _sqlstate_in_chain(error: BaseException, sqlstate: str) -> bool:
+    """Whether `error`, or an error it wraps (`__cause__`, SQLAlchemy's `orig`), is PostgreSQL's `sqlstate`."""
     cause: BaseException | None = error
     while cause is not None:
-        if isinstance(cause, asyncpg.QueryCanceledError) or getattr(cause, "sqlstate", None) == QUERY_CANCELED_SQLSTATE:
+        if getattr(cause, "sqlstate", None) == sqlstate:
             return True
-        cause = cause.__cause__
+        cause = cause.__cause__ or getattr(cause, "orig", None)
     return False
 
 
