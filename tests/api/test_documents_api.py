@@ -7,6 +7,7 @@ cheap (`max_document_bytes`, `max_batch_documents`). Tests keep apart by project
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -364,7 +365,24 @@ async def test_a_batch_over_the_limit_is_refused_by_its_count_before_its_documen
 
     problem = assert_problem(response)
     assert problem["field"] == "documents"
-    assert problem["detail"] == f"{MAX_BATCH_DOCUMENTS + 1} documents in one request; at most {MAX_BATCH_DOCUMENTS}"
+    assert (
+        problem["detail"] == f"more than {MAX_BATCH_DOCUMENTS} documents in one request; at most {MAX_BATCH_DOCUMENTS}"
+    )
+
+
+async def test_a_duplicated_documents_key_does_not_hide_a_long_batch(client, unique_name) -> None:
+    # The last occurrence of a key wins when a body is read into a map: the count read only that one.
+    long_list = json.dumps(
+        [doc(f"d{n}", "Text of a document in a long batch.") for n in range(MAX_BATCH_DOCUMENTS + 1)]
+    )
+    body = f'{{"documents": {long_list}, "documents": [{json.dumps(doc("a", "One short document."))}]}}'
+
+    response = await client.post(
+        f"/v1/projects/{unique_name}/documents", content=body, headers={"content-type": "application/json"}
+    )
+
+    assert assert_problem(response)["field"] == "documents"
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/a")).status_code == 404
 
 
 @pytest.mark.parametrize(
