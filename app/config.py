@@ -72,7 +72,8 @@ class Settings(BaseSettings, SearchKnobs):
     # needs. The service then connects as it (docs/security.md "External PostgreSQL"); needs DATABASE_URL.
     database_runtime_role: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     # No overflow beyond it: under load, overflow connections were opened and closed again and again.
-    database_pool_size: int = Field(default=16, ge=1, le=200)
+    # At least 2: a write holds one connection for its documents' locks and takes a second for the write.
+    database_pool_size: int = Field(default=16, ge=2, le=200)
     hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
 
     # OpenSearch (production lexical leg).

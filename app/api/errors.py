@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 from litestar import Request, Response
@@ -95,6 +96,15 @@ _PROBLEM_DESCRIPTIONS: dict[int, str] = {
 }
 
 
+def logged_path(request: Request[Any, Any, Any]) -> str:
+    """The request's path as the client sent it, still percent-encoded, for a log line.
+
+    Decoded, a `%0A` in it wrote a line of the caller's choosing into a plain-text log.
+    """
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if isinstance(raw, bytes) else quote(request.url.path, safe="/")
+
+
 def problem_responses(*statuses: int) -> dict[int, ResponseSpec]:
     """The `responses=` of a route: each error status it can answer, documented as problem+json `ProblemOut`.
 
@@ -138,7 +148,7 @@ def service_error_handler(request: Request[Any, Any, Any], error: SearchServiceE
                     f"{status} {title} {engine}",
                     "%s %s answered %d %s: %s",
                     request.method,
-                    request.url.path,
+                    logged_path(request),
                     status,
                     title,
                     error.message,
@@ -217,5 +227,7 @@ def framework_title(status: int) -> str:
 
 def unexpected_error_handler(request: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
     """Anything unexpected: log it with its type, answer 500 without a stack trace."""
-    logger.error("unhandled error on %s %s: %s", request.method, request.url.path, type(error).__name__, exc_info=error)
+    logger.error(
+        "unhandled error on %s %s: %s", request.method, logged_path(request), type(error).__name__, exc_info=error
+    )
     return problem(HTTP_500_INTERNAL_SERVER_ERROR, "Internal error", "unexpected error; see server logs")

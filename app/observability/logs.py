@@ -119,6 +119,7 @@ class ExceptionSummaryFilter(logging.Filter):
 MAX_EXCEPTION_SUMMARY_CHARS: Final = 500
 _EXCEPTION_SUMMARY: Final = ExceptionSummaryFilter()
 
+INVALID_REQUEST_LOG_INTERVAL_S: Final = 10.0
 SERVER_LOGGER: Final = "uvicorn.error"
 """Where the server logs a failed start-up: Litestar hands it the formatted traceback as the message."""
 _EXCEPTION_LINE: Final = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:: .*)?")
@@ -187,6 +188,33 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
     server.removeFilter(_STARTUP_FAILURE)
     if quiet:
         server.addFilter(_STARTUP_FAILURE)
+    for installed in [f for f in server.filters if isinstance(f, ThrottledMessage)]:
+        server.removeFilter(installed)
+    server.addFilter(ThrottledMessage(INVALID_REQUEST_MESSAGE, interval_s=INVALID_REQUEST_LOG_INTERVAL_S))
+
+
+class Throttle:
+    """Per key, at most one pass every `interval_s`; a pass says how many were held back since the last."""
+
+    def __init__(self, *, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval_s = interval_s
+        self._clock = clock
+        self._last_passed: dict[str, tuple[float, int]] = {}  # key -> (when passed, how many held back since)
+
+    def passes(self, key: str) -> int | None:
+        """None when `key` passed less than `interval_s` ago (held back), else how many were held back before."""
+        now = self._clock()
+        last = self._last_passed.get(key)
+        if last is not None and now - last[0] < self._interval_s:
+            self._last_passed[key] = (last[0], last[1] + 1)
+            return None
+        self._last_passed[key] = (now, 0)
+        return last[1] if last is not None else 0
+
+
+def with_held_back(message: str, held_back: int) -> str:
+    """`message`, saying how many lines like it were not logged since the last one."""
+    return f"{message} ({held_back} more since the last such line, not logged)" if held_back else message
 
 
 class ThrottledLog:
@@ -200,19 +228,33 @@ class ThrottledLog:
         self, logger: logging.Logger, *, interval_s: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._logger = logger
-        self._interval_s = interval_s
-        self._clock = clock
-        self._last_logged: dict[str, tuple[float, int]] = {}  # key -> (when logged, how many left out since)
+        self._throttle = Throttle(interval_s=interval_s, clock=clock)
 
     def report(self, key: str, message: str, *args: object) -> None:
         """Log `message % args` as a WARNING unless `key` was logged less than `interval_s` ago."""
-        now = self._clock()
-        last = self._last_logged.get(key)
-        if last is not None and now - last[0] < self._interval_s:
-            self._last_logged[key] = (last[0], last[1] + 1)
-            return
-        left_out = last[1] if last is not None else 0
-        self._last_logged[key] = (now, 0)
-        if left_out:
-            message += f" ({left_out} more since the last such line, not logged)"
-        self._logger.warning(message, *args)
+        held_back = self._throttle.passes(key)
+        if held_back is not None:
+            self._logger.warning(with_held_back(message, held_back), *args)
+
+
+INVALID_REQUEST_MESSAGE: Final = "Invalid HTTP request received."
+"""uvicorn's warning for a request its parser refuses (a NUL or a CR in a header): one line per request,
+so anyone who can reach the port wrote a line per request, unauthenticated."""
+
+
+class ThrottledMessage(logging.Filter):
+    """Lets a record with `message` through at most once every `interval_s`, counting the ones held back."""
+
+    def __init__(self, message: str, *, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._message = message
+        self._throttle = Throttle(interval_s=interval_s, clock=clock)
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
+        if record.getMessage() != self._message:
+            return True
+        held_back = self._throttle.passes(self._message)
+        if held_back is None:
+            return False
+        record.msg, record.args = with_held_back(self._message, held_back), None
+        return True

@@ -47,7 +47,7 @@ def test_a_full_disk_is_its_own_error_whether_the_driver_or_sqlalchemy_raised_it
 def test_a_full_disk_answers_507_without_retry_after() -> None:
     request = SimpleNamespace(
         method="POST",
-        url=SimpleNamespace(path="/v1/projects/p/documents"),
+        scope={"raw_path": b"/v1/projects/p/documents"},
         app=SimpleNamespace(state={FAILURE_LOG_STATE_KEY: failure_log()}),
     )
 

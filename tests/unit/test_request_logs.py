@@ -5,11 +5,20 @@ from __future__ import annotations
 import io
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 
+from app.api.errors import logged_path
 from app.api.request_tracing import caller_request_id, traceresponse
-from app.observability.logs import REQUEST_ID, ThrottledLog, configure_logging
+from app.observability.logs import (
+    INVALID_REQUEST_MESSAGE,
+    REQUEST_ID,
+    SERVER_LOGGER,
+    ThrottledLog,
+    ThrottledMessage,
+    configure_logging,
+)
 
 
 def test_json_lines_carry_the_request_id_and_never_uvicorns_colour_copy(restore_root_logger) -> None:
@@ -99,3 +108,46 @@ def test_traceresponse_is_the_w3c_form_of_the_span() -> None:
     context = SpanContext(trace_id=0xABC, span_id=0x12, is_remote=False, trace_flags=TraceFlags(1))
 
     assert traceresponse(context) == f"00-{0xABC:032x}-{0x12:016x}-01"
+
+
+def test_uvicorns_invalid_request_warning_is_logged_once_per_interval_with_a_count(
+    restore_root_logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An in-process uvicorn of another test may have applied its own log config (no propagation to the root).
+    for name in ("uvicorn", "uvicorn.error"):
+        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
+    stream = io.StringIO()
+    configure_logging("INFO", json=False, stream=stream)
+    server = logging.getLogger(SERVER_LOGGER)
+
+    for _ in range(500):  # a NUL in a header, sent 500 times by anyone who can reach the port
+        server.warning(INVALID_REQUEST_MESSAGE)
+    server.warning("Started server process [1]")
+
+    lines = stream.getvalue().splitlines()
+    assert len([line for line in lines if INVALID_REQUEST_MESSAGE in line]) == 1
+    assert lines[-1].endswith("Started server process [1]")  # other lines pass
+
+
+def test_a_throttled_message_says_how_many_it_held_back() -> None:
+    clock = _Clock()
+    throttled = ThrottledMessage("Invalid HTTP request received.", interval_s=10.0, clock=clock)
+    record = logging.LogRecord("uvicorn.error", logging.WARNING, "", 0, "Invalid HTTP request received.", None, None)
+
+    passed = [throttled.filter(record) for _ in range(3)]
+    clock.now += 10.0
+    again = logging.LogRecord("uvicorn.error", logging.WARNING, "", 0, "Invalid HTTP request received.", None, None)
+
+    assert passed == [True, False, False]
+    assert throttled.filter(again)
+    assert again.getMessage() == "Invalid HTTP request received. (2 more since the last such line, not logged)"
+
+
+def test_a_logged_path_stays_percent_encoded_so_a_caller_cannot_write_a_log_line() -> None:
+    forged = "/v1/projects/t/documents/x%0A2026-12-02 CRITICAL poimen.auth: FORGED%0Ay"
+    request = SimpleNamespace(scope={"raw_path": forged.encode()}, url=SimpleNamespace(path="decoded\nline"))
+
+    assert logged_path(request) == forged
+    assert "\n" not in logged_path(request)
