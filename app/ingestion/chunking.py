@@ -37,14 +37,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from app.domain.models import ChunkDraft
+from app.ingestion.front_matter import split_front_matter
 
 if TYPE_CHECKING:
     from app.config import Settings
 
 CHUNKER_VERSION: Final = 1
 """Bumped whenever the same input would chunk differently, so stored documents are re-chunked."""
-
-FrontMatterValue = str | tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +72,7 @@ _CLOSING_HASHES: Final = re.compile(r"(?:^|[ \t]+)#+$")
 # At most three spaces before it, as CommonMark has it: four spaces (or a tab) make an indented code line,
 # and reading one as a fence swallowed every heading after it.
 _FENCE_OPEN: Final = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_FRONT_MATTER_KEY: Final = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
-_FRONT_MATTER_ITEM: Final = re.compile(r"^[ \t]*-[ \t]+(.*?)[ \t]*$")
-_FRONT_MATTER_CONTINUATION: Final = re.compile(r"^(?:[ \t]+\S|-(?:[ \t]|$))")
-"""An indented line (a nested key, a folded value, an item) or a `- item` at the margin."""
+
 # A piece may start after a sentence end followed by whitespace, after CJK full stops (no space
 # needed), or after a line break. Every match ends at a non-space character or at the end.
 _PIECE_BOUNDARY: Final = re.compile(
@@ -111,39 +107,6 @@ def chunk_markdown(*, title: str, text: str, max_chars: int, overlap_chars: int,
                 )
             )
     return drafts
-
-
-def split_front_matter(text: str) -> tuple[dict[str, FrontMatterValue], str]:
-    """Split YAML front matter off `text`; return its simple fields and the remaining text (LF endings).
-
-    Only flat fields are read: `key: value` (quotes removed), `key: [a, b]` and `key:` followed by
-    `- item` lines (both as tuples); nested keys are skipped. Text without a closed block, or whose block
-    is not YAML-shaped (a paragraph between two `---` rules, a chat log), is returned whole with no fields:
-    stripping it silently dropped the text.
-    """
-    normalized = _normalize_newlines(text)
-    lines = normalized.split("\n")
-    if not lines or lines[0].rstrip() != "---":
-        return {}, normalized
-    for index in range(1, len(lines)):
-        if lines[index].rstrip() in {"---", "..."}:
-            block = lines[1:index]
-            if not _looks_like_yaml(block):
-                return {}, normalized
-            return _parse_front_matter(block), "\n".join(lines[index + 1 :])
-    return {}, normalized
-
-
-def _looks_like_yaml(lines: list[str]) -> bool:
-    """Whether every line is front matter's (a key, a continuation, an item, a comment), one a key or all blank."""
-    has_key = not any(line.strip() for line in lines)  # `---` `---`: an empty block, as some generators write
-    for line in lines:
-        if not line.strip() or line.lstrip().startswith("#") or _FRONT_MATTER_CONTINUATION.match(line):
-            continue
-        if _FRONT_MATTER_KEY.match(line) is None:
-            return False
-        has_key = True
-    return has_key
 
 
 def first_heading(text: str) -> str | None:
@@ -257,46 +220,12 @@ def _check_policy(*, max_chars: int, overlap_chars: int, min_chars: int) -> None
         raise ValueError(msg)
 
 
-def _normalize_newlines(text: str) -> str:
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-
-
 def _collapse(text: str) -> str:
     return " ".join(text.split())
 
 
 def _same_words(left: str, right: str) -> bool:
     return _collapse(left).casefold() == _collapse(right).casefold()
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in {"'", '"'}:  # noqa: PLR2004 - a pair of quotes
-        return value[1:-1]
-    return value
-
-
-def _parse_front_matter(lines: list[str]) -> dict[str, FrontMatterValue]:
-    fields: dict[str, FrontMatterValue] = {}
-    list_key: str | None = None
-    for line in lines:
-        item = _FRONT_MATTER_ITEM.match(line)
-        if item is not None and list_key is not None:
-            current = fields.get(list_key, ())
-            fields[list_key] = (*current, _unquote(item.group(1))) if isinstance(current, tuple) else current
-            continue
-        list_key = None
-        match = _FRONT_MATTER_KEY.match(line)
-        if match is None:
-            continue
-        key, value = match.group(1), (match.group(2) or "")
-        if not value:
-            fields[key] = ()
-            list_key = key
-        elif value.startswith("[") and value.endswith("]"):
-            fields[key] = tuple(_unquote(entry.strip()) for entry in value[1:-1].split(",") if entry.strip())
-        else:
-            fields[key] = _unquote(value)
-    return fields
 
 
 def _track_fence(line: str, fence: str | None) -> tuple[str | None, bool]:

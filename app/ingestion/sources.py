@@ -33,12 +33,13 @@ from app.domain.errors import InvalidInputError
 from app.domain.models import Document
 from app.domain.moments import as_utc
 from app.domain.tags import distinct_tags
-from app.ingestion.chunking import first_heading, split_front_matter
+from app.ingestion.chunking import first_heading
+from app.ingestion.front_matter import split_front_matter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from app.ingestion.chunking import FrontMatterValue
+    from app.ingestion.front_matter import FrontMatterValue
 
 NOTE_SUFFIXES: Final = frozenset({".md", ".markdown", ".txt"})
 BEIR_CORPUS_FILE: Final = "corpus.jsonl"

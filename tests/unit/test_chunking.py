@@ -9,9 +9,9 @@ from app.ingestion.chunking import (
     ChunkingPolicy,
     chunk_markdown,
     first_heading,
-    split_front_matter,
     split_long_text,
 )
+from app.ingestion.front_matter import split_front_matter
 
 if TYPE_CHECKING:
     from app.domain.models import ChunkDraft

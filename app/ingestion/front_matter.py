@@ -1,0 +1,86 @@
+"""YAML front matter at the top of a markdown text: what is one, and its simple fields. Pure.
+
+A text whose first line is `---` may open a front matter block, closed by a `---` or `...` line. Only
+a block shaped like YAML front matter (see `split_front_matter`) is one: prose between two rules is
+text, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+FrontMatterValue = str | tuple[str, ...]
+
+_FRONT_MATTER_KEY: Final = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
+_FRONT_MATTER_ITEM: Final = re.compile(r"^[ \t]*-[ \t]+(.*?)[ \t]*$")
+_FRONT_MATTER_CONTINUATION: Final = re.compile(r"^(?:[ \t]+\S|-(?:[ \t]|$))")
+"""An indented line (a nested key, a folded value, an item) or a `- item` at the margin."""
+
+
+def split_front_matter(text: str) -> tuple[dict[str, FrontMatterValue], str]:
+    """Split YAML front matter off `text`; return its simple fields and the remaining text (LF endings).
+
+    Only flat fields are read: `key: value` (quotes removed), `key: [a, b]` and `key:` followed by
+    `- item` lines (both as tuples); nested keys are skipped. Text without a closed block, or whose block
+    is not YAML-shaped (a paragraph between two `---` rules, a chat log), is returned whole with no fields:
+    stripping it silently dropped the text.
+    """
+    normalized = normalize_newlines(text)
+    lines = normalized.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return {}, normalized
+    for index in range(1, len(lines)):
+        if lines[index].rstrip() in {"---", "..."}:
+            block = lines[1:index]
+            if not _looks_like_yaml(block):
+                return {}, normalized
+            return _parse_front_matter(block), "\n".join(lines[index + 1 :])
+    return {}, normalized
+
+
+def _looks_like_yaml(lines: list[str]) -> bool:
+    """Whether every line is front matter's (a key, a continuation, an item, a comment), one a key or all blank."""
+    has_key = not any(line.strip() for line in lines)  # `---` `---`: an empty block, as some generators write
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#") or _FRONT_MATTER_CONTINUATION.match(line):
+            continue
+        if _FRONT_MATTER_KEY.match(line) is None:
+            return False
+        has_key = True
+    return has_key
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in {"'", '"'}:  # noqa: PLR2004 - a pair of quotes
+        return value[1:-1]
+    return value
+
+
+def _parse_front_matter(lines: list[str]) -> dict[str, FrontMatterValue]:
+    fields: dict[str, FrontMatterValue] = {}
+    list_key: str | None = None
+    for line in lines:
+        item = _FRONT_MATTER_ITEM.match(line)
+        if item is not None and list_key is not None:
+            current = fields.get(list_key, ())
+            fields[list_key] = (*current, _unquote(item.group(1))) if isinstance(current, tuple) else current
+            continue
+        list_key = None
+        match = _FRONT_MATTER_KEY.match(line)
+        if match is None:
+            continue
+        key, value = match.group(1), (match.group(2) or "")
+        if not value:
+            fields[key] = ()
+            list_key = key
+        elif value.startswith("[") and value.endswith("]"):
+            fields[key] = tuple(_unquote(entry.strip()) for entry in value[1:-1].split(",") if entry.strip())
+        else:
+            fields[key] = _unquote(value)
+    return fields
+
+
+def normalize_newlines(text: str) -> str:
+    """`text` with LF line endings (CRLF and a lone CR become LF) and no leading byte order mark."""
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
