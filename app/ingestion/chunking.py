@@ -3,8 +3,9 @@
 Contract of `chunk_markdown`:
 - Input is markdown or plain text; CRLF and lone CR become LF, a leading BOM is dropped, and YAML
   front matter (`---` first line up to a closing `---` or `...` line, every line between them a
-  `key: value`, an indented continuation, a `- item` or a `#` comment, one key or none at all) is stripped,
-  never chunked. A block of anything else (prose between two rules) is text.
+  `key: value`, an indented continuation, a `- item` or a `#` comment, one key a known one such as
+  `title`, `tags` or `date`; or nothing at all) is stripped, never chunked. A block of anything else
+  (prose or a chat between two rules, even one that reads as YAML) is text.
 - Sections start at ATX headings (`#` to `######` followed by a space or the line end, at most three
   spaces of indentation). Lines inside fenced code blocks (``` or ~~~, at most three spaces of
   indentation before the fence) are never headings. Setext

@@ -12,6 +12,41 @@ from typing import Final
 
 FrontMatterValue = str | tuple[str, ...]
 
+FRONT_MATTER_KEYS: Final = frozenset(
+    {
+        "aliases",
+        "author",
+        "authors",
+        "categories",
+        "category",
+        "created",
+        "date",
+        "description",
+        "draft",
+        "id",
+        "keywords",
+        "lang",
+        "language",
+        "lastmod",
+        "layout",
+        "modified",
+        "permalink",
+        "publish",
+        "published",
+        "slug",
+        "source",
+        "status",
+        "summary",
+        "tag",
+        "tags",
+        "title",
+        "type",
+        "updated",
+        "url",
+        "weight",
+    }
+)
+"""Keys of which a front matter block must hold one (any case): Jekyll's, Hugo's and Obsidian's common ones."""
 _FRONT_MATTER_KEY: Final = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
 _FRONT_MATTER_ITEM: Final = re.compile(r"^[ \t]*-[ \t]+(.*?)[ \t]*$")
 _FRONT_MATTER_CONTINUATION: Final = re.compile(r"^(?:[ \t]+\S|-(?:[ \t]|$))")
@@ -40,15 +75,21 @@ def split_front_matter(text: str) -> tuple[dict[str, FrontMatterValue], str]:
 
 
 def _looks_like_yaml(lines: list[str]) -> bool:
-    """Whether every line is front matter's (a key, a continuation, an item, a comment), one a key or all blank."""
-    has_key = not any(line.strip() for line in lines)  # `---` `---`: an empty block, as some generators write
+    """Whether every line is front matter's (a key, a continuation, an item, a comment) and a key is a known one.
+
+    A known key (`FRONT_MATTER_KEYS`: what site generators and note apps write) is asked for because prose
+    is often YAML too: `alice: did you fix it?` or `Note: bring waders.` between two rules was dropped as
+    front matter. An empty block is front matter (`---` `---`, as some generators write it).
+    """
+    known = not any(line.strip() for line in lines)
     for line in lines:
         if not line.strip() or line.lstrip().startswith("#") or _FRONT_MATTER_CONTINUATION.match(line):
             continue
-        if _FRONT_MATTER_KEY.match(line) is None:
+        key = _FRONT_MATTER_KEY.match(line)
+        if key is None:
             return False
-        has_key = True
-    return has_key
+        known = known or key.group(1).lower() in FRONT_MATTER_KEYS
+    return known
 
 
 def _unquote(value: str) -> str:

@@ -308,15 +308,18 @@ def test_impossible_policy_is_rejected(max_chars: int, overlap_chars: int, min_c
         "---\nImportant paragraph about sloths and their habits.\n---\n\nThe rest of the note about capybaras.",
         "---\n\nMeeting notes: the armadillo moved.\n\n---\nAfter the rule.",
         "---\nA chat line\n...\nThe next line.",
+        # YAML, but prose: no front matter key.
+        "---\nalice: did you fix the INC-48213 outage?\nbob: yes, I flushed the cache.\n---\nThe rest.",
+        "---\nNote: the generator room floods every spring, bring waders.\n---\nThe rest.",
     ],
 )
-def test_a_block_between_rules_that_is_not_yaml_is_text_not_front_matter(text: str) -> None:
+def test_a_block_between_rules_that_is_not_front_matter_is_text(text: str) -> None:
     fields, body = split_front_matter(text)
     words = " ".join(draft.text for draft in chunk(text, title="T"))
 
     assert fields == {}
     assert body == text
-    assert all(word in words for word in ("sloths", "armadillo", "chat line") if word in text)
+    assert all(word in words for word in ("sloths", "armadillo", "chat line", "INC-48213", "waders") if word in text)
 
 
 def test_front_matter_lists_may_start_at_the_margin_and_the_block_may_be_empty() -> None:
@@ -351,3 +354,9 @@ def test_a_fence_indented_four_spaces_is_code_text_and_headings_after_it_count()
     )
 
     assert [draft.breadcrumb for draft in drafts if "margay" in draft.text] == [("T", "A", "Real")]
+
+
+def test_a_block_with_a_front_matter_key_is_front_matter_even_beside_prose_keys() -> None:
+    text = "---\ntitle: Notes\nalice: meet at noon\n...\nThe rest."
+
+    assert split_front_matter(text) == ({"title": "Notes", "alice": "meet at noon"}, "The rest.")
