@@ -14,7 +14,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Literal
 
-from app.domain.errors import EngineTimeoutError, IngestionError, InvalidInputError, VersionConflictError
+from app.domain.errors import (
+    DocumentTooLargeError,
+    EngineTimeoutError,
+    IngestionError,
+    InvalidInputError,
+    VersionConflictError,
+)
 from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
 from app.domain.text_forms import canonical_document
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
@@ -29,9 +35,13 @@ if TYPE_CHECKING:
 IngestStatus = Literal["created", "updated", "unchanged"]
 
 CACHE_LOOKUP_BATCH: Final = 1000
+"""Chunk hashes per `cached_embeddings` call, so one query never carries an unbounded list."""
 ANY_VERSION: Final = -1
 """An expected version meaning "whichever is stored": the document must exist (`If-Match: *`)."""
-"""Chunk hashes per `cached_embeddings` call, so one query never carries an unbounded list."""
+MAX_CHUNKS_PER_DOCUMENT: Final = 10_000
+"""Most chunks one document may split into, each an embedding, a row and an index entry. A document at
+MAX_DOCUMENT_BYTES of prose makes about 3,800; 5.5 MB of one-line sections under alternating `#` and `##`
+headings (which never merge) made 225,000: about half an hour of embedding on two cores for one request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +208,12 @@ class IngestionPipeline:
             if not plan.chunks:
                 msg = f"document {plan.document.document_id!r} has no text outside front matter"
                 raise InvalidInputError(msg, field="text")
+            if len(plan.chunks) > MAX_CHUNKS_PER_DOCUMENT:
+                msg = (
+                    f"document {plan.document.document_id!r} splits into {len(plan.chunks)} chunks; at most "
+                    f"{MAX_CHUNKS_PER_DOCUMENT} (many tiny sections under alternating headings: split the document)"
+                )
+                raise DocumentTooLargeError(msg, field="text")
         vectors, embedded_by = await self._embeddings([chunk for plan in changed for chunk in plan.chunks])
         versions = {key: state.version for key, state in states.items()}
         if changed:

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from app.domain.errors import EngineUnavailableError, InvalidInputError, VersionConflictError
+from app.domain.errors import DocumentTooLargeError, EngineUnavailableError, InvalidInputError, VersionConflictError
 from app.domain.models import Document, DocumentChunks, DocumentState, EmbeddedChunk, StoredDocument
 from app.engines.memory import InMemoryDocumentStore
+from app.ingestion import pipeline as pipeline_module
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.pipeline import IngestionPipeline, IngestOutcome, chunk_hash, content_hash, embedding_text
 
@@ -444,3 +445,17 @@ async def test_two_writes_of_one_document_apply_in_the_order_they_asked() -> Non
     assert stored is not None
     assert [chunk.text for chunk in stored.chunks] == ["Second version."]
     assert first_outcome.version < second_outcome.version == stored.version
+
+
+async def test_a_document_of_more_chunks_than_the_cap_is_refused_before_anything_is_embedded(
+    store, embedder, monkeypatch
+) -> None:
+    monkeypatch.setattr(pipeline_module, "MAX_CHUNKS_PER_DOCUMENT", 3)
+    # Sections under alternating heading levels never merge: each is a chunk of its own.
+    text = "".join(f"# Part {n}\n\nBody {n}.\n\n## Sub {n}\n\nMore {n}.\n\n" for n in range(2))
+
+    with pytest.raises(DocumentTooLargeError, match="splits into 4 chunks; at most 3"):
+        await pipeline(store, embedder).ingest([doc("many", text)])
+
+    assert embedder.calls == []
+    assert store.save_calls == []
