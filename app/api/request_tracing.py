@@ -44,7 +44,7 @@ SPAN_ATTRIBUTE_REQUEST_ID: Final = "http.request.id"
 _VALID_REQUEST_ID: Final = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
 """A caller's id is kept when it is this: long enough for a UUID or a trace id, nothing a log line could
 mistake for its own structure (no space, quote or control character). Anything else is replaced, not refused."""
-_TRACE_HEADERS: Final = frozenset({"traceparent", "tracestate"})
+_TRACE_HEADERS: Final = frozenset({b"traceparent", b"tracestate"})
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
 _SERVER_ERROR: Final = 500
 
@@ -86,11 +86,9 @@ class RequestTracing:
 
     async def _traced_request(self, scope: HTTPScope, receive: Receive, send: Send, request_id: str) -> None:
         method = scope["method"]
-        carrier = {
-            name.decode("latin-1"): value.decode("latin-1")
-            for name, value in scope["headers"]
-            if name.decode("latin-1") in _TRACE_HEADERS
-        }
+        # Names compared as the bytes they arrive in: only the two trace headers are decoded.
+        headers = scope["headers"]
+        carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers if name in _TRACE_HEADERS}
         attributes = {HTTP_REQUEST_METHOD: method, URL_PATH: scope["path"], SPAN_ATTRIBUTE_REQUEST_ID: request_id}
         with current_tracer().start_as_current_span(
             method,
