@@ -124,7 +124,8 @@ def create_postgres_engine(  # noqa: PLR0913 - keyword-only options, each with a
 
 WRITER_SHARE_OF_POOL: Final = 4
 """A quarter of the pool's connections at most hold document locks: each block needs two at a time, so
-writes use at most half the pool and searches always find the other half."""
+writes use at most half the pool and searches always find the other half (from a pool of 4 up; below it, the one
+writer allowed may hold every connection while it writes)."""
 
 
 def writers_at_once(pool: Pool) -> int:
