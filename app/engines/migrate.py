@@ -12,7 +12,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.config import ConfigurationError
 from app.engines.postgres_errors import translate_errors
@@ -96,11 +96,53 @@ def _newer_schema(config: Config, error: CommandError) -> Exception:
     if not message.startswith("Can't locate revision"):
         return error
     revision = message.rsplit(" ", 1)[-1].strip("'")
-    head = ScriptDirectory.from_config(config).get_current_head()
-    return ConfigurationError(
+    return ConfigurationError(_newer_schema_message(revision, ScriptDirectory.from_config(config).get_current_head()))
+
+
+def _newer_schema_message(revision: str, head: str | None) -> str:
+    return (
         f"the database's schema is at revision {revision}, which this release does not know (its newest is "
         f"{head}): a newer release migrated it, and schemas are never downgraded; run that release or a newer one"
     )
+
+
+# Whether alembic's table exists and this role may read it: a role without the grant (one a release before
+# the grant prepared) must not be refused for what it cannot see.
+SCHEMA_REVISION_READABLE = (
+    "SELECT to_regclass('alembic_version') IS NOT NULL, "
+    "to_regclass('alembic_version') IS NOT NULL AND has_table_privilege('alembic_version', 'SELECT')"
+)
+
+
+async def refuse_other_schema(engine: AsyncEngine) -> bool:
+    """Refuse (`ConfigurationError`, one line) a migrated schema that is not this release's newest; False when none.
+
+    For a database the service does not migrate itself (`DATABASE_URL`: the migrations Job does). A schema
+    an older release migrated (the Job skipped or failed) served until a request met a missing column, and
+    writes left new columns unset; one a newer release migrated (a rollback) served a schema this code does
+    not know. A database not migrated at all is not refused: a first install migrates after its pods are
+    ready (the chart's `post-install` Job), and their requests fail until it has. True when the schema's
+    revision is this release's, or this role may not read it (nothing is checked then).
+    """
+    with translate_errors(engine="postgresql"):
+        async with engine.connect() as connection:
+            present, readable = (await connection.execute(text(SCHEMA_REVISION_READABLE))).one()
+            if not readable:
+                return bool(present)
+            revision = (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalar_one_or_none()
+    script = ScriptDirectory(str(migrations_dir()))
+    head = script.get_current_head()
+    if revision is None:
+        return False
+    if revision == head:
+        return True
+    if revision not in {known.revision for known in script.walk_revisions()}:
+        raise ConfigurationError(_newer_schema_message(revision, head))
+    message = (
+        f"the database's schema is at revision {revision} and this release needs {head}: run `poimen migrate` "
+        "of this release against it (the chart's migrations Job does on install and upgrade)"
+    )
+    raise ConfigurationError(message)
 
 
 async def stored_embedding_dimensions(database_url: str) -> int:

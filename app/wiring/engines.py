@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from app.config import ConfigurationError
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.embedder import EmbedderOptions, canonical_model_name, load_embedder
-from app.engines.migrate import run_migrations
+from app.engines.migrate import refuse_other_schema, run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
 from app.engines.postgres_errors import translate_errors
@@ -164,7 +164,10 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         )
         stack.push_async_callback(engine.dispose)
         store = PostgresDocumentStore(engine, outbox_lease_s=settings.outbox_lease_s)
-        refuse_another_model(await store.stored_embedding_model(), serving=embedder.model_name)
+        if embedded is not None or await refuse_other_schema(engine):
+            refuse_another_model(await store.stored_embedding_model(), serving=embedder.model_name)
+        else:
+            logger.warning("the database has no schema yet: requests fail until `poimen migrate` has run against it")
         lexical, close_lexical = await _open_lexical(settings, stack, store)
         refill_projects = await refill_recreated_lexical_index(lexical, store)
         yield Engines(

@@ -8,14 +8,16 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import ConfigurationError
 from app.domain.catalog import DocumentSelection
 from app.domain.models import Filters
-from app.engines.migrate import alembic_config, run_migrations
+from app.engines.migrate import alembic_config, refuse_other_schema, run_migrations
 from app.engines.postgres_catalog import selection_sql
+from app.engines.postgres_roles import RUNTIME_ROLE, ensure_runtime_role
 from app.engines.postgres_sql import filter_sql
 from app.engines.schema import metadata
 
@@ -187,3 +189,47 @@ def test_a_database_a_newer_release_migrated_is_refused_in_one_line_and_left_alo
     assert "schema is at revision 9999, which this release does not know" in message
     assert "never downgraded" in message
     assert asyncio.run(_execute(url, "SELECT version_num FROM alembic_version")) == [[("9999",)]]
+
+
+async def _schema_revision_seen_by(url: str) -> bool:
+    engine = create_async_engine(url)
+    try:
+        return await refuse_other_schema(engine)
+    finally:
+        await engine.dispose()
+
+
+def test_a_service_on_an_external_database_refuses_a_migrated_schema_that_is_not_this_releases_newest(
+    postgres_url: str, unique_name: str
+) -> None:
+    url = asyncio.run(_create_database(postgres_url, unique_name))
+    head = ScriptDirectory.from_config(alembic_config(url, embedding_dimensions=384)).get_current_head()
+
+    assert asyncio.run(_schema_revision_seen_by(url)) is False  # not migrated yet: a first install, not refused
+
+    run_migrations(url, embedding_dimensions=384)
+    assert asyncio.run(_schema_revision_seen_by(url)) is True
+
+    asyncio.run(_execute(url, "UPDATE alembic_version SET version_num = '0007'"))  # an older release migrated it
+    with pytest.raises(ConfigurationError) as older:
+        asyncio.run(_schema_revision_seen_by(url))
+    assert str(older.value).startswith(f"the database's schema is at revision 0007 and this release needs {head}: ")
+
+    asyncio.run(_execute(url, "UPDATE alembic_version SET version_num = '9999'"))  # a newer release migrated it
+    with pytest.raises(ConfigurationError, match="schema is at revision 9999, which this release does not know"):
+        asyncio.run(_schema_revision_seen_by(url))
+
+
+async def test_the_runtime_role_reads_the_schema_revision_and_one_without_the_grant_is_not_refused(
+    postgres_url: str, unique_name: str
+) -> None:
+    url = await _create_database(postgres_url, unique_name)
+    await asyncio.to_thread(run_migrations, url, embedding_dimensions=384)
+    runtime_url = await ensure_runtime_role(url)
+    await _execute(url, "UPDATE alembic_version SET version_num = '0007'")
+
+    with pytest.raises(ConfigurationError, match="schema is at revision 0007 and this release needs"):
+        await _schema_revision_seen_by(runtime_url)  # the runtime role reads the revision
+
+    await _execute(url, f"REVOKE SELECT ON alembic_version FROM {RUNTIME_ROLE}")  # noqa: S608 - a constant role name
+    assert await _schema_revision_seen_by(runtime_url) is True  # a schema it cannot date is served as before

@@ -1,0 +1,108 @@
+"""`poimen serve` on an external database whose schema is not (yet) this release's.
+
+Real processes: `poimen serve` on the session's PostgreSQL (`DATABASE_URL`, a database of its own per
+test) with an `osmem-server` (PyPI) as the lexical engine. A first install starts its pods before the
+migrations Job runs (the chart's `post-install` hook waits for them), so a database with no schema must
+not stop the service; one an older release migrated must, in one line, before it serves anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+from osmem_server import OsmemServer
+from sqlalchemy import make_url, text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.engines.migrate import run_migrations
+from tests.contract.opensearch_servers import stop_osmem
+from tests.integration.conftest import spawn_service
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+EXIT_TIMEOUT_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def opensearch_server_url() -> Iterator[str]:
+    server = OsmemServer.start(japanese=False, addr="127.0.0.1:0")
+    try:
+        yield server.url
+    finally:
+        stop_osmem(server)
+
+
+async def _execute(url: str, statement: str) -> None:
+    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+def _empty_database(postgres_url: str, name: str) -> str:
+    asyncio.run(_execute(postgres_url, f'CREATE DATABASE "{name}"'))
+    return make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+
+
+def test_a_first_install_serves_before_its_migrations_and_works_once_they_ran(
+    postgres_url: str, opensearch_server_url: str, unique_name: str, tmp_path: Path
+) -> None:
+    database_url = _empty_database(postgres_url, unique_name)
+    service = spawn_service(
+        tmp_path / "data",
+        log_path=tmp_path / "serve.log",
+        DATABASE_URL=database_url,
+        OPENSEARCH_URL=opensearch_server_url,
+        OPENSEARCH_INDEX=unique_name.replace("_", "-"),
+    )
+    try:
+        service.wait_ready()
+        document = {"id": "note", "text": "# Keys\n\nThe quartz key opens the archive."}
+        before = httpx.post(f"{service.url}/v1/projects/alpha/documents", json=document, timeout=30.0)
+
+        run_migrations(database_url, embedding_dimensions=384)  # the Job, after the pods are ready
+        after = httpx.post(f"{service.url}/v1/projects/alpha/documents", json=document, timeout=30.0)
+        found = httpx.get(
+            f"{service.url}/memory/query",
+            params={"query": "which key opens the archive", "project": "alpha", "strategy": "semantic"},
+            timeout=30.0,
+        )
+    finally:
+        service.stop()
+
+    assert before.status_code == 503, before.text
+    assert "no schema yet" in service.log_path.read_text()
+    assert after.status_code == 201, after.text
+    assert [hit["document_id"] for hit in found.json()["results"]] == ["note"]
+
+
+def test_a_schema_an_older_release_migrated_stops_the_service_in_one_line(
+    postgres_url: str, opensearch_server_url: str, unique_name: str, tmp_path: Path
+) -> None:
+    database_url = _empty_database(postgres_url, unique_name)
+    run_migrations(database_url, embedding_dimensions=384)
+    asyncio.run(_execute(database_url, "UPDATE alembic_version SET version_num = '0007'"))
+    service = spawn_service(
+        tmp_path / "data",
+        log_path=tmp_path / "serve.log",
+        DATABASE_URL=database_url,
+        OPENSEARCH_URL=opensearch_server_url,
+        OPENSEARCH_INDEX=unique_name.replace("_", "-"),
+    )
+
+    exit_code = service.process.wait(EXIT_TIMEOUT_S)
+
+    refusals = [line for line in service.log_path.read_text().splitlines() if "schema is at revision 0007" in line]
+    assert exit_code == 3
+    assert len(refusals) == 1
+    assert "this release needs" in refusals[0]
+    assert "run `poimen migrate` of this release" in refusals[0]
