@@ -6,12 +6,16 @@ the caller means: the request's time today, a memory's own clock for temporal qu
 
 from __future__ import annotations
 
+import re
 from datetime import MAXYEAR, MINYEAR, UTC, datetime, timedelta, tzinfo
+from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 from app.domain.moments import EARLIEST, LATEST, as_utc
 from app.query.vocabulary import (
     DATE_PREPOSITIONS,
+    DATES_AFTER_WORDS,
+    DATES_BEFORE_WORDS,
     MONTHS,
     PLAIN_MONTHS,
     RELATIVE_DAY_WORDS,
@@ -24,6 +28,14 @@ if TYPE_CHECKING:
 
 MIN_YEAR: Final = 2000
 MAX_YEAR: Final = 2100
+_DAY_OF_MONTH: Final = re.compile(r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?")
+
+
+class DateDirection(StrEnum):
+    """Which side of a query's one date it asks about ("before April 2024", "since June")."""
+
+    BEFORE = "before"
+    AFTER = "after"
 
 
 def is_year(word: str) -> bool:
@@ -33,16 +45,53 @@ def is_year(word: str) -> bool:
 
 def months_named(words: Sequence[str]) -> tuple[int, ...]:
     """Month numbers named in the query. Ambiguous names ("may", "march", "dec") need a year or a preposition."""
-    found: list[int] = []
+    return tuple(dict.fromkeys(MONTHS[words[index]] for index in _month_positions(words)))
+
+
+def _month_positions(words: Sequence[str]) -> list[int]:
+    """Where the query names a month: a plain month name, or an ambiguous one next to a year, day or preposition."""
+    positions: list[int] = []
     for index, word in enumerate(words):
-        month = MONTHS.get(word)
-        if month is None:
+        if word not in MONTHS:
             continue
-        next_is_year = index + 1 < len(words) and is_year(words[index + 1])
-        after_preposition = index > 0 and words[index - 1] in DATE_PREPOSITIONS
-        if word in PLAIN_MONTHS or next_is_year or after_preposition:
-            found.append(month)
-    return tuple(dict.fromkeys(found))
+        following = words[index + 1] if index + 1 < len(words) else ""
+        previous = words[index - 1] if index > 0 else ""
+        dated = is_year(following) or bool(_DAY_OF_MONTH.fullmatch(following) or _DAY_OF_MONTH.fullmatch(previous))
+        if word in PLAIN_MONTHS or dated or previous in DATE_PREPOSITIONS:
+            positions.append(index)
+    return positions
+
+
+def date_direction(words: Sequence[str]) -> DateDirection | None:
+    """The side of the query's date it asks about: "before April 2024", "until 2023", "since last week".
+
+    Read from the word just before the first date ("before the 10th of May" has none); a query naming
+    several dates ("from March to June") asks about the span between them, not a side.
+    """
+    months = _month_positions(words)
+    starts = [
+        *(index - 1 if index > 0 and _DAY_OF_MONTH.fullmatch(words[index - 1]) else index for index in months),
+        *(index for index, word in enumerate(words) if is_year(word)),
+        *(index for index, word in enumerate(words) if word in RELATIVE_DAY_WORDS),
+        *(
+            index
+            for index, unit in enumerate(words[1:])
+            if words[index] in RELATIVE_PREFIXES and unit in RELATIVE_UNITS
+        ),
+    ]
+    if not starts or len({MONTHS[words[index]] for index in months}) > 1 or len(_distinct_years(words)) > 1:
+        return None
+    first = min(starts)
+    previous = words[first - 1] if first > 0 else ""
+    if previous in DATES_BEFORE_WORDS or (previous == "to" and first > 1 and words[first - 2] == "prior"):
+        return DateDirection.BEFORE
+    if previous in DATES_AFTER_WORDS:
+        return DateDirection.AFTER
+    return None
+
+
+def _distinct_years(words: Sequence[str]) -> set[str]:
+    return {word for word in words if is_year(word)}
 
 
 def relative_dates_named(words: Sequence[str]) -> tuple[str, ...]:
@@ -103,7 +152,12 @@ def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]
 
 
 def event_time_range(
-    *, years: Sequence[int], months: Sequence[int], relative_dates: Sequence[str], now: datetime
+    *,
+    years: Sequence[int],
+    months: Sequence[int],
+    relative_dates: Sequence[str],
+    now: datetime,
+    direction: DateDirection | None = None,
 ) -> tuple[datetime | None, datetime | None]:
     """The event-time range `[from, to)` (UTC) the query's dates describe, or `(None, None)`.
 
@@ -113,7 +167,20 @@ def event_time_range(
     occurrence (the current month included). Several dates give the span from the earliest to the latest.
     Absolute and relative ranges intersect; when they do not overlap, their span is used rather than an
     empty range that could match nothing. A range reaching past `datetime`'s years ends at its edge.
+
+    With a `direction` the range is open on one side and keeps the named period: "before April 2024" is
+    up to the end of April, "since June" from the start of June, since a memory written in the month it
+    names often tells of what came before or after it ("the weekend before April 10" was told on the 10th).
     """
+    start, end = _dates_range(years=years, months=months, relative_dates=relative_dates, now=now)
+    if start is None or end is None or direction is None:
+        return start, end
+    return (None, end) if direction is DateDirection.BEFORE else (start, None)
+
+
+def _dates_range(
+    *, years: Sequence[int], months: Sequence[int], relative_dates: Sequence[str], now: datetime
+) -> tuple[datetime | None, datetime | None]:
     zone = now.tzinfo or UTC
     relative_years = {"this year": now.year, "last year": now.year - 1}
     all_years = [*years, *(relative_years[expression] for expression in relative_dates if expression in relative_years)]

@@ -22,7 +22,7 @@ from app.domain.models import (
 )
 from app.domain.text_forms import canonical_text
 from app.query.abbreviations import load_abbreviations
-from app.query.dates import event_time_range, is_year, months_named, relative_dates_named
+from app.query.dates import date_direction, event_time_range, is_year, months_named, relative_dates_named
 from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
 from app.query.vocabulary import (
     ANYWHERE_RULES,
@@ -183,7 +183,11 @@ class QueryOptimizer:
             question_type=question_type,
         )
         event_time_from, event_time_to = event_time_range(
-            years=years, months=months, relative_dates=relative_dates, now=now or self._clock()
+            years=years,
+            months=months,
+            relative_dates=relative_dates,
+            now=now or self._clock(),
+            direction=date_direction(date_words),
         )
         intent = read_intent(collapsed, listed=self._listed_names)
         return QueryAnalysis(

@@ -33,8 +33,12 @@ PLAIN_MONTHS: Final = frozenset(
 )
 """Month names that are never ordinary words; the others ("may", "march", "dec") need a date context."""
 DATE_PREPOSITIONS: Final = frozenset(
-    {"in", "during", "since", "of", "until", "before", "after", "early", "late", "mid"}
+    {"in", "during", "since", "of", "until", "till", "before", "after", "early", "late", "mid"}
 )
+DATES_BEFORE_WORDS: Final = frozenset({"before", "until", "till"})
+"""Before a query's one date: what happened up to it (the named day, month or year itself included)."""
+DATES_AFTER_WORDS: Final = frozenset({"after", "since"})
+"""Before a query's one date: what happened from it on (the named day, month or year itself included)."""
 
 RELATIVE_DAY_WORDS: Final = frozenset({"today", "yesterday"})
 RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous"})

@@ -186,6 +186,39 @@ def test_ambiguous_month_words_need_a_date_context(optimizer: QueryOptimizer) ->
     assert not optimizer.analyze("march the pods to the new cluster").has_date_filters
     assert optimizer.analyze("outage may 2024").entities.months == (5,)
     assert optimizer.analyze("outage in may").entities.months == (5,)
+    assert optimizer.analyze("dinner on May 3, 2023").entities.months == (5,)
+    assert optimizer.analyze("the movie on 1 May, 2022").entities.months == (5,)
+    assert optimizer.analyze("the talk on March 20th").entities.months == (3,)
+    assert not optimizer.analyze("may 3d printers melt").has_date_filters
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("what did carol say before April 2024", None, datetime(2024, 5, 1, tzinfo=UTC)),
+        ("what did she do the weekend before April 10, 2023", None, datetime(2023, 5, 1, tzinfo=UTC)),
+        ("deploys until 2023", None, datetime(2024, 1, 1, tzinfo=UTC)),
+        ("what happened prior to March 2024", None, datetime(2024, 4, 1, tzinfo=UTC)),
+        ("what has bob said since June 2024", datetime(2024, 6, 1, tzinfo=UTC), None),
+        ("the kitchen after May 2024", datetime(2024, 5, 1, tzinfo=UTC), None),
+        ("errors since last week", datetime(2025, 3, 3, tzinfo=UTC), None),
+        ("the plan for the Saturday after October 28, 2023", datetime(2023, 10, 1, tzinfo=UTC), None),
+        # Several dates ask about the span between them; a date not right after the word has no side.
+        ("before 2021 and after 2023", datetime(2021, 1, 1, tzinfo=UTC), datetime(2024, 1, 1, tzinfo=UTC)),
+        (
+            "what happened in march before the outage",
+            datetime(2025, 3, 1, tzinfo=UTC),
+            datetime(2025, 4, 1, tzinfo=UTC),
+        ),
+        ("notes from today", datetime(2025, 3, 12, tzinfo=UTC), datetime(2025, 3, 13, tzinfo=UTC)),
+    ],
+)
+def test_before_and_since_a_date_open_the_range_on_that_side_keeping_the_date(
+    optimizer: QueryOptimizer, query: str, start: datetime | None, end: datetime | None
+) -> None:
+    analysis = optimizer.analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
 
 
 def test_abbreviations_expand_from_the_data_table(optimizer: QueryOptimizer) -> None:
