@@ -7,7 +7,7 @@ Decoding validates them (types, bounds, unknown fields refused); `as_of_from_tex
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
@@ -118,10 +118,19 @@ class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     queries: Annotated[list[SearchFields], msgspec.Meta(min_length=1, max_length=SEARCH_BATCH_MAX_QUERIES_CEILING)]
 
 
+AS_OF_SHOWN_CHARS: Final = 40
+
+
 def as_of_from_text(text: str) -> datetime:
     """`as_of` of a query string, validated as the JSON bodies' `as_of` is; a 400 naming `as_of` otherwise."""
     try:
         return msgspec.convert(text, AsOf)
     except msgspec.ValidationError as error:
-        msg = f"as_of must be an RFC 3339 date-time with an offset or Z, e.g. 2024-05-08T12:00:00Z ({error})"
+        # A `+` offset not percent-encoded arrives as a space: "I did send an offset" needs the value shown.
+        shown = text if len(text) <= AS_OF_SHOWN_CHARS else text[:AS_OF_SHOWN_CHARS] + "..."
+        hint = "; a `+` in a query string reads as a space: send it as %2B" if " " in text else ""
+        msg = (
+            f"as_of must be an RFC 3339 date-time with an offset or Z, e.g. 2024-05-08T12:00:00Z; got {shown!r} "
+            f"({error}){hint}"
+        )
         raise InvalidQueryError(msg, field="as_of") from None

@@ -129,6 +129,16 @@ async def test_get_refuses_an_as_of_without_an_offset_or_garbage(api_client, pro
     assert "as_of must be an RFC 3339 date-time with an offset or Z" in response.json()["detail"]
 
 
+async def test_a_plus_offset_sent_unencoded_is_shown_as_received_with_how_to_send_it(api_client, project) -> None:
+    response = await api_client.get(
+        "/memory/query", params={"query": QUERY, "project": project, "as_of": "2024-10-30T12:00:00 00:00"}
+    )
+
+    assert response.status_code == 400, response.text
+    assert "got '2024-10-30T12:00:00 00:00'" in response.json()["detail"]
+    assert "send it as %2B" in response.json()["detail"]
+
+
 async def test_post_refuses_an_as_of_without_an_offset_like_get(api_client, project) -> None:
     response = await api_client.post(
         "/v1/search", json={"query": QUERY, "project": project, "as_of": "2023-06-15T12:00:00"}
