@@ -22,6 +22,7 @@ from app.domain.errors import (
     EngineError,
     EngineStorageFullError,
     EngineTimeoutError,
+    EngineUnavailableError,
     IngestionError,
     InvalidInputError,
     PermissionDeniedError,
@@ -138,6 +139,15 @@ def problem(
     return Response(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers or None)
 
 
+def unavailable_detail(engine: str) -> str:
+    """What a caller is told of an engine that failed its request: the cause goes to the log only.
+
+    The cause is the driver's or the engine's own words (a database host, a table, a folder of the
+    server's disk), which are the operator's business, not every caller's.
+    """
+    return f"the {engine} engine failed this request; retry later (the service's log has the cause, by request id)"
+
+
 def service_error_handler(request: Request[Any, Any, Any], error: SearchServiceError) -> Response[dict[str, Any]]:
     """Map the domain error tree to HTTP; a 5xx (an engine failed the request) is also logged, throttled."""
     for error_type, status, title in _STATUS_BY_ERROR:
@@ -158,14 +168,17 @@ def service_error_handler(request: Request[Any, Any, Any], error: SearchServiceE
                 extra["field"] = error.field
             if isinstance(error, AllEnginesFailedError):
                 extra["reasons"] = list(error.reasons)
+            detail = error.message
             if isinstance(error, EngineError):
                 extra["engine"] = error.engine
+                if isinstance(error, EngineUnavailableError):
+                    detail = unavailable_detail(error.engine)
             if isinstance(error, RateLimitedError):
                 return problem(status, title, error.message, retry_after_s=error.retry_after_s)
             if isinstance(error, VersionConflictError):
                 extra["document_id"] = error.document_id
                 extra["current_version"] = error.current_version
-            return problem(status, title, error.message, **extra)
+            return problem(status, title, detail, **extra)
     logger.error("unmapped service error %s", type(error).__name__)
     return problem(HTTP_500_INTERNAL_SERVER_ERROR, "Internal error", "unexpected service error")
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from app.api.errors import unavailable_detail
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
@@ -128,6 +129,9 @@ async def test_stopped_postgres_falls_back_to_lexical_then_both_down_is_503(
         vector_down = await query(client)
         semantic_only_request = await query(client, strategy="semantic")
         ready_vector_down = await readiness_after_cache(client)
+        write_down = await client.post(
+            f"/v1/projects/{client.project}/documents", json={"id": "later", "text": "# Later\n\nWritten later."}
+        )
 
         await engines.lexical.close()
         both_down = await query(client)
@@ -149,6 +153,9 @@ async def test_stopped_postgres_falls_back_to_lexical_then_both_down_is_503(
     assert semantic_only_request.status_code == 200
     assert semantic_only_request.json()["degraded_reasons"] == ["semantic_unavailable", "lexical_unconfirmed"]
     assert semantic_only_request.json()["results"][0]["document_id"] == "ingress"
+    assert write_down.status_code == 503, write_down.text
+    # The driver's words (a socket path, an error class) go to the log, not to every caller.
+    assert write_down.json()["detail"] == unavailable_detail(write_down.json()["engine"])
     assert ready_vector_down.status_code == 200
     assert ready_vector_down.json()["status"] == "degraded"
     assert ready_vector_down.json()["checks"]["vector"].startswith("down")
