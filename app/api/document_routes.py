@@ -36,7 +36,7 @@ from app.api.project_routes import (
     document_selection,
 )
 from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
-from app.api.strict_bodies import LIST_TOO_LONG, TOO_DEEP, invalid_input_of, refuse_long_lists
+from app.api.strict_bodies import LIST_TOO_LONG, TOO_DEEP, invalid_input_of, malformed_json, refuse_long_lists
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
@@ -105,8 +105,7 @@ def _decode_documents(body: bytes, *, max_document_bytes: int, max_batch_documen
             raise InvalidInputError(msg, field="body") from None
         raise invalid_input_of(error) from None
     except msgspec.DecodeError as error:
-        msg = f"malformed JSON: {error}"
-        raise InvalidInputError(msg, field="body") from None
+        raise malformed_json(error, body) from None
     except RecursionError:
         raise InvalidInputError(TOO_DEEP, field="body") from None
     for document in documents:

@@ -25,6 +25,7 @@ DATETIME_HINT: Final = (
     " (a date alone is not one)"
 )
 # msgspec's decoder recurses per nesting level and stops at the interpreter's limit (about 1,000 levels).
+_LONE_HIGH_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
 TOO_DEEP: Final = "the JSON body nests too deeply (arrays and objects within one another, about 1,000 levels)"
 
 
@@ -116,10 +117,21 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     except msgspec.ValidationError as error:
         raise invalid_input_of(error, default_field="body") from None
     except msgspec.DecodeError as error:
-        msg = f"malformed JSON: {error}"
-        raise InvalidInputError(msg, field="body") from None
+        raise malformed_json(error, body) from None
     except RecursionError:
         raise InvalidInputError(TOO_DEEP, field="body") from None
+
+
+def malformed_json(error: msgspec.DecodeError, body: bytes) -> InvalidInputError:
+    """The 400 of a body that is not JSON, naming `body`.
+
+    msgspec calls a high-surrogate escape (D800-DBFF) with no low one after it "Input data was truncated",
+    which sent a caller looking for a cut-off body that was whole.
+    """
+    reason = str(error)
+    if reason == "Input data was truncated" and _LONE_HIGH_SURROGATE.search(body):
+        reason = "a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one (a lone surrogate is no character)"
+    return InvalidInputError(f"malformed JSON: {reason}", field="body")
 
 
 @functools.cache
