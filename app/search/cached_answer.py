@@ -33,4 +33,4 @@ def cached_outcome(cached: SearchOutcome, *, arm: str, optimize_ms: float, start
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attribute(SPAN_ATTRIBUTE_CACHED, True)  # noqa: FBT003 - OTel's attribute API is positional
-    return replace(cached, cached=True, total_ms=total_ms)
+    return replace(cached, cached=True, total_ms=total_ms, optimize_ms=optimize_ms)

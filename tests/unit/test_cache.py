@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -17,9 +18,12 @@ from app.domain.models import (
     SearchPlan,
     SearchStrategy,
 )
+from app.domain.results import SearchResult
 from app.knobs import SearchKnobs
+from app.query.optimizer import QueryOptimizer
 from app.search.cache import QueryCache, QueryCacheKey
-from app.search.calls import LEG_HIT_BYTES, outcome_size_bytes
+from app.search.cached_answer import cached_outcome
+from app.search.calls import LEG_HIT_BYTES, SearchOutcome, outcome_size_bytes
 from app.search.knob_source import ResolvedKnobs
 
 
@@ -317,3 +321,22 @@ def test_an_answers_estimated_size_grows_with_its_texts_and_leg_hits() -> None:
 
     assert outcome_size_bytes(outcome("x" * 1100, 0)) == small + 1000  # type: ignore[arg-type]
     assert outcome_size_bytes(outcome("x" * 100, 10)) == small + 10 * LEG_HIT_BYTES  # type: ignore[arg-type]
+
+
+def test_a_cached_answer_reports_this_requests_optimize_and_total_times() -> None:
+    first = SearchOutcome(
+        analysis=QueryOptimizer().analyze("forward port"),
+        plan=BASE_PLAN,
+        result=SearchResult(
+            hits=(), strategy=BASE_PLAN.strategy, fusion_method=FusionMethod.RRF, legs={}, stage_ms={"embed": 6.0}
+        ),
+        arm="control",
+        cached=False,
+        optimize_ms=7.5,
+        total_ms=30.0,
+    )
+
+    hit = cached_outcome(first, arm="control", optimize_ms=0.25, started=time.perf_counter())
+
+    assert hit.cached is True
+    assert hit.optimize_ms == 0.25  # the first request's 7.5 ms was shown on every hit
