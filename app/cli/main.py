@@ -235,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=_whole_number(1, MAX_BATCH_SIZE),
         default=64,
-        help=f"documents written per transaction (1-{MAX_BATCH_SIZE})",
+        help=f"documents written per transaction (1-{MAX_BATCH_SIZE}, default 64)",
     )
     reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
     reindex.add_argument("--project", required=True, type=_project_id)

@@ -76,7 +76,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategies",
         type=_names(STRATEGY_NAMES),
         default=list(STRATEGY_NAMES),
-        help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default all)",
+        help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default all); the default configuration's run is "
+        "always added, as the one the results are about",
     )
     parser.add_argument(
         "--fusions",
