@@ -8,7 +8,12 @@ text, never silently dropped.
 from __future__ import annotations
 
 import re
-from typing import Final
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from app.domain.moments import as_utc
+from app.domain.tags import distinct_tags
 
 FrontMatterValue = str | tuple[str, ...]
 
@@ -125,3 +130,44 @@ def _parse_front_matter(lines: list[str]) -> dict[str, FrontMatterValue]:
 def normalize_newlines(text: str) -> str:
     """`text` with LF line endings (CRLF and a lone CR become LF) and no leading byte order mark."""
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class FrontMatterFields:
+    """What a document's front matter says of it: `title`, `tags`, `date` read, and every field as metadata."""
+
+    title: str | None = None
+    tags: tuple[str, ...] = ()
+    event_time: datetime | None = None
+    """`date` when it is ISO 8601 (UTC when it has no offset); an informal date stays in `metadata` only."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def front_matter_fields(text: str) -> FrontMatterFields:
+    """The fields of `text`'s front matter (`split_front_matter`); empty when it has none."""
+    fields, _ = split_front_matter(text)
+    if not fields:
+        return FrontMatterFields()
+    title = fields.get("title")
+    return FrontMatterFields(
+        title=title.strip() or None if isinstance(title, str) else None,
+        tags=_tags(fields.get("tags", ())),
+        event_time=_event_time(fields.get("date")),
+        metadata={key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()},
+    )
+
+
+def _tags(value: FrontMatterValue) -> tuple[str, ...]:
+    entries = value.split(",") if isinstance(value, str) else value
+    cleaned = (entry.strip().removeprefix("#") for entry in entries)
+    return distinct_tags(tag for tag in cleaned if tag)
+
+
+def _event_time(value: FrontMatterValue | None) -> datetime | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return as_utc(parsed)

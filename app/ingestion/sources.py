@@ -25,21 +25,17 @@ from __future__ import annotations
 import codecs
 import json
 import os
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import InvalidInputError
 from app.domain.models import Document
-from app.domain.moments import as_utc
-from app.domain.tags import distinct_tags
 from app.ingestion.chunking import first_heading
-from app.ingestion.front_matter import split_front_matter
+from app.ingestion.front_matter import front_matter_fields, split_front_matter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from app.ingestion.front_matter import FrontMatterValue
 
 NOTE_SUFFIXES: Final = frozenset({".md", ".markdown", ".txt"})
 BEIR_CORPUS_FILE: Final = "corpus.jsonl"
@@ -118,20 +114,20 @@ def read_note(
         offset = error.start + (len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0)  # of the file
         message = f"not valid UTF-8 (first at byte offset {offset}): read with U+FFFD for the bytes that do not decode"
         _report(on_warning, file_path, message)
-    fields, body = split_front_matter(text)
+    _, body = split_front_matter(text)
     if not body.strip():
         _report(on_skip, file_path, "no text")
         return None
-    title = _text_field(fields, "title") or first_heading(body) or file_path.stem
+    front = front_matter_fields(text)
     return Document(
         project_id=project_id,
         document_id=relative,
         source=relative,
-        title=title,
+        title=front.title or first_heading(body) or file_path.stem,
         text=text,
-        tags=_tags(fields.get("tags", ())),
-        event_time=_event_time(_text_field(fields, "date")),
-        metadata={key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()},
+        tags=front.tags,
+        event_time=front.event_time,
+        metadata=front.metadata,
     )
 
 
@@ -208,24 +204,3 @@ def _beir_record(line: str, *, corpus: Path, line_number: int) -> dict[str, obje
 def _report(receiver: Callable[[Path, str], None] | None, path: Path, reason: str) -> None:
     if receiver is not None:
         receiver(path, reason)
-
-
-def _text_field(fields: dict[str, FrontMatterValue], key: str) -> str | None:
-    value = fields.get(key)
-    return value.strip() or None if isinstance(value, str) else None
-
-
-def _tags(value: FrontMatterValue) -> tuple[str, ...]:
-    entries = value.split(",") if isinstance(value, str) else value
-    cleaned = (entry.strip().removeprefix("#") for entry in entries)
-    return distinct_tags(tag for tag in cleaned if tag)
-
-
-def _event_time(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None  # an informal date ("last spring") stays in metadata only
-    return as_utc(parsed)
