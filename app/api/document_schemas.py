@@ -12,6 +12,7 @@ from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, Document, StoredDocument
 from app.domain.moments import as_utc
 from app.domain.tags import distinct_tags
+from app.ingestion.front_matter import front_matter_fields
 
 MAX_CONTEXT_CHARS = 8192
 DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -25,8 +26,10 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     `context` is text that helps find the document without being part of it (e.g. a conversation's
     previous turn): embedded and indexed with every chunk, returned by `GET` of the document, never as
-    a chunk's text. A leading YAML front matter block (`---`, `key: value` lines, `---`) is not chunked
-    (its fields are not read here: send `title`, `tags`, `event_time` as fields); a `---` block of prose is.
+    a chunk's text. A leading YAML front matter block (`---`, `key: value` lines with a known key such as
+    `title`, `tags`, `date`, `---`) is not chunked: its `title`, `tags` and ISO 8601 `date` fill the fields
+    the request leaves empty (`event_time` for `date`), and its fields join `metadata` (the request's keys
+    win), as `poimen ingest` reads a file's. A `---` block of prose is text.
     """
 
     id: DocumentId
@@ -50,16 +53,18 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return self.text if self.text is not None else (self.markdown or "")
 
     def to_domain(self, project_id: str) -> Document:
-        """The domain document; naive event times are taken as UTC."""
+        """The domain document; naive event times are taken as UTC. Front matter fills what is not given."""
+        text = self.body()
+        front = front_matter_fields(text)
         return Document(
             project_id=project_id,
             document_id=self.id,
             source=self.source or self.id,
-            title=self.title,
-            text=self.body(),
-            tags=distinct_tags(self.tags),
-            event_time=as_utc(self.event_time),
-            metadata=self.metadata,
+            title=self.title or front.title or "",
+            text=text,
+            tags=distinct_tags(self.tags) or front.tags,
+            event_time=as_utc(self.event_time) or front.event_time,
+            metadata={**front.metadata, **self.metadata} if front.metadata else self.metadata,
             context=self.context,
         )
 

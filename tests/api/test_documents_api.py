@@ -305,6 +305,45 @@ async def test_tags_differing_only_in_case_are_stored_once_as_first_spelt(client
     assert stored.json()["tags"] == ["SRE", "db"]
 
 
+FRONT_MATTER_NOTE = """---
+title: Disk alerts
+tags: [sre, disks]
+date: 2024-03-05T09:30:00+01:00
+owner: ops
+---
+# Disk alerts
+
+Page the storage on-call when a volume passes 90 percent.
+"""
+
+
+async def test_front_matter_fills_the_fields_a_request_leaves_empty_as_the_cli_reads_a_file(
+    client, unique_name
+) -> None:
+    bare = await post(client, unique_name, {"id": "bare", "text": FRONT_MATTER_NOTE})
+    given = await post(
+        client,
+        unique_name,
+        {"id": "given", "text": FRONT_MATTER_NOTE, "title": "Mine", "tags": ["mine"], "metadata": {"owner": "me"}},
+    )
+
+    read_bare = (await client.get(f"/v1/projects/{unique_name}/documents/bare")).json()
+    read_given = (await client.get(f"/v1/projects/{unique_name}/documents/given")).json()
+
+    assert (bare.status_code, given.status_code) == (201, 201), (bare.text, given.text)
+    assert (read_bare["title"], read_bare["tags"]) == ("Disk alerts", ["sre", "disks"])
+    assert read_bare["event_time"].startswith("2024-03-05T08:30:00")
+    assert read_bare["metadata"] == {
+        "title": "Disk alerts",
+        "tags": ["sre", "disks"],
+        "date": "2024-03-05T09:30:00+01:00",
+        "owner": "ops",
+    }
+    assert (read_given["title"], read_given["tags"]) == ("Mine", ["mine"])
+    assert read_given["metadata"]["owner"] == "me"
+    assert "owner: ops" not in " ".join(chunk["text"] for chunk in read_bare["chunks"])
+
+
 async def test_a_date_where_a_date_time_belongs_says_what_a_date_time_looks_like(client, unique_name) -> None:
     written = await post(client, unique_name, doc("dated", event_time="2024-02-03"))
     listed = await client.get(f"/v1/projects/{unique_name}/documents", params={"event_time_from": "2024-02-03"})
