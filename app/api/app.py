@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -15,6 +16,7 @@ from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
 from app.api.console import console_router
 from app.api.document_routes import DocumentController
+from app.api.document_schemas import DocumentBatchIn, DocumentIn
 from app.api.errors import (
     FAILURE_LOG_STATE_KEY,
     failure_log,
@@ -30,8 +32,9 @@ from app.api.overload import guard_concurrency
 from app.api.project_routes import ProjectController, ProjectListController
 from app.api.request_tracing import trace_requests
 from app.api.response_headers import add_response_headers
+from app.api.search_requests import BatchSearchRequest, SearchRequest
 from app.api.search_routes import SearchController
-from app.api.strict_bodies import reject_lax_json
+from app.api.strict_bodies import prepare_probes, reject_lax_json
 from app.api.strict_queries import (
     QUERY_PARAMETERS_STATE_KEY,
     declared_query_parameters,
@@ -56,6 +59,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("poimen.app")
 
 MAX_REQUEST_BODY_BYTES: Final = 64 * 1024 * 1024
+BOUNDED_BODIES: Final = (DocumentIn, DocumentBatchIn, SearchRequest, BatchSearchRequest)
+"""The bodies whose bounded lists are counted before they are decoded (`refuse_over_bound_lists`)."""
 
 
 def _services(state: State) -> Services:
@@ -117,8 +122,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        # Built while the engines start, not on the first request that needs one.
+        probes = asyncio.create_task(asyncio.to_thread(prepare_probes, *BOUNDED_BODIES))
         try:
             async with open_services(settings, engines=engines) as services:
+                await probes
                 app.state.services = services
                 if on_ready is not None:
                     on_ready()

@@ -36,7 +36,14 @@ from app.api.project_routes import (
     document_selection,
 )
 from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
-from app.api.strict_bodies import LIST_TOO_LONG, TOO_DEEP, invalid_input_of, malformed_json, refuse_long_lists
+from app.api.strict_bodies import (
+    LIST_TOO_LONG,
+    TOO_DEEP,
+    invalid_input_of,
+    malformed_json,
+    refuse_long_lists,
+    refuse_over_bound_lists,
+)
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
@@ -96,8 +103,10 @@ def _decode_documents(body: bytes, *, max_document_bytes: int, max_batch_documen
     # before their number was refused (msgspec checks a list's length once it has decoded every item).
     try:
         if _is_batch(body, max_batch_documents=max_batch_documents):
+            refuse_over_bound_lists(body, DocumentBatchIn)  # a document's tags, likewise
             documents = msgspec.json.decode(body, type=DocumentBatchIn).documents
         else:
+            refuse_over_bound_lists(body, DocumentIn)
             documents = [msgspec.json.decode(body, type=DocumentIn)]
     except msgspec.ValidationError as error:
         if str(error).startswith("Expected `object`, got") and "at `$" not in str(error):  # not an object at all

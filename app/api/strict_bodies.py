@@ -112,7 +112,7 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
         msg = "the request body is empty: expected a JSON object"
         raise InvalidInputError(msg, field="body")
     try:
-        _refuse_long_lists(body, body_type)
+        refuse_over_bound_lists(body, body_type)
         msgspec.json.decode(body, type=body_type, strict=True)
     except msgspec.ValidationError as error:
         raise invalid_input_of(error, default_field="body") from None
@@ -134,37 +134,76 @@ def malformed_json(error: msgspec.DecodeError, body: bytes) -> InvalidInputError
     return InvalidInputError(f"malformed JSON: {reason}", field="body")
 
 
+_Step = tuple[str, int]
+"""One step into a body: (field's JSON name, 0), or ("", bound) for the items of a list of that bound."""
+_MAX_SHAPE_DEPTH: Final = 8
+
+
 @functools.cache
-def _bounded_lists(body_type: type[msgspec.Struct]) -> tuple[tuple[str, int], ...]:
-    """The top-level list fields of `body_type` with a `max_length`: (JSON name, bound)."""
-    info = msgspec.inspect.type_info(body_type)
-    if not isinstance(info, msgspec.inspect.StructType):
-        return ()
-    return tuple(
-        (field.encode_name, field.type.max_length)
-        for field in info.fields
-        if isinstance(field.type, msgspec.inspect.ListType) and field.type.max_length is not None
-    )
+def _bounded_lists(body_type: type[msgspec.Struct]) -> tuple[tuple[tuple[_Step, ...], int], ...]:
+    """Every list with a `max_length` in `body_type`'s shape, at any depth: (steps to it, bound)."""
+    found: list[tuple[tuple[_Step, ...], int]] = []
+
+    def walk(node: msgspec.inspect.Type, steps: tuple[_Step, ...]) -> None:
+        if len(steps) > _MAX_SHAPE_DEPTH:
+            return
+        if isinstance(node, msgspec.inspect.Metadata):  # a type with a description or other JSON schema
+            walk(node.type, steps)
+        elif isinstance(node, msgspec.inspect.UnionType):
+            for member in node.types:
+                walk(member, steps)
+        elif isinstance(node, msgspec.inspect.StructType):
+            for field in node.fields:
+                walk(field.type, (*steps, (field.encode_name, 0)))
+        elif isinstance(node, msgspec.inspect.ListType) and node.max_length is not None:
+            found.append((steps, node.max_length))
+            walk(node.item_type, (*steps, ("", node.max_length)))
+
+    walk(msgspec.inspect.type_info(body_type), ())
+    return tuple(dict.fromkeys(found))
 
 
-def _refuse_long_lists(body: bytes, body_type: type[msgspec.Struct]) -> None:
-    """A validation error for a top-level list of `body_type` over its bound, before any item is decoded.
+def refuse_over_bound_lists(body: bytes, body_type: type[msgspec.Struct]) -> None:
+    """A 400 naming the list when a bounded list anywhere in `body` is over its bound, before any item is decoded.
 
     msgspec checks a list's `max_length` only once it has decoded every item: a batch of 3,000,000
-    queries built them all (4 s, 1.1 GB) before it was refused. Other shape errors are left to the
+    queries built them all (4 s, 1.1 GB) before it was refused, and 4,000,000 tags in a search's
+    filters took 3 s and 235 MB. One probe per bounded list (`_path_probe`) reads the body as raw JSON
+    down to that list and stops at its first item past the bound. Other shape errors are left to the
     typed decode, which says what is wrong and where.
     """
-    bounded = _bounded_lists(body_type)
-    if not bounded:
-        return
-    try:
-        refuse_long_lists(body, dict(bounded))
-    except msgspec.ValidationError as error:
-        if LIST_TOO_LONG in str(error):
-            # The probe's message names no field; the body's own bounded lists are few (one, today).
-            names = " or ".join(f"`$.{name}`" for name, _ in bounded)
-            msg = f"Expected `array` of length <= {min(bound for _, bound in bounded)} - at {names}"
-            raise msgspec.ValidationError(msg) from None
+    for steps, bound in _bounded_lists(body_type):
+        try:
+            msgspec.json.decode(body, type=_path_probe(steps, bound))
+        except msgspec.ValidationError as error:
+            if LIST_TOO_LONG in str(error):
+                path = "".join(f".{name}" if name else "[*]" for name, _ in steps).lstrip(".")
+                msg = f"{path}: must hold at most {bound} items"
+                raise InvalidInputError(msg, field=path) from None
+
+
+def prepare_probes(*body_types: type[msgspec.Struct]) -> None:
+    """Build the probes of these body types now: one for a batch's 10,000 slots takes about 0.4 s, once."""
+    for body_type in body_types:
+        for steps, bound in _bounded_lists(body_type):
+            _path_probe(steps, bound)
+
+
+@functools.cache
+def _path_probe(steps: tuple[_Step, ...], bound: int) -> type[msgspec.Struct]:
+    """A type that reads only the way to one bounded list and refuses its item `bound + 1`.
+
+    The list may share its field with a scalar (`level`: one level or a list of them); any other shape
+    on the way fails this probe with a message that is not `LIST_TOO_LONG`, and is left alone.
+    """
+    value: Any = _at_most(bound) | str | int | float | bool | None
+    for name, items_bound in reversed(steps[1:]):
+        value = _object_with(name, value) | None if name else _at_most(items_bound, value)
+    return _object_with(steps[0][0], value)
+
+
+def _object_with(name: str, value: Any) -> type[msgspec.Struct]:  # noqa: ANN401 - any msgspec type
+    return msgspec.defstruct(f"Probe{name.title()}", [(name, value | msgspec.UnsetType, msgspec.UNSET)])
 
 
 LIST_TOO_LONG: Final = "of at most length"
@@ -192,6 +231,6 @@ def _probe(bounds: tuple[tuple[str, int], ...]) -> type[msgspec.Struct]:
 
 
 @functools.cache
-def _at_most(bound: int) -> type[msgspec.Struct]:
-    slots = [(f"item{number}", msgspec.Raw | msgspec.UnsetType, msgspec.UNSET) for number in range(bound)]
+def _at_most(bound: int, item: Any = msgspec.Raw) -> type[msgspec.Struct]:  # noqa: ANN401 - any msgspec type
+    slots = [(f"item{number}", item | msgspec.UnsetType, msgspec.UNSET) for number in range(bound)]
     return msgspec.defstruct(f"AtMost{bound}", slots, array_like=True, forbid_unknown_fields=True)

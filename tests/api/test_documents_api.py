@@ -409,6 +409,22 @@ async def test_a_batch_over_the_limit_is_refused_by_its_count_before_its_documen
     )
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"id": "a", "text": "x", "tags": [1] * 65}, "tags"),
+        ({"documents": [{"id": "a", "text": "x"}, {"id": "b", "text": "y", "tags": [1] * 65}]}, "documents[*].tags"),
+    ],
+)
+async def test_a_documents_tags_over_the_bound_are_refused_by_their_count_before_they_are_read(
+    client, unique_name, body: dict[str, Any], field: str
+) -> None:
+    response = await post(client, unique_name, body)
+
+    problem = assert_problem(response)
+    assert (problem["field"], problem["detail"]) == (field, f"{field}: must hold at most 64 items")
+
+
 async def test_a_duplicated_documents_key_does_not_hide_a_long_batch(client, unique_name) -> None:
     # The last occurrence of a key wins when a body is read into a map: the count read only that one.
     long_list = json.dumps(

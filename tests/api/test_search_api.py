@@ -209,6 +209,29 @@ async def test_post_rejects_an_empty_or_malformed_body_naming_it(client, body: b
     assert (problem["title"], problem["detail"]) == ("Invalid request", detail)
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "field", "bound"),
+    [
+        ("/v1/search", {"query": "x", "project": "p", "filters": {"tags": [1] * 65}}, "filters.tags", 64),
+        ("/v1/search", {"query": "x", "project": "p", "filters": {"level": [1] * 8}}, "filters.level", 7),
+        (
+            "/v1/search/batch",
+            {"project": "p", "queries": [{"query": "x"}, {"query": "y", "filters": {"tags": [1] * 65}}]},
+            "queries[*].filters.tags",
+            64,
+        ),
+    ],
+)
+async def test_a_list_over_its_bound_is_refused_by_its_count_before_its_items_are_read(
+    client, path: str, body: dict[str, Any], field: str, bound: int
+) -> None:
+    # Every item is invalid: read first (4,000,000 tags took 3 s and 235 MB), the first would be blamed.
+    response = await client.post(path, json=body)
+
+    problem = assert_problem(response, field)
+    assert (problem["field"], problem["detail"]) == (field, f"{field}: must hold at most {bound} items")
+
+
 async def test_framework_errors_are_titled_by_their_status(client) -> None:
     missing = await client.get("/v1/no-such-route")
     wrong_method = await client.put("/v1/search")
