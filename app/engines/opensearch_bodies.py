@@ -16,6 +16,7 @@ per-document version markers of `app.engines.opensearch_markers` do.
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.tags import tag_keys
@@ -70,7 +71,23 @@ def document_key(project_id: str, chunk_id: str) -> str:
 
     Project ids cannot contain `:` (`PROJECT_ID_PATTERN`), so the key is unambiguous.
     """
-    return f"{project_id}:{chunk_id}"
+    return bounded_key(f"{project_id}:{chunk_id}")
+
+
+MAX_ID_BYTES: Final = 512
+"""OpenSearch refuses an `_id` longer than this in UTF-8; a 256-character document id of CJK is 768 bytes."""
+LONG_KEY_PREFIX: Final = "@sha256:"
+
+
+def bounded_key(key: str) -> str:
+    """`key` as an `_id`: itself when OpenSearch takes it, else `@sha256:` and its digest.
+
+    A refused `_id` failed its whole bulk request, again on every retry, and with it the indexing of every
+    project queued behind it. No project id starts with `@`, and markers are `@version-marker:...`, so a
+    digest key is never another key.
+    """
+    encoded = key.encode()
+    return key if len(encoded) <= MAX_ID_BYTES else LONG_KEY_PREFIX + hashlib.sha256(encoded).hexdigest()
 
 
 def build_filter_clauses(filters: Filters) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from app.engines.opensearch_bodies import VERSION_TYPE
+from app.engines.opensearch_bodies import VERSION_TYPE, bounded_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +38,7 @@ MARKER_DOCUMENT_FIELD: Final = "marker_document_id"
 
 def marker_key(project_id: str, document_id: str) -> str:
     """The `_id` of a document's version marker."""
-    return f"{MARKER_ID_PREFIX}:{project_id}:{document_id}"
+    return bounded_key(f"{MARKER_ID_PREFIX}:{project_id}:{document_id}")
 
 
 def versioned_documents(documents: Sequence[DocumentChunks]) -> dict[str, DocumentChunks]:

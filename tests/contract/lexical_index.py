@@ -783,6 +783,30 @@ class LexicalIndexContract:
         # Scores may drift: engines count deleted documents in BM25 statistics until segments merge.
         assert sorted(second) == sorted(first) == ["d1-a", "d1-b", "d2-a"]
 
+    async def test_a_document_id_of_256_wide_characters_is_indexed_replaced_and_deleted(
+        self, index: LexicalIndex
+    ) -> None:
+        long_id = "\u6771" * 256  # 768 bytes of UTF-8: OpenSearch refuses an `_id` over 512
+        written = [
+            DocumentChunks(
+                project_id=PROJECT,
+                document_id=long_id,
+                chunks=tuple(make_chunk(f"{long_id}#{number}", text, document_id=long_id) for text in texts),
+                outbox_version=version,
+            )
+            for version, number, texts in ((1, 0, ("kingfisher nest",)), (2, 1, ("heron nest",)), (3, 2, ()))
+        ]
+
+        await index.replace_documents(written[:1])
+        first = await search_ids(index, "kingfisher")
+        await index.replace_documents(written[1:2])
+        replaced = (await search_ids(index, "kingfisher"), await search_ids(index, "heron"))
+        await index.replace_documents(written[2:])
+
+        assert first == [f"{long_id}#0"]
+        assert replaced == ([], [f"{long_id}#1"])
+        assert await search_ids(index, "heron nest") == []
+
     async def test_empty_chunk_set_deletes_the_document(self, index: LexicalIndex) -> None:
         await index_chunks(
             index,
