@@ -35,6 +35,18 @@ async def drain_or_explain(worker: OutboxWorker) -> None:
         )
         return
     # The outbox is every project's: what it indexed may include other projects' queued documents.
+    try:
+        waiting = await worker.backlog()
+    except EngineError:
+        waiting = 0  # the store stopped answering just now: what was indexed stands
+    if waiting:
+        # Leased by another process (a server's worker, or one that died: back when its lease ends).
+        print(
+            f"{indexed} queued documents indexed, of any project; {waiting} more are being indexed by another "
+            "process (a running server), or will be when its lease ends (OUTBOX_LEASE_S)",
+            file=sys.stderr,
+        )
+        return
     print(f"lexical index up to date ({indexed} queued documents indexed, of any project)", file=sys.stderr)
 
 

@@ -67,6 +67,14 @@ class EngineUnavailableError(EngineError):
     """The engine could not be reached or refused the call."""
 
 
+class EngineRejectedError(EngineUnavailableError):
+    """The engine answered and refused this request as sent (a document it cannot take, an index in the way).
+
+    Sent again it fails again; other requests may pass. The outbox indexes a batch's other documents
+    and leaves the refused ones queued (`app.ingestion.outbox`).
+    """
+
+
 class EngineTimeoutError(EngineError):
     """The engine did not answer within its deadline."""
 

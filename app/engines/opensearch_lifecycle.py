@@ -15,7 +15,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import NotFoundError, RequestError
 
 from app.config import ConfigurationError
-from app.domain.errors import EngineUnavailableError
+from app.domain.errors import EngineRejectedError, EngineUnavailableError
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.opensearch_projects import PROJECT_INFIX, project_aliases_pattern
 from app.engines.opensearch_responses import ENGINE_NAME, translate_errors
@@ -120,8 +120,9 @@ async def ensure_index(
       its retry after the move lands in the new index. The old index is kept, write-blocked, for a
       rollback; delete it by hand. An upgrade that fails leaves it blocked with the alias on it: searches
       go on, writes wait in the outbox until a start completes the upgrade.
-    Raises `EngineUnavailableError` when a concrete index already squats the alias name, or the alias
-    points at a newer version than this code knows.
+    Raises `EngineRejectedError` when a concrete index already squats the alias name (that project cannot
+    be indexed until it is gone), `EngineUnavailableError` when the alias points at a newer version than
+    this code knows.
     """
     target = versioned_index_name(alias)
     extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
@@ -132,6 +133,7 @@ async def ensure_index(
                 await _verify_schema_version(client, target, extra)
                 return target
             if len(current) != 1 or _version_of(current[0], alias) > SCHEMA_VERSION:
+                # A newer release upgraded it (a rolling upgrade): this replica steps back, others index.
                 msg = f"alias {alias} points at {current}, expected {target} or an older version"
                 raise EngineUnavailableError(msg, engine=ENGINE_NAME)
             await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=None, extra=extra)
@@ -172,7 +174,7 @@ async def ensure_index(
                 # `exists` resolves aliases: another replica created the index and its alias between our checks.
                 return await ensure_index(client, alias=alias, shards=shards, replicas=replicas, headers=headers)
             msg = f"a concrete index named {alias} exists where the alias belongs"
-            raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+            raise EngineRejectedError(msg, engine=ENGINE_NAME)
         await _create_index(client, target, index_body(shards=shards, replicas=replicas), alias=alias, extra=extra)
         return target
 
@@ -201,7 +203,7 @@ async def _verify_schema_version(client: AsyncOpenSearch, name: str, extra: dict
     found = mapping.get(name, {}).get("mappings", {}).get("_meta", {}).get("schema_version")
     if found != SCHEMA_VERSION:
         msg = f"index {name} has schema version {found!r}, expected {SCHEMA_VERSION}"
-        raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+        raise EngineRejectedError(msg, engine=ENGINE_NAME)
 
 
 def _version_of(index: str, alias: str) -> int:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
-from app.domain.errors import EngineError, EngineTimeoutError, EngineUnavailableError
+from app.domain.errors import EngineError, EngineRejectedError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import ScoredHit
 from app.engines.chunk_codec import chunk_from_record
 from app.engines.opensearch_bodies import TEXT_FIELD
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 ENGINE_NAME: Final = "opensearch"
 _TIMEOUT_STATUSES: Final = frozenset({408, 504})
+_REFUSED_STATUSES: Final = frozenset({400, 413, 422})
+"""What OpenSearch answers a request it will never take as sent (not auth, conflicts, load or absence)."""
 _VERSION_CONFLICT: Final = "version_conflict_engine_exception"
 
 
@@ -59,7 +61,8 @@ def raise_for_bulk_failures(failed_items: Sequence[Mapping[str, Any]], *, attemp
     error = first.get("error") if isinstance(first, dict) else None
     reason = _describe_error(error)
     msg = f"{len(failed_items)} of {attempted} bulk items failed (status {statuses}): {reason}"
-    raise EngineUnavailableError(msg, engine=ENGINE_NAME)
+    refused = all(status in _REFUSED_STATUSES for status in statuses)
+    raise (EngineRejectedError if refused else EngineUnavailableError)(msg, engine=ENGINE_NAME)
 
 
 def split_version_conflicts(
@@ -135,7 +138,8 @@ def translate_error(error: Exception) -> EngineError:
             )
         # `error.error` is the whole body when it names no error type (a `_reindex` of many conflicts: 30 KB).
         reason = str(error.error)[:MAX_REASON_CHARS]
-        return EngineUnavailableError(f"opensearch refused the request (status {status}: {reason})", engine=ENGINE_NAME)
+        refused = EngineRejectedError if status in _REFUSED_STATUSES else EngineUnavailableError
+        return refused(f"opensearch refused the request (status {status}: {reason})", engine=ENGINE_NAME)
     return EngineUnavailableError(f"opensearch call failed: {type(error).__name__}", engine=ENGINE_NAME)
 
 

@@ -13,13 +13,14 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from app.domain.errors import EngineError, EngineTimeoutError
+from app.domain.errors import EngineError, EngineRejectedError, EngineTimeoutError
 from app.observability.metrics import record_engine_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from app.config import Settings
+    from app.domain.models import DocumentChunks
     from app.domain.ports import DocumentStore, LexicalIndex
 
 logger = logging.getLogger("poimen.outbox")
@@ -65,6 +66,8 @@ class OutboxWorker:
         self._task: asyncio.Task[None] | None = None
         self.consecutive_failures = 0
         """Failed cycles since the last success; 0 while the lexical index keeps up."""
+        self.refused: list[tuple[DocumentChunks, EngineRejectedError]] = []
+        """The documents the last cycle's batch held that the lexical index refused as sent, with why."""
 
     @classmethod
     def from_settings(
@@ -102,8 +105,8 @@ class OutboxWorker:
             if not claimed:
                 return 0
             try:
-                await self._lexical.replace_documents(claimed)
-                await self._store.complete_outbox(claimed)
+                indexed = await self._index(claimed)
+                await self._store.complete_outbox(indexed)
             except EngineError:
                 # Give the entries back at once rather than when the lease ends: another worker (or
                 # this one, after its backoff) may take them. Best effort: the lease covers a failure.
@@ -111,9 +114,60 @@ class OutboxWorker:
                     await self._store.release_outbox(claimed)
                 raise
         if self._on_indexed is not None:
-            for project_id in sorted({document.project_id for document in claimed}):
+            for project_id in sorted({document.project_id for document in indexed}):
                 self._on_indexed(project_id)
-        return len(claimed)
+        return len(indexed)
+
+    async def _index(self, claimed: list[DocumentChunks]) -> list[DocumentChunks]:
+        """Index `claimed`; when the engine refuses the batch, every document it takes, each project apart.
+
+        A document the engine refuses as sent (`EngineRejectedError`) failed the whole batch, on every
+        retry, and with it every project queued behind it (one project's id squatting another's index
+        name, an id the engine cannot take). The refused ones keep their lease, so they are tried again
+        when it runs out (`OUTBOX_LEASE_S`), neither holding the rest up nor retried in a tight loop; they
+        are `refused` until the next cycle. Any other failure is the caller's: the batch goes back whole.
+        """
+        self.refused = []
+        refusal = await self._refusal(claimed)
+        if refusal is None:
+            return claimed
+        by_project: dict[str, list[DocumentChunks]] = {}
+        for document in claimed:
+            by_project.setdefault(document.project_id, []).append(document)
+        indexed: list[DocumentChunks] = []
+        for group in by_project.values():
+            if len(by_project) > 1:  # with one project, the batch was this group
+                refusal = await self._refusal(group)
+                if refusal is None:
+                    indexed.extend(group)
+                    continue
+            for document in group:
+                alone = refusal if len(group) == 1 else await self._refusal([document])
+                if alone is None:
+                    indexed.append(document)
+                else:
+                    self.refused.append((document, alone))
+        if not self.refused:
+            return indexed
+        first, reason = self.refused[0]
+        logger.warning(
+            "lexical indexing refused %d of %d documents (tried again when their lease runs out); the first, "
+            "%r of project %r: %s",
+            len(self.refused),
+            len(claimed),
+            first.document_id,
+            first.project_id,
+            reason.message,
+        )
+        return indexed
+
+    async def _refusal(self, documents: list[DocumentChunks]) -> EngineRejectedError | None:
+        """None when the lexical index took `documents`; its refusal when it refused them as sent."""
+        try:
+            await self._lexical.replace_documents(documents)
+        except EngineRejectedError as refusal:
+            return refusal
+        return None
 
     async def drain(self, timeout_s: float) -> int:
         """Run cycles until the outbox is empty; return how many documents were indexed.
@@ -122,10 +176,13 @@ class OutboxWorker:
 
         Raises:
             EngineTimeoutError: the outbox was not empty after `timeout_s` (names the lexical engine).
+            EngineRejectedError: the lexical index refused some documents as sent (`refused`); the rest
+                were indexed, and those stay queued.
         """
         deadline = time.monotonic() + timeout_s
         indexed, failures = 0, 0
         last_error: EngineError | None = None
+        refused: dict[tuple[str, str], EngineRejectedError] = {}
         while True:
             try:
                 count = await self.run_once()
@@ -136,6 +193,14 @@ class OutboxWorker:
                     break
                 await asyncio.sleep(delay)
                 continue
+            refused.update(((document.project_id, document.document_id), why) for document, why in self.refused)
+            if count == 0 and refused:
+                (project_id, document_id), first = next(iter(refused.items()))
+                msg = (
+                    f"the lexical index refused {len(refused)} documents, left queued (the first, {document_id!r} "
+                    f"of project {project_id!r}: {first.message}); {indexed} indexed"
+                )
+                raise EngineRejectedError(msg, engine=self._lexical.name)
             if count == 0:
                 return indexed
             indexed += count
@@ -145,6 +210,10 @@ class OutboxWorker:
         reason = f": {last_error.message}" if last_error is not None else ""
         msg = f"lexical outbox not drained within {timeout_s:g} s after indexing {indexed} documents{reason}"
         raise EngineTimeoutError(msg, engine=self._lexical.name)
+
+    async def backlog(self) -> int:
+        """Documents still queued, whoever holds them (another process's lease, a refusal's)."""
+        return (await self._store.outbox_stats()).backlog
 
     async def run(self) -> None:
         """Loop until `stop()`: drain in cycles, wait `poll_interval_s` (or a `wake()`) when idle.

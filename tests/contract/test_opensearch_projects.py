@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from opensearchpy import AsyncOpenSearch
 
+from app.domain.errors import EngineRejectedError
 from app.domain.models import DocumentChunks, Filters
 from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_lifecycle import prepare_project_indexes, retire_shared_index
@@ -107,3 +108,27 @@ async def test_start_moves_a_project_index_of_an_older_schema_keeping_its_chunks
     assert sorted(await client.indices.get_alias(name=alias)) == [versioned_index_name(alias)]
     assert await client.indices.exists(index=older)  # kept for rollback
     assert await search_ids(index, "obsidian") == ["c-1"]
+
+
+async def test_a_project_whose_alias_another_projects_index_squats_is_refused_and_the_others_are_not(
+    target: tuple[AsyncOpenSearch, str],
+) -> None:
+    client, base = target
+    index = OpenSearchLexicalIndex(client, index=base, replicas=0)
+    squatted = f"coll-v{SCHEMA_VERSION}"  # its alias is the name of project coll's index
+    documents = {
+        project_id: DocumentChunks(
+            project_id, "d1", (make_chunk(f"c-{project_id}", "heron", project_id=project_id),), 1
+        )
+        for project_id in ("coll", squatted, "other")
+    }
+    await index.replace_documents([documents["coll"]])
+
+    with pytest.raises(EngineRejectedError, match="where the alias belongs"):
+        await index.replace_documents(list(documents.values()))  # the outbox then indexes each project apart
+    with pytest.raises(EngineRejectedError):
+        await index.replace_documents([documents[squatted]])
+    await index.replace_documents([documents["other"]])
+
+    assert await search_ids(index, "heron", filters=Filters("other")) == ["c-other"]
+    assert await search_ids(index, "heron", filters=Filters("coll")) == ["c-coll"]

@@ -15,7 +15,7 @@ from opensearchpy.exceptions import (
     ConnectionError as OpenSearchConnectionError,
 )
 
-from app.domain.errors import EngineTimeoutError, EngineUnavailableError
+from app.domain.errors import EngineRejectedError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch_bodies import (
     build_bulk_actions,
@@ -608,6 +608,18 @@ def test_parse_search_response_refuses_results_with_failed_shards() -> None:
         parse_search_response(search_response(_shards=shards))
 
 
+def test_bulk_items_all_refused_as_sent_are_a_rejection_and_any_load_shed_makes_it_an_outage() -> None:
+    refused = {"index": {"_id": "p:c1", "status": 400, "error": {"type": "action_request_validation_exception"}}}
+    shed = {"index": {"_id": "p:c2", "status": 429, "error": {"type": "rejected_execution_exception"}}}
+
+    with pytest.raises(EngineRejectedError):
+        raise_for_bulk_failures([refused], attempted=3)
+    with pytest.raises(EngineUnavailableError) as caught:
+        raise_for_bulk_failures([refused, shed], attempted=3)
+
+    assert not isinstance(caught.value, EngineRejectedError)  # the outbox gives the whole batch back
+
+
 def test_bulk_item_failures_raise_so_the_outbox_retries() -> None:
     # Items as `_bulk` returns them when `errors: true` (one mapping error, one 429 rejection).
     failed = [
@@ -735,8 +747,13 @@ TOO_MANY_REQUESTS_BODY = {
         (TransportError(504, "gateway timeout", {}), EngineTimeoutError, "opensearch timed out (status 504)"),
         (
             RequestError(400, "search_phase_execution_exception", {}),
-            EngineUnavailableError,
+            EngineRejectedError,  # sent again, refused again: the outbox isolates it
             "opensearch refused the request (status 400: search_phase_execution_exception)",
+        ),
+        (
+            TransportError(403, "cluster_block_exception", {}),  # a write-blocked index while it is upgraded
+            EngineUnavailableError,
+            "opensearch refused the request (status 403: cluster_block_exception)",
         ),
     ],
 )

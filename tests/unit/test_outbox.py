@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.domain.errors import EngineTimeoutError, EngineUnavailableError
+from app.domain.errors import EngineRejectedError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, ScoredHit, StoredDocument
 from app.ingestion.outbox import OutboxWorker
 
@@ -284,3 +284,51 @@ def test_backoff_doubles_up_to_the_cap() -> None:
     )
 
     assert [outbox._backoff_s(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+
+class RefusingLexical(FlakyLexical):
+    """A lexical index that refuses, as sent, every batch holding one of the `refused` documents."""
+
+    def __init__(self, *refused: tuple[str, str]) -> None:
+        super().__init__()
+        self.refused = set(refused)
+        self.batches: list[list[str]] = []
+
+    async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
+        self.batches.append([document.document_id for document in documents])
+        if any((document.project_id, document.document_id) in self.refused for document in documents):
+            raise EngineRejectedError("an _id it cannot take", engine=self.name)
+        await super().replace_documents(documents)
+
+
+async def test_a_document_the_index_refuses_holds_up_neither_its_batch_nor_other_projects() -> None:
+    store, lexical = OutboxStore(), RefusingLexical(("p", "bad"))
+    store.write("p", "bad", "text bad")
+    for project_id, name in (("p", "a"), ("p", "b"), ("q", "c")):
+        store.write(project_id, name, f"text {name}")
+    outbox = worker(store, lexical, batch_size=10)
+
+    indexed = await outbox.run_once()
+
+    assert indexed == 3
+    assert set(lexical.indexed) == {("p", "a"), ("p", "b"), ("q", "c")}
+    assert list(store.outbox) == [("p", "bad")]  # still queued: tried again when its lease runs out
+    assert [(document.document_id, error.message) for document, error in outbox.refused] == [
+        ("bad", "an _id it cannot take")
+    ]
+    # The whole batch, then each project: the refused one document by document.
+    assert lexical.batches == [["bad", "a", "b", "c"], ["bad", "a", "b"], ["bad"], ["a"], ["b"], ["c"]]
+
+
+async def test_drain_says_which_documents_the_index_refused_after_indexing_the_rest() -> None:
+    store, lexical = OutboxStore(), RefusingLexical(("p", "bad"))
+    for name in ("bad", "a", "b"):
+        store.write("p", name, f"text {name}")
+
+    with pytest.raises(
+        EngineRejectedError, match=r"refused 1 documents, left queued \(the first, 'bad' of project 'p'"
+    ):
+        await worker(store, lexical, batch_size=10).drain(timeout_s=5)
+
+    assert set(lexical.indexed) == {("p", "a"), ("p", "b")}
+    assert list(store.outbox) == [("p", "bad")]
