@@ -26,7 +26,6 @@ from app.query.dates import date_direction, event_time_range, is_year, months_na
 from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
 from app.query.vocabulary import (
     ANYWHERE_RULES,
-    CLITICS,
     COMPARATIVE_WORDS,
     FACTUAL_FIRST,
     FIRST_TOKEN_RULES,
@@ -60,8 +59,7 @@ CONFIDENCE_NAVIGATIONAL: Final = 0.85
 CONFIDENCE_DEFAULT: Final = 0.8
 
 # Word-like tokens: `k8s`, `ci/cd`, `port-forward`, `node.js`, `c++`, `#tag`, `@team`, `don't`.
-_TOKEN: Final = re.compile(r"[#@]?\w+(?:[./+'\u2019&-]\w+)*\+*")
-_APOSTROPHE: Final = re.compile(r"['\u2019]")
+_TOKEN: Final = re.compile(r"[#@]?\w+(?:[./+'&-]\w+)*\+*")
 _PHRASE: Final = re.compile(r'"([^"]*)"')
 _WHITESPACE: Final = re.compile(r"\s+")
 _NUMBER: Final = re.compile(r"\d+(?:\.\d+)*")
@@ -247,7 +245,7 @@ class QueryOptimizer:
         without it (docs/evaluation.md, "Query term frequency"). A short query's words count once:
         weighing repeated stems there cost SciFact claims 0.007.
         """
-        free_words = [_without_clitic(token.word) for token in tokens if token.is_free_word]
+        free_words = [token.word for token in tokens if token.is_free_word]
         content_words = [word for word in free_words if word not in STOPWORDS] or free_words
         distinct = _dedupe(content_words)
         if len(distinct) > max_terms:
@@ -268,14 +266,6 @@ class QueryOptimizer:
             excluded_terms=excluded_terms,
             weigh_repeats=weigh_repeats,
         )
-
-
-def _without_clitic(word: str) -> str:
-    """The word a lexical index keeps without the clitic it splits off: "bob's" -> "bob", "i'm" -> "i"."""
-    parts = _APOSTROPHE.split(word)
-    if len(parts) > 1 and parts[-2] and parts[-1] in CLITICS:
-        return word[: -len(parts[-1]) - 1]
-    return word
 
 
 def _tokenize(collapsed: str) -> list[_Token]:

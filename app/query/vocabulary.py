@@ -19,9 +19,6 @@ STOPWORDS: Final = frozenset({
     "which", "who", "why", "will", "with", "you", "your",
 })  # fmt: skip
 """Words dropped from the lexical text (kept when nothing else is left): they only add noise to BM25."""
-CLITICS: Final = frozenset({"s", "m", "t", "d", "ll", "re", "ve"})
-"""What follows an apostrophe in "Bob's", "I'm", "don't", "we'll": a lexical index splits it off as a word
-of its own, which every possessive and contraction holds ("that's it" found "she's going to Japan")."""
 
 NEGATION_WORDS: Final = frozenset({"not", "no", "without"})
 

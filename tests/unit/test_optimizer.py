@@ -444,19 +444,3 @@ def test_a_very_long_passage_keeps_its_most_frequent_words_for_bm25(optimizer: Q
 
 def test_analysis_keeps_the_raw_query(optimizer: QueryOptimizer) -> None:
     assert optimizer.analyze("  Raw Query  ").raw_query == "  Raw Query  "
-
-
-@pytest.mark.parametrize(
-    ("query", "lexical_text"),
-    [
-        ("What is Bob's latest job?", "bob latest job"),
-        ("Bob\u2019s new car", "bob new car"),
-        ("I'm going to the pharmacy", "going pharmacy"),
-        ("we'll ship what they've built", "ship they built"),
-        ("rock'n'roll at nine o'clock", "rock'n'roll nine o'clock"),
-    ],
-)
-def test_the_lexical_text_drops_what_an_apostrophe_splits_off(
-    optimizer: QueryOptimizer, query: str, lexical_text: str
-) -> None:
-    assert optimizer.analyze(query).lexical_query.text == lexical_text
