@@ -9,6 +9,7 @@ finds the shared index of schema 6 and before, which `retire_shared_index` takes
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from opensearchpy import AsyncOpenSearch
@@ -207,5 +208,5 @@ async def _verify_schema_version(client: AsyncOpenSearch, name: str, extra: dict
 
 
 def _version_of(index: str, alias: str) -> int:
-    suffix = index.removeprefix(f"{alias}-v")
-    return int(suffix) if suffix.isdigit() else 0
+    version = re.fullmatch(rf"{re.escape(alias)}_?-v(\d+)", index)
+    return int(version.group(1)) if version else 0

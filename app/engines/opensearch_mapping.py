@@ -49,15 +49,24 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   possessive stemmer was not kept because osmem-server, the OpenSearch-API server the tests run on,
   matches every document to any query when a custom analyzer holds it (noida-db and OpenSearch do not).
   A version 8 index is upgraded by `_reindex`, which analyzes `_source` again.
+- Schema version 10 splits words at a colon (`colon_as_space`, a `pattern_replace` char filter): the standard
+  tokenizer kept `error:timeout` one token (a colon joins letters in Unicode's word rules), so `timeout`
+  did not find it and `-timeout` did not exclude it, where tantivy and PostgreSQL split it. Its index
+  follows the alias after `_-v` (`<alias>_-v10`): no project's alias can end so (`_-` is no escape of a
+  project id, `app.engines.opensearch_projects`), where `<alias>-v9`, project `coll`'s index, was project
+  `coll-v9`'s alias name. Versions up to 9 keep their `-v<N>` names; `ensure_index` upgrades them.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-SCHEMA_VERSION: Final = 9
-"""Bump when `index_body()` changes: `ensure_index` then builds `<alias>-v<N>`, reindexes and swaps (per project)."""
+SCHEMA_VERSION: Final = 10
+"""Bump when `index_body()` changes: `ensure_index` then builds `<alias>_-v<N>`, reindexes and swaps (per project)."""
+FIRST_UNAMBIGUOUS_VERSION: Final = 10
+"""The first schema version whose index name no project's alias can equal (`versioned_index_name`)."""
 TEXT_ANALYZER: Final = "english_folded"
+COLON_AS_SPACE: Final = "colon_as_space"
 
 _ENGLISH_FILTERS: Final[dict[str, Any]] = {
     "english_stop": {"type": "stop", "stopwords": "_english_"},
@@ -65,14 +74,20 @@ _ENGLISH_FILTERS: Final[dict[str, Any]] = {
 }
 _ENGLISH_FOLDED: Final[dict[str, Any]] = {
     "type": "custom",
+    "char_filter": [COLON_AS_SPACE],
     "tokenizer": "standard",
     "filter": ["apostrophe", "lowercase", "asciifolding", "english_stop", "english_stemmer"],
 }
 
 
 def versioned_index_name(alias: str, version: int = SCHEMA_VERSION) -> str:
-    """The concrete index behind `alias` for a schema version, e.g. `poimen-chunks-v1`."""
-    return f"{alias}-v{version}"
+    """The concrete index behind `alias` for a schema version: `poimen-chunks-p-notes_-v10`, up to 9 `...-v9`."""
+    return f"{alias}{version_suffix(version)}"
+
+
+def version_suffix(version: int) -> str:
+    """What follows the alias in the name of its index of schema `version`."""
+    return f"_-v{version}" if version >= FIRST_UNAMBIGUOUS_VERSION else f"-v{version}"
 
 
 def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
@@ -88,6 +103,7 @@ def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
             "number_of_replicas": replicas,
             "index.codec": "best_compression",
             "analysis": {
+                "char_filter": {COLON_AS_SPACE: {"type": "pattern_replace", "pattern": ":", "replacement": " "}},
                 "filter": _ENGLISH_FILTERS,
                 "analyzer": {
                     TEXT_ANALYZER: _ENGLISH_FOLDED,

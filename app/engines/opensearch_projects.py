@@ -2,7 +2,7 @@
 
 BM25 scores a term by its shard's statistics (document count, average field length, document
 frequency), and a search cannot bring its own: so a project's scores are its own only when its chunks
-have a one-shard index to themselves. Each project gets `<base>-p-<project>-v<SCHEMA_VERSION>` behind
+have a one-shard index to themselves. Each project gets `<base>-p-<project>_-v<SCHEMA_VERSION>` behind
 the alias `<base>-p-<project>` (`base` is `OPENSEARCH_INDEX`), created on the project's first write
 (`app.engines.opensearch_generation.ProjectGenerations`).
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from app.engines.opensearch_mapping import SCHEMA_VERSION
+from app.engines.opensearch_mapping import SCHEMA_VERSION, version_suffix
 
 PROJECT_INFIX: Final = "-p-"
 ESCAPE: Final = "_"
@@ -77,8 +77,7 @@ def project_aliases_pattern(base: str) -> str:
 
 def project_of_index(base: str, index: str, version: int = SCHEMA_VERSION) -> str | None:
     """The project whose index of schema `version` is named `index`; None for any other name."""
-    prefix = f"{base}{PROJECT_INFIX}"
-    escaped, separator, found_version = index.removeprefix(prefix).rpartition("-v")
-    if not index.startswith(prefix) or not separator or found_version != str(version):
+    prefix, suffix = f"{base}{PROJECT_INFIX}", version_suffix(version)
+    if not (index.startswith(prefix) and index.endswith(suffix)) or len(index) <= len(prefix) + len(suffix):
         return None
-    return unescape_project_id(escaped)
+    return unescape_project_id(index[len(prefix) : -len(suffix)])

@@ -420,6 +420,17 @@ class LexicalIndexContract:
         assert await search_ids(index, "deploy release", excluded_terms=("helm",)) == ["c-kubectl"]
         assert set(await search_ids(index, "deploy release")) == {"c-helm", "c-kubectl"}
 
+    async def test_words_joined_by_a_colon_are_found_and_excluded_one_by_one(self, index: LexicalIndex) -> None:
+        await index_chunks(
+            index,
+            make_chunk("c-colon", "the job failed with error:timeout after the deploy"),
+            make_chunk("c-disk", "the job failed with a disk full error"),
+        )
+
+        assert await search_ids(index, "timeout") == ["c-colon"]
+        assert await search_ids(index, "job failed", excluded_terms=("timeout",)) == ["c-disk"]
+        assert set(await search_ids(index, "error:timeout")) == {"c-colon", "c-disk"}
+
     async def test_excluded_terms_of_the_filters_remove_chunks_as_the_query_s_do(self, index: LexicalIndex) -> None:
         await index_chunks(
             index,

@@ -87,7 +87,7 @@ async def test_ensure_index_creates_a_versioned_index_behind_the_alias(
 ) -> None:
     created = await ensure_index(opensearch_client, alias=opensearch_alias, shards=1, replicas=0)
 
-    assert created == versioned_index_name(opensearch_alias) == f"{opensearch_alias}-v{SCHEMA_VERSION}"
+    assert created == versioned_index_name(opensearch_alias) == f"{opensearch_alias}_-v{SCHEMA_VERSION}"
     aliases = await opensearch_client.indices.get_alias(name=opensearch_alias)
     assert list(aliases) == [created]
     mapping = await opensearch_client.indices.get_mapping(index=created)
@@ -222,7 +222,7 @@ class ScriptedCluster:
         if request.path.endswith("/_settings") and self.status == 200:
             # The adapter checks the index generation before a write: one index, as a real cluster answers.
             alias = request.path.split("/")[1]
-            return web.json_response({f"{alias}-v{SCHEMA_VERSION}": {"settings": {"index": {"uuid": "scripted"}}}})
+            return web.json_response({versioned_index_name(alias): {"settings": {"index": {"uuid": "scripted"}}}})
         return web.json_response(self.body, status=self.status)
 
 
