@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,7 @@ from app.config import ConfigurationError
 from app.engines.postgres_errors import translate_errors
 
 MIGRATIONS_DIR_ENV = "POIMEN_MIGRATIONS_DIR"
+logger = logging.getLogger(__name__)
 
 
 def migrations_dir() -> Path:
@@ -115,14 +117,16 @@ SCHEMA_REVISION_READABLE = (
 
 
 async def refuse_other_schema(engine: AsyncEngine) -> bool:
-    """Refuse (`ConfigurationError`, one line) a migrated schema that is not this release's newest; False when none.
+    """Refuse (`ConfigurationError`, one line) a schema an older release migrated; False when there is none.
 
     For a database the service does not migrate itself (`DATABASE_URL`: the migrations Job does). A schema
     an older release migrated (the Job skipped or failed) served until a request met a missing column, and
-    writes left new columns unset; one a newer release migrated (a rollback) served a schema this code does
-    not know. A database not migrated at all is not refused: a first install migrates after its pods are
-    ready (the chart's `post-install` Job), and their requests fail until it has. True when the schema's
-    revision is this release's, or this role may not read it (nothing is checked then).
+    writes left new columns unset. A database not migrated at all is not refused: a first install with the
+    chart's own database migrates after its pods are ready (a `post-install` Job), and their requests fail
+    until it has. A schema a newer release migrated is served with a WARNING: that is a rollback, which
+    works while the newer migrations only added what this release does without (docs/operations.md,
+    "Rolling back across a migration"); refused, every pod of the rollback crash-looped. True when a
+    schema is there (also when this role may not read its revision: nothing is checked then).
     """
     with translate_errors(engine="postgresql"):
         async with engine.connect() as connection:
@@ -137,7 +141,14 @@ async def refuse_other_schema(engine: AsyncEngine) -> bool:
     if revision == head:
         return True
     if revision not in {known.revision for known in script.walk_revisions()}:
-        raise ConfigurationError(_newer_schema_message(revision, head))
+        logger.warning(
+            "the database's schema is at revision %s, newer than this release's %s: a newer release migrated it "
+            "(a rollback); serving it, which works while the newer migrations only added what this release does "
+            "without (docs/operations.md, 'Rolling back across a migration')",
+            revision,
+            head,
+        )
+        return True
     message = (
         f"the database's schema is at revision {revision} and this release needs {head}: run `poimen migrate` "
         "of this release against it (the chart's migrations Job does on install and upgrade)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from alembic import command
@@ -199,8 +200,8 @@ async def _schema_revision_seen_by(url: str) -> bool:
         await engine.dispose()
 
 
-def test_a_service_on_an_external_database_refuses_a_migrated_schema_that_is_not_this_releases_newest(
-    postgres_url: str, unique_name: str
+def test_a_service_on_an_external_database_refuses_an_older_schema_and_serves_a_newer_one_with_a_warning(
+    postgres_url: str, unique_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = asyncio.run(_create_database(postgres_url, unique_name))
     head = ScriptDirectory.from_config(alembic_config(url, embedding_dimensions=384)).get_current_head()
@@ -215,9 +216,12 @@ def test_a_service_on_an_external_database_refuses_a_migrated_schema_that_is_not
         asyncio.run(_schema_revision_seen_by(url))
     assert str(older.value).startswith(f"the database's schema is at revision 0007 and this release needs {head}: ")
 
-    asyncio.run(_execute(url, "UPDATE alembic_version SET version_num = '9999'"))  # a newer release migrated it
-    with pytest.raises(ConfigurationError, match="schema is at revision 9999, which this release does not know"):
-        asyncio.run(_schema_revision_seen_by(url))
+    asyncio.run(_execute(url, "UPDATE alembic_version SET version_num = '9999'"))  # a newer release: a rollback
+    with caplog.at_level(logging.WARNING, logger="app.engines.migrate"):
+        assert asyncio.run(_schema_revision_seen_by(url)) is True
+    assert [record.getMessage()[:70] for record in caplog.records] == [
+        f"the database's schema is at revision 9999, newer than this release's {head}"[:70]
+    ]
 
 
 async def test_the_runtime_role_reads_the_schema_revision_and_one_without_the_grant_is_not_refused(

@@ -379,15 +379,18 @@ def test_production_reads_every_credential_from_the_existing_secret(production_r
     assert env["OPENSEARCH_CA_FILE"] == "/etc/poimen/opensearch-ca/ca.crt"
 
 
-def test_migrations_job_runs_after_install_and_before_upgrade(production_render: list[Manifest]) -> None:
+def test_migrations_job_on_an_own_database_runs_before_install_and_before_upgrade(
+    production_render: list[Manifest],
+) -> None:
     job = find(production_render, "Job")
     annotations = job["metadata"]["annotations"]
     spec = job["spec"]["template"]["spec"]
     wait = spec["initContainers"][0]
 
-    # After install: a database in the same release exists only then. Before upgrade: it exists, and a
-    # failed migration fails the upgrade while the old pods serve.
-    assert annotations["helm.sh/hook"] == "post-install,pre-upgrade"
+    # Before install: the database exists and may hold an older schema, which the pods refuse (after them,
+    # with --wait, the Job would never run). Before upgrade: a failed migration fails the upgrade while the
+    # old pods serve. With the bundled Cluster it runs after install (tests/deploy/test_chart_stack.py).
+    assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
     assert spec["containers"][0]["args"] == ["poimen", "migrate"]
     assert spec["restartPolicy"] == "Never"
     assert job["spec"]["backoffLimit"] >= 3  # a database still starting is retried, not fatal
@@ -473,7 +476,7 @@ def test_short_lived_pods_have_their_own_networkpolicy_before_install(production
     server_labels = find(production_render, "Deployment")["spec"]["template"]["metadata"]["labels"]
     egress_ports = {port["port"] for rule in aux["spec"]["egress"] for port in rule["ports"]}
 
-    assert aux["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
+    assert aux["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"  # with the Job
     assert selector.items() <= job_labels.items()
     assert selector.items() <= test_labels.items()
     assert not selector.items() <= server_labels.items()

@@ -222,7 +222,7 @@ def test_quickstart_is_one_of_each_with_auth_on(quickstart_render: list[Manifest
     assert len(chart_secret["data"]["JWT_SECRET"]) >= 64  # base64 of 48 generated characters
     # The relaxed TLS choice is explicit, and the Job migrates the bundled database.
     assert config["OPENSEARCH_VERIFY_CERTS"] == "false"
-    assert migrate["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
+    assert migrate["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"  # the Cluster exists then
     job_env = env_of(migrate["spec"]["template"]["spec"]["containers"][0])
     assert job_env["DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == f"{cluster['metadata']['name']}-app"
     assert not any(m["kind"] == "PersistentVolumeClaim" for m in quickstart_render)  # nothing on /data

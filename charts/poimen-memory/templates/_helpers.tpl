@@ -106,6 +106,21 @@ embedded
 {{- end -}}
 {{- end }}
 
+{{/*
+When the migrations Job (and the Secret and NetworkPolicy it needs) runs. Before the pods on upgrade, and
+on install with a database of the operator's own: it exists, and may hold an older schema (a reinstall, a
+restore), which the server refuses at start, so after the pods (with `--wait`) it never would. After the
+release's objects on install with the bundled CloudNativePG Cluster: the database exists only then, fresh,
+and the server starts on a database with no schema.
+*/}}
+{{- define "poimen-memory.migrationHooks" -}}
+{{- if eq (include "poimen-memory.databaseMode" .) "cnpg" -}}
+post-install,pre-upgrade
+{{- else -}}
+pre-install,pre-upgrade
+{{- end -}}
+{{- end }}
+
 {{/* True (non-empty) when the service talks to a shared PostgreSQL (DATABASE_URL required, migrations Job rendered). */}}
 {{- define "poimen-memory.externalDatabase" -}}
 {{- if ne (include "poimen-memory.databaseMode" .) "embedded" }}true{{- end }}
