@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from app.api.operator_routes import readiness_status
+from app.api.operator_routes import engine_checks, readiness_status
+from app.domain.errors import EngineUnavailableError
 
 UP = {"model": "ok", "vector": "ok", "store": "ok", "lexical": "ok"}
 
@@ -25,3 +28,20 @@ def test_readiness_fails_only_when_no_search_leg_could_answer(down: tuple[str, .
     checks = {name: "down: EngineUnavailableError" if name in down else value for name, value in UP.items()}
 
     assert readiness_status(checks) == status
+
+
+async def test_the_engines_are_checked_at_once_within_one_timeout() -> None:
+    store_asked = asyncio.Event()
+
+    async def vector() -> None:  # answers once the store has been asked: one after another, it timed out
+        await store_asked.wait()
+
+    async def store() -> None:
+        store_asked.set()
+
+    async def lexical() -> None:
+        raise EngineUnavailableError("refused", engine="lexical")
+
+    checks = await engine_checks({"vector": vector, "store": store, "lexical": lexical})
+
+    assert checks == {"vector": "ok", "store": "ok", "lexical": "down: EngineUnavailableError"}
