@@ -422,13 +422,23 @@ def network_policies(manifests: list[Manifest]) -> dict[str, Manifest]:
     return {m["metadata"]["name"]: m["spec"] for m in manifests if m["kind"] == "NetworkPolicy"}
 
 
+def test_the_otlp_endpoint_is_the_otlp_http_port_the_networkpolicy_opens(production_render: list[Manifest]) -> None:
+    config = find(production_render, "ConfigMap", "-env")["data"]
+    policy = network_policies(production_render)["poimen-memory"]
+    egress_ports = {port["port"] for rule in policy["egress"] for port in rule["ports"]}
+
+    # The exporter is OTLP/HTTP (app/observability/tracing.py): gRPC's 4317 lost every span.
+    assert config["OTEL_EXPORTER_OTLP_ENDPOINT"].endswith(":4318")
+    assert 4318 in egress_ports
+
+
 def test_networkpolicy_opens_only_the_needed_ports(production_render: list[Manifest]) -> None:
     policy = network_policies(production_render)["poimen-memory"]
     egress_ports = {(port["port"], port["protocol"]) for rule in policy["egress"] for port in rule["ports"]}
     ingress_ports = {port["port"] for rule in policy["ingress"] for port in rule["ports"]}
 
     assert policy["policyTypes"] == ["Ingress", "Egress"]
-    assert egress_ports == {(53, "UDP"), (53, "TCP"), (5432, "TCP"), (9200, "TCP"), (4317, "TCP")}
+    assert egress_ports == {(53, "UDP"), (53, "TCP"), (5432, "TCP"), (9200, "TCP"), (4318, "TCP")}
     assert ingress_ports == {"http"}
     assert (
         policy["podSelector"]["matchLabels"] == find(production_render, "Deployment")["spec"]["selector"]["matchLabels"]
