@@ -43,7 +43,7 @@ render() {  # render ENV NAMESPACE VALUES_FILE WITH_MIGRATIONS
             echo "#   kubectl -n ${namespace} delete job poimen-memory-migrate"
             # Every install hook (the Job, and its NetworkPolicy when enabled), in helm's order.
             helm template poimen-memory "${CHART}" --namespace "${namespace}" --values "${values}" \
-                | awk 'BEGIN { RS = "\n---\n" } /helm\.sh\/hook: post-install/ { sub(/^---\n/, ""); sub(/\n+$/, ""); printf "---\n%s\n", $0 }'
+                | awk 'BEGIN { RS = "\n---\n" } /helm\.sh\/hook: (pre|post)-install/ { sub(/^---\n/, ""); sub(/\n+$/, ""); printf "---\n%s\n", $0 }'
         } >"${OUT}/${env}/migrate-job.yaml"
     fi
 }

@@ -136,6 +136,16 @@ def test_k8s_manifests_are_in_sync_with_the_chart() -> None:
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
+def test_the_plain_manifests_hold_the_migrations_job_to_apply_first() -> None:
+    manifests = [m for m in yaml.safe_load_all((ROOT / "k8s" / "prod" / "migrate-job.yaml").read_text()) if m]
+
+    # Picked out of the render by their install hook: when the hooks moved to pre-install, it came out empty.
+    assert sorted((m["kind"], m["metadata"]["name"]) for m in manifests) == [
+        ("Job", "poimen-memory-migrate"),
+        ("NetworkPolicy", "poimen-memory-aux"),
+    ]
+
+
 def refused_render(setting: str) -> str:
     """What `helm template` says when it refuses the chart with `--set setting`; fails if it renders."""
     assert HELM is not None
