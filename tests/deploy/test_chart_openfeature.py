@@ -72,7 +72,9 @@ def test_sidecar_mode_renders_a_valid_flag_source_and_the_injection_annotations(
     source = find(manifests, "FeatureFlagSource")
     assert_valid(source)
     flag = find(manifests, "FeatureFlag")
-    assert source["spec"]["sources"] == [{"source": f"search/{flag['metadata']['name']}", "provider": "kubernetes"}]
+    # A ConfigMap the operator mounts: the pods have no service account token and no way to the API server.
+    assert source["spec"]["sources"] == [{"source": f"search/{flag['metadata']['name']}", "provider": "file"}]
+    assert find(manifests, "Deployment")["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     annotations = pod_annotations(manifests)
     assert annotations["openfeature.dev/enabled"] == "true"
     assert annotations["openfeature.dev/featureflagsource"] == f"search/{source['metadata']['name']}"
@@ -117,3 +119,26 @@ def test_the_default_feature_flag_is_a_flagd_file_the_service_reads(tmp_path: An
     assert resolved.knobs.search_strategy is SearchStrategy.HYBRID
     assert resolved.arm == "hybrid"
     assert source.problem() is None
+
+
+def test_a_sidecar_that_watches_the_api_server_gets_the_servers_token_and_no_other_pod_does() -> None:
+    manifests = render("--set", "openfeature.sidecar.syncProvider=kubernetes")
+
+    source = find(manifests, "FeatureFlagSource")
+    assert_valid(source)
+    assert source["spec"]["sources"][0]["provider"] == "kubernetes"
+    specs = {
+        m["kind"]: m["spec"].get("template", {}).get("spec", m["spec"])
+        for m in manifests
+        if m["kind"] in {"Deployment", "Pod"}
+    }
+    assert specs["Deployment"]["automountServiceAccountToken"] is True
+    assert specs["Pod"]["automountServiceAccountToken"] is False  # the helm test pod
+
+
+def test_in_process_mode_opens_the_way_to_flagds_sync_port() -> None:
+    manifests = render(*IN_PROCESS, "--set", "networkPolicy.enabled=true")
+
+    policy = next(m for m in manifests if m["kind"] == "NetworkPolicy" and m["metadata"]["name"].endswith("memory"))
+    egress_ports = {port["port"] for rule in policy["spec"]["egress"] for port in rule["ports"]}
+    assert 8015 in egress_ports

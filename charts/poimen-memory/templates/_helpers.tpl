@@ -365,9 +365,21 @@ extra image): WAIT_FOR lists them; with withDatabaseUrl the host of DATABASE_URL
       mountPath: /tmp
 {{- end }}
 
-{{/* Pod-level security context and the common pod settings every pod of this chart shares. */}}
+{{/*
+Pod-level security context and the common pod settings every pod of this chart shares. No service account
+token, but on the server's pods when the injected flagd watches its FeatureFlag through the API server.
+*/}}
 {{- define "poimen-memory.podSecurity" -}}
 automountServiceAccountToken: false
+{{- include "poimen-memory.podSettings" . }}
+{{- end }}
+
+{{- define "poimen-memory.serverPodSecurity" -}}
+automountServiceAccountToken: {{ and .Values.openfeature.enabled (eq .Values.openfeature.mode "sidecar") (eq .Values.openfeature.sidecar.syncProvider "kubernetes") }}
+{{- include "poimen-memory.podSettings" . }}
+{{- end }}
+
+{{- define "poimen-memory.podSettings" }}
 securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- with .Values.image.pullSecrets }}
