@@ -213,6 +213,8 @@ def test_quickstart_is_one_of_each_with_auth_on(quickstart_render: list[Manifest
     assert "minimal" not in cluster["spec"]["imageName"]
     assert "CREATE EXTENSION IF NOT EXISTS vector;" in cluster["spec"]["bootstrap"]["initdb"]["postInitApplicationSQL"]
     assert cluster["spec"]["bootstrap"]["initdb"]["owner"] == cluster["spec"]["bootstrap"]["initdb"]["database"]
+    # The source of truth outlives `helm uninstall`, as OpenSearch's volumes do.
+    assert cluster["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     # Caller auth with the HS256 key the chart generates.
     assert config["AUTH_MODE"] == "jwt"
     assert env["JWT_SECRET"]["valueFrom"]["secretKeyRef"] == {
