@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.engines.migrate import run_migrations
 from tests.contract.opensearch_servers import stop_osmem
-from tests.integration.conftest import spawn_service
+from tests.integration.conftest import ServiceProcess, spawn_service
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -53,17 +53,21 @@ def _empty_database(postgres_url: str, name: str) -> str:
     return make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
 
 
+def _serve(tmp_path: Path, database_url: str, opensearch_url: str, *, index: str) -> ServiceProcess:
+    return spawn_service(
+        tmp_path / "data",
+        log_path=tmp_path / "serve.log",
+        DATABASE_URL=database_url,
+        OPENSEARCH_URL=opensearch_url,
+        OPENSEARCH_INDEX=index.replace("_", "-"),
+    )
+
+
 def test_a_first_install_serves_before_its_migrations_and_works_once_they_ran(
     postgres_url: str, opensearch_server_url: str, unique_name: str, tmp_path: Path
 ) -> None:
     database_url = _empty_database(postgres_url, unique_name)
-    service = spawn_service(
-        tmp_path / "data",
-        log_path=tmp_path / "serve.log",
-        DATABASE_URL=database_url,
-        OPENSEARCH_URL=opensearch_server_url,
-        OPENSEARCH_INDEX=unique_name.replace("_", "-"),
-    )
+    service = _serve(tmp_path, database_url, opensearch_server_url, index=unique_name)
     try:
         service.wait_ready()
         document = {"id": "note", "text": "# Keys\n\nThe quartz key opens the archive."}
@@ -91,13 +95,7 @@ def test_a_schema_an_older_release_migrated_stops_the_service_in_one_line(
     database_url = _empty_database(postgres_url, unique_name)
     run_migrations(database_url, embedding_dimensions=384)
     asyncio.run(_execute(database_url, "UPDATE alembic_version SET version_num = '0007'"))
-    service = spawn_service(
-        tmp_path / "data",
-        log_path=tmp_path / "serve.log",
-        DATABASE_URL=database_url,
-        OPENSEARCH_URL=opensearch_server_url,
-        OPENSEARCH_INDEX=unique_name.replace("_", "-"),
-    )
+    service = _serve(tmp_path, database_url, opensearch_server_url, index=unique_name)
 
     exit_code = service.process.wait(EXIT_TIMEOUT_S)
 
