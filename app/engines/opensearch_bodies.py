@@ -17,6 +17,7 @@ per-document version markers of `app.engines.opensearch_markers` do.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.tags import tag_keys
@@ -62,6 +63,10 @@ VERSION_TYPE: Final = "external_gte"
 """Equal versions replay (a retried batch is idempotent), older ones are refused with a 409."""
 
 FUZZY_MAX_EXPANSIONS: Final = 50
+MAX_QUERY_WORDS: Final = 160
+"""Words of free text one search sends: each is a clause per searched field (four), and OpenSearch refuses a
+query of more than 1,024 clauses (`indices.query.bool.max_clause_count`), a hyphenated or colon-joined word
+counting as two. A paragraph of 1,000 words failed the lexical leg; tantivy takes them all."""
 TEXT_FIELD: Final = "content"
 """The `_source` field of the chunk's text (the reference mapping's name)."""
 
@@ -125,6 +130,7 @@ def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> d
     must: list[dict[str, Any]] = []
     # Lucene adds up a word the query repeats; without `weigh_repeats` a word counts once, as in tantivy.
     text = query.text.strip() if query.weigh_repeats else " ".join(dict.fromkeys(query.text.split()))
+    text = within_clause_budget(text)
     if text:
         text_match: dict[str, Any] = {
             "query": text,
@@ -154,6 +160,28 @@ def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> d
         "track_total_hits": False,
         "_source": list(SOURCE_FIELDS),
     }
+
+
+def within_clause_budget(text: str, max_words: int = MAX_QUERY_WORDS) -> str:
+    """`text` cut to `max_words` words, the most frequent kept: each word once, then their repeats, round by round.
+
+    A passage's query (`weigh_repeats`) repeats the words it says often: the rounds keep those words ahead,
+    as its weighing does, without one of them taking the whole budget. Order within a round: first seen.
+    """
+    words = text.split()
+    if len(words) <= max_words:
+        return text
+    counts = Counter(words)
+    distinct = sorted(counts, key=lambda word: -counts[word])  # stable: ties in order of first appearance
+    kept: list[str] = []
+    for round_number in range(1, counts[distinct[0]] + 1):
+        for word in distinct:
+            if counts[word] < round_number:
+                break
+            if len(kept) == max_words:
+                return " ".join(kept)
+            kept.append(word)
+    return " ".join(kept)
 
 
 def chunk_document(chunk: Chunk, *, indexed_at: datetime, outbox_version: int | None = None) -> dict[str, Any]:

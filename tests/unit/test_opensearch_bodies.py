@@ -18,11 +18,14 @@ from opensearchpy.exceptions import (
 from app.domain.errors import EngineRejectedError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch_bodies import (
+    MAX_QUERY_WORDS,
+    SEARCH_FIELDS,
     build_bulk_actions,
     build_search_body,
     build_stale_chunks_query,
     document_key,
     latest_per_document,
+    within_clause_budget,
 )
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.opensearch_responses import (
@@ -807,3 +810,22 @@ def test_tags_are_searched_as_words_and_filtered_by_their_keys() -> None:
     }
     assert "tags.text" in body["query"]["bool"]["must"][0]["multi_match"]["fields"]
     assert {"term": {"tags.key": "networking"}} in body["query"]["bool"]["filter"]
+
+
+def test_a_long_query_sends_opensearch_the_most_frequent_words_within_its_clause_budget() -> None:
+    words = [f"w{number}" for number in range(1000)]
+    text = " ".join(["heron"] * 5 + ["stork"] * 3 + words)
+
+    sent = build_search_body(LexicalQuery(text, weigh_repeats=True), top_k=5, filters=Filters("p"))
+    query = sent["query"]["bool"]["must"][0]["multi_match"]["query"].split()
+
+    # Each word is a clause per field: 160 words x 4 fields stays under OpenSearch's 1,024 clauses.
+    assert len(query) == MAX_QUERY_WORDS
+    assert len(query) * len(SEARCH_FIELDS) <= 1024 - 2 * 64
+    assert query[:3] == ["heron", "stork", "w0"]  # each word once, the most frequent first
+    assert query.count("heron") == 1  # the budget runs out before the repeats' rounds
+
+
+def test_within_the_budget_repeats_come_round_by_round_and_a_short_query_is_untouched() -> None:
+    assert within_clause_budget("a a a b b c d", max_words=6) == "a b c d a b"
+    assert within_clause_budget("cause of mortality", max_words=6) == "cause of mortality"
