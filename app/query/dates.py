@@ -17,6 +17,7 @@ from app.query.vocabulary import (
     DATES_AFTER_WORDS,
     DATES_BEFORE_WORDS,
     MONTHS,
+    NEGATION_WORDS,
     PLAIN_MONTHS,
     RELATIVE_DAY_WORDS,
     RELATIVE_PREFIXES,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 MIN_YEAR: Final = 2000
 MAX_YEAR: Final = 2100
 _DAY_OF_MONTH: Final = re.compile(r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?")
+_ORDINAL_DAY: Final = re.compile(r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)")
 
 
 class DateDirection(StrEnum):
@@ -49,14 +51,23 @@ def months_named(words: Sequence[str]) -> tuple[int, ...]:
 
 
 def _month_positions(words: Sequence[str]) -> list[int]:
-    """Where the query names a month: a plain month name, or an ambiguous one next to a year, day or preposition."""
+    """Where the query names a month: a plain month name, or an ambiguous one ("may", "march") dated by its neighbours.
+
+    Dated: after a preposition ("in may"), before a year ("may 2024"), beside an ordinal ("aug 15th", "4th
+    october"), or before a day and a year ("may 3, 2023"). A bare number alone does not date it: "may 3
+    replicas be enough" and "we march 5 miles" are no dates.
+    """
     positions: list[int] = []
     for index, word in enumerate(words):
         if word not in MONTHS:
             continue
-        following = words[index + 1] if index + 1 < len(words) else ""
+        following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
         previous = words[index - 1] if index > 0 else ""
-        dated = is_year(following) or bool(_DAY_OF_MONTH.fullmatch(following) or _DAY_OF_MONTH.fullmatch(previous))
+        dated = (
+            is_year(following)
+            or bool(_ORDINAL_DAY.fullmatch(following) or _ORDINAL_DAY.fullmatch(previous))
+            or bool(_DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
+        )
         if word in PLAIN_MONTHS or dated or previous in DATE_PREPOSITIONS:
             positions.append(index)
     return positions
@@ -66,12 +77,11 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
     """The side of the query's date it asks about: "before April 2024", "until 2023", "since last week".
 
     Read from the word just before the first date ("before the 10th of May" has none); a query naming
-    several dates ("from March to June") asks about the span between them, not a side.
+    several dates ("from March to June", "since May 2024 until yesterday") asks about the span between
+    them, not a side; nor does a negated one ("not before April").
     """
     months = _month_positions(words)
-    starts = [
-        *(index - 1 if index > 0 and _DAY_OF_MONTH.fullmatch(words[index - 1]) else index for index in months),
-        *(index for index, word in enumerate(words) if is_year(word)),
+    relative = [
         *(index for index, word in enumerate(words) if word in RELATIVE_DAY_WORDS),
         *(
             index
@@ -79,10 +89,19 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
             if words[index] in RELATIVE_PREFIXES and unit in RELATIVE_UNITS
         ),
     ]
+    if len(relative) > 1 or (relative and (months or _distinct_years(words))):
+        return None
+    starts = [
+        *(index - 1 if index > 0 and _DAY_OF_MONTH.fullmatch(words[index - 1]) else index for index in months),
+        *(index for index, word in enumerate(words) if is_year(word)),
+        *relative,
+    ]
     if not starts or len({MONTHS[words[index]] for index in months}) > 1 or len(_distinct_years(words)) > 1:
         return None
     first = min(starts)
     previous = words[first - 1] if first > 0 else ""
+    if first > 1 and words[first - 2] in NEGATION_WORDS:
+        return None
     if previous in DATES_BEFORE_WORDS or (previous == "to" and first > 1 and words[first - 2] == "prior"):
         return DateDirection.BEFORE
     if previous in DATES_AFTER_WORDS:

@@ -190,6 +190,8 @@ def test_ambiguous_month_words_need_a_date_context(optimizer: QueryOptimizer) ->
     assert optimizer.analyze("the movie on 1 May, 2022").entities.months == (5,)
     assert optimizer.analyze("the talk on March 20th").entities.months == (3,)
     assert not optimizer.analyze("may 3d printers melt").has_date_filters
+    assert not optimizer.analyze("may 3 replicas be enough").has_date_filters
+    assert not optimizer.analyze("we march 5 miles").has_date_filters
 
 
 @pytest.mark.parametrize(
@@ -211,6 +213,10 @@ def test_ambiguous_month_words_need_a_date_context(optimizer: QueryOptimizer) ->
             datetime(2025, 4, 1, tzinfo=UTC),
         ),
         ("notes from today", datetime(2025, 3, 12, tzinfo=UTC), datetime(2025, 3, 13, tzinfo=UTC)),
+        # A date and a relative one, or a negated side: the span, as without the words.
+        ("since May 2024 until yesterday", datetime(2024, 5, 1, tzinfo=UTC), datetime(2025, 3, 12, tzinfo=UTC)),
+        ("since last week until today", datetime(2025, 3, 3, tzinfo=UTC), datetime(2025, 3, 13, tzinfo=UTC)),
+        ("not before April 2024", datetime(2024, 4, 1, tzinfo=UTC), datetime(2024, 5, 1, tzinfo=UTC)),
     ],
 )
 def test_before_and_since_a_date_open_the_range_on_that_side_keeping_the_date(
