@@ -11,13 +11,12 @@ from app.config import MAX_BATCH_DOCUMENTS_CEILING
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, Document, StoredDocument
 from app.domain.moments import as_utc
-from app.domain.tags import distinct_tags
+from app.domain.tags import MAX_DOCUMENT_TAGS, MAX_TAG_CHARS, MAX_TITLE_CHARS, distinct_tags
 from app.ingestion.front_matter import front_matter_fields
 
 MAX_CONTEXT_CHARS = 8192
 DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
-MAX_DOCUMENT_TAGS = 64
-Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TAG_CHARS)]
 """A tag as a document carries it, and so as a search filter can name it."""
 
 
@@ -36,7 +35,7 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     text: str | None = None
     markdown: str | None = None
     source: Annotated[str, msgspec.Meta(max_length=1024)] = ""
-    title: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+    title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS)] = ""
     tags: Annotated[list[Tag], msgspec.Meta(max_length=MAX_DOCUMENT_TAGS)] = []
     event_time: datetime | None = None
     metadata: dict[str, Any] = {}

@@ -11,10 +11,11 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from app.api.document_schemas import MAX_DOCUMENT_TAGS, Tag
+from app.api.document_schemas import Tag
 from app.config import SEARCH_BATCH_MAX_QUERIES_CEILING
 from app.domain.errors import InvalidQueryError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
+from app.domain.tags import MAX_DOCUMENT_TAGS
 from app.query.planner import MAX_QUERY_CHARS
 from app.search.paging import PAGE_DEPTH
 

@@ -7,12 +7,18 @@ store them beside the tags, OpenSearch derives them with its `lowercase` normali
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from app.domain.text_forms import canonical_tag
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+
+MAX_DOCUMENT_TAGS: Final = 64
+"""Tags one document carries (and so one filter can name: more match nothing)."""
+MAX_TAG_CHARS: Final = 128
+MAX_TITLE_CHARS: Final = 1024
 
 
 def tag_key(tag: str) -> str:

@@ -97,6 +97,10 @@ def _looks_like_yaml(lines: list[str]) -> bool:
     return known
 
 
+# A flow list's item: a quoted string (which may hold commas) or anything up to the next comma.
+_FLOW_ITEM: Final = re.compile(r"""\s*("[^"]*"|'[^']*'|[^,]*)\s*(?:,|$)""")
+
+
 def _unquote(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in {"'", '"'}:  # noqa: PLR2004 - a pair of quotes
         return value[1:-1]
@@ -121,7 +125,7 @@ def _parse_front_matter(lines: list[str]) -> dict[str, FrontMatterValue]:
             fields[key] = ()
             list_key = key
         elif value.startswith("[") and value.endswith("]"):
-            fields[key] = tuple(_unquote(entry.strip()) for entry in value[1:-1].split(",") if entry.strip())
+            fields[key] = tuple(_unquote(entry.strip()) for entry in _FLOW_ITEM.findall(value[1:-1]) if entry.strip())
         else:
             fields[key] = _unquote(value)
     return fields

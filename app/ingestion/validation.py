@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 from app.domain.errors import InvalidInputError
 from app.domain.moments import EARLIEST, LATEST
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
+from app.domain.tags import MAX_DOCUMENT_TAGS, MAX_TAG_CHARS, MAX_TITLE_CHARS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -23,7 +24,8 @@ def validate_documents(documents: Sequence[Document]) -> None:
 
     Rejects: a project id the API could not address (`PROJECT_ID_PATTERN`; a CLI ingest reaches here
     unchecked), an empty document id or one its URL cannot address (`is_addressable`), text that is empty
-    after stripping, a blank tag, metadata nested deeper than `MAX_METADATA_DEPTH`, a NUL character in any
+    after stripping, a blank tag, more tags, a longer tag or title than the API takes (front matter reaches
+    here unchecked), metadata nested deeper than `MAX_METADATA_DEPTH`, a NUL character in any
     text field (PostgreSQL text cannot hold it), an event time at or past the ends of `datetime`'s range,
     and one document id twice in a batch.
     """
@@ -59,6 +61,7 @@ def validate_documents(documents: Sequence[Document]) -> None:
         if any(not tag.strip() for tag in document.tags):
             msg = f"document {document.document_id!r}: a tag is blank (only white space)"
             raise InvalidInputError(msg, field="tags")
+        _check_sizes(document)
         # PostgreSQL's driver stores the ends of the range as -infinity and infinity and reads them back
         # without a time zone; `as_utc` clamps a moment whose offset carries it past them onto them.
         if document.event_time is not None and not EARLIEST < document.event_time < LATEST:
@@ -67,6 +70,21 @@ def validate_documents(documents: Sequence[Document]) -> None:
                 "9999-12-31T23:59:59.999999Z"
             )
             raise InvalidInputError(msg, field="event_time")
+
+
+def _check_sizes(document: Document) -> None:
+    """The title and tags within the bounds the API's fields have: front matter reaches here unchecked."""
+    if len(document.title) > MAX_TITLE_CHARS:
+        title_chars = len(document.title)
+        msg = f"document {document.document_id!r}: the title is {title_chars} characters; at most {MAX_TITLE_CHARS}"
+        raise InvalidInputError(msg, field="title")
+    if len(document.tags) > MAX_DOCUMENT_TAGS:
+        msg = f"document {document.document_id!r} has {len(document.tags)} tags; at most {MAX_DOCUMENT_TAGS}"
+        raise InvalidInputError(msg, field="tags")
+    longest = max(document.tags, key=len, default="")
+    if len(longest) > MAX_TAG_CHARS:
+        msg = f"document {document.document_id!r}: a tag is {len(longest)} characters; at most {MAX_TAG_CHARS}"
+        raise InvalidInputError(msg, field="tags")
 
 
 def is_addressable(document_id: str) -> bool:

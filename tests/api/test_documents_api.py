@@ -344,6 +344,24 @@ async def test_front_matter_fills_the_fields_a_request_leaves_empty_as_the_cli_r
     assert "owner: ops" not in " ".join(chunk["text"] for chunk in read_bare["chunks"])
 
 
+@pytest.mark.parametrize(
+    ("front_matter", "field", "detail"),
+    [
+        ("title: " + "x" * 1025, "title", "the title is 1025 characters; at most 1024"),
+        ("tags: [" + ", ".join(f"t{n}" for n in range(65)) + "]", "tags", "has 65 tags; at most 64"),
+        ("tags: [" + "y" * 129 + "]", "tags", "a tag is 129 characters; at most 128"),
+    ],
+)
+async def test_front_matter_is_held_to_the_bounds_of_the_fields_it_fills(
+    client, unique_name, front_matter: str, field: str, detail: str
+) -> None:
+    response = await post(client, unique_name, {"id": "fm", "text": f"---\n{front_matter}\n---\nBody text."})
+
+    problem = assert_problem(response, 400)
+    assert problem["field"] == field
+    assert detail in problem["detail"]
+
+
 async def test_a_date_where_a_date_time_belongs_says_what_a_date_time_looks_like(client, unique_name) -> None:
     written = await post(client, unique_name, doc("dated", event_time="2024-02-03"))
     listed = await client.get(f"/v1/projects/{unique_name}/documents", params={"event_time_from": "2024-02-03"})

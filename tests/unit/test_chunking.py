@@ -128,6 +128,12 @@ def test_front_matter_fields_are_parsed() -> None:
     assert body == "Body"
 
 
+def test_a_quoted_flow_list_item_keeps_its_commas() -> None:
+    fields, _ = split_front_matter("---\ntags: [\"a,b\", c, 'd, e',]\n---\nBody")
+
+    assert fields == {"tags": ("a,b", "c", "d, e")}
+
+
 def test_unclosed_front_matter_is_plain_text() -> None:
     fields, body = split_front_matter("---\nnot closed\n")
 
