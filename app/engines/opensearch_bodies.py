@@ -17,6 +17,7 @@ per-document version markers of `app.engines.opensearch_markers` do.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -63,10 +64,15 @@ VERSION_TYPE: Final = "external_gte"
 """Equal versions replay (a retried batch is idempotent), older ones are refused with a 409."""
 
 FUZZY_MAX_EXPANSIONS: Final = 50
-MAX_QUERY_WORDS: Final = 160
-"""Words of free text one search sends: each is a clause per searched field (four), and OpenSearch refuses a
-query of more than 1,024 clauses (`indices.query.bool.max_clause_count`), a hyphenated or colon-joined word
-counting as two. A paragraph of 1,000 words failed the lexical leg; tantivy takes them all."""
+MAX_QUERY_TOKENS: Final = 200
+"""Terms of free text one search sends: each is a clause per searched field (four), and OpenSearch refuses a
+query of more than 1,024 clauses (`indices.query.bool.max_clause_count`). A paragraph of 1,000 words failed
+the lexical leg; tantivy takes them all. Counted as the standard tokenizer splits (`_query_pieces`)."""
+# What the standard tokenizer makes a term of: one Han, kana or Hangul character each; else a run of letters
+# and digits, so `w0-w1` and `error:timeout` are two.
+_CJK: Final = "\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_PIECE: Final = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+_TERM: Final = re.compile(r"[^\W_]+")
 TEXT_FIELD: Final = "content"
 """The `_source` field of the chunk's text (the reference mapping's name)."""
 
@@ -162,25 +168,28 @@ def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> d
     }
 
 
-def within_clause_budget(text: str, max_words: int = MAX_QUERY_WORDS) -> str:
-    """`text` cut to `max_words` words, the most frequent kept: each word once, then their repeats, round by round.
+def within_clause_budget(text: str, max_tokens: int = MAX_QUERY_TOKENS) -> str:
+    """`text` cut to `max_tokens` terms, the most frequent kept: each piece once, then the repeats, round by round.
 
-    A passage's query (`weigh_repeats`) repeats the words it says often: the rounds keep those words ahead,
-    as its weighing does, without one of them taking the whole budget. Order within a round: first seen.
+    A piece is a word, or one character of Chinese, Japanese or Korean, each costing the terms the standard
+    tokenizer makes of it. A passage's query (`weigh_repeats`) repeats the words it says often: the rounds
+    keep those ahead, as its weighing does, without one of them taking the whole budget. Ties: first seen.
     """
-    words = text.split()
-    if len(words) <= max_words:
+    pieces = _PIECE.findall(text)
+    costs = {piece: max(1, len(_TERM.findall(piece))) for piece in pieces}
+    if sum(costs[piece] for piece in pieces) <= max_tokens:
         return text
-    counts = Counter(words)
-    distinct = sorted(counts, key=lambda word: -counts[word])  # stable: ties in order of first appearance
+    counts = Counter(pieces)
+    distinct = sorted(counts, key=lambda piece: -counts[piece])  # stable: ties in order of first appearance
     kept: list[str] = []
+    budget = max_tokens
     for round_number in range(1, counts[distinct[0]] + 1):
-        for word in distinct:
-            if counts[word] < round_number:
+        for piece in distinct:
+            if counts[piece] < round_number:
                 break
-            if len(kept) == max_words:
-                return " ".join(kept)
-            kept.append(word)
+            if costs[piece] <= budget:
+                kept.append(piece)
+                budget -= costs[piece]
     return " ".join(kept)
 
 

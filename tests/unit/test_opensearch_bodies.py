@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -18,7 +19,7 @@ from opensearchpy.exceptions import (
 from app.domain.errors import EngineRejectedError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
 from app.engines.opensearch_bodies import (
-    MAX_QUERY_WORDS,
+    MAX_QUERY_TOKENS,
     SEARCH_FIELDS,
     build_bulk_actions,
     build_search_body,
@@ -819,13 +820,28 @@ def test_a_long_query_sends_opensearch_the_most_frequent_words_within_its_clause
     sent = build_search_body(LexicalQuery(text, weigh_repeats=True), top_k=5, filters=Filters("p"))
     query = sent["query"]["bool"]["must"][0]["multi_match"]["query"].split()
 
-    # Each word is a clause per field: 160 words x 4 fields stays under OpenSearch's 1,024 clauses.
-    assert len(query) == MAX_QUERY_WORDS
+    # Each term is a clause per field: 200 terms x 4 fields stays under OpenSearch's 1,024 clauses.
+    assert len(query) == MAX_QUERY_TOKENS
     assert len(query) * len(SEARCH_FIELDS) <= 1024 - 2 * 64
     assert query[:3] == ["heron", "stork", "w0"]  # each word once, the most frequent first
     assert query.count("heron") == 1  # the budget runs out before the repeats' rounds
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u6771" * 600,  # no spaces: each Han character is a term of its own
+        " ".join("-".join(f"w{word}x{part}" for part in range(8)) for word in range(300)),  # 8 terms a word
+        " ".join(f"error:code{number}" for number in range(300)),
+    ],
+)
+def test_the_budget_counts_terms_as_opensearch_splits_them_not_words(text: str) -> None:
+    sent = within_clause_budget(text)
+
+    terms = [term for piece in sent.split() for term in re.findall(r"[^\W_]+", piece)]
+    assert 0 < len(terms) <= MAX_QUERY_TOKENS
+
+
 def test_within_the_budget_repeats_come_round_by_round_and_a_short_query_is_untouched() -> None:
-    assert within_clause_budget("a a a b b c d", max_words=6) == "a b c d a b"
-    assert within_clause_budget("cause of mortality", max_words=6) == "cause of mortality"
+    assert within_clause_budget("a a a b b c d", max_tokens=6) == "a b c d a b"
+    assert within_clause_budget("cause of mortality", max_tokens=6) == "cause of mortality"
