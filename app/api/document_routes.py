@@ -41,6 +41,7 @@ from app.api.strict_bodies import (
     TOO_DEEP,
     invalid_input_of,
     malformed_json,
+    refuse_heavy_metadata,
     refuse_long_lists,
     refuse_over_bound_lists,
 )
@@ -102,11 +103,12 @@ def _decode_documents(body: bytes, *, max_document_bytes: int, max_batch_documen
     # A batch's items counted before any is decoded: 3,000,000 tiny documents took 8 s and 650 MB to build
     # before their number was refused (msgspec checks a list's length once it has decoded every item).
     try:
-        if _is_batch(body, max_batch_documents=max_batch_documents):
-            refuse_over_bound_lists(body, DocumentBatchIn)  # a document's tags, likewise
+        batch = _is_batch(body, max_batch_documents=max_batch_documents)
+        refuse_over_bound_lists(body, DocumentBatchIn if batch else DocumentIn)  # a document's tags, likewise
+        refuse_heavy_metadata(body, batch=batch, max_document_bytes=max_document_bytes)
+        if batch:
             documents = msgspec.json.decode(body, type=DocumentBatchIn).documents
         else:
-            refuse_over_bound_lists(body, DocumentIn)
             documents = [msgspec.json.decode(body, type=DocumentIn)]
     except msgspec.ValidationError as error:
         if str(error).startswith("Expected `object`, got") and "at `$" not in str(error):  # not an object at all
