@@ -125,11 +125,13 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
 def malformed_json(error: msgspec.DecodeError, body: bytes) -> InvalidInputError:
     """The 400 of a body that is not JSON, naming `body`.
 
-    msgspec calls a high-surrogate escape (D800-DBFF) with no low one after it "Input data was truncated",
-    which sent a caller looking for a cut-off body that was whole.
+    msgspec calls a high-surrogate escape (D800-DBFF) with no low one after it "Input data was truncated"
+    (at the end of a body) or "unexpected end of hex escape" (within one), which sent a caller looking for
+    a cut-off body that was whole.
     """
     reason = str(error)
-    if reason == "Input data was truncated" and _LONE_HIGH_SURROGATE.search(body):
+    misnamed = reason == "Input data was truncated" or "escape" in reason or "surrogate" in reason
+    if misnamed and _LONE_HIGH_SURROGATE.search(body):
         reason = "a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one (a lone surrogate is no character)"
     return InvalidInputError(f"malformed JSON: {reason}", field="body")
 

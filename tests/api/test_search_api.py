@@ -195,6 +195,10 @@ async def test_post_rejects_bad_input_naming_the_field(client, body: dict[str, A
     [
         (b'{"query": "x", "project": ', "malformed JSON: Input data was truncated"),
         (
+            b'{"query": "knee \\ud800", "project": "p"}',
+            "malformed JSON: a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one (a lone surrogate is no character)",
+        ),
+        (
             b'{"project": "p", "query": "knee \\ud800"}',
             "malformed JSON: a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one (a lone surrogate is no character)",
         ),
