@@ -131,13 +131,20 @@ async def refuse_other_schema(engine: AsyncEngine) -> bool:
     with translate_errors(engine="postgresql"):
         async with engine.connect() as connection:
             present, readable = (await connection.execute(text(SCHEMA_REVISION_READABLE))).one()
+            if present and not readable:
+                logger.warning("the schema's revision is not checked: this role may not read alembic_version")
             if not readable:
                 return bool(present)
-            revision = (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalar_one_or_none()
+            revisions = (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalars().all()
+    if len(revisions) > 1:
+        listed = ", ".join(sorted(revisions))
+        msg = f"alembic_version holds {len(revisions)} revisions ({listed}); these migrations keep one"
+        raise ConfigurationError(msg)
     script = ScriptDirectory(str(migrations_dir()))
     head = script.get_current_head()
-    if revision is None:
+    if not revisions:
         return False
+    revision = revisions[0]
     if revision == head:
         return True
     if revision not in {known.revision for known in script.walk_revisions()}:

@@ -225,7 +225,7 @@ def test_a_service_on_an_external_database_refuses_an_older_schema_and_serves_a_
 
 
 async def test_the_runtime_role_reads_the_schema_revision_and_one_without_the_grant_is_not_refused(
-    postgres_url: str, unique_name: str
+    postgres_url: str, unique_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = await _create_database(postgres_url, unique_name)
     await asyncio.to_thread(run_migrations, url, embedding_dimensions=384)
@@ -236,4 +236,10 @@ async def test_the_runtime_role_reads_the_schema_revision_and_one_without_the_gr
         await _schema_revision_seen_by(runtime_url)  # the runtime role reads the revision
 
     await _execute(url, f"REVOKE SELECT ON alembic_version FROM {RUNTIME_ROLE}")  # noqa: S608 - a constant role name
-    assert await _schema_revision_seen_by(runtime_url) is True  # a schema it cannot date is served as before
+    with caplog.at_level(logging.WARNING, logger="app.engines.migrate"):
+        assert await _schema_revision_seen_by(runtime_url) is True  # a schema it cannot date is served as before
+    assert "this role may not read alembic_version" in caplog.text
+
+    await _execute(url, "INSERT INTO alembic_version VALUES ('0008')")
+    with pytest.raises(ConfigurationError, match=r"alembic_version holds 2 revisions \(0007, 0008\)"):
+        await _schema_revision_seen_by(url)
