@@ -97,7 +97,10 @@ def test_a_schema_an_older_release_migrated_stops_the_service_in_one_line(
     asyncio.run(_execute(database_url, "UPDATE alembic_version SET version_num = '0007'"))
     service = _serve(tmp_path, database_url, opensearch_server_url, index=unique_name)
 
-    exit_code = service.process.wait(EXIT_TIMEOUT_S)
+    try:
+        exit_code = service.process.wait(EXIT_TIMEOUT_S)
+    finally:
+        service.stop()  # a server that did not refuse is still running: never left behind
 
     refusals = [line for line in service.log_path.read_text().splitlines() if "schema is at revision 0007" in line]
     assert exit_code == 3
