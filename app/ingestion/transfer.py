@@ -12,14 +12,16 @@ model or dimension is refused: vectors of two models are not comparable.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
-from app.ingestion.validation import is_addressable
+from app.domain.tags import MAX_DOCUMENT_TAGS, MAX_TAG_CHARS, MAX_TITLE_CHARS
+from app.ingestion.validation import is_addressable, metadata_strings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator
@@ -31,6 +33,8 @@ EXPORT_VERSION: Final = 2
 READABLE_VERSIONS: Final = frozenset({1, EXPORT_VERSION})
 """Version 1 had no end line: such a file is still read, and a cut after a whole line goes unnoticed."""
 PAGE_SIZE: Final = 200
+MAX_DOCUMENT_ID_CHARS: Final = 256
+"""As the API takes them (`app.api.document_schemas.DocumentId`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +199,58 @@ def _read_export(
     if not is_project_id(target):
         msg = f"project id {target!r} is not {PROJECT_ID_RULE}"
         raise InvalidInputError(msg, field="project")
-    return target, _documents(remaining, target, ends=header["version"] != 1)
+    checked = _RecordCheck(model_name=model_name, dimensions=dimensions)
+    return target, _documents(remaining, target, ends=header["version"] != 1, checked=checked)
+
+
+@dataclass(slots=True)
+class _RecordCheck:
+    """What a document line must hold for its write not to fail in the store part-way through an import.
+
+    The store refused a NaN or a short embedding, a NUL in a text, a tag that is no string, only once the
+    earlier batches were written ("run it again" then failed at the same line, for ever); an id of 3,000
+    characters, one twice, a document without chunks or a chunk of another model went in unchecked.
+    """
+
+    model_name: str
+    dimensions: int
+    seen: set[str] = field(default_factory=set)
+
+    def __call__(self, document: StoredDocument, embedded: list[EmbeddedChunk], number: int) -> None:
+        problem = self._problem(document, embedded)
+        if problem is not None:
+            msg = f"line {number}: document {document.document_id[:80]!r}: {problem}"
+            raise InvalidInputError(msg, field=f"line {number}")
+        self.seen.add(document.document_id)
+
+    def _problem(self, document: StoredDocument, embedded: list[EmbeddedChunk]) -> str | None:  # noqa: PLR0911
+        if document.document_id in self.seen:
+            return "appears twice in the file"
+        if not 0 < len(document.document_id) <= MAX_DOCUMENT_ID_CHARS:
+            return f"the id must be 1 to {MAX_DOCUMENT_ID_CHARS} characters"
+        if not embedded:
+            return "has no chunks"
+        tags = [*document.tags, *(tag for item in embedded for tag in item.chunk.tags)]
+        if not all(isinstance(tag, str) and len(tag.strip()) > 0 and len(tag) <= MAX_TAG_CHARS for tag in tags):
+            return f"a tag is not a string of 1 to {MAX_TAG_CHARS} characters"
+        if len(document.tags) > MAX_DOCUMENT_TAGS or len(document.title) > MAX_TITLE_CHARS:
+            return f"more than {MAX_DOCUMENT_TAGS} tags, or a title over {MAX_TITLE_CHARS} characters"
+        for item in embedded:
+            if item.embedding_model != self.model_name:
+                return (
+                    f"chunk {item.chunk.chunk_id!r} was embedded with {item.embedding_model!r}, the file's model is not"
+                )
+            if len(item.embedding) != self.dimensions or not all(map(math.isfinite, item.embedding)):
+                return f"chunk {item.chunk.chunk_id!r}: the embedding is not {self.dimensions} finite numbers"
+        texts = [document.title, document.source, *(text for _, text in metadata_strings(document.metadata))]
+        texts += [text for item in embedded for text in (item.chunk.text, item.chunk.context, *item.chunk.breadcrumb)]
+        if any("\x00" in text for text in texts):
+            return "a text holds a NUL character, which PostgreSQL cannot store"
+        return None
 
 
 def _documents(
-    lines: Iterable[str], target: str, *, ends: bool
+    lines: Iterable[str], target: str, *, ends: bool, checked: _RecordCheck
 ) -> Iterator[tuple[StoredDocument, list[EmbeddedChunk]]]:
     """The documents of the lines after the header; with `ends`, the file must close with its end line."""
     count = 0
@@ -220,6 +271,7 @@ def _documents(
             # The API refuses such an id (`validate_documents`): no URL could read or delete the document.
             msg = f"line {number}: document id {document.document_id!r} has an empty, '.' or '..' part"
             raise InvalidInputError(msg, field=f"line {number}")
+        checked(document, embedded, number)
         count += 1
         yield replace(document, project_id=target), embedded
     if ends:

@@ -105,7 +105,7 @@ def _text_fields(document: Document) -> Iterator[tuple[str, str]]:
     yield "context", document.context
     for tag in document.tags:
         yield "tags", tag
-    yield from _metadata_strings(document.metadata)
+    yield from metadata_strings(document.metadata)
 
 
 def _nesting_depth(value: object) -> int:
@@ -127,14 +127,14 @@ def _nesting_depth(value: object) -> int:
     return deepest
 
 
-def _metadata_strings(value: object) -> Iterator[tuple[str, str]]:
+def metadata_strings(value: object) -> Iterator[tuple[str, str]]:
     """Every string inside metadata, keys included, so a NUL cannot reach a JSONB column."""
     if isinstance(value, str):
         yield "metadata", value
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _metadata_strings(key)
-            yield from _metadata_strings(item)
+            yield from metadata_strings(key)
+            yield from metadata_strings(item)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _metadata_strings(item)
+            yield from metadata_strings(item)

@@ -134,3 +134,50 @@ async def test_a_version_1_export_without_an_end_line_still_imports() -> None:
     report = await import_lines(target, version_1, model_name=MODEL, dimensions=DIMENSIONS)
 
     assert (report.documents, report.created) == (1, 1)
+
+
+def _corrupt(line: str, change: object) -> str:
+    record = json.loads(line)
+    change(record)  # type: ignore[operator]
+    return json.dumps(record)
+
+
+def _set_first_embedding_value(record: dict, value: object) -> None:
+    record["chunks"][0]["embedding"][0] = value
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda r: _set_first_embedding_value(r, float("nan")), "the embedding is not 384 finite numbers"),
+        (lambda r: r["chunks"][0].update(embedding=[0.0] * 10), "the embedding is not 384 finite numbers"),
+        (lambda r: r["chunks"][0].update(text="nul \x00 here"), "a text holds a NUL character"),
+        (lambda r: r.update(metadata={"note": ["nul \x00"]}), "a text holds a NUL character"),
+        (lambda r: r.update(tags=[1, None]), "a tag is not a string"),
+        (lambda r: r.update(id="x" * 3000), "the id must be 1 to 256 characters"),
+        (lambda r: r.update(chunks=[]), "has no chunks"),
+        (lambda r: r["chunks"][0].update(embedding_model="other"), "was embedded with 'other'"),
+    ],
+)
+async def test_a_record_the_store_would_refuse_part_way_is_refused_before_anything_is_written(
+    change: object, problem: str
+) -> None:
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1), entry("p", "b", 2)])
+    header, first, second, end = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError, match=problem) as refused:
+        check_export([header, first, _corrupt(second, change), end], model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert refused.value.field == "line 3"
+
+
+async def test_a_document_twice_in_one_file_is_refused() -> None:
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, _ = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError, match="appears twice in the file"):
+        check_export(
+            [header, document, document, '{"kind": "end", "documents": 2}'], model_name=MODEL, dimensions=DIMENSIONS
+        )
