@@ -116,8 +116,8 @@ SCHEMA_REVISION_READABLE = (
 )
 
 
-async def refuse_other_schema(engine: AsyncEngine) -> bool:
-    """Refuse (`ConfigurationError`, one line) a schema an older release migrated; False when there is none.
+async def check_schema_revision(engine: AsyncEngine) -> bool:
+    """Check the schema's revision at start: refuse (one line) an older one, warn of a newer one; False when none.
 
     For a database the service does not migrate itself (`DATABASE_URL`: the migrations Job does). A schema
     an older release migrated (the Job skipped or failed) served until a request met a missing column, and

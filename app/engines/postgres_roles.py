@@ -34,7 +34,7 @@ def runtime_grants(role: str) -> tuple[str, ...]:
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(PROJECT_TABLES)} TO {role}",
         # USAGE is what nextval() needs: the version columns' defaults and the outbox's bumps.
         f"GRANT USAGE ON SEQUENCE document_version_seq, lexical_outbox_version_seq TO {role}",
-        # Read at start (`refuse_other_schema`): a service must not serve a schema its release does not expect.
+        # Read at start (`check_schema_revision`): a service must not serve a schema its release does not expect.
         f"GRANT SELECT ON alembic_version TO {role}",
     )
 

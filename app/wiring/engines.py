@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from app.config import ConfigurationError
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.embedder import EmbedderOptions, canonical_model_name, load_embedder
-from app.engines.migrate import refuse_other_schema, run_migrations
+from app.engines.migrate import check_schema_revision, run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
 from app.engines.postgres_errors import translate_errors
@@ -164,7 +164,7 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
         )
         stack.push_async_callback(engine.dispose)
         store = PostgresDocumentStore(engine, outbox_lease_s=settings.outbox_lease_s)
-        if embedded is not None or await refuse_other_schema(engine):
+        if embedded is not None or await check_schema_revision(engine):
             refuse_another_model(await store.stored_embedding_model(), serving=embedder.model_name)
         else:
             logger.warning("the database has no schema yet: requests fail until `poimen migrate` has run against it")

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from app.config import ConfigurationError
 from app.domain.catalog import DocumentSelection
 from app.domain.models import Filters
-from app.engines.migrate import alembic_config, refuse_other_schema, run_migrations
+from app.engines.migrate import alembic_config, check_schema_revision, run_migrations
 from app.engines.postgres_catalog import selection_sql
 from app.engines.postgres_roles import RUNTIME_ROLE, ensure_runtime_role
 from app.engines.postgres_sql import filter_sql
@@ -195,7 +195,7 @@ def test_a_database_a_newer_release_migrated_is_refused_in_one_line_and_left_alo
 async def _schema_revision_seen_by(url: str) -> bool:
     engine = create_async_engine(url)
     try:
-        return await refuse_other_schema(engine)
+        return await check_schema_revision(engine)
     finally:
         await engine.dispose()
 
