@@ -149,7 +149,13 @@ class FrontMatterFields:
 
 def front_matter_fields(text: str) -> FrontMatterFields:
     """The fields of `text`'s front matter (`split_front_matter`); empty when it has none."""
-    fields, _ = split_front_matter(text)
+    if not text.removeprefix("\ufeff").startswith("---"):  # no block: the text is not split into lines for it
+        return FrontMatterFields()
+    return document_fields(split_front_matter(text)[0])
+
+
+def document_fields(fields: dict[str, FrontMatterValue]) -> FrontMatterFields:
+    """What front matter's `fields` (`split_front_matter`) say of the document."""
     if not fields:
         return FrontMatterFields()
     title = fields.get("title")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Final
 from app.domain.errors import InvalidInputError
 from app.domain.models import Document
 from app.ingestion.chunking import first_heading
-from app.ingestion.front_matter import front_matter_fields, split_front_matter
+from app.ingestion.front_matter import document_fields, split_front_matter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -114,11 +114,11 @@ def read_note(
         offset = error.start + (len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0)  # of the file
         message = f"not valid UTF-8 (first at byte offset {offset}): read with U+FFFD for the bytes that do not decode"
         _report(on_warning, file_path, message)
-    _, body = split_front_matter(text)
+    fields, body = split_front_matter(text)
     if not body.strip():
         _report(on_skip, file_path, "no text")
         return None
-    front = front_matter_fields(text)
+    front = document_fields(fields)
     return Document(
         project_id=project_id,
         document_id=relative,
