@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
-from app.domain.tags import MAX_DOCUMENT_TAGS, MAX_TAG_CHARS, MAX_TITLE_CHARS
-from app.ingestion.validation import is_addressable, metadata_strings
+from app.ingestion.validation import is_addressable, metadata_strings, size_problem
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator
@@ -231,10 +230,11 @@ class _RecordCheck:
         if not embedded:
             return "has no chunks"
         tags = [*document.tags, *(tag for item in embedded for tag in item.chunk.tags)]
-        if not all(isinstance(tag, str) and len(tag.strip()) > 0 and len(tag) <= MAX_TAG_CHARS for tag in tags):
-            return f"a tag is not a string of 1 to {MAX_TAG_CHARS} characters"
-        if len(document.tags) > MAX_DOCUMENT_TAGS or len(document.title) > MAX_TITLE_CHARS:
-            return f"more than {MAX_DOCUMENT_TAGS} tags, or a title over {MAX_TITLE_CHARS} characters"
+        if not all(isinstance(tag, str) and tag.strip() for tag in tags):
+            return "a tag is not a string of 1 or more characters"
+        sizes = size_problem(document.title, document.tags)  # a chunk carries its document's tags
+        if sizes is not None:
+            return sizes[1].removeprefix(": ").strip()
         for item in embedded:
             if item.embedding_model != self.model_name:
                 return (

@@ -74,17 +74,23 @@ def validate_documents(documents: Sequence[Document]) -> None:
 
 def _check_sizes(document: Document) -> None:
     """The title and tags within the bounds the API's fields have: front matter reaches here unchecked."""
-    if len(document.title) > MAX_TITLE_CHARS:
-        title_chars = len(document.title)
-        msg = f"document {document.document_id!r}: the title is {title_chars} characters; at most {MAX_TITLE_CHARS}"
-        raise InvalidInputError(msg, field="title")
-    if len(document.tags) > MAX_DOCUMENT_TAGS:
-        msg = f"document {document.document_id!r} has {len(document.tags)} tags; at most {MAX_DOCUMENT_TAGS}"
-        raise InvalidInputError(msg, field="tags")
-    longest = max(document.tags, key=len, default="")
+    problem = size_problem(document.title, document.tags)
+    if problem is not None:
+        field, detail = problem
+        msg = f"document {document.document_id!r}{detail}"
+        raise InvalidInputError(msg, field=field)
+
+
+def size_problem(title: str, tags: Sequence[str]) -> tuple[str, str] | None:
+    """(field, what is wrong, to follow "document 'x'") when a title or the tags are past the API's bounds."""
+    if len(title) > MAX_TITLE_CHARS:
+        return "title", f": the title is {len(title)} characters; at most {MAX_TITLE_CHARS}"
+    if len(tags) > MAX_DOCUMENT_TAGS:
+        return "tags", f" has {len(tags)} tags; at most {MAX_DOCUMENT_TAGS}"
+    longest = max(tags, key=len, default="")
     if len(longest) > MAX_TAG_CHARS:
-        msg = f"document {document.document_id!r}: a tag is {len(longest)} characters; at most {MAX_TAG_CHARS}"
-        raise InvalidInputError(msg, field="tags")
+        return "tags", f": a tag is {len(longest)} characters; at most {MAX_TAG_CHARS}"
+    return None
 
 
 def is_addressable(document_id: str) -> bool:
