@@ -242,7 +242,11 @@ class TokenVerifier:
         verification_key = self._key_for(token)
         claims = self._decode(token, verification_key)
         return Principal(
-            subject=claims["sub"] if isinstance(claims.get("sub"), str) and claims["sub"] else _malformed("sub"),
+            # A blank `sub` names nobody: refusals could not name the caller, and its rate limit fell back to
+            # the `X-Client-Id` the caller picks.
+            subject=claims["sub"]
+            if isinstance(claims.get("sub"), str) and claims["sub"].strip()
+            else _malformed("sub"),
             projects=_projects(claims.get("projects")),
             scopes=_scopes(claims.get("scope")),
             token=token,

@@ -226,7 +226,9 @@ def test_missing_projects_claim_grants_no_project() -> None:
         authorize(principal, project="alpha", scope="search")
 
 
-@pytest.mark.parametrize(("claim", "value"), [("projects", "alpha"), ("projects", [1, 2]), ("scope", 7), ("sub", "")])
+@pytest.mark.parametrize(
+    ("claim", "value"), [("projects", "alpha"), ("projects", [1, 2]), ("scope", 7), ("sub", ""), ("sub", "   ")]
+)
 def test_malformed_claims_are_refused(claim: str, value: object) -> None:
     token = jwt.encode(claims(**{claim: value}), SECRET, algorithm="HS256")
 
@@ -518,3 +520,11 @@ def test_refusals_are_logged_with_a_reason_but_never_the_token(caplog: pytest.Lo
     assert forged not in rendered
     assert forged.rsplit(".", 1)[1] not in rendered
     assert "t0k3n" not in rendered
+
+
+def test_empty_issuer_and_audience_variables_skip_those_checks() -> None:
+    # `JWT_ISSUER=` in a .env file or `docker -e` meant "the issuer must be the empty string": every token failed.
+    settings = Settings(_env_file=None, auth_mode="jwt", jwt_secret=SECRET, jwt_issuer=" ", jwt_audience="")
+    assert (settings.jwt_issuer, settings.jwt_audience) == (None, None)
+    token = jwt.encode(claims(iss="https://elsewhere.example", aud=None), SECRET, algorithm="HS256")
+    assert TokenVerifier.from_settings(settings).verify(bearer(token)).subject == "agent-7"
