@@ -78,3 +78,19 @@ async def test_the_async_client_sends_the_token(jwt_service_url: str, make_token
         page = await client.list_documents(unique_name)
 
     assert page.items == []
+
+
+def test_a_token_read_with_its_newline_or_a_bearer_prefix_is_sent_as_the_token(
+    jwt_service_url: str, make_token, unique_name: str
+) -> None:
+    token = make_token(projects=[unique_name], scope="search ingest")
+    for pasted in (f"{token}\n", f"Bearer {token}", f"  bearer {token} "):
+        with PoimenClient(jwt_service_url, token=pasted) as client:
+            assert client.search(unique_name, "anything").results == []
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "Bearer ", "abc\u201cdef", None])
+def test_an_unsendable_token_is_a_value_error_that_does_not_quote_it(jwt_service_url: str, bad: object) -> None:
+    with PoimenClient(jwt_service_url, token=lambda: bad) as client, pytest.raises(ValueError) as raised:  # type: ignore[arg-type,return-value]
+        client.list_projects()
+    assert "abc" not in str(raised.value)

@@ -8,6 +8,7 @@ retries its own way. A token (a JWT when the service runs `AUTH_MODE=jwt`) is se
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Self, TypeVar
 
@@ -26,6 +27,7 @@ HttpT = TypeVar("HttpT", httpx.Client, httpx.AsyncClient)
 TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
 DEFAULT_TIMEOUT_S: Final = 30.0
 USER_AGENT: Final = "poimen-client/0.1.0"
+_BEARER_PREFIX: Final = re.compile(r"^bearer(?:\s+|$)", re.IGNORECASE)
 
 
 class BearerToken(httpx.Auth):
@@ -36,9 +38,31 @@ class BearerToken(httpx.Auth):
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         """Add the header; httpx runs this flow for sync and async clients alike."""
-        token = self._token() if callable(self._token) else self._token
-        request.headers["Authorization"] = f"Bearer {token}"
+        request.headers["Authorization"] = (
+            f"Bearer {sendable_token(self._token() if callable(self._token) else self._token)}"
+        )
         yield request
+
+
+def sendable_token(token: object) -> str:
+    """`token` as a header carries it: surrounding space and a pasted `Bearer ` prefix dropped.
+
+    Raises:
+        ValueError: no token, or characters a header cannot carry; the message never holds the token
+            (httpx's own error quoted the whole header, so a token read from a file with its newline
+            ended up in logs).
+    """
+    if not isinstance(token, str):
+        msg = f"the token must be a string, got {type(token).__name__}"
+        raise ValueError(msg)  # noqa: TRY004 - a bad value handed to the client, as the other checks
+    stripped = _BEARER_PREFIX.sub("", token.strip())
+    if not stripped:
+        msg = "the token is empty"
+        raise ValueError(msg)
+    if not all("!" <= character <= "~" for character in stripped):
+        msg = "the token holds a character an HTTP header cannot carry (a space, a line break or a non-ASCII one)"
+        raise ValueError(msg)
+    return stripped
 
 
 class ClientBase(Endpoints, Generic[HttpT, TransportT]):
