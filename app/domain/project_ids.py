@@ -6,7 +6,7 @@ import re
 from typing import Final
 
 PROJECT_ID_PATTERN: Final = (
-    r"^(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\.\.[A-Za-z0-9._-]{1,62})$"
+    r"^(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\.\.[A-Za-z0-9._-]{1,62})$(?!\n)"
 )
 """1-64 letters, digits, `.`, `_` or `-`, but not `.` or `..`: a project id names folders, metrics and cache
 keys, and is a part of every URL of the project, and URLs resolve those two (`/v1/projects/../documents`

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from app.api.search_requests import SearchRequest
 from app.api.strict_bodies import DATETIME_HINT, readable_validation_message
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 
@@ -33,3 +35,16 @@ from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 )
 def test_each_constraint_reads_as_words(message: str, readable: str) -> None:
     assert readable_validation_message(message) == readable
+
+
+@pytest.mark.parametrize("project", ["alpha\n", "alpha\r\n", "\nalpha", ".", ".."])
+def test_a_body_project_id_is_held_to_the_rule_the_path_is(project: str) -> None:
+    # Python's `$` also matches before a final newline: "alpha\n" passed the body's pattern and reached the
+    # engines and cache keys, where a path or query parameter with it was a 400.
+    body = msgspec.json.encode({"project": project, "query": "x"})
+    with pytest.raises(msgspec.ValidationError, match="project"):
+        msgspec.json.decode(body, type=SearchRequest)
+    assert (
+        msgspec.json.decode(msgspec.json.encode({"project": "alpha", "query": "x"}), type=SearchRequest).project
+        == "alpha"
+    )
