@@ -83,7 +83,10 @@ def markdown_table(document: Mapping[str, object]) -> str:
     runs: Mapping[str, Mapping[str, object]] = document["runs"]  # type: ignore[assignment]
     primary = str(document["primary_metric"])
     default = str(document["default"])
-    metrics = [name for name in next(iter(runs.values())) if name != "latency_ms"] if runs else []
+    # The metrics are a run's numbers: `latency_ms` and `failed_queries` (a run with refused queries) are not.
+    metrics = (
+        [name for name, value in next(iter(runs.values())).items() if isinstance(value, int | float)] if runs else []
+    )
     lines = [
         f"# {document['dataset']} ({document['split']}, {document['queries']} queries)",
         "",
@@ -99,6 +102,12 @@ def markdown_table(document: Mapping[str, object]) -> str:
         cells = [f"{float(values[metric]):.4f}" for metric in metrics]  # type: ignore[arg-type]
         cells += [f"{latency['p50']:.1f}", f"{latency['p95']:.1f}", f"{latency['mean']:.1f}"]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    failed = {
+        name: values["failed_queries"] for name, values in ordered if isinstance(values.get("failed_queries"), dict)
+    }
+    if failed:
+        counts = ", ".join(f"{name} {len(queries)}" for name, queries in failed.items() if isinstance(queries, dict))
+        lines += ["", f"Queries refused or failed, scored as misses: {counts}."]
     by_category: Mapping[str, Mapping[str, Mapping[str, float]]] = document.get("by_category", {})  # type: ignore[assignment]
     if by_category:
         lines += ["", f"## {primary} per question category", ""]

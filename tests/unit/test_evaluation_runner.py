@@ -17,7 +17,7 @@ from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
 from app.evaluation.datasets import load_dataset
 from app.evaluation.ingest import EvaluationEngines, ensure_ingested
-from app.evaluation.report import trec_run_lines
+from app.evaluation.report import markdown_table, results_document, trec_run_lines
 from app.evaluation.runner import (
     QueryRunner,
     RunSpec,
@@ -182,6 +182,11 @@ async def test_a_refused_query_counts_as_a_miss_with_a_warning_and_the_run_goes_
     assert result.metrics["Recall@10"] == 0.75  # the miss is in the mean, not left out of it
     assert any("q1" in record.getMessage() for record in caplog.records)
     assert any("1 of 4 queries failed" in record.getMessage() for record in caplog.records)
+    # `--output` writes results.md from the results: the refused query's record is no metric column.
+    document = results_document(dataset, [result], default_run="lexical", configuration={})
+    table = markdown_table(document)
+    assert "failed_queries" not in table.splitlines()[4]
+    assert "Queries refused or failed, scored as misses: lexical 1." in table
 
 
 async def test_conversational_queries_search_only_their_conversation(tmp_path: Path) -> None:
