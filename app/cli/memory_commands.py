@@ -122,7 +122,11 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
     leaves the last good backup in place, never a cut-off one under its name.
     """
     documents = 0
-    partial = None if output is None else output.with_name(f".{output.name}.partial")
+    # A symlink is written through (renaming over it replaced the link itself), and a device or a pipe
+    # (`/dev/stdout`, a FIFO) in place: renaming a file over one replaced it.
+    target = None if output is None else output.resolve()  # noqa: ASYNC240 - once, before any engine starts
+    in_place = target is not None and target.exists() and not target.is_file()
+    partial = None if target is None or in_place else target.with_name(f".{target.name}.partial")
     async with open_engines(settings) as engines:
         known = await engines.store.project_ids()
         if project not in known:
@@ -132,8 +136,9 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
             return 1
         try:
             with ExitStack() as stack:
+                destination = partial or target
                 sink: TextIO = (
-                    sys.stdout if partial is None else stack.enter_context(partial.open("w", encoding="utf-8"))
+                    sys.stdout if destination is None else stack.enter_context(destination.open("w", encoding="utf-8"))
                 )
                 lines = export_lines(
                     engines.store,
@@ -144,8 +149,8 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
                 async for line in lines:
                     sink.write(line + "\n")
                     documents += 1
-            if partial is not None and output is not None:
-                partial.replace(output)
+            if partial is not None and target is not None:
+                partial.replace(target)
         except OSError as error:
             if partial is not None:
                 partial.unlink(missing_ok=True)

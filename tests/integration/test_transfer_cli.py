@@ -8,6 +8,9 @@ fresh directory's store holds exactly the exported vectors.
 from __future__ import annotations
 
 import json
+import os
+import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -147,3 +150,29 @@ def test_a_corpus_with_one_bad_id_writes_nothing_whatever_the_batch_size(data_di
     assert "'bad//id'" in ingested.stderr
     assert "nothing written" in ingested.stderr
     assert exported.returncode == 1  # the first two batches of 10 were written before
+
+
+def test_an_export_writes_through_a_symlink_and_into_a_pipe_without_replacing_them(data_dirs, tmp_path) -> None:
+    source, _ = data_dirs
+    assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=source).returncode == 0
+    target, link = tmp_path / "backups" / "notes.jsonl", tmp_path / "latest.jsonl"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link.symlink_to(target)
+
+    exported = run_cli("export", "--project", PROJECT, "--output", str(link), data_dir=source)
+
+    assert exported.returncode == 0, exported.stderr
+    assert link.is_symlink()  # renaming the finished file over it replaced the link and left the target old
+    assert json.loads(target.read_text().splitlines()[-1])["kind"] == "end"
+    assert not list(target.parent.glob(".*.partial"))
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with ThreadPoolExecutor(1) as reader:
+        read = reader.submit(fifo.read_text)
+        piped = run_cli("export", "--project", PROJECT, "--output", str(fifo), data_dir=source)
+        text = read.result(timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert text == target.read_text()
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
