@@ -15,6 +15,7 @@ from litestar.openapi.config import OpenAPIConfig
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
 from app.api.console import console_router
+from app.api.cross_site import refuse_cross_site
 from app.api.document_routes import DocumentController
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
 from app.api.errors import (
@@ -50,7 +51,7 @@ from app.search.service import SearchService
 from app.wiring.services import Services, open_services
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
     from opentelemetry.sdk.trace import SpanProcessor
 
@@ -80,10 +81,17 @@ def _catalog(state: State) -> ProjectCatalog:
     return _services(state).catalog
 
 
-async def _strict_request(request: Request[Any, Any, Any]) -> None:
-    """Before every handler: no undeclared query parameter (API routes), no lax JSON body."""
-    reject_unknown_query_parameters(request)
-    await reject_lax_json(request)
+def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Awaitable[None]]:
+    """Before every handler: no cross-site browser request without auth, no unknown query parameter, no lax JSON."""
+    without_auth = settings.auth_mode == "off"
+
+    async def before_request(request: Request[Any, Any, Any]) -> None:
+        if without_auth:
+            refuse_cross_site(request)
+        reject_unknown_query_parameters(request)
+        await reject_lax_json(request)
+
+    return before_request
 
 
 def _settings(state: State) -> Settings:
@@ -163,7 +171,7 @@ def create_app(
             HTTPException: http_error_handler,
             Exception: unexpected_error_handler,
         },
-        before_request=_strict_request,
+        before_request=_strict_request(settings),
         middleware=[prometheus.middleware] if settings.metrics_enabled else [],
         openapi_config=OpenAPIConfig(
             title="Poimen Memory Search",
