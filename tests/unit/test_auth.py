@@ -528,3 +528,9 @@ def test_empty_issuer_and_audience_variables_skip_those_checks() -> None:
     assert (settings.jwt_issuer, settings.jwt_audience) == (None, None)
     token = jwt.encode(claims(iss="https://elsewhere.example", aud=None), SECRET, algorithm="HS256")
     assert TokenVerifier.from_settings(settings).verify(bearer(token)).subject == "agent-7"
+
+
+def test_a_token_over_the_length_cap_is_refused_before_it_is_decoded() -> None:
+    huge = jwt.encode(claims(padding="x" * 20_000), SECRET, algorithm="HS256")
+    assert_refused(hs_verifier(), bearer(huge), "longer than 16384 characters")
+    assert hs_verifier().verify(bearer(jwt.encode(claims(padding="x" * 8_000), SECRET, algorithm="HS256"))).subject
