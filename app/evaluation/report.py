@@ -102,12 +102,13 @@ def markdown_table(document: Mapping[str, object]) -> str:
         cells = [f"{float(values[metric]):.4f}" for metric in metrics]  # type: ignore[arg-type]
         cells += [f"{latency['p50']:.1f}", f"{latency['p95']:.1f}", f"{latency['mean']:.1f}"]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    failed = {
-        name: values["failed_queries"] for name, values in ordered if isinstance(values.get("failed_queries"), dict)
-    }
+    failed = [
+        f"{name} {len(queries)}"
+        for name, values in ordered
+        if isinstance(queries := values.get("failed_queries"), dict)
+    ]
     if failed:
-        counts = ", ".join(f"{name} {len(queries)}" for name, queries in failed.items() if isinstance(queries, dict))
-        lines += ["", f"Queries refused or failed, scored as misses: {counts}."]
+        lines += ["", f"Queries refused or failed, scored as misses: {', '.join(failed)}."]
     by_category: Mapping[str, Mapping[str, Mapping[str, float]]] = document.get("by_category", {})  # type: ignore[assignment]
     if by_category:
         lines += ["", f"## {primary} per question category", ""]
