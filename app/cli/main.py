@@ -58,6 +58,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     import uvicorn  # noqa: PLC0415 - only the server needs it
 
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
+    from app.api.request_head import HeadLimitedHttpToolsProtocol  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.observability.logs import configure_logging  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.wiring.vocabulary import read_query_vocabulary  # noqa: PLC0415 - keeps `poimen --help` fast
 
@@ -95,6 +96,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
         create_app(settings, on_ready=_when_ready(_first_lines(settings, bind_host, bind_port) if terminal else None)),
         host=bind_host,
         port=bind_port,
+        http=HeadLimitedHttpToolsProtocol,  # a request head over 64 KiB is a 431, not buffered whatever its size
         log_config=None,
         access_log=False,
         server_header=False,  # a version banner helps nobody but a scanner

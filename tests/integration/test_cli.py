@@ -59,6 +59,7 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
     service = poimen_service(poimen_data_dir)
 
     document = httpx.get(f"{service.url}/v1/projects/{PROJECT}/documents/runbooks/port-forwarding.md", timeout=30.0)
+    oversized_head = httpx.get(f"{service.url}/v1/projects", headers={"X-Padding": "x" * 100_000}, timeout=30.0)
 
     assert ingested.returncode == 0, ingested.stderr
     assert "ingest notes" in ingested.stderr  # the progress bar's label
@@ -76,6 +77,7 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
     assert migrated.returncode == 0, migrated.stderr
     assert "schema at head" in migrated.stderr
     assert document.status_code == 200, document.text
+    assert oversized_head.status_code == 431  # `poimen serve` runs the head-limited protocol
     body = document.json()
     assert body["title"] == "Port forwarding"
     assert body["tags"] == ["networking", "kubernetes"]

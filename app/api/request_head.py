@@ -1,0 +1,116 @@
+"""A cap on a request's head (request line and headers): over `MAX_REQUEST_HEAD_BYTES` it is a 431, not memory.
+
+uvicorn's httptools parser buffers a header whatever its length (a 64 MB header was read in whole), and
+Litestar sees the request only once its head is complete, so the cap has to sit in the HTTP protocol itself.
+Two counts hold it: the bytes received while a head is being read (bounds memory even when one header never
+ends) and the exact lengths of the URL and each header as the parser hands them over (holds the limit for a
+head that arrives in one read). Either refuses with a problem+json 431 and ends the connection, as nginx
+and Node do for their own limits: the answer is sent and the sending side shut, then whatever the client is
+still sending is read and dropped for up to `LINGER_S` before closing (closing with unread data would reset
+the connection and could destroy the 431 before the client reads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+MAX_REQUEST_HEAD_BYTES = 64 * 1024
+"""The request line and all headers together; a bearer token is at most 16,384 characters (app.auth.tokens)."""
+LINGER_S = 2.0
+"""After a 431, how long the rest of the client's request is read and dropped before the connection closes."""
+
+
+class _HeadTooLargeError(Exception):
+    """Raised inside a parser callback; httptools turns it into the parse error uvicorn answers."""
+
+
+class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, refusing a request head over `MAX_REQUEST_HEAD_BYTES` with 431."""
+
+    # Per connection; set on the instance as requests come (class defaults: a new connection reads a head).
+    _reading_head = True
+    _head_bytes_received = 0
+    _head_bytes_parsed = 0
+    _head_too_large = False
+
+    def data_received(self, data: bytes) -> None:
+        """Count what arrives while a head is read; over the cap, refuse it."""
+        if self._head_too_large:
+            return  # the 431 is sent; the rest of this request is dropped unread by the parser
+        if self._reading_head:
+            self._head_bytes_received += len(data)
+        super().data_received(data)
+        over_cap = self._reading_head and self._head_bytes_received > MAX_REQUEST_HEAD_BYTES
+        if over_cap and not self._head_too_large and not self.transport.is_closing():
+            self._head_too_large = True
+            self._refuse_head()
+
+    def on_message_begin(self) -> None:
+        """A new request: its parsed head starts at zero."""
+        super().on_message_begin()
+        self._head_bytes_parsed = 0
+
+    def on_url(self, url: bytes) -> None:
+        """Count the request target."""
+        self._count_parsed(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """Count one header as it stood on the wire."""
+        self._count_parsed(len(name) + len(value) + 4)  # ": " and CRLF, as on the wire
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        """The head is whole: what arrives next is body, not counted."""
+        self._reading_head = False
+        self._head_bytes_received = 0
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        """A kept-alive connection's next request starts with its head."""
+        super().on_message_complete()
+        self._reading_head = True
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer a parse error as uvicorn does (400), but the one `_count_parsed` raised with a 431."""
+        if self._head_too_large:
+            self._refuse_head()
+        else:
+            super().send_400_response(msg)
+
+    def _count_parsed(self, size_bytes: int) -> None:
+        self._head_bytes_parsed += size_bytes
+        if self._head_bytes_parsed > MAX_REQUEST_HEAD_BYTES:
+            self._head_too_large = True
+            raise _HeadTooLargeError
+
+    def _refuse_head(self) -> None:
+        body = json.dumps(
+            {
+                "type": "about:blank",
+                "title": "Request Header Fields Too Large",
+                "status": 431,
+                "detail": f"the request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes",
+            }
+        ).encode()
+        content = [STATUS_LINE[431]]
+        for name, value in self.server_state.default_headers:
+            content.extend([name, b": ", value, b"\r\n"])
+        content.extend(
+            [
+                b"content-type: application/problem+json\r\n",
+                b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+                b"connection: close\r\n",
+                b"\r\n",
+                body,
+            ]
+        )
+        self.transport.write(b"".join(content))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            asyncio.get_running_loop().call_later(LINGER_S, self.transport.close)
+        else:
+            self.transport.close()

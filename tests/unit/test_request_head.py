@@ -1,0 +1,132 @@
+"""`HeadLimitedHttpToolsProtocol` in a real uvicorn on loopback: a request head over the cap is a 431."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import uvicorn
+
+from app.api.request_head import MAX_REQUEST_HEAD_BYTES, HeadLimitedHttpToolsProtocol
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+served_paths: list[str] = []
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    assert scope["type"] == "http"
+    received = 0
+    while True:
+        message = await receive()
+        received += len(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    served_paths.append(scope["path"])
+    body = json.dumps({"body_bytes": received}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=free, log_level="critical", lifespan="off", http=HeadLimitedHttpToolsProtocol
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    served_paths.clear()
+    yield free
+    server.should_exit = True
+    await task
+
+
+def head(path: str, padding_bytes: int, *, extra: str = "") -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: {'x' * padding_bytes}\r\n{extra}\r\n".encode()
+
+
+async def exchange(port: int, *writes: bytes) -> bytes:
+    """Send each write in turn (as far as the server reads), then everything the server answers until it closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for data in writes:
+            writer.write(data)
+            try:
+                await writer.drain()
+            except ConnectionError:
+                break  # the server answered and closed while this was still being sent
+        return await asyncio.wait_for(reader.read(), timeout=10.0)
+    finally:
+        writer.close()
+
+
+def statuses(answer: bytes) -> list[int]:
+    return [int(line.split()[1]) for line in answer.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
+
+
+async def test_a_head_just_under_the_cap_is_served(port: int) -> None:
+    answer = await exchange(port, head("/under", MAX_REQUEST_HEAD_BYTES - 200, extra="Connection: close\r\n"))
+
+    assert statuses(answer) == [200]
+    assert served_paths == ["/under"]
+
+
+async def test_a_head_over_the_cap_in_one_write_is_a_431_problem_and_reaches_no_handler(port: int) -> None:
+    answer = await exchange(port, head("/over", MAX_REQUEST_HEAD_BYTES + 10))
+
+    assert statuses(answer) == [431]
+    head_part, _, body = answer.partition(b"\r\n\r\n")
+    assert b"content-type: application/problem+json" in head_part
+    assert b"connection: close" in head_part
+    assert json.loads(body)["status"] == 431
+    assert served_paths == []
+
+
+async def test_a_header_that_never_ends_is_refused_once_the_cap_is_received(port: int) -> None:
+    # No CRLF ever: without the byte count the parser buffers it all before any callback sees it.
+    writes = [b"GET /endless HTTP/1.1\r\nX-Padding: "] + [b"x" * 16_384] * 64
+    answer = await exchange(port, *writes)
+
+    assert statuses(answer) == [431]
+    assert served_paths == []
+
+
+async def test_each_request_on_a_kept_alive_connection_has_its_own_cap(port: int) -> None:
+    near_half = MAX_REQUEST_HEAD_BYTES // 2 + 1_000  # two of these together are over the cap
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(head("/first", near_half))
+        first_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
+        length = next(
+            int(line.split(b":")[1]) for line in first_head.split(b"\r\n") if line.startswith(b"content-length")
+        )
+        await reader.readexactly(length)
+        writer.write(head("/second", near_half, extra="Connection: close\r\n"))
+        second = await asyncio.wait_for(reader.read(), timeout=10.0)
+    finally:
+        writer.close()
+
+    assert statuses(first_head + second) == [200, 200]
+    assert served_paths == ["/first", "/second"]
+
+
+async def test_a_body_larger_than_the_cap_is_not_counted_as_head(port: int) -> None:
+    body_bytes = MAX_REQUEST_HEAD_BYTES * 4
+    request = (
+        f"POST /body HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {body_bytes}\r\nConnection: close\r\n\r\n".encode()
+        + b"y" * body_bytes
+    )
+    answer = await exchange(port, request)
+
+    assert statuses(answer) == [200]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2]) == {"body_bytes": body_bytes}
