@@ -46,9 +46,10 @@ from app.api.strict_bodies import (
     refuse_over_bound_lists,
 )
 from app.config import Settings
-from app.domain.errors import DocumentNotFoundError, DocumentTooLargeError, InvalidInputError
+from app.domain.errors import DocumentNotFoundError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.ingestion.pipeline import ANY_VERSION, IngestionPipeline
+from app.ingestion.validation import refuse_oversized
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
 
@@ -123,12 +124,12 @@ def _decode_documents(body: bytes, *, max_document_bytes: int, max_batch_documen
         if document.text is None and document.markdown is None:
             msg = f"document {document.id!r} has no text"
             raise InvalidInputError(msg, field="text")
-        # Metadata is stored and returned with every read of the document: it counts (20 MB of it passed).
-        text_bytes = len(document.body().encode())
-        size = text_bytes + (len(msgspec.json.encode(document.metadata)) if document.metadata else 0)
-        if size > max_document_bytes:
-            msg = f"document {document.id!r} is {size} bytes (text and metadata); the limit is {max_document_bytes}"
-            raise DocumentTooLargeError(msg, field="text" if text_bytes > max_document_bytes else "metadata")
+        refuse_oversized(
+            document.id,
+            text_bytes=len(document.body().encode()),
+            metadata_bytes=len(msgspec.json.encode(document.metadata)) if document.metadata else 0,
+            max_document_bytes=max_document_bytes,
+        )
     return documents
 
 

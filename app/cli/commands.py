@@ -69,7 +69,7 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
         documents = list(read_documents(path, project_id=project, on_skip=report_skip, on_warning=report_warning))
         # Every document checked before any is written (one bad id, a duplicate): the outcome does not
         # depend on --batch-size, and a refused folder leaves the project as it was.
-        validate_documents(documents)
+        validate_documents(documents, max_document_bytes=settings.max_document_bytes)
     except (OSError, ValueError, SearchServiceError) as error:
         detail = error.message if isinstance(error, SearchServiceError) else str(error)
         print(f"cannot ingest {path}: {detail}; nothing written", file=sys.stderr)

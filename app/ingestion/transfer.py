@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
-from app.ingestion.validation import is_addressable, metadata_strings, size_problem
+from app.ingestion.pipeline import chunk_hash, embedding_text
+from app.ingestion.validation import is_addressable, is_unicode_text, metadata_strings, size_problem
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator
@@ -208,7 +209,10 @@ class _RecordCheck:
 
     The store refused a NaN or a short embedding, a NUL in a text, a tag that is no string, only once the
     earlier batches were written ("run it again" then failed at the same line, for ever); an id of 3,000
-    characters, one twice, a document without chunks or a chunk of another model went in unchecked.
+    characters, one twice, a document without chunks or a chunk of another model went in unchecked; so did
+    a chunk id of another document (it replaced that document's chunk), a lone surrogate (valid as a JSON
+    escape, but no UTF-8 can hold it) and a chunk whose text was edited after the export (its vector, and
+    every later ingest reusing vectors by `chunk_hash`, stayed the old text's).
     """
 
     model_name: str
@@ -244,9 +248,26 @@ class _RecordCheck:
                 return f"chunk {item.chunk.chunk_id!r}: the embedding is not {self.dimensions} finite numbers"
         texts = [document.title, document.source, *(text for _, text in metadata_strings(document.metadata))]
         texts += [text for item in embedded for text in (item.chunk.text, item.chunk.context, *item.chunk.breadcrumb)]
+        texts += [*document.tags, *(tag for item in embedded for tag in item.chunk.tags)]
         if any("\x00" in text for text in texts):
             return "a text holds a NUL character, which PostgreSQL cannot store"
-        return None
+        if not all(map(is_unicode_text, texts)):
+            return "a text holds a lone surrogate (such as \\ud800), which is not Unicode text"
+        return _chunk_problem(document.document_id, embedded)
+
+
+def _chunk_problem(document_id: str, embedded: list[EmbeddedChunk]) -> str | None:
+    """Each chunk id is `<document id>#<position>` as ingest names it, and its hash is of its own text."""
+    positions = [item.chunk.position for item in embedded]
+    if len(set(positions)) != len(positions):
+        return "two chunks have the same position"
+    for item in embedded:
+        chunk = item.chunk
+        if chunk.chunk_id != f"{document_id}#{chunk.position}":
+            return f"chunk {chunk.chunk_id[:80]!r} is not named '<document id>#{chunk.position}' (another document's?)"
+        if chunk.chunk_hash != chunk_hash(embedding_text(chunk)):
+            return f"chunk {chunk.chunk_id[:80]!r}: its chunk_hash is not of its text (was the file edited?)"
+    return None
 
 
 def _documents(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from app.domain.errors import InvalidInputError
+from app.domain.errors import DocumentTooLargeError, InvalidInputError
 from app.domain.moments import EARLIEST, LATEST
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 from app.domain.tags import MAX_DOCUMENT_TAGS, MAX_TAG_CHARS, MAX_TITLE_CHARS
@@ -19,15 +20,17 @@ MAX_METADATA_DEPTH: Final = 32
 """Objects and arrays within one another in a document's metadata; deeper is refused before anything walks it."""
 
 
-def validate_documents(documents: Sequence[Document]) -> None:
+def validate_documents(documents: Sequence[Document], *, max_document_bytes: int | None = None) -> None:
     """Raise `InvalidInputError` naming the field when a batch cannot be ingested as sent.
 
     Rejects: a project id the API could not address (`PROJECT_ID_PATTERN`; a CLI ingest reaches here
     unchecked), an empty document id or one its URL cannot address (`is_addressable`), text that is empty
     after stripping, a blank tag, more tags, a longer tag or title than the API takes (front matter reaches
-    here unchecked), metadata nested deeper than `MAX_METADATA_DEPTH`, a NUL character in any
-    text field (PostgreSQL text cannot hold it), an event time at or past the ends of `datetime`'s range,
-    and one document id twice in a batch.
+    here unchecked), metadata nested deeper than `MAX_METADATA_DEPTH`, a NUL character or a lone surrogate
+    in any text field (PostgreSQL text cannot hold the one, UTF-8 the other; a BEIR corpus or an export can
+    spell either as a JSON escape), an event time at or past the ends of `datetime`'s range, one document
+    id twice in a batch and, given `max_document_bytes`, a document larger than it (`refuse_oversized`; the
+    API checks the size as it decodes, the CLI reaches here unchecked).
     """
     seen: set[tuple[str, str]] = set()
     for document in documents:
@@ -51,10 +54,7 @@ def validate_documents(documents: Sequence[Document]) -> None:
         if _nesting_depth(document.metadata) > MAX_METADATA_DEPTH:
             msg = f"document {document.document_id!r}: metadata nests deeper than {MAX_METADATA_DEPTH} levels"
             raise InvalidInputError(msg, field="metadata")
-        for name, value in _text_fields(document):
-            if "\x00" in value:
-                msg = f"document {document.document_id!r}: {name} contains a NUL character"
-                raise InvalidInputError(msg, field=name)
+        _check_texts(document)
         if not document.text.strip():
             msg = f"document {document.document_id!r} has no text"
             raise InvalidInputError(msg, field="text")
@@ -62,6 +62,14 @@ def validate_documents(documents: Sequence[Document]) -> None:
             msg = f"document {document.document_id!r}: a tag is blank (only white space)"
             raise InvalidInputError(msg, field="tags")
         _check_sizes(document)
+        if max_document_bytes is not None:
+            metadata_bytes = len(_compact_json(document.metadata)) if document.metadata else 0
+            refuse_oversized(
+                document.document_id,
+                text_bytes=len(document.text.encode()),
+                metadata_bytes=metadata_bytes,
+                max_document_bytes=max_document_bytes,
+            )
         # PostgreSQL's driver stores the ends of the range as -infinity and infinity and reads them back
         # without a time zone; `as_utc` clamps a moment whose offset carries it past them onto them.
         if document.event_time is not None and not EARLIEST < document.event_time < LATEST:
@@ -70,6 +78,43 @@ def validate_documents(documents: Sequence[Document]) -> None:
                 "9999-12-31T23:59:59.999999Z"
             )
             raise InvalidInputError(msg, field="event_time")
+
+
+def _check_texts(document: Document) -> None:
+    """No NUL (PostgreSQL text cannot hold it) nor lone surrogate (UTF-8 cannot) in any text field."""
+    for name, value in _text_fields(document):
+        if "\x00" in value:
+            msg = f"document {document.document_id!r}: {name} contains a NUL character"
+            raise InvalidInputError(msg, field=name)
+        if not is_unicode_text(value):
+            msg = f"document {document.document_id!r}: {name} holds a lone surrogate (such as \\ud800)"
+            raise InvalidInputError(msg, field=name)
+
+
+def refuse_oversized(document_id: str, *, text_bytes: int, metadata_bytes: int, max_document_bytes: int) -> None:
+    """Raise `DocumentTooLargeError` (413) when a document's text and metadata together pass the limit.
+
+    Metadata is stored and returned with every read of the document, so it counts (20 MB of it passed).
+    """
+    size = text_bytes + metadata_bytes
+    if size > max_document_bytes:
+        msg = f"document {document_id!r} is {size} bytes (text and metadata); the limit is {max_document_bytes}"
+        raise DocumentTooLargeError(msg, field="text" if text_bytes > max_document_bytes else "metadata")
+
+
+def is_unicode_text(text: str) -> bool:
+    r"""Whether `text` can be written as UTF-8: no lone surrogate, which a JSON `\ud800` escape decodes to."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _compact_json(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode()
 
 
 def _check_sizes(document: Document) -> None:

@@ -340,3 +340,26 @@ def test_an_import_refused_for_its_file_creates_no_data_dir(tmp_path: Path) -> N
     assert result.returncode == 2, result.stderr
     assert "import refused, nothing written" in result.stderr
     assert not fresh.exists()  # checked before any engine started: no database made to refuse a file
+
+
+def test_ingest_holds_max_document_bytes_and_refuses_unwritable_text_in_one_line(tmp_path: Path) -> None:
+    # Only the API held the limit: a 10 MB log in a notes folder was embedded for minutes.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "small.md").write_text("a short note", encoding="utf-8")
+    (notes / "huge.log.md").write_text("x" * 400, encoding="utf-8")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "1", "text": "fine"}\n{"_id": "2", "text": "a lone \\ud800 surrogate"}\n')
+    data_dir = tmp_path / "data"
+
+    oversized = run_cli("ingest", str(notes), "--project", PROJECT, data_dir=data_dir, MAX_DOCUMENT_BYTES="300")
+    surrogate = run_cli("ingest", str(corpus), "--project", PROJECT, data_dir=data_dir)
+
+    assert oversized.returncode == 1, oversized.stderr
+    assert "document 'huge.log.md' is 400 bytes (text and metadata); the limit is 300" in oversized.stderr
+    assert "nothing written" in oversized.stderr
+    assert surrogate.returncode == 1, surrogate.stderr
+    assert "lone surrogate" in surrogate.stderr
+    for result in (oversized, surrogate):
+        assert "Traceback" not in result.stderr
+    assert not data_dir.exists()  # refused before any engine started

@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from app.domain.errors import InvalidInputError
+from app.domain.models import EmbeddedChunk, StoredDocument
 from app.engines.memory import InMemoryDocumentStore
+from app.ingestion.pipeline import chunk_hash, embedding_text
 from app.ingestion.transfer import check_export, export_lines, import_lines
-from tests.contract.document_store import entry
+from tests.contract import document_store
 
 MODEL, DIMENSIONS = "test-model", 384
+
+
+def entry(
+    project_id: str, document_id: str, n_chunks: int, **kwargs: str
+) -> tuple[StoredDocument, list[EmbeddedChunk]]:
+    """The contract suite's document, its chunks hashed as ingest hashes them (an import checks the hashes)."""
+    document, embedded = document_store.entry(project_id, document_id, n_chunks, **kwargs)
+    hashed = [
+        EmbeddedChunk(
+            replace(item.chunk, chunk_hash=chunk_hash(embedding_text(item.chunk))), item.embedding, item.embedding_model
+        )
+        for item in embedded
+    ]
+    return replace(document, chunks=tuple(item.chunk for item in hashed)), hashed
 
 
 async def exported(store: InMemoryDocumentStore, project: str) -> list[str]:
@@ -157,6 +174,12 @@ def _set_first_embedding_value(record: dict, value: object) -> None:
         (lambda r: r.update(id="x" * 3000), "the id must be 1 to 256 characters"),
         (lambda r: r.update(chunks=[]), "has no chunks"),
         (lambda r: r["chunks"][0].update(embedding_model="other"), "was embedded with 'other'"),
+        (lambda r: r["chunks"][0].update(id="a#0"), "is not named '<document id>#0'"),
+        (lambda r: r["chunks"][1].update(position=0, id="b#0"), "two chunks have the same position"),
+        (lambda r: r["chunks"][0].update(text="edited after the export"), "its chunk_hash is not of its text"),
+        (lambda r: r["chunks"][0].update(text="lone \ud800 surrogate"), "a lone surrogate"),
+        (lambda r: r.update(title="lone \udfff"), "a lone surrogate"),
+        (lambda r: r.update(metadata={"\ud800": 1}), "a lone surrogate"),
     ],
 )
 async def test_a_record_the_store_would_refuse_part_way_is_refused_before_anything_is_written(
