@@ -357,6 +357,11 @@ def _run(command: str, run: Callable[[], int]) -> int:
         # Nothing more goes to that pipe, Python's exit flush included; a failure status, as the output is cut.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILURE
+    except OSError as error:
+        # A path the command cannot use (POIMEN_DATA_DIR under a file, a folder it may not write): one line.
+        where = f" {error.filename}" if error.filename else ""
+        print(f"poimen {command}: cannot use{where}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def _eval(settings: Settings, arguments: argparse.Namespace) -> int:

@@ -363,3 +363,22 @@ def test_ingest_holds_max_document_bytes_and_refuses_unwritable_text_in_one_line
     for result in (oversized, surrogate):
         assert "Traceback" not in result.stderr
     assert not data_dir.exists()  # refused before any engine started
+
+
+def test_a_data_dir_under_a_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+
+    result = subprocess.run(
+        [poimen_executable(), "ingest", str(NOTES), "--project", PROJECT],
+        cwd=tmp_path,
+        env=cli_environment(blocker / "data"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+    assert result.returncode == 1, result.stderr
+    assert f"poimen ingest: cannot use {blocker / 'data'}: Not a directory" in result.stderr
+    assert "Traceback" not in result.stderr
