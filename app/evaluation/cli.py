@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from app.evaluation.datasets import TURN_TITLES, TurnShape, find_datasets, load_dataset
+from app.evaluation.datasets import TURN_TITLES, DatasetError, TurnShape, find_datasets, load_dataset, read_corpus
 from app.evaluation.ingest import ensure_ingested
 from app.evaluation.report import primary_metric, results_document, write_report, write_run_files
 from app.evaluation.runner import (
@@ -166,12 +166,22 @@ async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_en
     for folder in folders:
         try:
             dataset = load_dataset(folder, split=arguments.split)
-        except FileNotFoundError as error:
+            # The whole corpus read before any engine starts: a bad line is found now, not after an hour.
+            sum(1 for _ in read_corpus(dataset))
+        except (OSError, UnicodeDecodeError, DatasetError) as error:
             _say(f"{folder}: {error}")
             return EXIT_USAGE
         if arguments.max_queries:
             dataset = _first_queries(dataset, arguments.max_queries)
         datasets.append(dataset)
+    if arguments.output is not None:
+        outputs = [arguments.output] if len(datasets) == 1 else [arguments.output / item.name for item in datasets]
+        try:  # made now: an output path under a file failed only once every run had finished
+            for output in outputs:
+                output.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            _say(f"--output {arguments.output}: cannot write there ({error.strerror or error})")
+            return EXIT_USAGE
     eval_settings = evaluation_settings(settings, arguments)
     shape = TurnShape(title=arguments.turn_title, context_turns=max(arguments.turn_context, 0))
     async with open_engines(eval_settings) as engines:
@@ -184,6 +194,7 @@ async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_en
                 shape=shape,
             )
             state = "already ingested" if summary.skipped else f"ingested in {summary.elapsed_s:.0f} s"
+            state += f" ({summary.removed} documents no longer in the corpus removed)" if summary.removed else ""
             _say(f"{dataset.name}: {state}; {len(dataset.queries)} judged queries")
             runner = QueryRunner(dataset, engines, eval_settings, clocks=summary.clocks)
             results: list[RunResult] = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +39,10 @@ SESSION_DATE_FORMAT: Final = "%I:%M %p on %d %B, %Y"
 
 _PROJECT_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_PROJECT_CHARS: Final = 64
+
+
+class DatasetError(ValueError):
+    """A data set file that cannot be read as BEIR: the message names the file and line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +92,11 @@ def find_datasets(path: Path) -> list[Path]:
 
 
 def load_dataset(path: Path, *, split: str) -> EvalDataset:
-    """Read the queries and qrels of `split`. Raises `FileNotFoundError` when a required file is missing."""
+    """Read the queries and qrels of `split`.
+
+    Raises `FileNotFoundError` when a required file is missing and `DatasetError` (naming file and line) for
+    a line that is not a record with an `_id`, a qrels score that is not a whole number, or a query id twice.
+    """
     qrels = read_qrels(path / QRELS_FOLDER / f"{split}.tsv")
     texts = _read_jsonl_field(path / QUERIES_FILE, "text")
     meta = _read_query_meta(path / QUERIES_META_FILE)
@@ -119,7 +128,7 @@ def load_dataset(path: Path, *, split: str) -> EvalDataset:
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """BEIR qrels: a tab-separated header line, then `query-id corpus-id score` rows."""
+    """BEIR qrels: a tab-separated header line, then `query-id corpus-id score` rows (whole-number scores)."""
     qrels: dict[str, dict[str, int]] = {}
     with path.open(encoding="utf-8", newline="") as rows:
         reader = csv.reader(rows, delimiter="\t")
@@ -128,8 +137,20 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
                 continue  # header
             if len(row) < 3:  # noqa: PLR2004 - query id, corpus id, score
                 continue
-            qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+            qrels.setdefault(row[0], {})[row[1]] = _whole_score(row[2], path, line_number + 1)
     return qrels
+
+
+def _whole_score(text: str, path: Path, line_number: int) -> int:
+    """A graded relevance: `2`, or `2.0` as some converters write it; `0.5` or `high` is refused."""
+    try:
+        score = float(text)
+    except ValueError:
+        score = math.nan
+    if not score.is_integer():
+        msg = f"{path}:{line_number}: the score {text!r} is not a whole number (graded relevance: 0, 1, 2...)"
+        raise DatasetError(msg)
+    return int(score)
 
 
 def corpus_fingerprint(corpus: Path) -> str:
@@ -189,38 +210,39 @@ def read_corpus(dataset: EvalDataset, shape: TurnShape | None = None) -> Iterato
     """
     shape = shape or TurnShape()
     previous: list[tuple[str, str]] = []  # (session key, "Speaker: text") of the turns before, newest last
-    with (dataset.path / CORPUS_FILE).open(encoding="utf-8-sig") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            document_id = str(record["_id"])
-            title = str(record.get("title") or "")
-            text = str(record.get("text") or "") or title
-            if not text.strip():
-                continue
-            if not dataset.conversational:
-                yield Document(
-                    project_id=project_id_for(dataset.name, None),
-                    document_id=document_id,
-                    source=f"{dataset.name}/{document_id}",
-                    title=title,
-                    text=text,
-                )
-                continue
-            event_time, speaker = parse_session_title(title)
-            session = session_of(document_id)
-            context_lines = [turn for key, turn in previous[-shape.context_turns :] if key == session]
-            previous = [*previous[-max(shape.context_turns, 1) :], (session, f"{speaker}: {text}")]
+    seen: set[str] = set()
+    for where, record in _records(dataset.path / CORPUS_FILE):
+        document_id = _record_id(record, where)
+        if document_id in seen:
+            msg = f"{where}: the corpus id {document_id!r} appears twice"
+            raise DatasetError(msg)
+        seen.add(document_id)
+        title = _text_field(record, "title", where)
+        text = _text_field(record, "text", where) or title
+        if not text.strip():
+            continue
+        if not dataset.conversational:
             yield Document(
-                project_id=project_id_for(dataset.name, group_of(document_id)),
+                project_id=project_id_for(dataset.name, None),
                 document_id=document_id,
                 source=f"{dataset.name}/{document_id}",
-                title=speaker if shape.title == "speaker" else title,
+                title=title,
                 text=text,
-                event_time=event_time,
-                context="\n".join(context_lines) if shape.context_turns > 0 else "",
             )
+            continue
+        event_time, speaker = parse_session_title(title)
+        session = session_of(document_id)
+        context_lines = [turn for key, turn in previous[-shape.context_turns :] if key == session]
+        previous = [*previous[-max(shape.context_turns, 1) :], (session, f"{speaker}: {text}")]
+        yield Document(
+            project_id=project_id_for(dataset.name, group_of(document_id)),
+            document_id=document_id,
+            source=f"{dataset.name}/{document_id}",
+            title=speaker if shape.title == "speaker" else title,
+            text=text,
+            event_time=event_time,
+            context="\n".join(context_lines) if shape.context_turns > 0 else "",
+        )
 
 
 def session_of(document_id: str) -> str:
@@ -228,13 +250,52 @@ def session_of(document_id: str) -> str:
     return document_id.rsplit(GROUP_SEPARATOR, 1)[0]
 
 
+def _records(path: Path) -> Iterator[tuple[str, dict[str, object]]]:
+    """Each non-blank line of a JSON-lines file as (`file:line`, the object it holds)."""
+    with path.open(encoding="utf-8-sig") as lines:
+        for line_number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_number}"
+            try:
+                record = json.loads(line)
+            except ValueError as error:
+                msg = f"{where}: not JSON ({error})"
+                raise DatasetError(msg) from None
+            if not isinstance(record, dict):
+                msg = f"{where}: not a JSON object"
+                raise DatasetError(msg)
+            yield where, record
+
+
+def _record_id(record: Mapping[str, object], where: str) -> str:
+    """`_id`: a non-empty string, or a whole number as some converters write it."""
+    value = record.get("_id")
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        msg = f"{where}: `_id` must be a non-empty string (got {value!r})"
+        raise DatasetError(msg)
+    return str(value)
+
+
+def _text_field(record: Mapping[str, object], name: str, where: str) -> str:
+    """A text field: a string, or absent/null as empty; a list or an object is refused, not printed as Python."""
+    value = record.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        msg = f"{where}: `{name}` must be a string (got {type(value).__name__})"
+        raise DatasetError(msg)
+    return str(value)
+
+
 def _read_jsonl_field(path: Path, name: str) -> dict[str, str]:
     values: dict[str, str] = {}
-    with path.open(encoding="utf-8-sig") as lines:
-        for line in lines:
-            if line.strip():
-                record = json.loads(line)
-                values[str(record["_id"])] = str(record.get(name) or "")
+    for where, record in _records(path):
+        query_id = _record_id(record, where)
+        if query_id in values:
+            msg = f"{where}: the id {query_id!r} appears twice"
+            raise DatasetError(msg)
+        values[query_id] = _text_field(record, name, where)
     return values
 
 
@@ -243,14 +304,10 @@ def _read_query_meta(path: Path) -> dict[str, dict[str, str | None]]:
     if not path.is_file():
         return {}
     meta: dict[str, dict[str, str | None]] = {}
-    with path.open(encoding="utf-8-sig") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            sample_id, category = record.get("sample_id"), record.get("category")
-            meta[str(record["_id"])] = {
-                "group": None if sample_id is None else str(sample_id),
-                "category": None if category is None else str(category),
-            }
+    for where, record in _records(path):
+        sample_id, category = record.get("sample_id"), record.get("category")
+        meta[_record_id(record, where)] = {
+            "group": None if sample_id is None else str(sample_id),
+            "category": None if category is None else str(category),
+        }
     return meta

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 from tqdm import tqdm
 
+from app.domain.catalog import DocumentSelection
 from app.evaluation.datasets import TurnShape, read_corpus
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy
 from app.ingestion.outbox import OutboxWorker
@@ -23,7 +24,7 @@ from app.ingestion.pipeline import IngestionPipeline
 from app.ingestion.reindex import rebuild_project
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
     from pathlib import Path
 
     from app.config import Settings
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from app.retrieval.rerank import SecondStage
 
 INGEST_BATCH_DOCUMENTS: Final = 128
+LISTING_PAGE: Final = 1000
 OUTBOX_DRAIN_TIMEOUT_S: Final = 600.0
 INGEST_MARKER_VERSION: Final = 6
 """Bumped when the way the harness turns a corpus into documents changes, so markers stop matching.
@@ -68,6 +70,8 @@ class IngestSummary:
     chunks: int
     elapsed_s: float
     clocks: Mapping[str, datetime]
+    removed: int = 0
+    """Documents deleted because the corpus no longer holds them (`_remove_stale`)."""
 
 
 def ingest_signature(
@@ -131,6 +135,7 @@ async def ensure_ingested(
                 counts[outcome.status] += 1
                 chunks += outcome.chunk_count
             progress.update(len(batch))
+    removed = await _remove_stale(engines.store, documents)
     # Documents an earlier, interrupted run stored were skipped above as unchanged; their lexical
     # entries may be missing (or the index rebuilt empty), so every project is re-indexed from the store.
     for project_id in sorted({document.project_id for document in documents}):
@@ -146,10 +151,32 @@ async def ensure_ingested(
         created=counts["created"],
         updated=counts["updated"],
         unchanged=counts["unchanged"],
+        removed=removed,
         chunks=chunks,
         elapsed_s=time.perf_counter() - started,
         clocks=clocks,
     )
+
+
+async def _remove_stale(store: DocumentStore, documents: Sequence[Document]) -> int:
+    """Delete what the data set's projects hold that the corpus no longer does; how many.
+
+    Ingesting only writes: a document dropped from an edited corpus stayed in its project and was still
+    retrieved (and scored as a miss) by every later run.
+    """
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for document in documents:
+        wanted[document.project_id].add(document.document_id)
+    removed = 0
+    for project_id, kept in sorted(wanted.items()):
+        stale: list[str] = []
+        after: str | None = None
+        while page := await store.list_documents(DocumentSelection(project_id), after=after, limit=LISTING_PAGE):
+            stale += [item.document_id for item in page if item.document_id not in kept]
+            after = page[-1].document_id
+        for document_id in stale:
+            removed += await store.delete_document(project_id, document_id)
+    return removed
 
 
 def conversation_clock(documents: Iterable[Document]) -> dict[str, datetime]:

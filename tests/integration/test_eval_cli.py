@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,26 @@ def test_eval_rejects_a_folder_without_a_dataset(eval_env: Path) -> None:
     status = main(["eval", "--dataset", str(eval_env)])
 
     assert status == 2
+
+
+def test_a_malformed_dataset_or_an_unwritable_output_is_one_line_before_any_engine_starts(
+    eval_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = eval_env / "broken"
+    shutil.copytree(FIXTURES / "tiny-beir", broken)
+    with (broken / "corpus.jsonl").open("a", encoding="utf-8") as corpus:
+        corpus.write('{"_id": "d1", "text": "the same id twice"}\n')
+    blocker = eval_env / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+
+    malformed = main(["eval", "--dataset", str(broken)])
+    malformed_errors = capsys.readouterr().err
+    unwritable = main(["eval", "--dataset", str(FIXTURES / "tiny-beir"), "--output", str(blocker / "out")])
+    unwritable_errors = capsys.readouterr().err
+
+    assert malformed == 2
+    assert "corpus.jsonl:8: the corpus id 'd1' appears twice" in malformed_errors
+    assert unwritable == 2
+    assert f"--output {blocker / 'out'}: cannot write there" in unwritable_errors
+    assert "Traceback" not in malformed_errors + unwritable_errors
+    assert not (eval_env / "data").exists()  # refused before an engine (or its database) was made

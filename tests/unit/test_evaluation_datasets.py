@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from app.evaluation.datasets import (
+    DatasetError,
     TurnShape,
     find_datasets,
     load_dataset,
@@ -111,3 +115,54 @@ def test_find_datasets_skips_underscore_folders() -> None:
 
     assert [path.name for path in found] == ["tiny-beir", "tiny-chat"]
     assert find_datasets(FIXTURES / "tiny-beir") == [FIXTURES / "tiny-beir"]
+
+
+def edited_copy(tmp_path: Path, name: str, text: str, *, append: bool = True) -> Path:
+    """tiny-beir copied to `tmp_path`, with `text` appended to (or replacing) its file `name`."""
+    copy = shutil.copytree(FIXTURES / "tiny-beir", tmp_path / "tiny-beir")
+    target = copy / name
+    target.write_text((target.read_text(encoding="utf-8") if append else "") + text, encoding="utf-8")
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        ("queries.jsonl", "{not json\n", r"queries.jsonl:6: not JSON"),
+        ("queries.jsonl", '["a", "list"]\n', r"queries.jsonl:6: not a JSON object"),
+        ("queries.jsonl", '{"text": "no id"}\n', r"queries.jsonl:6: `_id` must be a non-empty string \(got None\)"),
+        ("queries.jsonl", '{"_id": "q1", "text": "again"}\n', r"queries.jsonl:6: the id 'q1' appears twice"),
+        ("queries.jsonl", '{"_id": true, "text": "a flag"}\n', r"`_id` must be a non-empty string \(got True\)"),
+        ("qrels/test.tsv", "q1\td2\t0.5\n", r"test.tsv:\d+: the score '0.5' is not a whole number"),
+        ("qrels/test.tsv", "q1\td2\thigh\n", r"the score 'high' is not a whole number"),
+    ],
+)
+def test_a_malformed_line_is_a_dataset_error_naming_file_and_line(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    folder = edited_copy(tmp_path, name, text)
+
+    with pytest.raises(DatasetError, match=problem):
+        load_dataset(folder, split="test")
+
+
+def test_a_whole_number_score_written_as_a_float_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "qrels.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2.0\n", encoding="utf-8")
+
+    assert read_qrels(path) == {"q1": {"d1": 2}}
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"_id": "d1", "text": "the same id again"}\n', r"corpus.jsonl:8: the corpus id 'd1' appears twice"),
+        ('{"_id": "d9", "text": ["a", "list"]}\n', r"corpus.jsonl:8: `text` must be a string \(got list\)"),
+        ('{"title": "no id", "text": "x"}\n', r"corpus.jsonl:8: `_id` must be a non-empty string"),
+    ],
+)
+def test_a_malformed_corpus_line_is_a_dataset_error(tmp_path: Path, text: str, problem: str) -> None:
+    dataset = load_dataset(edited_copy(tmp_path, "corpus.jsonl", text), split="test")
+
+    with pytest.raises(DatasetError, match=problem):
+        list(read_corpus(dataset))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,7 @@ from app.domain.errors import EngineTimeoutError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
-from app.evaluation.datasets import load_dataset
+from app.evaluation.datasets import load_dataset, project_id_for
 from app.evaluation.ingest import EvaluationEngines, ensure_ingested
 from app.evaluation.report import markdown_table, results_document, trec_run_lines
 from app.evaluation.runner import (
@@ -224,3 +225,21 @@ def test_trec_run_lines_list_each_query_best_first_with_one_based_ranks() -> Non
         "q1 Q0 d2 2 99 hybrid-rrf",
         "q2 Q0 d9 1 100 hybrid-rrf",
     ]
+
+
+async def test_a_document_dropped_from_an_edited_corpus_is_removed_from_its_project(tmp_path: Path) -> None:
+    folder = shutil.copytree(FIXTURES / "tiny-beir", tmp_path / "tiny-beir")
+    engines, _ = memory_engines()
+    settings = Settings(chunk_max_chars=400, chunk_overlap_chars=0)
+    first = await ensure_ingested(load_dataset(folder, split="test"), engines, settings, marker_dir=tmp_path / "m")
+    corpus = folder / "corpus.jsonl"
+    lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+    corpus.write_text("".join(line for line in lines if '"_id": "d2"' not in line), encoding="utf-8")
+
+    edited = load_dataset(folder, split="test")
+    second = await ensure_ingested(edited, engines, settings, marker_dir=tmp_path / "m")
+
+    project = project_id_for(edited.name, None)
+    assert (first.removed, second.removed) == (0, 1)
+    assert await engines.store.get_document(project, "d2") is None
+    assert await engines.store.get_document(project, "d1") is not None
