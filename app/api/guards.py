@@ -57,12 +57,12 @@ def check_project_id(project: str | None) -> str:
 
 def _scope_guard(scope: str) -> Guard:
     def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        services: Services = connection.app.state.services
+        # The token first: a caller without one learns nothing, not even which project ids are well formed.
+        principal = services.verifier.verify(connection.headers.get("authorization"))
         project = connection.path_params.get("project") or connection.query_params.get("project")
         if project is not None:
             check_project_id(project)
-        services: Services = connection.app.state.services
-        principal = services.verifier.verify(connection.headers.get("authorization"))
-        if project is not None:
             authorize(principal, project=project, scope=scope)
         else:
             authorize_scope(principal, scope=scope)

@@ -328,6 +328,18 @@ async def test_refusals_do_not_reveal_whether_a_project_exists(jwt_client: Async
     assert (missing_document.status_code, missing_document.text) == (403, existing_document.text)
 
 
+async def test_a_caller_without_a_valid_token_is_401_even_for_a_malformed_project_id(
+    jwt_client: AsyncTestClient[Litestar],
+) -> None:
+    # The project id was checked first: a caller with no token got 400s that mapped the id rule.
+    for token in (None, "abc.def.ghi"):
+        answers = await read_everything(jwt_client, "Bad Project!", token)
+        for path, (status, text, _) in answers.items():
+            assert status == 401, (path, text)
+    wildcard = await jwt_client.get("/v1/projects/Bad%20Project!/documents", headers=bearer(hs256(projects="*")))
+    assert wildcard.status_code == 400
+
+
 async def test_the_projects_listing_names_only_the_projects_a_token_grants(
     jwt_client: AsyncTestClient[Litestar],
 ) -> None:
