@@ -168,7 +168,12 @@ class TokenVerifier:
 
     @classmethod
     def from_jwks_json(cls, text: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
-        """RSA and EC keys of a JWK Set, picked by `kid`; symmetric (`oct`) keys are refused."""
+        """RSA and EC keys of a JWK Set, picked by `kid`; symmetric (`oct`) keys are refused.
+
+        Keys marked `"use": "enc"` are left out: they encrypt, and a signature made with one is not the
+        issuer's (identity providers publish both in one set). Two signing keys with one `kid` (or two
+        without) are refused: a token could not say which one signed it, and the later one silently won.
+        """
         try:
             key_set = jwt.PyJWKSet.from_json(text)
         except (jwt.PyJWKSetError, jwt.InvalidKeyError, ValueError):
@@ -176,6 +181,12 @@ class TokenVerifier:
             raise ConfigurationError(msg) from None
         keys: dict[str | None, _VerificationKey] = {}
         for jwk in key_set.keys:
+            if jwk.public_key_use == "enc":
+                continue
+            if jwk.key_id in keys:
+                which = f"kid {jwk.key_id!r}" if jwk.key_id is not None else "no kid"
+                msg = f"JWT_JWKS_FILE has two signing keys with {which}: give each key its own kid"
+                raise ConfigurationError(msg)
             if jwk.key_type not in {"RSA", "EC"}:
                 msg = f"JWT_JWKS_FILE key {jwk.key_id!r} has type {jwk.key_type!r}; only RSA and EC keys are accepted"
                 raise ConfigurationError(msg)
@@ -184,6 +195,9 @@ class TokenVerifier:
                 msg = f"JWT_JWKS_FILE key {jwk.key_id!r} declares alg {jwk.algorithm_name!r}; expected {algorithm}"
                 raise ConfigurationError(msg)
             keys[jwk.key_id] = _VerificationKey(jwk.key, algorithm)
+        if not keys:
+            msg = 'JWT_JWKS_FILE holds no signing key (every key is marked "use": "enc")'
+            raise ConfigurationError(msg)
         return cls(keys, **options)
 
     @classmethod
@@ -241,6 +255,11 @@ class TokenVerifier:
         token = _bearer_token(authorization_header)
         verification_key = self._key_for(token)
         claims = self._decode(token, verification_key)
+        for claim in ("exp", "nbf", "iat"):
+            # RFC 7519 NumericDate: PyJWT took `"exp": "99999999999"` (a string) and compared its int().
+            value = claims.get(claim)
+            if claim in claims and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                _malformed(claim)
         return Principal(
             # A blank `sub` names nobody: refusals could not name the caller, and its rate limit fell back to
             # the `X-Client-Id` the caller picks.

@@ -534,3 +534,52 @@ def test_a_token_over_the_length_cap_is_refused_before_it_is_decoded() -> None:
     huge = jwt.encode(claims(padding="x" * 20_000), SECRET, algorithm="HS256")
     assert_refused(hs_verifier(), bearer(huge), "longer than 16384 characters")
     assert hs_verifier().verify(bearer(jwt.encode(claims(padding="x" * 8_000), SECRET, algorithm="HS256"))).subject
+
+
+def test_jwks_leaves_out_encryption_keys(rsa_key: rsa.RSAPrivateKey, other_rsa_key: rsa.RSAPrivateKey) -> None:
+    # An identity provider's set holds its encryption key too; a token signed with that key is not the issuer's.
+    key_set = json.loads(jwks(("sig-1", rsa_key), ("enc-1", other_rsa_key)))
+    key_set["keys"][1]["use"] = "enc"
+    verifier = TokenVerifier.from_jwks_json(json.dumps(key_set))
+    signed = jwt.encode(claims(), rsa_key, algorithm="RS256", headers={"kid": "sig-1"})
+    encryption_signed = jwt.encode(claims(), other_rsa_key, algorithm="RS256", headers={"kid": "enc-1"})
+
+    assert verifier.verify(bearer(signed)).subject == "agent-7"
+    assert_refused(verifier, bearer(encryption_signed), "unknown key")
+
+
+def test_jwks_with_only_encryption_keys_is_a_configuration_error(rsa_key: rsa.RSAPrivateKey) -> None:
+    key_set = json.loads(jwks(("enc-1", rsa_key)))
+    key_set["keys"][0]["use"] = "enc"
+
+    with pytest.raises(ConfigurationError, match="no signing key"):
+        TokenVerifier.from_jwks_json(json.dumps(key_set))
+
+
+@pytest.mark.parametrize("kids", [("same", "same"), (None, None)])
+def test_jwks_with_two_keys_under_one_kid_is_a_configuration_error(
+    rsa_key: rsa.RSAPrivateKey, other_rsa_key: rsa.RSAPrivateKey, kids: tuple[str | None, str | None]
+) -> None:
+    key_set = json.loads(jwks(("a", rsa_key), ("b", other_rsa_key)))
+    for jwk, kid in zip(key_set["keys"], kids, strict=True):
+        jwk.pop("kid")
+        if kid is not None:
+            jwk["kid"] = kid
+
+    with pytest.raises(ConfigurationError, match="two signing keys with"):
+        TokenVerifier.from_jwks_json(json.dumps(key_set))
+
+
+@pytest.mark.parametrize(
+    ("claim", "value", "reason"),
+    [
+        ("exp", "99999999999", "malformed 'exp' claim"),  # PyJWT compared int("99999999999"): it never expired
+        ("nbf", "0", "malformed 'nbf' claim"),
+        ("exp", True, "expired"),
+        ("iat", [1], "invalid"),
+    ],
+)
+def test_a_time_claim_that_is_not_a_number_is_refused(claim: str, value: object, reason: str) -> None:
+    token = jwt.encode(claims(**{claim: value}), SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), reason)
