@@ -188,9 +188,12 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
     server.removeFilter(_STARTUP_FAILURE)
     if quiet:
         server.addFilter(_STARTUP_FAILURE)
-    for installed in [f for f in server.filters if isinstance(f, ThrottledMessage)]:
-        server.removeFilter(installed)
-    server.addFilter(ThrottledMessage(INVALID_REQUEST_MESSAGE, interval_s=INVALID_REQUEST_LOG_INTERVAL_S))
+    # Both written once per request by anyone who can reach the port, without a token.
+    for name, prefix in ((SERVER_LOGGER, INVALID_REQUEST_MESSAGE), (AUTH_LOGGER, REFUSED_BEARER_PREFIX)):
+        throttled = logging.getLogger(name)
+        for installed in [f for f in throttled.filters if isinstance(f, ThrottledMessage)]:
+            throttled.removeFilter(installed)
+        throttled.addFilter(ThrottledMessage(prefix, interval_s=INVALID_REQUEST_LOG_INTERVAL_S))
 
 
 class Throttle:
@@ -237,24 +240,33 @@ class ThrottledLog:
             self._logger.warning(with_held_back(message, held_back), *args)
 
 
+AUTH_LOGGER: Final = "poimen.auth"
+REFUSED_BEARER_PREFIX: Final = "bearer token refused: "
+"""How `app.auth.tokens` logs a 401; its reasons are fixed texts, never the token."""
 INVALID_REQUEST_MESSAGE: Final = "Invalid HTTP request received."
 """uvicorn's warning for a request its parser refuses (a NUL or a CR in a header): one line per request,
 so anyone who can reach the port wrote a line per request, unauthenticated."""
 
 
 class ThrottledMessage(logging.Filter):
-    """Lets a record with `message` through at most once every `interval_s`, counting the ones held back."""
+    """Lets each message starting with `prefix` through at most once every `interval_s`, counting the rest.
 
-    def __init__(self, message: str, *, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    Each distinct message is throttled on its own (`bearer token refused: the bearer token has expired` and
+    `...: is not a well-formed JWT` each get their line); only fixed texts should start with `prefix`, so the
+    messages, and the throttle's keys, stay a short list.
+    """
+
+    def __init__(self, prefix: str, *, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self._message = message
+        self._prefix = prefix
         self._throttle = Throttle(interval_s=interval_s, clock=clock)
 
     def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
-        if record.getMessage() != self._message:
+        message = record.getMessage()
+        if not message.startswith(self._prefix):
             return True
-        held_back = self._throttle.passes(self._message)
+        held_back = self._throttle.passes(message)
         if held_back is None:
             return False
-        record.msg, record.args = with_held_back(self._message, held_back), None
+        record.msg, record.args = with_held_back(message, held_back), None
         return True

@@ -11,6 +11,8 @@ import pytest
 
 from app.api.errors import logged_path
 from app.api.request_tracing import caller_request_id, traceresponse
+from app.auth.tokens import TokenVerifier
+from app.domain.errors import AuthenticationError
 from app.observability.logs import (
     INVALID_REQUEST_MESSAGE,
     REQUEST_ID,
@@ -151,3 +153,22 @@ def test_a_logged_path_stays_percent_encoded_so_a_caller_cannot_write_a_log_line
 
     assert logged_path(request) == forged
     assert "\n" not in logged_path(request)
+
+
+def test_refused_bearer_tokens_are_logged_once_per_reason_and_interval(
+    restore_root_logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a token, anyone who reaches the port wrote one INFO line per request.
+    monkeypatch.setattr(logging.getLogger("poimen.auth"), "propagate", True)
+    stream = io.StringIO()
+    configure_logging("INFO", json=False, stream=stream)
+    verifier = TokenVerifier.from_hs256_secret("a-secret-of-at-least-32-bytes-for-hs256!")
+
+    for _ in range(300):
+        for header in ("Bearer not-a-jwt", None):
+            with pytest.raises(AuthenticationError):
+                verifier.verify(header)
+
+    lines = [line for line in stream.getvalue().splitlines() if "bearer token refused" in line]
+    assert len(lines) == 2  # one per reason: a malformed token, a missing header
+    assert len({line.partition("bearer token refused: ")[2] for line in lines}) == 2
