@@ -53,7 +53,10 @@ FRONT_MATTER_KEYS: Final = frozenset(
 )
 """Keys of which a front matter block must hold one (any case): Jekyll's, Hugo's and Obsidian's common ones."""
 _FRONT_MATTER_KEY: Final = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
-_FRONT_MATTER_ITEM: Final = re.compile(r"^[ \t]*-[ \t]+(.*?)[ \t]*$")
+_FRONT_MATTER_ITEM: Final = re.compile(r"^[ \t]*-(?:[ \t]+(.*?))?[ \t]*$")
+"""A `- item` line; a bare `-` is an empty item (YAML's null), which is left out, not the end of the list."""
+_BLOCK_SCALAR: Final = re.compile(r"^([|>])[+-]?$")
+"""`key: |` or `key: >` (with an optional chomping sign): the value is the indented lines that follow."""
 _FRONT_MATTER_CONTINUATION: Final = re.compile(r"^(?:[ \t]+\S|-(?:[ \t]|$))")
 """An indented line (a nested key, a folded value, an item) or a `- item` at the margin."""
 
@@ -62,7 +65,8 @@ def split_front_matter(text: str) -> tuple[dict[str, FrontMatterValue], str]:
     """Split YAML front matter off `text`; return its simple fields and the remaining text (LF endings).
 
     Only flat fields are read: `key: value` (quotes removed), `key: [a, b]` and `key:` followed by
-    `- item` lines (both as tuples); nested keys are skipped. Text without a closed block, or whose block
+    `- item` lines (both as tuples), `key: |` and `key: >` followed by indented lines (their text); a key
+    holding a nested mapping is left out. Text without a closed block, or whose block
     is not YAML-shaped (a paragraph between two `---` rules, a chat log), is returned whole with no fields:
     stripping it silently dropped the text.
     """
@@ -109,26 +113,58 @@ def _unquote(value: str) -> str:
 
 def _parse_front_matter(lines: list[str]) -> dict[str, FrontMatterValue]:
     fields: dict[str, FrontMatterValue] = {}
-    list_key: str | None = None
+    list_key: str | None = None  # a `key:` with no value: `- item` lines may follow
+    block: tuple[str, str, list[str]] | None = None  # a `key: |` or `key: >` and the lines read for it
     for line in lines:
+        if block is not None:
+            if not line.strip() or line[:1] in {" ", "\t"}:
+                block[2].append(line.strip())
+                continue
+            fields[block[0]] = _block_value(block[1], block[2])
+            block = None
         item = _FRONT_MATTER_ITEM.match(line)
         if item is not None and list_key is not None:
             current = fields.get(list_key, ())
-            fields[list_key] = (*current, _unquote(item.group(1))) if isinstance(current, tuple) else current
+            if item.group(1) and isinstance(current, tuple):
+                fields[list_key] = (*current, _unquote(item.group(1)))
+            continue
+        if line[:1] in {" ", "\t"} and line.strip():
+            if list_key is not None and fields.get(list_key) == ():
+                del fields[list_key]  # a nested mapping, which is not read: no key rather than an empty list
+            list_key = None
             continue
         list_key = None
         match = _FRONT_MATTER_KEY.match(line)
         if match is None:
             continue
         key, value = match.group(1), (match.group(2) or "")
+        scalar = _BLOCK_SCALAR.match(value)
         if not value:
             fields[key] = ()
             list_key = key
-        elif value.startswith("[") and value.endswith("]"):
-            fields[key] = tuple(_unquote(entry.strip()) for entry in _FLOW_ITEM.findall(value[1:-1]) if entry.strip())
+        elif scalar is not None:
+            block = (key, scalar.group(1), [])
         else:
-            fields[key] = _unquote(value)
+            fields[key] = _inline_value(value)
+    if block is not None:
+        fields[block[0]] = _block_value(block[1], block[2])
     return fields
+
+
+def _inline_value(value: str) -> FrontMatterValue:
+    """`[a, "b, c"]` as a tuple of its items; anything else as its text, quotes removed."""
+    if value.startswith("[") and value.endswith("]"):
+        return tuple(_unquote(entry.strip()) for entry in _FLOW_ITEM.findall(value[1:-1]) if entry.strip())
+    return _unquote(value)
+
+
+def _block_value(style: str, lines: list[str]) -> str:
+    """A block scalar's text: `|` keeps its lines, `>` folds them into one (a blank line stays a break)."""
+    while lines and not lines[-1]:
+        lines.pop()
+    if style == "|":
+        return "\n".join(lines)
+    return "\n".join(" ".join(paragraph.split("\n")) for paragraph in "\n".join(lines).split("\n\n"))
 
 
 def normalize_newlines(text: str) -> str:

@@ -124,7 +124,11 @@ def test_front_matter_fields_are_parsed() -> None:
 
     fields, body = split_front_matter(text)
 
-    assert fields == {"title": "Runbook", "tags": ("ops", "k8s"), "aliases": ("rb", "run book"), "nested": ()}
+    assert fields == {
+        "title": "Runbook",
+        "tags": ("ops", "k8s"),
+        "aliases": ("rb", "run book"),
+    }  # a nested mapping is not read
     assert body == "Body"
 
 
@@ -366,3 +370,34 @@ def test_a_block_with_a_front_matter_key_is_front_matter_even_beside_prose_keys(
     text = "---\ntitle: Notes\nalice: meet at noon\n...\nThe rest."
 
     assert split_front_matter(text) == ({"title": "Notes", "alice": "meet at noon"}, "The rest.")
+
+
+def test_a_bare_dash_item_is_left_out_without_ending_the_list() -> None:
+    # The items after a bare `-` (YAML's null) were dropped: the list ended there.
+    fields, body = split_front_matter("---\ntitle: x\ntags:\n- a\n-\n- b\n  - c\n---\nBody")
+
+    assert fields == {"title": "x", "tags": ("a", "b", "c")}
+    assert body == "Body"
+
+
+def test_a_nested_mapping_is_left_out_rather_than_stored_as_an_empty_list() -> None:
+    text = "---\ntitle: x\nauthor:\n  name: Ana\n  email: ana@example.org\ndate: 2024-05-01\n---\nBody"
+
+    assert split_front_matter(text) == ({"title": "x", "date": "2024-05-01"}, "Body")
+
+
+def test_block_scalars_keep_or_fold_their_indented_lines() -> None:
+    text = (
+        "---\ntitle: x\nsummary: >\n  One folded\n  sentence.\n\n  A second paragraph.\n"
+        "description: |-\n  line one\n  line two\ntags: [a]\n---\nBody"
+    )
+
+    fields, body = split_front_matter(text)
+
+    assert fields == {
+        "title": "x",
+        "summary": "One folded sentence.\nA second paragraph.",
+        "description": "line one\nline two",
+        "tags": ("a",),
+    }
+    assert body == "Body"
