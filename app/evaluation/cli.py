@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from app.evaluation.datasets import TURN_TITLES, DatasetError, TurnShape, find_datasets, load_dataset, read_corpus
+from app.domain.errors import InvalidInputError
+from app.evaluation.datasets import TURN_TITLES, TurnShape, find_datasets, load_dataset, read_corpus
 from app.evaluation.ingest import ensure_ingested
 from app.evaluation.report import primary_metric, results_document, write_report, write_run_files
 from app.evaluation.runner import (
@@ -168,7 +169,7 @@ async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_en
             dataset = load_dataset(folder, split=arguments.split)
             # The whole corpus read before any engine starts: a bad line is found now, not after an hour.
             sum(1 for _ in read_corpus(dataset))
-        except (OSError, UnicodeDecodeError, DatasetError) as error:
+        except (OSError, UnicodeDecodeError, InvalidInputError) as error:
             _say(f"{folder}: {error}")
             return EXIT_USAGE
         if arguments.max_queries:

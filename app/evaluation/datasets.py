@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
+from app.domain.errors import InvalidInputError
 from app.domain.models import Document
+from app.ingestion.beir_records import beir_records, record_id, text_field
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -39,10 +40,6 @@ SESSION_DATE_FORMAT: Final = "%I:%M %p on %d %B, %Y"
 
 _PROJECT_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_PROJECT_CHARS: Final = 64
-
-
-class DatasetError(ValueError):
-    """A data set file that cannot be read as BEIR: the message names the file and line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +91,7 @@ def find_datasets(path: Path) -> list[Path]:
 def load_dataset(path: Path, *, split: str) -> EvalDataset:
     """Read the queries and qrels of `split`.
 
-    Raises `FileNotFoundError` when a required file is missing and `DatasetError` (naming file and line) for
+    Raises `FileNotFoundError` when a required file is missing and `InvalidInputError` (naming file and line) for
     a line that is not a record with an `_id`, a qrels score that is not a whole number, or a query id twice.
     """
     qrels = read_qrels(path / QRELS_FOLDER / f"{split}.tsv")
@@ -149,7 +146,7 @@ def _whole_score(text: str, path: Path, line_number: int) -> int:
         score = math.nan
     if not score.is_integer():
         msg = f"{path}:{line_number}: the score {text!r} is not a whole number (graded relevance: 0, 1, 2...)"
-        raise DatasetError(msg)
+        raise InvalidInputError(msg, field="path")
     return int(score)
 
 
@@ -211,14 +208,14 @@ def read_corpus(dataset: EvalDataset, shape: TurnShape | None = None) -> Iterato
     shape = shape or TurnShape()
     previous: list[tuple[str, str]] = []  # (session key, "Speaker: text") of the turns before, newest last
     seen: set[str] = set()
-    for where, record in _records(dataset.path / CORPUS_FILE):
-        document_id = _record_id(record, where)
+    for where, record in beir_records(dataset.path / CORPUS_FILE):
+        document_id = record_id(record, where)
         if document_id in seen:
             msg = f"{where}: the corpus id {document_id!r} appears twice"
-            raise DatasetError(msg)
+            raise InvalidInputError(msg, field="path")
         seen.add(document_id)
-        title = _text_field(record, "title", where)
-        text = _text_field(record, "text", where) or title
+        title = text_field(record, "title", where)
+        text = text_field(record, "text", where) or title
         if not text.strip():
             continue
         if not dataset.conversational:
@@ -250,52 +247,14 @@ def session_of(document_id: str) -> str:
     return document_id.rsplit(GROUP_SEPARATOR, 1)[0]
 
 
-def _records(path: Path) -> Iterator[tuple[str, dict[str, object]]]:
-    """Each non-blank line of a JSON-lines file as (`file:line`, the object it holds)."""
-    with path.open(encoding="utf-8-sig") as lines:
-        for line_number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_number}"
-            try:
-                record = json.loads(line)
-            except ValueError as error:
-                msg = f"{where}: not JSON ({error})"
-                raise DatasetError(msg) from None
-            if not isinstance(record, dict):
-                msg = f"{where}: not a JSON object"
-                raise DatasetError(msg)
-            yield where, record
-
-
-def _record_id(record: Mapping[str, object], where: str) -> str:
-    """`_id`: a non-empty string, or a whole number as some converters write it."""
-    value = record.get("_id")
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-        msg = f"{where}: `_id` must be a non-empty string (got {value!r})"
-        raise DatasetError(msg)
-    return str(value)
-
-
-def _text_field(record: Mapping[str, object], name: str, where: str) -> str:
-    """A text field: a string, or absent/null as empty; a list or an object is refused, not printed as Python."""
-    value = record.get(name)
-    if value is None:
-        return ""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        msg = f"{where}: `{name}` must be a string (got {type(value).__name__})"
-        raise DatasetError(msg)
-    return str(value)
-
-
 def _read_jsonl_field(path: Path, name: str) -> dict[str, str]:
     values: dict[str, str] = {}
-    for where, record in _records(path):
-        query_id = _record_id(record, where)
+    for where, record in beir_records(path):
+        query_id = record_id(record, where)
         if query_id in values:
             msg = f"{where}: the id {query_id!r} appears twice"
-            raise DatasetError(msg)
-        values[query_id] = _text_field(record, name, where)
+            raise InvalidInputError(msg, field="path")
+        values[query_id] = text_field(record, name, where)
     return values
 
 
@@ -304,9 +263,9 @@ def _read_query_meta(path: Path) -> dict[str, dict[str, str | None]]:
     if not path.is_file():
         return {}
     meta: dict[str, dict[str, str | None]] = {}
-    for where, record in _records(path):
+    for where, record in beir_records(path):
         sample_id, category = record.get("sample_id"), record.get("category")
-        meta[_record_id(record, where)] = {
+        meta[record_id(record, where)] = {
             "group": None if sample_id is None else str(sample_id),
             "category": None if category is None else str(category),
         }

@@ -23,13 +23,13 @@ reported to `on_warning(path, message)`, so that nothing is changed silently.
 from __future__ import annotations
 
 import codecs
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import InvalidInputError
 from app.domain.models import Document
+from app.ingestion.beir_records import beir_records, record_id, text_field
 from app.ingestion.chunking import first_heading
 from app.ingestion.front_matter import document_fields, split_front_matter
 
@@ -140,27 +140,24 @@ def read_beir_corpus(
         InvalidInputError: a line is not a JSON object with a string `_id` (field "path").
     """
     source_prefix = corpus.parent.name or corpus.stem
-    with corpus.open(encoding="utf-8-sig") as lines:
-        for line_number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            record = _beir_record(line, corpus=corpus, line_number=line_number)
-            document_id = record.pop("_id")
-            title = str(record.pop("title", "") or "")
-            text = str(record.pop("text", "") or "") or title
-            if not text.strip():
-                _report(on_skip, corpus, f"line {line_number}: record {document_id!r} has no text")
-                continue
-            nested = record.pop("metadata", None)
-            metadata = {**nested, **record} if isinstance(nested, dict) else record
-            yield Document(
-                project_id=project_id,
-                document_id=str(document_id),
-                source=f"{source_prefix}/{document_id}",
-                title=title,
-                text=text,
-                metadata=metadata,
-            )
+    for where, record in beir_records(corpus):
+        document_id = record_id(record, where)
+        title = text_field(record, "title", where)
+        text = text_field(record, "text", where) or title
+        if not text.strip():
+            line_number = where.rsplit(":", 1)[1]
+            _report(on_skip, corpus, f"line {line_number}: record {document_id!r} has no text")
+            continue
+        metadata = {key: value for key, value in record.items() if key not in {"_id", "title", "text", "metadata"}}
+        nested = record.get("metadata")
+        yield Document(
+            project_id=project_id,
+            document_id=document_id,
+            source=f"{source_prefix}/{document_id}",
+            title=title,
+            text=text,
+            metadata={**nested, **metadata} if isinstance(nested, dict) else metadata,
+        )
 
 
 def _single_note(
@@ -187,18 +184,6 @@ def _note_files(folder: Path) -> list[Path]:
             if not name.startswith(".") and Path(name).suffix.lower() in NOTE_SUFFIXES
         )
     return sorted(found, key=lambda file_path: file_path.relative_to(folder).as_posix())
-
-
-def _beir_record(line: str, *, corpus: Path, line_number: int) -> dict[str, object]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        msg = f"{corpus}:{line_number}: not valid JSON ({error.msg})"
-        raise InvalidInputError(msg, field="path") from None
-    if not isinstance(record, dict) or not isinstance(record.get("_id"), (str, int)) or record["_id"] == "":
-        msg = f"{corpus}:{line_number}: expected a JSON object with an `_id`"
-        raise InvalidInputError(msg, field="path")
-    return record
 
 
 def _report(receiver: Callable[[Path, str], None] | None, path: Path, reason: str) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from app.domain.errors import InvalidInputError
 from app.evaluation.datasets import (
-    DatasetError,
     TurnShape,
     find_datasets,
     load_dataset,
@@ -128,8 +128,8 @@ def edited_copy(tmp_path: Path, name: str, text: str, *, append: bool = True) ->
 @pytest.mark.parametrize(
     ("name", "text", "problem"),
     [
-        ("queries.jsonl", "{not json\n", r"queries.jsonl:6: not JSON"),
-        ("queries.jsonl", '["a", "list"]\n', r"queries.jsonl:6: not a JSON object"),
+        ("queries.jsonl", "{not json\n", r"queries.jsonl:6: not valid JSON"),
+        ("queries.jsonl", '["a", "list"]\n', r"queries.jsonl:6: expected a JSON object"),
         ("queries.jsonl", '{"text": "no id"}\n', r"queries.jsonl:6: `_id` must be a non-empty string \(got None\)"),
         ("queries.jsonl", '{"_id": "q1", "text": "again"}\n', r"queries.jsonl:6: the id 'q1' appears twice"),
         ("queries.jsonl", '{"_id": true, "text": "a flag"}\n', r"`_id` must be a non-empty string \(got True\)"),
@@ -142,7 +142,7 @@ def test_a_malformed_line_is_a_dataset_error_naming_file_and_line(
 ) -> None:
     folder = edited_copy(tmp_path, name, text)
 
-    with pytest.raises(DatasetError, match=problem):
+    with pytest.raises(InvalidInputError, match=problem):
         load_dataset(folder, split="test")
 
 
@@ -164,5 +164,5 @@ def test_a_whole_number_score_written_as_a_float_is_read(tmp_path: Path) -> None
 def test_a_malformed_corpus_line_is_a_dataset_error(tmp_path: Path, text: str, problem: str) -> None:
     dataset = load_dataset(edited_copy(tmp_path, "corpus.jsonl", text), split="test")
 
-    with pytest.raises(DatasetError, match=problem):
+    with pytest.raises(InvalidInputError, match=problem):
         list(read_corpus(dataset))

@@ -183,3 +183,21 @@ def test_unsupported_path_is_rejected(tmp_path: Path) -> None:
 def test_missing_path_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError):
         read_documents(tmp_path / "nope", project_id="p")
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"_id": true, "text": "a flag for an id"}', r"corpus.jsonl:2: `_id` must be a non-empty string \(got True\)"),
+        ('{"_id": "2", "text": ["a", "list"]}', r"corpus.jsonl:2: `text` must be a string \(got list\)"),
+        ('{"_id": "2", "title": {"an": "object"}, "text": "x"}', r"corpus.jsonl:2: `title` must be a string"),
+    ],
+)
+def test_beir_fields_of_the_wrong_type_are_refused_not_printed_as_python(
+    tmp_path: Path, line: str, problem: str
+) -> None:
+    # `_id: true` became the document "True"; a list text was stored as its Python repr.
+    corpus = write(tmp_path / "corpus.jsonl", '{"_id": "1", "text": "fine"}\n' + line + "\n")
+
+    with pytest.raises(InvalidInputError, match=problem):
+        list(read_documents(corpus, project_id="p"))
