@@ -14,10 +14,11 @@ Accepted paths:
   `_id`, `title`, `text`; a `metadata` object and any other fields pass through as metadata. Source
   is `<corpus folder name>/<_id>` so a source prefix selects one corpus. A record with no text uses
   its title as text.
-Files that hold nothing to index (empty, only whitespace, or binary with NUL bytes) and symlinked files
-below a folder are skipped and reported to `on_skip(path, reason)`. A note that is not valid UTF-8 is
-read with U+FFFD for the bytes that do not decode (a stray byte does not stop a whole ingest) and
-reported to `on_warning(path, message)`, so that nothing is changed silently.
+Files that hold nothing to index (empty, only whitespace, or binary with NUL bytes), symlinked files and
+symlinked folders below a folder are skipped and reported to `on_skip(path, reason)`; a path named
+itself (the folder, or a single file) is read even when it is a link: the caller chose it. A note that is
+not valid UTF-8 is read with U+FFFD for the bytes that do not decode (a stray byte does not stop a whole
+ingest) and reported to `on_warning(path, message)`, so that nothing is changed silently.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def read_note_folder(
     on_warning: Callable[[Path, str], None] | None = None,
 ) -> Iterator[Document]:
     """Yield one document per note file below `folder`, in sorted relative-path order."""
-    for file_path in _note_files(folder):
+    files, linked_folders = _note_files(folder)
+    for linked in linked_folders:
+        _report(on_skip, linked, "a symlinked folder (not followed)")
+    for file_path in files:
         if file_path.is_symlink():
             _report(on_skip, file_path, "a symlink (not followed)")
             continue
@@ -174,16 +178,20 @@ def _single_note(
         yield document
 
 
-def _note_files(folder: Path) -> list[Path]:
+def _note_files(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The note files below `folder` (sorted by relative path) and the symlinked folders not walked into."""
     found: list[Path] = []
+    linked: list[Path] = []
     for directory, subdirectories, file_names in os.walk(folder, followlinks=False):
         subdirectories[:] = sorted(name for name in subdirectories if not name.startswith("."))
+        # os.walk lists a link to a folder among the folders and, not following it, skips it without a word.
+        linked.extend(Path(directory) / name for name in subdirectories if (Path(directory) / name).is_symlink())
         found.extend(
             Path(directory) / name
             for name in file_names
             if not name.startswith(".") and Path(name).suffix.lower() in NOTE_SUFFIXES
         )
-    return sorted(found, key=lambda file_path: file_path.relative_to(folder).as_posix())
+    return sorted(found, key=lambda file_path: file_path.relative_to(folder).as_posix()), sorted(linked)
 
 
 def _report(receiver: Callable[[Path, str], None] | None, path: Path, reason: str) -> None:

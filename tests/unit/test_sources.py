@@ -115,12 +115,18 @@ def test_symlinked_files_below_a_folder_are_skipped_and_reported(tmp_path: Path)
     write(notes / "ok.md", "fine")
     (notes / "secret.md").symlink_to(secret)
     (notes / "again.md").symlink_to(notes / "ok.md")
+    write(tmp_path / "elsewhere" / "private.md", "another password")
+    (notes / "linked-folder").symlink_to(tmp_path / "elsewhere")  # was skipped without a word
     skipped: list[tuple[str, str]] = []
 
     documents = list(read_documents(notes, project_id="p", on_skip=lambda p, why: skipped.append((p.name, why))))
 
     assert [d.document_id for d in documents] == ["ok.md"]
-    assert sorted(skipped) == [("again.md", "a symlink (not followed)"), ("secret.md", "a symlink (not followed)")]
+    assert sorted(skipped) == [
+        ("again.md", "a symlink (not followed)"),
+        ("linked-folder", "a symlinked folder (not followed)"),
+        ("secret.md", "a symlink (not followed)"),
+    ]
 
 
 def test_bom_crlf_and_invalid_utf8_are_tolerated_and_the_replacement_is_reported(tmp_path: Path) -> None:
