@@ -301,7 +301,14 @@ def _documents(
 
 
 def _not_a_record(number: int, error: Exception) -> InvalidInputError:
-    msg = f"line {number}: not a document record ({type(error).__name__}: {error})"
+    """What is wrong with a line, in the words of the export format rather than Python's."""
+    if isinstance(error, KeyError):
+        reason = f"the field {error.args[0]!r} is missing"
+    elif isinstance(error, json.JSONDecodeError):
+        reason = f"not JSON ({error.msg} at column {error.colno})"
+    else:
+        reason = "a field holds the wrong kind of value (a number or a list where a string or list belongs?)"
+    msg = f"line {number}: not a document record: {reason}"
     return InvalidInputError(msg, field=f"line {number}")
 
 

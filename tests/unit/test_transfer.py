@@ -204,3 +204,31 @@ async def test_a_document_twice_in_one_file_is_refused() -> None:
         check_export(
             [header, document, document, '{"kind": "end", "documents": 2}'], model_name=MODEL, dimensions=DIMENSIONS
         )
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda r: r.pop("created_at"), "the field 'created_at' is missing"),
+        (lambda r: r.update(tags=5), "a field holds the wrong kind of value"),
+    ],
+)
+async def test_a_record_that_is_not_one_is_named_in_the_export_formats_words(change: object, reason: str) -> None:
+    # Was "(KeyError: 'created_at')" and "(TypeError: 'int' object is not iterable)".
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, end = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError, match=f"line 2: not a document record: {reason}") as refused:
+        check_export([header, _corrupt(document, change), end], model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert "Error" not in refused.value.message
+
+
+async def test_a_line_that_is_not_json_says_where() -> None:
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, _, end = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError, match=r"line 2: not a document record: not JSON \(.* at column 2\)"):
+        check_export([header, "{oops", end], model_name=MODEL, dimensions=DIMENSIONS)
