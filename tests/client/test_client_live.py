@@ -11,9 +11,10 @@ import pytest
 from poimen_client.clients import PoimenClient
 from poimen_client.errors import ConflictError, InvalidRequestError, NotFoundError
 from poimen_client.models import Document, DocumentFilter, FusionWeights, SearchFilters, SearchQuery
+from poimen_client.project_ids import PROJECT_ID_RULE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +105,35 @@ def test_an_id_with_an_empty_or_dot_part_is_refused_before_it_reaches_another_ro
     with pytest.raises(ValueError, match="part"):
         client.get_document(project, document_id)
 
+    assert client.project_stats(project).documents == len(NOTES)
+
+
+def value_error_of(call: Callable[[], object]) -> str:
+    """The message of the `ValueError` `call` raised; "no ValueError" if it returned."""
+    try:
+        call()
+    except ValueError as error:
+        return str(error)
+    return "no ValueError"
+
+
+@pytest.mark.parametrize("bad_project", ["team/notes", "a b", "x" * 65, "caf\u00e9", "."])
+def test_a_project_id_outside_the_services_rule_is_refused_before_sending(
+    client: PoimenClient, project: str, bad_project: str
+) -> None:
+    # `team/notes` went out as /v1/projects/team%2Fnotes and came back a 404, read as "no such document".
+    calls = {
+        "ingest": lambda: client.ingest(bad_project, NOTES[0]),
+        "get_document": lambda: client.get_document(bad_project, "k8s/ports.md"),
+        "project_stats": lambda: client.project_stats(bad_project),
+        "delete_project": lambda: client.delete_project(bad_project),
+        "search": lambda: client.search(bad_project, "port"),
+        "memory_query": lambda: client.memory_query(bad_project, "port"),
+    }
+
+    refusals = {name: value_error_of(call) for name, call in calls.items()}
+
+    assert all(PROJECT_ID_RULE in refusal for refusal in refusals.values()), refusals
     assert client.project_stats(project).documents == len(NOTES)
 
 

@@ -22,6 +22,7 @@ from poimen_client.models import (
     SearchFilters,
     SearchQuery,
 )
+from poimen_client.project_ids import PROJECT_ID_PATTERN
 
 pytestmark = pytest.mark.integration
 
@@ -208,6 +209,49 @@ def test_memory_query_sends_every_query_parameter(openapi) -> None:
 @pytest.mark.parametrize(("name", "extra"), [("list_documents", {"limit", "cursor"}), ("delete_documents", set())])
 def test_document_filter_is_every_filter_parameter(openapi, name: str, extra: set[str]) -> None:
     assert parameters(openapi, ENDPOINTS[name], "query") == struct_fields(DocumentFilter) | extra
+
+
+def pattern_of(openapi: dict[str, Any], schema: dict[str, Any]) -> str | None:
+    """A string schema's pattern, also where it sits beside a nullable `oneOf` (a query parameter's)."""
+    return schema.get("pattern") or resolve(openapi, schema).get("pattern")
+
+
+def test_the_client_checks_project_ids_by_the_services_own_pattern(openapi) -> None:
+    patterns: dict[str, str | None] = {}
+    for path, operations in openapi["paths"].items():
+        for method, operation in operations.items():
+            for item in operation.get("parameters", []):
+                if item["name"] == "project":
+                    patterns[f"{method} {path} ({item['in']})"] = pattern_of(openapi, item["schema"])
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            properties = resolve(openapi, body).get("properties", {}) if body else {}
+            if "project" in properties:
+                patterns[f"{method} {path} (body)"] = pattern_of(openapi, properties["project"])
+
+    taking_a_project = [
+        name for name, endpoint in ENDPOINTS.items() if "project" in inspect.signature(endpoint.build).parameters
+    ]
+    assert len(patterns) == len(taking_a_project)
+    assert {where: pattern for where, pattern in patterns.items() if pattern != PROJECT_ID_PATTERN} == {}
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(name for name, endpoint in ENDPOINTS.items() if "project" in inspect.signature(endpoint.build).parameters),
+)
+def test_every_method_taking_a_project_refuses_one_outside_the_rule(name: str) -> None:
+    required = {
+        "query": "q", "queries": ["q"], "documents": Document(id="d", text="t"), "document_id": "d",
+        "where": DocumentFilter(tag="t"),
+    }  # fmt: skip
+    arguments = {
+        parameter: required[parameter]
+        for parameter, spec in inspect.signature(ENDPOINTS[name].build).parameters.items()
+        if parameter != "project" and spec.default is inspect.Parameter.empty
+    }
+
+    with PoimenClient("http://127.0.0.1:9") as client, pytest.raises(ValueError, match="not a project id"):
+        getattr(client, name)("team/notes", **arguments)  # nothing listens at :9: a send would be a TransportError
 
 
 @pytest.mark.parametrize("name", ["ingest", "delete_document"])

@@ -97,7 +97,8 @@ def _check_addressable(name: str, value: str) -> None:
 
     httpx resolves dot segments before sending, so such a value reaches another route: `delete_document(p,
     "..")` went out as `DELETE /v1/projects/p/`, which deletes the whole project. The service refuses such
-    project and document ids, so no project or document has one.
+    project and document ids, so no project or document has one. (A project id has met the whole of the
+    service's rule in its endpoint's builder already; this is the check a document id gets.)
     """
     if any(part in {"", ".", ".."} for part in value.split("/")):
         msg = f"{name} {value!r} has an empty, '.' or '..' part: no project or document is named so"

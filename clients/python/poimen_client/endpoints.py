@@ -30,6 +30,7 @@ from poimen_client.models import (
     SearchResponse,
     StoredDocument,
 )
+from poimen_client.project_ids import checked_project_id
 
 MEMORY_QUERY_FIELDS: Final = frozenset({"query", "limit", "strategy", "fusion", "explain", "offset", "cursor", "as_of"})
 """The `SearchQuery` fields `GET /memory/query` takes; the others need `search()`."""
@@ -67,7 +68,7 @@ class Endpoints:
         if unsupported:
             msg = f"GET /memory/query does not take {', '.join(unsupported)}: use search()"
             raise ValueError(msg)
-        return Call(query={"project": project, **fields})
+        return Call(query={"project": checked_project_id(project), **fields})
 
     @endpoint("POST", "/v1/search", response=SearchResponse)
     def search(project: str, query: str | SearchQuery) -> Call:
@@ -75,7 +76,7 @@ class Endpoints:
 
         Page with `SearchQuery(query=..., offset=0)`, then `cursor=answer.next_cursor` until it is None.
         """
-        return Call(body={"project": project, **msgspec.to_builtins(_search_query(query))})
+        return Call(body={"project": checked_project_id(project), **msgspec.to_builtins(_search_query(query))})
 
     @endpoint("POST", "/v1/search/batch", response=BatchSearchResponse)
     def search_batch(project: str, queries: Sequence[str | SearchQuery]) -> Call:
@@ -83,7 +84,9 @@ class Endpoints:
         if isinstance(queries, str):
             msg = "queries must be a list of queries (a str would send one query per letter)"
             raise TypeError(msg)
-        return Call(body={"project": project, "queries": [_search_query(query) for query in queries]})
+        return Call(
+            body={"project": checked_project_id(project), "queries": [_search_query(query) for query in queries]}
+        )
 
     # Documents
 
@@ -105,19 +108,22 @@ class Endpoints:
         else:
             body = {"documents": list(documents)}
         headers = {} if if_match is None else {"If-Match": str(if_match)}
-        return Call(path_values={"project": project}, body=body, headers=headers)
+        return Call(path_values={"project": checked_project_id(project)}, body=body, headers=headers)
 
     @endpoint("GET", "/v1/projects/{project}/documents", response=DocumentPage)
     def list_documents(
         project: str, *, where: DocumentFilter | None = None, limit: int = 100, cursor: str | None = None
     ) -> Call:
         """One page of a project's documents by id; pass `next_cursor` back as `cursor` until it is None."""
-        return Call(path_values={"project": project}, query={"limit": limit, "cursor": cursor, **_filter_query(where)})
+        return Call(
+            path_values={"project": checked_project_id(project)},
+            query={"limit": limit, "cursor": cursor, **_filter_query(where)},
+        )
 
     @endpoint("GET", "/v1/projects/{project}/documents/{document_id}", response=StoredDocument)
     def get_document(project: str, document_id: str) -> Call:
         """A stored document with its chunks in order; `NotFoundError` if there is none."""
-        return Call(path_values={"project": project, "document_id": document_id})
+        return Call(path_values={"project": checked_project_id(project), "document_id": document_id})
 
     @endpoint("DELETE", "/v1/projects/{project}/documents/{document_id}", response=type(None))
     def delete_document(project: str, document_id: str, *, if_match: int | Literal["*"] | None = None) -> Call:
@@ -126,12 +132,12 @@ class Endpoints:
         With `if_match="*"` a missing document is a `ConflictError`, as HTTP's `If-Match: *` has it.
         """
         headers = {} if if_match is None else {"If-Match": str(if_match)}
-        return Call(path_values={"project": project, "document_id": document_id}, headers=headers)
+        return Call(path_values={"project": checked_project_id(project), "document_id": document_id}, headers=headers)
 
     @endpoint("DELETE", "/v1/projects/{project}/documents", response=Deleted)
     def delete_documents(project: str, where: DocumentFilter) -> Call:
         """Delete every document matching all conditions of `where` (at least one), in one transaction."""
-        return Call(path_values={"project": project}, query=_filter_query(where))
+        return Call(path_values={"project": checked_project_id(project)}, query=_filter_query(where))
 
     # Projects and operations
 
@@ -143,17 +149,17 @@ class Endpoints:
     @endpoint("GET", "/v1/projects/{project}", response=ProjectStats)
     def project_stats(project: str) -> Call:
         """Document and chunk counts and the lexical backlog; an unknown project answers zeros."""
-        return Call(path_values={"project": project})
+        return Call(path_values={"project": checked_project_id(project)})
 
     @endpoint("DELETE", "/v1/projects/{project}", response=Deleted)
     def delete_project(project: str) -> Call:
         """Delete a whole project (needs the `admin` scope)."""
-        return Call(path_values={"project": project})
+        return Call(path_values={"project": checked_project_id(project)})
 
     @endpoint("POST", "/v1/projects/{project}/reindex", response=Reindexed)
     def reindex(project: str) -> Call:
         """Queue every document of the project for lexical indexing again (needs `admin`)."""
-        return Call(path_values={"project": project})
+        return Call(path_values={"project": checked_project_id(project)})
 
     @endpoint("GET", "/admin/flags", response=dict[str, Any])
     def flags() -> Call:
