@@ -15,6 +15,7 @@ import pytest
 from poimen_client.calls import Endpoint
 from poimen_client.clients import AsyncPoimenClient, PoimenClient
 from poimen_client.endpoints import MEMORY_QUERY_FIELDS, Endpoints
+from poimen_client.errors import ServiceError, error_from_response
 from poimen_client.models import (
     Document,
     DocumentFilter,
@@ -252,6 +253,16 @@ def test_every_method_taking_a_project_refuses_one_outside_the_rule(name: str) -
 
     with PoimenClient("http://127.0.0.1:9") as client, pytest.raises(ValueError, match="not a project id"):
         getattr(client, name)("team/notes", **arguments)  # nothing listens at :9: a send would be a TransportError
+
+
+def test_every_error_status_of_the_document_has_its_own_error_class(openapi) -> None:
+    statuses = {int(status) for operations in openapi["paths"].values() for operation in operations.values()
+                for status in operation["responses"] if int(status) >= 400}  # fmt: skip
+    request = httpx.Request("GET", "http://127.0.0.1:9/v1/projects/p")
+
+    classes = {status: type(error_from_response(httpx.Response(status, request=request))) for status in statuses}
+
+    assert {status: error_class for status, error_class in classes.items() if error_class is ServiceError} == {}
 
 
 @pytest.mark.parametrize("name", ["ingest", "delete_document"])

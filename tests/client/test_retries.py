@@ -21,10 +21,12 @@ from poimen_client.clients import AsyncPoimenClient, PoimenClient
 from poimen_client.errors import (
     InvalidRequestError,
     RateLimitedError,
+    StorageFullError,
     TransportError,
     UnavailableError,
     UnexpectedAnswerError,
 )
+from poimen_client.models import Document
 from poimen_client.retries import RetryPolicy, retry_after_seconds
 
 from tests.integration.conftest import free_port
@@ -136,6 +138,40 @@ def test_retries_stop_after_max_attempts_with_the_engines_reasons(server: Script
         "503 Search unavailable on POST /v1/search: every engine failed "
         "[reasons: semantic: EngineUnavailableError; lexical: EngineTimeoutError]"
     )
+
+
+def test_a_full_disk_is_unavailable_naming_the_engine_and_not_retried(server: ScriptedServer) -> None:
+    # The body `app/api/errors.py` writes for EngineStorageFullError; it was a bare ServiceError.
+    detail = "pgvector has no space left on its disk: nothing can be written until space is freed"
+    problem = {"type": "about:blank", "title": "Insufficient storage", "status": 507, "detail": detail}
+    server.script = [(507, PROBLEM, {**problem, "engine": "pgvector"}), LIVE]
+
+    with PoimenClient(server.url) as client, pytest.raises(UnavailableError) as raised:
+        client.ingest("p", Document(id="d", text="t"))
+
+    assert isinstance(raised.value, StorageFullError)
+    assert raised.value.status == 507
+    assert raised.value.engine == "pgvector"
+    assert raised.value.retry_after_s is None
+    assert len(server.arrivals) == 1
+    assert (
+        str(raised.value) == f"507 Insufficient storage on POST /v1/projects/p/documents: {detail} [engine: pgvector]"
+    )
+
+
+@pytest.mark.parametrize(("status", "title"), [(503, "Engine unavailable"), (504, "Engine timed out")])
+def test_an_engine_failure_names_the_engine(server: ScriptedServer, status: int, title: str) -> None:
+    problem = {"title": title, "status": status, "detail": "the tantivy engine failed", "engine": "tantivy"}
+    server.script = [(status, PROBLEM, problem)]
+
+    with (
+        PoimenClient(server.url, retry=RetryPolicy(max_attempts=1)) as client,
+        pytest.raises(UnavailableError) as raised,
+    ):
+        client.search("p", "q")
+
+    assert raised.value.engine == "tantivy"
+    assert "[engine: tantivy]" in str(raised.value)
 
 
 def test_retry_after_beyond_the_bound_raises_at_once(server: ScriptedServer) -> None:

@@ -125,14 +125,31 @@ class ConflictError(ServiceError):
 
 
 class UnavailableError(ServiceError):
-    """502, 503 or 504: the service or its engines cannot answer now; `reasons` says why each engine failed."""
+    """502, 503 or 504: the service or its engines cannot answer now.
+
+    `engine` names the engine that failed the request, `reasons` says why each engine of a search failed.
+    """
 
     status_codes = frozenset({502, 503, 504})
+
+    @property
+    def engine(self) -> str | None:
+        """The engine that failed the request (`pgvector`, `tantivy`, ...), when the service named one."""
+        return self.problem.engine
 
     @property
     def reasons(self) -> list[str]:
         """One reason per failed engine, when the service gave them."""
         return self.problem.reasons or []
+
+
+class StorageFullError(UnavailableError):
+    """507: the engine `engine` (the database) has no space left to write.
+
+    Not retried: the service sends no `Retry-After`, as nothing changes until an operator frees or adds space.
+    """
+
+    status_codes = frozenset({507})
 
 
 class RateLimitedError(UnavailableError):
@@ -149,6 +166,7 @@ _ERROR_CLASSES: Final[tuple[type[ServiceError], ...]] = (
     NotFoundError,
     ConflictError,
     RateLimitedError,
+    StorageFullError,
     UnavailableError,
 )
 
@@ -189,6 +207,8 @@ def _hints(problem: Problem, response: httpx.Response, *, retry_after_s: float |
         hints.append(f" [field: {problem.field}]")
     if problem.current_version is not None:
         hints.append(f" [current_version: {problem.current_version}]")
+    if problem.engine:
+        hints.append(f" [engine: {problem.engine}]")
     if problem.reasons:
         hints.append(f" [reasons: {'; '.join(problem.reasons)}]")
     if retry_after_s is not None:
