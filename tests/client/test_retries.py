@@ -6,6 +6,7 @@ tests measure the waits the client really made.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -23,6 +24,7 @@ from poimen_client.errors import (
     RateLimitedError,
     StorageFullError,
     TransportError,
+    UnauthorizedError,
     UnavailableError,
     UnexpectedAnswerError,
 )
@@ -172,6 +174,37 @@ def test_an_engine_failure_names_the_engine(server: ScriptedServer, status: int,
 
     assert raised.value.engine == "tantivy"
     assert "[engine: tantivy]" in str(raised.value)
+
+
+def unsigned_token(payload: str) -> str:
+    """A JWT-shaped token whose payload is `payload` (JSON, or not); the client reads it, never verifies it."""
+    return f"e30.{base64.urlsafe_b64encode(payload.encode()).decode().rstrip('=')}.c2ln"
+
+
+@pytest.mark.parametrize(
+    ("payload", "hint"),
+    [
+        ('{"exp": -1e20}', "(the token's exp claim is long past, before any date)"),
+        ('{"exp": -100000000000000000000000000000}', "(the token's exp claim is long past, before any date)"),
+        ('{"exp": -Infinity}', "(the token's exp claim is long past, before any date)"),
+        ('{"exp": -62135596801}', "(the token's exp claim is long past, before any date)"),  # 1 s before year 1
+        ('{"exp": 1e400}', "[request id"),  # read as infinity: not expired, no hint
+        ('{"exp": NaN}', "[request id"),
+        ('{"exp": true}', "[request id"),
+        ("[" * 10_000, "[request id"),  # deeper than json's recursion limit
+    ],
+)
+def test_a_401_is_unauthorized_whatever_the_tokens_exp_holds(server: ScriptedServer, payload: str, hint: str) -> None:
+    # An `exp` no datetime can hold raised OverflowError or ValueError from the hint, instead of the 401.
+    problem = {"title": "Unauthorized", "status": 401, "detail": "invalid token"}
+    server.script = [(401, {**PROBLEM, "X-Request-Id": "r1"}, problem)]
+    token = unsigned_token(payload)
+
+    with PoimenClient(server.url, token=token) as client, pytest.raises(UnauthorizedError) as raised:
+        client.list_projects()
+
+    assert str(raised.value).startswith(f"401 Unauthorized on GET /v1/projects: invalid token {hint}")
+    assert token.split(".")[1] not in str(raised.value)
 
 
 def test_retry_after_beyond_the_bound_raises_at_once(server: ScriptedServer) -> None:

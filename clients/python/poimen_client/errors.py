@@ -219,20 +219,29 @@ def _hints(problem: Problem, response: httpx.Response, *, retry_after_s: float |
 
 
 def _token_hint(authorization: str | None) -> str:
-    """Why a 401 is likely: no token sent, or the token's own `exp` has passed (read, never verified)."""
+    """Why a 401 is likely: no token sent, or the token's own `exp` has passed (read, never verified).
+
+    Never raises, whatever the token holds: it explains an error already being raised. Never quotes the token.
+    """
     if not authorization:
         return " (no token was sent: pass token=... to the client)"
     claims = _unverified_claims(authorization.removeprefix("Bearer ").strip())
     expires = claims.get("exp") if claims else None
-    if isinstance(expires, int | float) and expires < datetime.now(UTC).timestamp():
-        return f" (the token expired at {datetime.fromtimestamp(expires, UTC).isoformat()})"
-    return ""
+    # `not <`: a NaN `exp` compares false both ways; a bool is an int to isinstance, but no time.
+    if isinstance(expires, bool) or not isinstance(expires, int | float) or not expires < datetime.now(UTC).timestamp():
+        return ""
+    try:
+        expired_at = datetime.fromtimestamp(expires, UTC).isoformat()
+    except (OverflowError, ValueError, OSError):
+        # Before year 1, or beyond the platform's time_t (`-1e20`, `-Infinity`): a 401 was a crash here.
+        return " (the token's exp claim is long past, before any date)"
+    return f" (the token expired at {expired_at})"
 
 
 def _unverified_claims(token: str) -> dict[str, object] | None:
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (IndexError, ValueError, binascii.Error):
+    except (IndexError, ValueError, binascii.Error, RecursionError):  # RecursionError: a payload nested deep
         return None
     return claims if isinstance(claims, dict) else None
