@@ -316,6 +316,17 @@ def test_an_unreadable_retry_after_is_ignored(value: str) -> None:
     assert retry_after_seconds(httpx.Response(503, headers={"Retry-After": value})) is None
 
 
+def test_a_retry_after_of_a_non_ascii_digit_is_ignored(server: ScriptedServer) -> None:
+    # `²` (byte 0xB2) passed str.isdigit() and float() raised ValueError out of the call.
+    server.script = [(503, {"Retry-After": "\u00b2"}, {}), LIVE]
+
+    with PoimenClient(server.url, retry=RetryPolicy(base_delay_s=0.01)) as client:
+        answer = client.liveness()
+
+    assert answer.status == "ok"
+    assert len(server.arrivals) == 2
+
+
 def test_a_policy_without_attempts_is_refused() -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         RetryPolicy(max_attempts=0)

@@ -57,7 +57,7 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit() also passes `²` (a latin-1 byte), which float() refuses
         return float(value)
     try:
         when = parsedate_to_datetime(value)
