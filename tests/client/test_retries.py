@@ -282,6 +282,29 @@ def test_a_success_of_another_shape_raises_unexpected_answer(server: ScriptedSer
     assert "unexpected answer to GET /v1/projects/p" in str(raised.value)
 
 
+DEEPLY_NESTED = '{"a":' * 100_000  # deeper than msgspec's recursion limit
+
+
+def test_a_success_nested_too_deep_raises_unexpected_answer(server: ScriptedServer) -> None:
+    # msgspec's RecursionError escaped the client.
+    server.script = [(200, {}, DEEPLY_NESTED)]
+
+    with PoimenClient(server.url) as client, pytest.raises(UnexpectedAnswerError) as raised:
+        client.flags()
+
+    assert "unexpected answer to GET /admin/flags" in str(raised.value)
+
+
+def test_an_error_nested_too_deep_raises_its_status_error(server: ScriptedServer) -> None:
+    server.script = [(502, {}, DEEPLY_NESTED)]
+
+    with PoimenClient(server.url) as client, pytest.raises(UnavailableError) as raised:
+        client.project_stats("p")
+
+    assert raised.value.status == 502
+    assert '(not a problem+json body) {"a":{"a":' in str(raised.value)
+
+
 async def test_the_async_client_retries_after_retry_after(server: ScriptedServer) -> None:
     server.script = [(503, {"Retry-After": "1"}, {}), LIVE]
 

@@ -166,7 +166,7 @@ class Exchange(Generic[T]):
             return response.text  # type: ignore[return-value]  # T is str for this endpoint
         try:
             decoded: T = msgspec.json.decode(response.content, type=response_type)
-        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as error:  # Recursion: JSON nested deep
             if not response.is_success:
                 # A status this endpoint answers with (`/readyz`'s 503) but not its body: a proxy's error
                 # page, say. The error the status stands for, not a puzzle about the body.

@@ -194,7 +194,7 @@ def error_from_response(response: httpx.Response, *, retry_after_s: float | None
 def _problem_of(response: httpx.Response) -> Problem:
     try:
         return msgspec.json.decode(response.content, type=Problem)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # RecursionError: JSON nested deep
         excerpt = response.text[:BODY_EXCERPT_CHARS].strip()
         return Problem(status=response.status_code, detail=f"(not a problem+json body) {excerpt}".strip())
 
