@@ -305,6 +305,22 @@ def test_an_error_nested_too_deep_raises_its_status_error(server: ScriptedServer
     assert '(not a problem+json body) {"a":{"a":' in str(raised.value)
 
 
+@pytest.mark.parametrize("status", [200, 503])
+def test_a_body_its_content_encoding_does_not_decode_raises_unexpected_answer(
+    server: ScriptedServer, status: int
+) -> None:
+    # httpx.DecodingError escaped the client: it is no TransportError.
+    server.script = [(status, {"Content-Encoding": "gzip"}, "not gzip at all")]
+
+    with (
+        PoimenClient(server.url, retry=RetryPolicy(max_attempts=1)) as client,
+        pytest.raises(UnexpectedAnswerError) as raised,
+    ):
+        client.liveness()
+
+    assert f"GET {server.url}/healthz answered a body that does not decode" in str(raised.value)
+
+
 async def test_the_async_client_retries_after_retry_after(server: ScriptedServer) -> None:
     server.script = [(503, {"Retry-After": "1"}, {}), LIVE]
 

@@ -138,13 +138,20 @@ class Exchange(Generic[T]):
         )
 
     @contextlib.contextmanager
-    def transport_errors(self, request: httpx.Request) -> Iterator[None]:
-        """Turn httpx's connection and timeout failures into `TransportError` naming the request."""
+    def send_errors(self, request: httpx.Request) -> Iterator[None]:
+        """Turn httpx's failures to send and receive into this client's errors, naming the request.
+
+        A connection or timeout failure is a `TransportError`; an answer whose body its `Content-Encoding`
+        does not decode (httpx reads it whole inside `send`) is an `UnexpectedAnswerError`.
+        """
         try:
             yield
         except httpx.TransportError as error:
             msg = f"{request.method} {request.url} failed: {type(error).__name__}: {error}"
             raise TransportError(msg) from error
+        except httpx.DecodingError as error:
+            msg = f"{request.method} {request.url} answered a body that does not decode: {error}"
+            raise UnexpectedAnswerError(msg) from error
 
     def retry_delay_s(self, response: httpx.Response) -> float | None:
         """Seconds to wait before sending again, or None when `response` is final; counts the attempt."""

@@ -107,7 +107,7 @@ class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
     def send(self, exchange: Exchange[T]) -> T:
         """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
         request = exchange.request(self._http)
-        with exchange.transport_errors(request):
+        with exchange.send_errors(request):
             response = self._http.send(request)
             while (delay_s := exchange.retry_delay_s(response)) is not None:
                 time.sleep(delay_s)
@@ -133,7 +133,7 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
     async def send(self, exchange: Exchange[T]) -> T:
         """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
         request = exchange.request(self._http)
-        with exchange.transport_errors(request):
+        with exchange.send_errors(request):
             response = await self._http.send(request)
             while (delay_s := exchange.retry_delay_s(response)) is not None:
                 await asyncio.sleep(delay_s)

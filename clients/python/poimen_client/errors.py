@@ -32,7 +32,11 @@ class TransportError(PoimenError):
 
 
 class UnexpectedAnswerError(PoimenError):
-    """A success answer that does not have the shape this client knows (a service of another version?)."""
+    """An answer this client cannot read.
+
+    A success body that does not have the shape this client knows (a service of another version?), or any
+    body its `Content-Encoding` does not decode (a broken proxy).
+    """
 
 
 class ServiceError(PoimenError):
