@@ -137,6 +137,24 @@ def test_a_project_id_outside_the_services_rule_is_refused_before_sending(
     assert client.project_stats(project).documents == len(NOTES)
 
 
+@pytest.mark.parametrize(
+    ("method", "arguments", "message"),
+    [
+        ("get_document", (None,), "document_id must be a str, got NoneType"),
+        ("delete_document", (7,), "document_id must be a str, got int"),
+        ("search", (None,), "a query must be a str or a SearchQuery, got NoneType"),
+        ("memory_query", ({"query": "q"},), "a query must be a str or a SearchQuery, got dict"),
+        ("search_batch", (["port", None],), "a query must be a str or a SearchQuery, got NoneType"),
+    ],
+)
+def test_a_document_id_or_query_of_another_type_is_a_type_error(
+    client: PoimenClient, unique_name: str, method: str, arguments: tuple[object, ...], message: str
+) -> None:
+    # An untyped caller's None was an AttributeError ('NoneType' object has no attribute 'split').
+    with pytest.raises(TypeError, match=re.escape(message)):
+        getattr(client, method)(unique_name, *arguments)
+
+
 def test_search_batch_refuses_one_string_for_its_queries(client: PoimenClient, project: str) -> None:
     with pytest.raises(TypeError, match="queries"):
         client.search_batch(project, "port")  # a str is a sequence of one-letter queries

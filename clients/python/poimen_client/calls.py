@@ -92,14 +92,18 @@ def endpoint(
     return define
 
 
-def _check_addressable(name: str, value: str) -> None:
+def _check_addressable(name: str, value: object) -> None:
     """A `ValueError` for a path value with an empty, `.` or `..` part (between slashes, for a document id).
 
     httpx resolves dot segments before sending, so such a value reaches another route: `delete_document(p,
     "..")` went out as `DELETE /v1/projects/p/`, which deletes the whole project. The service refuses such
     project and document ids, so no project or document has one. (A project id has met the whole of the
-    service's rule in its endpoint's builder already; this is the check a document id gets.)
+    service's rule in its endpoint's builder already; this is the check a document id gets.) A value that
+    is not a string is a `TypeError`.
     """
+    if not isinstance(value, str):  # typed as str, but an untyped caller's None failed in value.split below
+        msg = f"{name} must be a str, got {type(value).__name__}"
+        raise TypeError(msg)
     if any(part in {"", ".", ".."} for part in value.split("/")):
         msg = f"{name} {value!r} has an empty, '.' or '..' part: no project or document is named so"
         raise ValueError(msg)

@@ -36,9 +36,12 @@ MEMORY_QUERY_FIELDS: Final = frozenset({"query", "limit", "strategy", "fusion", 
 """The `SearchQuery` fields `GET /memory/query` takes; the others need `search()`."""
 
 
-def _search_query(query: str | SearchQuery) -> SearchQuery:
+def _search_query(query: object) -> SearchQuery:  # object: untyped callers pass anything
     if isinstance(query, str):
         return SearchQuery(query=query)
+    if not isinstance(query, SearchQuery):  # an untyped caller's None was an AttributeError below
+        msg = f"a query must be a str or a SearchQuery, got {type(query).__name__}"
+        raise TypeError(msg)
     if query.as_of is not None and query.as_of.tzinfo is None:
         # The service refuses a time without an offset; this client has always read one as UTC.
         return msgspec.structs.replace(query, as_of=query.as_of.replace(tzinfo=UTC))
