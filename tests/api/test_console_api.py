@@ -73,3 +73,17 @@ def test_console_disabled_leaves_the_route_out(tmp_path: Path) -> None:
     app = create_app(Settings(_env_file=None, poimen_data_dir=tmp_path, console_enabled=False))
 
     assert not [route.path for route in app.routes if route.path.startswith(CONSOLE_PATH)]
+
+
+async def test_head_on_the_console_page_answers_like_get_without_a_body(api_client) -> None:
+    # Link checkers and uptime probes ask HEAD; the page once answered them 405.
+    got = await api_client.get("/console")
+
+    headed = await api_client.head("/console")
+
+    assert headed.status_code == 200
+    assert headed.content == b""
+    assert headed.headers["content-type"] == got.headers["content-type"]
+    assert headed.headers["content-length"] == got.headers["content-length"]
+    assert headed.headers["cache-control"] == "no-cache"
+    assert headed.headers["content-security-policy"] == got.headers["content-security-policy"]
