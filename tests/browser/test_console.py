@@ -232,3 +232,18 @@ def test_an_answer_arriving_after_a_later_search_started_is_not_shown(page: Page
     expect(page.locator("#status")).to_contain_text("“port 8080 is taken”")
     expect(page.locator("#fused-list li.hit").first).to_contain_text("runbooks/ports")
     assert "query=port+8080+is+taken" in page.url
+
+
+def test_a_token_no_header_can_carry_is_refused_without_being_quoted(page: Page) -> None:
+    sent = []
+    page.on("request", lambda request: sent.append(request.url) if "/v1/" in request.url else None)
+    page.fill("#token", "s3cret-tök€n")  # "€" is beyond Latin-1: fetch refused it, read as "Service unreachable"
+
+    search(page, "pottery bowl")
+
+    error = page.locator("#error")
+    expect(error.locator("strong")).to_have_text("Invalid token")
+    expect(error.locator(".detail")).to_contain_text("The token cannot be sent")
+    expect(error).not_to_contain_text("s3cret")
+    expect(error).not_to_contain_text("unreachable")
+    assert sent == []

@@ -24,10 +24,18 @@ export function storeToken(token) {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
+// What a header value may hold (fetch refuses the rest): tab, visible ASCII, space and the rest of Latin-1.
+const SENDABLE_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 async function call(method, path, body) {
   const headers = { accept: "application/json, application/problem+json" };
   const token = storedToken().trim();
   if (token) headers.authorization = token.toLowerCase().startsWith("bearer ") ? token : `Bearer ${token}`;
+  if (headers.authorization && !SENDABLE_HEADER_VALUE.test(headers.authorization)) {
+    // fetch would throw, which read as "Service unreachable"; the token is never quoted back (it is a secret).
+    throw new ApiError(0, "Invalid token", "The token cannot be sent: it holds characters no HTTP header can carry "
+      + "(a line break, or a letter beyond Latin-1). Paste the token again as it was issued.", { field: "token" });
+  }
   if (body !== undefined) headers["content-type"] = "application/json";
   let response;
   try {
