@@ -247,3 +247,13 @@ def test_a_token_no_header_can_carry_is_refused_without_being_quoted(page: Page)
     expect(error).not_to_contain_text("s3cret")
     expect(error).not_to_contain_text("unreachable")
     assert sent == []
+
+
+def test_the_last_day_there_is_as_to_date_bounds_nothing(page: Page) -> None:
+    page.fill("#date-to", "9999-12-31")  # its next midnight was sent as "+010000-01-01T00:00:00Z"
+    with page.expect_request("**/v1/search") as sent:
+        search(page, "pottery bowl")
+
+    assert "filters" not in sent.value.post_data_json
+    expect(page.locator("#fused-list li.hit").first).to_be_visible()
+    expect(page.locator("#error")).to_be_hidden()

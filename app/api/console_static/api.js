@@ -62,6 +62,8 @@ function splitTags(text) {
   return text.split(",").map((tag) => tag.trim()).filter(Boolean);
 }
 
+const LAST_DAY = "9999-12-31";  // the service's dates end with year 9999; the midnight after it has none
+
 function dayAfter(day) {
   const next = new Date(`${day}T00:00:00Z`);
   next.setUTCDate(next.getUTCDate() + 1);
@@ -96,7 +98,9 @@ export function searchBody(form) {
   if (form.level.trim()) filters.level = form.level.trim();
   if (form.dateFrom) filters.date_from = `${form.dateFrom}T00:00:00Z`;
   // "To" names the last day wanted (UTC); the service's end is exclusive: the next day's midnight.
-  if (form.dateTo) filters.date_to = dayAfter(form.dateTo);
+  // The last day there is holds every time the service can store: it is no bound at all (its next
+  // midnight would be "+010000-01-01", which the service refuses).
+  if (form.dateTo && form.dateTo < LAST_DAY) filters.date_to = dayAfter(form.dateTo);
   if (Object.keys(filters).length) body.filters = filters;
   return body;
 }
