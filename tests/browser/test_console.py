@@ -257,3 +257,16 @@ def test_the_last_day_there_is_as_to_date_bounds_nothing(page: Page) -> None:
     assert "filters" not in sent.value.post_data_json
     expect(page.locator("#fused-list li.hit").first).to_be_visible()
     expect(page.locator("#error")).to_be_hidden()
+
+
+def test_a_success_answer_that_is_not_json_is_a_readable_error(page: Page, console_url: str) -> None:
+    # What a proxy's or a login page's "200 OK" looks like: this service's own HTML page, answered in its place.
+    page.route("**/v1/projects/*/documents?*", lambda route: route.continue_(url=f"{console_url}/console"))
+    page.fill("#project", PROJECT)
+
+    page.click("#browse-button")
+
+    error = page.locator("#error")
+    expect(error.locator("strong")).to_have_text("Unreadable answer (200)")
+    expect(error.locator(".detail")).to_contain_text(f"GET /v1/projects/{PROJECT}/documents is not JSON (text/html")
+    expect(page.locator("#status")).to_have_text("The last request failed.")

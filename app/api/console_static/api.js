@@ -55,6 +55,14 @@ async function call(method, path, body) {
     const detail = problem.detail || text.slice(0, 300) || response.statusText || "no detail given";
     throw new ApiError(response.status, problem.title || `HTTP ${response.status}`, detail, problem);
   }
+  if (payload === null || typeof payload !== "object") {
+    // Every route the console calls answers a JSON object: anything else came from something in between
+    // (a proxy's or a login page), and reading fields off it would fail somewhere far from here.
+    const type = response.headers.get("content-type") || "no content type";
+    throw new ApiError(response.status, "Unreadable answer",
+      `The answer to ${method} ${path.split("?")[0]} is not JSON (${type}): a proxy or a login page may stand `
+      + "between this page and the service.");
+  }
   return payload;
 }
 
