@@ -270,3 +270,13 @@ def test_a_success_answer_that_is_not_json_is_a_readable_error(page: Page, conso
     expect(error.locator("strong")).to_have_text("Unreadable answer (200)")
     expect(error.locator(".detail")).to_contain_text(f"GET /v1/projects/{PROJECT}/documents is not JSON (text/html")
     expect(page.locator("#status")).to_have_text("The last request failed.")
+
+
+def test_browse_trims_the_project_as_search_does(page: Page) -> None:
+    page.fill("#project", f"  {PROJECT} ")  # as pasted; the search sent it trimmed, Browse refused it
+
+    page.click("#browse-button")
+
+    expect(page.locator("#status")).to_have_text(f"6 documents of {PROJECT} listed.")
+    expect(page.locator("#error")).to_be_hidden()
+    expect(page.locator("#project")).to_have_value(PROJECT)

@@ -83,10 +83,26 @@ function inputError(input, detail) {
   return new ApiError(0, "Invalid input", `${label}: ${detail}`, { field: input.id });
 }
 
+/** The Project box without the blanks around it, written back: the box, the address and the request agree. */
+function trimmedProject() {
+  const input = byId("project");
+  input.value = input.value.trim();
+  return input.value;
+}
+
 function checkedProject() {
+  const project = trimmedProject();  // before the pattern check: a pasted " demo" is the project demo
   const input = byId("project");
   if (!input.checkValidity()) throw inputError(input, "1-64 letters, digits, '.', '_' or '-', and not '.' or '..'");
-  return input.value.trim();
+  return project;
+}
+
+let latestDocument = 0;  // the number of the document asked for last (or closed, or searched past)
+let documentsLoading = 0;  // how many document requests are still running
+
+/** Whatever document answer is still on its way must not open: a later click, Close or a search owns the view. */
+function forgetPendingDocument() {
+  latestDocument += 1;
 }
 
 // The project is the answer's or the listing's, not whatever the Project box says by the time of the click.
@@ -103,6 +119,7 @@ async function openDocument(project, documentId, chunkId) {
 
 async function runSearch(event, { remember = true } = {}) {
   event?.preventDefault();
+  trimmedProject();
   const values = formValues();
   sessionStorage.setItem(PROJECT_KEY, values.project);
   const address = searchAddress();
