@@ -280,3 +280,54 @@ def test_browse_trims_the_project_as_search_does(page: Page) -> None:
     expect(page.locator("#status")).to_have_text(f"6 documents of {PROJECT} listed.")
     expect(page.locator("#error")).to_be_hidden()
     expect(page.locator("#project")).to_have_value(PROJECT)
+
+
+def test_a_document_answer_arriving_after_a_later_click_is_not_shown(page: Page) -> None:
+    held = []
+
+    def hold_the_kayak(route) -> None:
+        if not held and route.request.url.endswith("/documents/notes/kayak"):
+            held.append(route)  # answered only once the document clicked later is shown
+        else:
+            route.continue_()
+
+    page.route("**/v1/projects/*/documents/**", hold_the_kayak)
+    page.fill("#project", PROJECT)
+    page.click("#browse-button")
+    page.locator("#documents-list a.doc", has_text="notes/kayak").click()
+    page.locator("#documents-list a.doc", has_text="notes/pottery").click()
+    expect(page.locator("#document-caption")).to_have_text(f"{PROJECT} / notes/pottery")
+
+    with page.expect_response(lambda response: response.url.endswith("/documents/notes/kayak")):
+        held[0].continue_()
+    expect(page.locator("#document")).not_to_have_attribute("aria-busy", "true")  # both requests have ended
+
+    expect(page.locator("#document-caption")).to_have_text(f"{PROJECT} / notes/pottery")
+    expect(page.locator("#document-chunks")).to_contain_text("blue glaze")
+
+
+def test_a_more_page_arriving_after_a_later_browse_is_not_appended(page: Page, console_url: str) -> None:
+    project = "console-many"  # one page (50) and one more document, kept apart from PROJECT's six
+    documents = [{"id": f"many/{number:02d}", "text": f"Note number {number}."} for number in range(51)]
+    response = httpx.post(f"{console_url}/v1/projects/{project}/documents", json={"documents": documents}, timeout=120)
+    assert response.status_code == 201, response.text
+    held = []
+    page.route(
+        "**/v1/projects/*/documents?*",
+        lambda route: held.append(route) if "cursor=" in route.request.url else route.continue_(),
+    )
+    page.fill("#project", project)
+    page.click("#browse-button")
+    expect(page.locator("#documents-list li")).to_have_count(50)
+    page.click("#documents-more")  # held until PROJECT has been browsed
+    page.fill("#project", PROJECT)
+    page.click("#browse-button")
+    expect(page.locator("#status")).to_have_text(f"6 documents of {PROJECT} listed.")
+
+    with page.expect_response(lambda response: "cursor=" in response.url):
+        held[0].continue_()
+    expect(page.locator("#documents-more")).to_be_enabled()  # the More request has ended
+
+    expect(page.locator("#documents-list li")).to_have_count(6)
+    expect(page.locator("#documents-list")).not_to_contain_text("many/")
+    expect(page.locator("#status")).to_have_text(f"6 documents of {PROJECT} listed.")

@@ -107,13 +107,23 @@ function forgetPendingDocument() {
 
 // The project is the answer's or the listing's, not whatever the Project box says by the time of the click.
 async function openDocument(project, documentId, chunkId) {
+  const mine = ++latestDocument;
+  const view = byId("document");
+  documentsLoading += 1;
+  view.setAttribute("aria-busy", "true");
   clearError();
   try {
-    renderDocument(await getDocument(project, documentId), chunkId);
-    const target = byId("document-chunks").querySelector("li.hit-chunk") ?? byId("document");
+    const document_ = await getDocument(project, documentId);
+    // A slow answer for a document clicked earlier would replace the one clicked since.
+    if (mine !== latestDocument) return;
+    renderDocument(document_, chunkId);
+    const target = byId("document-chunks").querySelector("li.hit-chunk") ?? view;
     target.scrollIntoView({ behavior: "smooth", block: "start" });
   } catch (error) {
-    showError(error);
+    if (mine === latestDocument) showError(error);
+  } finally {
+    documentsLoading -= 1;
+    if (!documentsLoading) view.removeAttribute("aria-busy");
   }
 }
 
@@ -132,6 +142,7 @@ async function runSearch(event, { remember = true } = {}) {
   await busy(byId("search-button"), async () => {
     setStatus("Searching…");
     byId("document").hidden = true;  // the last search's document is not this one's
+    forgetPendingDocument();
     const started = performance.now();
     let answer;
     try {
@@ -154,11 +165,24 @@ async function runSearch(event, { remember = true } = {}) {
   });
 }
 
+let latestListing = 0;  // the number of the listing request (Browse or More) started last: only its answer is shown
+
 async function browse(append) {
+  const mine = ++latestListing;
+  // A "More" still on its way when Browse lists another project would append that project's page to this
+  // listing (and leave "More" on its cursor); a slow Browse would replace a listing asked for since.
+  const superseded = () => mine !== latestListing;
   await busy(byId(append ? "documents-more" : "browse-button"), async () => {
     // "More" goes on with the project listed, whatever the Project box says now.
     const project = append ? documentsProject : checkedProject();
-    const page = await listDocuments(project, append ? documentsCursor : null);
+    let page;
+    try {
+      page = await listDocuments(project, append ? documentsCursor : null);
+    } catch (error) {
+      if (superseded()) return;
+      throw error;
+    }
+    if (superseded()) return;
     documentsCursor = page.next_cursor;
     documentsProject = project;
     renderDocumentList(page, append, (documentId) => openDocument(project, documentId, null));
@@ -199,6 +223,7 @@ function start() {
   byId("documents-more").addEventListener("click", () => browse(true));
   byId("document-close").addEventListener("click", () => {
     byId("document").hidden = true;
+    forgetPendingDocument();  // a document still on its way does not reopen what was just closed
   });
   document.body.dataset.ready = "true";
   if (fillFromAddress(location.search)) runSearch(null, { remember: false });  // a link to a search
