@@ -331,3 +331,42 @@ def test_a_more_page_arriving_after_a_later_browse_is_not_appended(page: Page, c
     expect(page.locator("#documents-list li")).to_have_count(6)
     expect(page.locator("#documents-list")).not_to_contain_text("many/")
     expect(page.locator("#status")).to_have_text(f"6 documents of {PROJECT} listed.")
+
+
+RIGHT_TO_LEFT_OVERRIDE = "\u202e"
+
+# The left edge (CSS px) of where `text` is drawn inside `root`, found in its text nodes.
+LEFT_OF_TEXT = """(root, text) => {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const at = node.data.indexOf(text);
+        if (at < 0) continue;
+        const range = document.createRange();
+        range.setStart(node, at);
+        range.setEnd(node, at + text.length);
+        return range.getBoundingClientRect().left;
+    }
+    return null;
+}"""
+
+
+def left_of(page: Page, selector: str, text: str) -> float:
+    left = page.locator(selector).evaluate(LEFT_OF_TEXT, text)
+    assert left is not None, f"{text!r} not in {selector}"
+    return left
+
+
+def test_a_right_to_left_override_in_an_id_or_title_does_not_reorder_the_line(page: Page, console_url: str) -> None:
+    project = "console-bidi"
+    document = {"id": f"rtl/{RIGHT_TO_LEFT_OVERRIDE}idab", "title": f"{RIGHT_TO_LEFT_OVERRIDE}titab", "text": "Plain."}
+    response = httpx.post(f"{console_url}/v1/projects/{project}/documents", json=document, timeout=60)
+    assert response.status_code == 201, response.text
+    page.fill("#project", project)
+
+    page.click("#browse-button")
+    page.locator("#documents-list a.doc").click()
+
+    # Left to right as written: id, title, chunk count; the override once ran on to the end of the line.
+    row = "#documents-list li"
+    assert left_of(page, row, "rtl/") < left_of(page, row, "titab") < left_of(page, row, "(1 chunk)")
+    expect(page.locator("#document-caption")).to_have_text(f"{project} / {document['id']}")

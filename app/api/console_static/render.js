@@ -1,4 +1,6 @@
 // Rendering: builds DOM nodes with textContent only (document text is data, never markup).
+// Ids, titles and sources are data too, in any script: each sits in a <bdi>, so a right-to-left name (or a
+// stray RIGHT-TO-LEFT OVERRIDE in one) is laid out on its own and never reorders the text around it.
 
 export function el(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
@@ -116,9 +118,14 @@ function renderTimings(metrics) {
   );
 }
 
+/** `text` isolated from its neighbours in the line (see the top of this file). */
+function isolated(text) {
+  return el("bdi", { text });
+}
+
 function documentLink(hit, openDocument) {
   return el("a", { class: "doc", href: "#", "data-document": hit.document_id,
-    onclick: (event) => { event.preventDefault(); openDocument(hit.document_id, hit.id); } }, hit.document_id);
+    onclick: (event) => { event.preventDefault(); openDocument(hit.document_id, hit.id); } }, isolated(hit.document_id));
 }
 
 function breakdown(hit) {
@@ -155,11 +162,11 @@ function renderFused(answer, openDocument) {
   byId("fused-list").replaceChildren(...answer.results.map((hit) => el("li", { class: "hit", "data-id": hit.id },
     el("div", { class: "rank", text: hit.rank }),
     el("div", {},
-      el("div", { class: "title" }, hit.breadcrumb.join(" › ") || hit.section_title || hit.id,
+      el("div", { class: "title" }, isolated(hit.breadcrumb.join(" › ") || hit.section_title || hit.id),
         el("span", { class: `badge ${hit.retrieval_engine}`, text: hit.retrieval_engine })),
       el("div", { class: "text", text: hit.text }),
-      el("div", { class: "source" }, "document ", documentLink(hit, openDocument), hit.source ? ` · ${hit.source}` : "",
-        hit.tags.length ? ` · tags ${hit.tags.join(", ")}` : ""),
+      el("div", { class: "source" }, "document ", documentLink(hit, openDocument), hit.source ? [" · ", isolated(hit.source)] : "",
+        hit.tags.length ? [" · tags ", isolated(hit.tags.join(", "))] : ""),
     ),
     breakdown(hit),
   )));
@@ -183,7 +190,7 @@ function renderLeg(leg, hits, otherHits, fusedIds, openDocument) {
     return el("li", { class: [only ? "only" : "", fusedIds.has(hit.id) ? "fused" : ""].join(" ").trim(), "data-id": hit.id,
       title: only ? "only this leg found it" : "" },
       el("span", { text: `#${hit.rank}` }),
-      el("span", {}, documentLink(hit, openDocument), hit.section_title ? ` · ${hit.section_title}` : "",
+      el("span", {}, documentLink(hit, openDocument), hit.section_title ? [" · ", isolated(hit.section_title)] : "",
         el("span", { class: "other", text: only ? " · only here" : elsewhere ? ` · other leg #${elsewhere}` : "" })),
       el("span", { class: "score", text: fmt(hit.score) }),
     );
@@ -216,7 +223,7 @@ export function renderAnswer(answer, openDocument) {
 }
 
 export function renderDocument(document_, highlightChunk) {
-  byId("document-caption").textContent = `${document_.project} / ${document_.id}`;
+  byId("document-caption").replaceChildren(`${document_.project} / `, isolated(document_.id));
   byId("document-meta").replaceChildren(...[
     ["Title", document_.title], ["Source", document_.source], ["Tags", document_.tags.join(", ")],
     ["Event time", document_.event_time], ["Context", document_.context], ["Version", document_.version],
@@ -225,7 +232,7 @@ export function renderDocument(document_, highlightChunk) {
   ].filter(([, value]) => value !== null && value !== "").flatMap(([key, value]) => [el("dt", { text: key }), el("dd", { text: value })]));
   byId("document-chunks").replaceChildren(...document_.chunks.map((chunk) => el("li",
     { class: chunk.id === highlightChunk ? "hit-chunk" : "", "data-id": chunk.id },
-    el("div", { class: "crumb", text: `${chunk.id} · ${chunk.breadcrumb.join(" › ")} · ${chunk.level}` }),
+    el("div", { class: "crumb" }, isolated(chunk.id), " · ", isolated(chunk.breadcrumb.join(" › ")), ` · ${chunk.level}`),
     el("div", { class: "text", text: chunk.text }))));
   byId("document").hidden = false;
 }
@@ -233,7 +240,8 @@ export function renderDocument(document_, highlightChunk) {
 export function renderDocumentList(page, append, openDocument) {
   const list = byId("documents-list");
   const items = page.items.map((item) => el("li", {},
-    documentLink({ document_id: item.id, id: null }, openDocument), ` ${item.title ? `· ${item.title}` : ""} (${item.chunks} ${item.chunks === 1 ? "chunk" : "chunks"})`));
+    documentLink({ document_id: item.id, id: null }, openDocument), " ", item.title ? ["· ", isolated(item.title)] : "",
+    ` (${item.chunks} ${item.chunks === 1 ? "chunk" : "chunks"})`));
   if (append) list.append(...items);
   else list.replaceChildren(...items);
   const shown = list.querySelectorAll("li:not(.muted)").length;
