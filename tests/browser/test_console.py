@@ -370,3 +370,20 @@ def test_a_right_to_left_override_in_an_id_or_title_does_not_reorder_the_line(pa
     row = "#documents-list li"
     assert left_of(page, row, "rtl/") < left_of(page, row, "titab") < left_of(page, row, "(1 chunk)")
     expect(page.locator("#document-caption")).to_have_text(f"{project} / {document['id']}")
+
+
+def test_the_document_view_shows_the_metadata_as_text(page: Page, console_url: str) -> None:
+    project = "console-metadata"
+    metadata = {"author": "<b>Melanie</b>", "pages": 3}
+    document = {"id": "notes/meta", "text": "A note that carries metadata.", "metadata": metadata}
+    response = httpx.post(f"{console_url}/v1/projects/{project}/documents", json=document, timeout=60)
+    assert response.status_code == 201, response.text
+    page.fill("#project", project)
+    page.click("#browse-button")
+
+    page.locator("#documents-list a.doc").click()
+
+    shown = page.locator("#document-meta dd.metadata")
+    expect(shown).to_contain_text('"author": "<b>Melanie</b>"')  # markup in a value is shown, never run
+    expect(shown).to_contain_text('"pages": 3')
+    expect(page.locator("#document-meta b")).to_have_count(0)

@@ -222,14 +222,20 @@ export function renderAnswer(answer, openDocument) {
   for (const id of ["overview", "fused", "legs"]) byId(id).hidden = false;
 }
 
+/** A document's metadata as indented JSON (shown as text, whatever it holds); null when it has none. */
+function metadataText(metadata) {
+  return metadata && Object.keys(metadata).length ? JSON.stringify(metadata, null, 2) : null;
+}
+
 export function renderDocument(document_, highlightChunk) {
   byId("document-caption").replaceChildren(`${document_.project} / `, isolated(document_.id));
   byId("document-meta").replaceChildren(...[
     ["Title", document_.title], ["Source", document_.source], ["Tags", document_.tags.join(", ")],
-    ["Event time", document_.event_time], ["Context", document_.context], ["Version", document_.version],
-    ["Lexically indexed", document_.lexically_indexed ? "yes" : "not yet"], ["Updated", document_.updated_at],
-    ["Chunks", document_.chunks.length],
-  ].filter(([, value]) => value !== null && value !== "").flatMap(([key, value]) => [el("dt", { text: key }), el("dd", { text: value })]));
+    ["Event time", document_.event_time], ["Context", document_.context], ["Metadata", metadataText(document_.metadata)],
+    ["Version", document_.version], ["Lexically indexed", document_.lexically_indexed ? "yes" : "not yet"],
+    ["Updated", document_.updated_at], ["Chunks", document_.chunks.length],
+  ].filter(([, value]) => value !== null && value !== "").flatMap(([key, value]) => [
+    el("dt", { text: key }), el("dd", { class: key === "Metadata" ? "metadata" : null, text: value })]));
   byId("document-chunks").replaceChildren(...document_.chunks.map((chunk) => el("li",
     { class: chunk.id === highlightChunk ? "hit-chunk" : "", "data-id": chunk.id },
     el("div", { class: "crumb" }, isolated(chunk.id), " · ", isolated(chunk.breadcrumb.join(" › ")), ` · ${chunk.level}`),
