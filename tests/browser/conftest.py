@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,14 +105,18 @@ def wait_indexed(url: str, document_ids: list[str], timeout_s: float = 30.0) -> 
     assert not pending, f"not lexically indexed within {timeout_s} s: {sorted(pending)}"
 
 
-@pytest.fixture(scope="module")
-def console_url() -> Iterator[str]:
-    """A `poimen serve` on a fresh embedded data folder holding `DOCUMENTS`; its base URL."""
+def require_chromium() -> None:
+    """Skip (fail in CI) before any service starts when there is no browser to drive."""
     if not CHROMIUM.exists():
         reason = f"no Chromium at {CHROMIUM}: apt-get install chromium (make install-tools does)"
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason}; CI installs it, so the browser tests must run there")
         pytest.skip(reason)
+
+
+@contextmanager
+def serving(**environment: str) -> Iterator[str]:
+    """A `poimen serve` (`environment` added to its own) on a fresh embedded data folder holding `DOCUMENTS`."""
     root = Path(tempfile.mkdtemp(prefix="poimen-browser-"))
     data_dir = root / "data"
     port = free_port()
@@ -120,7 +125,7 @@ def console_url() -> Iterator[str]:
         process = subprocess.Popen(
             [poimen_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)],
             cwd=root,  # not the checkout: its .env must not leak into the run
-            env=cli_environment(data_dir),
+            env=cli_environment(data_dir, **environment),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -138,6 +143,22 @@ def console_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def console_url() -> Iterator[str]:
+    """A `poimen serve` on a fresh embedded data folder holding `DOCUMENTS`; its base URL."""
+    require_chromium()
+    with serving() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def reranked_console_url() -> Iterator[str]:
+    """The same, with the bundled learned ranker as its second stage (`RERANKER=learned`)."""
+    require_chromium()
+    with serving(RERANKER="learned") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser(console_url: str) -> Iterator[Browser]:
     """Headless Debian Chromium (requested after the service, so a missing browser skips before it starts)."""
     with sync_playwright() as playwright:
@@ -146,10 +167,10 @@ def browser(console_url: str) -> Iterator[Browser]:
         launched.close()
 
 
-@pytest.fixture
-def page(browser: Browser, console_url: str) -> Iterator[Page]:
-    """A fresh tab at `/console` once its script has started; fails the test on any script error."""
-    context = browser.new_context(viewport={"width": 1440, "height": 1000}, base_url=console_url)
+@contextmanager
+def console_tab(browser: Browser, url: str) -> Iterator[Page]:
+    """A fresh tab at `url`'s `/console` once its script has started; fails the test on any script error."""
+    context = browser.new_context(viewport={"width": 1440, "height": 1000}, base_url=url)
     tab = context.new_page()
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
@@ -158,6 +179,20 @@ def page(browser: Browser, console_url: str) -> Iterator[Page]:
     yield tab
     context.close()
     assert errors == []
+
+
+@pytest.fixture
+def page(browser: Browser, console_url: str) -> Iterator[Page]:
+    """A fresh console tab on the `console_url` service."""
+    with console_tab(browser, console_url) as tab:
+        yield tab
+
+
+@pytest.fixture
+def reranked_page(browser: Browser, reranked_console_url: str) -> Iterator[Page]:
+    """A fresh console tab on the `reranked_console_url` service."""
+    with console_tab(browser, reranked_console_url) as tab:
+        yield tab
 
 
 def screenshot(page: Page, name: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import httpx
@@ -387,3 +388,24 @@ def test_the_document_view_shows_the_metadata_as_text(page: Page, console_url: s
     expect(shown).to_contain_text('"author": "<b>Melanie</b>"')  # markup in a value is shown, never run
     expect(shown).to_contain_text('"pages": 3')
     expect(page.locator("#document-meta b")).to_have_count(0)
+
+
+def test_a_reranked_answer_shows_each_hits_rerank_score_and_the_stages_time(reranked_page: Page) -> None:
+    search(reranked_page, "painted lake sunrise")
+
+    first = reranked_page.locator("#fused-list li.hit").first
+    expect(first.locator(".rerank-score")).to_have_text(
+        re.compile(r"^rerank score -?\d+\.\d{4} \(what ordered the hits\)$")
+    )
+    expect(reranked_page.locator("#fused-caption")).to_contain_text("reranked")
+    expect(reranked_page.locator("#timings-body .timing")).to_have_count(7)
+    expect(reranked_page.locator("#timings-body .timing[data-stage='rerank'] .ms")).to_have_text(re.compile(r" ms$"))
+
+
+def test_an_answer_no_reranker_ordered_shows_no_rerank_score_nor_stage(page: Page) -> None:
+    search(page, "painted lake sunrise")
+
+    expect(page.locator("#fused-list li.hit").first).to_be_visible()
+    expect(page.locator("#fused-list .rerank-score")).to_have_count(0)
+    expect(page.locator("#timings-body .timing[data-stage='rerank']")).to_have_count(0)
+    expect(page.locator("#fused-caption")).not_to_contain_text("reranked")

@@ -100,13 +100,23 @@ const STAGES = [
   ["semantic", "semantic_time_ms"],
   ["lexical", "lexical_time_ms"],
   ["fusion", "fusion_time_ms"],
+  ["rerank", "rerank_time_ms"],  // shown only for a reranked answer (see `reranked`)
   ["total", "total_time_ms"],
 ];
 
-function renderTimings(metrics) {
+const hasValue = (value) => value !== null && value !== undefined;
+
+/** Whether a second stage (`RERANKER`) ordered this answer: its hits carry `rerank_score`. */
+function reranked(answer) {
+  // rerank_time_ms alone cannot tell: it is 0 when no reranker ran, and also on a cached reranked answer.
+  return answer.results.some((hit) => hasValue(hit.rerank_score)) || answer.metrics.rerank_time_ms > 0;
+}
+
+function renderTimings(metrics, { withRerank }) {
   const total = Math.max(metrics.total_time_ms, 0.001);
+  const stages = STAGES.filter(([name]) => name !== "rerank" || withRerank);
   byId("timings-body").replaceChildren(
-    ...STAGES.map(([name, key]) => {
+    ...stages.map(([name, key]) => {
       const fill = el("div", { class: `fill ${name}` });
       fill.style.width = `${Math.min(100, (metrics[key] / total) * 100).toFixed(1)}%`;
       return el("div", { class: "timing", "data-stage": name },
@@ -141,10 +151,12 @@ function breakdown(hit) {
     split.append(share);
   }
   return el("div", { class: "breakdown" },
-    // final_score is the readable relevance in [0, 1]; the fused score (what ordered the hits) is the
-    // contributions' sum, on the fusion's own scale.
+    // final_score is the readable relevance in [0, 1]; the fused score (what ordered the hits, unless a
+    // reranker did) is the contributions' sum, on the fusion's own scale.
     el("div", { class: "final", title: "final_score: a relevance in [0, 1], what min_score thresholds",
       text: `relevance ${fmt(hit.final_score)}` }),
+    hasValue(hit.rerank_score) ? el("div", { class: "rerank-score", title: "rerank_score: the second stage's score",
+      text: `rerank score ${fmt(hit.rerank_score)} (what ordered the hits)` }) : null,
     el("div", { class: "fused-score", text: `fused score ${fmt(contributions.score ?? null)}${parts.fusion ? ` (${parts.fusion.method})` : ""}` }),
     el("table", {},
       el("tr", {}, el("th", { text: "leg" }), el("th", { text: "rank" }), el("th", { text: "raw score" }), el("th", { text: "contribution" })),
@@ -158,7 +170,8 @@ function breakdown(hit) {
 }
 
 function renderFused(answer, openDocument) {
-  byId("fused-caption").textContent = `${count(answer.results.length, "hit")} · ${answer.search_strategy} · fusion ${answer.fusion_method}`;
+  byId("fused-caption").textContent = `${count(answer.results.length, "hit")} · ${answer.search_strategy} · fusion ${answer.fusion_method}`
+    + `${reranked(answer) ? " · reranked" : ""}`;
   byId("fused-list").replaceChildren(...answer.results.map((hit) => el("li", { class: "hit", "data-id": hit.id },
     el("div", { class: "rank", text: hit.rank }),
     el("div", {},
@@ -216,7 +229,7 @@ export function renderAnswer(answer, openDocument) {
   degraded.textContent = answer.degraded
     ? `Degraded answer: ${answer.degraded_reasons.join(", ")} — the other leg answered alone.` : "";
   renderDecision(answer);
-  renderTimings(answer.metrics);
+  renderTimings(answer.metrics, { withRerank: reranked(answer) });
   renderFused(answer, openDocument);
   renderLegs(answer, openDocument);
   for (const id of ["overview", "fused", "legs"]) byId(id).hidden = false;
