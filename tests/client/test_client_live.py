@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from poimen_client.clients import PoimenClient
-from poimen_client.errors import ConflictError, InvalidRequestError, NotFoundError
+from poimen_client.errors import ConflictError, InvalidRequestError, NotFoundError, PayloadTooLargeError
 from poimen_client.models import Document, DocumentFilter, FusionWeights, SearchFilters, SearchQuery
 from poimen_client.project_ids import PROJECT_ID_RULE
 
@@ -366,3 +366,14 @@ def test_the_readme_example_runs_against_the_live_service(service_url: str, caps
     exec(code, {})  # noqa: S102 - the README's own example
 
     assert "(1, 'runbook-1')" in capsys.readouterr().out
+
+
+def test_headers_over_the_services_limit_are_a_payload_too_large_error(service_url: str) -> None:
+    # The service answers 431 from its HTTP layer; the client had no class for it (a bare ServiceError).
+    with (
+        PoimenClient(service_url, headers={"X-Padding": "x" * 70_000}) as padded,
+        pytest.raises(PayloadTooLargeError) as refused,
+    ):
+        padded.list_projects()
+
+    assert refused.value.status == 431

@@ -89,9 +89,9 @@ class InvalidRequestError(ServiceError):
 
 
 class PayloadTooLargeError(InvalidRequestError):
-    """413: a document (or the whole body) is over the service's size limit."""
+    """413: a document (or the whole body) is over the service's size limit; 431: the request's headers are."""
 
-    status_codes = frozenset({413})
+    status_codes = frozenset({413, 431})
 
 
 class UnauthorizedError(ServiceError):
