@@ -41,7 +41,7 @@ from app.engines.opensearch_responses import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
     from opensearchpy import AsyncOpenSearch
 
@@ -51,6 +51,8 @@ DELETE_CLAUSES_PER_REQUEST: Final = 200
 """Documents per `delete_by_query`; stays well under OpenSearch's default 1024 boolean clauses."""
 IDLE_CHECK_INTERVAL_S: Final = 5.0
 """How often an empty `replace_documents` (the outbox's idle call) checks that the known project indexes are there."""
+PRUNE_INTERVAL_S: Final = 60.0
+"""How often the idle call deletes the indexes of projects that hold no document (`prune_emptied_projects`)."""
 
 
 logger = logging.getLogger(__name__)
@@ -71,6 +73,13 @@ class OpenSearchLexicalIndex:
     project's alias leads to the index it led to before, creates it on the project's first write,
     and recreates a lost one and calls `refill(project_id)` (queue the project again) when it was lost
     or replaced (`app.engines.opensearch_generation`).
+
+    Given `holds_documents(project_id)` and `projects_with_documents()` (PostgreSQL, the source of truth),
+    the index of a project that holds no document is deleted: once a batch deleted its last documents, and
+    on the outbox's idle call every `PRUNE_INTERVAL_S` for any other (`prune_emptied_projects`). A deleted
+    project's empty index was kept for ever, a shard each, until the cluster's shard limit refused new ones.
+    Every replica then reads a missing index of such a project as deleted on purpose, not lost: no
+    recreating, no refill, no unready `ping`.
     """
 
     name = ENGINE_NAME
@@ -85,13 +94,19 @@ class OpenSearchLexicalIndex:
         bulk_chunk_size: int = 500,
         replicas: int = 1,
         refill: Callable[[str], Awaitable[object]] | None = None,
+        holds_documents: Callable[[str], Awaitable[bool]] | None = None,
+        projects_with_documents: Callable[[], Awaitable[Collection[str]]] | None = None,
     ) -> None:
         self._client = client
         self._timeout_s = timeout_s
         self._forward_jwt = forward_jwt
         self._bulk_chunk_size = bulk_chunk_size
         self._last_idle_check_s = float("-inf")
-        self.generation = ProjectGenerations(client, base=index, replicas=replicas, refill=refill)
+        self._last_prune_s = float("-inf")
+        self._projects_with_documents = projects_with_documents
+        self.generation = ProjectGenerations(
+            client, base=index, replicas=replicas, refill=refill, holds_documents=holds_documents
+        )
         """The project index generations this adapter writes to (`alias_missing`, `refills`, `of(project)`)."""
 
     def _request_options(self, *, as_caller: bool = False) -> dict[str, Any]:
@@ -120,10 +135,14 @@ class OpenSearchLexicalIndex:
             try:
                 response = await self._client.search(index=alias, body=body, **self._request_options(as_caller=True))
             except NotFoundError:
-                if self.generation.is_known(filters.project_id):
-                    msg = f"opensearch alias {alias} leads to no index"
-                    raise EngineUnavailableError(msg, engine=ENGINE_NAME) from None
-                return []
+                if not self.generation.is_known(filters.project_id):
+                    return []
+                generation = self.generation.of(filters.project_id)
+                if not await generation.holds_documents():  # deleted with its project, maybe by another replica
+                    self.generation.forget(filters.project_id)
+                    return []
+                msg = f"opensearch alias {alias} leads to no index"
+                raise EngineUnavailableError(msg, engine=ENGINE_NAME) from None
         return parse_search_response(response)
 
     async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
@@ -151,9 +170,17 @@ class OpenSearchLexicalIndex:
             if now_s - self._last_idle_check_s >= IDLE_CHECK_INTERVAL_S:
                 self._last_idle_check_s = now_s
                 await self.generation.check_known(options)
+            if now_s - self._last_prune_s >= PRUNE_INTERVAL_S:
+                self._last_prune_s = now_s
+                await self.prune_emptied_projects()
             return
         with translate_errors():
-            await self.generation.verify((document.project_id for document in documents), options)
+            absent = await self.generation.verify((document.project_id for document in documents), options)
+            # A project left without an index holds no document: its deletes have nothing to delete, and
+            # chunks written for it are a stale writer's, of documents deleted since. Nothing to write.
+            documents = [document for document in documents if document.project_id not in absent]
+            if not documents:
+                return
             stale = await self._claim_markers(documents, options)
             fresh = [document for document in documents if (document.project_id, document.document_id) not in stale]
             # A stale document writes no chunk and counts as superseded: its delete takes back whatever
@@ -161,6 +188,12 @@ class OpenSearchLexicalIndex:
             superseded = await self._index_chunks(fresh, options) | stale
             await self._delete_stale_chunks(documents, superseded=superseded, options=options)
             await self._take_back_overtaken(fresh, superseded=superseded, options=options)
+        if self._projects_with_documents is not None:
+            # A project whose last documents this batch deleted (a project deleted whole, say) loses its
+            # index now rather than at the next periodic prune.
+            deleting = {document.project_id for document in documents} - {d.project_id for d in documents if d.chunks}
+            for project_id in sorted(deleting):
+                await self._prune_if_emptied(project_id, options)
 
     async def _claim_markers(
         self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
@@ -264,6 +297,33 @@ class OpenSearchLexicalIndex:
             )
             raise_for_by_query_failures(response)
 
+    async def prune_emptied_projects(self) -> list[str]:
+        """Delete the index of every project that holds no document in PostgreSQL; the projects pruned, sorted.
+
+        Each is asked again just before its index goes, under its generation's lock, so a project written
+        meanwhile keeps it. Should a write still slip in between (its first document committed after that
+        question), its index is lost like any other and recreated and refilled by the next check.
+        """
+        if self._projects_with_documents is None:
+            return []
+        options = self._request_options()
+        listed = await self.generation.discover(options)
+        emptied = sorted(set(listed) - set(await self._projects_with_documents()))
+        pruned = [project_id for project_id in emptied if await self._prune_if_emptied(project_id, options)]
+        if pruned:
+            logger.info("opensearch indexes of %d projects holding no document deleted", len(pruned))
+        return pruned
+
+    async def _prune_if_emptied(self, project_id: str, options: Mapping[str, Any]) -> bool:
+        """Delete the project's index if PostgreSQL holds no document of it (asked under the project's lock)."""
+        generation = self.generation.of(project_id)
+        async with generation.lock:
+            if await generation.holds_documents():
+                return False
+            await self._delete_project_index(project_id, options)
+        self.generation.forget(project_id)
+        return True
+
     async def discover_projects(self) -> int:
         """Learn every project index the cluster holds (at start), so the loss of any is noticed; how many."""
         return len(await self.generation.discover(self._request_options()))
@@ -274,7 +334,10 @@ class OpenSearchLexicalIndex:
         The markers go too, or they would pile up forever: outbox versions come from one sequence, so
         every later write of the project is newer anyway. Its next write creates the index anew.
         """
-        options = self._request_options()
+        await self._delete_project_index(project_id, self._request_options())
+        self.generation.forget(project_id)
+
+    async def _delete_project_index(self, project_id: str, options: Mapping[str, Any]) -> None:
         alias = self.generation.alias(project_id)
         with translate_errors():
             try:
@@ -282,7 +345,6 @@ class OpenSearchLexicalIndex:
                 await self._client.indices.delete(index=",".join(indexes), **options)
             except NotFoundError:
                 pass  # nothing indexed, or another replica deleted it first
-        self.generation.forget(project_id)
 
     async def ping(self) -> None:
         """Return when the cluster answers and every known project's alias leads to an index.

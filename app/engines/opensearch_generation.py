@@ -81,9 +81,10 @@ class IndexGeneration:
         alias: str,
         recreate: Callable[[], Awaitable[object]],
         refill: Callable[[], Awaitable[object]] | None,
+        holds_documents: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._client, self._alias = client, alias
-        self._recreate, self._refill = recreate, refill
+        self._recreate, self._refill, self._holds_documents = recreate, refill, holds_documents
         self._seen: Generation | None = None
         self._refill_owed = False
         self._lock = asyncio.Lock()
@@ -101,8 +102,22 @@ class IndexGeneration:
                 return None
         return generation_from_settings(self._alias, response)
 
-    async def verify(self, options: Mapping[str, Any]) -> None:
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held while the project's index is checked, made or deleted in this process."""
+        return self._lock
+
+    async def holds_documents(self) -> bool:
+        """Whether PostgreSQL holds a document of the project (always True without a way to ask)."""
+        return self._holds_documents is None or await self._holds_documents()
+
+    async def verify(self, options: Mapping[str, Any]) -> bool:
         """Return once the alias leads to an index that holds (or is being refilled with) the project's chunks.
+
+        False, with no index made, when the alias leads nowhere and the project holds no document in
+        PostgreSQL: its index was deleted with the project (`ProjectGenerations.prune`, on any replica), and
+        what is being written can only be deletes or a stale writer's chunks of documents deleted since.
+        The project is forgotten: its next document creates the index anew.
 
         Raises:
             EngineError: the cluster failed, the index could not be recreated, or the refill failed;
@@ -110,6 +125,9 @@ class IndexGeneration:
         """
         async with self._lock:  # one check at a time per process: a replacement is refilled once here
             found = await self.current(options)
+            if found is None and not await self.holds_documents():
+                self._seen, self._refill_owed, self.alias_missing = None, False, False
+                return False
             if found is None and self._seen is None:
                 await self._recreate()  # a first write: nothing was there to lose
                 found = await self._required(options)
@@ -133,6 +151,7 @@ class IndexGeneration:
                     await self._refill()  # on failure the refill stays owed: the next write tries again
                 self._refill_owed = False
                 self.refills += 1
+            return True
 
     @property
     def seen(self) -> Generation | None:
@@ -162,8 +181,10 @@ class ProjectGenerations:
         base: str,
         replicas: int,
         refill: Callable[[str], Awaitable[object]] | None,
+        holds_documents: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         self._client, self._base, self._replicas, self._refill = client, base, replicas, refill
+        self._holds_documents = holds_documents
         self._by_project: dict[str, IndexGeneration] = {}
         self._forgotten_refills = 0
 
@@ -185,7 +206,12 @@ class ProjectGenerations:
                 if self._refill is not None:
                     await self._refill(project_id)
 
-            generation = IndexGeneration(self._client, alias=alias, recreate=recreate, refill=refill)
+            async def holds_documents() -> bool:
+                return self._holds_documents is None or await self._holds_documents(project_id)
+
+            generation = IndexGeneration(
+                self._client, alias=alias, recreate=recreate, refill=refill, holds_documents=holds_documents
+            )
             self._by_project[project_id] = generation
         return generation
 
@@ -200,14 +226,19 @@ class ProjectGenerations:
         if dropped is not None:
             self._forgotten_refills += dropped.refills
 
-    async def verify(self, project_ids: Iterable[str], options: Mapping[str, Any]) -> None:
-        """`IndexGeneration.verify` every listed project, concurrently; the first failure is raised once all ended."""
+    async def verify(self, project_ids: Iterable[str], options: Mapping[str, Any]) -> frozenset[str]:
+        """`IndexGeneration.verify` every listed project, concurrently; the projects left without an index.
+
+        The first failure is raised once all ended.
+        """
+        listed = sorted(set(project_ids))
         results = await asyncio.gather(
-            *(self.of(project_id).verify(options) for project_id in sorted(set(project_ids))), return_exceptions=True
+            *(self.of(project_id).verify(options) for project_id in listed), return_exceptions=True
         )
         failure = next((result for result in results if isinstance(result, BaseException)), None)
         if failure is not None:
             raise failure
+        return frozenset(project_id for project_id, indexed in zip(listed, results, strict=True) if indexed is False)
 
     async def discover(self, options: Mapping[str, Any]) -> dict[str, Generation]:
         """Every project index of the current schema the cluster holds now (one request); each becomes known."""
@@ -232,10 +263,19 @@ class ProjectGenerations:
         await self.verify((project_id for project_id, seen in known.items() if listed.get(project_id) != seen), options)
 
     async def lost(self, options: Mapping[str, Any]) -> list[str]:
-        """The known projects whose alias leads to no index now, sorted."""
+        """The known projects whose alias leads to no index now, sorted; a project holding no document is not lost.
+
+        Such a project's index was deleted with it (`prune`, maybe by another replica): it is forgotten here.
+        """
         known = [project_id for project_id, generation in self._by_project.items() if generation.seen is not None]
         listed = await self.discover(options)
-        return sorted(project_id for project_id in known if project_id not in listed)
+        lost: list[str] = []
+        for project_id in sorted(project_id for project_id in known if project_id not in listed):
+            if await self.of(project_id).holds_documents():
+                lost.append(project_id)
+            else:
+                self.forget(project_id)
+        return lost
 
     @property
     def alias_missing(self) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.config import ConfigurationError
+from app.domain.catalog import DocumentSelection
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.embedder import EmbedderOptions, canonical_model_name, load_embedder
 from app.engines.migrate import check_schema_revision, run_migrations
@@ -72,8 +73,11 @@ async def _open_lexical(
             timeout_s=settings.opensearch_timeout_s,
             forward_jwt=settings.opensearch_auth == "forward_jwt",
             replicas=settings.opensearch_replicas,
-            # A lost or replaced project index is refilled from PostgreSQL, the source of truth.
+            # A lost or replaced project index is refilled from PostgreSQL, the source of truth; the index
+            # of a project PostgreSQL holds no document of is deleted, and its loss is no loss.
             refill=lambda project_id: rebuild_project(store, project_id),
+            holds_documents=lambda project_id: holds_documents(store, project_id),
+            projects_with_documents=store.project_ids,
         )
         await index.discover_projects()  # every project index there now is known: its loss is noticed
         if shared_index_left:
@@ -90,6 +94,11 @@ async def _open_lexical(
     tantivy_index = TantivyLexicalIndex(settings.poimen_data_dir / "lexical")
     stack.push_async_callback(tantivy_index.close)
     return tantivy_index, tantivy_index.close
+
+
+async def holds_documents(store: DocumentStore, project_id: str) -> bool:
+    """Whether the store holds a document of the project (one row read, not a count)."""
+    return bool(await store.list_documents(DocumentSelection(project_id), after=None, limit=1))
 
 
 async def refill_recreated_lexical_index(lexical: LexicalIndex, store: DocumentStore) -> int:

@@ -19,7 +19,7 @@ from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_lifecycle import ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, versioned_index_name
 from app.engines.opensearch_projects import project_alias
-from tests.contract.lexical_index import PROJECT, documents_of, make_chunk, search_ids
+from tests.contract.lexical_index import OTHER_PROJECT, PROJECT, deletion_of, documents_of, make_chunk, search_ids
 from tests.contract.opensearch_servers import delete_indexes
 
 if TYPE_CHECKING:
@@ -216,3 +216,107 @@ async def test_a_deleted_project_is_forgotten_so_its_next_write_refills_nothing(
 
     assert refills.calls == 0
     assert await search_ids(index, "chalk") == ["new"]
+
+
+class Holdings:
+    """Which projects PostgreSQL holds a document of, as the wiring asks the store."""
+
+    def __init__(self, *project_ids: str) -> None:
+        self.project_ids = set(project_ids)
+
+    async def holds(self, project_id: str) -> bool:
+        return project_id in self.project_ids
+
+    async def listed(self) -> list[str]:
+        return sorted(self.project_ids)
+
+
+def pruning_adapter(
+    client: AsyncOpenSearch, alias: str, refills: Refills, holdings: Holdings
+) -> OpenSearchLexicalIndex:
+    return OpenSearchLexicalIndex(
+        client,
+        index=alias,
+        timeout_s=30.0,
+        replicas=0,
+        refill=refills,
+        holds_documents=holdings.holds,
+        projects_with_documents=holdings.listed,
+    )
+
+
+async def index_exists(client: AsyncOpenSearch, alias: str, project_id: str = PROJECT) -> bool:
+    return bool(await client.indices.exists_alias(name=project_alias(alias, project_id)))
+
+
+async def test_a_deleted_projects_index_is_pruned_and_another_replica_reads_it_as_deleted_not_lost(
+    client: AsyncOpenSearch, alias: str
+) -> None:
+    # An empty index stayed for every deleted project, a shard each, until the shard limit refused new ones.
+    holdings, refills = Holdings(PROJECT, OTHER_PROJECT), Refills()
+    pruner, other = pruning_adapter(client, alias, refills, holdings), pruning_adapter(client, alias, refills, holdings)
+    await write(pruner, "doomed", "basalt of a project about to go")
+    await write(pruner, "kept", "basalt of a project that stays", project_id=OTHER_PROJECT)
+    await other.discover_projects()  # the other replica knows the project: a missing index would be a loss
+    holdings.project_ids.discard(PROJECT)  # the project deleted in PostgreSQL
+
+    await pruner.replace_documents([deletion_of(PROJECT, "doomed")])  # its last document's delete
+
+    assert not await index_exists(client, alias)
+    assert await index_exists(client, alias, OTHER_PROJECT)
+    await other.ping()  # ready: not lost
+    assert await other.search(LexicalQuery("basalt"), top_k=5, filters=Filters(PROJECT)) == []
+    await other.generation.check_known(other._request_options())
+    assert not await index_exists(client, alias)  # not recreated empty by the replica that knew it
+    assert refills.calls == 0
+    assert await search_ids(other, "basalt", filters=Filters(OTHER_PROJECT)) == ["kept"]
+
+
+async def test_a_delete_or_a_stale_write_for_a_pruned_project_makes_no_index(
+    client: AsyncOpenSearch, alias: str
+) -> None:
+    holdings, refills = Holdings(PROJECT), Refills()
+    index = pruning_adapter(client, alias, refills, holdings)
+    await write(index, "gone", "granite gone")
+    holdings.project_ids.clear()  # emptied with no delete through this replica: the periodic prune finds it
+    assert await index.prune_emptied_projects() == [PROJECT]
+
+    await index.replace_documents([deletion_of(PROJECT, "gone")])  # a replica's late delete
+    await write(index, "gone", "granite written by a writer older than the delete")  # a stale writer
+
+    assert not await index_exists(client, alias)
+    assert refills.calls == 0
+
+
+async def test_a_project_written_again_after_its_prune_gets_a_new_index(client: AsyncOpenSearch, alias: str) -> None:
+    holdings, refills = Holdings(PROJECT), Refills()
+    pruner, other = pruning_adapter(client, alias, refills, holdings), pruning_adapter(client, alias, refills, holdings)
+    await write(pruner, "first", "marble first life")
+    await other.discover_projects()
+    holdings.project_ids.clear()
+    await pruner.replace_documents([deletion_of(PROJECT, "first")])
+
+    holdings.project_ids.add(PROJECT)
+    await write(pruner, "second", "marble second life")
+
+    assert await search_ids(pruner, "marble") == ["second"]
+    assert await search_ids(other, "marble") == ["second"]
+    assert refills.calls == 0  # a new index on a first write, not a loss
+
+
+async def test_a_project_holding_documents_is_never_pruned_and_its_lost_index_is_still_refilled(
+    client: AsyncOpenSearch, alias: str
+) -> None:
+    holdings, refills = Holdings(PROJECT), Refills()
+    index = pruning_adapter(client, alias, refills, holdings)
+    await write(index, "stays", "slate that stays")
+
+    assert await index.prune_emptied_projects() == []
+    await index.replace_documents([deletion_of(PROJECT, "no-such-document")])  # a delete leaving others
+    assert await index_exists(client, alias)
+    await client.indices.delete(index=project_index(alias))
+    with pytest.raises(EngineUnavailableError):
+        await index.ping()
+    await write(index, "after", "slate after the loss")
+
+    assert refills.projects == [PROJECT]

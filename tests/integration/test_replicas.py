@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import NotFoundError
 from osmem_server import OsmemServer
 from sqlalchemy import text
 
@@ -31,7 +32,7 @@ from tests.contract.opensearch_servers import stop_osmem
 from tests.integration.conftest import ServiceProcess, cli_environment, free_port, poimen_executable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Awaitable, Callable, Iterator
     from pathlib import Path
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -127,6 +128,48 @@ async def test_a_write_through_one_replica_is_read_at_once_through_another(repli
     assert after_change["cached"] is False
 
 
+async def test_a_project_deleted_through_one_replica_loses_its_index_and_no_replica_reads_that_as_a_loss(
+    replicas: Replicas,
+) -> None:
+    # Its empty index stayed for ever, a shard each; and deleting it by hand made every replica unready.
+    writer, deleter, reader = (service.url for service in replicas.services)
+    opensearch = AsyncOpenSearch(hosts=[replicas.opensearch_url])
+    query = {"query": "which key opens the archive", "project": "gone", "strategy": "lexical", "limit": 5}
+    try:
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            for number in range(3):
+                created = await client.post(f"{writer}/v1/projects/gone/documents", json=document_body(f"n{number}", 1))
+                assert created.status_code == 201, created.text
+            await wait_for(lambda: opensearch.indices.exists_alias(name=project_alias(OPENSEARCH_INDEX, "gone")))
+            found = (await client.get(f"{reader}/memory/query", params=query)).json()  # the reader knows the index
+
+            deleted = await client.delete(f"{deleter}/v1/projects/gone")
+            assert deleted.json()["deleted"] == 3
+            await wait_for(_not(lambda: opensearch.indices.exists_alias(name=project_alias(OPENSEARCH_INDEX, "gone"))))
+            after = [(await client.get(f"{url}/memory/query", params=query)).json() for url in (writer, reader)]
+            ready = [(await client.get(f"{url}/readyz")).json()["status"] for url in (writer, deleter, reader)]
+    finally:
+        await opensearch.close()
+
+    assert [hit["document_id"] for hit in found["results"]][:1] in (["n0"], ["n1"], ["n2"])
+    assert [(answer["results"], answer["degraded"]) for answer in after] == [([], False), ([], False)]
+    assert ready == ["ready", "ready", "ready"]
+
+
+def _not(check: Callable[[], Awaitable[bool]]) -> Callable[[], Awaitable[bool]]:
+    async def negated() -> bool:
+        return not await check()
+
+    return negated
+
+
+async def wait_for(check: Callable[[], Awaitable[object]], timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
 @dataclass
 class Acknowledged:
     """What the clients were told: every 2xx with when it was asked and answered (monotonic seconds)."""
@@ -211,6 +254,8 @@ async def opensearch_chunks(opensearch_url: str) -> dict[str, set[tuple[str, str
             index=project_alias(OPENSEARCH_INDEX, "chaos"),
             body={"size": 10_000, "query": {"term": {"project_id": "chaos"}}},
         )
+    except NotFoundError:
+        return {}  # every document ended deleted: the project's index went with the last one
     finally:
         await client.close()
     by_document: dict[str, set[tuple[str, str]]] = {}
