@@ -11,6 +11,7 @@ every event loop (tests run several) and synchronous callers alike.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 Vectors = list[list[float]]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -63,7 +66,7 @@ class MicroBatcher:
             if self._closed:
                 msg = "the query embedder is closed"
                 raise RuntimeError(msg)
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():  # started once; again should it ever end
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
         self._queue.put(request)
@@ -101,9 +104,19 @@ class MicroBatcher:
             if first is None:
                 return
             batch, stopping = self._collect(first)
-            self._serve(batch)
+            try:
+                self._serve(batch)
+            except Exception:  # the thread serves every later query: it must outlive any one batch
+                logger.exception("query embedding batch failed unexpectedly")
 
     def _serve(self, batch: list[_Request]) -> None:
+        # A caller that gave up (its search timed out: `asyncio.wrap_future` cancels this future) is left
+        # out, its texts not encoded; the rest can no longer be cancelled. Setting a result on a cancelled
+        # future raised `InvalidStateError` here and killed the thread: every later query then waited for
+        # its timeout, the semantic leg lost until a restart.
+        batch = [request for request in batch if request.future.set_running_or_notify_cancel()]
+        if not batch:
+            return
         texts = [text for request in batch for text in request.texts]
         try:
             vectors = self._encode(texts)

@@ -139,3 +139,39 @@ async def test_any_encoder_failure_reaches_callers_as_the_engine_error() -> None
     with pytest.raises(EngineUnavailableError, match="embedding failed"):
         await serving.embed_documents(["p"])
     serving.close()
+
+
+async def test_a_caller_that_gave_up_is_left_out_and_the_worker_serves_every_later_query() -> None:
+    # A search that timed out cancels its future; setting its result killed the worker thread, and every
+    # later query then waited for its own timeout (the semantic leg lost until a restart).
+    encoder = GatedEncoder()
+    batcher = MicroBatcher(encoder.encode, max_texts=32, wait_s=0.0)
+    first = asyncio.wrap_future(batcher.submit(["a"]))
+    await asyncio.to_thread(encoder.first_pass_started.wait, 30)
+    abandoned = batcher.submit(["gave up"])
+    kept = asyncio.wrap_future(batcher.submit(["kept"]))
+    assert abandoned.cancel()
+
+    encoder.gate.set()
+    served = await asyncio.wait_for(asyncio.gather(first, kept), timeout=10)
+    later = await asyncio.wait_for(asyncio.wrap_future(batcher.submit(["later"])), timeout=10)
+    batcher.close()
+
+    assert served == [[[1.0, 0.0]], [[4.0, 0.0]]]
+    assert encoder.batches == [["a"], ["kept"], ["later"]]  # the abandoned text was never encoded
+    assert later == [[5.0, 0.0]]
+
+
+async def test_a_caller_cancelled_while_its_pass_runs_gets_nothing_and_the_worker_lives_on() -> None:
+    encoder = GatedEncoder()
+    batcher = MicroBatcher(encoder.encode, max_texts=32, wait_s=0.0)
+    running = batcher.submit(["a"])
+    await asyncio.to_thread(encoder.first_pass_started.wait, 30)
+
+    assert not running.cancel()  # being encoded: too late to cancel, the result is simply not awaited
+    encoder.gate.set()
+    later = await asyncio.wait_for(asyncio.wrap_future(batcher.submit(["bb"])), timeout=10)
+    batcher.close()
+
+    assert running.result() == [[1.0, 0.0]]
+    assert later == [[2.0, 0.0]]
