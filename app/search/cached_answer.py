@@ -13,11 +13,17 @@ from app.observability.metrics import record_search
 from app.observability.spans import SPAN_ATTRIBUTE_CACHED
 
 if TYPE_CHECKING:
+    from app.domain.models import QueryAnalysis
     from app.search.calls import SearchOutcome
 
 
-def cached_outcome(cached: SearchOutcome, *, arm: str, optimize_ms: float, started: float) -> SearchOutcome:
-    """`cached` as this request's answer (`cached`, its total time), recorded as an answered search.
+def cached_outcome(
+    cached: SearchOutcome, *, analysis: QueryAnalysis, arm: str, optimize_ms: float, started: float
+) -> SearchOutcome:
+    """`cached` as this request's answer (`cached`, its total time, its own `analysis`), recorded as answered.
+
+    The key holds the plan, not the query's letters: `Falcon` and `falcon` may share an answer, but each
+    request's explain output reads its own query (the names it found by their capitals, say).
 
     A hit is still an answered query: counted with only the stages it ran (optimize, total), and marked on
     the request's span. `started` is the request's `time.perf_counter()` at its start.
@@ -33,4 +39,4 @@ def cached_outcome(cached: SearchOutcome, *, arm: str, optimize_ms: float, start
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attribute(SPAN_ATTRIBUTE_CACHED, True)  # noqa: FBT003 - OTel's attribute API is positional
-    return replace(cached, cached=True, total_ms=total_ms, optimize_ms=optimize_ms)
+    return replace(cached, cached=True, total_ms=total_ms, optimize_ms=optimize_ms, analysis=analysis)

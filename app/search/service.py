@@ -269,7 +269,11 @@ class SearchService:
         call, plan, arm = prepared.call, prepared.plan, prepared.arm
         if prepared.cached is not None:
             outcome = cached_outcome(
-                prepared.cached, arm=arm, optimize_ms=prepared.optimize_ms, started=prepared.started
+                prepared.cached,
+                analysis=prepared.analysis,
+                arm=arm,
+                optimize_ms=prepared.optimize_ms,
+                started=prepared.started,
             )
             knobs = prepared.resolved.knobs
             outcome = replace(outcome, generation=prepared.generation, ranking_changed=prepared.ranking_changed)

@@ -99,3 +99,18 @@ async def test_a_single_leg_strategy_has_no_ranking_for_the_other_leg(api_client
 
     assert answer["leg_rankings"]["semantic"] is None
     assert [hit["document_id"] for hit in answer["leg_rankings"]["lexical"]] == ["d5"]
+
+
+async def test_a_cached_answer_explains_this_requests_query_not_the_one_that_filled_the_cache(
+    api_client, project
+) -> None:
+    # The key holds the plan; the two spellings share an answer, but "names" come from the capitals.
+    capitalised = {"query": "Falcon Raptors painting", "project": project, "strategy": "hybrid", "explain": True}
+    lowercase = {**capitalised, "query": "falcon raptors painting"}
+
+    first = await search(api_client, capitalised)
+    second = await search(api_client, lowercase)
+
+    assert (first["cached"], second["cached"]) == (False, True)
+    assert first["query_analysis"]["entities"]["names"] == ["falcon", "raptors"]
+    assert second["query_analysis"]["entities"]["names"] == []
