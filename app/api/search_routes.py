@@ -123,7 +123,14 @@ def _paging(
     if values.get("f") != _fingerprint(query, options, as_of):
         msg = "cursor belongs to another query, other options or another as_of"
         raise InvalidQueryError(msg, field="cursor")
-    if not isinstance(start, int) or not 0 <= start < PAGE_DEPTH or not isinstance(generation, int | None):
+    # A bool is an int to isinstance: `"o": true` was taken for offset 1 and echoed as `"offset": true`.
+    if (
+        not isinstance(start, int)
+        or isinstance(start, bool)
+        or not 0 <= start < PAGE_DEPTH
+        or not isinstance(generation, int | None)
+        or isinstance(generation, bool)
+    ):
         msg = "cursor is not a cursor this endpoint returned"
         raise InvalidQueryError(msg, field="cursor")
     clock = as_of or _cursor_clock(values) or datetime.now(UTC)

@@ -219,3 +219,16 @@ async def test_explain_shows_the_range_the_search_applied_beside_the_one_the_que
     assert (analysis["applied_event_time_from"], analysis["applied_event_time_to"]) == tuple(apart.values())
     assert analysis["undated_included"] is False
     assert {hit["id"].split("#")[0] for hit in with_filters.json()["results"]} == {"earlier"}
+
+
+async def test_a_cursor_whose_offset_or_generation_is_a_boolean_is_refused(api_client, project) -> None:
+    # JSON true passed for offset 1: the answer then said `"offset": true` and ranked from 2.
+    params = {"query": "painted", "project": project, "limit": "1"}
+    first = (await get(api_client, params | {"offset": "0"})).json()
+    values = decode_cursor(first["next_cursor"], kind="search")
+
+    responses = [
+        await get(api_client, params | {"cursor": encode_cursor("search", {**values, key: True})}) for key in ("o", "g")
+    ]
+
+    assert [(response.status_code, response.json()["field"]) for response in responses] == [(400, "cursor")] * 2
