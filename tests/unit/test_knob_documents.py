@@ -15,6 +15,7 @@ from annotated_types import Ge, Le
 from app.config import Settings
 from app.knobs import KNOB_ALIASES, KNOB_NAMES, SearchKnobs
 from app.search.flags import parse_flags_file
+from app.search.knob_source import flag_key
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "poimen-memory"
@@ -92,3 +93,11 @@ def test_readme_lists_every_knob_with_its_default(name: str) -> None:
     shown = "unset" if default is None else str(default.value if isinstance(default, enum.Enum) else default).lower()
 
     assert f"| `{name.upper()}` | {shown} |" in readme
+
+
+def test_chart_openfeature_flags_schema_names_every_knob_in_kebab_case() -> None:
+    # The service evaluates every knob as a flag; the schema refused eleven of them (the evidence boosts,
+    # rate limits, neighbour sharing, ...), so a FeatureFlag could not set them.
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["openfeature"]["properties"]
+
+    assert schema["flags"]["propertyNames"]["enum"] == sorted(flag_key(name) for name in KNOB_NAMES)
