@@ -548,3 +548,37 @@ def test_values_follow_the_house_order_and_every_key_is_commented() -> None:
     assert keys.index("topologySpreadConstraints") > keys.index("existingSecret")
     assert uncommented == []
     assert set(keys) == set(yaml.safe_load((CHART / "values.schema.json").read_text())["properties"]) - {"global"}
+
+
+def test_a_pod_serves_on_until_proxies_forget_it_and_drains_within_its_grace_period(
+    default_render: list[Manifest],
+) -> None:
+    # uvicorn closes its port at SIGTERM, while kube-proxy and ingresses still send it new connections;
+    # the drain (20 s of requests, 10 s of outbox, the trace flush) could outlast the old 30 s grace.
+    pod = find(default_render, "Deployment")["spec"]["template"]["spec"]
+    command = main_container(default_render)["lifecycle"]["preStop"]["exec"]["command"]
+
+    assert command == ["sleep", "10"]
+    assert pod["terminationGracePeriodSeconds"] >= 10 + 20 + 10 + 5
+    assert "lifecycle" not in main_container(helm_template("--set", "preStopSleepSeconds=0"))
+
+
+def test_the_default_ingress_publishes_the_api_paths_only() -> None:
+    ingress = find(helm_template("--set", "ingress.enabled=true"), "Ingress")
+    paths = {(path["path"], path["pathType"]) for rule in ingress["spec"]["rules"] for path in rule["http"]["paths"]}
+
+    assert paths == {("/v1", "Prefix"), ("/memory/query", "Exact")}  # not /metrics, /readyz, /schema, /console
+
+
+def test_networkpolicy_opens_the_bundled_opensearchs_own_port() -> None:
+    stack = helm_template(
+        "--values", str(CHART / "ci" / "production-stack-values.yaml"), "--set", "opensearch.httpPort=9201"
+    )
+    egress_ports = {
+        port["port"] for rule in network_policies(stack)["poimen-memory"]["egress"] for port in rule["ports"]
+    }
+    url = next(item["value"] for item in main_container(stack)["env"] if item["name"] == "OPENSEARCH_URL")
+
+    assert url.endswith(":9201")
+    assert 9201 in egress_ports
+    assert 9200 not in egress_ports
