@@ -550,6 +550,7 @@ def test_values_follow_the_house_order_and_every_key_is_commented() -> None:
     assert set(keys) == set(yaml.safe_load((CHART / "values.schema.json").read_text())["properties"]) - {"global"}
 
 
+@requires_helm
 def test_a_pod_serves_on_until_proxies_forget_it_and_drains_within_its_grace_period(
     default_render: list[Manifest],
 ) -> None:
@@ -563,6 +564,7 @@ def test_a_pod_serves_on_until_proxies_forget_it_and_drains_within_its_grace_per
     assert "lifecycle" not in main_container(helm_template("--set", "preStopSleepSeconds=0"))
 
 
+@requires_helm
 def test_the_default_ingress_publishes_the_api_paths_only() -> None:
     ingress = find(helm_template("--set", "ingress.enabled=true"), "Ingress")
     paths = {(path["path"], path["pathType"]) for rule in ingress["spec"]["rules"] for path in rule["http"]["paths"]}
@@ -570,6 +572,7 @@ def test_the_default_ingress_publishes_the_api_paths_only() -> None:
     assert paths == {("/v1", "Prefix"), ("/memory/query", "Exact")}  # not /metrics, /readyz, /schema, /console
 
 
+@requires_helm
 def test_networkpolicy_opens_the_bundled_opensearchs_own_port() -> None:
     stack = helm_template(
         "--values", str(CHART / "ci" / "production-stack-values.yaml"), "--set", "opensearch.httpPort=9201"
@@ -582,3 +585,35 @@ def test_networkpolicy_opens_the_bundled_opensearchs_own_port() -> None:
     assert url.endswith(":9201")
     assert 9201 in egress_ports
     assert 9200 not in egress_ports
+
+
+def refused(*args: str) -> str:
+    """What `helm template` says when it refuses the chart with `args`; fails if it renders."""
+    assert HELM is not None
+    result = subprocess.run(
+        [HELM, "template", "x", str(CHART), "--namespace", "search", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode != 0, f"rendered with {args}"
+    return result.stderr
+
+
+@requires_helm
+def test_a_key_file_the_chart_managed_secret_does_not_hold_is_refused_at_render() -> None:
+    # The pod mounted a Secret key that did not exist and stayed in ContainerCreating for ever.
+    assert "set secret.jwtPublicKey" in refused("--set", "jwtKeyFile=publicKey")
+    assert "set secret.jwks" in refused("--set", "jwtKeyFile=jwks")
+    helm_template("--set", "jwtKeyFile=jwks", "--set-string", "secret.jwks=a-jwks-document")  # present: renders
+
+
+@requires_helm
+def test_a_cluster_in_another_namespace_than_the_release_is_refused_at_render() -> None:
+    # secretKeyRef reaches only the pod's own namespace: the server and the Job could not start.
+    stack = str(CHART / "ci" / "production-stack-values.yaml")
+
+    assert "postgresql.namespaceOverride=databases" in refused(
+        "--values", stack, "--set", "postgresql.namespaceOverride=databases"
+    )

@@ -381,6 +381,20 @@ def test_the_bundled_opensearch_alone_logs_in_and_says_loudly_that_tls_is_unveri
     assert "OPENSEARCH_VERIFY_CERTS" not in with_ca.stdout.split("kind: Deployment", 1)[1].split("---", 1)[0]
 
 
+@requires_helm
+def test_an_explicit_verify_certs_true_with_the_bundled_opensearch_is_kept() -> None:
+    # Certificates of a CA the image trusts need no opensearchCa; "true" was silently turned into "false".
+    result = helm(
+        "template", "x", str(CHART), "--set", "postgresql.enabled=true", "--set", "opensearch.enabled=true",
+        "--set-string", "config.OPENSEARCH_VERIFY_CERTS=true",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    deployment = result.stdout.split("kind: Deployment", 1)[1].split("---", 1)[0]
+    assert "OPENSEARCH_VERIFY_CERTS" not in deployment  # the ConfigMap's "true" stands
+    assert 'OPENSEARCH_VERIFY_CERTS: "true"' in result.stdout
+
+
 # --- NOTES.txt ---------------------------------------------------------------------------------------
 
 

@@ -225,6 +225,15 @@ upgrade and `helm template` goes through it.
 {{- else if and (eq $mode "embedded") (or .Values.secret.ownerDatabaseUrl .Values.migrations.ownerDatabaseUrlSecret.name) }}
 {{- fail "secret.ownerDatabaseUrl / migrations.ownerDatabaseUrlSecret are for an external database (the Job's owner URL): set the service's DATABASE_URL too (secret.databaseUrl or existingSecret), or leave them empty" }}
 {{- end }}
+{{- if and .Values.postgresql.enabled (ne (include "poimen-memory.postgresql.namespace" .) .Release.Namespace) }}
+{{- fail (printf "postgresql.namespaceOverride=%s puts the Cluster's Secrets outside the release's namespace %s, but the server and the migrations Job read them by secretKeyRef, which only reaches their own namespace: leave postgresql.namespaceOverride empty, or run your own PostgreSQL with existingSecret" (include "poimen-memory.postgresql.namespace" .) .Release.Namespace) }}
+{{- end }}
+{{- if and .Values.jwtKeyFile (not .Values.existingSecret) }}
+{{- $material := ternary .Values.secret.jwtPublicKey .Values.secret.jwks (eq .Values.jwtKeyFile "publicKey") }}
+{{- if not $material }}
+{{- fail (printf "jwtKeyFile=%s with the chart-managed Secret needs its key: set %s (or existingSecret holding %s); the pod could never mount it" .Values.jwtKeyFile (ternary "secret.jwtPublicKey" "secret.jwks" (eq .Values.jwtKeyFile "publicKey")) (ternary "JWT_PUBLIC_KEY" "JWT_JWKS" (eq .Values.jwtKeyFile "publicKey"))) }}
+{{- end }}
+{{- end }}
 {{- if .Values.opensearch.enabled }}
 {{- if .Values.config.OPENSEARCH_URL }}
 {{- fail "opensearch.enabled=true points OPENSEARCH_URL at the bundled OpenSearch: leave config.OPENSEARCH_URL empty (or disable opensearch to use your own)" }}
@@ -243,9 +252,11 @@ upgrade and `helm template` goes through it.
 {{- end }}
 {{- end }}
 
-{{/* With the bundled OpenSearch and no CA Secret, the demo certificates cannot be verified: verification goes off (NOTES says so loudly). */}}
+{{/* With the bundled OpenSearch, no CA Secret and OPENSEARCH_VERIFY_CERTS unset, the demo certificates cannot be
+verified: verification goes off (NOTES says so loudly). An explicit "true" is kept (certificates of a CA the
+image trusts); it was turned into "false" here. */}}
 {{- define "poimen-memory.opensearch.unverifiedDemoTls" -}}
-{{- if and .Values.opensearch.enabled (eq (default "https" .Values.opensearch.protocol) "https") (not .Values.opensearchCa.secretName) -}}
+{{- if and .Values.opensearch.enabled (eq (default "https" .Values.opensearch.protocol) "https") (not .Values.opensearchCa.secretName) (eq (toString (default "" .Values.config.OPENSEARCH_VERIFY_CERTS)) "") -}}
 true
 {{- end -}}
 {{- end }}
