@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from app.config import Settings
-from app.knobs import KNOB_NAMES
+from app.knobs import KNOB_ALIASES, KNOB_NAMES
 from app.search.flags import knobs_from_settings, parse_flags_file
 from app.wiring.vocabulary import build_query_optimizer
 
@@ -192,6 +192,20 @@ def test_a_knob_set_in_config_and_in_flags_is_refused() -> None:
     assert "config.RRF_K_CONSTANT and flags.rrf_k_constant are one knob" in refusal
 
 
+@requires_helm
+def test_a_knob_set_under_its_reference_name_and_ours_is_refused() -> None:
+    # The pod exited at start ("FINAL_RESULT_K=20 and RRF_FINAL_K=10 disagree"), the chart's RRF_FINAL_K being 10.
+    assert "set RRF_FINAL_K only" in refused_render("config.FINAL_RESULT_K=20")
+    assert "config.RRF_FINAL_K and flags.final_result_k are one knob" in refused_render("flags.final_result_k=20")
+
+
+def test_the_charts_knob_aliases_are_the_services() -> None:
+    template = (CHART / "templates" / "configmap.yaml").read_text()
+    aliases = dict(re.findall(r'"([A-Z_]+)" "([A-Z_]+)"', template.split("$aliases := dict", 1)[1].split("}}", 1)[0]))
+
+    assert aliases == {alias.upper(): name.upper() for alias, name in KNOB_ALIASES.items()}
+
+
 # --- what the rendered objects mean -----------------------------------------------------------------
 
 
@@ -217,6 +231,8 @@ def test_production_install_scales_monitors_and_isolates(production_render: list
     assert hpa["spec"]["minReplicas"] == 3
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 60
     assert find(production_render, "PodDisruptionBudget")["apiVersion"] == "policy/v1"
+    # A crash-looping pod (an engine down at its start) would otherwise hold every node drain.
+    assert find(production_render, "PodDisruptionBudget")["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
 
 
 def test_probes_use_the_split_endpoints(default_render: list[Manifest]) -> None:
