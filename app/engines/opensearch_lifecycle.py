@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import NotFoundError, RequestError
@@ -107,6 +107,12 @@ async def retire_shared_index(client: AsyncOpenSearch, *, base: str, headers: Ma
     logger.warning("opensearch shared index retired", extra={"alias": base, "indexes": shared})
 
 
+REINDEX_TIMEOUT_S: Final = 3600.0
+"""The longest an index upgrade's `_reindex` of one project may take before the start fails. In Kubernetes the
+chart's startup probe (5 minutes) bounds the start too: for a project whose copy takes longer, raise
+`startupProbe.failureThreshold` for that upgrade."""
+
+
 async def ensure_index(
     client: AsyncOpenSearch, *, alias: str, shards: int = 1, replicas: int = 1, headers: Mapping[str, str] | None = None
 ) -> str:
@@ -152,6 +158,9 @@ async def ensure_index(
                 },
                 refresh=True,
                 wait_for_completion=True,
+                # The copy takes as long as the project is large: the client's request timeout (5 s by
+                # default) failed the start of every replica on a project of some size, for ever.
+                request_timeout=REINDEX_TIMEOUT_S,
                 **extra,
             )
             try:
