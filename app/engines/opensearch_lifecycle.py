@@ -13,7 +13,8 @@ import re
 from typing import TYPE_CHECKING, Any, Final
 
 from opensearchpy import AsyncOpenSearch
-from opensearchpy.exceptions import NotFoundError, RequestError
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, RequestError, TransportError
 
 from app.config import ConfigurationError
 from app.domain.errors import EngineRejectedError, EngineUnavailableError
@@ -63,6 +64,24 @@ def create_opensearch_client(settings: Settings) -> AsyncOpenSearch:
         # The service's own identity; a search that forwards its caller's token replaces this header.
         options["headers"] = {"Authorization": f"Bearer {settings.opensearch_service_token.get_secret_value()}"}
     return AsyncOpenSearch(**options)
+
+
+UNREACHABLE_STATUSES: Final = frozenset({502, 503, 504})
+"""What a cluster that is not up yet answers (the bundled OpenSearch says 503 until its security index exists)."""
+
+
+async def cluster_unreachable(client: AsyncOpenSearch) -> bool:
+    """Whether the cluster cannot be reached now (no connection, no answer, or a 502/503/504).
+
+    As against a cluster that answers and refuses (bad credentials: 401/403), which no waiting will cure.
+    """
+    try:
+        await client.info()
+    except (OpenSearchConnectionError, ConnectionTimeout, TimeoutError):
+        return True
+    except TransportError as error:
+        return error.status_code in UNREACHABLE_STATUSES
+    return False
 
 
 async def prepare_project_indexes(

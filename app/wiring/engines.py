@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from app.config import ConfigurationError
 from app.domain.catalog import DocumentSelection
+from app.domain.errors import EngineError, EngineTimeoutError, EngineUnavailableError
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.embedder import EmbedderOptions, canonical_model_name, load_embedder
 from app.engines.migrate import check_schema_revision, run_migrations
@@ -57,6 +58,7 @@ async def _open_lexical(
         # The OpenSearch client is only needed in that mode.
         from app.engines.opensearch import OpenSearchLexicalIndex  # noqa: PLC0415
         from app.engines.opensearch_lifecycle import (  # noqa: PLC0415
+            cluster_unreachable,
             create_opensearch_client,
             prepare_project_indexes,
             retire_shared_index,
@@ -64,9 +66,6 @@ async def _open_lexical(
 
         client = create_opensearch_client(settings)
         stack.push_async_callback(client.close)
-        shared_index_left = await prepare_project_indexes(
-            client, base=settings.opensearch_index, replicas=settings.opensearch_replicas
-        )
         index = OpenSearchLexicalIndex(
             client,
             index=settings.opensearch_index,
@@ -79,21 +78,60 @@ async def _open_lexical(
             holds_documents=lambda project_id: holds_documents(store, project_id),
             projects_with_documents=store.project_ids,
         )
-        await index.discover_projects()  # every project index there now is known: its loss is noticed
-        if shared_index_left:
-            # Schema 6 and before kept every project in one index: rebuild each into its own from PostgreSQL.
-            # Queued first, retired second: a crash in between queues again at the next start (idempotent).
-            projects = await queue_every_project(store)
-            await retire_shared_index(client, base=settings.opensearch_index)
-            logger.warning(
-                "opensearch shared index %s retired: %d projects queued for their own indexes",
-                settings.opensearch_index,
-                projects,
+
+        async def prepare() -> None:
+            shared_index_left = await prepare_project_indexes(
+                client, base=settings.opensearch_index, replicas=settings.opensearch_replicas
             )
+            await index.discover_projects()  # every project index there now is known: its loss is noticed
+            if shared_index_left:
+                # Schema 6 and before kept every project in one index: rebuild each into its own from
+                # PostgreSQL. Queued first, retired second: a crash in between queues again at the next start.
+                projects = await queue_every_project(store)
+                await retire_shared_index(client, base=settings.opensearch_index)
+                logger.warning(
+                    "opensearch shared index %s retired: %d projects queued for their own indexes",
+                    settings.opensearch_index,
+                    projects,
+                )
+
+        try:
+            await prepare()
+        except (EngineUnavailableError, EngineTimeoutError) as error:
+            if not await cluster_unreachable(client):
+                raise  # it answers and refuses (credentials, permissions): waiting will not cure that
+            # A pod started during an OpenSearch outage (a rollout, a node drain, the HPA) crash-looped until
+            # it ended; it now serves with its lexical leg degraded (`/readyz` 200 `degraded`, as a running
+            # pod does in an outage) and prepares the indexes once the cluster answers.
+            logger.warning(
+                "opensearch unreachable at start (%s): serving with the lexical leg degraded, trying again every"
+                " %.0f s",
+                error.message,
+                LEXICAL_PREPARE_RETRY_S,
+            )
+            retrying = asyncio.create_task(_prepare_when_reachable(prepare), name="opensearch-prepare")
+            stack.push_async_callback(_cancelled, retrying)
         return index, client.close
     tantivy_index = TantivyLexicalIndex(settings.poimen_data_dir / "lexical")
     stack.push_async_callback(tantivy_index.close)
     return tantivy_index, tantivy_index.close
+
+
+LEXICAL_PREPARE_RETRY_S = 5.0
+"""How often a replica that started while OpenSearch was unreachable tries to prepare its indexes again."""
+
+
+async def _prepare_when_reachable(prepare: Callable[[], Awaitable[None]]) -> None:
+    """Run `prepare` every `LEXICAL_PREPARE_RETRY_S` until it succeeds once."""
+    while True:
+        await asyncio.sleep(LEXICAL_PREPARE_RETRY_S)
+        try:
+            await prepare()
+        except EngineError as error:
+            logger.warning("opensearch indexes not prepared yet: %s", error.message)
+            continue
+        logger.info("opensearch reachable: project indexes prepared")
+        return
 
 
 async def holds_documents(store: DocumentStore, project_id: str) -> bool:

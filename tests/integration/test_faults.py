@@ -300,6 +300,39 @@ async def test_embedded_lexical_folder_taken_away_mid_ingest_loses_nothing_ackno
     assert record.reasons == {"lexical_unavailable": record.searches_during}
 
 
+async def test_a_service_started_while_opensearch_is_down_serves_degraded_and_catches_up(fault_root: Path) -> None:
+    # It exited at start ("application start-up failed"): every pod a rollout, a drain or the HPA started
+    # during an OpenSearch outage crash-looped until it ended.
+    address = f"127.0.0.1:{free_port()}"
+    project = f"faults-{uuid.uuid4().hex[:8]}"
+    osmem: OsmemServer | None = None
+    with dedicated_postgres(fault_root) as (_, postgres_url):
+        service = start_service(fault_root, "late", DATABASE_URL=postgres_url, OPENSEARCH_URL=f"http://{address}")
+        try:
+            async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+                ready_before = await readiness(client)
+                created = await client.post(f"/v1/projects/{project}/documents", json={"documents": outage_batch(0, 3)})
+                during = (await search(client, project, unique_word(1), "hybrid")).json()
+                osmem = OsmemServer.start(japanese=False, addr=address)  # the cluster comes up
+                stats = await wait_drained(client, project, 3)
+                ready_after = await readiness(client)
+                lexical = (await search(client, project, unique_word(1), "lexical")).json()
+        finally:
+            service.stop()
+            if osmem is not None:
+                stop_osmem(osmem)
+
+    assert ready_before == (200, "degraded")
+    assert created.status_code == 201, created.text
+    assert during["degraded"] is True
+    assert during["results"][0]["document_id"] == "doc-1"  # the semantic leg answers meanwhile
+    assert stats["lexically_indexed"] == 3
+    assert ready_after == (200, "ready")
+    assert lexical["degraded"] is False
+    assert lexical["results"][0]["document_id"] == "doc-1"
+    assert "opensearch unreachable at start" in service.log_tail(200)
+
+
 def tantivy_chunks_per_document(folder: Path, project: str) -> Counter[str]:
     """How many chunks the embedded index holds per document of `project`, read from its folder itself."""
     index = tantivy.Index.open(str(project_folder(folder, project)))
