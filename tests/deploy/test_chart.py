@@ -633,3 +633,157 @@ def test_a_cluster_in_another_namespace_than_the_release_is_refused_at_render() 
     assert "postgresql.namespaceOverride=databases" in refused(
         "--values", stack, "--set", "postgresql.namespaceOverride=databases"
     )
+
+
+# --- files and env of the operator's own: extraVolumes, extraVolumeMounts, migrations.extra* --------------------------
+
+
+def docs_example(marker: str) -> Manifest:
+    """The values of the ```yaml block of docs/deploy.md that mentions `marker`: what a reader copies."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8"), re.DOTALL)
+    matches = [block for block in blocks if marker in block]
+    assert len(matches) == 1, marker
+    values: Manifest = yaml.safe_load(matches[0])
+    return values
+
+
+def values_file(tmp_path: Path, values: Manifest) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    return str(path)
+
+
+def mounted_file(spec: Manifest, container: Manifest, path: str) -> tuple[Manifest, str]:
+    """The volume that holds `path` in `container` of the pod `spec`, and the path inside that volume."""
+    mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/") + "/"))
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    return volume, path.removeprefix(mount["mountPath"].rstrip("/") + "/")
+
+
+def without_env_and_volumes(spec: Manifest) -> Manifest:
+    """A pod spec less its volumes and its first container's env and mounts: what the extra values leave alone."""
+    first, *others = spec["containers"]
+    rest = {key: value for key, value in first.items() if key not in {"env", "volumeMounts"}}
+    return {**{key: value for key, value in spec.items() if key != "volumes"}, "containers": [rest, *others]}
+
+
+@requires_helm
+def test_a_reranker_model_folder_is_mounted_in_the_server_pod_after_the_charts_volumes(tmp_path: Path) -> None:
+    # RERANKER=cross-encoder needs RERANKER_MODEL_PATH, a folder: the chart had no way to mount one.
+    example = docs_example("RERANKER_MODEL_PATH")
+    default = helm_template()
+
+    manifests = helm_template("--values", values_file(tmp_path, example))
+
+    spec = find(manifests, "Deployment")["spec"]["template"]["spec"]
+    container = main_container(manifests)
+    default_volumes = find(default, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert spec["volumes"] == default_volumes + example["extraVolumes"]
+    assert container["volumeMounts"] == main_container(default)["volumeMounts"] + example["extraVolumeMounts"]
+    model_path = find(manifests, "ConfigMap", "-env")["data"]["RERANKER_MODEL_PATH"]
+    assert any(m["mountPath"] == model_path and m["readOnly"] for m in container["volumeMounts"])
+
+
+@requires_helm
+def test_postgresql_tls_verification_reaches_the_server_and_the_migrations_job(tmp_path: Path) -> None:
+    # asyncpg reads PGSSLMODE and PGSSLROOTCERT from the environment; the Job had neither env nor volumes,
+    # so its connection could never be verified.
+    stack = str(CHART / "ci" / "production-stack-values.yaml")
+
+    manifests = helm_template("--values", stack, "--values", values_file(tmp_path, docs_example("PGSSLROOTCERT")))
+
+    deployment = find(manifests, "Deployment", "poimen-memory")["spec"]["template"]["spec"]
+    job = find(manifests, "Job", "-migrate")["spec"]["template"]["spec"]
+    ca_secret = f"{find(manifests, 'Cluster')['metadata']['name']}-ca"  # CloudNativePG's CA of that Cluster
+    for spec in (deployment, job):
+        container = spec["containers"][0]
+        env = {item["name"]: item.get("value") for item in container["env"]}
+        volume, key = mounted_file(spec, container, env["PGSSLROOTCERT"])
+        assert env["PGSSLMODE"] == "verify-full"
+        assert volume["secret"] == {"secretName": ca_secret, "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+        assert key == "ca.crt"  # only the certificate: the Secret also holds the CA's private key
+
+
+@requires_helm
+def test_the_migrations_job_gets_its_own_env_and_volumes_and_keeps_its_restrictions(tmp_path: Path) -> None:
+    extras = {
+        "extraEnv": [{"name": "RERANKER_MODEL_PATH", "value": "/models/reranker"}],
+        "extraVolumes": [{"name": "reranker-model", "persistentVolumeClaim": {"claimName": "reranker-model"}}],
+        "extraVolumeMounts": [{"name": "reranker-model", "mountPath": "/models/reranker"}],
+        "migrations": {
+            "extraEnv": [{"name": "PGSSLMODE", "value": "verify-full"}],
+            "extraVolumes": [{"name": "postgresql-ca", "secret": {"secretName": "postgresql-ca"}}],
+            "extraVolumeMounts": [{"name": "postgresql-ca", "mountPath": "/etc/postgresql-ca", "readOnly": True}],
+        },
+    }
+    before = find(helm_template("--values", str(PRODUCTION_VALUES)), "Job")["spec"]["template"]["spec"]
+
+    manifests = helm_template("--values", str(PRODUCTION_VALUES), "--values", values_file(tmp_path, extras))
+
+    after = find(manifests, "Job")["spec"]["template"]["spec"]
+    container, old_container = after["containers"][0], before["containers"][0]
+    assert container["env"] == old_container["env"] + extras["migrations"]["extraEnv"]
+    assert container["volumeMounts"] == old_container["volumeMounts"] + extras["migrations"]["extraVolumeMounts"]
+    assert after["volumes"] == before["volumes"] + extras["migrations"]["extraVolumes"]
+    # Nothing else changed: no token, restricted contexts, the wait container; and none of the server's extras
+    # (RERANKER_MODEL_PATH without RERANKER, which the Job never gets, stops `poimen migrate` at start).
+    assert without_env_and_volumes(after) == without_env_and_volumes(before)
+    assert after["automountServiceAccountToken"] is False
+    server = main_container(manifests)
+    assert "PGSSLMODE" not in {item["name"] for item in server["env"]}
+    assert "postgresql-ca" not in {mount["name"] for mount in server["volumeMounts"]}
+
+
+@requires_helm
+@pytest.mark.parametrize("key", ["", "migrations."])
+@pytest.mark.parametrize("name", ["tmp", "data", "flags", "jwt-key"])
+def test_a_volume_named_as_one_of_the_charts_is_refused_at_render(key: str, name: str) -> None:
+    refusal = refused(
+        "--set", f"{key}extraVolumes[0].name={name}", "--set", f"{key}extraVolumes[0].emptyDir.medium=Memory"
+    )  # fmt: skip
+
+    assert f'{key}extraVolumes: the volume name "{name}" is the chart\'s own' in refusal
+
+
+@requires_helm
+@pytest.mark.parametrize("key", ["", "migrations."])
+@pytest.mark.parametrize("path", ["/tmp", "/data/", "/etc/poimen/flags", "/etc/poimen/models", "/etc"])
+def test_a_mount_path_the_chart_uses_is_refused_at_render(key: str, path: str) -> None:
+    refusal = refused(
+        "--set", f"{key}extraVolumes[0].name=models", "--set", f"{key}extraVolumes[0].emptyDir.medium=Memory",
+        "--set", f"{key}extraVolumeMounts[0].name=models", "--set", f"{key}extraVolumeMounts[0].mountPath={path}",
+    )  # fmt: skip
+
+    assert f"{key}extraVolumeMounts: the mount path {path} collides with the chart's mounts" in refusal
+
+
+@requires_helm
+def test_a_mount_inside_the_writable_data_folder_renders() -> None:
+    manifests = helm_template(
+        "--set", "extraVolumes[0].name=models", "--set", "extraVolumes[0].emptyDir.medium=Memory",
+        "--set", "extraVolumeMounts[0].name=models", "--set", "extraVolumeMounts[0].mountPath=/data/models",
+    )  # fmt: skip
+
+    assert main_container(manifests)["volumeMounts"][-1] == {"name": "models", "mountPath": "/data/models"}
+
+
+@requires_helm
+def test_a_job_mount_of_a_volume_only_the_server_has_is_refused_at_render() -> None:
+    # The two pods list their volumes apart: the Job's mount would name a volume its pod does not have.
+    refusal = refused(
+        "--set", "extraVolumes[0].name=postgresql-ca", "--set", "extraVolumes[0].secret.secretName=postgresql-ca",
+        "--set", "migrations.extraVolumeMounts[0].name=postgresql-ca",
+        "--set", "migrations.extraVolumeMounts[0].mountPath=/etc/postgresql-ca",
+    )  # fmt: skip
+
+    assert 'mounts the volume "postgresql-ca", which migrations.extraVolumes does not hold' in refusal
+
+
+@requires_helm
+def test_a_misspelt_volume_mount_field_is_refused_by_the_schema() -> None:
+    refusal = refused(
+        "--set", "migrations.extraVolumes[0].name=models", "--set", "migrations.extraVolumes[0].emptyDir.medium=Memory",
+        "--set", "migrations.extraVolumeMounts[0].name=models", "--set", "migrations.extraVolumeMounts[0].mountpath=/m",
+    )  # fmt: skip
+
+    assert "mountpath" in refusal

@@ -250,6 +250,49 @@ upgrade and `helm template` goes through it.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- include "poimen-memory.validateExtraVolumes" (dict "volumes" .Values.extraVolumes "mounts" .Values.extraVolumeMounts "key" "") }}
+{{- include "poimen-memory.validateExtraVolumes" (dict "volumes" .Values.migrations.extraVolumes "mounts" .Values.migrations.extraVolumeMounts "key" "migrations.") }}
+{{- end }}
+
+{{/*
+Stops the render on an extra volume or mount of the server pod ("key" "") or the migrations Job ("key"
+"migrations.") that collides with the chart's own, whether this release uses them or not (turning on
+jwtKeyFile or a vocabulary later must not collide), or with another extra one; or a mount of a volume the
+same pod's extra volumes do not hold. The API server would refuse a duplicate name or path only at install,
+and a mount inside (or above) the read-only /etc/poimen/* mounts stops the container at start.
+Call with (dict "volumes" list "mounts" list "key" "" or "migrations.").
+*/}}
+{{- define "poimen-memory.validateExtraVolumes" -}}
+{{- $key := .key }}
+{{- $own := list "tmp" "data" "flags" "vocabulary" "jwt-key" "opensearch-ca" }}
+{{- $names := list }}
+{{- range .volumes }}
+{{- if has .name $own }}
+{{- fail (printf "%sextraVolumes: the volume name %q is the chart's own (%s): choose another name" $key .name (join ", " $own)) }}
+{{- end }}
+{{- if has .name $names }}
+{{- fail (printf "%sextraVolumes: the volume name %q is listed twice" $key .name) }}
+{{- end }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- $paths := list }}
+{{- range .mounts }}
+{{- $path := clean .mountPath }}
+{{- $taken := hasPrefix "/etc/poimen/" $path }}
+{{- range list "/tmp" "/data" "/etc/poimen" }}
+{{- if or (eq $path .) (hasPrefix (printf "%s/" (trimSuffix "/" $path)) .) }}{{ $taken = true }}{{ end }}
+{{- end }}
+{{- if $taken }}
+{{- fail (printf "%sextraVolumeMounts: the mount path %s collides with the chart's mounts (/tmp, /data and /etc/poimen: the path itself, anything inside /etc/poimen, or a folder above them): mount elsewhere, e.g. /etc/postgresql-ca or /models (a folder inside /tmp or /data is fine)" $key .mountPath) }}
+{{- end }}
+{{- if has $path $paths }}
+{{- fail (printf "%sextraVolumeMounts: the mount path %s is listed twice" $key .mountPath) }}
+{{- end }}
+{{- $paths = append $paths $path }}
+{{- if not (has .name $names) }}
+{{- fail (printf "%sextraVolumeMounts: %s mounts the volume %q, which %sextraVolumes does not hold (the server's and the migrations Job's volumes are listed apart)" $key .mountPath .name $key) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* With the bundled OpenSearch, no CA Secret and OPENSEARCH_VERIFY_CERTS unset, the demo certificates cannot be
