@@ -58,6 +58,20 @@ def helm_template(*args: str, namespace: str = "search") -> list[Manifest]:
     return [document for document in yaml.safe_load_all(result.stdout) if document]
 
 
+def helm_fails(*args: str) -> str:
+    """What `helm template` says when it refuses the chart with `args`; fails if it renders."""
+    assert HELM is not None
+    result = subprocess.run(
+        [HELM, "template", "poimen-memory", str(CHART), "--namespace", "search", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode != 0, f"rendered although it should not: {args}"
+    return result.stderr
+
+
 def find(manifests: list[Manifest], kind: str, name_suffix: str = "") -> Manifest:
     matches = [m for m in manifests if m["kind"] == kind and m["metadata"]["name"].endswith(name_suffix)]
     assert len(matches) == 1, f"{kind} *{name_suffix}: {[m['metadata']['name'] for m in matches]}"
@@ -148,16 +162,7 @@ def test_the_plain_manifests_hold_the_migrations_job_to_apply_first() -> None:
 
 def refused_render(setting: str) -> str:
     """What `helm template` says when it refuses the chart with `--set setting`; fails if it renders."""
-    assert HELM is not None
-    result = subprocess.run(
-        [HELM, "template", "x", str(CHART), "--set", setting],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode != 0, f"rendered with {setting}"
-    return result.stderr
+    return helm_fails("--set", setting)
 
 
 @requires_helm
@@ -603,25 +608,11 @@ def test_networkpolicy_opens_the_bundled_opensearchs_own_port() -> None:
     assert 9200 not in egress_ports
 
 
-def refused(*args: str) -> str:
-    """What `helm template` says when it refuses the chart with `args`; fails if it renders."""
-    assert HELM is not None
-    result = subprocess.run(
-        [HELM, "template", "x", str(CHART), "--namespace", "search", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode != 0, f"rendered with {args}"
-    return result.stderr
-
-
 @requires_helm
 def test_a_key_file_the_chart_managed_secret_does_not_hold_is_refused_at_render() -> None:
     # The pod mounted a Secret key that did not exist and stayed in ContainerCreating for ever.
-    assert "set secret.jwtPublicKey" in refused("--set", "jwtKeyFile=publicKey")
-    assert "set secret.jwks" in refused("--set", "jwtKeyFile=jwks")
+    assert "set secret.jwtPublicKey" in helm_fails("--set", "jwtKeyFile=publicKey")
+    assert "set secret.jwks" in helm_fails("--set", "jwtKeyFile=jwks")
     helm_template("--set", "jwtKeyFile=jwks", "--set-string", "secret.jwks=a-jwks-document")  # present: renders
 
 
@@ -630,7 +621,7 @@ def test_a_cluster_in_another_namespace_than_the_release_is_refused_at_render() 
     # secretKeyRef reaches only the pod's own namespace: the server and the Job could not start.
     stack = str(CHART / "ci" / "production-stack-values.yaml")
 
-    assert "postgresql.namespaceOverride=databases" in refused(
+    assert "postgresql.namespaceOverride=databases" in helm_fails(
         "--values", stack, "--set", "postgresql.namespaceOverride=databases"
     )
 
@@ -738,7 +729,7 @@ def test_the_migrations_job_gets_its_own_env_and_volumes_and_keeps_its_restricti
 @pytest.mark.parametrize("key", ["", "migrations."])
 @pytest.mark.parametrize("name", ["tmp", "data", "flags", "jwt-key"])
 def test_a_volume_named_as_one_of_the_charts_is_refused_at_render(key: str, name: str) -> None:
-    refusal = refused(
+    refusal = helm_fails(
         "--set", f"{key}extraVolumes[0].name={name}", "--set", f"{key}extraVolumes[0].emptyDir.medium=Memory"
     )  # fmt: skip
 
@@ -749,7 +740,7 @@ def test_a_volume_named_as_one_of_the_charts_is_refused_at_render(key: str, name
 @pytest.mark.parametrize("key", ["", "migrations."])
 @pytest.mark.parametrize("path", ["/tmp", "/data/", "/etc/poimen/flags", "/etc/poimen/models", "/etc"])
 def test_a_mount_path_the_chart_uses_is_refused_at_render(key: str, path: str) -> None:
-    refusal = refused(
+    refusal = helm_fails(
         "--set", f"{key}extraVolumes[0].name=models", "--set", f"{key}extraVolumes[0].emptyDir.medium=Memory",
         "--set", f"{key}extraVolumeMounts[0].name=models", "--set", f"{key}extraVolumeMounts[0].mountPath={path}",
     )  # fmt: skip
@@ -770,7 +761,7 @@ def test_a_mount_inside_the_writable_data_folder_renders() -> None:
 @requires_helm
 def test_a_job_mount_of_a_volume_only_the_server_has_is_refused_at_render() -> None:
     # The two pods list their volumes apart: the Job's mount would name a volume its pod does not have.
-    refusal = refused(
+    refusal = helm_fails(
         "--set", "extraVolumes[0].name=postgresql-ca", "--set", "extraVolumes[0].secret.secretName=postgresql-ca",
         "--set", "migrations.extraVolumeMounts[0].name=postgresql-ca",
         "--set", "migrations.extraVolumeMounts[0].mountPath=/etc/postgresql-ca",
@@ -781,7 +772,7 @@ def test_a_job_mount_of_a_volume_only_the_server_has_is_refused_at_render() -> N
 
 @requires_helm
 def test_a_misspelt_volume_mount_field_is_refused_by_the_schema() -> None:
-    refusal = refused(
+    refusal = helm_fails(
         "--set", "migrations.extraVolumes[0].name=models", "--set", "migrations.extraVolumes[0].emptyDir.medium=Memory",
         "--set", "migrations.extraVolumeMounts[0].name=models", "--set", "migrations.extraVolumeMounts[0].mountpath=/m",
     )  # fmt: skip

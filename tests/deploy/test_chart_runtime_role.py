@@ -17,7 +17,16 @@ import pytest
 import yaml
 
 from app.config import Settings
-from tests.deploy.test_chart import CHART, HELM, INSTALL_HINT, Manifest, find, helm_template, main_container
+from tests.deploy.test_chart import (
+    CHART,
+    HELM,
+    INSTALL_HINT,
+    Manifest,
+    find,
+    helm_fails,
+    helm_template,
+    main_container,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,19 +64,6 @@ def job_containers(manifests: list[Manifest]) -> list[Manifest]:
 def secret_value(manifests: list[Manifest], name: str, key: str) -> str:
     secret = next(m for m in manifests if m["kind"] == "Secret" and m["metadata"]["name"] == name)
     return base64.b64decode(secret["data"][key]).decode()
-
-
-def helm_fails(*args: str) -> str:
-    assert HELM is not None
-    result = subprocess.run(
-        [HELM, "template", "poimen-memory", str(CHART), "--namespace", "search", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode != 0, "rendered although it should not"
-    return result.stderr
 
 
 def notes(*args: str) -> str:
