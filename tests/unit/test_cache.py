@@ -336,7 +336,9 @@ def test_a_cached_answer_reports_this_requests_optimize_and_total_times() -> Non
         total_ms=30.0,
     )
 
-    hit = cached_outcome(first, arm="control", optimize_ms=0.25, started=time.perf_counter())
+    this_query = QueryOptimizer().analyze("Forward port")
+    hit = cached_outcome(first, analysis=this_query, arm="control", optimize_ms=0.25, started=time.perf_counter())
 
     assert hit.cached is True
     assert hit.optimize_ms == 0.25  # the first request's 7.5 ms was shown on every hit
+    assert hit.analysis is this_query  # and the first request's reading of its own query
