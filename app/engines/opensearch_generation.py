@@ -115,8 +115,9 @@ class IndexGeneration:
         """Return once the alias leads to an index that holds (or is being refilled with) the project's chunks.
 
         False, with no index made, when the alias leads nowhere and the project holds no document in
-        PostgreSQL: its index was deleted with the project (`ProjectGenerations.prune`, on any replica), and
-        what is being written can only be deletes or a stale writer's chunks of documents deleted since.
+        PostgreSQL: its index was deleted with the project (`OpenSearchLexicalIndex.prune_emptied_projects`,
+        on any replica), and what is being written can only be deletes or a stale writer's chunks of
+        documents deleted since.
         The project is forgotten: its next document creates the index anew.
 
         Raises:
@@ -206,11 +207,13 @@ class ProjectGenerations:
                 if self._refill is not None:
                     await self._refill(project_id)
 
-            async def holds_documents() -> bool:
-                return self._holds_documents is None or await self._holds_documents(project_id)
-
+            asked = self._holds_documents
             generation = IndexGeneration(
-                self._client, alias=alias, recreate=recreate, refill=refill, holds_documents=holds_documents
+                self._client,
+                alias=alias,
+                recreate=recreate,
+                refill=refill,
+                holds_documents=None if asked is None else lambda: asked(project_id),
             )
             self._by_project[project_id] = generation
         return generation
@@ -265,7 +268,8 @@ class ProjectGenerations:
     async def lost(self, options: Mapping[str, Any]) -> list[str]:
         """The known projects whose alias leads to no index now, sorted; a project holding no document is not lost.
 
-        Such a project's index was deleted with it (`prune`, maybe by another replica): it is forgotten here.
+        Such a project's index was deleted with it (`prune_emptied_projects`, maybe by another replica): it is
+        forgotten here.
         """
         known = [project_id for project_id, generation in self._by_project.items() if generation.seen is not None]
         listed = await self.discover(options)
