@@ -45,6 +45,18 @@ def project_folder(root: Path, project_id: str) -> Path:
     return root / PROJECTS_FOLDER / f"{PROJECT_FOLDER_PREFIX}{project_id}"
 
 
+def project_folder_ids(root: Path) -> list[str]:
+    """The project ids that have a folder under `root`, sorted (deleted folders and other names left out)."""
+    folders = root / PROJECTS_FOLDER
+    if not folders.is_dir():
+        return []
+    return sorted(
+        entry.name.removeprefix(PROJECT_FOLDER_PREFIX)
+        for entry in folders.iterdir()
+        if entry.name.startswith(PROJECT_FOLDER_PREFIX) and entry.is_dir()
+    )
+
+
 def folder_identity(path: Path) -> tuple[int, int]:
     """(device, inode) of `path`: what tells the folder opened from another one put at the same path."""
     stat = path.stat()

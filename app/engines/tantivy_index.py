@@ -25,7 +25,8 @@ write and ping first checks that the root is still the one opened (same device a
 present), and a search or write that of its project's folder too (two `stat` calls each). When the root
 is not, every project index and writer is dropped and every call raises `EngineUnavailableError`
 (searches degrade to the semantic leg, `/readyz` answers 200 `degraded`, the outbox keeps writes pending)
-until a root of this schema is back at the path; it is then reopened.
+until a root of this schema is back at the path; it is then reopened. A project that holds no document
+loses its folder (`app.engines.project_pruning`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from typing import TYPE_CHECKING, NoReturn
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import ScoredHit
 from app.engines.lexical_context import DEFAULT_CONTEXT_MAX_CHARS
+from app.engines.project_pruning import PruneSchedule, emptying_projects
 from app.engines.tantivy_folders import (
     folder_identity,
     prepare_root,
+    project_folder_ids,
     remove_project_folder,
     still_attached,
     stored_root_version,
@@ -74,6 +77,7 @@ if TYPE_CHECKING:
     import tantivy
 
     from app.domain.models import DocumentChunks, Filters, LexicalQuery
+    from app.engines.project_pruning import HoldsDocuments, ProjectsWithDocuments
     from app.engines.tantivy_projects import ProjectIndex
 
 logger = logging.getLogger(__name__)
@@ -99,6 +103,8 @@ class TantivyLexicalIndex:
         context_max_chars: int = DEFAULT_CONTEXT_MAX_CHARS,
         max_open_indexes: int = DEFAULT_MAX_OPEN_INDEXES,
         max_open_writers: int = DEFAULT_MAX_OPEN_WRITERS,
+        holds_documents: HoldsDocuments | None = None,
+        projects_with_documents: ProjectsWithDocuments | None = None,
     ) -> None:
         """Open the root in `path`, creating the folder when missing.
 
@@ -119,6 +125,8 @@ class TantivyLexicalIndex:
             max_open_writers=max_open_writers,
         )
         self._write_lock = asyncio.Lock()
+        self._holds_documents, self._projects_with_documents = holds_documents, projects_with_documents
+        self._prune_schedule = PruneSchedule()
         # Guards the open project indexes and the root's identity: worker threads notice a lost root.
         self._state_lock = threading.Lock()
         self._closed = False
@@ -185,11 +193,14 @@ class TantivyLexicalIndex:
         """Replace each document's chunks with its current set: one commit per project, then readers refresh.
 
         A batch spanning projects commits project by project; if one fails, the projects before it stay
-        written and the whole batch is retried (replacing a document is idempotent).
+        written and the whole batch is retried (replacing a document is idempotent). A project whose last
+        documents the batch deleted loses its folder; the idle call (no documents) prunes any other.
         """
         if not documents:
             self._check_open()
             await asyncio.to_thread(self._check_root_blocking)
+            if self._prune_schedule.due():
+                await self.prune_emptied_projects()
             return
         by_project: defaultdict[str, list[DocumentChunks]] = defaultdict(list)
         for document in documents:
@@ -205,6 +216,31 @@ class TantivyLexicalIndex:
                         writer.add_document(chunk_document(chunk, context_max_chars=self._context_max_chars))
 
             await self._write(project_id, write, "replacing documents in the lexical index failed")
+        for project_id in emptying_projects(documents):
+            await self._prune_if_emptied(project_id)
+
+    async def prune_emptied_projects(self) -> list[str]:
+        """Delete the folder of every project that holds no document in PostgreSQL; the projects pruned, sorted."""
+        if self._projects_with_documents is None:
+            return []
+        listed = await asyncio.to_thread(project_folder_ids, self._path)
+        emptied = sorted(set(listed) - set(await self._projects_with_documents()))
+        return [project_id for project_id in emptied if await self._prune_if_emptied(project_id)]
+
+    async def _prune_if_emptied(self, project_id: str) -> bool:
+        """Delete the project's folder if PostgreSQL holds no document of it, asked under the write lock.
+
+        A document committed after the question is still in the outbox: its write, which waits for the
+        lock, makes the folder anew.
+        """
+        if self._holds_documents is None:
+            return False
+        async with self._write_lock:
+            self._check_open()
+            if await self._holds_documents(project_id):
+                return False
+            await _finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id))
+        return True
 
     async def delete_project(self, project_id: str) -> None:
         """Remove the project's index: its writer is closed and its folder deleted."""

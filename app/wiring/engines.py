@@ -112,7 +112,11 @@ async def _open_lexical(
             retrying = asyncio.create_task(_prepare_when_reachable(prepare), name="opensearch-prepare")
             stack.push_async_callback(_cancelled, retrying)
         return index, client.close
-    tantivy_index = TantivyLexicalIndex(settings.poimen_data_dir / "lexical")
+    tantivy_index = TantivyLexicalIndex(
+        settings.poimen_data_dir / "lexical",
+        holds_documents=lambda project_id: holds_documents(store, project_id),
+        projects_with_documents=store.project_ids,
+    )
     stack.push_async_callback(tantivy_index.close)
     return tantivy_index, tantivy_index.close
 

@@ -896,3 +896,16 @@ async def assert_unavailable(index: LexicalIndex) -> None:
     with pytest.raises(EngineUnavailableError):
         await index.ping()
     assert searched.value.engine == index.name
+
+
+class Holdings:
+    """Which projects PostgreSQL holds a document of, as the wiring asks the store."""
+
+    def __init__(self, *project_ids: str) -> None:
+        self.project_ids = set(project_ids)
+
+    async def holds(self, project_id: str) -> bool:
+        return project_id in self.project_ids
+
+    async def listed(self) -> list[str]:
+        return sorted(self.project_ids)

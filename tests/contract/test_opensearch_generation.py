@@ -19,7 +19,15 @@ from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_lifecycle import ensure_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, versioned_index_name
 from app.engines.opensearch_projects import project_alias
-from tests.contract.lexical_index import OTHER_PROJECT, PROJECT, deletion_of, documents_of, make_chunk, search_ids
+from tests.contract.lexical_index import (
+    OTHER_PROJECT,
+    PROJECT,
+    Holdings,
+    deletion_of,
+    documents_of,
+    make_chunk,
+    search_ids,
+)
 from tests.contract.opensearch_servers import delete_indexes
 
 if TYPE_CHECKING:
@@ -216,19 +224,6 @@ async def test_a_deleted_project_is_forgotten_so_its_next_write_refills_nothing(
 
     assert refills.calls == 0
     assert await search_ids(index, "chalk") == ["new"]
-
-
-class Holdings:
-    """Which projects PostgreSQL holds a document of, as the wiring asks the store."""
-
-    def __init__(self, *project_ids: str) -> None:
-        self.project_ids = set(project_ids)
-
-    async def holds(self, project_id: str) -> bool:
-        return project_id in self.project_ids
-
-    async def listed(self) -> list[str]:
-        return sorted(self.project_ids)
 
 
 def pruning_adapter(

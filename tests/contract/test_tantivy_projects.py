@@ -12,7 +12,16 @@ from app.domain.models import Filters
 from app.engines.tantivy_folders import INDEX_META_FILE, PROJECTS_FOLDER, project_folder
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.engines.tantivy_schema import SCHEMA_VERSION, SCHEMA_VERSION_FILE
-from tests.contract.lexical_index import OTHER_PROJECT, PROJECT, index_chunks, make_chunk, search_hits, search_ids
+from tests.contract.lexical_index import (
+    OTHER_PROJECT,
+    PROJECT,
+    Holdings,
+    deletion_of,
+    index_chunks,
+    make_chunk,
+    search_hits,
+    search_ids,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -150,3 +159,72 @@ async def test_an_older_root_with_project_folders_is_emptied_whole(data_dir: Pat
         assert (root / SCHEMA_VERSION_FILE).read_text().strip() == str(SCHEMA_VERSION)
     finally:
         await reopened.close()
+
+
+def pruning_index(root: Path, holdings: Holdings) -> TantivyLexicalIndex:
+    return TantivyLexicalIndex(root, holds_documents=holdings.holds, projects_with_documents=holdings.listed)
+
+
+async def test_a_project_whose_last_document_is_deleted_loses_its_folder_and_others_keep_theirs(
+    data_dir: Path,
+) -> None:
+    root, holdings = data_dir / "lexical", Holdings(PROJECT, OTHER_PROJECT)
+    index = pruning_index(root, holdings)
+    try:
+        await index_chunks(
+            index,
+            make_chunk("a-1", "obsidian alpha", project_id=PROJECT, document_id="a"),
+            make_chunk("b-1", "obsidian beta", project_id=OTHER_PROJECT, document_id="b"),
+        )
+        await index.replace_documents([deletion_of(PROJECT, "a")])  # PostgreSQL still holds one: kept
+        assert project_folder(root, PROJECT).is_dir()
+        holdings.project_ids.discard(PROJECT)  # the project deleted in PostgreSQL
+
+        await index.replace_documents([deletion_of(PROJECT, "a")])  # its last document's delete
+
+        assert not project_folder(root, PROJECT).exists()
+        assert sorted(entry.name for entry in (root / PROJECTS_FOLDER).iterdir()) == [f"p-{OTHER_PROJECT}"]
+        assert await search_ids(index, "obsidian", filters=in_project(PROJECT)) == []
+        assert await search_ids(index, "obsidian", filters=in_project(OTHER_PROJECT)) == ["b-1"]
+        holdings.project_ids.add(PROJECT)  # written again: a new folder
+        await index_chunks(index, make_chunk("a-2", "obsidian again", project_id=PROJECT, document_id="a"))
+        assert await search_ids(index, "obsidian", filters=in_project(PROJECT)) == ["a-2"]
+    finally:
+        await index.close()
+
+
+async def test_the_idle_call_prunes_folders_of_projects_holding_no_document_once_per_interval(data_dir: Path) -> None:
+    root, holdings = data_dir / "lexical", Holdings(PROJECT, OTHER_PROJECT)
+    index = pruning_index(root, holdings)
+    try:
+        await index_chunks(
+            index,
+            make_chunk("a-1", "pumice alpha", project_id=PROJECT),
+            make_chunk("b-1", "pumice beta", project_id=OTHER_PROJECT),
+        )
+        await index.replace_documents([])  # the first idle call prunes: nothing emptied yet
+        holdings.project_ids.discard(OTHER_PROJECT)  # deleted in PostgreSQL without a delete through this index
+
+        await index.replace_documents([])  # within the interval: no second prune
+        assert project_folder(root, OTHER_PROJECT).is_dir()
+        assert await index.prune_emptied_projects() == [OTHER_PROJECT]
+
+        assert sorted(entry.name for entry in (root / PROJECTS_FOLDER).iterdir()) == [f"p-{PROJECT}"]
+        assert await index.prune_emptied_projects() == []
+        assert await search_ids(index, "pumice") == ["a-1"]
+    finally:
+        await index.close()
+
+
+async def test_a_project_holding_documents_is_never_pruned_even_when_missing_from_the_listing(data_dir: Path) -> None:
+    # The listing and the question under the lock can disagree (a document committed in between): the
+    # question under the lock decides.
+    root = data_dir / "lexical"
+    holdings = Holdings(PROJECT)
+    index = TantivyLexicalIndex(root, holds_documents=holdings.holds, projects_with_documents=Holdings().listed)
+    try:
+        await index_chunks(index, make_chunk("a-1", "tuff alpha", project_id=PROJECT))
+        assert await index.prune_emptied_projects() == []
+        assert await search_ids(index, "tuff") == ["a-1"]
+    finally:
+        await index.close()
