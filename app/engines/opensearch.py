@@ -39,20 +39,20 @@ from app.engines.opensearch_responses import (
     split_version_conflicts,
     translate_errors,
 )
+from app.engines.project_pruning import PruneSchedule, emptying_projects
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from opensearchpy import AsyncOpenSearch
 
     from app.domain.models import DocumentChunks, Filters, LexicalQuery, ScoredHit
+    from app.engines.project_pruning import HoldsDocuments, ProjectsWithDocuments
 
 DELETE_CLAUSES_PER_REQUEST: Final = 200
 """Documents per `delete_by_query`; stays well under OpenSearch's default 1024 boolean clauses."""
 IDLE_CHECK_INTERVAL_S: Final = 5.0
 """How often an empty `replace_documents` (the outbox's idle call) checks that the known project indexes are there."""
-PRUNE_INTERVAL_S: Final = 60.0
-"""How often the idle call deletes the indexes of projects that hold no document (`prune_emptied_projects`)."""
 
 
 logger = logging.getLogger(__name__)
@@ -75,9 +75,10 @@ class OpenSearchLexicalIndex:
     or replaced (`app.engines.opensearch_generation`).
 
     Given `holds_documents(project_id)` and `projects_with_documents()` (PostgreSQL, the source of truth),
-    the index of a project that holds no document is deleted: once a batch deleted its last documents, and
-    on the outbox's idle call every `PRUNE_INTERVAL_S` for any other (`prune_emptied_projects`). A deleted
-    project's empty index was kept for ever, a shard each, until the cluster's shard limit refused new ones.
+    the index of a project that holds no document is deleted (`app.engines.project_pruning`): once a batch
+    deleted its last documents, and on the outbox's idle call every 60 s for any other
+    (`prune_emptied_projects`). A deleted project's empty index was kept for ever, a shard each, until the
+    cluster's shard limit refused new ones.
     Every replica then reads a missing index of such a project as deleted on purpose, not lost: no
     recreating, no refill, no unready `ping`.
     """
@@ -94,15 +95,15 @@ class OpenSearchLexicalIndex:
         bulk_chunk_size: int = 500,
         replicas: int = 1,
         refill: Callable[[str], Awaitable[object]] | None = None,
-        holds_documents: Callable[[str], Awaitable[bool]] | None = None,
-        projects_with_documents: Callable[[], Awaitable[Collection[str]]] | None = None,
+        holds_documents: HoldsDocuments | None = None,
+        projects_with_documents: ProjectsWithDocuments | None = None,
     ) -> None:
         self._client = client
         self._timeout_s = timeout_s
         self._forward_jwt = forward_jwt
         self._bulk_chunk_size = bulk_chunk_size
         self._last_idle_check_s = float("-inf")
-        self._last_prune_s = float("-inf")
+        self._prune_schedule = PruneSchedule()
         self._projects_with_documents = projects_with_documents
         self.generation = ProjectGenerations(
             client, base=index, replicas=replicas, refill=refill, holds_documents=holds_documents
@@ -170,8 +171,7 @@ class OpenSearchLexicalIndex:
             if now_s - self._last_idle_check_s >= IDLE_CHECK_INTERVAL_S:
                 self._last_idle_check_s = now_s
                 await self.generation.check_known(options)
-            if now_s - self._last_prune_s >= PRUNE_INTERVAL_S:
-                self._last_prune_s = now_s
+            if self._prune_schedule.due():
                 await self.prune_emptied_projects()
             return
         with translate_errors():
@@ -191,8 +191,7 @@ class OpenSearchLexicalIndex:
         if self._projects_with_documents is not None:
             # A project whose last documents this batch deleted (a project deleted whole, say) loses its
             # index now rather than at the next periodic prune.
-            deleting = {document.project_id for document in documents} - {d.project_id for d in documents if d.chunks}
-            for project_id in sorted(deleting):
+            for project_id in emptying_projects(documents):
                 await self._prune_if_emptied(project_id, options)
 
     async def _claim_markers(
