@@ -1,6 +1,7 @@
-"""Live services for the client's tests: `poimen serve` on the embedded default, auth off and AUTH_MODE=jwt.
+"""Servers for the client's tests: `poimen serve` on the embedded default (auth off, AUTH_MODE=jwt) and a scripted one.
 
-One service of each kind per test session (started on first use); tests keep apart by project id.
+One service of each kind per test session (started on first use); tests keep apart by project id. The
+scripted loopback server (`server`) is fresh for each test.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from typing import TYPE_CHECKING, Any
 import jwt
 import pytest
 
+from tests.client.scripted_server import scripted_server
 from tests.integration.conftest import ServiceProcess, fresh_data_dir, spawn_service
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
+
+    from tests.client.scripted_server import ScriptedServer
 
 try:
     import poimen_client  # noqa: F401 - only checks that the package is installed
@@ -70,3 +74,10 @@ def make_token() -> Callable[..., str]:
         return jwt.encode(claims, JWT_SECRET, algorithm="HS256")
 
     return make
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    """A loopback server answering from `server.script`, recording each request in `server.arrivals`."""
+    with scripted_server() as scripted:
+        yield scripted

@@ -1,19 +1,11 @@
-"""Retries and errors against a real loopback HTTP server that answers from a script (no mocks of httpx).
-
-The server answers each request with the next scripted answer and records when each arrived, so the
-tests measure the waits the client really made.
-"""
+"""Retries and errors against a real loopback HTTP server that answers from a script (no mocks of httpx)."""
 
 from __future__ import annotations
 
 import base64
 import json
-import threading
-import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
 import httpx
@@ -31,65 +23,13 @@ from poimen_client.errors import (
 from poimen_client.models import Document
 from poimen_client.retries import RetryPolicy, retry_after_seconds
 
+from tests.client.scripted_server import LIVE, PROBLEM
 from tests.integration.conftest import free_port
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from tests.client.scripted_server import ScriptedServer
 
-LIVE = (200, {}, {"status": "ok"})
-PROBLEM = {"Content-Type": "application/problem+json"}
 TOLERANCE_S = 0.05  # sleep() may wake a little early on a loaded machine's clock
-
-
-@dataclass
-class Arrival:
-    at_s: float
-    method: str
-    path: str
-    body: bytes
-
-
-@dataclass
-class ScriptedServer:
-    """Answers request n with `script[n]` (the last answer repeats); `arrivals` records every request."""
-
-    url: str = ""
-    script: list[tuple[int, dict[str, str], object]] = field(default_factory=list)
-    arrivals: list[Arrival] = field(default_factory=list)
-
-    def gaps_s(self) -> list[float]:
-        return [later.at_s - earlier.at_s for earlier, later in zip(self.arrivals, self.arrivals[1:], strict=False)]
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    scripted = ScriptedServer()
-
-    class Handler(BaseHTTPRequestHandler):
-        def answer(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            scripted.arrivals.append(Arrival(time.monotonic(), self.command, self.path, body))
-            status, headers, payload = scripted.script[min(len(scripted.arrivals), len(scripted.script)) - 1]
-            content = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
-            self.send_response(status)
-            for name, value in {"Content-Type": "application/json", **headers}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        do_GET = do_POST = do_DELETE = answer  # noqa: N815 - the method names http.server calls
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    http_server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    scripted.url = f"http://127.0.0.1:{http_server.server_address[1]}"
-    thread = threading.Thread(target=http_server.serve_forever, daemon=True)
-    thread.start()
-    yield scripted
-    http_server.shutdown()
-    http_server.server_close()
 
 
 def test_503_with_retry_after_is_retried_after_the_given_seconds(server: ScriptedServer) -> None:

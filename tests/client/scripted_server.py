@@ -1,0 +1,75 @@
+"""A real loopback HTTP server that answers from a script, for the client's tests (no mocks of httpx).
+
+It answers each request with the next scripted answer and records when each arrived, so tests measure
+the waits the client really made, and see that a request refused before sending never arrived.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+LIVE = (200, {}, {"status": "ok"})
+PROBLEM = {"Content-Type": "application/problem+json"}
+
+
+@dataclass
+class Arrival:
+    at_s: float
+    method: str
+    path: str
+    body: bytes
+
+
+@dataclass
+class ScriptedServer:
+    """Answers request n with `script[n]` (the last answer repeats); `arrivals` records every request."""
+
+    url: str = ""
+    script: list[tuple[int, dict[str, str], object]] = field(default_factory=list)
+    arrivals: list[Arrival] = field(default_factory=list)
+
+    def gaps_s(self) -> list[float]:
+        return [later.at_s - earlier.at_s for earlier, later in zip(self.arrivals, self.arrivals[1:], strict=False)]
+
+
+@contextlib.contextmanager
+def scripted_server() -> Iterator[ScriptedServer]:
+    """A `ScriptedServer` listening on a free loopback port until the block ends."""
+    scripted = ScriptedServer()
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            scripted.arrivals.append(Arrival(time.monotonic(), self.command, self.path, body))
+            status, headers, payload = scripted.script[min(len(scripted.arrivals), len(scripted.script)) - 1]
+            content = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            self.send_response(status)
+            for name, value in {"Content-Type": "application/json", **headers}.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_DELETE = answer  # noqa: N815 - the method names http.server calls
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    http_server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    scripted.url = f"http://127.0.0.1:{http_server.server_address[1]}"
+    thread = threading.Thread(target=http_server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield scripted
+    finally:
+        http_server.shutdown()
+        http_server.server_close()
