@@ -20,6 +20,7 @@ import msgspec
 
 from poimen_client.errors import TransportError, UnexpectedAnswerError, error_from_response
 from poimen_client.retries import retry_after_seconds
+from poimen_client.sendable import checked_text, encoded_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterator, Mapping
@@ -99,7 +100,8 @@ def _check_addressable(name: str, value: object) -> None:
     "..")` went out as `DELETE /v1/projects/p/`, which deletes the whole project. The service refuses such
     project and document ids, so no project or document has one. (A project id has met the whole of the
     service's rule in its endpoint's builder already; this is the check a document id gets.) A value that
-    is not a string is a `TypeError`.
+    is not a string is a `TypeError`; one holding a surrogate code point, which UTF-8 cannot encode, a
+    `ValueError` too.
     """
     if not isinstance(value, str):  # typed as str, but an untyped caller's None failed in value.split below
         msg = f"{name} must be a str, got {type(value).__name__}"
@@ -107,6 +109,7 @@ def _check_addressable(name: str, value: object) -> None:
     if any(part in {"", ".", ".."} for part in value.split("/")):
         msg = f"{name} {value!r} has an empty, '.' or '..' part: no project or document is named so"
         raise ValueError(msg)
+    checked_text(name, value)  # quote() would raise the codec's error, naming no field
 
 
 @dataclass(slots=True, kw_only=True)
@@ -130,9 +133,12 @@ class Exchange(Generic[T]):
         headers = dict(call.headers)
         content = None
         if call.body is not None:
-            content = msgspec.json.encode(call.body)
+            content = encoded_json(call.body)
             headers["content-type"] = JSON_MEDIA_TYPE
         query = {name: value for name, value in call.query.items() if value is not None}
+        for parameter, text in query.items():
+            if isinstance(text, str):
+                checked_text(parameter, text)  # httpx would raise the codec's error, naming no field
         return http.build_request(
             self.endpoint.method,
             self.endpoint.path.format_map(values),

@@ -1,0 +1,79 @@
+"""Values the client cannot send are refused before anything is sent, naming the field that holds them.
+
+Against the scripted loopback server, which records every request that arrives: none may.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+from poimen_client.clients import AsyncPoimenClient, PoimenClient
+from poimen_client.models import Document, DocumentFilter, SearchQuery
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.client.scripted_server import ScriptedServer
+
+LONE = "\ud83d"  # half of a UTF-16 pair, as json.loads('"\\ud83d"') or a surrogateescape decode leaves in a str
+
+
+def surrogate_refusal(field: str, index: int) -> str:
+    return (
+        f"{field} holds a surrogate code point (U+D83D at index {index}), which UTF-8 cannot encode: nothing was sent"
+    )
+
+
+@pytest.mark.parametrize(
+    ("send", "field", "index"),
+    [
+        (lambda client: client.search("p", f"port {LONE}"), "query", 5),
+        (lambda client: client.memory_query("p", SearchQuery(query=f"{LONE} port")), "query", 0),
+        (lambda client: client.search_batch("p", ["port", f"dns{LONE}"]), "queries[1].query", 3),
+        (lambda client: client.ingest("p", Document(id="d", text=f"ok {LONE}")), "text", 3),
+        (
+            lambda client: client.ingest("p", [Document(id="a", text="fine"), Document(id="b", text="t", title=LONE)]),
+            "documents[1].title",
+            0,
+        ),
+        (
+            lambda client: client.ingest("p", Document(id="d", text="t", metadata={"notes": ["ok", f"a{LONE}"]})),
+            "metadata.notes[1]",
+            1,
+        ),
+        (lambda client: client.get_document("p", f"notes/{LONE}"), "document_id", 6),
+        (lambda client: client.list_documents("p", where=DocumentFilter(source_prefix=f"x{LONE}")), "source_prefix", 1),
+    ],
+)
+def test_a_surrogate_is_a_value_error_naming_its_field_and_nothing_is_sent(
+    server: ScriptedServer, send: Callable[[PoimenClient], object], field: str, index: int
+) -> None:
+    # The codec's bare UnicodeEncodeError came up from deep in msgspec, httpx or urllib, naming no field.
+    with PoimenClient(server.url) as client, pytest.raises(ValueError, match="UTF-8 cannot encode") as raised:
+        send(client)
+
+    assert not isinstance(raised.value, UnicodeError)
+    assert str(raised.value) == surrogate_refusal(field, index)
+    assert server.arrivals == []
+
+
+def test_a_surrogate_in_a_metadata_key_names_the_key(server: ScriptedServer) -> None:
+    with PoimenClient(server.url) as client, pytest.raises(ValueError, match="UTF-8 cannot encode") as raised:
+        client.ingest("p", Document(id="d", text="t", metadata={f"k{LONE}": 1}))
+
+    assert not isinstance(raised.value, UnicodeError)
+    assert str(raised.value) == (
+        "metadata has a key, 'k\\ud83d', holding a surrogate code point (U+D83D at index 1), "
+        "which UTF-8 cannot encode: nothing was sent"
+    )
+    assert server.arrivals == []
+
+
+async def test_the_async_client_refuses_a_surrogate_alike(server: ScriptedServer) -> None:
+    async with AsyncPoimenClient(server.url) as client:
+        with pytest.raises(ValueError, match=re.escape(surrogate_refusal("query", 0))):
+            await client.search("p", LONE)
+
+    assert server.arrivals == []
