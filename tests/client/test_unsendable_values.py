@@ -77,3 +77,55 @@ async def test_the_async_client_refuses_a_surrogate_alike(server: ScriptedServer
             await client.search("p", LONE)
 
     assert server.arrivals == []
+
+
+class Owner:
+    """A value msgspec has no JSON form for."""
+
+
+def unencodable(field: str, type_name: str) -> str:
+    return (
+        f"{field} is a value of type {type_name}, which has no JSON form "
+        "(send a str, number, bool, None, list or dict): nothing was sent"
+    )
+
+
+@pytest.mark.parametrize(
+    ("documents", "message"),
+    [
+        (Document(id="d", text="t", metadata={"ratio": 1j}), unencodable("metadata.ratio", "complex")),
+        (Document(id="d", text="t", metadata={"a b": 1j}), unencodable("metadata['a b']", "complex")),
+        (
+            [Document(id="a", text="t"), Document(id="b", text="t", metadata={"owner": {"pets": [Owner()]}})],
+            unencodable("documents[1].metadata.owner.pets[0]", f"{__name__}.Owner"),
+        ),
+        (
+            Document(id="d", text="t", metadata={(1, 2): "x"}),
+            (
+                "metadata has a key of type tuple, (1, 2), which JSON cannot carry "
+                "(keys are strings, or numbers sent as strings): nothing was sent"
+            ),
+        ),
+    ],
+)
+def test_metadata_json_cannot_carry_is_a_type_error_naming_the_field_and_type(
+    server: ScriptedServer, documents: Document | list[Document], message: str
+) -> None:
+    # msgspec's TypeError said only "Encoding objects of type complex is unsupported".
+    with PoimenClient(server.url) as client, pytest.raises(TypeError) as raised:
+        client.ingest("p", documents)
+
+    assert str(raised.value) == message
+    assert server.arrivals == []
+
+
+def test_metadata_that_holds_itself_is_a_value_error_naming_the_cycle(server: ScriptedServer) -> None:
+    # msgspec's RecursionError escaped the client.
+    metadata: dict[str, object] = {"kind": "note"}
+    metadata["self"] = metadata
+
+    with PoimenClient(server.url) as client, pytest.raises(ValueError, match="cycle") as raised:
+        client.ingest("p", Document(id="d", text="t", metadata=metadata))
+
+    assert str(raised.value) == "metadata.self is metadata again, a cycle JSON cannot carry: nothing was sent"
+    assert server.arrivals == []

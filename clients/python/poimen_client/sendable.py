@@ -2,8 +2,10 @@
 
 The encoders name no field: a surrogate code point (half of a UTF-16 pair, as `json.loads` of a lone escape
 or a `surrogateescape` decode leaves in a str) was the UTF-8 codec's bare `UnicodeEncodeError`, raised from
-deep in msgspec, httpx or urllib. A body that fails to encode is searched again part by part for the one to
-name, so a body that encodes pays nothing more.
+deep in msgspec, httpx or urllib; metadata JSON has no form for (a `complex`, an object of the caller's, a
+tuple key) msgspec's `TypeError` naming only the type; metadata that holds itself a `RecursionError`. A
+body that fails to encode is searched again part by part for the one to name, so a body that encodes pays
+nothing more.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _SHOWN_KEY_CHARS: Final = 80
 """How much of a refused metadata key a message quotes: enough to recognise it."""
+_SHOWN_PATH_CHARS: Final = 200
 _NOT_SENT: Final = "nothing was sent"
 
 
@@ -40,49 +43,84 @@ def encoded_json(body: object) -> bytes:
     """`body` as JSON.
 
     Raises:
-        ValueError: a string in it (a value or a key) holds a surrogate code point; the message names
-            the field, e.g. `documents[1].metadata.notes[0]`.
+        ValueError: a string in it (a value or a key) holds a surrogate code point, or it holds itself
+            (a cycle) or nests deeper than msgspec goes; the message names the field, e.g.
+            `documents[1].metadata.notes[0]`.
+        TypeError: a value or a key in it is of a type JSON has no form for; the message names the field
+            and the type.
     """
     try:
         return msgspec.json.encode(body)
-    except UnicodeEncodeError:
-        refusal = _refusal(body)
+    except (UnicodeEncodeError, TypeError, RecursionError) as error:
+        refusal = _refusal(body, error)
         if refusal is None:  # not found again: the encoder's own words are all there is
             raise
         raise refusal from None  # the encoder's traceback names no field; this does
 
 
-def _refusal(body: object) -> ValueError | None:
+def _refusal(body: object, error: Exception) -> ValueError | TypeError | None:
     """Why `body` cannot be encoded, naming the innermost part that cannot; None if no part is to blame."""
     path, value = "", body
+    paths_by_id = {id(body): ""}  # the containers descended through: a part among them is a cycle
     while True:
-        if isinstance(value, dict):
-            for key in value:
-                surrogate = _surrogate_in(key) if isinstance(key, str) else None
-                if surrogate:
-                    msg = f"{_named(path)} has a key, {_shown(key)}, holding {surrogate}, which UTF-8 cannot encode"
-                    return ValueError(f"{msg}: {_NOT_SENT}")
-        failing = next(((p, part) for p, part in _parts(path, value) if not _encodes(part)), None)
+        refused_key = _key_refusal(path, value)
+        if refused_key is not None:
+            return refused_key
+        failing = _failing_part(path, value)
         if failing is None:
-            break
-        path, value = failing
+            return _value_refusal(path, value, error)
+        path, value, error = failing
+        if id(value) in paths_by_id:
+            cycle = f"{_named(path)} is {_named(paths_by_id[id(value)])} again, a cycle JSON cannot carry"
+            return ValueError(f"{cycle}: {_NOT_SENT}")
+        paths_by_id[id(value)] = path
+
+
+def _failing_part(path: str, value: object) -> tuple[str, object, Exception] | None:
+    """The first part of `value` that does not encode on its own, its path and its error."""
+    for part_path, part in _parts(path, value):
+        try:
+            msgspec.json.encode(part)
+        except (UnicodeEncodeError, TypeError, RecursionError) as error:
+            return part_path, part, error
+    return None
+
+
+def _key_refusal(path: str, value: object) -> ValueError | TypeError | None:
+    """Why a key of the dict `value` cannot be a JSON key; None if every one can (or it is no dict)."""
+    if not isinstance(value, dict):
+        return None
+    for key in value:
+        if isinstance(key, str):
+            surrogate = _surrogate_in(key)
+            if surrogate:
+                msg = f"{_named(path)} has a key, {_shown(key)}, holding {surrogate}, which UTF-8 cannot encode"
+                return ValueError(f"{msg}: {_NOT_SENT}")
+            continue
+        try:
+            msgspec.json.encode({key: None})
+        except TypeError:  # a bool, None, a tuple...: msgspec takes str-like and number-like keys only
+            msg = f"{_named(path)} has a key of type {_type_name(key)}, {_shown(key)}, which JSON cannot carry"
+            return TypeError(f"{msg} (keys are strings, or numbers sent as strings): {_NOT_SENT}")
+    return None
+
+
+def _value_refusal(path: str, value: object, error: Exception) -> ValueError | TypeError | None:
+    """Why `value`, whose parts all encode, does not (`error`, msgspec's)."""
     surrogate = _surrogate_in(value) if isinstance(value, str) else None
     if surrogate:
         return ValueError(f"{_named(path)} holds {surrogate}, which UTF-8 cannot encode: {_NOT_SENT}")
+    if isinstance(error, RecursionError):
+        return ValueError(f"{_named(path)} nests deeper than JSON encoding goes here: {_NOT_SENT}")
+    if isinstance(error, TypeError):
+        msg = f"{_named(path)} is a value of type {_type_name(value)}, which has no JSON form"
+        return TypeError(f"{msg} (send a str, number, bool, None, list or dict): {_NOT_SENT}")
     return None
 
 
 def _surrogate_in(text: str) -> str | None:
     found = _SURROGATE.search(text)
     return f"a surrogate code point (U+{ord(found.group()):04X} at index {found.start()})" if found else None
-
-
-def _encodes(value: object) -> bool:
-    try:
-        msgspec.json.encode(value)
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _parts(path: str, value: object) -> Iterator[tuple[str, object]]:
@@ -114,4 +152,12 @@ def _shown(key: object) -> str:
 
 
 def _named(path: str) -> str:
+    if len(path) > _SHOWN_PATH_CHARS:  # metadata nested thousands deep: `metadata.deep[0][0]...`
+        return f"{path[:_SHOWN_PATH_CHARS]}..."
     return path or "the request body"
+
+
+def _type_name(value: object) -> str:
+    """`complex` for a builtin, `package.module.Class` for any other type."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
