@@ -43,6 +43,31 @@ def test_503_with_retry_after_is_retried_after_the_given_seconds(server: Scripte
     assert all(gap >= 1.0 - TOLERANCE_S for gap in server.gaps_s())
 
 
+def test_a_504_is_retried_after_its_retry_after(server: ScriptedServer) -> None:
+    # The service answers an engine's timeout 504 with Retry-After: 1; the client raised it at once.
+    problem = {"title": "Engine timed out", "status": 504, "detail": "pgvector timed out", "engine": "pgvector"}
+    server.script = [(504, {**PROBLEM, "Retry-After": "1"}, problem), (200, {}, {"results": []})]
+
+    with PoimenClient(server.url) as client:
+        answer = client.search_batch("p", ["port"])
+
+    assert answer.results == []
+    assert len(server.arrivals) == 2
+    assert server.gaps_s()[0] >= 1.0 - TOLERANCE_S
+
+
+def test_a_proxys_504_without_retry_after_backs_off_until_max_attempts(server: ScriptedServer) -> None:
+    server.script = [(504, {"Content-Type": "text/html"}, "<html>Gateway Timeout</html>")]
+
+    retry = RetryPolicy(max_attempts=3, base_delay_s=0.01)
+    with PoimenClient(server.url, retry=retry) as client, pytest.raises(UnavailableError) as raised:
+        client.project_stats("p")
+
+    assert len(server.arrivals) == 3
+    assert raised.value.status == 504
+    assert "<html>Gateway Timeout</html>" in str(raised.value)
+
+
 def test_429_without_retry_after_backs_off_exponentially(server: ScriptedServer) -> None:
     server.script = [(429, {}, {}), (429, {}, {}), LIVE]
 

@@ -1,4 +1,4 @@
-"""When to send a request again: 429 and 503 answers, with exponential backoff that honours `Retry-After`.
+"""When to send a request again: 429, 503 and 504 answers, with exponential backoff that honours `Retry-After`.
 
 Pure decisions, no sleeping: the sync and the async client each sleep their own way on the delay
 `RetryPolicy.delay_s()` returns.
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
-    """Retry 429/503 answers up to `max_attempts` sends in all.
+    """Retry 429/503/504 answers up to `max_attempts` sends in all.
 
     The wait before retry n (1-based) is the answer's `Retry-After` when it has one, else
     `base_delay_s * 2 ** (n - 1)` capped at `max_delay_s`, scaled by a random factor in [0.5, 1] so
@@ -30,7 +30,8 @@ class RetryPolicy:
     max_attempts: int = 4
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
-    retry_statuses: frozenset[int] = frozenset({429, 503})
+    # 504: the service's own says an engine did not answer in time, with a Retry-After; it may on a later try.
+    retry_statuses: frozenset[int] = frozenset({429, 503, 504})
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
