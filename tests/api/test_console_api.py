@@ -87,3 +87,17 @@ async def test_head_on_the_console_page_answers_like_get_without_a_body(api_clie
     assert headed.headers["content-length"] == got.headers["content-length"]
     assert headed.headers["cache-control"] == "no-cache"
     assert headed.headers["content-security-policy"] == got.headers["content-security-policy"]
+
+
+async def test_head_on_each_console_file_answers_like_get_without_a_body(api_client) -> None:
+    # Litestar's HEAD answer for a static file carried no content-type, unlike its GET's.
+    for path in sorted(CONSOLE_DIRECTORY.iterdir()):
+        got = await api_client.get(f"/console/{path.name}")
+
+        headed = await api_client.head(f"/console/{path.name}")
+
+        assert headed.status_code == 200, path.name
+        assert headed.content == b"", path.name
+        assert headed.headers.get("content-type") == got.headers["content-type"], path.name
+        assert headed.headers["content-length"] == got.headers["content-length"] == str(path.stat().st_size)
+        assert headed.headers["cache-control"] == "no-cache", path.name
