@@ -260,6 +260,24 @@ def test_the_last_day_there_is_as_to_date_bounds_nothing(page: Page) -> None:
     expect(page.locator("#error")).to_be_hidden()
 
 
+@pytest.mark.parametrize(("box", "label"), [("date-from", "From"), ("date-to", "To (the day included)")])
+def test_a_day_with_a_five_digit_year_is_an_error_in_the_page_not_a_request(page: Page, box: str, label: str) -> None:
+    # The date box's year takes six digits: a From of year 20245 was sent and refused (a 400), a To threw
+    # RangeError "Invalid time value" from the day-after computation.
+    sent = []
+    page.on("request", lambda request: sent.append(request.url) if "/v1/" in request.url else None)
+    page.fill(f"#{box}", "20245-05-08")
+
+    search(page, "pottery bowl")
+
+    expect(page.locator("#error strong")).to_have_text("Invalid input")
+    expect(page.locator("#error .detail")).to_have_text(
+        f"{label}: a day from 0001-01-01 to 9999-12-31 (a year of four digits)"
+    )
+    expect(page.locator(f"#{box}")).to_be_focused()
+    assert sent == []
+
+
 def test_a_success_answer_that_is_not_json_is_a_readable_error(page: Page, console_url: str) -> None:
     # What a proxy's or a login page's "200 OK" looks like: this service's own HTML page, answered in its place.
     page.route("**/v1/projects/*/documents?*", lambda route: route.continue_(url=f"{console_url}/console"))

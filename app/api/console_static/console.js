@@ -72,9 +72,18 @@ async function busy(button, work) {
   }
 }
 
-/** The first number box holding what is not a number ("1e"): the browser gives its value as "". */
-function unreadableNumber() {
-  return [...document.querySelectorAll("#search-form input[type=number]")].find((input) => input.validity.badInput);
+const DAYS = "a day from 0001-01-01 to 9999-12-31 (a year of four digits)";  // the days the service can store
+
+/** The first box of the form the page cannot send, and why; null when every box can be sent. */
+function unsendableInput() {
+  // A number box holding what is not a number ("1e"): the browser gives its value as "".
+  const number = [...document.querySelectorAll("#search-form input[type=number]")].find((input) => input.validity.badInput);
+  if (number) return [number, "not a number"];
+  // The date box's year takes six digits: a From of year 20245 went out and came back a 400, a To threw
+  // from the day-after computation. Its min and max are the service's first and last days.
+  const day = [...document.querySelectorAll("#search-form input[type=date]")]
+    .find((input) => input.validity.badInput || input.validity.rangeUnderflow || input.validity.rangeOverflow);
+  return day ? [day, DAYS] : null;
 }
 
 function inputError(input, detail) {
@@ -146,8 +155,8 @@ async function runSearch(event, { remember = true } = {}) {
     const started = performance.now();
     let answer;
     try {
-      const unreadable = unreadableNumber();
-      if (unreadable) throw inputError(unreadable, "not a number");
+      const unsendable = unsendableInput();
+      if (unsendable) throw inputError(...unsendable);
       answer = await search(searchBody(values));
     } catch (error) {
       if (superseded()) return;
