@@ -391,6 +391,18 @@ def test_a_right_to_left_override_in_an_id_or_title_does_not_reorder_the_line(pa
     expect(page.locator("#document-caption")).to_have_text(f"{project} / {document['id']}")
 
 
+def test_a_right_to_left_override_in_the_query_does_not_reorder_the_status_line(page: Page) -> None:
+    search(page, f"{RIGHT_TO_LEFT_OVERRIDE}pottery bowl")
+    expect(page.locator("#status")).to_contain_text("round trip")
+
+    # Left to right as written: the query, then the project and the count; the override once ran on to
+    # the end of the line, drawing "round trip" leftmost.
+    status = "#status"
+    assert (
+        left_of(page, status, "pottery") < left_of(page, status, f"in {PROJECT}") < left_of(page, status, "round trip")
+    )
+
+
 def test_the_document_view_shows_the_metadata_as_text(page: Page, console_url: str) -> None:
     project = "console-metadata"
     metadata = {"author": "<b>Melanie</b>", "pages": 3}

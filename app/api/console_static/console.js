@@ -1,6 +1,8 @@
 // The console's wiring: form -> POST /v1/search (explain) -> render; document view and listing.
 import { ApiError, getDocument, listDocuments, projectStats, search, searchBody, storedToken, storeToken } from "./api.js";
-import { clearError, count, hideAnswer, renderAnswer, renderDocument, renderDocumentList, showError } from "./render.js";
+import {
+  clearError, count, hideAnswer, isolated, renderAnswer, renderDocument, renderDocumentList, showError,
+} from "./render.js";
 
 const byId = (id) => document.getElementById(id);
 const PROJECT_KEY = "poimen.console.project";
@@ -49,8 +51,9 @@ function formValues() {
   };
 }
 
-function setStatus(text) {
-  byId("status").textContent = text;
+/** The status line: strings, and nodes such as the user's text `isolated` (a query in any script). */
+function setStatus(...parts) {
+  byId("status").replaceChildren(...parts);
 }
 
 const inFlight = new Map();  // button -> how many of its requests are still running
@@ -166,10 +169,13 @@ async function runSearch(event, { remember = true } = {}) {
     if (superseded()) return;
     renderAnswer(answer, (documentId, chunkId) => openDocument(answer.project, documentId, chunkId));
     const roundTrip = `${(performance.now() - started).toFixed(0)} ms round trip`;
-    setStatus(`“${answer.query}” in ${answer.project}: ${count(answer.results.length, "hit")}, ${roundTrip}.`);
+    // The query in its own <bdi>: a right-to-left one (or a RIGHT-TO-LEFT OVERRIDE in it) reordered the line.
+    setStatus("“", isolated(answer.query),
+      `” in ${answer.project}: ${count(answer.results.length, "hit")}, ${roundTrip}.`);
     if (!answer.results.length && (await projectStats(answer.project)).documents === 0 && !superseded()) {
       // Nothing found because there is nothing to find: a misspelt project reads like an unlucky query.
-      setStatus(`“${answer.query}” in ${answer.project}: no hits, ${roundTrip}; project ${answer.project} holds no documents.`);
+      setStatus("“", isolated(answer.query),
+        `” in ${answer.project}: no hits, ${roundTrip}; project ${answer.project} holds no documents.`);
     }
   });
 }

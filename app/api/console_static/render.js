@@ -1,6 +1,7 @@
 // Rendering: builds DOM nodes with textContent only (document text is data, never markup).
-// Ids, titles and sources are data too, in any script: each sits in a <bdi>, so a right-to-left name (or a
-// stray RIGHT-TO-LEFT OVERRIDE in one) is laid out on its own and never reorders the text around it.
+// Ids, titles, sources and the query the status line echoes are data too, in any script: each sits in a
+// <bdi>, so a right-to-left name (or a stray RIGHT-TO-LEFT OVERRIDE in one) is laid out on its own and
+// never reorders the text around it.
 
 export function el(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
@@ -129,7 +130,7 @@ function renderTimings(metrics, { withRerank }) {
 }
 
 /** `text` isolated from its neighbours in the line (see the top of this file). */
-function isolated(text) {
+export function isolated(text) {
   return el("bdi", { text });
 }
 
