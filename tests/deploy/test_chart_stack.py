@@ -25,6 +25,8 @@ from prometheus_client import REGISTRY
 
 import app.observability.metrics  # noqa: F401 - importing it registers the `poimen_` metric objects
 from app.config import Settings, shared_database_problem
+from app.engines.opensearch_mapping import FIRST_UNAMBIGUOUS_VERSION, versioned_index_name
+from app.engines.opensearch_projects import project_alias
 from tests.deploy.conftest import HELM_DEPS
 from tests.deploy.test_chart import CHART, HELM, INSTALL_HINT, ROOT, Manifest, find, helm_template, main_container, tool
 
@@ -38,6 +40,7 @@ RENDERS = {
     "quickstart": QUICKSTART_VALUES,
     "production-stack": STACK_VALUES,
 }
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 CNPG_CRDS = HELM_DEPS / "cloudnative-pg-1.30.0-crds.yaml"
 RULE_TESTS = Path(__file__).with_name("prometheus-rules.test.yaml")
 CRD_KINDS = {"Cluster", "PrometheusRule", "ServiceMonitor"}
@@ -276,10 +279,127 @@ def test_production_stack_is_highly_available(stack_render: list[Manifest]) -> N
         "opensearch",
     }
     assert find(stack_render, "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 3
-    # TLS verified against the CA Secret the user created; no demo password Secret.
+    # TLS verified against the CA Secret the user created; no demo password Secret, no credential rendered at all.
     assert config["OPENSEARCH_VERIFY_CERTS"] == "true"
     assert env["OPENSEARCH_CA_FILE"]["value"].startswith("/etc/poimen/opensearch-ca/")
-    assert not any(m["kind"] == "Secret" for m in stack_render)
+    secrets = [m for m in stack_render if m["kind"] == "Secret"]
+    assert [set(m["stringData"]) for m in secrets] == [{"roles.yml", "roles_mapping.yml"}]  # OpenSearch's roles only
+
+
+OPENSEARCH_ACTION_GROUPS = {
+    # The static action groups the role uses, as OpenSearch's security plugin defines them
+    # (opensearch-project/security src/main/resources/static_config/static_action_groups.yml).
+    "crud": ["read", "write"],
+    "read": ["indices:data/read*", "indices:admin/mappings/fields/get*", "indices:admin/resolve/index"],
+    "write": ["indices:data/write*", "indices:admin/mapping/put"],
+    "create_index": ["indices:admin/create", "indices:admin/mapping/put"],
+    "manage_aliases": ["indices:admin/aliases*"],
+    "cluster_composite_ops": [
+        "indices:data/write/bulk", "indices:admin/aliases*", "indices:data/write/reindex", "cluster_composite_ops_ro",
+    ],
+    "cluster_composite_ops_ro": [
+        "indices:data/read/mget", "indices:data/read/msearch", "indices:data/read/mtv", "indices:admin/aliases/exists*",
+        "indices:admin/aliases/get*", "indices:data/read/scroll", "indices:admin/resolve/index",
+    ],
+}  # fmt: skip
+
+
+def opensearch_wildcard(pattern: str, name: str) -> bool:
+    """OpenSearch's WildcardMatcher for plain patterns: `*` any run, `?` one character, nothing else special."""
+    return re.fullmatch(re.escape(pattern).replace(r"\*", ".*").replace(r"\?", "."), name) is not None
+
+
+def grants(allowed_actions: list[str], action: str) -> bool:
+    for allowed in allowed_actions:
+        if allowed in OPENSEARCH_ACTION_GROUPS:
+            if grants(OPENSEARCH_ACTION_GROUPS[allowed], action):
+                return True
+        elif opensearch_wildcard(allowed, action):
+            return True
+    return False
+
+
+def index_action_granted(role: Manifest, index: str, action: str) -> bool:
+    return any(
+        grants(block["allowed_actions"], action)
+        for block in role.get("index_permissions", [])
+        if any(opensearch_wildcard(pattern, index) for pattern in block["index_patterns"])
+    )
+
+
+def bundled_security_files(manifests: list[Manifest]) -> dict[str, Manifest]:
+    """The OpenSearch security files the release mounts over the image's own, by file name, parsed."""
+    statefulset = find(manifests, "StatefulSet")
+    spec = statefulset["spec"]["template"]["spec"]
+    container = next(c for c in spec["containers"] if c["name"] == "opensearch")
+    secrets = {volume["name"]: volume["secret"]["secretName"] for volume in spec["volumes"] if "secret" in volume}
+    rendered = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "Secret"}
+    files = {}
+    for mount in container["volumeMounts"]:
+        directory, _, file_name = mount["mountPath"].rpartition("/")
+        if directory == "/usr/share/opensearch/config/opensearch-security" and secrets.get(mount["name"]) in rendered:
+            assert mount["subPath"] == file_name, mount
+            files[file_name] = yaml.safe_load(rendered[secrets[mount["name"]]]["stringData"][file_name])
+    return files
+
+
+def test_the_services_opensearch_user_may_do_what_the_service_does_on_its_own_indexes_only(
+    stack_render: list[Manifest],
+) -> None:
+    # The user docs/deploy.md has you put in the Secret the service logs in with (opensearchCredentials).
+    user = re.search(r"secret generic poimen-memory-opensearch --from-literal=username=(\w+)", DEPLOY_DOC.read_text())
+    assert user is not None
+    files = bundled_security_files(stack_render)
+    base = find(stack_render, "ConfigMap", "-env")["data"]["OPENSEARCH_INDEX"]
+    alias = project_alias(base, "Notes")
+    project_names = [alias, versioned_index_name(alias), versioned_index_name(alias, FIRST_UNAMBIGUOUS_VERSION - 1)]
+    # app/engines/opensearch*.py, call by call.
+    project_actions = [
+        "indices:admin/create",  # ensure_index: the index with its alias
+        "indices:admin/aliases",  # put_alias, update_aliases (a schema upgrade moves the alias)
+        "indices:admin/aliases/get",  # get_alias, exists_alias
+        "indices:admin/get",  # indices.exists
+        "indices:admin/mappings/get",  # the schema version check
+        "indices:monitor/settings/get",  # the generation check (index uuid)
+        "indices:admin/settings/update",  # the write block before an upgrade's copy
+        "indices:admin/refresh",  # before the copy
+        "indices:data/read/search",  # searches; the source of _reindex and _delete_by_query
+        "indices:data/read/mget[shard]",  # version markers
+        "indices:data/write/bulk[s]",  # chunks and markers
+        "indices:data/write/index",
+        "indices:data/write/delete",
+        "indices:data/write/delete/byquery",  # stale chunks
+        "indices:admin/delete",  # a project's index, with the project
+    ]
+    cluster_actions = [
+        "cluster:monitor/main",  # info() at start, ping() for /readyz
+        "indices:data/write/bulk",
+        "indices:data/read/mget",
+        "indices:data/write/reindex",
+        "indices:data/read/scroll",
+        "indices:data/read/scroll/clear",
+    ]
+    not_the_services = [".opendistro_security", "logs-2026.05", f"{base}-other", f"{base}x", "poimen"]
+
+    assert set(files) == {"roles.yml", "roles_mapping.yml"}  # internal_users.yml is the Secret you create
+    mapped = [name for name, mapping in files["roles_mapping.yml"].items() if user.group(1) in mapping.get("users", [])]
+    assert len(mapped) == 1, mapped
+    role = files["roles.yml"][mapped[0]]
+    for action in cluster_actions:
+        assert grants(role["cluster_permissions"], action), action
+    for name in project_names:
+        for action in project_actions:
+            assert index_action_granted(role, name, action), (name, action)
+    # A start takes the alias `base` off the shared index of schema 6 and before, and reads no document of it.
+    for name in (base, versioned_index_name(base, 6)):
+        assert index_action_granted(role, name, "indices:admin/aliases"), name
+        assert not index_action_granted(role, name, "indices:data/read/search"), name
+    # Anything else: alias and index names only (GET /_alias/<name> is checked against every index).
+    for name in not_the_services:
+        granted = [a for a in [*project_actions, "indices:data/read/get"] if index_action_granted(role, name, a)]
+        assert granted == ["indices:admin/aliases/get"], (name, granted)
+    # The image's own mapping, which this file replaces, gave the backend role admin all_access: kept.
+    assert files["roles_mapping.yml"]["all_access"]["backend_roles"] == ["admin"]
 
 
 def test_production_stack_networkpolicy_allows_exactly_the_bundled_databases(stack_render: list[Manifest]) -> None:
