@@ -485,6 +485,33 @@ def test_pods_spread_over_zones_and_nodes(production_render: list[Manifest]) -> 
 
 
 @requires_helm
+def test_an_anti_affinity_term_without_label_selector_gets_the_release_pod_selector() -> None:
+    own = {"matchLabels": {"team": "search"}}
+    affinity = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname"},
+                {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": own},
+            ],
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 50, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}},
+            ],
+        }
+    }
+    deployment = find(
+        helm_template("--values", str(PRODUCTION_VALUES), "--set-json", f"affinity={json.dumps(affinity)}"),
+        "Deployment",
+    )
+    selector = {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}
+    rendered = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+
+    required = rendered["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [term["labelSelector"] for term in required] == [selector, own]
+    preferred = rendered["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert [term["podAffinityTerm"]["labelSelector"] for term in preferred] == [selector]
+
+
+@requires_helm
 def test_no_disruption_budget_for_a_single_replica() -> None:
     kinds = {
         m["kind"]

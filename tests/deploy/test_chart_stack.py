@@ -286,6 +286,19 @@ def test_production_stack_is_highly_available(stack_render: list[Manifest]) -> N
     assert [set(m["stringData"]) for m in secrets] == [{"roles.yml", "roles_mapping.yml"}]  # OpenSearch's roles only
 
 
+@requires_helm
+def test_service_pods_keep_apart_by_the_deployments_own_selector_whatever_the_release_name() -> None:
+    result = helm("template", "search-prod", str(CHART), "--namespace", "search", "--values", str(STACK_VALUES))
+    assert result.returncode == 0, result.stderr
+    deployment = find([m for m in yaml.safe_load_all(result.stdout) if m], "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    anti_affinity = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    terms = anti_affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+
+    assert selector["app.kubernetes.io/instance"] == "search-prod"
+    assert [term["podAffinityTerm"]["labelSelector"] for term in terms] == [{"matchLabels": selector}]
+
+
 OPENSEARCH_ACTION_GROUPS = {
     # The static action groups the role uses, as OpenSearch's security plugin defines them
     # (opensearch-project/security src/main/resources/static_config/static_action_groups.yml).
