@@ -287,6 +287,15 @@ def test_production_stack_is_highly_available(stack_render: list[Manifest]) -> N
 
 
 @requires_helm
+@pytest.mark.parametrize("render", ["production", "production-stack"])
+def test_production_values_turn_the_console_off(render: str) -> None:
+    config = find(helm_template("--values", str(RENDERS[render])), "ConfigMap", "-env")["data"]
+
+    # People paste bearer tokens into it, on the API's own origin (docs/security.md): not in production.
+    assert config["CONSOLE_ENABLED"] == "false"
+
+
+@requires_helm
 def test_service_pods_keep_apart_by_the_deployments_own_selector_whatever_the_release_name() -> None:
     result = helm("template", "search-prod", str(CHART), "--namespace", "search", "--values", str(STACK_VALUES))
     assert result.returncode == 0, result.stderr
