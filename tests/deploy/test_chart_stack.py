@@ -286,6 +286,65 @@ def test_production_stack_is_highly_available(stack_render: list[Manifest]) -> N
     assert [set(m["stringData"]) for m in secrets] == [{"roles.yml", "roles_mapping.yml"}]  # OpenSearch's roles only
 
 
+def restricted_violations(spec: Manifest) -> list[str]:
+    """What in a pod spec breaks the restricted Pod Security Standard (or runs as root), container by container."""
+    pod = spec.get("securityContext", {})
+    found = [f"pod: {key}" for key in ("hostNetwork", "hostPID", "hostIPC") if spec.get(key)]
+    found += [f"volume {v['name']}: hostPath" for v in spec.get("volumes", []) if "hostPath" in v]
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        context = container.get("securityContext", {})
+
+        def effective(key: str, context: Manifest = context) -> Any:
+            return context.get(key, pod.get(key))
+
+        name = container["name"]
+        if effective("runAsNonRoot") is not True:
+            found.append(f"{name}: runAsNonRoot not true")
+        if effective("runAsUser") == 0:
+            found.append(f"{name}: runAsUser 0")
+        if context.get("privileged"):
+            found.append(f"{name}: privileged")
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation not false")
+        if "ALL" not in context.get("capabilities", {}).get("drop", []):
+            found.append(f"{name}: capabilities not dropped")
+        if set(context.get("capabilities", {}).get("add", [])) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: capabilities added")
+        if (effective("seccompProfile") or {}).get("type") not in {"RuntimeDefault", "Localhost"}:
+            found.append(f"{name}: no seccompProfile")
+    return found
+
+
+def cluster_chart_ping_test(manifest: Manifest) -> bool:
+    """The cluster chart's `helm test` Job: alpine as root, `apk add` from the internet. No value turns it off or
+    hardens it; only `helm test` without --filter creates it (docs/deploy.md)."""
+    metadata = manifest["metadata"]
+    return metadata["name"].endswith("-ping-test") and metadata.get("annotations", {}).get("helm.sh/hook") == "test"
+
+
+@pytest.mark.parametrize("render", ["quickstart_render", "stack_render"])
+def test_every_pod_of_the_stack_runs_restricted_and_opensearch_writes_its_volume_by_fs_group(
+    render: str, request: pytest.FixtureRequest
+) -> None:
+    manifests: list[Manifest] = request.getfixturevalue(render)
+    specs = {
+        f"{m['kind']}/{m['metadata']['name']}": m["spec"] if m["kind"] == "Pod" else m["spec"]["template"]["spec"]
+        for m in manifests
+        if m["kind"] in {"Deployment", "StatefulSet", "Job", "Pod"} and not cluster_chart_ping_test(m)
+    }
+    statefulset = find(manifests, "StatefulSet")
+    opensearch_pod = statefulset["spec"]["template"]["spec"]
+    opensearch = next(c for c in opensearch_pod["containers"] if c["name"] == "opensearch")
+    data_mount = next(m for m in opensearch["volumeMounts"] if m["mountPath"] == "/usr/share/opensearch/data")
+
+    assert {name: restricted_violations(spec) for name, spec in specs.items()} == {name: [] for name in specs}
+    assert "StatefulSet/opensearch-cluster-master" in specs
+    # No root chown of the data volume: the kubelet gives it the pod's fsGroup, OpenSearch's own group (1000).
+    assert [c["name"] for c in opensearch_pod.get("initContainers", [])] == ["configfile"]
+    assert data_mount["name"] in [t["metadata"]["name"] for t in statefulset["spec"]["volumeClaimTemplates"]]
+    assert opensearch_pod["securityContext"]["fsGroup"] == opensearch["securityContext"]["runAsUser"] == 1000
+
+
 @requires_helm
 @pytest.mark.parametrize("render", ["production", "production-stack"])
 def test_production_values_turn_the_console_off(render: str) -> None:
