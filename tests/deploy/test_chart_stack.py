@@ -172,18 +172,14 @@ def test_quickstart_env_points_at_the_rendered_dependencies(quickstart_render: l
     http_port = next(port["port"] for port in service["spec"]["ports"] if port["name"] == "http")
     statefulset = find(quickstart_render, "StatefulSet")
     opensearch_env = env_of(statefulset["spec"]["template"]["spec"]["containers"][0])
-    deployment = find(quickstart_render, "Deployment")["spec"]["template"]["spec"]
     env = env_of(main_container(quickstart_render))
-    wait_for = env_of(deployment["initContainers"][0])["WAIT_FOR"]["value"].split()
 
     # CloudNativePG's convention: the primary `<cluster>-rw`; the service logs in as the runtime role
     # (tests/deploy/test_chart_runtime_role.py), the migrations Job as the owner from `<cluster>-app`.
     assert env["DATABASE_URL"]["value"].startswith("postgresql://poimen_runtime:$(POIMEN_DATABASE_RUNTIME_PASSWORD)@")
     assert f"@{cluster_name}-rw.search.svc:5432/app" in env["DATABASE_URL"]["value"]
-    assert f"{cluster_name}-rw.search.svc:5432" in wait_for
     # The OpenSearch Service the opensearch chart renders, its protocol and HTTP port.
     assert env["OPENSEARCH_URL"]["value"] == f"https://{service['metadata']['name']}.search.svc:{http_port}"
-    assert f"{service['metadata']['name']}.search.svc:{http_port}" in wait_for
     # One Secret starts OpenSearch (initial admin password) and authenticates the service.
     admin_ref = opensearch_env["OPENSEARCH_INITIAL_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"]
     credentials = next(
@@ -196,6 +192,22 @@ def test_quickstart_env_points_at_the_rendered_dependencies(quickstart_render: l
     assert env["OPENSEARCH_USERNAME"]["valueFrom"]["secretKeyRef"]["name"] == admin_ref["name"]
     assert set(credentials["data"]) == {"username", "password"}
     assert credentials["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+@pytest.mark.parametrize("render", ["quickstart_render", "stack_render"])
+def test_new_server_pods_wait_for_the_postgresql_primary_and_not_for_opensearch(
+    render: str, request: pytest.FixtureRequest
+) -> None:
+    manifests: list[Manifest] = request.getfixturevalue(render)
+    cluster_name = find(manifests, "Cluster")["metadata"]["name"]
+    init_containers = find(manifests, "Deployment")["spec"]["template"]["spec"]["initContainers"]
+
+    # The service cannot start without PostgreSQL; without OpenSearch it starts with its lexical leg degraded
+    # and prepares the indexes once it answers, so waiting for OpenSearch only held new pods back in an outage.
+    # A TCP connect is enough: `<cluster>-rw` has an endpoint only while CloudNativePG's readiness probe finds
+    # the primary accepting connections.
+    assert [c["name"] for c in init_containers] == ["wait-for-backends"]
+    assert env_of(init_containers[0])["WAIT_FOR"]["value"].split() == [f"{cluster_name}-rw.search.svc:5432"]
 
 
 def test_quickstart_is_one_of_each_with_auth_on(quickstart_render: list[Manifest]) -> None:
