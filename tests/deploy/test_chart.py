@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -805,3 +806,23 @@ def test_a_misspelt_volume_mount_field_is_refused_by_the_schema() -> None:
     )  # fmt: skip
 
     assert "mountpath" in refusal
+
+
+def test_opensearch_values_take_only_the_opensearch_charts_own_names() -> None:
+    # That chart has no schema of its own: a misspelt name under `opensearch:` (say `enableInitChown`, which
+    # belongs under `persistence:`) was ignored, and the setting it meant silently not applied.
+    packaged = next((CHART / "charts").glob("opensearch-*.tgz"))
+    with tarfile.open(packaged) as archive:
+        member = archive.extractfile("opensearch/values.yaml")
+        assert member is not None
+        names = set(yaml.safe_load(member.read()))
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["opensearch"]
+
+    assert schema["propertyNames"]["enum"] == sorted(names | {"enabled"})
+
+
+@requires_helm
+def test_a_misspelt_opensearch_value_is_refused_naming_it() -> None:
+    stderr = helm_fails("--set", "opensearch.enabled=true", "--set", "opensearch.enableInitChown=false")
+
+    assert "invalid propertyName 'enableInitChown'" in stderr
