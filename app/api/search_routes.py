@@ -25,6 +25,7 @@ from app.api.errors import problem_responses
 from app.api.guards import authorize_project, principal_of, request_caller_key, search_guard
 from app.api.search_requests import BatchSearchRequest, SearchFields, SearchRequest, as_of_from_text
 from app.api.search_schemas import BatchSearchResponse, SearchResponse, search_response
+from app.api.strict_bodies import unknown_choice
 from app.auth.tokens import SCOPE_SEARCH, Principal, cache_scope
 from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
@@ -212,14 +213,17 @@ def _search_call(
 
 
 def _enum(value: str | None, enum_type: type[SearchStrategy | FusionMethod], field: str) -> Any:  # noqa: ANN401 - one of two enums
-    if value is None or not value.strip():
+    """The member spelt exactly `value`, as a body's `Literal` takes it: `HYBRID`, ` hybrid` or "" is a 400.
+
+    Lowercasing and stripping here made `?strategy=HYBRID` search where `"strategy": "HYBRID"` was
+    refused; the refusal is worded as the body's (`unknown_choice`).
+    """
+    if value is None:
         return None
     try:
-        return enum_type(value.strip().lower())
+        return enum_type(value)
     except ValueError:
-        allowed = ", ".join(member.value for member in enum_type)
-        msg = f"unknown {field} {value!r}; expected one of {allowed}"
-        raise InvalidQueryError(msg, field=field) from None
+        raise unknown_choice(field, repr(value), [member.value for member in enum_type]) from None
 
 
 class SearchController(Controller):

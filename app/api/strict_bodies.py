@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import msgspec.inspect
@@ -18,6 +18,9 @@ from litestar import Request
 
 from app.domain.errors import DocumentTooLargeError, InvalidInputError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 _DATETIME_ERROR: Final = "Invalid RFC3339 encoded datetime"
 DATETIME_HINT: Final = (
@@ -88,12 +91,60 @@ def field_of_validation_error(message: str) -> str | None:
     return None
 
 
-def invalid_input_of(error: msgspec.ValidationError, *, default_field: str | None = None) -> InvalidInputError:
-    """The 400 for a msgspec validation error: its message made readable, the field it blames (else `default_field`)."""
+def invalid_input_of(
+    error: msgspec.ValidationError, *, default_field: str | None = None, body_type: type[msgspec.Struct] | None = None
+) -> InvalidInputError:
+    """The 400 for a msgspec validation error: its message made readable, the field it blames (else `default_field`).
+
+    With `body_type`, a value outside a field's fixed set of strings names that set (`unknown_choice`).
+    """
     message = str(error)
-    return InvalidInputError(
-        readable_validation_message(message), field=field_of_validation_error(message) or default_field
-    )
+    field = field_of_validation_error(message) or default_field
+    unlisted = _UNLISTED_CHOICE.fullmatch(message)
+    if unlisted is not None and field is not None and body_type is not None:
+        choices = _choices(body_type).get(_ITEM_INDEX.sub("[*]", field))
+        if choices is not None:
+            return unknown_choice(field, unlisted["value"], choices)
+    return InvalidInputError(readable_validation_message(message), field=field)
+
+
+def unknown_choice(field: str, shown_value: str, choices: Sequence[str]) -> InvalidInputError:
+    """The 400 for a value outside a field's fixed set of strings, worded alike in a JSON body and a query string.
+
+    `shown_value` is the value as Python's `repr` (and msgspec's message) writes it. The choices are listed
+    sorted, as msgspec reports a `Literal`'s.
+    """
+    msg = f"{field}: must be one of {', '.join(sorted(choices))} (as written, lowercase); got {shown_value}"
+    return InvalidInputError(msg, field=field)
+
+
+_UNLISTED_CHOICE: Final = re.compile(r"Invalid enum value (?P<value>.*) - at `\$[^`]*`", re.DOTALL)
+_ITEM_INDEX: Final = re.compile(r"\[\d+\]")
+
+
+@functools.cache
+def _choices(body_type: type[msgspec.Struct]) -> dict[str, tuple[str, ...]]:
+    """Each field of `body_type` taking one of a fixed set of strings (a `Literal`), by path: `queries[*].fusion`."""
+    found: dict[str, tuple[str, ...]] = {}
+
+    def walk(node: msgspec.inspect.Type, path: str, depth: int) -> None:
+        if depth > _MAX_SHAPE_DEPTH:
+            return
+        if isinstance(node, msgspec.inspect.Metadata):
+            walk(node.type, path, depth)
+        elif isinstance(node, msgspec.inspect.UnionType):
+            for member in node.types:
+                walk(member, path, depth)
+        elif isinstance(node, msgspec.inspect.StructType):
+            for field in node.fields:
+                walk(field.type, f"{path}.{field.encode_name}" if path else field.encode_name, depth + 1)
+        elif isinstance(node, msgspec.inspect.ListType):
+            walk(node.item_type, f"{path}[*]", depth + 1)
+        elif isinstance(node, msgspec.inspect.LiteralType):
+            found[path] = tuple(str(value) for value in node.values)
+
+    walk(msgspec.inspect.type_info(body_type), "", 0)
+    return found
 
 
 async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
@@ -115,7 +166,7 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
         refuse_over_bound_lists(body, body_type)
         msgspec.json.decode(body, type=body_type, strict=True)
     except msgspec.ValidationError as error:
-        raise invalid_input_of(error, default_field="body") from None
+        raise invalid_input_of(error, default_field="body", body_type=body_type) from None
     except msgspec.DecodeError as error:
         raise malformed_json(error, body) from None
     except RecursionError:

@@ -131,6 +131,31 @@ async def test_get_rejects_bad_input_naming_the_field(client, params: dict[str, 
     assert_problem(response, field)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("strategy", "HYBRID"),
+        ("strategy", "Lexical"),
+        ("strategy", " hybrid "),
+        ("strategy", ""),
+        ("fusion", "RRF"),
+        ("fusion", "zscore "),
+        ("fusion", ""),
+    ],
+)
+async def test_get_and_post_refuse_an_unlisted_enum_spelling_alike(client, field: str, value: str) -> None:
+    # GET lowercased and stripped what POST refuses: `?strategy=HYBRID` searched, `"strategy": "HYBRID"` was a 400.
+    got = await client.get("/memory/query", params={"query": "ingress", "project": "p", field: value})
+    posted = await client.post("/v1/search", json={"query": "ingress", "project": "p", field: value})
+
+    get_problem = assert_problem(got, field)
+    post_problem = assert_problem(posted, field)
+    assert get_problem["field"] == post_problem["field"] == field
+    assert get_problem["detail"] == post_problem["detail"]
+    allowed = "cascading, hybrid, lexical, semantic" if field == "strategy" else "rrf, weighted, zscore"
+    assert get_problem["detail"] == f"{field}: must be one of {allowed} (as written, lowercase); got {value!r}"
+
+
 def search_body(**overrides: Any) -> dict[str, Any]:
     return {"query": "ingress timeout", "project": "p", **overrides}
 

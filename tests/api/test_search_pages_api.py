@@ -272,6 +272,7 @@ async def test_a_batch_past_the_schemas_bound_is_refused_by_its_count_before_its
             "queries[1].weights.semantic",
         ),
         ([{"query": "lake", "filters": {"tags": ["a\u0000"]}}], "queries[0].filters.tags"),
+        ([{"query": "lake"}, {"query": "lake", "strategy": "Hybrid"}], "queries[1].strategy"),
         ([], "queries"),
     ],
 )
