@@ -32,7 +32,7 @@ from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.domain.moments import as_utc
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
-from app.query.planner import MAX_QUERY_CHARS, SearchOptions
+from app.query.planner import MAX_QUERY_CHARS, SearchOptions, unused_options
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH, SearchPage
 from app.search.service import SearchService
@@ -54,6 +54,7 @@ _BODY_FIELDS: Final[Mapping[str, str]] = {
     "date_from": "filters.date_from",
     "date_to": "filters.date_to",
     "max_chunks_per_document": "collapse",
+    "fusion_method": "fusion",
 }
 
 SEARCH_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
@@ -151,14 +152,16 @@ def _respond(
         if paging.clock is not None:
             values["t"] = as_utc(paging.clock).isoformat()
         following = encode_cursor(SEARCH_CURSOR, values)
-    return search_response(query, outcome, explain=explain, next_cursor=following)
+    unused = tuple(_BODY_FIELDS.get(name, name) for name in unused_options(options, outcome.plan))
+    return search_response(query, outcome, explain=explain, next_cursor=following, unused_options=unused)
 
 
 @contextmanager
 def _body_fields() -> Iterator[None]:
-    """The service's option errors named as the body spells the field: `weights.semantic`, `queries[1].filters.tags`.
+    """The service's option errors named as the request spells the field: `weights.semantic`, `queries[1].fusion`.
 
-    The service validates the options (once, for every caller); only the names are the API's.
+    The service validates the options (once, for every caller); only the names are the API's (the query
+    string of `GET /memory/query` spells its `fusion` as a body does).
     """
     try:
         yield
@@ -310,7 +313,9 @@ class SearchController(Controller):
         moment = None if as_of is None else as_of_from_text(as_of)
         paging = _paging(query_text, options, as_of=moment, offset=offset, cursor=cursor)
         call = _search_call(request, principal_of(request), query=query_text, options=options, paging=paging)
-        return _respond(query_text, options, paging, await search_service.search(call), explain=explain)
+        with _body_fields():
+            outcome = await search_service.search(call)
+        return _respond(query_text, options, paging, outcome, explain=explain)
 
     @post(
         "/v1/search",

@@ -141,6 +141,10 @@ class QueryAnalysisOut(msgspec.Struct, kw_only=True):
     applied_event_time_from: datetime | None = None
     applied_event_time_to: datetime | None = None
     undated_included: bool = False
+    # Options the request sent that this search did not use, as the request spells them (`fusion`,
+    # `weights.semantic`, `weights.lexical`, `rrf_k`): routing or the rollout's semantic arm chose a strategy
+    # that fuses nothing. A strategy the request names that fuses nothing refuses them instead (400).
+    unused_options: list[str] = []
 
 
 class LegHitOut(msgspec.Struct, kw_only=True):
@@ -270,8 +274,11 @@ def leg_rankings_out(result: SearchResult) -> LegRankingsOut:
     )
 
 
-def analysis_out(analysis: QueryAnalysis, filters: Filters) -> QueryAnalysisOut:
-    """Wire shape of the optimizer's decision, with the event-time range the search applied (`filters`)."""
+def analysis_out(analysis: QueryAnalysis, filters: Filters, *, unused_options: Sequence[str] = ()) -> QueryAnalysisOut:
+    """Wire shape of the optimizer's decision, with the event-time range the search applied (`filters`).
+
+    `unused_options`: what the request sent that the search did not use, as the request spells it.
+    """
     entities = analysis.entities
     return QueryAnalysisOut(
         normalized=analysis.normalized,
@@ -301,13 +308,22 @@ def analysis_out(analysis: QueryAnalysis, filters: Filters) -> QueryAnalysisOut:
         applied_event_time_from=filters.event_time_from,
         applied_event_time_to=filters.event_time_to,
         undated_included=filters.include_undated,
+        unused_options=list(unused_options),
     )
 
 
 def search_response(
-    query: str, outcome: SearchOutcome, *, explain: bool, next_cursor: str | None = None
+    query: str,
+    outcome: SearchOutcome,
+    *,
+    explain: bool,
+    next_cursor: str | None = None,
+    unused_options: Sequence[str] = (),
 ) -> SearchResponse:
-    """The wire shape of one search outcome; `query` is the caller's text as sent; ranks go on from its offset."""
+    """The wire shape of one search outcome; `query` is the caller's text as sent; ranks go on from its offset.
+
+    `unused_options`: the options the request sent that the search did not use, shown with `explain`.
+    """
     result, plan = outcome.result, outcome.plan
     # Only the hybrid strategy fuses; the others rank by one leg's own score (cascading: vector similarity).
     fusion_method = {
@@ -347,7 +363,7 @@ def search_response(
         cached=outcome.cached,
         degraded=result.degraded,
         degraded_reasons=list(result.degraded_reasons),
-        query_analysis=analysis_out(outcome.analysis, plan.filters) if explain else None,
+        query_analysis=analysis_out(outcome.analysis, plan.filters, unused_options=unused_options) if explain else None,
         leg_rankings=leg_rankings_out(result) if explain else None,
         offset=outcome.offset,
         next_cursor=next_cursor,

@@ -94,6 +94,9 @@ def default_run_spec(settings: Settings) -> RunSpec:
     if settings.query_optimization_enabled:
         return RunSpec(run_name(ROUTED, fusion.value), None, fusion)
     strategy = settings.search_strategy
+    if strategy is not SearchStrategy.HYBRID:
+        # A strategy that fuses nothing refuses a fusion option: every query of the run would score 0.
+        return RunSpec(run_name(strategy.value, None), strategy, None)
     return RunSpec(run_name(strategy.value, fusion.value), strategy, fusion)
 
 

@@ -101,9 +101,13 @@ def build_plan(
     project's speakers, `app/search/common_names.py`); the lexical query keeps them.
     """
     validate_query_text(analysis.raw_query, max_chars=knobs.query_max_chars)
-    validate_options(options)
+    validate_options(options, default_fusion=knobs.ranking_algorithm)
     limit = knobs.rrf_final_k if options.limit is None else options.limit
     strategy, confidence = _choose_strategy(analysis, options, knobs)
+    if strategy is not SearchStrategy.HYBRID:
+        # Routing chose a strategy that fuses nothing (an explicit one refused the options): they stay unused,
+        # down to the readable final_score, whose legs a cascading search would otherwise weigh by them.
+        options = without_fusion_options(options)
     method = options.fusion_method or knobs.ranking_algorithm
     semantic_retrieve_k, lexical_retrieve_k = knobs.retrieve_k()
     if options.retrieve_k:
@@ -167,8 +171,12 @@ def evidence_preferences(
     )
 
 
-def validate_options(options: SearchOptions) -> None:
-    """Raise `InvalidQueryError` (with `field`) for options no plan can be built from; `build_plan` calls it too."""
+def validate_options(options: SearchOptions, *, default_fusion: FusionMethod | None = None) -> None:
+    """Raise `InvalidQueryError` (with `field`) for options no plan can be built from; `build_plan` calls it too.
+
+    `default_fusion` is the fusion the knobs give a request that names none (`RANKING_ALGORITHM`): `rrf_k`
+    is refused unless the search fuses with RRF.
+    """
 
     def fail(message: str, field: str) -> NoReturn:
         raise InvalidQueryError(message, field=field)
@@ -182,12 +190,61 @@ def validate_options(options: SearchOptions) -> None:
     if options.rrf_k is not None and options.rrf_k < 1:
         fail("rrf_k must be at least 1", "rrf_k")
     _validate_weights(options)
+    _validate_fusion_options(options, default_fusion)
     if options.min_score is not None and not 0.0 <= options.min_score <= 1.0:  # NaN fails both
         # The relevance it thresholds lies in [0, 1]: above 1 nothing could pass, below 0 everything does.
         fail("min_score must be between 0 and 1 (the relevance final_score reads)", "min_score")
     if options.max_chunks_per_document is not None and options.max_chunks_per_document < 1:
         fail("max_chunks_per_document must be at least 1", "max_chunks_per_document")
     _validate_filters(options)
+
+
+FUSION_OPTIONS: Final = ("fusion_method", "semantic_weight", "lexical_weight", "rrf_k")
+"""The options only fusion reads: a strategy other than hybrid never uses them."""
+_FUSES_NOTHING: Final = {
+    SearchStrategy.LEXICAL: "ranks by the lexical leg's own BM25 score",
+    SearchStrategy.SEMANTIC: "ranks by the semantic leg's own cosine similarity",
+    SearchStrategy.CASCADING: "ranks the lexical leg's candidates by cosine similarity",
+}
+
+
+def fusion_options_given(options: SearchOptions) -> tuple[str, ...]:
+    """The names of the fusion options (`FUSION_OPTIONS`) the request gave, in that order."""
+    return tuple(name for name in FUSION_OPTIONS if getattr(options, name) is not None)
+
+
+def without_fusion_options(options: SearchOptions) -> SearchOptions:
+    """`options` less its fusion options: what a search that fuses nothing reads of them."""
+    return replace(options, fusion_method=None, semantic_weight=None, lexical_weight=None, rrf_k=None)
+
+
+def unused_options(options: SearchOptions, plan: SearchPlan) -> tuple[str, ...]:
+    """The options the request gave that `plan` does not use (the `SearchOptions` names).
+
+    Its fusion options, when routing (or the rollout's semantic arm) chose a strategy that fuses nothing;
+    a strategy the request names that fuses nothing refuses them instead (`validate_options`).
+    """
+    return () if plan.strategy is SearchStrategy.HYBRID else fusion_options_given(options)
+
+
+def _validate_fusion_options(options: SearchOptions, default_fusion: FusionMethod | None) -> None:
+    """`validate_options` for options that would be accepted and ignored: fusion options without fusion.
+
+    A strategy asked for that fuses nothing never reads them, and `rrf_k` is read by RRF only (the
+    request's fusion, else the knobs'); routing is not refused here (`unused_options` names them).
+    """
+    given = fusion_options_given(options)
+    if given and options.strategy is not None and options.strategy is not SearchStrategy.HYBRID:
+        msg = (
+            "fusion options (fusion, weights, rrf_k) apply to strategy hybrid only: "
+            f"strategy {options.strategy.value} {_FUSES_NOTHING[options.strategy]} and fuses nothing"
+        )
+        raise InvalidQueryError(msg, field=given[0])
+    method = options.fusion_method or default_fusion
+    if options.rrf_k is not None and method is not None and method is not FusionMethod.RRF:
+        source = "the fusion asked for" if options.fusion_method else "the service's fusion (RANKING_ALGORITHM)"
+        msg = f'rrf_k applies to fusion rrf only: this search fuses with {method.value}, {source}; send "fusion": "rrf"'
+        raise InvalidQueryError(msg, field="rrf_k")
 
 
 def _validate_filters(options: SearchOptions) -> None:

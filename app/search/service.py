@@ -25,7 +25,13 @@ from app.observability.metrics import (
 from app.observability.spans import SPAN_ATTRIBUTE_ARM, SPAN_OPTIMIZE, SPAN_REQUEST
 from app.observability.tracing import phase
 from app.query.optimizer import QueryOptimizer
-from app.query.planner import SearchOptions, build_plan, validate_options, validate_query_text
+from app.query.planner import (
+    SearchOptions,
+    build_plan,
+    validate_options,
+    validate_query_text,
+    without_fusion_options,
+)
 from app.retrieval.searcher import HybridSearcher
 from app.search.cache import Generations, QueryCache
 from app.search.cached_answer import cached_outcome
@@ -159,7 +165,8 @@ class SearchService:
         analysis: QueryAnalysis, options: SearchOptions, knobs: SearchKnobs, arm: str, common_names: frozenset[str]
     ) -> SearchPlan:
         if arm == SEMANTIC_ARM:
-            options = replace(options, strategy=SearchStrategy.SEMANTIC)
+            # The arm is the service's choice, not the caller's: fusion options go unused, never refused.
+            options = replace(without_fusion_options(options), strategy=SearchStrategy.SEMANTIC)
         return build_plan(analysis, options, knobs, common_names=common_names)
 
     async def _common_names(self, analysis: QueryAnalysis, project: str, share: float) -> frozenset[str]:
@@ -238,7 +245,7 @@ class SearchService:
         validate_query_text(call.query, max_chars=knobs.query_max_chars)
         options = call.options if call.page is None else replace(call.options, limit=PAGE_DEPTH)
         # Refused before it counts in the rollout or reads anything for its plan (the project's common names).
-        validate_options(options)
+        validate_options(options, default_fusion=knobs.ranking_algorithm)
         arm, decided_by = self.rollout_arm(call, resolved)
         if arm != CONTROL_ARM:
             record_rollout_assignment(arm, decided_by=decided_by)

@@ -357,6 +357,91 @@ async def test_explicit_strategy_beats_routing(client, project: str) -> None:
     assert response.json()["strategy_confidence"] == 1.0
 
 
+# ------------------------------------------------------------------------------------------ fusion options
+
+
+FUSION_OPTIONS: list[tuple[dict[str, Any], str]] = [
+    ({"fusion": "rrf"}, "fusion"),
+    ({"weights": {"semantic": 0.3}}, "weights.semantic"),
+    ({"weights": {"lexical": 0.3}}, "weights.lexical"),
+    ({"rrf_k": 30, "fusion": "rrf"}, "fusion"),
+    ({"rrf_k": 30}, "rrf_k"),
+]
+
+
+@pytest.mark.parametrize("strategy", ["lexical", "semantic", "cascading"])
+@pytest.mark.parametrize(("option", "field"), FUSION_OPTIONS, ids=[field for _, field in FUSION_OPTIONS])
+async def test_a_strategy_that_fuses_nothing_refuses_fusion_options(
+    client, project: str, strategy: str, option: dict[str, Any], field: str
+) -> None:
+    # Accepted and ignored before: cascading orders the lexical candidates by cosine, the others by one leg.
+    response = await client.post(
+        "/v1/search", json={"query": "ingress timeout", "project": project, "strategy": strategy, **option}
+    )
+
+    detail = assert_problem(response, field)["detail"]
+    assert f"strategy {strategy}" in detail
+    assert "hybrid" in detail
+
+
+async def test_get_refuses_fusion_with_a_strategy_that_fuses_nothing(client, project: str) -> None:
+    response = await client.get(
+        "/memory/query", params={"query": "ingress", "project": project, "strategy": "lexical", "fusion": "rrf"}
+    )
+
+    assert "strategy lexical" in assert_problem(response, "fusion")["detail"]
+
+
+async def test_a_batch_query_with_fusion_options_it_cannot_use_fails_the_batch_naming_it(client, project) -> None:
+    queries = [{"query": "ingress"}, {"query": "ingress", "strategy": "semantic", "weights": {"lexical": 0.2}}]
+
+    response = await client.post("/v1/search/batch", json={"project": project, "queries": queries})
+
+    assert_problem(response, "queries[1].weights.lexical")
+
+
+@pytest.mark.parametrize("fusion", [None, "zscore", "weighted"])
+async def test_rrf_k_is_refused_by_a_fusion_other_than_rrf(client, project: str, fusion: str | None) -> None:
+    body: dict[str, Any] = {"query": "ingress timeout", "project": project, "strategy": "hybrid", "rrf_k": 5}
+    if fusion is not None:
+        body["fusion"] = fusion
+
+    refused = await client.post("/v1/search", json=body)
+    answered = await client.post("/v1/search", json={**body, "fusion": "rrf"})
+
+    detail = assert_problem(refused, "rrf_k")["detail"]
+    assert fusion or "zscore" in detail  # the service's default fusion (RANKING_ALGORITHM)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["fusion_method"] == "rrf"
+
+
+async def test_fusion_options_routing_leaves_unused_are_named_in_the_explain(client, project: str) -> None:
+    options = {"fusion": "rrf", "rrf_k": 10, "weights": {"semantic": 0.9}, "explain": True}
+
+    async def routed(query: str, **extra: Any) -> dict[str, Any]:
+        response = await client.post("/v1/search", json={"query": query, "project": project, **extra})
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    lexical = await routed('"idle connections" ingress', **options)
+    cascading = await routed("fix port 2024", **options)
+    cascading_plain = await routed("fix port 2024", explain=True)
+    hybrid = await routed("why do idle connections get dropped", **options)
+    by_get = await client.get(
+        "/memory/query", params={"query": "#networking", "project": project, "fusion": "rrf", "explain": "true"}
+    )
+
+    unused = ["fusion", "weights.semantic", "rrf_k"]
+    assert (lexical["search_strategy"], lexical["query_analysis"]["unused_options"]) == ("Lexical", unused)
+    assert (cascading["search_strategy"], cascading["query_analysis"]["unused_options"]) == ("Cascading", unused)
+    # Not used at all: not even the readable final_score of a cascading search weighs the legs by them.
+    scores = [[hit["id"], hit["final_score"]] for hit in cascading["results"]]
+    assert scores == [[hit["id"], hit["final_score"]] for hit in cascading_plain["results"]]
+    assert (hybrid["search_strategy"], hybrid["query_analysis"]["unused_options"]) == ("Hybrid", [])
+    assert by_get.status_code == 200, by_get.text
+    assert by_get.json()["query_analysis"]["unused_options"] == ["fusion"]
+
+
 # ------------------------------------------------------------------------------------------ filter parity
 
 

@@ -37,6 +37,19 @@ async def test_zero_percent_sends_every_caller_to_semantic_only(ops_app, unique_
     assert {body["search_strategy"] for body in bodies} == {"Semantic"}
 
 
+async def test_the_semantic_arm_serves_a_request_with_fusion_options_naming_them_unused(ops_app, unique_name) -> None:
+    # The arm is the service's choice, not the caller's: its fusion options are not refused, only left unused.
+    body = {"query": "ttl cache results", "project": unique_name, "fusion": "rrf", "rrf_k": 20, "explain": True}
+    async with ops_app.client(hybrid_rollout_percent=0) as client:
+        await ingest_corpus(client, unique_name)
+        response = await client.post("/v1/search", json=body, headers={"x-client-id": "arm-caller"})
+
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert (answer["rollout_arm"], answer["search_strategy"]) == ("semantic", "Semantic")
+    assert answer["query_analysis"]["unused_options"] == ["fusion", "rrf_k"]
+
+
 async def test_one_caller_never_switches_arm_and_both_arms_are_served(ops_app, unique_name) -> None:
     callers = [f"sticky-{number}" for number in range(12)]
     async with ops_app.client(hybrid_rollout_percent=50) as client:

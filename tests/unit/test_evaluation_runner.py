@@ -93,7 +93,7 @@ def test_default_run_follows_the_routing_flag() -> None:
     fixed = default_run_spec(Settings(search_strategy=SearchStrategy.LEXICAL, query_optimization_enabled=False))
 
     assert routed == RunSpec("routed-rrf", None, FusionMethod.RRF)
-    assert fixed.name == "lexical"
+    assert fixed == RunSpec("lexical", SearchStrategy.LEXICAL, None)  # no fusion option: lexical would refuse it
 
 
 def test_latency_summary_reports_percentiles() -> None:

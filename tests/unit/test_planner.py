@@ -12,7 +12,7 @@ from app.domain.errors import InvalidQueryError
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusionMethod, SearchStrategy
 from app.knobs import QUERY_MAX_CHARS_CEILING, SearchKnobs
 from app.query.optimizer import QueryOptimizer
-from app.query.planner import SearchOptions, build_plan, validate_query_text
+from app.query.planner import SearchOptions, build_plan, unused_options, validate_query_text
 
 NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)
 OPTIMIZER = QueryOptimizer(clock=lambda: NOW)
@@ -112,6 +112,36 @@ def test_one_given_weight_sets_the_other_to_its_complement() -> None:
     assert dict(plan_for("kubernetes pods", lexical_weight=0.25).fusion.weights) == pytest.approx(
         {SEMANTIC_LEG: 0.75, LEXICAL_LEG: 0.25}
     )
+
+
+@pytest.mark.parametrize("strategy", [SearchStrategy.LEXICAL, SearchStrategy.SEMANTIC, SearchStrategy.CASCADING])
+def test_a_strategy_asked_for_that_fuses_nothing_refuses_fusion_options(strategy: SearchStrategy) -> None:
+    with pytest.raises(InvalidQueryError) as error:
+        plan_for("kubernetes pods", strategy=strategy, lexical_weight=0.3)
+
+    assert error.value.field == "lexical_weight"
+    assert f"strategy {strategy.value}" in error.value.message
+
+
+def test_rrf_k_is_refused_unless_the_search_fuses_with_rrf() -> None:
+    with pytest.raises(InvalidQueryError) as asked:
+        plan_for("kubernetes pods", fusion_method=FusionMethod.ZSCORE, rrf_k=20)
+    with pytest.raises(InvalidQueryError) as configured:
+        plan_for("kubernetes pods", knobs(ranking_algorithm="weighted"), rrf_k=20)
+
+    assert (asked.value.field, configured.value.field) == ("rrf_k", "rrf_k")
+    assert "RANKING_ALGORITHM" in configured.value.message
+
+
+def test_routing_to_a_strategy_that_fuses_nothing_leaves_the_fusion_options_unused() -> None:
+    options = {"fusion_method": FusionMethod.WEIGHTED, "semantic_weight": 0.9}
+
+    routed = plan_for("fix port 2024", **options)
+
+    assert routed.strategy is SearchStrategy.CASCADING
+    assert routed.fusion == plan_for("fix port 2024").fusion
+    assert unused_options(SearchOptions(project="demo", **options), routed) == ("fusion_method", "semantic_weight")
+    assert unused_options(SearchOptions(project="demo", **options), plan_for("kubernetes pods", **options)) == ()
 
 
 # --- filters -------------------------------------------------------------------------------------

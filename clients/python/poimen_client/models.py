@@ -183,6 +183,7 @@ class QueryAnalysis(msgspec.Struct, kw_only=True, frozen=True):
     applied_event_time_from: datetime | None = None  # the range the search applied (with the filters' dates)
     applied_event_time_to: datetime | None = None
     undated_included: bool = False
+    unused_options: list[str] = []  # what the request sent that routing left unused (`fusion`, `rrf_k`, ...)
 
 
 class LegHit(msgspec.Struct, kw_only=True, frozen=True):
