@@ -185,7 +185,9 @@ def event_time_range(
     act as explicit years, so "january last year" is one month. A month with no year is its most recent
     occurrence (the current month included). Several dates give the span from the earliest to the latest.
     Absolute and relative ranges intersect; when they do not overlap, their span is used rather than an
-    empty range that could match nothing. A range reaching past `datetime`'s years ends at its edge.
+    empty range that could match nothing. A range reaching past `datetime`'s years ends at its edge, and one
+    wholly before year 1 ("last month" in January of year 1) is the empty `[0001-01-01, 0001-01-01)`: no dated
+    chunk lies in it, and the planner keeps it as such rather than drop it.
 
     With a `direction` the range is open on one side and keeps the named period: "before April 2024" is
     up to the end of April, "since June" from the start of June, since a memory written in the month it

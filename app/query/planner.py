@@ -323,7 +323,10 @@ def _filters(analysis: QueryAnalysis, options: SearchOptions, *, entity_filters_
         query_from, query_to = analysis.event_time_from, analysis.event_time_to
         start = _latest(event_time_from, query_from)
         end = _earliest(event_time_to, query_to)
-        if start is None or end is None or start < end:
+        # Only a range that misses the request's own gives way to it. The query's alone is kept even when
+        # empty: one wholly before year 1 ("last month" at an `as_of` in January of year 1) is clamped to
+        # [0001-01-01, 0001-01-01), and dropping it as empty searched every date instead of none.
+        if not asked_for_dates or start is None or end is None or start < end:
             event_time_from, event_time_to = start, end
     # A range read only from the query's words narrows dated chunks but keeps undated ones: "mortality from
     # 2009 to 2014" should not empty a corpus without event times. A range the caller asked for is strict.

@@ -110,6 +110,32 @@ async def test_an_as_of_at_the_ends_of_the_calendar_answers(api_client, project,
     assert response.status_code == 200, response.text
 
 
+@pytest.mark.parametrize(
+    ("as_of", "when"),
+    [
+        ("0001-01-20T05:00:00+09:00", "last month"),
+        ("0001-01-01T10:00:00Z", "yesterday"),
+        ("0001-01-03T12:00:00Z", "last week"),
+        ("0001-01-20T00:00:00Z", "in december"),
+    ],
+)
+async def test_a_query_date_wholly_before_year_1_keeps_its_filter_and_finds_no_dated_note(
+    api_client, project, as_of: str, when: str
+) -> None:
+    # Its range clamps to [0001-01-01, 0001-01-01): it was dropped as empty, and every note of every date came back.
+    body = {"query": f"what did we paint {when}", "project": project, "as_of": as_of, "strategy": "hybrid"}
+
+    response = await api_client.post("/v1/search", json=body | {"explain": True})
+
+    assert response.status_code == 200, response.text
+    analysis = response.json()["query_analysis"]
+    calendar_start = ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z")
+    assert (analysis["event_time_from"], analysis["event_time_to"]) == calendar_start
+    assert (analysis["applied_event_time_from"], analysis["applied_event_time_to"]) == calendar_start
+    assert analysis["undated_included"] is True
+    assert response.json()["results"] == []  # every painting note is dated, none before year 1
+
+
 async def test_get_without_as_of_resolves_against_the_server_clock(api_client, project) -> None:
     response = await get(api_client, {"query": QUERY, "project": project})
 

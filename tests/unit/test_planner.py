@@ -199,6 +199,22 @@ def test_request_range_wins_when_query_dates_do_not_overlap() -> None:
     assert plan.filters.event_time_to == datetime(2023, 1, 1, tzinfo=UTC)
 
 
+def test_a_query_range_wholly_before_year_1_is_kept_empty_not_dropped() -> None:
+    analysis = OPTIMIZER.analyze("what did we paint last month", now=datetime(1, 1, 20, tzinfo=UTC))
+    start_of_calendar = datetime.min.replace(tzinfo=UTC)
+
+    plan = build_plan(analysis, SearchOptions(project="p"), ROUTED)
+    with_range = build_plan(analysis, SearchOptions(project="p", date_from=datetime(2020, 1, 1, tzinfo=UTC)), ROUTED)
+
+    assert (plan.filters.event_time_from, plan.filters.event_time_to) == (start_of_calendar, start_of_calendar)
+    assert plan.filters.include_undated
+    # Beside a range the request asks for, it misses that range: the request's wins, as any query date's would.
+    assert (with_range.filters.event_time_from, with_range.filters.event_time_to) == (
+        datetime(2020, 1, 1, tzinfo=UTC),
+        None,
+    )
+
+
 def test_naive_request_dates_are_utc() -> None:
     plan = plan_for("kubernetes pods memory", date_from=datetime(2024, 1, 1))  # noqa: DTZ001 - the point of the test
 
