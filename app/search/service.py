@@ -7,7 +7,6 @@ The HTTP layer and the evaluation both call `SearchService.search`; it returns a
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -33,6 +32,7 @@ from app.query.planner import (
     without_fusion_options,
 )
 from app.retrieval.searcher import HybridSearcher
+from app.search.batch_embedding import embed_batch
 from app.search.cache import Generations, QueryCache
 from app.search.cached_answer import cached_outcome
 from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
     from app.retrieval.rerank import SecondStage
     from app.search.cache import QueryCacheKey
     from app.search.knob_source import KnobSource, ResolvedKnobs
-
-logger = logging.getLogger("poimen.search")
 
 SHADOW_OVERLAP_DEPTH = 10
 
@@ -213,27 +211,24 @@ class SearchService:
             raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field or 'query'}") from None
 
     async def _embed_batch(self, prepared: Sequence[_Prepared]) -> dict[str, list[float]]:
-        """Embed every semantic text of the batch at once, within the semantic leg's deadline.
+        """Embed every semantic text of the batch together, each call within the semantic leg's deadline.
 
-        On failure or timeout it returns nothing: each search then embeds on its own under its own
-        deadline and degrades as `search` does, so a hung embedder never holds the batch forever.
+        A call carries at most one longest query's text (`QUERY_MAX_CHARS`), so a full batch of long
+        queries is not held to one query's deadline (`app/search/batch_embedding.py`). A text it could not
+        embed (a failure or timeout) is left out: its search embeds on its own and degrades as `search` does.
         """
-        semantic = [p.plan for p in prepared if p.plan.strategy is not SearchStrategy.LEXICAL]
-        texts = list(dict.fromkeys(plan.semantic_text for plan in semantic))
+        semantic = [p for p in prepared if p.plan.strategy is not SearchStrategy.LEXICAL]
+        texts = list(dict.fromkeys(p.plan.semantic_text for p in semantic))
         if not texts or self._query_embedder is None:
             return {}
-        # The longest of the plans' deadlines: the one embedding serves every search of the batch.
-        timeout_s = max(plan.semantic_timeout_s for plan in semantic)
-        try:
-            async with asyncio.timeout(timeout_s):
-                vectors = await self._query_embedder.embed_queries(texts, scope=semantic[0].filters.project_id)
-        except EngineError:
-            logger.warning("batch query embedding failed: each search embeds on its own")
-            return {}
-        except TimeoutError:
-            logger.warning("batch query embedding took over %s s: each search embeds on its own", timeout_s)
-            return {}
-        return dict(zip(texts, vectors, strict=True))
+        return await embed_batch(
+            self._query_embedder,
+            texts,
+            scope=semantic[0].plan.filters.project_id,
+            # The longest of the knobs and deadlines: each call serves searches of every plan of the batch.
+            max_chars=max(p.resolved.knobs.query_max_chars for p in semantic),
+            timeout_s=max(p.plan.semantic_timeout_s for p in semantic),
+        )
 
     async def _search(self, call: SearchCall) -> SearchOutcome:
         return await self._run(await self._prepare(call), None)

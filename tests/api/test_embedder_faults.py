@@ -69,6 +69,67 @@ class FaultyEmbedder:
         return await self._inner.embed_queries(texts, scope=scope)
 
 
+class PacedEmbedder:
+    """The real embedder behind one worker that spends `seconds_per_char` on each call's text first.
+
+    A slow model at the port: calls wait for each other (the query encoder is one thread) and cost what their
+    text holds, so a call of 32 long queries takes 32 times one of them.
+    """
+
+    def __init__(self, inner: SentenceTransformerEmbedder, *, seconds_per_char: float) -> None:
+        self._inner, self._seconds_per_char = inner, seconds_per_char
+        self.name, self.model_name, self.dimensions = inner.name, inner.model_name, inner.dimensions
+        self._worker = asyncio.Lock()
+        self.calls: list[int] = []
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._inner.embed_documents(texts)
+
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
+        return (await self.embed_queries([text], scope=scope))[0]
+
+    async def embed_queries(self, texts: Sequence[str], *, scope: str = "") -> list[list[float]]:
+        async with self._worker:
+            self.calls.append(len(texts))
+            await asyncio.sleep(self._seconds_per_char * sum(len(text) for text in texts))
+            return await self._inner.embed_queries(texts, scope=scope)
+
+
+BATCH_QUERIES = 32  # SEARCH_BATCH_MAX_QUERIES' default
+QUERY_MAX_CHARS = 8000  # QUERY_MAX_CHARS' default
+
+
+def longest_query(number: int) -> str:
+    words = f"autovacuum dead tuples pile up on table {number} when vacuum falls behind; "
+    return (words * (QUERY_MAX_CHARS // len(words) + 1))[:QUERY_MAX_CHARS]
+
+
+async def test_a_full_batch_of_the_longest_queries_is_answered_in_full_by_a_slow_embedder(
+    api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    # One longest query costs a twentieth of the semantic deadline, the batch 1.6 times it. Held to one query's
+    # deadline, the batch embedding timed out, and then so did every search left waiting on the one worker.
+    paced = PacedEmbedder(embedder, seconds_per_char=0.1 / QUERY_MAX_CHARS)
+    project = f"emb-{uuid.uuid4().hex[:8]}"
+    queries = [{"query": longest_query(number), "strategy": "semantic"} for number in range(BATCH_QUERIES)]
+    async with build_engines(database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=paced) as built:
+        settings = api_settings(tmp_path, query_cache_ttl_secs=0, semantic_timeout_ms=2000)
+        async with app_client(built.app(settings)) as client:
+            created = await client.post(f"/v1/projects/{project}/documents", json={"documents": DOCUMENTS})
+            for document in DOCUMENTS:
+                await wait_indexed(client, project, document["id"])
+            paced.calls.clear()
+
+            answer = await client.post("/v1/search/batch", json={"project": project, "queries": queries})
+
+    assert created.status_code == 201
+    assert answer.status_code == 200, answer.text
+    bodies: list[dict[str, Any]] = answer.json()["results"]
+    assert [body["degraded_reasons"] for body in bodies] == [[]] * BATCH_QUERIES
+    assert [body["results"][0]["document_id"] for body in bodies] == ["vacuum"] * BATCH_QUERIES
+    assert sum(paced.calls) == BATCH_QUERIES  # each embedded once, by the batch: no search embedded on its own
+
+
 @pytest.mark.parametrize("case", [("raise", "unavailable", 503), ("hang", "timeout", 504)], ids=["raise", "hang"])
 async def test_a_failing_embedder_degrades_searches_to_the_lexical_leg_and_refuses_ingest_whole(
     case: tuple[str, str, int], api_postgres_url: str, embedder: SentenceTransformerEmbedder, tmp_path: Path
