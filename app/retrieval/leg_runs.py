@@ -48,6 +48,8 @@ class SearchRun:
     semantic_error: str | None = None
     leg_hits: dict[str, tuple[LegHit, ...]] = field(default_factory=dict)  # each answering leg's own ranking
     query_embedding: Sequence[float] | None = None  # embedded ahead (a batch): the embed stage is skipped
+    # The query's embedding once this search has it: a deeper search for a collapsed page reuses it.
+    embedding: Sequence[float] | None = None
     confirmed_chunks: dict[str, str] | None = None  # chunk id -> hash, read with the vector search
 
 
@@ -84,6 +86,7 @@ class LegRunner:
         """The query's embedding (None when the embedder failed or ran out of time: the reason is recorded)."""
         if run.query_embedding is not None:
             run.stage_ms[STAGE_EMBED] = 0.0
+            run.embedding = run.query_embedding
             return list(run.query_embedding)
         started = time.perf_counter()
         with phase(SPAN_EMBED) as span:
@@ -98,6 +101,7 @@ class LegRunner:
         if reason is not None:
             run.reasons.append(reason)
             run.semantic_error = reason
+        run.embedding = embedding
         return embedding
 
     async def vector_search(  # noqa: PLR0913 - the plan's pieces a vector search needs

@@ -42,12 +42,14 @@ from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readabl
 from app.retrieval.leg_runs import LegRunner, SearchRun, elapsed_ms
 from app.retrieval.legs import both, drop_stale, still_current
 from app.retrieval.neighbours import share_neighbour_scores
-from app.retrieval.postprocess import returned_hits
+from app.retrieval.postprocess import returned_page
+from app.retrieval.widening import deeper_plan, merged_runs, needs_deeper_candidates
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex
+    from app.retrieval.postprocess import ReturnedPage
     from app.retrieval.rerank import SecondStage
 
 SPAN_FUSE: Final = "search.fuse"
@@ -78,13 +80,47 @@ class HybridSearcher:
 
         After ranking, the plan's evidence boosts, neighbour sharing and per-session cap re-order the hits; then they
         are collapsed to `plan.max_chunks_per_document` per document (when set), then those below `plan.min_score`
-        dropped, then cut to `plan.limit`. `stage_ms` holds "embed", "semantic" (vector search alone), "lexical",
+        dropped, then cut to `plan.limit`. When collapsing left the page short although a leg returned all it was
+        asked for, the search runs again deeper (`app/retrieval/widening.py`), reusing the query's embedding; its
+        stage times then add up both searches. `stage_ms` holds "embed", "semantic" (vector search alone), "lexical",
         "fusion" (fusion and post-processing), "rerank" (the second stage, when one is configured and the plan is
         hybrid) for the stages that ran, and always "total". `legs` holds each attempted leg; the semantic leg's time
         includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
         """
         started = time.perf_counter()
+        second_stage = self._second_stage if self._second_stage and self._second_stage.applies_to(plan) else None
+        depth = plan.limit if second_stage is None else max(plan.limit, second_stage.top_n)
         run = SearchRun(query_embedding=query_embedding)
+        page = await self._page(plan, run, depth=depth)
+        searched = plan
+        while needs_deeper_candidates(page, searched, run):
+            deeper = deeper_plan(searched)
+            if deeper is None:
+                break
+            deeper_run = SearchRun(query_embedding=run.embedding)
+            try:
+                deeper_page = await self._page(deeper, deeper_run, depth=depth)
+            except AllEnginesFailedError:
+                break
+            if deeper_run.reasons:  # a deeper search that lost a leg answers no better: the first one stands
+                break
+            run, page, searched = merged_runs(run, deeper_run), deeper_page, deeper
+        hits = page.hits
+        if second_stage is not None:
+            hits = await self._rerank(second_stage, plan, hits, run)
+        run.stage_ms[STAGE_TOTAL] = elapsed_ms(started)
+        return SearchResult(
+            hits=tuple(hits[: plan.limit]),
+            strategy=plan.strategy,
+            fusion_method=plan.fusion.method,
+            legs=dict(run.legs),
+            stage_ms=dict(run.stage_ms),
+            degraded_reasons=tuple(run.reasons),
+            leg_hits=dict(run.leg_hits),
+        )
+
+    async def _page(self, plan: SearchPlan, run: SearchRun, *, depth: int) -> ReturnedPage:
+        """Run the plan's strategy, rank, and keep the first `depth` hits after collapsing and the floor."""
         strategy_runs = {
             SearchStrategy.HYBRID: self._hybrid,
             SearchStrategy.SEMANTIC: self._semantic_only,
@@ -99,25 +135,12 @@ class HybridSearcher:
             hits = share_neighbour_scores(prefer_evidence(ranked(), plan.evidence), plan.neighbours)
             if plan.session_cap:
                 hits = cap_per_session(hits, plan.session_cap)
-            second_stage = self._second_stage if self._second_stage and self._second_stage.applies_to(plan) else None
-            depth = plan.limit if second_stage is None else max(plan.limit, second_stage.top_n)
             # Lazy: only the hits a page (or the second stage) can use get a relevance, not all ~100 candidates.
             readable = readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights)
             collapse = plan.max_chunks_per_document or None
-            hits = returned_hits(readable, limit=depth, max_per_document=collapse, min_score=plan.min_score)
+            page = returned_page(readable, limit=depth, max_per_document=collapse, min_score=plan.min_score)
         run.stage_ms[STAGE_FUSION] = elapsed_ms(fusion_started)
-        if second_stage is not None:
-            hits = await self._rerank(second_stage, plan, hits, run)
-        run.stage_ms[STAGE_TOTAL] = elapsed_ms(started)
-        return SearchResult(
-            hits=tuple(hits[: plan.limit]),
-            strategy=plan.strategy,
-            fusion_method=plan.fusion.method,
-            legs=dict(run.legs),
-            stage_ms=dict(run.stage_ms),
-            degraded_reasons=tuple(run.reasons),
-            leg_hits=dict(run.leg_hits),
-        )
+        return page
 
     @staticmethod
     async def _rerank(stage: SecondStage, plan: SearchPlan, hits: list[FusedHit], run: SearchRun) -> list[FusedHit]:

@@ -442,6 +442,50 @@ async def test_fusion_options_routing_leaves_unused_are_named_in_the_explain(cli
     assert by_get.json()["query_analysis"]["unused_options"] == ["fusion"]
 
 
+# ------------------------------------------------------------------------------------------ collapse
+
+
+CROWDING_SECTIONS = 60  # more than RRF_RETRIEVE_K (50): one document's chunks fill every leg's candidates
+
+
+@pytest.fixture(scope="module")
+async def crowded_project(client) -> str:
+    """One harbour log of 60 sections that crowd the top of both legs, and twelve one-note documents below them."""
+    name = f"crowded-{uuid.uuid4().hex[:8]}"
+    log = "# Harbour log\n\n" + "\n\n".join(
+        f"## Session {n}\n\nWe painted the harbour boats at dawn, session {n} of the harbour series."
+        for n in range(CROWDING_SECTIONS)
+    )
+    notes = [
+        {"id": f"note-{n:02}", "title": f"Note {n}", "text": f"A sketch of the harbour from the hill, note {n}."}
+        for n in range(12)
+    ]
+    documents = [{"id": "harbour-log", "title": "Harbour log", "text": log}, *notes]
+    response = await client.post(f"/v1/projects/{name}/documents", json={"documents": documents})
+    assert response.status_code == 201, response.text
+    for document in documents:
+        await wait_indexed(client, name, document["id"])
+    return name
+
+
+@pytest.mark.parametrize("strategy", ["hybrid", "semantic", "lexical"])
+async def test_collapse_fills_the_page_when_one_document_crowds_the_candidates(
+    client, crowded_project: str, strategy: str
+) -> None:
+    body = {"query": "painted the harbour boats at dawn", "project": crowded_project, "strategy": strategy}
+
+    collapsed = await client.post("/v1/search", json=body | {"collapse": 1, "limit": 10})
+    uncollapsed = await client.post("/v1/search", json=body | {"limit": 10})
+
+    assert collapsed.status_code == 200, collapsed.text
+    documents = [hit["document_id"] for hit in collapsed.json()["results"]]
+    # The 50 candidates of each leg were all the log's: the page held one hit although twelve more documents matched.
+    assert len(documents) == len(set(documents)) == 10
+    assert documents[0] == "harbour-log"
+    assert {hit["document_id"] for hit in uncollapsed.json()["results"]} == {"harbour-log"}  # what crowds the top
+    assert collapsed.json()["degraded"] is False
+
+
 # ------------------------------------------------------------------------------------------ filter parity
 
 

@@ -494,3 +494,70 @@ async def test_cascading_keeps_the_lexical_candidates_and_their_vector_ranking()
 
     assert leg_ids(result, LEXICAL_LEG) == ["a", "b"]
     assert leg_ids(result, SEMANTIC_LEG) == ["b", "a"]
+
+
+# --- collapse: deeper candidates for a short page -------------------------------------------------
+
+
+def crowded(*, crowding: int, others: int) -> list[ScoredHit]:
+    """`crowding` chunks of document "big" scoring above `others` one-chunk documents, best first."""
+    big = [ScoredHit(chunk=chunk(f"big-{n:03}", "big"), score=0.99 - n / 10_000) for n in range(crowding)]
+    rest = [ScoredHit(chunk=chunk(f"other-{n:02}"), score=0.5 - n / 100) for n in range(others)]
+    return big + rest
+
+
+def documents(result) -> list[str]:
+    return [hit.chunk.document_id for hit in result.hits]
+
+
+@pytest.mark.parametrize("strategy", [SearchStrategy.SEMANTIC, SearchStrategy.HYBRID])
+async def test_collapse_searches_deeper_until_the_page_is_full(strategy: SearchStrategy) -> None:
+    hits = crowded(crowding=120, others=12)
+    vector, lexical, embedder = FakeVectorIndex(hits), FakeLexicalIndex(hits), FakeEmbedder()
+    plan = make_plan(strategy, max_chunks_per_document=1)
+
+    result = await searcher(vector, lexical, embedder).search(plan)
+
+    # 50 candidates were all of "big": one hit. 200 hold every document.
+    assert documents(result) == ["big", *(f"doc-other-{n:02}" for n in range(9))]
+    assert [top_k for top_k, _ in vector.calls] == [50, 200]
+    assert embedder.texts == ["how do i forward a port"]  # embedded once, reused by the deeper search
+    assert result.legs[SEMANTIC_LEG].result_count == 132
+    assert not result.degraded
+
+
+async def test_a_page_that_collapsing_leaves_full_is_searched_once() -> None:
+    vector = FakeVectorIndex(crowded(crowding=20, others=30))
+
+    result = await searcher(vector).search(make_plan(SearchStrategy.SEMANTIC, max_chunks_per_document=1))
+
+    assert len(result.hits) == 10
+    assert [top_k for top_k, _ in vector.calls] == [50]
+
+
+async def test_a_leg_that_returned_less_than_asked_is_not_searched_deeper() -> None:
+    vector = FakeVectorIndex(crowded(crowding=40, others=3))  # 43 chunks: the leg holds no more
+
+    result = await searcher(vector).search(make_plan(SearchStrategy.SEMANTIC, max_chunks_per_document=1))
+
+    assert len(result.hits) == 4
+    assert [top_k for top_k, _ in vector.calls] == [50]
+
+
+async def test_a_page_ended_by_min_score_is_not_searched_deeper() -> None:
+    vector = FakeVectorIndex(crowded(crowding=30, others=40))  # the other documents score 0.5 and below
+    plan = make_plan(SearchStrategy.SEMANTIC, max_chunks_per_document=1, min_score=0.9)
+
+    result = await searcher(vector).search(plan)
+
+    assert documents(result) == ["big"]
+    assert [top_k for top_k, _ in vector.calls] == [50]
+
+
+async def test_deeper_searches_stop_at_the_bound() -> None:
+    vector = FakeVectorIndex(crowded(crowding=1500, others=12))  # "big" fills even the deepest candidates
+
+    result = await searcher(vector).search(make_plan(SearchStrategy.SEMANTIC, max_chunks_per_document=1))
+
+    assert documents(result) == ["big"]
+    assert [top_k for top_k, _ in vector.calls] == [50, 200, 800, 1000]
