@@ -127,6 +127,30 @@ def test_a_weight_typed_alone_is_sent_alone(page: Page) -> None:
     expect(page.locator("#fused-list li.hit").first).to_be_visible()
 
 
+def test_fusion_boxes_a_strategy_cannot_use_are_greyed_out_and_not_sent(page: Page) -> None:
+    # The service refuses fusion options beside a strategy that fuses nothing: the page sent them anyway.
+    page.select_option("#fusion", "rrf")
+    page.fill("#weight-semantic", "0.25")
+    page.fill("#rrf-k", "30")
+    with page.expect_request("**/v1/search") as sent:
+        search(page, "pottery bowl", strategy="lexical")
+
+    assert sent.value.post_data_json["strategy"] == "lexical"
+    assert {"fusion", "weights", "rrf_k"}.isdisjoint(sent.value.post_data_json)
+    for box in ("#fusion", "#weight-semantic", "#weight-lexical", "#rrf-k"):
+        expect(page.locator(box)).to_be_disabled()
+    expect(page.locator("#fused-list li.hit").first).to_be_visible()
+
+    page.select_option("#strategy", "hybrid")
+    page.select_option("#fusion", "zscore")  # RRF's k is RRF's alone
+    expect(page.locator("#rrf-k")).to_be_disabled()
+    expect(page.locator("#weight-semantic")).to_be_enabled()
+    with page.expect_request("**/v1/search") as sent:
+        page.click("#search-button")
+    assert sent.value.post_data_json["fusion"] == "zscore"
+    assert "rrf_k" not in sent.value.post_data_json
+
+
 def test_the_to_date_includes_its_day(page: Page) -> None:
     page.fill("#date-from", "2024-05-08")
     page.fill("#date-to", "2024-05-08")  # one day: the service's end is exclusive, so the next midnight is sent

@@ -82,20 +82,31 @@ function numberOrNull(text) {
   return text.trim() === "" ? null : Number(text);
 }
 
+/** Strategies that rank one leg's list and fuse nothing: the service refuses fusion options beside them. */
+const FUSES_NOTHING = new Set(["semantic", "lexical", "cascading"]);
+
+/** Which fusion boxes a search with this strategy and fusion can use (the others are not sent). */
+export function usableFusionBoxes(strategy, fusion) {
+  const fuses = !FUSES_NOTHING.has(strategy);
+  // RRF's k only for RRF; with the service's default fusion the service says whether that is RRF.
+  return { fusion: fuses, weights: fuses, rrfK: fuses && (fusion === "" || fusion === "rrf") };
+}
+
 /** The body of POST /v1/search from the form's values; unset fields are left to the service. */
 export function searchBody(form) {
   const body = { project: form.project.trim(), query: form.query.trim(), explain: true };
   if (form.strategy) body.strategy = form.strategy;
-  if (form.fusion) body.fusion = form.fusion;
-  const semantic = numberOrNull(form.weightSemantic);
-  const lexical = numberOrNull(form.weightLexical);
+  const usable = usableFusionBoxes(form.strategy, form.fusion);
+  if (form.fusion && usable.fusion) body.fusion = form.fusion;
+  const semantic = usable.weights ? numberOrNull(form.weightSemantic) : null;
+  const lexical = usable.weights ? numberOrNull(form.weightLexical) : null;
   // Only what was typed: the service gives a leg left blank the complement of the other, or the default.
   if (semantic !== null || lexical !== null) {
     body.weights = {};
     if (semantic !== null) body.weights.semantic = semantic;
     if (lexical !== null) body.weights.lexical = lexical;
   }
-  const rrfK = numberOrNull(form.rrfK);
+  const rrfK = usable.rrfK ? numberOrNull(form.rrfK) : null;
   if (rrfK !== null) body.rrf_k = rrfK;
   const limit = numberOrNull(form.limit);
   if (limit !== null) body.limit = limit;

@@ -1,5 +1,7 @@
 // The console's wiring: form -> POST /v1/search (explain) -> render; document view and listing.
-import { ApiError, getDocument, listDocuments, projectStats, search, searchBody, storedToken, storeToken } from "./api.js";
+import {
+  ApiError, getDocument, listDocuments, projectStats, search, searchBody, storedToken, storeToken, usableFusionBoxes,
+} from "./api.js";
 import {
   clearError, count, hideAnswer, isolated, renderAnswer, renderDocument, renderDocumentList, showError,
 } from "./render.js";
@@ -39,7 +41,17 @@ function fillFromAddress(search) {
       input.value = value;
     }
   }
+  syncFusionBoxes();
   return true;
+}
+
+/** Grey out the fusion boxes the chosen strategy (and fusion) cannot use: they are not sent. */
+function syncFusionBoxes() {
+  const usable = usableFusionBoxes(byId("strategy").value, byId("fusion").value);
+  byId("fusion").disabled = !usable.fusion;
+  byId("weight-semantic").disabled = !usable.weights;
+  byId("weight-lexical").disabled = !usable.weights;
+  byId("rrf-k").disabled = !usable.rrfK;
 }
 
 function formValues() {
@@ -80,7 +92,7 @@ const DAYS = "a day from 0001-01-01 to 9999-12-31 (a year of four digits)";  // 
 /** The first box of the form the page cannot send, and why; null when every box can be sent. */
 function unsendableInput() {
   // A number box holding what is not a number ("1e"): the browser gives its value as "".
-  const number = [...document.querySelectorAll("#search-form input[type=number]")].find((input) => input.validity.badInput);
+  const number = [...document.querySelectorAll("#search-form input[type=number]:not(:disabled)")].find((input) => input.validity.badInput);
   if (number) return [number, "not a number"];
   // The date box's year takes six digits: a From of year 20245 went out and came back a 400, a To threw
   // from the day-after computation. Its min and max are the service's first and last days.
@@ -216,6 +228,8 @@ function start() {
   });
   byId("project").value = sessionStorage.getItem(PROJECT_KEY) || byId("project").value;
   byId("search-form").addEventListener("submit", (event) => runSearch(event));
+  byId("strategy").addEventListener("change", syncFusionBoxes);
+  byId("fusion").addEventListener("change", syncFusionBoxes);
   window.addEventListener("popstate", () => {
     if (fillFromAddress(location.search)) {
       runSearch(null, { remember: false });
