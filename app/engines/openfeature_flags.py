@@ -15,6 +15,7 @@ import itertools
 import logging
 import threading
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -50,6 +51,29 @@ FULL_PERCENT: Final = 100.0
 _domains = itertools.count(1)
 
 FlagOrigin = Literal["openfeature", "last-good", "env", "default"]
+
+_FLAGD_NO_CALLER_MESSAGES: Final = frozenset(
+    {"No valid string targetingKey provided for fractional shorthand syntax.", "No hashKey value resolved"}
+)
+"""What flagd's in-process evaluator logs at ERROR for a `fractional` split evaluated without a targeting key."""
+_evaluating_without_caller: ContextVar[bool] = ContextVar("evaluating_without_caller", default=False)
+
+
+class NoCallerSplitFilter(logging.Filter):
+    """Drops flagd's ERROR lines about a missing targeting key while the knobs are read for no caller.
+
+    `current()` (the rate limit's knobs on every request, the cache TTL) and `describe()` evaluate with an
+    empty context on purpose; a `fractional` split then answers its default variant, which is what they
+    want, but flagd logged two ERROR lines each time: two per request with the documented rollout file.
+    A caller's evaluation without a key still logs them.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
+        return not (_evaluating_without_caller.get() and record.msg in _FLAGD_NO_CALLER_MESSAGES)
+
+
+_NO_CALLER_SPLIT_FILTER: Final = NoCallerSplitFilter()
+FLAGD_TARGETING_LOGGER: Final = "openfeature.contrib"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +119,9 @@ class OpenFeatureKnobs:
         api.set_provider(provider, domain=self._domain)
         self._client: OpenFeatureClient = api.get_client(domain=self._domain)
         self._client.add_hooks(evaluation_hooks())
+        flagd_logger = logging.getLogger(FLAGD_TARGETING_LOGGER)
+        if _NO_CALLER_SPLIT_FILTER not in flagd_logger.filters:
+            flagd_logger.addFilter(_NO_CALLER_SPLIT_FILTER)
         self._wait_until_started(settings.flags_provider_wait_s if wait_s is None else wait_s)
         self._handlers = (
             (ProviderEvent.PROVIDER_CONFIGURATION_CHANGED, self._definitions_changed),
@@ -118,7 +145,7 @@ class OpenFeatureKnobs:
 
     def current(self) -> SearchKnobs:
         """The knobs for no caller in particular (empty evaluation context)."""
-        knobs, _ = self._evaluate(EvaluationContext())
+        knobs, _ = self._evaluate_for_no_caller()
         return knobs
 
     def resolve(self, context: FlagContext) -> ResolvedKnobs:
@@ -135,7 +162,7 @@ class OpenFeatureKnobs:
 
     def describe(self) -> dict[str, object]:
         """`GET /admin/flags`: provider and status, version, last error, and per knob its flag, value and source."""
-        knobs, values = self._evaluate(EvaluationContext())
+        knobs, values = self._evaluate_for_no_caller()
         provider = self.provider_name
         flags: dict[str, object] = {}
         for name in KNOB_NAMES:
@@ -173,6 +200,13 @@ class OpenFeatureKnobs:
 
     def _default_origin(self, name: str) -> FlagOrigin:
         return "env" if name in self._settings.model_fields_set else "default"
+
+    def _evaluate_for_no_caller(self) -> tuple[SearchKnobs, dict[str, FlagValue]]:
+        token = _evaluating_without_caller.set(True)
+        try:
+            return self._evaluate(EvaluationContext())
+        finally:
+            _evaluating_without_caller.reset(token)
 
     def _evaluate(self, context: EvaluationContext) -> tuple[SearchKnobs, dict[str, FlagValue]]:
         absent = self._absent

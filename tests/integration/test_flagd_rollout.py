@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import socket
 import time
@@ -245,3 +246,25 @@ async def test_an_unreachable_flagd_sidecar_never_delays_or_breaks_search(monkey
     assert outcome.plan.limit == 4  # the env knob
     assert replica.sources[0].problem() is not None
     assert reload_errors() > errors
+
+
+def test_knobs_for_no_caller_log_no_flagd_error_about_the_missing_targeting_key(
+    replicas: Replicas, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = replicas.sources[0]
+
+    with caplog.at_level(logging.ERROR, logger="openfeature.contrib"):
+        knobs = source.current()
+        source.describe()
+
+    assert knobs.hybrid_rollout_percent == 0  # the split's default variant, as before
+    assert [record.getMessage() for record in caplog.records if record.name == "openfeature.contrib"] == []
+
+
+def test_a_caller_without_a_targeting_key_still_gets_flagds_error(
+    replicas: Replicas, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="openfeature.contrib"):
+        replicas.arms(0, [""])
+
+    assert "No hashKey value resolved" in [record.getMessage() for record in caplog.records]
