@@ -63,15 +63,17 @@ def parse_flags_file(
         message = f"top level must be a mapping of flag names, got {type(loaded).__name__}"
         raise FlagsFileError(message)
     overrides: dict[str, object] = {}
+    spelled: dict[str, str] = {}  # knob -> the file's key that set it, to name both sides of a clash
     for key, value in loaded.items():
         name = knob_name(str(key))
         if name is None:
             message = f"unknown flag {key!r}"
             raise FlagsFileError(message)
         if name in overrides and str(overrides[name]) != str(value):
-            message = f"{key!r} and another spelling of {name!r} disagree: set only one"
+            message = f"{spelled[name]}={overrides[name]} and {key}={value} disagree (both set {name}): set only one"
             raise FlagsFileError(message)
         overrides[name] = value
+        spelled.setdefault(name, str(key))
     try:
         flags = SearchKnobs.model_validate({**base.model_dump(exclude_unset=True), **overrides})
     except ValidationError as error:

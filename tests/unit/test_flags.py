@@ -11,9 +11,9 @@ from prometheus_client import REGISTRY
 
 from app.config import Settings
 from app.domain.models import SearchStrategy
-from app.knobs import KNOB_NAMES
+from app.knobs import KNOB_NAMES, SearchKnobs
 from app.observability.metrics import flags_fingerprint
-from app.search.flags import FlagStore, knobs_from_settings
+from app.search.flags import FlagsFileError, FlagStore, knobs_from_settings, parse_flags_file
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -247,3 +247,11 @@ def test_a_configmap_symlink_swap_is_seen(settings: Settings, tmp_path: Path) ->
 
     assert changed is True
     assert store.current().rrf_final_k == 12
+
+
+def test_a_knob_set_under_two_spellings_that_disagree_names_both() -> None:
+    # The message named one key and "another spelling"; at start-up the same clash names both variables.
+    with pytest.raises(FlagsFileError) as refused:
+        parse_flags_file(b"FINAL_RESULT_K: 7\nRRF_FINAL_K: 9\n", base=SearchKnobs())
+
+    assert "FINAL_RESULT_K=7 and RRF_FINAL_K=9 disagree (both set rrf_final_k)" in str(refused.value)
