@@ -82,7 +82,8 @@ class HybridSearcher:
         are collapsed to `plan.max_chunks_per_document` per document (when set), then those below `plan.min_score`
         dropped, then cut to `plan.limit`. When collapsing left the page short although a leg returned all it was
         asked for, the search runs again deeper (`app/retrieval/widening.py`), reusing the query's embedding; its
-        stage times then add up both searches. `stage_ms` holds "embed", "semantic" (vector search alone), "lexical",
+        stage times then add up both searches; a deeper page that `min_score` leaves with fewer hits is dropped for
+        the first. `stage_ms` holds "embed", "semantic" (vector search alone), "lexical",
         "fusion" (fusion and post-processing), "rerank" (the second stage, when one is configured and the plan is
         hybrid) for the stages that ran, and always "total". `legs` holds each attempted leg; the semantic leg's time
         includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
@@ -103,6 +104,10 @@ class HybridSearcher:
             except AllEnginesFailedError:
                 break
             if deeper_run.reasons:  # a deeper search that lost a leg answers no better: the first one stands
+                break
+            if len(deeper_page.hits) < len(page.hits):
+                # `min_score` ended it sooner: a deeper hit ranked above one the page held caps the relevance
+                # below it, so asking for more documents would return fewer. The first one stands.
                 break
             run, page, searched = merged_runs(run, deeper_run), deeper_page, deeper
         hits = page.hits

@@ -554,6 +554,23 @@ async def test_a_page_ended_by_min_score_is_not_searched_deeper() -> None:
     assert [top_k for top_k, _ in vector.calls] == [50]
 
 
+async def test_a_deeper_page_that_min_score_ends_sooner_leaves_the_first_page_standing() -> None:
+    # "b" is the semantic leg's best alone; "x" enters both legs just below the 50 candidates and fuses above
+    # "b" with a low relevance, which then caps b's: the deeper page would end at "x", before "b".
+    bigs = [ScoredHit(chunk=chunk(f"big-{n:03}", "big"), score=0.94 - n / 10_000) for n in range(60)]
+    fillers = [ScoredHit(chunk=chunk(f"f-{n:03}"), score=0.2 - n / 10_000) for n in range(200)]
+    vector = FakeVectorIndex([*semantic_hits(("b", 0.95)), *bigs, *semantic_hits(("x", 0.3)), *fillers])
+    lexical_bigs = [ScoredHit(chunk=chunk(f"big-{n:03}", "big"), score=1000.0 - n) for n in range(60)]
+    lexical = FakeLexicalIndex([*lexical_bigs, *lexical_hits(("x", 0.1)), *fillers])
+    plan = make_plan(SearchStrategy.HYBRID, max_chunks_per_document=1, min_score=0.4)
+
+    result = await searcher(vector, lexical).search(plan)
+
+    assert ids(result) == ["big-000", "b"]  # not ["big-000"]: asking for more documents never returns fewer
+    assert [top_k for top_k, _ in vector.calls] == [50, 200]
+    assert result.hits[1].readable_score == pytest.approx(0.95 / 2)
+
+
 async def test_deeper_searches_stop_at_the_bound() -> None:
     vector = FakeVectorIndex(crowded(crowding=1500, others=12))  # "big" fills even the deepest candidates
 
