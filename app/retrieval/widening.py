@@ -37,22 +37,41 @@ def needs_deeper_candidates(page: ReturnedPage, plan: SearchPlan, run: SearchRun
     """
     if len(page.hits) >= plan.limit or not page.collapsed or page.floored or run.reasons:
         return False
-    if plan.strategy is SearchStrategy.CASCADING:
-        asked = {LEXICAL_LEG: plan.lexical_retrieve_k * plan.cascading_multiplier}
-    else:
-        asked = {SEMANTIC_LEG: plan.semantic_retrieve_k, LEXICAL_LEG: plan.lexical_retrieve_k}
-    return any(leg in run.legs and run.legs[leg].result_count >= top_k for leg, top_k in asked.items())
+    return any(leg in run.legs and run.legs[leg].result_count >= top_k for leg, top_k in _asked(plan).items())
 
 
 def deeper_plan(plan: SearchPlan) -> SearchPlan | None:
-    """`plan` with `WIDENING_FACTOR` times the candidates per leg (at most the bound); None once at the bound."""
-    if max(plan.semantic_retrieve_k, plan.lexical_retrieve_k) >= MAX_WIDENED_RETRIEVE_K:
-        return None
-    return replace(
-        plan,
-        semantic_retrieve_k=min(plan.semantic_retrieve_k * WIDENING_FACTOR, MAX_WIDENED_RETRIEVE_K),
-        lexical_retrieve_k=min(plan.lexical_retrieve_k * WIDENING_FACTOR, MAX_WIDENED_RETRIEVE_K),
-    )
+    """`plan` with `WIDENING_FACTOR` times the candidates per leg, none asked past the bound; None once none can grow.
+
+    The bound is on what a leg is asked for: a cascading search's lexical leg fetches `lexical_retrieve_k *
+    cascading_multiplier` (its vector search ranks those), so there `lexical_retrieve_k` grows to the bound
+    divided by the multiplier (50, 200, 250 at 4: 200, 800, 1,000 candidates), never beyond it.
+    """
+    if plan.strategy is SearchStrategy.CASCADING:
+        most = max(plan.lexical_retrieve_k, MAX_WIDENED_RETRIEVE_K // plan.cascading_multiplier)
+        deeper = replace(plan, lexical_retrieve_k=min(plan.lexical_retrieve_k * WIDENING_FACTOR, most))
+    else:
+        deeper = replace(
+            plan,
+            semantic_retrieve_k=_widened(plan.semantic_retrieve_k),
+            lexical_retrieve_k=_widened(plan.lexical_retrieve_k),
+        )
+    return None if _asked(deeper) == _asked(plan) else deeper
+
+
+def _widened(retrieve_k: int) -> int:
+    return max(retrieve_k, min(retrieve_k * WIDENING_FACTOR, MAX_WIDENED_RETRIEVE_K))
+
+
+def _asked(plan: SearchPlan) -> dict[str, int]:
+    """How many hits each leg whose hits are the candidates is asked for (cascading: the lexical leg's)."""
+    asked = {
+        SearchStrategy.HYBRID: {SEMANTIC_LEG: plan.semantic_retrieve_k, LEXICAL_LEG: plan.lexical_retrieve_k},
+        SearchStrategy.SEMANTIC: {SEMANTIC_LEG: plan.semantic_retrieve_k},
+        SearchStrategy.LEXICAL: {LEXICAL_LEG: plan.lexical_retrieve_k},
+        SearchStrategy.CASCADING: {LEXICAL_LEG: plan.lexical_retrieve_k * plan.cascading_multiplier},
+    }
+    return asked[plan.strategy]
 
 
 def merged_runs(first: SearchRun, deeper: SearchRun) -> SearchRun:

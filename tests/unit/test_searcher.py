@@ -578,3 +578,31 @@ async def test_deeper_searches_stop_at_the_bound() -> None:
 
     assert documents(result) == ["big"]
     assert [top_k for top_k, _ in vector.calls] == [50, 200, 800, 1000]
+
+
+async def test_a_cascading_search_asks_its_lexical_leg_for_no_more_than_the_bound() -> None:
+    hits = crowded(crowding=5000, others=12)
+    vector, lexical = FakeVectorIndex(hits), FakeLexicalIndex(hits)
+    plan = make_plan(SearchStrategy.CASCADING, max_chunks_per_document=1)  # 50 x 4 = 200 lexical candidates
+
+    result = await searcher(vector, lexical).search(plan)
+
+    # Not [200, 800, 3200, 4000]: the lexical leg's ask is what the bound of 1,000 holds to.
+    assert [top_k for _, top_k, _ in lexical.calls] == [200, 800, 1000]
+    assert [top_k for top_k, _ in vector.calls] == [200, 800, 1000]
+    assert len(result.leg_hits[LEXICAL_LEG]) == 1000
+
+
+async def test_a_leg_below_the_bound_is_searched_deeper_while_the_other_is_at_it() -> None:
+    # "big" fills the semantic leg's 1,000 candidates; the lexical leg's 50 only.
+    vector, lexical = (
+        FakeVectorIndex(crowded(crowding=1500, others=12)),
+        FakeLexicalIndex(crowded(crowding=120, others=12)),
+    )
+    plan = make_plan(SearchStrategy.HYBRID, max_chunks_per_document=1, semantic_retrieve_k=1000)
+
+    result = await searcher(vector, lexical).search(plan)
+
+    assert [top_k for _, top_k, _ in lexical.calls] == [50, 200]
+    assert [top_k for top_k, _ in vector.calls] == [1000, 1000]
+    assert len(result.hits) == 10
