@@ -30,6 +30,20 @@ Level = Annotated[
 StrategyName = Literal["hybrid", "semantic", "lexical", "cascading"]
 FusionName = Literal["rrf", "weighted", "zscore"]
 
+FUSES_NOTHING_REFUSAL: Final = (
+    "Fusion options shape the hybrid strategy's fusion only: beside `strategy` lexical, semantic or cascading a 400"
+    " naming the option; when no strategy is asked for and routing picks one of those, unused and named in"
+    " `query_analysis.unused_options`"
+)
+FUSION_DESCRIPTION: Final = (
+    f"How the hybrid strategy fuses its legs (absent: RANKING_ALGORITHM). {FUSES_NOTHING_REFUSAL}"
+)
+WEIGHTS_DESCRIPTION: Final = f"The legs' shares of the hybrid fusion (absent: the service's). {FUSES_NOTHING_REFUSAL}"
+RRF_K_DESCRIPTION: Final = (
+    "RRF's constant k, 1-10000 (absent: RRF_K_CONSTANT): read by fusion rrf alone, so beside another `fusion`,"
+    f" or with none while RANKING_ALGORITHM is not rrf, a 400. {FUSES_NOTHING_REFUSAL}"
+)
+
 AsOf = Annotated[
     datetime,
     msgspec.Meta(
@@ -93,9 +107,11 @@ class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     filters: SearchFilters | None = None
     strategy: StrategyName | None = None
-    fusion: FusionName | None = None
-    weights: FusionWeights | None = None
-    rrf_k: Annotated[int, msgspec.Meta(ge=1, le=10000)] | None = None
+    fusion: Annotated[FusionName | None, msgspec.Meta(description=FUSION_DESCRIPTION)] = None
+    weights: Annotated[FusionWeights | None, msgspec.Meta(description=WEIGHTS_DESCRIPTION)] = None
+    rrf_k: Annotated[
+        Annotated[int, msgspec.Meta(ge=1, le=10000)] | None, msgspec.Meta(description=RRF_K_DESCRIPTION)
+    ] = None
     collapse: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     min_score: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None  # the relevance final_score reads
     explain: bool = False

@@ -23,7 +23,13 @@ from app.api.cursors import decode_cursor, encode_cursor
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import authorize_project, principal_of, request_caller_key, search_guard
-from app.api.search_requests import BatchSearchRequest, SearchFields, SearchRequest, as_of_from_text
+from app.api.search_requests import (
+    FUSION_DESCRIPTION,
+    BatchSearchRequest,
+    SearchFields,
+    SearchRequest,
+    as_of_from_text,
+)
 from app.api.search_schemas import BatchSearchResponse, SearchResponse, search_response
 from app.api.strict_bodies import unknown_choice
 from app.auth.tokens import SCOPE_SEARCH, Principal, cache_scope
@@ -275,7 +281,8 @@ class SearchController(Controller):
         fusion: Annotated[
             str | None,
             QueryParameter(
-                description="rrf | weighted | zscore", schema_extra={"enum": [member.value for member in FusionMethod]}
+                description=f"rrf | weighted | zscore. {FUSION_DESCRIPTION}",
+                schema_extra={"enum": [member.value for member in FusionMethod]},
             ),
         ] = None,
         explain: Annotated[bool, QueryParameter(description="Include the optimizer's analysis")] = False,  # noqa: FBT002

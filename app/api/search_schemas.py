@@ -9,7 +9,7 @@ few additions a caller needs: the rollout arm, whether it came from cache, and d
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 
@@ -28,6 +28,19 @@ STRATEGY_LABELS = {
     SearchStrategy.LEXICAL: "Lexical",
     SearchStrategy.CASCADING: "Cascading",
 }
+
+UNUSED_OPTIONS_DESCRIPTION: Final = (
+    "Options the request sent that this search did not use, as the request spells them (`fusion`,"
+    " `weights.semantic`, `weights.lexical`, `rrf_k`): no strategy was asked for, and routing or the rollout's"
+    " semantic arm chose one that fuses nothing. A strategy the request names that fuses nothing refuses them"
+    " instead (400)"
+)
+LEG_RANKINGS_DESCRIPTION: Final = (
+    "With `explain`: each leg's own ranked candidates before fusion, the whole top-k it returned"
+    " (`semantic_retrieve_k` / `lexical_retrieve_k`, 50 by default; a cascading search's lexical leg that times"
+    " CASCADING_LEXICAL_MULTIPLIER), whatever page is asked. When `collapse` left the page short and the search"
+    " ran again deeper, they are the deeper search's: up to 1,000 hits per leg (or the first search's top-k, if more)"
+)
 
 
 class RrfComponents(msgspec.Struct, kw_only=True):
@@ -141,10 +154,7 @@ class QueryAnalysisOut(msgspec.Struct, kw_only=True):
     applied_event_time_from: datetime | None = None
     applied_event_time_to: datetime | None = None
     undated_included: bool = False
-    # Options the request sent that this search did not use, as the request spells them (`fusion`,
-    # `weights.semantic`, `weights.lexical`, `rrf_k`): routing or the rollout's semantic arm chose a strategy
-    # that fuses nothing. A strategy the request names that fuses nothing refuses them instead (400).
-    unused_options: list[str] = []
+    unused_options: Annotated[list[str], msgspec.Meta(description=UNUSED_OPTIONS_DESCRIPTION)] = []
 
 
 class LegHitOut(msgspec.Struct, kw_only=True):
@@ -161,7 +171,8 @@ class LegRankingsOut(msgspec.Struct, kw_only=True):
     """Each leg's own ranked top-k before fusion (null: the leg did not run or failed; []: it found nothing).
 
     Raw scores: cosine similarity for `semantic`, BM25 for `lexical`. Always the whole top-k the leg
-    returned (`semantic_retrieve_k` / `lexical_retrieve_k`), whatever page of the fused ranking is asked.
+    returned (`semantic_retrieve_k` / `lexical_retrieve_k`), whatever page of the fused ranking is asked; a
+    search that collapsing sent deeper (`app/retrieval/widening.py`) shows the deeper one's, up to 1,000 a leg.
     """
 
     semantic: list[LegHitOut] | None
@@ -186,7 +197,7 @@ class SearchResponse(msgspec.Struct, kw_only=True):
     degraded: bool
     degraded_reasons: list[str]
     query_analysis: QueryAnalysisOut | None = None
-    leg_rankings: LegRankingsOut | None = None
+    leg_rankings: Annotated[LegRankingsOut | None, msgspec.Meta(description=LEG_RANKINGS_DESCRIPTION)] = None
     """With `explain`: what each leg found on its own, so a caller sees what one leg found and the other missed."""
     offset: int = 0
     next_cursor: str | None = None

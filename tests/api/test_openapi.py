@@ -89,6 +89,23 @@ def test_every_bound_the_search_body_checks_is_in_the_document(openapi) -> None:
     assert "pattern" in level_item
 
 
+def test_the_fusion_options_refusal_and_unused_options_are_described(openapi) -> None:
+    body = openapi["paths"]["/v1/search"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    request = component(openapi, body)
+    parameters = {item["name"]: item for item in openapi["paths"]["/memory/query"]["get"]["parameters"]}
+    schemas = openapi["components"]["schemas"]
+    response = schemas["SearchResponse"]["properties"]
+
+    descriptions = [request["properties"][name]["description"] for name in ("fusion", "weights", "rrf_k")]
+    descriptions.append(parameters["fusion"]["description"])
+
+    assert all("strategy` lexical, semantic or cascading a 400" in text for text in descriptions)
+    assert all("query_analysis.unused_options" in text for text in descriptions)
+    assert "RANKING_ALGORITHM is not rrf, a 400" in request["properties"]["rrf_k"]["description"]
+    assert "fuses nothing" in schemas["QueryAnalysisOut"]["properties"]["unused_options"]["description"]
+    assert "up to 1,000 hits per leg" in response["leg_rankings"]["description"]  # the bound of an explain's size
+
+
 def given(schema: dict[str, Any], name: str) -> dict[str, Any]:
     """The schema of an optional property when it is given (its branch that is not null)."""
     field = schema["properties"][name]
