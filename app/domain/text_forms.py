@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 FORM: Final = "NFC"
 INVISIBLE_IN_WORDS: Final = "\u00ad\u200b\u2060\ufeff"
 _DROP_INVISIBLE: Final = str.maketrans("", "", INVISIBLE_IN_WORDS)
+_LOWERED_ALONE: Final = str.maketrans({"\u0130": "i", "\u03a3": "\u03c3"})
+"""The capitals `str.lower` lowers otherwise than letter by letter: `İ` (to `i` + U+0307), a final `Σ` (to `ς`)."""
 
 
 def canonical_text(text: str) -> str:
@@ -33,6 +35,15 @@ def canonical_text(text: str) -> str:
     if any(character in text for character in INVISIBLE_IN_WORDS):
         text = text.translate(_DROP_INVISIBLE)
     return text if unicodedata.is_normalized(FORM, text) else unicodedata.normalize(FORM, text)
+
+
+def lower_as_analyzers(text: str) -> str:
+    """`text` lowered one letter at a time, as Lucene's `LowerCaseFilter` and tantivy's `LowerCaser` lower it.
+
+    `str.lower` reads context: it lowers a word-final `Σ` to `ς` (`ΟΔΟΣ` is `οδος`) and `İ` to `i` + U+0307,
+    where the engines index `οδοσ` and `istanbul`; a query lowered by it missed the word typed as written.
+    """
+    return text.translate(_LOWERED_ALONE).lower()
 
 
 def canonical_tag(tag: str) -> str:

@@ -20,7 +20,8 @@ from app.domain.models import (
     QuestionType,
     SearchStrategy,
 )
-from app.domain.text_forms import canonical_text
+from app.domain.tags import tag_key
+from app.domain.text_forms import canonical_text, lower_as_analyzers
 from app.query.abbreviations import load_abbreviations
 from app.query.dates import date_direction, event_time_range, is_year, months_named, relative_dates_named
 from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
@@ -143,8 +144,10 @@ class QueryOptimizer:
         )
         entity_tokens = [token for token in tokens if token.is_free_word]
         syntax_tokens = [] if is_passage else entity_tokens
-        tags = _dedupe(token.word for token in syntax_tokens if token.text.startswith("#"))
-        mentions = _dedupe(token.word for token in syntax_tokens if token.text.startswith("@"))
+        # Tags and mentions as written, lowered as stored tags and titles are (`tag_key`), not as words are indexed.
+        sigils = [(token.text[0], _as_written(collapsed, token)) for token in syntax_tokens if token.text[0] in "#@"]
+        tags = _dedupe(tag_key(word) for sigil, word in sigils if sigil == "#")
+        mentions = _dedupe(word.lower() for sigil, word in sigils if sigil == "@")
         plain_words = [token.text for token in entity_tokens if token.text[0] not in "#@"]
         date_words = [] if is_passage else plain_words  # a year in a paragraph is a fact, not a filter
         years = tuple(int(word) for word in _dedupe(date_words) if is_year(word))
@@ -292,7 +295,7 @@ def _tokenize(collapsed: str) -> list[_Token]:
         exclude_next = is_operator
         tokens.append(
             _Token(
-                text=match.group().lower(),
+                text=lower_as_analyzers(match.group()),  # what the lexical engines index for the word
                 start=start,
                 end=end,
                 in_phrase=in_phrase,
@@ -301,6 +304,11 @@ def _tokenize(collapsed: str) -> list[_Token]:
             )
         )
     return tokens
+
+
+def _as_written(collapsed: str, token: _Token) -> str:
+    """The token's word as the query spells it, without its `#`/`@` sigil."""
+    return collapsed[token.start : token.end].lstrip("#@")
 
 
 def _as_prose(token: _Token) -> _Token:
@@ -314,7 +322,7 @@ def _phrases(collapsed: str, *, excluded: bool = False) -> tuple[str, ...]:
     Lowercase and whitespace-collapsed; empty quotes are ignored.
     """
     found = (
-        _WHITESPACE.sub(" ", match.group(1)).strip().lower()
+        lower_as_analyzers(_WHITESPACE.sub(" ", match.group(1)).strip())
         for match in _PHRASE.finditer(collapsed)
         if _is_excluded_quote(collapsed, match) == excluded
     )

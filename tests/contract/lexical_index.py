@@ -20,6 +20,7 @@ import pytest
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
+from app.domain.text_forms import lower_as_analyzers
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -260,6 +261,19 @@ class LexicalIndexContract:
         assert await search_ids(index, "dokovic sta") == ["c-accented"]
         assert await search_ids(index, "Chloé naïve café") == ["c-plain"]
         assert await search_ids(index, "screening", phrases=("resume screening",)) == ["c-accented"]
+
+    async def test_a_capital_sigma_is_found_lowered_letter_by_letter(self, index: LexicalIndex) -> None:
+        # Lucene's LowerCaseFilter lowers `ΟΔΟΣ` to `οδοσ`; the query optimizer lowers queries so
+        # (`lower_as_analyzers`), where `str.lower`'s `οδος` missed the word typed exactly as written.
+        await index_chunks(
+            index,
+            make_chunk("c-greek", "Στην ΟΔΟΣ Ερμού είναι γεμάτη καταστήματα."),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert await search_ids(index, lower_as_analyzers("ΟΔΟΣ")) == ["c-greek"]
+        assert await search_ids(index, "ερμού", phrases=(lower_as_analyzers("ΟΔΟΣ Ερμού"),)) == ["c-greek"]
+        assert await search_ids(index, "καταστηματα", excluded_terms=(lower_as_analyzers("ΟΔΟΣ"),)) == []
 
     async def test_chinese_and_japanese_characters_are_words(self, index: LexicalIndex) -> None:
         # No spaces between words: each Han and Hiragana character is a term, as Lucene's standard tokenizer has it.

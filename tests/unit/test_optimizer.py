@@ -60,6 +60,21 @@ def test_a_decomposed_query_reads_as_its_precomposed_form(optimizer: QueryOptimi
     assert decomposed.entities.tags == ("zürich",)
 
 
+def test_capitals_lower_letter_by_letter_as_the_lexical_engines_index_them(optimizer: QueryOptimizer) -> None:
+    # Lucene and tantivy index `ΟΔΟΣ` as `οδοσ` and `İstanbul` as `istanbul`; `str.lower` gives `οδος`, `i̇stanbul`.
+    analysis = optimizer.analyze('ΟΔΟΣ İstanbul "ΟΔΟΣ Ερμού" -ΚΟΣΜΟΣ')
+
+    assert analysis.tokens[:2] == ("οδοσ", "istanbul")
+    assert analysis.lexical_query.phrases == ("οδοσ ερμού",)
+    assert analysis.lexical_query.excluded_terms == ("κοσμοσ",)
+
+
+def test_a_tag_in_the_query_is_keyed_as_stored_tags_are(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("#ΟΔΟΣ #İstanbul street")
+
+    assert analysis.entities.tags == ("οδος", "i\u0307stanbul")  # `app.domain.tags.tag_key` of each
+
+
 def test_tokens_keep_compound_words_and_sigils(optimizer: QueryOptimizer) -> None:
     analysis = optimizer.analyze("kubectl port-forward #net ci/cd node.js")
 
