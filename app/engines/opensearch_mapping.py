@@ -55,18 +55,23 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   follows the alias after `_-v` (`<alias>_-v10`): no project's alias can end so (`_-` is no escape of a
   project id, `app.engines.opensearch_projects`), where `<alias>-v9`, project `coll`'s index, was project
   `coll-v9`'s alias name. Versions up to 9 keep their `-v<N>` names; `ensure_index` upgrades them.
+- Schema version 11 splits words at every ASCII character Unicode's word rules join letters or digits
+  across (`word_joiners_as_space`: `:` `.` `,` `;` `_`): the standard tokenizer kept `node.js`, `v2.1`,
+  `email.md`, `1,000` and `max_connections` one token each, so `node`, `email` or `max connections` found
+  them in tantivy (which splits at anything but a letter or digit) and not here. Joiners outside ASCII
+  (a middle dot, a typographic apostrophe, ...) still join; an apostrophe is left to `apostrophe`, as above.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-SCHEMA_VERSION: Final = 10
+SCHEMA_VERSION: Final = 11
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>_-v<N>`, reindexes and swaps (per project)."""
 FIRST_UNAMBIGUOUS_VERSION: Final = 10
 """The first schema version whose index name no project's alias can equal (`versioned_index_name`)."""
 TEXT_ANALYZER: Final = "english_folded"
-COLON_AS_SPACE: Final = "colon_as_space"
+WORD_JOINERS_AS_SPACE: Final = "word_joiners_as_space"
 
 _ENGLISH_FILTERS: Final[dict[str, Any]] = {
     "english_stop": {"type": "stop", "stopwords": "_english_"},
@@ -74,7 +79,7 @@ _ENGLISH_FILTERS: Final[dict[str, Any]] = {
 }
 _ENGLISH_FOLDED: Final[dict[str, Any]] = {
     "type": "custom",
-    "char_filter": [COLON_AS_SPACE],
+    "char_filter": [WORD_JOINERS_AS_SPACE],
     "tokenizer": "standard",
     "filter": ["apostrophe", "lowercase", "asciifolding", "english_stop", "english_stemmer"],
 }
@@ -103,7 +108,9 @@ def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
             "number_of_replicas": replicas,
             "index.codec": "best_compression",
             "analysis": {
-                "char_filter": {COLON_AS_SPACE: {"type": "pattern_replace", "pattern": ":", "replacement": " "}},
+                "char_filter": {
+                    WORD_JOINERS_AS_SPACE: {"type": "pattern_replace", "pattern": "[:.,;_]", "replacement": " "}
+                },
                 "filter": _ENGLISH_FILTERS,
                 "analyzer": {
                     TEXT_ANALYZER: _ENGLISH_FOLDED,

@@ -445,6 +445,25 @@ class LexicalIndexContract:
         assert await search_ids(index, "job failed", excluded_terms=("timeout",)) == ["c-disk"]
         assert set(await search_ids(index, "error:timeout")) == {"c-colon", "c-disk"}
 
+    async def test_words_joined_by_a_dot_comma_or_underscore_are_found_and_excluded_one_by_one(
+        self, index: LexicalIndex
+    ) -> None:
+        # OpenSearch's standard tokenizer kept each of these one token (Unicode's word rules join letters or
+        # digits across `.`, `,`, `;` and `_`); tantivy and the fake split them, so the engines disagreed.
+        await index_chunks(
+            index,
+            make_chunk("c-dotted", "upgrade node.js on example.com to v2.1 for 1,000 users"),
+            make_chunk("c-snake", "raise max_connections in postgresql.conf"),
+            make_chunk("c-plain", "upgrade the users' postgresql server"),
+        )
+
+        assert await search_ids(index, "node") == ["c-dotted"]
+        assert await search_ids(index, "example") == ["c-dotted"]
+        assert await search_ids(index, "connections") == ["c-snake"]
+        assert await search_ids(index, "conf") == ["c-snake"]
+        assert sorted(await search_ids(index, "upgrade", excluded_terms=("js",))) == ["c-plain"]
+        assert sorted(await search_ids(index, "postgresql", excluded_terms=("max",))) == ["c-plain"]
+
     async def test_excluded_terms_of_the_filters_remove_chunks_as_the_query_s_do(self, index: LexicalIndex) -> None:
         await index_chunks(
             index,

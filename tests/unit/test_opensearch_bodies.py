@@ -81,7 +81,9 @@ def test_index_body_is_the_pinned_mapping() -> None:
             "number_of_replicas": 1,
             "index.codec": "best_compression",
             "analysis": {
-                "char_filter": {"colon_as_space": {"type": "pattern_replace", "pattern": ":", "replacement": " "}},
+                "char_filter": {
+                    "word_joiners_as_space": {"type": "pattern_replace", "pattern": "[:.,;_]", "replacement": " "}
+                },
                 "filter": {
                     "english_stop": {"type": "stop", "stopwords": "_english_"},
                     "english_stemmer": {"type": "stemmer", "language": "english"},
@@ -89,7 +91,7 @@ def test_index_body_is_the_pinned_mapping() -> None:
                 "analyzer": {
                     "english_folded": {
                         "type": "custom",
-                        "char_filter": ["colon_as_space"],
+                        "char_filter": ["word_joiners_as_space"],
                         "tokenizer": "standard",
                         "filter": ["apostrophe", "lowercase", "asciifolding", "english_stop", "english_stemmer"],
                     },
@@ -799,9 +801,10 @@ def test_tags_are_searched_as_words_and_filtered_by_their_keys() -> None:
 
     # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`,
     # 5 no version markers, 6 was one index for every project, 7 no `tags.key`, 8 no ASCII folding, 9 kept
-    # `a:b` one word and named its index like an alias could be: a project index of an older version is
-    # reindexed and its alias swapped by ensure_index; the shared one is rebuilt from PostgreSQL.
-    assert SCHEMA_VERSION == 10
+    # `a:b` one word and named its index like an alias could be, 10 kept `a.b` and `a_b` one word: a project
+    # index of an older version is reindexed and its alias swapped by ensure_index; the shared one is rebuilt
+    # from PostgreSQL.
+    assert SCHEMA_VERSION == 11
     assert tags == {
         "type": "keyword",
         "fields": {
