@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -12,6 +13,7 @@ import pytest
 
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.embedder import EmbedderOptions, load_embedder
+from app.observability.logs import AUTH_LOGGER, SERVER_LOGGER, ThrottledMessage
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -57,3 +59,12 @@ def data_dir(tmp_path: Path) -> Path:
     path = tmp_path / "data"
     path.mkdir()
     return path
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log_throttles() -> None:
+    """Each test starts with empty log throttles: a refusal another test logged must not hold back this one's."""
+    for name in (SERVER_LOGGER, AUTH_LOGGER):
+        for installed in logging.getLogger(name).filters:
+            if isinstance(installed, ThrottledMessage):
+                installed.reset()

@@ -200,15 +200,15 @@ class Throttle:
     """Per key, at most one pass every `interval_s`; a pass says how many were held back since the last."""
 
     def __init__(self, *, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._interval_s = interval_s
-        self._clock = clock
+        self.interval_s = interval_s
+        self.clock = clock
         self._last_passed: dict[str, tuple[float, int]] = {}  # key -> (when passed, how many held back since)
 
     def passes(self, key: str) -> int | None:
         """None when `key` passed less than `interval_s` ago (held back), else how many were held back before."""
-        now = self._clock()
+        now = self.clock()
         last = self._last_passed.get(key)
-        if last is not None and now - last[0] < self._interval_s:
+        if last is not None and now - last[0] < self.interval_s:
             self._last_passed[key] = (last[0], last[1] + 1)
             return None
         self._last_passed[key] = (now, 0)
@@ -260,6 +260,10 @@ class ThrottledMessage(logging.Filter):
         super().__init__()
         self._prefix = prefix
         self._throttle = Throttle(interval_s=interval_s, clock=clock)
+
+    def reset(self) -> None:
+        """Forget every message's last pass: the next line of each goes through (a test starting afresh)."""
+        self._throttle = Throttle(interval_s=self._throttle.interval_s, clock=self._throttle.clock)
 
     def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
         message = record.getMessage()
