@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from app.domain.text_forms import canonical_tag
+from app.domain.text_forms import canonical_tag, lower_as_analyzers
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -25,13 +25,14 @@ def tag_key(tag: str) -> str:
     """What two tags share when they are the same tag (`Kubernetes`, `KUBERNETES`: `kubernetes`).
 
     The tag in NFC without surrounding white space (`app.domain.text_forms.canonical_tag`: a decomposed
-    `Zürich` and `" ops "` are `Zürich` and `ops`), then lowered.
+    `Zürich` and `" ops "` are `Zürich` and `ops`), then lowered letter by letter.
 
-    `str.lower`, not `str.casefold`: OpenSearch's `lowercase` normalizer lowers each character the same
-    way, so every leg selects the same chunks (`casefold` would also make `ß` and `ss` one tag, which
-    OpenSearch does not).
+    Letter by letter (`lower_as_analyzers`) as OpenSearch's `lowercase` normalizer lowers, so every leg
+    selects the same chunks: `str.lower` made `İstanbul` `i̇stanbul` and `ΟΔΟΣ` `οδος` where OpenSearch keys
+    `istanbul` and `οδοσ`, and those tags were never found there, even spelt exactly (migration 0009 keys
+    them again). Not `str.casefold`, which would also make `ß` and `ss` one tag, which OpenSearch does not.
     """
-    return canonical_tag(tag).lower()
+    return lower_as_analyzers(canonical_tag(tag))
 
 
 def tag_keys(tags: Iterable[str]) -> tuple[str, ...]:

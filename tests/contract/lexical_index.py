@@ -275,6 +275,32 @@ class LexicalIndexContract:
         assert await search_ids(index, "ερμού", phrases=(lower_as_analyzers("ΟΔΟΣ Ερμού"),)) == ["c-greek"]
         assert await search_ids(index, "καταστηματα", excluded_terms=(lower_as_analyzers("ΟΔΟΣ"),)) == []
 
+    async def test_a_tag_with_a_capital_sigma_filters_in_any_case(self, index: LexicalIndex) -> None:
+        # OpenSearch's `lowercase` normalizer keys `ΟΔΟΣ` `οδοσ` (letter by letter); the filter sent
+        # `str.lower`'s `οδος`, so even the exact spelling found nothing there.
+        await index_chunks(
+            index,
+            make_chunk("c-odos", "street map", tags=("ΟΔΟΣ",)),
+            make_chunk("c-untagged", "street names"),
+        )
+
+        for spelling in ("ΟΔΟΣ", "Οδοσ", "οδοσ"):
+            tagged = Filters(project_id=PROJECT, tags=(spelling,))
+            assert await search_ids(index, "street", filters=tagged) == ["c-odos"]
+
+    async def test_a_tag_with_a_dotted_capital_i_filters_in_any_case(self, index: LexicalIndex) -> None:
+        # Lucene's LowerCaseFilter lowers `İ` to `i` (Java's simple case mapping): `İstanbul` is keyed
+        # `istanbul`, where `str.lower` gave an `i` and a combining dot.
+        await index_chunks(
+            index,
+            make_chunk("c-istanbul", "ferry timetable", tags=("İstanbul",)),
+            make_chunk("c-untagged", "ferry prices"),
+        )
+
+        for spelling in ("İstanbul", "İSTANBUL", "istanbul"):
+            tagged = Filters(project_id=PROJECT, tags=(spelling,))
+            assert await search_ids(index, "ferry", filters=tagged) == ["c-istanbul"]
+
     async def test_chinese_and_japanese_characters_are_words(self, index: LexicalIndex) -> None:
         # No spaces between words: each Han and Hiragana character is a term, as Lucene's standard tokenizer has it.
         await index_chunks(

@@ -175,6 +175,58 @@ def test_migration_0008_leaves_lowercase_tags_alone_and_every_row_filters_ignori
     assert asyncio.run(_ids_tagged(url, "sre")) == (["tagged#0"], ["tagged"])
 
 
+def test_migration_0009_keys_dotted_i_and_capital_sigma_tags_letter_by_letter_and_queues_their_documents(
+    postgres_url: str, unique_name: str
+) -> None:
+    url = asyncio.run(_create_database(postgres_url, unique_name))
+    config = alembic_config(url, embedding_dimensions=384)
+    command.upgrade(config, "0008")
+    # Rows as the release before wrote them: keys by `str.lower`, chunks indexed.
+    rows = {
+        "turkish": ("ARRAY['İstanbul', 'ÉTÉ']", "ARRAY['i\u0307stanbul', 'été']"),
+        "greek": ("ARRAY['ΟΔΟΣ']", "ARRAY['οδος']"),
+        "plain": ("ARRAY['Ops']", "ARRAY['ops']"),
+    }
+    statements = []
+    for document_id, (tags, keys) in rows.items():
+        statements.append(
+            "INSERT INTO documents (project_id, document_id, source, title, content_hash, tags, tag_keys) VALUES "  # noqa: S608 - the test's own literals
+            f"('p', '{document_id}', 's', 't', 'h', {tags}, {keys})"
+        )
+        statements.append(
+            "INSERT INTO chunks (project_id, chunk_id, document_id, text, source, level, section_title, position, "  # noqa: S608 - the test's own literals
+            "tags, tag_keys, chunk_hash, embedding, embedding_model, lexically_indexed) VALUES ('p', "
+            f"'{document_id}#0', '{document_id}', 'x', 's', 'L0', '', 0, {tags}, {keys}, 'h', "
+            "CAST(array_fill(0.1, ARRAY[384]) AS vector), 'm', true)"
+        )
+    asyncio.run(_execute(url, *statements))
+
+    command.upgrade(config, "head")
+
+    documents, chunks, queued = asyncio.run(
+        _execute(
+            url,
+            "SELECT document_id, tag_keys FROM documents ORDER BY document_id",
+            "SELECT chunk_id, tag_keys, lexically_indexed FROM chunks ORDER BY chunk_id",
+            "SELECT document_id FROM lexical_outbox ORDER BY document_id",
+        )
+    )
+    assert [(row[0], sorted(row[1])) for row in documents] == [
+        ("greek", ["οδοσ"]),
+        ("plain", ["ops"]),
+        ("turkish", ["istanbul", "été"]),
+    ]
+    assert [(row[0], sorted(row[1]), row[2]) for row in chunks] == [
+        ("greek#0", ["οδοσ"], False),
+        ("plain#0", ["ops"], True),
+        ("turkish#0", ["istanbul", "été"], False),
+    ]
+    assert [row[0] for row in queued] == ["greek", "turkish"]  # the lexical index's keys are written again
+    assert asyncio.run(_ids_tagged(url, "İstanbul")) == (["turkish#0"], ["turkish"])
+    assert asyncio.run(_ids_tagged(url, "ISTANBUL")) == (["turkish#0"], ["turkish"])
+    assert asyncio.run(_ids_tagged(url, "ΟΔΟΣ")) == (["greek#0"], ["greek"])
+
+
 def test_a_database_a_newer_release_migrated_is_refused_in_one_line_and_left_alone(
     postgres_url: str, unique_name: str
 ) -> None:

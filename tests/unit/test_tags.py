@@ -30,3 +30,11 @@ def test_a_decomposed_tag_has_the_key_of_its_precomposed_form() -> None:
     decomposed = "Zu\u0308rich"  # u + COMBINING DIAERESIS
     assert tag_key(decomposed) == tag_key("Zürich") == "zürich"
     assert tag_keys([decomposed, "ZÜRICH"]) == ("zürich",)
+
+
+def test_a_key_lowers_letter_by_letter_as_the_lexical_engines_do() -> None:
+    # `str.lower` gave `İ` an i and a combining dot and a word-final `Σ` a final sigma; OpenSearch's
+    # `lowercase` normalizer keys `istanbul` and `οδοσ`, so those tags were never found there.
+    assert tag_key("İstanbul") == "istanbul"
+    assert tag_key("ΟΔΟΣ") == "οδοσ"
+    assert tag_key("οδος") == "οδος"  # a final sigma typed as such stays one, as OpenSearch keeps it
