@@ -40,8 +40,9 @@ FUSION_DESCRIPTION: Final = (
 )
 WEIGHTS_DESCRIPTION: Final = f"The legs' shares of the hybrid fusion (absent: the service's). {FUSES_NOTHING_REFUSAL}"
 RRF_K_DESCRIPTION: Final = (
-    "RRF's constant k, 1-10000 (absent: RRF_K_CONSTANT): read by fusion rrf alone, so beside another `fusion`,"
-    f" or with none while RANKING_ALGORITHM is not rrf, a 400. {FUSES_NOTHING_REFUSAL}"
+    "RRF's constant k, 1-10000 (absent: RRF_K_CONSTANT): read by fusion rrf alone, so beside another `fusion`"
+    " a 400; with no `fusion` while RANKING_ALGORITHM is not rrf, unused (`query_analysis.unused_options`)."
+    f" {FUSES_NOTHING_REFUSAL}"
 )
 
 AsOf = Annotated[

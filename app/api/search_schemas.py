@@ -32,7 +32,8 @@ STRATEGY_LABELS = {
 UNUSED_OPTIONS_DESCRIPTION: Final = (
     "Options the request sent that this search did not use, as the request spells them (`fusion`,"
     " `weights.semantic`, `weights.lexical`, `rrf_k`): no strategy was asked for, and routing or the rollout's"
-    " semantic arm chose one that fuses nothing. A strategy the request names that fuses nothing refuses them"
+    " semantic arm chose one that fuses nothing; or `rrf_k` without a `fusion`, when the service's fusion"
+    " (RANKING_ALGORITHM) is not rrf. A strategy or fusion the request names that cannot use them refuses them"
     " instead (400)"
 )
 LEG_RANKINGS_DESCRIPTION: Final = (

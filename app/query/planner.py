@@ -101,7 +101,7 @@ def build_plan(
     project's speakers, `app/search/common_names.py`); the lexical query keeps them.
     """
     validate_query_text(analysis.raw_query, max_chars=knobs.query_max_chars)
-    validate_options(options, default_fusion=knobs.ranking_algorithm)
+    validate_options(options)
     limit = knobs.rrf_final_k if options.limit is None else options.limit
     strategy, confidence = _choose_strategy(analysis, options, knobs)
     if strategy is not SearchStrategy.HYBRID:
@@ -109,6 +109,10 @@ def build_plan(
         # down to the readable final_score, whose legs a cascading search would otherwise weigh by them.
         options = without_fusion_options(options)
     method = options.fusion_method or knobs.ranking_algorithm
+    if method is not FusionMethod.RRF:
+        # Only the knobs' fusion can get here without RRF beside an `rrf_k` (one asked for refuses it): a flag may
+        # change RANKING_ALGORITHM per request, so the option is unused (`unused_options`), not an error.
+        options = replace(options, rrf_k=None)
     semantic_retrieve_k, lexical_retrieve_k = knobs.retrieve_k()
     if options.retrieve_k:
         semantic_retrieve_k = lexical_retrieve_k = options.retrieve_k
@@ -171,11 +175,10 @@ def evidence_preferences(
     )
 
 
-def validate_options(options: SearchOptions, *, default_fusion: FusionMethod | None = None) -> None:
+def validate_options(options: SearchOptions) -> None:
     """Raise `InvalidQueryError` (with `field`) for options no plan can be built from; `build_plan` calls it too.
 
-    `default_fusion` is the fusion the knobs give a request that names none (`RANKING_ALGORITHM`): `rrf_k`
-    is refused unless the search fuses with RRF.
+    Only what the request says decides: never a knob, which a flag may set differently per request.
     """
 
     def fail(message: str, field: str) -> NoReturn:
@@ -190,7 +193,7 @@ def validate_options(options: SearchOptions, *, default_fusion: FusionMethod | N
     if options.rrf_k is not None and options.rrf_k < 1:
         fail("rrf_k must be at least 1", "rrf_k")
     _validate_weights(options)
-    _validate_fusion_options(options, default_fusion)
+    _validate_fusion_options(options)
     if options.min_score is not None and not 0.0 <= options.min_score <= 1.0:  # NaN fails both
         # The relevance it thresholds lies in [0, 1]: above 1 nothing could pass, below 0 everything does.
         fail("min_score must be between 0 and 1 (the relevance final_score reads)", "min_score")
@@ -222,16 +225,20 @@ def unused_options(options: SearchOptions, plan: SearchPlan) -> tuple[str, ...]:
     """The options the request gave that `plan` does not use (the `SearchOptions` names).
 
     Its fusion options, when routing (or the rollout's semantic arm) chose a strategy that fuses nothing;
-    a strategy the request names that fuses nothing refuses them instead (`validate_options`).
+    `rrf_k` when the knobs' fusion (`RANKING_ALGORITHM`) is not RRF. A strategy or fusion the request names
+    that cannot use them refuses them instead (`validate_options`).
     """
-    return () if plan.strategy is SearchStrategy.HYBRID else fusion_options_given(options)
+    if plan.strategy is not SearchStrategy.HYBRID:
+        return fusion_options_given(options)
+    return ("rrf_k",) if options.rrf_k is not None and plan.fusion.method is not FusionMethod.RRF else ()
 
 
-def _validate_fusion_options(options: SearchOptions, default_fusion: FusionMethod | None) -> None:
+def _validate_fusion_options(options: SearchOptions) -> None:
     """`validate_options` for options that would be accepted and ignored: fusion options without fusion.
 
-    A strategy asked for that fuses nothing never reads them, and `rrf_k` is read by RRF only (the
-    request's fusion, else the knobs'); routing is not refused here (`unused_options` names them).
+    A strategy asked for that fuses nothing never reads them, and `rrf_k` is read by RRF only. What the
+    request does not decide, routing's strategy and the knobs' fusion, is not refused here: `unused_options`
+    names what they leave unused.
     """
     given = fusion_options_given(options)
     if given and options.strategy is not None and options.strategy is not SearchStrategy.HYBRID:
@@ -240,10 +247,9 @@ def _validate_fusion_options(options: SearchOptions, default_fusion: FusionMetho
             f"strategy {options.strategy.value} {_FUSES_NOTHING[options.strategy]} and fuses nothing"
         )
         raise InvalidQueryError(msg, field=given[0])
-    method = options.fusion_method or default_fusion
+    method = options.fusion_method
     if options.rrf_k is not None and method is not None and method is not FusionMethod.RRF:
-        source = "the fusion asked for" if options.fusion_method else "the service's fusion (RANKING_ALGORITHM)"
-        msg = f'rrf_k applies to fusion rrf only: this search fuses with {method.value}, {source}; send "fusion": "rrf"'
+        msg = f'rrf_k applies to fusion rrf only: this search asks for fusion {method.value}; send "fusion": "rrf"'
         raise InvalidQueryError(msg, field="rrf_k")
 
 

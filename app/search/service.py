@@ -240,7 +240,7 @@ class SearchService:
         validate_query_text(call.query, max_chars=knobs.query_max_chars)
         options = call.options if call.page is None else replace(call.options, limit=PAGE_DEPTH)
         # Refused before it counts in the rollout or reads anything for its plan (the project's common names).
-        validate_options(options, default_fusion=knobs.ranking_algorithm)
+        validate_options(options)
         arm, decided_by = self.rollout_arm(call, resolved)
         if arm != CONTROL_ARM:
             record_rollout_assignment(arm, decided_by=decided_by)

@@ -101,7 +101,7 @@ def test_the_fusion_options_refusal_and_unused_options_are_described(openapi) ->
 
     assert all("strategy` lexical, semantic or cascading a 400" in text for text in descriptions)
     assert all("query_analysis.unused_options" in text for text in descriptions)
-    assert "RANKING_ALGORITHM is not rrf, a 400" in request["properties"]["rrf_k"]["description"]
+    assert "RANKING_ALGORITHM is not rrf, unused" in request["properties"]["rrf_k"]["description"]
     assert "fuses nothing" in schemas["QueryAnalysisOut"]["properties"]["unused_options"]["description"]
     assert "up to 1,000 hits per leg" in response["leg_rankings"]["description"]  # the bound of an explain's size
 

@@ -400,19 +400,27 @@ async def test_a_batch_query_with_fusion_options_it_cannot_use_fails_the_batch_n
     assert_problem(response, "queries[1].weights.lexical")
 
 
-@pytest.mark.parametrize("fusion", [None, "zscore", "weighted"])
-async def test_rrf_k_is_refused_by_a_fusion_other_than_rrf(client, project: str, fusion: str | None) -> None:
+@pytest.mark.parametrize("fusion", ["zscore", "weighted"])
+async def test_rrf_k_is_refused_by_a_fusion_asked_for_other_than_rrf(client, project: str, fusion: str) -> None:
     body: dict[str, Any] = {"query": "ingress timeout", "project": project, "strategy": "hybrid", "rrf_k": 5}
-    if fusion is not None:
-        body["fusion"] = fusion
 
-    refused = await client.post("/v1/search", json=body)
+    refused = await client.post("/v1/search", json={**body, "fusion": fusion})
     answered = await client.post("/v1/search", json={**body, "fusion": "rrf"})
 
-    detail = assert_problem(refused, "rrf_k")["detail"]
-    assert fusion or "zscore" in detail  # the service's default fusion (RANKING_ALGORITHM)
+    assert fusion in assert_problem(refused, "rrf_k")["detail"]
     assert answered.status_code == 200, answered.text
     assert answered.json()["fusion_method"] == "rrf"
+
+
+async def test_rrf_k_the_services_fusion_does_not_read_is_named_unused(client, project: str) -> None:
+    # RANKING_ALGORITHM (zscore here) may differ per request under a flag: the request is answered, not refused.
+    body = {"query": "ingress timeout", "project": project, "strategy": "hybrid", "rrf_k": 5, "explain": True}
+
+    response = await client.post("/v1/search", json=body)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["fusion_method"] == "zscore"
+    assert response.json()["query_analysis"]["unused_options"] == ["rrf_k"]
 
 
 async def test_fusion_options_routing_leaves_unused_are_named_in_the_explain(client, project: str) -> None:

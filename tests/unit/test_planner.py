@@ -123,14 +123,24 @@ def test_a_strategy_asked_for_that_fuses_nothing_refuses_fusion_options(strategy
     assert f"strategy {strategy.value}" in error.value.message
 
 
-def test_rrf_k_is_refused_unless_the_search_fuses_with_rrf() -> None:
+def test_rrf_k_beside_a_fusion_asked_for_other_than_rrf_is_refused() -> None:
     with pytest.raises(InvalidQueryError) as asked:
         plan_for("kubernetes pods", fusion_method=FusionMethod.ZSCORE, rrf_k=20)
-    with pytest.raises(InvalidQueryError) as configured:
-        plan_for("kubernetes pods", knobs(ranking_algorithm="weighted"), rrf_k=20)
 
-    assert (asked.value.field, configured.value.field) == ("rrf_k", "rrf_k")
-    assert "RANKING_ALGORITHM" in configured.value.message
+    assert asked.value.field == "rrf_k"
+    assert "fusion zscore" in asked.value.message
+
+
+def test_rrf_k_the_knobs_fusion_does_not_read_is_unused_not_refused() -> None:
+    # RANKING_ALGORITHM may come from a flag that differs per request: the same request must not flip to a 400.
+    options = SearchOptions(project="demo", strategy=SearchStrategy.HYBRID, rrf_k=20)
+    plan = build_plan(OPTIMIZER.analyze("kubernetes pods"), options, knobs(ranking_algorithm="weighted"))
+    rrf = build_plan(OPTIMIZER.analyze("kubernetes pods"), options, knobs(ranking_algorithm="rrf"))
+
+    assert plan.fusion.method is FusionMethod.WEIGHTED
+    assert plan.fusion.rrf_k == 60  # the knobs', not the request's 20: it does not shape the plan (nor its cache key)
+    assert unused_options(options, plan) == ("rrf_k",)
+    assert (rrf.fusion.rrf_k, unused_options(options, rrf)) == (20, ())
 
 
 def test_routing_to_a_strategy_that_fuses_nothing_leaves_the_fusion_options_unused() -> None:
