@@ -4,7 +4,10 @@ Reads the per-leg pickles `scripts/tune_fusion.py --cache` writes (collects them
 1. the lexical leg's first-hit BM25 over the split's queries (quartiles): the fitted half point of
    `bm25 / (bm25 + half)` is their median, so a typical best lexical match reads as 0.5;
 2. ranking *by* the relevance (weighted mean of clamped cosine and squashed BM25) against the default
-   z-score fusion, same weights, each collapsed to the best chunk per document, with a paired bootstrap.
+   z-score fusion, same weights, each collapsed to the best chunk per document, with a paired bootstrap;
+3. how well one `min_score` separates relevant from other hits across all queries: the pooled AUC of the
+   relevance of every query's top 10 (and of its first hit) against the judgements, with the half point
+   fixed and grown with the query's scored terms (`bm25_half_for`) at each of `--exponents`.
 
     python scripts/calibrate_relevance.py --dataset ../shared/datasets/scifact --split train \
         --data-dir /tmp/sci/eval --cache /tmp/legs-sci-train.pkl
@@ -19,16 +22,21 @@ import pickle
 import statistics
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tune_fusion import add_dataset_arguments, collect_legs, selected_dataset
 
-from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, ScoredHit
+from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, LexicalQuery, ScoredHit
 from app.evaluation.metrics import mean_scores, paired_bootstrap, per_query_scores
 from app.evaluation.runner import document_ranking
-from app.retrieval.fusion import readable_relevance, zscore_fusion
+from app.query.optimizer import QueryOptimizer
+from app.retrieval.fusion import BM25_HALF_RELEVANCE, BM25_HALF_TERMS, readable_relevance, scored_terms, zscore_fusion
 from app.retrieval.postprocess import collapse_per_document
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 METRICS = ["nDCG@10", "Recall@10", "Recall@100"]
 
@@ -59,6 +67,41 @@ def run_of(
     return run
 
 
+def pooled_auc(
+    legs: dict[str, tuple[list[ScoredHit], list[ScoredHit]]],
+    lexical_queries: dict[str, LexicalQuery],
+    qrels: Mapping[str, Mapping[str, int]],
+    weights: dict[str, float],
+    exponent: float | None,
+) -> dict[str, float]:
+    """AUC of the readable relevance against the judgements, pooled over every query's top 10 and first hits.
+
+    `exponent` None: the fixed half point; else it grows as `(terms / BM25_HALF_TERMS) ** exponent`.
+    """
+    top, first = [], []
+    for query_id, (semantic, lexical) in legs.items():
+        query = lexical_queries[query_id]
+        half = BM25_HALF_RELEVANCE
+        if exponent is not None:
+            half *= (max(scored_terms(query), 1) / BM25_HALF_TERMS) ** exponent
+        fused = zscore_fusion({SEMANTIC_LEG: semantic, LEXICAL_LEG: lexical}, weights=weights)
+        hits = collapse_per_document(
+            list(readable_relevance(fused, legs=(SEMANTIC_LEG, LEXICAL_LEG), weights=weights, bm25_half=half)), 1
+        )[:10]
+        judged = qrels.get(query_id, {})
+        labelled = [(hit.relevance, judged.get(hit.chunk.document_id, 0) > 0) for hit in hits]
+        top.extend(labelled)
+        first.extend(labelled[:1])
+    return {"top10": round(_auc(top), 4), "first_hit": round(_auc(first), 4)}
+
+
+def _auc(pairs: list[tuple[float | None, bool]]) -> float:
+    ordered = sorted((score or 0.0, label) for score, label in pairs)
+    positives = sum(label for _, label in ordered)
+    rank_sum = sum(rank for rank, (_, label) in enumerate(ordered, start=1) if label)
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * (len(ordered) - positives))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_arguments(parser, split="train")
@@ -67,6 +110,7 @@ def main() -> None:
     parser.add_argument("--context-boosts", default="1.0")
     parser.add_argument("--semantic-weight", type=float, default=0.45)
     parser.add_argument("--halves", default="5,10,20", help="BM25 half points to rank by, besides the fitted one")
+    parser.add_argument("--exponents", default="0.3,0.5,0.75,1.0", help="half-point growth with query terms to compare")
     parser.add_argument("--output", type=Path, default=None)
     arguments = parser.parse_args()
     if arguments.cache.is_file():
@@ -96,6 +140,14 @@ def main() -> None:
             **{name: round(value, 4) for name, value in mean_scores(scores).items()},
             "nDCG@10 minus zscore": [round(mean, 4), round(low, 4), round(high, 4)],
         }
+    optimizer = QueryOptimizer()
+    texts = {query.query_id: query.text for query in dataset.queries}
+    lexical_queries = {query_id: optimizer.analyze(texts[query_id]).lexical_query for query_id in legs}
+    report["pooled AUC, fixed half"] = pooled_auc(legs, lexical_queries, dataset.qrels, weights, None)
+    for exponent in (float(value) for value in arguments.exponents.split(",")):
+        report[f"pooled AUC, half grown ** {exponent}"] = pooled_auc(
+            legs, lexical_queries, dataset.qrels, weights, exponent
+        )
     text = json.dumps(report, indent=2)
     print(text)
     if arguments.output is not None:

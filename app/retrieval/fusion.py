@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, FusionMethod, FusionSettings, ScoredHit
 
 if TYPE_CHECKING:
-    from app.domain.models import Chunk
+    from app.domain.models import Chunk, LexicalQuery
 
 NEUTRAL_WEIGHT: Final = 1.0
 """The weight of a leg `weights` does not name. The tuned weights and k are knobs (`app/knobs.py`),
@@ -31,7 +31,18 @@ BM25_HALF_RELEVANCE: Final = 55.0
 """The BM25 score a readable relevance maps to 0.5 (`bm25 / (bm25 + this)`): the median BM25 of the lexical
 leg's first hit is 62.3 on SciFact train and 48.0 on LoCoMo's tuning conversations
 (`scripts/calibrate_relevance.py`, docs/evaluation.md "Round 2"), so a typical best lexical match reads as
-about half relevant. It changes what `final_score` reads, never the order of hits."""
+about half relevant, for a query of `BM25_HALF_TERMS` scored terms. It changes what `final_score` reads,
+never the order of hits."""
+BM25_HALF_TERMS: Final = 9
+"""The scored terms (`scored_terms`) of the query `BM25_HALF_RELEVANCE` is the half point for: SciFact
+train's median. BM25 sums over the query's terms, so a longer query's best match scores higher for no better
+a match (median first hit 35 at 4 terms, 61 at 9, 89 at 15 on SciFact train): the half point grows as
+`(terms / BM25_HALF_TERMS) ** BM25_HALF_EXPONENT`."""
+BM25_HALF_EXPONENT: Final = 0.75
+"""Chosen on SciFact train (0.3 to 1.0 tried) by how well one threshold on `final_score` parts relevant from
+other hits across all queries (pooled AUC of each query's top 10: 0.848 at a fixed half, 0.862 here), and so
+on LoCoMo's tuning conversations (0.728 to 0.745) and on SciFact train's claims and abstracts as queries
+together (0.796 to 0.848): docs/evaluation.md "Readable scores and query length"."""
 
 IDENTICAL_SCORES_NORMALISED: Final = 0.5
 """Min-max of a list whose scores are all equal: the reference maps every score to the middle."""
@@ -302,6 +313,17 @@ def cascade_ranking(semantic_hits: Sequence[ScoredHit], lexical_hits: Sequence[S
     return sorted(fused, key=lambda hit: (-hit.score, hit.chunk_id))
 
 
+def bm25_half_for(query: LexicalQuery) -> float:
+    """The BM25 score that reads as half relevant for `query`, by the terms BM25 sums over (`scored_terms`)."""
+    return BM25_HALF_RELEVANCE * float((max(scored_terms(query), 1) / BM25_HALF_TERMS) ** BM25_HALF_EXPONENT)
+
+
+def scored_terms(query: LexicalQuery) -> int:
+    """The words of `query`'s text (each once, or as often as written with `weigh_repeats`) and phrases."""
+    words = query.text.split()
+    return (len(words) if query.weigh_repeats else len(set(words))) + sum(len(p.split()) for p in query.phrases)
+
+
 def readable_relevance(
     hits: Iterable[FusedHit],
     *,
@@ -313,11 +335,11 @@ def readable_relevance(
 
     The ranking scores (z-scores, RRF sums) only order one query's hits: a lone perfect match has z = 0.
     This reads each leg's *raw* similarity on an absolute scale instead, cosine clamped to [0, 1] and BM25
-    squashed by `s / (s + bm25_half)`, and averages them with the fusion's weights (equal without) over
-    the `legs` that answered (equal too if they all weigh 0); a leg that answered but missed the hit adds
-    0. So the same match scores the same in any query. The order stays the fusion's: each relevance is
-    capped by the one above it, so it never rises down the list and `min_score` cuts a prefix of the
-    ranking.
+    squashed by `s / (s + bm25_half)` (`bm25_half_for` the query), and averages them with the fusion's
+    weights (equal without) over the `legs` that answered (equal too if they all weigh 0); a leg that
+    answered but missed the hit adds 0. So the same match scores about the same in any query. The order
+    stays the fusion's: each relevance is capped by the one above it, so it never rises down the list and
+    `min_score` cuts a prefix of the ranking.
 
     Lazy: a hit's relevance depends only on the hits above it, so a search that returns ten of a hundred
     candidates computes ten (`app.retrieval.postprocess.returned_hits`). Raises `ValueError` at the call

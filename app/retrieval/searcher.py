@@ -38,7 +38,7 @@ from app.domain.results import SearchResult
 from app.observability.tracing import phase
 from app.retrieval.diversity import cap_per_session
 from app.retrieval.evidence import prefer_evidence
-from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg, readable_relevance
+from app.retrieval.fusion import bm25_half_for, cascade_ranking, fuse, rank_single_leg, readable_relevance
 from app.retrieval.leg_runs import LegRunner, SearchRun, elapsed_ms
 from app.retrieval.legs import both, drop_stale, still_current
 from app.retrieval.neighbours import share_neighbour_scores
@@ -141,7 +141,10 @@ class HybridSearcher:
             if plan.session_cap:
                 hits = cap_per_session(hits, plan.session_cap)
             # Lazy: only the hits a page (or the second stage) can use get a relevance, not all ~100 candidates.
-            readable = readable_relevance(hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights)
+            bm25_half = bm25_half_for(plan.lexical_query)
+            readable = readable_relevance(
+                hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights, bm25_half=bm25_half
+            )
             collapse = plan.max_chunks_per_document or None
             page = returned_page(readable, limit=depth, max_per_document=collapse, min_score=plan.min_score)
         run.stage_ms[STAGE_FUSION] = elapsed_ms(fusion_started)

@@ -16,7 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from app.ingestion.sources import read_note_folder
-from app.retrieval.fusion import IDENTICAL_SCORES_Z
+from app.retrieval.fusion import BM25_HALF_EXPONENT, BM25_HALF_RELEVANCE, BM25_HALF_TERMS, IDENTICAL_SCORES_Z
 from tests.api.conftest import wait_indexed
 
 pytestmark = pytest.mark.slow  # ingests and embeds a 21-document corpus once per module
@@ -312,6 +312,26 @@ async def test_explain_returns_the_query_analysis(api_client, corpus_project, re
     assert analysis["event_time_from"].startswith("2024-03-01")
     assert analysis["event_time_to"].startswith("2024-04-01")
     assert plain["query_analysis"] is None
+
+
+async def test_the_lexical_relevance_reads_bm25_against_the_querys_length(api_client, response_validator) -> None:
+    """BM25 sums over the query's terms: a short query's best match is not read as less relevant for being short."""
+    project = f"length-{uuid.uuid4().hex[:8]}"
+    document = {"id": "tls", "text": "Renew an expired TLS certificate with cert-manager, then restart the ingress."}
+    created = await api_client.post(f"/v1/projects/{project}/documents", json=document)
+    assert created.status_code == 201, created.text
+    await wait_indexed(api_client, project, "tls", timeout_s=30.0)
+
+    for query, terms in (("renew expired certificate", 3), ("renew the expired tls certificate, restart ingress", 6)):
+        body = {"query": query, "project": project, "strategy": "lexical", "explain": True}
+        payload = await search(api_client, response_validator, body)
+        (only,) = payload["results"]
+        (leg_hit,) = payload["leg_rankings"]["lexical"]
+        bm25_half = BM25_HALF_RELEVANCE * (terms / BM25_HALF_TERMS) ** BM25_HALF_EXPONENT
+        assert only["score_breakdown"]["relevance"]["lexical"] == pytest.approx(
+            leg_hit["score"] / (leg_hit["score"] + bm25_half)
+        )
+        assert only["final_score"] == pytest.approx(only["score_breakdown"]["relevance"]["lexical"])
 
 
 async def test_one_document_matched_on_both_legs_reads_as_relevant(api_client, response_validator) -> None:

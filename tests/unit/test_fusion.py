@@ -10,10 +10,21 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Chunk, FusedHit, FusionMethod, FusionSettings, ScoredHit
+from app.domain.models import (
+    LEXICAL_LEG,
+    SEMANTIC_LEG,
+    Chunk,
+    FusedHit,
+    FusionMethod,
+    FusionSettings,
+    LexicalQuery,
+    ScoredHit,
+)
 from app.retrieval.fusion import (
     BM25_HALF_RELEVANCE,
+    BM25_HALF_TERMS,
     IDENTICAL_SCORES_Z,
+    bm25_half_for,
     cascade_ranking,
     fuse,
     min_max_normalize,
@@ -520,6 +531,24 @@ def test_min_score_thresholds_the_readable_relevance() -> None:
 
     assert [fused_hit.chunk_id for fused_hit in kept] == ["a"]
     assert kept[0].readable_score == kept[0].relevance
+
+
+def test_the_bm25_half_point_grows_with_the_terms_bm25_sums_over() -> None:
+    nine = LexicalQuery(text="a b c d e f g h i")
+    assert BM25_HALF_TERMS == 9
+    assert bm25_half_for(nine) == pytest.approx(BM25_HALF_RELEVANCE)
+    # Each word once unless a passage weighs repeats; phrase words count; excluded terms score nothing.
+    assert bm25_half_for(LexicalQuery(text="tls tls tls")) == bm25_half_for(LexicalQuery(text="tls"))
+    assert bm25_half_for(LexicalQuery(text="tls tls tls", weigh_repeats=True)) == bm25_half_for(
+        LexicalQuery(text="tls cert renew")
+    )
+    assert bm25_half_for(LexicalQuery(text="tls", phrases=("cert manager",))) == bm25_half_for(
+        LexicalQuery(text="tls cert renew", excluded_terms=("nginx",))
+    )
+    assert bm25_half_for(LexicalQuery(text="")) == bm25_half_for(LexicalQuery(text="tls")) > 0
+    halves = [bm25_half_for(LexicalQuery(text=" ".join(f"w{n}" for n in range(terms)))) for terms in (1, 3, 9, 30, 300)]
+    assert halves == sorted(halves)
+    assert len(set(halves)) == len(halves)
 
 
 def test_readable_relevance_rejects_a_non_positive_bm25_half() -> None:
