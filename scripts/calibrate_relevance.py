@@ -32,8 +32,9 @@ from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, LexicalQuery,
 from app.evaluation.metrics import mean_scores, paired_bootstrap, per_query_scores
 from app.evaluation.runner import document_ranking
 from app.query.optimizer import QueryOptimizer
-from app.retrieval.fusion import BM25_HALF_RELEVANCE, BM25_HALF_TERMS, readable_relevance, scored_terms, zscore_fusion
+from app.retrieval.fusion import zscore_fusion
 from app.retrieval.postprocess import collapse_per_document
+from app.retrieval.relevance import BM25_HALF_RELEVANCE, BM25_HALF_TERMS, readable_relevance, scored_terms
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

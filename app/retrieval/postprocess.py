@@ -31,7 +31,7 @@ def returned_page(
 
     At most `max_per_document` hits of each document are kept, in order (so its best ones stay); with
     `min_score`, hits end at the first whose `readable_score` is below it: the readable relevance never
-    rises down a ranking (`app.retrieval.fusion.readable_relevance`), so nothing after it would pass.
+    rises down a ranking (`app.retrieval.relevance.readable_relevance`), so nothing after it would pass.
     Reading stops once `limit` hits are kept, so a lazy `hits` computes only those. A page short of
     `limit` that collapsed hits and was not floored read every candidate: deeper ones could fill it.
 

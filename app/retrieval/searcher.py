@@ -38,11 +38,12 @@ from app.domain.results import SearchResult
 from app.observability.tracing import phase
 from app.retrieval.diversity import cap_per_session
 from app.retrieval.evidence import prefer_evidence
-from app.retrieval.fusion import bm25_half_for, cascade_ranking, fuse, rank_single_leg, readable_relevance
+from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg
 from app.retrieval.leg_runs import LegRunner, SearchRun, elapsed_ms
 from app.retrieval.legs import both, drop_stale, still_current
 from app.retrieval.neighbours import share_neighbour_scores
 from app.retrieval.postprocess import returned_page
+from app.retrieval.relevance import bm25_half_for, readable_relevance
 from app.retrieval.widening import deeper_plan, merged_runs, needs_deeper_candidates
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from app.ingestion.sources import read_note_folder
-from app.retrieval.fusion import BM25_HALF_EXPONENT, BM25_HALF_RELEVANCE, BM25_HALF_TERMS, IDENTICAL_SCORES_Z
+from app.retrieval.fusion import IDENTICAL_SCORES_Z
+from app.retrieval.relevance import BM25_HALF_EXPONENT, BM25_HALF_RELEVANCE, BM25_HALF_TERMS
 from tests.api.conftest import wait_indexed
 
 pytestmark = pytest.mark.slow  # ingests and embeds a 21-document corpus once per module

@@ -21,20 +21,17 @@ from app.domain.models import (
     ScoredHit,
 )
 from app.retrieval.fusion import (
-    BM25_HALF_RELEVANCE,
-    BM25_HALF_TERMS,
     IDENTICAL_SCORES_Z,
-    bm25_half_for,
     cascade_ranking,
     fuse,
     min_max_normalize,
     rank_single_leg,
-    readable_relevance,
     reciprocal_rank_fusion,
     weighted_score_fusion,
     zscore_fusion,
 )
 from app.retrieval.postprocess import collapse_per_document, returned_hits
+from app.retrieval.relevance import BM25_HALF_RELEVANCE, BM25_HALF_TERMS, bm25_half_for, readable_relevance
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
