@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from poimen_client.clients import AsyncPoimenClient, PoimenClient
-from poimen_client.models import Document, DocumentFilter, SearchQuery
+from poimen_client.models import Document, DocumentFilter, FusionWeights, SearchFilters, SearchQuery
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,3 +129,107 @@ def test_metadata_that_holds_itself_is_a_value_error_naming_the_cycle(server: Sc
 
     assert str(raised.value) == "metadata.self is metadata again, a cycle JSON cannot carry: nothing was sent"
     assert server.arrivals == []
+
+
+@pytest.mark.parametrize(
+    ("send", "error", "message"),
+    [
+        (
+            lambda client: client.search("p", SearchQuery(query=123)),
+            TypeError,
+            "query must be str, got int: nothing was sent",
+        ),
+        (
+            lambda client: client.search("p", SearchQuery(query="port", limit="10")),
+            TypeError,
+            "limit must be int | None, got str: nothing was sent",
+        ),
+        (
+            lambda client: client.memory_query("p", SearchQuery(query="port", limit=True)),
+            TypeError,
+            "limit must be int | None, got bool: nothing was sent",
+        ),
+        (
+            lambda client: client.search("p", SearchQuery(query="port", filters=SearchFilters(tags="ops"))),
+            TypeError,
+            "filters.tags must be list, got str: nothing was sent",
+        ),
+        (
+            lambda client: client.search("p", SearchQuery(query="port", filters=SearchFilters(tags=["ops", 7]))),
+            TypeError,
+            "filters.tags[1] must be str, got int: nothing was sent",
+        ),
+        (
+            lambda client: client.search("p", SearchQuery(query="port", strategy="fastest")),
+            ValueError,
+            "strategy is not one the service takes: invalid enum value 'fastest': nothing was sent",
+        ),
+        (
+            lambda client: client.memory_query("p", SearchQuery(query="port", as_of="yesterday")),
+            ValueError,
+            "as_of is not one the service takes: invalid RFC3339 encoded datetime: nothing was sent",
+        ),
+        (
+            lambda client: client.search_batch(
+                "p", ["port", SearchQuery(query="dns", weights=FusionWeights(lexical="1"))]
+            ),
+            TypeError,
+            "queries[1].weights.lexical must be float | None, got str: nothing was sent",
+        ),
+        (
+            lambda client: client.ingest("p", Document(id="d", text="t", tags="ops")),
+            TypeError,
+            "tags must be list, got str: nothing was sent",
+        ),
+        (
+            lambda client: client.ingest("p", [Document(id="a", text="t"), Document(id=5, text="t")]),
+            TypeError,
+            "documents[1].id must be str, got int: nothing was sent",
+        ),
+        (
+            lambda client: client.ingest("p", Document(id="d", text="t", expected_version="3")),
+            TypeError,
+            "expected_version must be int | None, got str: nothing was sent",
+        ),
+        (
+            lambda client: client.list_documents("p", where=DocumentFilter(tag=["ops"])),
+            TypeError,
+            "where.tag must be str | None, got list: nothing was sent",
+        ),
+        (
+            lambda client: client.list_documents("p", limit="10"),
+            TypeError,
+            "limit must be int, got str: nothing was sent",
+        ),
+        (
+            lambda client: client.list_projects(cursor=5),
+            TypeError,
+            "cursor must be str | None, got int: nothing was sent",
+        ),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_refused_naming_it_and_nothing_is_sent(
+    server: ScriptedServer, send: Callable[[PoimenClient], object], error: type[Exception], message: str
+) -> None:
+    # Structs are not checked when built: these went out as sent and came back as the service's 400 (or, for
+    # `as_of`, an AttributeError about `tzinfo`), or were read by the service as something else (`limit="10"`).
+    server.script = [(400, {"Content-Type": "application/problem+json"}, {"status": 400, "detail": "refused"})]
+
+    with PoimenClient(server.url) as client, pytest.raises(error) as raised:
+        send(client)
+
+    assert type(raised.value) is error
+    assert str(raised.value) == message
+    assert server.arrivals == []
+
+
+def test_a_time_given_as_rfc3339_text_is_still_sent(server: ScriptedServer) -> None:
+    # The JSON a datetime becomes: callers who pass it as text were served before and still are.
+    server.script = [(200, {}, {"project": "p", "items": [], "next_cursor": None})]
+
+    with PoimenClient(server.url) as client:
+        client.list_documents("p", where=DocumentFilter(updated_since="2026-01-02T03:04:05Z"))
+
+    assert [arrival.path for arrival in server.arrivals] == [
+        "/v1/projects/p/documents?limit=100&updated_since=2026-01-02T03%3A04%3A05Z"
+    ]

@@ -31,26 +31,39 @@ from poimen_client.models import (
     StoredDocument,
 )
 from poimen_client.project_ids import checked_project_id
+from poimen_client.sendable import checked_struct
 
 MEMORY_QUERY_FIELDS: Final = frozenset({"query", "limit", "strategy", "fusion", "explain", "offset", "cursor", "as_of"})
 """The `SearchQuery` fields `GET /memory/query` takes; the others need `search()`."""
 
 
-def _search_query(query: object) -> SearchQuery:  # object: untyped callers pass anything
+def _search_query(query: object, *, path: str = "") -> SearchQuery:  # object: untyped callers pass anything
     if isinstance(query, str):
-        return SearchQuery(query=query)
+        query = SearchQuery(query=query)
     if not isinstance(query, SearchQuery):  # an untyped caller's None was an AttributeError below
         msg = f"a query must be a str or a SearchQuery, got {type(query).__name__}"
         raise TypeError(msg)
-    if query.as_of is not None and query.as_of.tzinfo is None:
+    as_of = checked_struct(query, path=path).as_of  # a datetime, also when given as RFC 3339 text
+    if as_of is not None and as_of.tzinfo is None:
         # The service refuses a time without an offset; this client has always read one as UTC.
-        return msgspec.structs.replace(query, as_of=query.as_of.replace(tzinfo=UTC))
+        return msgspec.structs.replace(query, as_of=as_of.replace(tzinfo=UTC))
     return query
 
 
 def _filter_query(where: DocumentFilter | None) -> dict[str, Any]:
-    builtins: dict[str, Any] = msgspec.to_builtins(where) if where is not None else {}
+    builtins: dict[str, Any] = msgspec.to_builtins(checked_struct(where, path="where")) if where is not None else {}
     return builtins
+
+
+def _page_query(limit: object, cursor: object) -> dict[str, Any]:
+    """`limit` and `cursor` of a listing, checked: a query string would carry `"10"` or `5` as well."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        msg = f"limit must be int, got {type(limit).__name__}: nothing was sent"
+        raise TypeError(msg)
+    if cursor is not None and not isinstance(cursor, str):
+        msg = f"cursor must be str | None, got {type(cursor).__name__}: nothing was sent"
+        raise TypeError(msg)
+    return {"limit": limit, "cursor": cursor}
 
 
 class Endpoints:
@@ -87,9 +100,8 @@ class Endpoints:
         if isinstance(queries, str):
             msg = "queries must be a list of queries (a str would send one query per letter)"
             raise TypeError(msg)
-        return Call(
-            body={"project": checked_project_id(project), "queries": [_search_query(query) for query in queries]}
-        )
+        checked = [_search_query(query, path=f"queries[{index}]") for index, query in enumerate(queries)]
+        return Call(body={"project": checked_project_id(project), "queries": checked})
 
     # Documents
 
@@ -104,12 +116,17 @@ class Endpoints:
         a document that exists, at any version; `expected_version=0` creates only one that does not.
         """
         if isinstance(documents, Document):
+            checked_struct(documents)
             body: object = documents
         elif if_match is not None:
             msg = "if_match applies to one document; give each document of a batch its expected_version"
             raise ValueError(msg)
         else:
-            body = {"documents": list(documents)}
+            batch = list(documents)
+            for index, document in enumerate(batch):
+                if isinstance(document, Document):  # a dict of the same fields is sent as given, as ever
+                    checked_struct(document, path=f"documents[{index}]")
+            body = {"documents": batch}
         headers = {} if if_match is None else {"If-Match": str(if_match)}
         return Call(path_values={"project": checked_project_id(project)}, body=body, headers=headers)
 
@@ -120,7 +137,7 @@ class Endpoints:
         """One page of a project's documents by id; pass `next_cursor` back as `cursor` until it is None."""
         return Call(
             path_values={"project": checked_project_id(project)},
-            query={"limit": limit, "cursor": cursor, **_filter_query(where)},
+            query={**_page_query(limit, cursor), **_filter_query(where)},
         )
 
     @endpoint("GET", "/v1/projects/{project}/documents/{document_id}", response=StoredDocument)
@@ -147,7 +164,7 @@ class Endpoints:
     @endpoint("GET", "/v1/projects", response=ProjectPage)
     def list_projects(*, limit: int = 100, cursor: str | None = None) -> Call:
         """One page of the projects the token may read (all without auth); pass `next_cursor` back as `cursor`."""
-        return Call(query={"limit": limit, "cursor": cursor})
+        return Call(query=_page_query(limit, cursor))
 
     @endpoint("GET", "/v1/projects/{project}", response=ProjectStats)
     def project_stats(project: str) -> Call:

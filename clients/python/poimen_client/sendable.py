@@ -6,20 +6,31 @@ deep in msgspec, httpx or urllib; metadata JSON has no form for (a `complex`, an
 tuple key) msgspec's `TypeError` naming only the type; metadata that holds itself a `RecursionError`. A
 body that fails to encode is searched again part by part for the one to name, so a body that encodes pays
 nothing more.
+
+msgspec checks no field of a Struct when it is built, so `SearchQuery(query=123)` or `Document(tags="ops")` went
+out as given: the service's 400 came back for it, or (`limit="10"` in a query string) it was read as something
+else. `checked_struct` reads a request Struct back from its own JSON against its annotations and names the field
+msgspec refuses.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import msgspec
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+StructT = TypeVar("StructT", bound=msgspec.Struct)
+
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_VALIDATION: Final = re.compile(r"(?P<reason>.*?)(?: - at `\$(?P<path>.*)`)?", re.DOTALL)
+_MISMATCH: Final = re.compile(r"Expected `(?P<expected>[^`]*)`, got `(?P<got>[^`]*)`")
+_PYTHON_TYPE_NAMES: Final = {"array": "list", "object": "dict", "null": "None"}
+"""msgspec names JSON's types in its errors; a caller passed Python values."""
 _SHOWN_KEY_CHARS: Final = 80
 """How much of a refused metadata key a message quotes: enough to recognise it."""
 _SHOWN_PATH_CHARS: Final = 200
@@ -37,6 +48,30 @@ def checked_text(field: str, text: str) -> str:
         msg = f"{field} holds {surrogate}, which UTF-8 cannot encode: {_NOT_SENT}"
         raise ValueError(msg)
     return text
+
+
+def checked_struct(value: StructT, *, path: str = "") -> StructT:
+    """`value` read back from its own JSON against its type's annotations (a time given as RFC 3339 text a datetime).
+
+    `path` is where `value` sits in the request (`queries[1]`), for the message. A value JSON has no form for
+    is left to `encoded_json`, which names it when the request body is encoded.
+
+    Raises:
+        TypeError: a field holds a value of another type than its annotation's; the message names the field
+            and both types, e.g. `filters.tags[1] must be str, got int`.
+        ValueError: a field holds a value of the right type that its annotation refuses (a strategy no
+            `Literal` lists, text that is no RFC 3339 time).
+    """
+    try:
+        encoded = msgspec.json.encode(value)
+    except (UnicodeEncodeError, TypeError, RecursionError):
+        return value
+    try:
+        return msgspec.json.decode(encoded, type=type(value))
+    except msgspec.ValidationError as error:
+        raise _field_refusal(path, str(error)) from None  # msgspec's words name JSON's types and a `$` path
+    except RecursionError:  # metadata nested as deep as the encoder goes: nothing else to check in it
+        return value
 
 
 def encoded_json(body: object) -> bytes:
@@ -116,6 +151,23 @@ def _value_refusal(path: str, value: object, error: Exception) -> ValueError | T
         msg = f"{_named(path)} is a value of type {_type_name(value)}, which has no JSON form"
         return TypeError(f"{msg} (send a str, number, bool, None, list or dict): {_NOT_SENT}")
     return None
+
+
+def _field_refusal(path: str, validation_message: str) -> TypeError | ValueError:
+    """The error msgspec's `validation_message` (`Expected `str`, got `int` - at `$.query``) stands for."""
+    parts = _VALIDATION.fullmatch(validation_message)
+    reason, field_path = (parts["reason"], parts["path"] or "") if parts else (validation_message, "")
+    field = path + field_path if path else field_path.removeprefix(".")
+    mismatch = _MISMATCH.fullmatch(reason)
+    if mismatch:
+        expected, got = (_python_type_names(mismatch[name]) for name in ("expected", "got"))
+        return TypeError(f"{_named(field)} must be {expected}, got {got}: {_NOT_SENT}")
+    return ValueError(f"{_named(field)} is not one the service takes: {reason[:1].lower()}{reason[1:]}: {_NOT_SENT}")
+
+
+def _python_type_names(json_types: str) -> str:
+    """`int | null` as `int | None`, `array` as `list`."""
+    return " | ".join(_PYTHON_TYPE_NAMES.get(name, name) for name in json_types.split(" | "))
 
 
 def _surrogate_in(text: str) -> str | None:
