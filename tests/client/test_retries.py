@@ -68,6 +68,30 @@ def test_a_proxys_504_without_retry_after_backs_off_until_max_attempts(server: S
     assert "<html>Gateway Timeout</html>" in str(raised.value)
 
 
+def test_a_proxys_502_is_retried_as_a_503_is(server: ScriptedServer) -> None:
+    # An ingress answers 502 while the pod behind it restarts; the client raised it at once.
+    server.script = [(502, {"Content-Type": "text/html"}, "<html>Bad Gateway</html>"), (200, {}, {"results": []})]
+
+    with PoimenClient(server.url, retry=RetryPolicy(base_delay_s=0.01)) as client:
+        answer = client.search_batch("p", ["port"])
+
+    assert answer.results == []
+    assert len(server.arrivals) == 2
+
+
+def test_a_write_after_a_502_is_sent_again_identically(server: ScriptedServer) -> None:
+    # Every write names its document (or selection) itself, so sending it again cannot write it twice.
+    outcome = {"id": "d", "status": "unchanged", "chunks": 1, "embedded": 0, "version": 1}
+    server.script = [(502, {}, ""), (201, {}, {"project": "p", "documents": [outcome]})]
+
+    with PoimenClient(server.url, retry=RetryPolicy(base_delay_s=0.01)) as client:
+        answer = client.ingest("p", Document(id="d", text="t"), if_match=1)
+
+    assert answer.documents[0].status == "unchanged"
+    assert [(arrival.method, arrival.path) for arrival in server.arrivals] == [("POST", "/v1/projects/p/documents")] * 2
+    assert server.arrivals[0].body == server.arrivals[1].body
+
+
 def test_429_without_retry_after_backs_off_exponentially(server: ScriptedServer) -> None:
     server.script = [(429, {}, {}), (429, {}, {}), LIVE]
 
@@ -231,7 +255,10 @@ def test_not_ready_from_a_proxy_page_is_unavailable_not_an_unexpected_answer(ser
 def test_an_error_without_a_problem_body_quotes_the_body(server: ScriptedServer) -> None:
     server.script = [(502, {"Content-Type": "text/html"}, "<html>Bad Gateway</html>")]
 
-    with PoimenClient(server.url) as client, pytest.raises(UnavailableError) as raised:
+    with (
+        PoimenClient(server.url, retry=RetryPolicy(max_attempts=1)) as client,
+        pytest.raises(UnavailableError) as raised,
+    ):
         client.project_stats("p")
 
     assert raised.value.status == 502
@@ -263,7 +290,10 @@ def test_a_success_nested_too_deep_raises_unexpected_answer(server: ScriptedServ
 def test_an_error_nested_too_deep_raises_its_status_error(server: ScriptedServer) -> None:
     server.script = [(502, {}, DEEPLY_NESTED)]
 
-    with PoimenClient(server.url) as client, pytest.raises(UnavailableError) as raised:
+    with (
+        PoimenClient(server.url, retry=RetryPolicy(max_attempts=1)) as client,
+        pytest.raises(UnavailableError) as raised,
+    ):
         client.project_stats("p")
 
     assert raised.value.status == 502

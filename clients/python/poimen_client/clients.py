@@ -71,7 +71,7 @@ class ClientBase(Endpoints, Generic[HttpT, TransportT]):
     `token`: a JWT (or a function returning one) for a service with `AUTH_MODE=jwt`. `timeout_s`: httpx's
     limit on each phase of one send (connect, write, each read, pool wait), not a deadline for the whole
     call: retries wait on top of it. `retry`: how 429,
-    503 and 504 answers are retried (`RetryPolicy(max_attempts=1)` turns retries off). `headers`: sent with
+    502, 503 and 504 answers are retried (`RetryPolicy(max_attempts=1)` turns retries off). `headers`: sent with
     every request. `transport`: an httpx transport of the client's kind, e.g. for a proxy or a Unix socket.
     """
 

@@ -1,4 +1,4 @@
-"""When to send a request again: 429, 503 and 504 answers, with exponential backoff that honours `Retry-After`.
+"""When to send a request again: 429, 502, 503 and 504 answers, with exponential backoff that honours `Retry-After`.
 
 Pure decisions, no sleeping: the sync and the async client each sleep their own way on the delay
 `RetryPolicy.delay_s()` returns.
@@ -18,20 +18,30 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
-    """Retry 429/503/504 answers up to `max_attempts` sends in all.
+    """Retry 429/502/503/504 answers up to `max_attempts` sends in all, writes as well as reads.
 
     The wait before retry n (1-based) is the answer's `Retry-After` when it has one, else
     `base_delay_s * 2 ** (n - 1)` capped at `max_delay_s`, scaled by a random factor in [0.5, 1] so
     that many clients shed by one overload do not come back in step. A `Retry-After` longer than
     `max_delay_s` is not waited for: the error is raised at once with its `retry_after_s`, so the caller
     decides. `RetryPolicy(max_attempts=1)` never retries.
+
+    A 502 or 504 may come after the service did the work (a proxy lost the answer, or gave up waiting for it).
+    Writes are retried all the same because every write of the API names what it writes, so a second send
+    cannot write twice: no endpoint assigns an id. An ingest of the content already stored answers `unchanged`
+    at the same version; one with `expected_version` or `if_match` a `ConflictError` (read the document to see
+    whether it holds what was sent); a `delete_document` a `NotFoundError`; `delete_documents` and
+    `delete_project` count only what the retry deleted; `reindex` queues the project again. A write of another
+    writer landing between the two sends is overwritten by the retry unless the write carries its expected
+    version.
     """
 
     max_attempts: int = 4
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
     # 504: the service's own says an engine did not answer in time, with a Retry-After; it may on a later try.
-    retry_statuses: frozenset[int] = frozenset({429, 503, 504})
+    # 502: the service never answers it; an ingress does while the pod behind it restarts, as transient as a 503.
+    retry_statuses: frozenset[int] = frozenset({429, 502, 503, 504})
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
