@@ -120,6 +120,10 @@ class SearchKnobs(BaseModel):
     # Requests per second per caller (rollout caller key) before 429 + Retry-After; 0: no limit.
     rate_limit_per_caller_rps: float = Field(default=0.0, ge=0.0)
     rate_limit_burst: int = Field(default=20, ge=1, le=10000)
+    # Refused authentications (401/403) per second per client address before a refusal is answered 429 +
+    # Retry-After instead (`app/api/guards.py`); a valid token is never limited by it. 0: no limit.
+    rate_limit_refused_auth_per_address_rps: float = Field(default=1.0, ge=0.0)
+    rate_limit_refused_auth_burst: int = Field(default=30, ge=1, le=10000)
 
     @model_validator(mode="before")
     @classmethod

@@ -396,7 +396,8 @@ def shedding_row() -> list[timeseries.Panel | stat.Panel]:
             f"{shed} per second. overload: 503 + Retry-After, more than MAX_CONCURRENT_REQUESTS in flight in a "
             "process; refused before routing and the HTTP middleware, so these 503s appear in no poimen_http_ "
             "metric and in no query metric, only here. rate_limit: 429 + Retry-After, a caller over "
-            "RATE_LIMIT_PER_CALLER_RPS (also counted in the HTTP panels).",
+            "RATE_LIMIT_PER_CALLER_RPS; refused_auth: 429 + Retry-After, a client address past its refused "
+            "authentications (RATE_LIMIT_REFUSED_AUTH_PER_ADDRESS_RPS); both also counted in the HTTP panels.",
             [query(f"sum by (reason) ({rate(shed)})", "{{reason}}")],
             unit="reqps",
             width=24,

@@ -4,10 +4,18 @@ Every route handler carries exactly one of `search_guard`, `ingest_guard`, `admi
 (`tests/api/test_route_guards.py` walks the app and fails on a route that has none), so a new handler
 cannot be open to everyone by accident. A project named in the path or the query string is validated
 and authorized here; one named in a JSON body is authorized by the handler with `authorize_project`.
+
+A refused authentication (401, 403) spends a token of its client address's bucket
+(`RATE_LIMIT_REFUSED_AUTH_PER_ADDRESS_RPS`): the per-caller limit keys on the verified subject, which a
+refused request has not got, so a client sending bad tokens was never slowed. Past the bucket the refusal
+is a 429 with `Retry-After`. Only refusals are counted and only refusals are turned away: a valid token is
+never limited by it, so neither a token claiming a tenant's subject nor a flood from an address the tenant
+shares (a NAT, an ingress whose forwarded-for uvicorn does not trust) locks the tenant out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from typing import TYPE_CHECKING, Any, Final
@@ -22,12 +30,14 @@ from app.auth.tokens import (
     authorize,
     authorize_scope,
 )
-from app.domain.errors import InvalidQueryError, RateLimitedError
+from app.domain.errors import AuthenticationError, InvalidQueryError, PermissionDeniedError, RateLimitedError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.observability.metrics import record_shed
 from app.search.rollout import caller_key
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from litestar.connection import ASGIConnection
     from litestar.handlers.base import BaseRouteHandler
     from litestar.types import Guard
@@ -58,14 +68,15 @@ def check_project_id(project: str | None) -> str:
 def _scope_guard(scope: str) -> Guard:
     def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
         services: Services = connection.app.state.services
-        # The token first: a caller without one learns nothing, not even which project ids are well formed.
-        principal = services.verifier.verify(connection.headers.get("authorization"))
-        project = connection.path_params.get("project") or connection.query_params.get("project")
-        if project is not None:
-            check_project_id(project)
-            authorize(principal, project=project, scope=scope)
-        else:
-            authorize_scope(principal, scope=scope)
+        with refusals_limited(connection):
+            # The token first: a caller without one learns nothing, not even which project ids are well formed.
+            principal = services.verifier.verify(connection.headers.get("authorization"))
+            project = connection.path_params.get("project") or connection.query_params.get("project")
+            if project is not None:
+                check_project_id(project)
+                authorize(principal, project=project, scope=scope)
+            else:
+                authorize_scope(principal, scope=scope)
         connection.state[PRINCIPAL_STATE_KEY] = principal
         _within_rate(services, request_caller_key(connection, principal))
         if services.settings.opensearch_auth == "forward_jwt":
@@ -103,6 +114,32 @@ def _within_rate(services: Services, key: str) -> None:
         raise RateLimitedError(msg, retry_after_s=max(1, math.ceil(wait_s)))
 
 
+@contextlib.contextmanager
+def refusals_limited(connection: ASGIConnection[Any, Any, Any, Any]) -> Iterator[None]:
+    """Count a refused authentication against the client address; past its rate, `RateLimitedError` instead.
+
+    The address is the one uvicorn reports: the peer's, or the `X-Forwarded-For` client's when the peer is a
+    proxy uvicorn trusts (`FORWARDED_ALLOW_IPS`, uvicorn's default 127.0.0.1).
+    """
+    try:
+        yield
+    except (AuthenticationError, PermissionDeniedError) as refusal:
+        services: Services = connection.app.state.services
+        knobs = services.flags.current()
+        client = connection.client
+        wait_s = services.refused_auth_limit.take(
+            client.host if client else "unknown",
+            rate_per_s=knobs.rate_limit_refused_auth_per_address_rps,
+            burst=knobs.rate_limit_refused_auth_burst,
+        )
+        if wait_s <= 0:
+            raise
+        record_shed("refused_auth")
+        # The refusal's own reason (a fixed message, never the token) still tells a misconfigured client why.
+        msg = f"too many refused authentications from this address; this request's: {refusal.message}"
+        raise RateLimitedError(msg, retry_after_s=max(1, math.ceil(wait_s))) from None
+
+
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     """The caller the route's guard verified."""
     principal: Principal = connection.state[PRINCIPAL_STATE_KEY]
@@ -112,5 +149,6 @@ def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
 def authorize_project(connection: ASGIConnection[Any, Any, Any, Any], project: str, *, scope: str) -> Principal:
     """For a project named in a body: check the guard's caller may use `scope` on it; return the caller."""
     principal = principal_of(connection)
-    authorize(principal, project=project, scope=scope)
+    with refusals_limited(connection):
+        authorize(principal, project=project, scope=scope)
     return principal

@@ -117,10 +117,11 @@ ENGINE_ERRORS_TOTAL: Final = Counter(
 )
 REQUESTS_SHED_TOTAL: Final = Counter(
     "poimen_requests_shed_total",
-    "Requests refused before any work: overload (503, too many in flight) or rate_limit (429, per caller).",
+    "Requests refused before any work: overload (503, too many in flight), rate_limit (429, per caller) or"
+    " refused_auth (429, refused authentications per client address).",
     ["reason"],
 )
-SHED_REASONS: Final = frozenset({"overload", "rate_limit"})
+SHED_REASONS: Final = frozenset({"overload", "rate_limit", "refused_auth"})
 SHADOW_SEARCH_DURATION_SECONDS: Final = Histogram(
     "poimen_shadow_search_duration_seconds",
     "Seconds a shadow search took, by the arm it ran (off the response path; shadow mode only).",
@@ -313,7 +314,7 @@ def record_engine_error(engine: str) -> None:
 
 
 def record_shed(reason: str) -> None:
-    """Count one request refused for `reason` (`overload` or `rate_limit`)."""
+    """Count one request refused for `reason` (`overload`, `rate_limit` or `refused_auth`)."""
     if not MetricsSwitch.enabled:
         return
     REQUESTS_SHED_TOTAL.labels(reason=bounded(reason, SHED_REASONS)).inc()

@@ -55,6 +55,8 @@ class Services:
     catalog: ProjectCatalog
     verifier: TokenVerifier
     rate_limit: CallerRateLimit
+    refused_auth_limit: CallerRateLimit
+    """Buckets of refused authentications by client address (`app/api/guards.py`), apart from callers' buckets."""
 
 
 def build_pipeline(
@@ -131,6 +133,7 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
             catalog=ProjectCatalog(store=live.store, on_written=written),
             verifier=TokenVerifier.from_settings(settings),
             rate_limit=CallerRateLimit(),
+            refused_auth_limit=CallerRateLimit(),
         )
         background = [asyncio.create_task(flags.run()), asyncio.create_task(_refresh_backlog_gauge(live))]
         worker.start()

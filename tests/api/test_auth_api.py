@@ -24,6 +24,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from prometheus_client import REGISTRY
 
 from tests.api.conftest import api_settings, app_client, build_engines
 
@@ -168,7 +169,15 @@ async def jwt_client(
     """The app with `AUTH_MODE=jwt` (HS256, issuer and audience configured), alpha and beta seeded."""
     data_dir = tmp_path_factory.mktemp("auth-api")
     settings = api_settings(
-        data_dir, auth_mode="jwt", jwt_secret=SECRET, jwt_issuer=ISSUER, jwt_audience=AUDIENCE, jwt_leeway_s=5.0
+        data_dir,
+        auth_mode="jwt",
+        jwt_secret=SECRET,
+        jwt_issuer=ISSUER,
+        jwt_audience=AUDIENCE,
+        jwt_leeway_s=5.0,
+        # The matrix sends hundreds of refusals from the test client's one address; `limited_client` below
+        # tests the limit on refused authentications.
+        rate_limit_refused_auth_per_address_rps=0.0,
     )
     async with (
         build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=embedder) as built,
@@ -238,6 +247,75 @@ async def test_a_refused_token_gets_its_status_and_nothing_of_alpha(
     assert any("refused" in record.getMessage() for record in caplog.records), "refusals are logged"
     if refusal.token is not None:
         assert_token_not_logged(caplog, refusal.token)
+
+
+@pytest.fixture
+async def limited_client(
+    api_postgres_url: str, embedder: ServingEmbedder, tmp_path: Path
+) -> AsyncIterator[AsyncTestClient[Litestar]]:
+    """The JWT app allowing 2 refused authentications per address at once, then 1 per 1,000 s."""
+    settings = api_settings(
+        tmp_path,
+        auth_mode="jwt",
+        jwt_secret=SECRET,
+        jwt_issuer=ISSUER,
+        jwt_audience=AUDIENCE,
+        rate_limit_refused_auth_per_address_rps=0.001,
+        rate_limit_refused_auth_burst=2,
+    )
+    async with (
+        build_engines(database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=embedder) as built,
+        app_client(built.app(settings)) as client,
+    ):
+        yield client
+
+
+def refused_auth_shed() -> float:
+    return REGISTRY.get_sample_value("poimen_requests_shed_total", {"reason": "refused_auth"}) or 0.0
+
+
+async def test_refused_authentications_past_the_address_burst_are_answered_429_with_retry_after(
+    limited_client: AsyncTestClient[Litestar],
+) -> None:
+    # The per-caller limit keys on the verified subject: a client sending bad tokens was never slowed.
+    before = refused_auth_shed()
+    now = int(time.time())
+    stats = f"/v1/projects/{ALPHA}"
+    refusals = [
+        await limited_client.get(stats, headers=bearer(hs256(OTHER_SECRET))),
+        await limited_client.get(stats, headers=bearer(hs256(projects=[BETA]))),
+        await limited_client.get(stats, headers=bearer(hs256(exp=now - 3600, iat=now - 7200))),
+        await limited_client.post("/v1/search", json={"query": QUERY, "project": BETA}, headers=bearer(hs256())),
+    ]
+
+    assert [answer.status_code for answer in refusals] == [401, 403, 429, 429]
+    for answer in refusals[2:]:
+        assert int(answer.headers["retry-after"]) >= 1
+        assert answer.json()["status"] == 429
+        assert "www-authenticate" not in answer.headers
+    assert refusals[2].json()["detail"] == (
+        "too many refused authentications from this address; this request's: the bearer token has expired"
+    )
+    assert refusals[3].json()["detail"] == (
+        "too many refused authentications from this address; this request's: "
+        "the token does not grant access to this project"
+    )
+    assert refused_auth_shed() == before + 2
+
+
+async def test_a_valid_token_is_served_from_an_address_over_its_refused_authentications(
+    limited_client: AsyncTestClient[Litestar],
+) -> None:
+    # Refusals claiming the tenant's own subject, from the tenant's own address, do not lock the tenant out.
+    stats = f"/v1/projects/{ALPHA}"
+    forged = [await limited_client.get(stats, headers=bearer(hs256(OTHER_SECRET))) for _ in range(3)]
+
+    valid = [await limited_client.get(stats, headers=bearer(hs256())) for _ in range(3)]
+    refused_again = await limited_client.get(stats, headers=bearer(hs256(OTHER_SECRET)))
+
+    assert [answer.status_code for answer in forged] == [401, 401, 429]
+    assert [answer.status_code for answer in valid] == [200, 200, 200]
+    assert refused_again.status_code == 429
 
 
 def assert_token_not_logged(caplog: pytest.LogCaptureFixture, token: str) -> None:
