@@ -88,7 +88,10 @@ _PROBLEM_DESCRIPTIONS: dict[int, str] = {
     404: "No such document in the project",
     409: "The stored version is not the expected one; `current_version` is the stored one",
     413: "The request body, or a document in it, is larger than the service accepts",
-    429: "Over this caller's rate (RATE_LIMIT_PER_CALLER_RPS); `Retry-After` says when to come back",
+    429: (
+        "Over this caller's rate (RATE_LIMIT_PER_CALLER_RPS), or a refused token from an address past its refused "
+        "authentications (RATE_LIMIT_REFUSED_AUTH_PER_ADDRESS_RPS); `Retry-After` says when to come back"
+    ),
     503: "An engine is unavailable (`engine` names it; `reasons`: why each search leg failed), or the service "
     "is shedding load; `Retry-After` says when to retry",
     504: "An engine did not answer in time; `engine` names it; `Retry-After` says when to retry",
@@ -109,7 +112,8 @@ def logged_path(request: Request[Any, Any, Any]) -> str:
 def problem_responses(*statuses: int) -> dict[int, ResponseSpec]:
     """The `responses=` of a route: each error status it can answer, documented as problem+json `ProblemOut`.
 
-    Every guarded route can also answer 429 (its caller's rate) and 503 (load shedding): always added.
+    Every guarded route can also answer 429 (its caller's rate, or its address's refused authentications) and
+    503 (load shedding): always added.
     """
     return {
         status: ResponseSpec(
