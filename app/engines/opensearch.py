@@ -7,6 +7,7 @@ Request bodies come from `app.engines.opensearch_bodies`, the mapping from
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from datetime import datetime
@@ -25,6 +26,8 @@ from app.engines.opensearch_bodies import (
     latest_per_document,
 )
 from app.engines.opensearch_generation import ProjectGenerations
+from app.engines.opensearch_lifecycle import indexes_behind
+from app.engines.opensearch_mapping import alias_indexes_pattern
 from app.engines.opensearch_markers import (
     build_marker_actions,
     build_markers_get_body,
@@ -339,11 +342,11 @@ class OpenSearchLexicalIndex:
     async def _delete_project_index(self, project_id: str, options: Mapping[str, Any]) -> None:
         alias = self.generation.alias(project_id)
         with translate_errors():
-            try:
-                indexes = sorted(await self._client.indices.get_alias(name=alias, **options))
+            indexes = await indexes_behind(self._client, alias, among=alias_indexes_pattern(alias), options=options)
+            if not indexes:
+                return  # nothing indexed, or another replica deleted it first
+            with contextlib.suppress(NotFoundError):  # another replica deleted it first
                 await self._client.indices.delete(index=",".join(indexes), **options)
-            except NotFoundError:
-                pass  # nothing indexed, or another replica deleted it first
 
     async def ping(self) -> None:
         """Return when the cluster answers and every known project's alias leads to an index.

@@ -4,6 +4,10 @@ Every project has its own index (`app.engines.opensearch_projects`). `ensure_ind
 one of them; it runs on every replica at once, so each step tolerates another replica having done it
 first. `prepare_project_indexes` runs at start: it upgrades every project index of an older schema and
 finds the shared index of schema 6 and before, which `retire_shared_index` takes out of service.
+
+Every alias read names the indexes it looks at (`GET /<indexes>/_alias/<name>`, `indexes_behind`): with none
+named, OpenSearch's security plugin checks the read against every index of the cluster
+(opensearch-project/security#5871), so the service's role would need `indices:admin/aliases/get` on `*`.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, RequestErr
 
 from app.config import ConfigurationError
 from app.domain.errors import EngineRejectedError, EngineUnavailableError
-from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
-from app.engines.opensearch_projects import PROJECT_INFIX, project_aliases_pattern
+from app.engines.opensearch_mapping import SCHEMA_VERSION, alias_indexes_pattern, index_body, versioned_index_name
+from app.engines.opensearch_projects import PROJECT_INFIX, project_aliases_pattern, shared_indexes_pattern
 from app.engines.opensearch_responses import ENGINE_NAME, translate_errors
 
 if TYPE_CHECKING:
@@ -66,6 +70,21 @@ def create_opensearch_client(settings: Settings) -> AsyncOpenSearch:
     return AsyncOpenSearch(**options)
 
 
+async def indexes_behind(
+    client: AsyncOpenSearch, alias: str, *, among: str, options: Mapping[str, Any] | None = None
+) -> list[str]:
+    """The indexes matching `among` (an index pattern) that `alias` leads to, sorted; [] when it leads to none.
+
+    An alias leading to none of them is a 404 on OpenSearch (and on both OpenSearch-API servers the tests run
+    on); an empty answer means the same.
+    """
+    try:
+        listed = await client.indices.get_alias(index=among, name=alias, **(options or {}))
+    except NotFoundError:
+        return []
+    return sorted(index for index, body in listed.items() if alias in body.get("aliases", {}))
+
+
 UNREACHABLE_STATUSES: Final = frozenset({502, 503, 504})
 """What a cluster that is not up yet answers (the bundled OpenSearch says 503 until its security index exists)."""
 
@@ -97,7 +116,8 @@ async def prepare_project_indexes(
     extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
     with translate_errors():
         try:
-            listed = await client.indices.get_alias(name=project_aliases_pattern(base), **extra)
+            pattern = project_aliases_pattern(base)
+            listed = await client.indices.get_alias(index=pattern, name=pattern, **extra)
         except NotFoundError:
             listed = {}
         aliases = {
@@ -108,7 +128,7 @@ async def prepare_project_indexes(
         }
         for alias in sorted(aliases):
             await ensure_index(client, alias=alias, shards=1, replicas=replicas, headers=headers)
-        return bool(await client.indices.exists_alias(name=base, **extra))
+        return bool(await client.indices.exists_alias(index=shared_indexes_pattern(base), name=base, **extra))
 
 
 async def retire_shared_index(client: AsyncOpenSearch, *, base: str, headers: Mapping[str, str] | None = None) -> None:
@@ -118,8 +138,10 @@ async def retire_shared_index(client: AsyncOpenSearch, *, base: str, headers: Ma
     """
     extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
     with translate_errors():
+        shared = await indexes_behind(client, base, among=shared_indexes_pattern(base), options=extra)
+        if not shared:
+            return
         try:
-            shared = sorted(await client.indices.get_alias(name=base, **extra))
             await client.indices.delete_alias(index=",".join(shared), name=base, **extra)
         except NotFoundError:
             return
@@ -150,11 +172,11 @@ async def ensure_index(
     be indexed until it is gone), `EngineUnavailableError` when the alias points at a newer version than
     this code knows.
     """
-    target = versioned_index_name(alias)
+    target, own = versioned_index_name(alias), alias_indexes_pattern(alias)
     extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
     with translate_errors():
-        if await client.indices.exists_alias(name=alias, **extra):
-            current = sorted((await client.indices.get_alias(name=alias, **extra)).keys())
+        if await client.indices.exists_alias(index=own, name=alias, **extra):
+            current = await indexes_behind(client, alias, among=own, options=extra)
             if current == [target]:
                 await _verify_schema_version(client, target, extra)
                 return target
@@ -194,12 +216,12 @@ async def ensure_index(
                 )
             except NotFoundError:
                 # Another replica moved the alias first (the copy above was idempotent: external versions).
-                if sorted((await client.indices.get_alias(name=alias, **extra)).keys()) != [target]:
+                if await indexes_behind(client, alias, among=own, options=extra) != [target]:
                     raise
             logger.info("opensearch alias moved", extra={"alias": alias, "from": current[0], "to": target})
             return target
         if await client.indices.exists(index=alias, **extra):
-            if await client.indices.exists_alias(name=alias, **extra):
+            if await client.indices.exists_alias(index=own, name=alias, **extra):
                 # `exists` resolves aliases: another replica created the index and its alias between our checks.
                 return await ensure_index(client, alias=alias, shards=shards, replicas=replicas, headers=headers)
             msg = f"a concrete index named {alias} exists where the alias belongs"

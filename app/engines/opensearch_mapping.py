@@ -90,6 +90,14 @@ def versioned_index_name(alias: str, version: int = SCHEMA_VERSION) -> str:
     return f"{alias}{version_suffix(version)}"
 
 
+def alias_indexes_pattern(alias: str) -> str:
+    """A wildcard every index `versioned_index_name(alias, version)` names matches, of any version: `<alias>*`.
+
+    The indexes an alias read of the adapter names (`app.engines.opensearch_lifecycle.indexes_behind`).
+    """
+    return f"{alias}*"
+
+
 def version_suffix(version: int) -> str:
     """What follows the alias in the name of its index of schema `version`."""
     return f"_-v{version}" if version >= FIRST_UNAMBIGUOUS_VERSION else f"-v{version}"

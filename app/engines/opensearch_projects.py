@@ -75,6 +75,11 @@ def project_aliases_pattern(base: str) -> str:
     return f"{base}{PROJECT_INFIX}*"
 
 
+def shared_indexes_pattern(base: str) -> str:
+    """A wildcard matching the one shared index of schema 6 and before (`<base>-v6` behind the alias `base`)."""
+    return f"{base}-v*"
+
+
 def project_of_index(base: str, index: str, version: int = SCHEMA_VERSION) -> str | None:
     """The project whose index of schema `version` is named `index`; None for any other name."""
     prefix, suffix = f"{base}{PROJECT_INFIX}", version_suffix(version)

@@ -6,10 +6,11 @@ Run on both OpenSearch-API servers of the contract tier (`osmem-server` or `OPEN
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from opensearchpy import AsyncOpenSearch
+from opensearchpy import AsyncOpenSearch, AsyncTransport
 
 from app.domain.errors import EngineRejectedError
 from app.domain.models import DocumentChunks, Filters
@@ -17,7 +18,7 @@ from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_lifecycle import prepare_project_indexes, retire_shared_index
 from app.engines.opensearch_mapping import SCHEMA_VERSION, index_body, versioned_index_name
 from app.engines.opensearch_projects import project_alias
-from tests.contract.lexical_index import PROJECT, make_chunk, search_ids
+from tests.contract.lexical_index import OTHER_PROJECT, PROJECT, make_chunk, search_ids
 from tests.contract.opensearch_servers import delete_indexes
 
 if TYPE_CHECKING:
@@ -41,6 +42,18 @@ async def target(request: pytest.FixtureRequest, unique_name: str) -> AsyncItera
         with contextlib.suppress(Exception):
             await delete_indexes(client, f"{base}-v*,{base}-p-*")
         await client.close()
+
+
+class RecordingTransport(AsyncTransport):
+    """The client's own transport, noting each request's method and path before sending it on unchanged."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests: list[tuple[str, str]] = []
+
+    async def perform_request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        self.requests.append((method, url))
+        return await super().perform_request(method, url, *args, **kwargs)
 
 
 async def old_index(client: AsyncOpenSearch, alias: str, version: int) -> str:
@@ -143,3 +156,40 @@ async def test_a_project_whose_alias_name_a_concrete_index_squats_is_refused_and
     await index.replace_documents([documents["other"]])
 
     assert await search_ids(index, "heron", filters=Filters("other")) == ["c-other"]
+
+
+async def test_every_alias_read_names_the_services_own_indexes(target: tuple[AsyncOpenSearch, str]) -> None:
+    # `GET /_alias/<name>` names no index: OpenSearch's security plugin then checks it against every index of the
+    # cluster (opensearch-project/security#5871), and the service's role needed alias reads on `*`. The chart's
+    # role grants them on the patterns below only (charts/poimen-memory/ci/production-stack-values.yaml).
+    server, base = target
+    client = AsyncOpenSearch(hosts=server.transport.hosts, timeout=30, transport_class=RecordingTransport)
+    transport = client.transport
+    assert isinstance(transport, RecordingTransport)
+    granted = [f"{base}-p-*", f"{base}-v*"]
+    try:
+        await old_index(client, base, SHARED_SCHEMA_VERSION)
+        await old_index(client, project_alias(base, PROJECT), SCHEMA_VERSION - 1)
+        index = OpenSearchLexicalIndex(client, index=base, replicas=0)
+
+        # A start (a project to upgrade, the shared index to retire, twice), a new project, its deletion (twice).
+        assert await prepare_project_indexes(client, base=base, replicas=0) is True
+        await retire_shared_index(client, base=base)
+        await retire_shared_index(client, base=base)
+        await index.replace_documents(
+            [DocumentChunks(OTHER_PROJECT, "d1", (make_chunk("c-1", "heron", project_id=OTHER_PROJECT),), 1)]
+        )
+        await index.delete_project(OTHER_PROJECT)
+        await index.delete_project(OTHER_PROJECT)
+        await index.delete_project(PROJECT)
+    finally:
+        await client.close()
+
+    reads = [(method, path) for method, path in transport.requests if "/_alias/" in path and method in {"GET", "HEAD"}]
+    assert {method for method, _ in reads} == {"GET", "HEAD"}  # get_alias and exists_alias
+    for method, path in reads:
+        named = path.split("/")[1]
+        assert any(re.fullmatch(re.escape(pattern).replace(r"\*", ".*"), named) for pattern in granted), (method, path)
+    assert not await server.indices.exists_alias(name=base)
+    assert not await server.indices.exists_alias(name=project_alias(base, PROJECT))
+    assert not await server.indices.exists_alias(name=project_alias(base, OTHER_PROJECT))
