@@ -25,8 +25,8 @@ from prometheus_client import REGISTRY
 
 import app.observability.metrics  # noqa: F401 - importing it registers the `poimen_` metric objects
 from app.config import Settings, shared_database_problem
-from app.engines.opensearch_mapping import FIRST_UNAMBIGUOUS_VERSION, versioned_index_name
-from app.engines.opensearch_projects import project_alias
+from app.engines.opensearch_mapping import FIRST_UNAMBIGUOUS_VERSION, alias_indexes_pattern, versioned_index_name
+from app.engines.opensearch_projects import project_alias, project_aliases_pattern, shared_indexes_pattern
 from tests.deploy.conftest import HELM_DEPS
 from tests.deploy.test_chart import CHART, HELM, INSTALL_HINT, ROOT, Manifest, find, helm_template, main_container, tool
 
@@ -483,14 +483,18 @@ def test_the_services_opensearch_user_may_do_what_the_service_does_on_its_own_in
     for name in project_names:
         for action in project_actions:
             assert index_action_granted(role, name, action), (name, action)
-    # A start takes the alias `base` off the shared index of schema 6 and before, and reads no document of it.
+    # A start finds the alias `base` on the shared index of schema 6 and before, takes it off, reads no document.
     for name in (base, versioned_index_name(base, 6)):
+        assert index_action_granted(role, name, "indices:admin/aliases/get"), name
         assert index_action_granted(role, name, "indices:admin/aliases"), name
         assert not index_action_granted(role, name, "indices:data/read/search"), name
-    # Anything else: alias and index names only (GET /_alias/<name> is checked against every index).
+    # Each alias read names its indexes (app/engines/opensearch_lifecycle.py): the patterns it sends are granted.
+    for pattern in (project_aliases_pattern(base), alias_indexes_pattern(alias), shared_indexes_pattern(base)):
+        assert index_action_granted(role, pattern, "indices:admin/aliases/get"), pattern
+    # Anything else: nothing, not even alias or index names (every alias read names the service's own indexes).
     for name in not_the_services:
         granted = [a for a in [*project_actions, "indices:data/read/get"] if index_action_granted(role, name, a)]
-        assert granted == ["indices:admin/aliases/get"], (name, granted)
+        assert granted == [], (name, granted)
     # The image's own mapping, which this file replaces, gave the backend role admin all_access: kept.
     assert files["roles_mapping.yml"]["all_access"]["backend_roles"] == ["admin"]
 
