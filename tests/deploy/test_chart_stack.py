@@ -28,7 +28,18 @@ from app.config import Settings, shared_database_problem
 from app.engines.opensearch_mapping import FIRST_UNAMBIGUOUS_VERSION, alias_indexes_pattern, versioned_index_name
 from app.engines.opensearch_projects import project_alias, project_aliases_pattern, shared_indexes_pattern
 from tests.deploy.conftest import HELM_DEPS
-from tests.deploy.test_chart import CHART, HELM, INSTALL_HINT, ROOT, Manifest, find, helm_template, main_container, tool
+from tests.deploy.test_chart import (
+    CHART,
+    HELM,
+    INSTALL_HINT,
+    ROOT,
+    Manifest,
+    find,
+    helm_fails,
+    helm_template,
+    main_container,
+    tool,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -295,7 +306,7 @@ def test_production_stack_is_highly_available(stack_render: list[Manifest]) -> N
     assert config["OPENSEARCH_VERIFY_CERTS"] == "true"
     assert env["OPENSEARCH_CA_FILE"]["value"].startswith("/etc/poimen/opensearch-ca/")
     secrets = [m for m in stack_render if m["kind"] == "Secret"]
-    assert [set(m["stringData"]) for m in secrets] == [{"roles.yml", "roles_mapping.yml"}]  # OpenSearch's roles only
+    assert sorted(sorted(m["stringData"]) for m in secrets) == [["roles.yml"], ["roles_mapping.yml"]]  # roles only
 
 
 def restricted_violations(spec: Manifest) -> list[str]:
@@ -499,6 +510,49 @@ def test_the_services_opensearch_user_may_do_what_the_service_does_on_its_own_in
     assert files["roles_mapping.yml"]["all_access"]["backend_roles"] == ["admin"]
 
 
+@requires_helm
+def test_the_opensearch_role_names_the_indexes_the_service_is_configured_with() -> None:
+    # One value: the role's index patterns are made from the service's own OPENSEARCH_INDEX, never typed apart.
+    render = helm_template("--values", str(STACK_VALUES), "--set", "config.OPENSEARCH_INDEX=acme-memory")
+
+    role = bundled_security_files(render)["roles.yml"]["poimen_service"]
+    patterns = sorted(pattern for block in role["index_permissions"] for pattern in block["index_patterns"])
+    assert find(render, "ConfigMap", "-env")["data"]["OPENSEARCH_INDEX"] == "acme-memory"
+    assert patterns == ["acme-memory", "acme-memory-p-*", "acme-memory-v*"]
+    assert "poimen-chunks" not in yaml.safe_dump(role)
+
+
+ROLE_REFUSED = {
+    "no bundled OpenSearch": (
+        ["--set", "opensearch.enabled=false", "--set", "config.OPENSEARCH_URL=https://search.example:9200"],
+        "it needs opensearch.enabled=true",
+    ),
+    "rolesSecret names another Secret": (
+        ["--set", "opensearch.securityConfig.rolesSecret=my-roles"],
+        "opensearch.securityConfig.rolesSecret must name it (poimen-memory-opensearch-roles)",
+    ),
+    "roles.yml in the opensearch chart's data too": (
+        ["--set", "opensearch.securityConfig.config.data.roles\\.yml=x"],
+        "leave it out of opensearch.securityConfig.config.data",
+    ),
+    "no index configured": (["--set", "config.OPENSEARCH_INDEX="], "from config.OPENSEARCH_INDEX: set it"),
+    "the index from extraEnv": (
+        ["--set", "extraEnv[0].name=OPENSEARCH_INDEX", "--set", "extraEnv[0].value=other"],
+        "set the index there, not in extraEnv",
+    ),
+}
+
+
+@requires_helm
+@pytest.mark.parametrize(("args", "reason"), ROLE_REFUSED.values(), ids=ROLE_REFUSED.keys())
+def test_a_role_the_bundled_opensearch_would_not_apply_as_rendered_is_refused(args: list[str], reason: str) -> None:
+    stderr = helm_fails("--values", str(STACK_VALUES), *args)
+
+    assert "opensearchRole.create=true" in stderr
+    assert reason in stderr
+
+
+@requires_helm
 def test_production_stack_networkpolicy_allows_exactly_the_bundled_databases(stack_render: list[Manifest]) -> None:
     cluster_name = find(stack_render, "Cluster")["metadata"]["name"]
     opensearch_labels = find(stack_render, "StatefulSet")["spec"]["template"]["metadata"]["labels"]

@@ -250,6 +250,26 @@ upgrade and `helm template` goes through it.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if .Values.opensearchRole.create }}
+{{- $security := default dict .Values.opensearch.securityConfig }}
+{{- if not .Values.opensearch.enabled }}
+{{- fail "opensearchRole.create=true renders the role for the bundled OpenSearch: it needs opensearch.enabled=true (with your own OpenSearch, create the role there: docs/deploy.md)" }}
+{{- end }}
+{{- if ne (toString (default "" $security.rolesSecret)) .Values.opensearchRole.secretName }}
+{{- fail (printf "opensearchRole.create=true renders roles.yml in Secret %s: opensearch.securityConfig.rolesSecret must name it (%s), or OpenSearch never reads it" .Values.opensearchRole.secretName .Values.opensearchRole.secretName) }}
+{{- end }}
+{{- if hasKey (default dict (default dict $security.config).data) "roles.yml" }}
+{{- fail "opensearchRole.create=true renders roles.yml: leave it out of opensearch.securityConfig.config.data (both would be mounted at one path)" }}
+{{- end }}
+{{- if not .Values.config.OPENSEARCH_INDEX }}
+{{- fail "opensearchRole.create=true makes the role's index patterns from config.OPENSEARCH_INDEX: set it" }}
+{{- end }}
+{{- range .Values.extraEnv }}
+{{- if eq .name "OPENSEARCH_INDEX" }}
+{{- fail "opensearchRole.create=true makes the role's index patterns from config.OPENSEARCH_INDEX: set the index there, not in extraEnv" }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- include "poimen-memory.validateExtraVolumes" (dict "volumes" .Values.extraVolumes "mounts" .Values.extraVolumeMounts "key" "") }}
 {{- include "poimen-memory.validateExtraVolumes" (dict "volumes" .Values.migrations.extraVolumes "mounts" .Values.migrations.extraVolumeMounts "key" "migrations.") }}
 {{- end }}
