@@ -826,3 +826,43 @@ def test_a_misspelt_opensearch_value_is_refused_naming_it() -> None:
     stderr = helm_fails("--set", "opensearch.enabled=true", "--set", "opensearch.enableInitChown=false")
 
     assert "invalid propertyName 'enableInitChown'" in stderr
+
+
+OPENSEARCH_LEVELS_WE_SET = [("persistence",), ("securityConfig",), ("securityConfig", "config")]
+"""The maps under `opensearch:` whose names values.yaml, values-quickstart.yaml and ci/*.yaml set (not the others)."""
+
+
+@pytest.mark.parametrize("level", OPENSEARCH_LEVELS_WE_SET, ids=".".join)
+def test_opensearch_values_take_only_that_charts_own_names_at_the_levels_we_set(level: tuple[str, ...]) -> None:
+    # One level down, a misspelt name (`persistence.storageClas`, `securityConfig.config.dataComplet`) was ignored
+    # too. The names are those its values.yaml holds or its templates read (`storageClass` is only read there).
+    packaged = next((CHART / "charts").glob("opensearch-*.tgz"))
+    with tarfile.open(packaged) as archive:
+        member = archive.extractfile("opensearch/values.yaml")
+        assert member is not None
+        declared = yaml.safe_load(member.read())
+        templates = ""
+        for item in archive.getmembers():
+            template = archive.extractfile(item) if item.name.startswith("opensearch/templates/") else None
+            templates += template.read().decode() if template is not None else ""
+    for name in level:
+        declared = declared[name]
+    read = re.findall(r"\.Values\." + re.escape(".".join(level)) + r"\.([A-Za-z]+)", templates)
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["opensearch"]
+    for name in level:
+        schema = schema["properties"][name]
+
+    assert schema["propertyNames"]["enum"] == sorted(set(declared) | set(read))
+
+
+@requires_helm
+@pytest.mark.parametrize(
+    ("setting", "misspelt"),
+    [("opensearch.persistence.storageClas=fast", "storageClas"), ("opensearch.securityConfig.rolesSecrets=r", "rolesSecrets"),
+     ("opensearch.securityConfig.config.dataComplet=false", "dataComplet")],
+    ids=["persistence", "securityConfig", "securityConfig.config"],
+)  # fmt: skip
+def test_a_misspelt_opensearch_value_one_level_down_is_refused_naming_it(setting: str, misspelt: str) -> None:
+    stderr = helm_fails("--set", "opensearch.enabled=true", "--set", setting)
+
+    assert f"invalid propertyName '{misspelt}'" in stderr
