@@ -7,13 +7,15 @@ selected), so it is decoded by that codec. Vectors travel as pgvector's text for
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from app.domain.tags import tag_keys
 from app.engines.chunk_codec import chunk_from_record, chunk_to_record
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from sqlalchemy.engine import Row
 
@@ -35,6 +37,36 @@ def json_value(value: object) -> dict[str, object]:
     # SQLAlchemy's asyncpg dialect registers a jsonb codec that already decodes; plain asyncpg gives text.
     decoded = json.loads(value) if isinstance(value, str | bytes) else value
     return dict(decoded) if isinstance(decoded, dict) else {}
+
+
+def metadata_json(metadata: Mapping[str, object]) -> str:
+    """A document's metadata as the JSON text its `jsonb` column is given, so that every float reads back a float.
+
+    jsonb keeps a number's digits, not its spelling: `1e16` (Python's and msgspec's form of a whole float
+    from 1e16 up) read back as `10000000000000000`, an integer to every JSON decoder, and `-2.5e22` as
+    an integer that is not even the float's value. Such a float is written out in full with `.0`
+    (`10000000000000000.0`), whose scale jsonb keeps; everything else is written as `json.dumps` writes it.
+    """
+    text = json.dumps(metadata, default=str)
+    # json writes such a float `1e+16`: without an `e+` anywhere (in a string or not), there is none.
+    return _json_text(metadata) if "e+" in text else text
+
+
+def _json_text(value: object) -> str:
+    if isinstance(value, float):
+        text = json.dumps(value)  # NaN and Infinity stay as json writes them: jsonb refuses them
+        return f"{Decimal(text):f}.0" if "e" in text and value.is_integer() else text
+    if isinstance(value, Mapping):
+        items = (f"{json.dumps(_key_text(key))}:{_json_text(item)}" for key, item in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_json_text(item) for item in value) + "]"
+    return json.dumps(value, default=str)
+
+
+def _key_text(key: object) -> str:
+    """An object key as `json.dumps` spells a key that is not a string (`1`, `true`, `null`)."""
+    return key if isinstance(key, str) else json.dumps(key, default=str)
 
 
 _NINE_DIGITS = "{:.9g}".format
@@ -60,7 +92,7 @@ def document_parameters(document: StoredDocument) -> Mapping[str, object]:
         "tags": list(document.tags),
         "tag_keys": list(tag_keys(document.tags)),
         "event_time": document.event_time,
-        "metadata": json.dumps(dict(document.metadata), default=str),
+        "metadata": metadata_json(document.metadata),
         "created_at": document.created_at,
         "updated_at": document.updated_at,
     }

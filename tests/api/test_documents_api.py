@@ -620,3 +620,27 @@ async def test_expected_version_in_a_batch_and_if_match_on_delete(client) -> Non
     assert assert_problem(stale_delete, 409)["current_version"] == versions["a"]
     assert assert_problem(bad_header, 400)["field"] == "If-Match"
     assert delete.status_code == 204
+
+
+async def test_metadata_floats_read_back_as_floats_however_large(client, unique_name) -> None:
+    # jsonb keeps a number's digits, not its spelling: 1e16 read back as 10000000000000000, an integer to
+    # every JSON decoder (and 1.5e300 as 301 digits), while 1e15 came back as 1000000000000000.0.
+    body = (
+        b'{"id": "numbers", "text": "Numbers.", "metadata": {"big": 1e16, "huge": 1.5e300, "negative": -2.5e22,'
+        b' "nested": {"list": [1e20, 7]}, "small": 1e15, "fraction": 0.1, "integer": 10000000000000000,'
+        b' "long_integer": 123456789012345678901234567890}}'
+    )
+
+    written = await client.post(
+        f"/v1/projects/{unique_name}/documents", content=body, headers={"content-type": "application/json"}
+    )
+
+    assert written.status_code == 201, written.text
+    metadata = json.loads((await client.get(f"/v1/projects/{unique_name}/documents/numbers")).content)["metadata"]
+    floats = {key: metadata[key] for key in ("big", "huge", "negative", "small", "fraction")}
+    assert floats == {"big": 1e16, "huge": 1.5e300, "negative": -2.5e22, "small": 1e15, "fraction": 0.1}
+    assert all(type(value) is float for value in [*floats.values(), metadata["nested"]["list"][0]])
+    assert metadata["nested"]["list"] == [1e20, 7]
+    assert type(metadata["nested"]["list"][1]) is int
+    assert (metadata["integer"], metadata["long_integer"]) == (10**16, 123456789012345678901234567890)
+    assert type(metadata["integer"]) is int
