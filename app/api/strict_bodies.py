@@ -49,6 +49,7 @@ _READABLE: Final = (
     (re.compile(r"Object contains unknown field `([^`]+)`"), r"unknown field `\1`"),
     (re.compile(r"Object missing required field `([^`]+)`"), r"missing required field `\1`"),
     (re.compile(re.escape(_DATETIME_ERROR)), f"expected {DATETIME_HINT}"),
+    (re.compile(r"Number out of range"), "a number is past the range of a 64-bit float (about 1.8e308 either way)"),
     # `NO_NUL_PATTERN` of the routes (`app.api.project_routes`): PostgreSQL text cannot hold U+0000.
     (re.compile(r"Expected `str` matching regex '\^\[\^\\+u0000\]\*\$'"), "must not contain a NUL character"),
     # msgspec quotes the pattern as Python's repr does (backslashes doubled).
@@ -64,12 +65,17 @@ def readable_validation_message(message: str) -> str:
     name ("queries[0]: unknown field `project`"). A message of no known form is returned as it came.
     """
     located = _AT_PATH.fullmatch(message)
-    head, path = (located["head"], located["path"]) if located else (message, "")
+    head, path = (located["head"], _addressable(located["path"])) if located else (message, "")
     for pattern, words in _READABLE:
         if pattern.fullmatch(head):
             head = pattern.sub(words, head, count=1)
             break
     return f"{path}: {head}" if path else head
+
+
+def _addressable(path: str) -> str:
+    """`path` up to the first value of an object with free keys, which msgspec writes `[...]` (`metadata[...]`)."""
+    return path.split("[...]", 1)[0]
 
 
 def field_of_validation_error(message: str) -> str | None:
@@ -85,7 +91,7 @@ def field_of_validation_error(message: str) -> str | None:
         return f"{path}.{name}" if path else name
     marker = "at `$."
     if marker in message:
-        return message.split(marker, 1)[1].rstrip("`")
+        return _addressable(message.split(marker, 1)[1].rstrip("`"))
     if "missing required field `" in message:
         return message.split("missing required field `", 1)[1].split("`", 1)[0]
     return None

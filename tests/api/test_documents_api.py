@@ -644,3 +644,24 @@ async def test_metadata_floats_read_back_as_floats_however_large(client, unique_
     assert type(metadata["nested"]["list"][1]) is int
     assert (metadata["integer"], metadata["long_integer"]) == (10**16, 123456789012345678901234567890)
     assert type(metadata["integer"]) is int
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"id": "x", "text": "fine", "metadata": {"k": 1e400}}', id="one"),
+        pytest.param(
+            b'{"documents": [{"id": "x", "text": "fine", "metadata": {"k": {"j": [1, -1E309]}}}]}', id="batch"
+        ),
+    ],
+)
+async def test_a_metadata_number_past_a_float_is_a_400_naming_metadata(client, unique_name, body) -> None:
+    # msgspec said "metadata[...]: Number out of range", naming a field no client can address.
+    response = await client.post(
+        f"/v1/projects/{unique_name}/documents", content=body, headers={"content-type": "application/json"}
+    )
+
+    problem = assert_problem(response, 400)
+    assert problem["field"] in {"metadata", "documents[0].metadata"}
+    assert "64-bit float" in problem["detail"]
+    assert "[...]" not in problem["detail"]
