@@ -187,7 +187,11 @@ def create_app(
     )
     app.state[QUERY_PARAMETERS_STATE_KEY] = declared_query_parameters(app)
     app.state[FAILURE_LOG_STATE_KEY] = failure_log()
-    complete_openapi(app.openapi_schema)
+    complete_openapi(
+        app.openapi_schema,
+        max_batch_documents=settings.max_batch_documents,
+        max_document_bytes=settings.max_document_bytes,
+    )
     add_response_headers(app)
     trace_requests(app, traced=settings.tracing_enabled)
     # Shedding first: a refused request costs no routing, no metrics middleware, no span, no work.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -20,6 +20,36 @@ Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TAG_CHARS)]
 """A tag as a document carries it, and so as a search filter can name it."""
 
 
+ID_DESCRIPTION: Final = (
+    "Kept byte for byte; may hold `/` (read as a path), but no empty, `.` or `..` part between slashes (a 400:"
+    " its URL could not reach it)"
+)
+TEXT_DESCRIPTION: Final = (
+    "The document's markdown (or `markdown`): not empty nor only white space, no NUL. Stored in Unicode NFC, with"
+    " soft hyphens, zero-width spaces, word joiners and U+FEFF dropped"
+)
+"""`app.api.openapi_document` adds this server's size limit (`MAX_DOCUMENT_BYTES`)."""
+SOURCE_DESCRIPTION: Final = "Where the document came from (a path, a URL); the id when empty. Kept byte for byte"
+TAGS_DESCRIPTION: Final = (
+    "Kept as written in NFC, white space around each dropped, matched without regard to case: tags differing"
+    " only in case are stored once, as first spelt. A blank tag is a 400"
+)
+EVENT_TIME_DESCRIPTION: Final = (
+    "When it happened, for date filters: RFC 3339 (2024-05-08T12:00:00Z; a time without an offset, naive, is"
+    " taken as UTC), after 0001-01-01T00:00:00Z and before 9999-12-31T23:59:59.999999Z, kept to the"
+    " microsecond and read back in UTC"
+)
+METADATA_DESCRIPTION: Final = (
+    "Any JSON object, returned as sent, at most 32 levels deep; it counts toward the document's size limit."
+    " A whole number of any size is kept exactly; one with a fraction or an exponent is a 64-bit float and"
+    " reads back a float (`1e16` as `1e16`, `-0.0` as `0.0`); one past a float's range (`1e400`) is a 400"
+)
+CONTEXT_DESCRIPTION: Final = (
+    "Text that helps find the document without being its text (a chat's previous turn): embedded and indexed"
+    " with every chunk, never a chunk's text. Stored in Unicode NFC"
+)
+
+
 class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One document to ingest. `markdown` is accepted as a synonym of `text`; an unknown field is a 400.
 
@@ -31,15 +61,15 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     win), as `poimen ingest` reads a file's. A `---` block of prose is text.
     """
 
-    id: DocumentId
-    text: str | None = None
-    markdown: str | None = None
-    source: Annotated[str, msgspec.Meta(max_length=1024)] = ""
-    title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS)] = ""
-    tags: Annotated[list[Tag], msgspec.Meta(max_length=MAX_DOCUMENT_TAGS)] = []
-    event_time: datetime | None = None
-    metadata: dict[str, Any] = {}
-    context: Annotated[str, msgspec.Meta(max_length=MAX_CONTEXT_CHARS)] = ""
+    id: Annotated[DocumentId, msgspec.Meta(description=ID_DESCRIPTION)]
+    text: Annotated[str | None, msgspec.Meta(description=TEXT_DESCRIPTION)] = None
+    markdown: Annotated[str | None, msgspec.Meta(description="A synonym of `text`: give one, not both")] = None
+    source: Annotated[str, msgspec.Meta(max_length=1024, description=SOURCE_DESCRIPTION)] = ""
+    title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS, description="Stored in Unicode NFC")] = ""
+    tags: Annotated[list[Tag], msgspec.Meta(max_length=MAX_DOCUMENT_TAGS, description=TAGS_DESCRIPTION)] = []
+    event_time: Annotated[datetime | None, msgspec.Meta(description=EVENT_TIME_DESCRIPTION)] = None
+    metadata: Annotated[dict[str, Any], msgspec.Meta(description=METADATA_DESCRIPTION)] = {}
+    context: Annotated[str, msgspec.Meta(max_length=MAX_CONTEXT_CHARS, description=CONTEXT_DESCRIPTION)] = ""
     expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
     """Write only if the stored version is this one (0: only if the document does not exist yet); else 409."""
 
@@ -73,6 +103,7 @@ class DocumentBatchIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     # The setting (`MAX_BATCH_DOCUMENTS`) is checked after decoding; the schema bounds the decoding itself.
     documents: Annotated[list[DocumentIn], msgspec.Meta(min_length=1, max_length=MAX_BATCH_DOCUMENTS_CEILING)]
+    """`app.api.openapi_document` states this server's bound (`MAX_BATCH_DOCUMENTS`) as the list's `maxItems`."""
 
 
 class IngestOutcomeOut(msgspec.Struct, kw_only=True):

@@ -31,12 +31,16 @@ SEARCH_PATH: Final = "/v1/search"
 INGESTED_ID: Final = "$response.body#/documents/0/id"
 
 
-def complete_openapi(document: OpenAPI) -> None:
-    """Add to Litestar's document what it cannot derive; call once, before the document is first served."""
+def complete_openapi(document: OpenAPI, *, max_batch_documents: int, max_document_bytes: int) -> None:
+    """Add to Litestar's document what it cannot derive; call once, before the document is first served.
+
+    The ingest body states this server's limits (`MAX_BATCH_DOCUMENTS`, `MAX_DOCUMENT_BYTES`), not the
+    ceilings its decoder is built with.
+    """
     _, components = msgspec.json.schema_components(CLOSED_REQUEST_STRUCTS, ref_template=COMPONENT_REF)
     # msgspec's JSON Schema dicts are serialised as they are; Litestar's `Schema` type is only their typed form.
     document.components.schemas.update(cast("dict[str, Schema]", components))
-    _describe_ingest_body(document)
+    _describe_ingest_body(document, max_batch_documents=max_batch_documents, max_document_bytes=max_document_bytes)
     _link_document_lifecycle(document)
 
 
@@ -46,9 +50,14 @@ def _operation(document: OpenAPI, path: str, method: str) -> Operation:
     return operation
 
 
-def _describe_ingest_body(document: OpenAPI) -> None:
+def _describe_ingest_body(document: OpenAPI, *, max_batch_documents: int, max_document_bytes: int) -> None:
     (single, batch), components = msgspec.json.schema_components(
         (DocumentIn, DocumentBatchIn), ref_template=COMPONENT_REF
+    )
+    components[DocumentBatchIn.__name__]["properties"]["documents"]["maxItems"] = max_batch_documents
+    text = components[DocumentIn.__name__]["properties"]["text"]
+    text["description"] += (
+        f". Text and metadata (as compact JSON) together at most {max_document_bytes} bytes of UTF-8 (413)"
     )
     # A document needs its text under one of two names (`_decode_documents` refuses one without).
     components[DocumentIn.__name__]["anyOf"] = [

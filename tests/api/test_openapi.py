@@ -218,6 +218,28 @@ def test_ingest_declares_its_body_and_conflict_and_size_errors(openapi) -> None:
     assert component(openapi, body["oneOf"][0])["additionalProperties"] is False
 
 
+async def test_the_ingest_body_states_this_servers_batch_and_size_limits(tmp_path) -> None:
+    # It said `maxItems: 10000` (the setting's ceiling) while the server refused a 501st document.
+    app = create_app(api_settings(tmp_path, max_batch_documents=7, max_document_bytes=12345))
+    schemas = (await AsyncTestClient(app=app, base_url="http://127.0.0.1").get("/schema/openapi.json")).json()[
+        "components"
+    ]["schemas"]
+
+    assert schemas["DocumentBatchIn"]["properties"]["documents"]["maxItems"] == 7
+    assert "12345 bytes" in schemas["DocumentIn"]["properties"]["text"]["description"]
+
+
+def test_the_document_fields_say_what_the_server_does_with_them(openapi) -> None:
+    fields = openapi["components"]["schemas"]["DocumentIn"]["properties"]
+
+    assert "naive" in fields["event_time"]["description"]
+    assert "0001-01-01" in fields["event_time"]["description"]
+    assert "white space" in fields["text"]["description"]
+    assert "case" in fields["tags"]["description"]
+    assert "64-bit float" in fields["metadata"]["description"]
+    assert "NFC" in fields["title"]["description"]
+
+
 @pytest.mark.parametrize(
     "name", ["SearchRequest", "SearchFields", "SearchFilters", "FusionWeights", "BatchSearchRequest"]
 )
