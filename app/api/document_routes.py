@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import ResponseHeader, State
 from litestar.openapi.datastructures import ResponseSpec
@@ -13,8 +12,8 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_304_NOT_MO
 
 from app.api.cursors import encode_cursor, keyset_after
 from app.api.dependencies import Injected
+from app.api.document_bodies import decode_documents
 from app.api.document_schemas import (
-    DocumentBatchIn,
     DocumentIn,
     DocumentOut,
     IngestOutcomeOut,
@@ -36,20 +35,10 @@ from app.api.project_routes import (
     document_selection,
 )
 from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
-from app.api.strict_bodies import (
-    LIST_TOO_LONG,
-    TOO_DEEP,
-    invalid_input_of,
-    malformed_json,
-    refuse_heavy_metadata,
-    refuse_long_lists,
-    refuse_over_bound_lists,
-)
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.ingestion.pipeline import ANY_VERSION, IngestionPipeline
-from app.ingestion.validation import refuse_oversized
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
 
@@ -98,54 +87,6 @@ def _holds_version(if_none_match: str, version: int) -> bool:
     """Whether an `If-None-Match` list names `version` (weak comparison, as RFC 9110 has it for GET) or is `*`."""
     tags = (tag.strip() for tag in if_none_match.split(","))
     return any(tag == "*" or tag.removeprefix("W/").strip('"') == str(version) for tag in tags)
-
-
-def _decode_documents(body: bytes, *, max_document_bytes: int, max_batch_documents: int) -> list[DocumentIn]:
-    # A batch's items counted before any is decoded: 3,000,000 tiny documents took 8 s and 650 MB to build
-    # before their number was refused (msgspec checks a list's length once it has decoded every item).
-    try:
-        batch = _is_batch(body, max_batch_documents=max_batch_documents)
-        refuse_over_bound_lists(body, DocumentBatchIn if batch else DocumentIn)  # a document's tags, likewise
-        refuse_heavy_metadata(body, batch=batch, max_document_bytes=max_document_bytes)
-        if batch:
-            documents = msgspec.json.decode(body, type=DocumentBatchIn).documents
-        else:
-            documents = [msgspec.json.decode(body, type=DocumentIn)]
-    except msgspec.ValidationError as error:
-        if str(error).startswith("Expected `object`, got") and "at `$" not in str(error):  # not an object at all
-            msg = 'expected a JSON object: one document, or {"documents": [...]}'
-            raise InvalidInputError(msg, field="body") from None
-        raise invalid_input_of(error) from None
-    except msgspec.DecodeError as error:
-        raise malformed_json(error, body) from None
-    except RecursionError:
-        raise InvalidInputError(TOO_DEEP, field="body") from None
-    for document in documents:
-        if document.text is None and document.markdown is None:
-            msg = f"document {document.id!r} has no text"
-            raise InvalidInputError(msg, field="text")
-        refuse_oversized(
-            document.id,
-            text_bytes=len(document.body().encode()),
-            metadata_bytes=len(msgspec.json.encode(document.metadata)) if document.metadata else 0,
-            max_document_bytes=max_document_bytes,
-        )
-    return documents
-
-
-def _is_batch(body: bytes, *, max_batch_documents: int) -> bool:
-    """Whether `body` is a batch (`documents`), refused when longer than `max_batch_documents` before any is decoded."""
-    try:
-        present = refuse_long_lists(body, {"documents": max_batch_documents})
-    except msgspec.ValidationError as error:
-        if LIST_TOO_LONG in str(error):
-            msg = f"more than {max_batch_documents} documents in one request; at most {max_batch_documents}"
-            raise InvalidInputError(msg, field="documents") from None
-        if "at `$.documents`" in str(error):
-            msg = "documents must be an array of documents"
-            raise InvalidInputError(msg, field="documents") from None
-        raise  # not an object: the caller words it
-    return "documents" in present
 
 
 def _version_from(if_match: str) -> int:
@@ -220,7 +161,7 @@ class DocumentController(Controller):
         a document stored at another version answers 409 and nothing of the request is written.
         `If-None-Match: *` (or `expected_version` 0) writes a document only if it does not exist yet.
         """
-        documents = _decode_documents(
+        documents = decode_documents(
             await request.body(),
             max_document_bytes=settings.max_document_bytes,
             max_batch_documents=settings.max_batch_documents,

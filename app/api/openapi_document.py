@@ -59,7 +59,7 @@ def _describe_ingest_body(document: OpenAPI, *, max_batch_documents: int, max_do
     text["description"] += (
         f". Text and metadata (as compact JSON) together at most {max_document_bytes} bytes of UTF-8 (413)"
     )
-    # A document needs its text under one of two names (`_decode_documents` refuses one without).
+    # A document needs its text under one of two names (`decode_documents` refuses one without).
     components[DocumentIn.__name__]["anyOf"] = [
         {"required": [name], "properties": {name: {"type": "string"}}} for name in ("text", "markdown")
     ]

@@ -1,0 +1,71 @@
+"""The body of `POST .../documents`: one document or `{"documents": [...]}`, decoded strictly and checked whole.
+
+Bounds that msgspec would check only after building every item (a batch's length, a document's tags, its
+metadata's size) are checked on the raw body first.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from app.api.document_schemas import DocumentBatchIn, DocumentIn
+from app.api.strict_bodies import (
+    LIST_TOO_LONG,
+    TOO_DEEP,
+    invalid_input_of,
+    malformed_json,
+    refuse_heavy_metadata,
+    refuse_long_lists,
+    refuse_over_bound_lists,
+)
+from app.domain.errors import InvalidInputError
+from app.ingestion.validation import refuse_oversized
+
+
+def decode_documents(body: bytes, *, max_document_bytes: int, max_batch_documents: int) -> list[DocumentIn]:
+    """The body's documents; a 400 (413 for a document over `max_document_bytes`) for a body they cannot be."""
+    # A batch's items counted before any is decoded: 3,000,000 tiny documents took 8 s and 650 MB to build
+    # before their number was refused (msgspec checks a list's length once it has decoded every item).
+    try:
+        batch = _is_batch(body, max_batch_documents=max_batch_documents)
+        refuse_over_bound_lists(body, DocumentBatchIn if batch else DocumentIn)  # a document's tags, likewise
+        refuse_heavy_metadata(body, batch=batch, max_document_bytes=max_document_bytes)
+        if batch:
+            documents = msgspec.json.decode(body, type=DocumentBatchIn).documents
+        else:
+            documents = [msgspec.json.decode(body, type=DocumentIn)]
+    except msgspec.ValidationError as error:
+        if str(error).startswith("Expected `object`, got") and "at `$" not in str(error):  # not an object at all
+            msg = 'expected a JSON object: one document, or {"documents": [...]}'
+            raise InvalidInputError(msg, field="body") from None
+        raise invalid_input_of(error) from None
+    except msgspec.DecodeError as error:
+        raise malformed_json(error, body) from None
+    except RecursionError:
+        raise InvalidInputError(TOO_DEEP, field="body") from None
+    for document in documents:
+        if document.text is None and document.markdown is None:
+            msg = f"document {document.id!r} has no text"
+            raise InvalidInputError(msg, field="text")
+        refuse_oversized(
+            document.id,
+            text_bytes=len(document.body().encode()),
+            metadata_bytes=len(msgspec.json.encode(document.metadata)) if document.metadata else 0,
+            max_document_bytes=max_document_bytes,
+        )
+    return documents
+
+
+def _is_batch(body: bytes, *, max_batch_documents: int) -> bool:
+    """Whether `body` is a batch (`documents`), refused when longer than `max_batch_documents` before any is decoded."""
+    try:
+        present = refuse_long_lists(body, {"documents": max_batch_documents})
+    except msgspec.ValidationError as error:
+        if LIST_TOO_LONG in str(error):
+            msg = f"more than {max_batch_documents} documents in one request; at most {max_batch_documents}"
+            raise InvalidInputError(msg, field="documents") from None
+        if "at `$.documents`" in str(error):
+            msg = "documents must be an array of documents"
+            raise InvalidInputError(msg, field="documents") from None
+        raise  # not an object: the caller words it
+    return "documents" in present
