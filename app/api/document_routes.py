@@ -12,7 +12,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_304_NOT_MO
 
 from app.api.cursors import encode_cursor, keyset_after
 from app.api.dependencies import Injected
-from app.api.document_bodies import decode_documents
+from app.api.document_bodies import decode_documents, located
 from app.api.document_schemas import (
     DocumentIn,
     DocumentOut,
@@ -161,7 +161,7 @@ class DocumentController(Controller):
         a document stored at another version answers 409 and nothing of the request is written.
         `If-None-Match: *` (or `expected_version` 0) writes a document only if it does not exist yet.
         """
-        documents = decode_documents(
+        documents, batch = decode_documents(
             await request.body(),
             max_document_bytes=settings.max_document_bytes,
             max_batch_documents=settings.max_batch_documents,
@@ -175,9 +175,12 @@ class DocumentController(Controller):
             version = _expected_version(documents[0], if_match=if_match, if_none_match=if_none_match)
             if version is not None:
                 expected[documents[0].id] = version
-        outcomes = await pipeline.ingest(
-            [document.to_domain(project) for document in documents], expected_versions=expected
-        )
+        try:
+            outcomes = await pipeline.ingest(
+                [document.to_domain(project) for document in documents], expected_versions=expected
+            )
+        except InvalidInputError as error:
+            raise located(error, documents, batch=batch) from None
         for outcome in outcomes:
             record_ingested(status=outcome.status, chunks=outcome.chunk_count if outcome.status != "unchanged" else 0)
         return IngestResponse(

@@ -78,7 +78,7 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if self.text is not None and self.markdown is not None:
             # Which one was meant? Taking one silently dropped the other.
             msg = f"document {self.id!r}: give text or markdown, not both"
-            raise InvalidInputError(msg, field="markdown")
+            raise InvalidInputError(msg, field="markdown", document_id=self.id)
         return self.text if self.text is not None else (self.markdown or "")
 
     def to_domain(self, project_id: str) -> Document:

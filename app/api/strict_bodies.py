@@ -323,15 +323,19 @@ def refuse_heavy_metadata(body: bytes, *, batch: bool, max_document_bytes: int) 
     except msgspec.ValidationError:
         return
     documents = probe.documents if isinstance(probe, _MetadataOfBatch) else [probe]
-    found = [(d.id, bytes(d.metadata)) for d in documents or () if d.metadata is not msgspec.UNSET]
-    for document_id, raw in found:
+    found = [
+        (f"documents[{index}].metadata" if batch else "metadata", d.id, bytes(d.metadata))
+        for index, d in enumerate(documents or ())
+        if d.metadata is not msgspec.UNSET
+    ]
+    for field, document_id, raw in found:
         if len(raw) > max_document_bytes:
             msg = (
                 f"document {document_id!r}: its metadata alone is {len(raw)} bytes; the limit is "
                 f"{max_document_bytes} (text and metadata)"
             )
-            raise DocumentTooLargeError(msg, field="metadata")
-    raws = [raw for _, raw in found]
+            raise DocumentTooLargeError(msg, field=field)
+    raws = [raw for _, _, raw in found]
     if sum(len(raw) for raw in raws) <= _SMALL_METADATA_BYTES:
         return
     # Commas and brackets inside strings count too at first: only a count over the bound is made exact.

@@ -12,11 +12,16 @@ class SearchServiceError(Exception):
 
 
 class InvalidInputError(SearchServiceError):
-    """The caller sent something we cannot act on; `field` names the offending input."""
+    """The caller sent something we cannot act on; `field` names the offending input.
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    `document_id` names the document of an ingest batch whose `field` it is (the API turns the two into
+    the item's path in the body, `documents[2].tags`).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, document_id: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+        self.document_id = document_id
 
 
 class InvalidQueryError(InvalidInputError):

@@ -207,13 +207,13 @@ class IngestionPipeline:
         for plan in changed:
             if not plan.chunks:
                 msg = f"document {plan.document.document_id!r} has no text outside front matter"
-                raise InvalidInputError(msg, field="text")
+                raise InvalidInputError(msg, field="text", document_id=plan.document.document_id)
             if len(plan.chunks) > MAX_CHUNKS_PER_DOCUMENT:
                 msg = (
                     f"document {plan.document.document_id!r} splits into {len(plan.chunks)} chunks; at most "
                     f"{MAX_CHUNKS_PER_DOCUMENT} (many tiny sections under alternating headings: split the document)"
                 )
-                raise DocumentTooLargeError(msg, field="text")
+                raise DocumentTooLargeError(msg, field="text", document_id=plan.document.document_id)
         vectors, embedded_by = await self._embeddings([chunk for plan in changed for chunk in plan.chunks])
         versions = {key: state.version for key, state in states.items()}
         if changed:

@@ -40,27 +40,27 @@ def validate_documents(documents: Sequence[Document], *, max_document_bytes: int
             raise InvalidInputError(msg, field="project_id")
         if not document.document_id.strip():
             msg = "document id must not be empty"
-            raise InvalidInputError(msg, field="document_id")
+            raise InvalidInputError(msg, field="document_id", document_id=document.document_id)
         if not is_addressable(document.document_id):
             msg = (
                 f"document id {document.document_id!r} cannot be read back by its URL: a part between '/' is "
                 "empty (a leading, trailing or doubled '/'), '.' or '..', which URLs drop or resolve"
             )
-            raise InvalidInputError(msg, field="document_id")
+            raise InvalidInputError(msg, field="document_id", document_id=document.document_id)
         if key in seen:
             msg = f"document {document.document_id!r} appears twice in one batch"
-            raise InvalidInputError(msg, field="document_id")
+            raise InvalidInputError(msg, field="document_id", document_id=document.document_id)
         seen.add(key)
         if _nesting_depth(document.metadata) > MAX_METADATA_DEPTH:
             msg = f"document {document.document_id!r}: metadata nests deeper than {MAX_METADATA_DEPTH} levels"
-            raise InvalidInputError(msg, field="metadata")
+            raise InvalidInputError(msg, field="metadata", document_id=document.document_id)
         _check_texts(document)
         if not document.text.strip():
             msg = f"document {document.document_id!r} has no text"
-            raise InvalidInputError(msg, field="text")
+            raise InvalidInputError(msg, field="text", document_id=document.document_id)
         if any(not tag.strip() for tag in document.tags):
             msg = f"document {document.document_id!r}: a tag is blank (only white space)"
-            raise InvalidInputError(msg, field="tags")
+            raise InvalidInputError(msg, field="tags", document_id=document.document_id)
         _check_sizes(document)
         if max_document_bytes is not None:
             metadata_bytes = len(_compact_json(document.metadata)) if document.metadata else 0
@@ -77,7 +77,7 @@ def validate_documents(documents: Sequence[Document], *, max_document_bytes: int
                 f"document {document.document_id!r}: event_time must lie after 0001-01-01T00:00:00Z and before "
                 "9999-12-31T23:59:59.999999Z"
             )
-            raise InvalidInputError(msg, field="event_time")
+            raise InvalidInputError(msg, field="event_time", document_id=document.document_id)
 
 
 def _check_texts(document: Document) -> None:
@@ -85,10 +85,10 @@ def _check_texts(document: Document) -> None:
     for name, value in _text_fields(document):
         if "\x00" in value:
             msg = f"document {document.document_id!r}: {name} contains a NUL character"
-            raise InvalidInputError(msg, field=name)
+            raise InvalidInputError(msg, field=name, document_id=document.document_id)
         if not is_unicode_text(value):
             msg = f"document {document.document_id!r}: {name} holds a lone surrogate (such as \\ud800)"
-            raise InvalidInputError(msg, field=name)
+            raise InvalidInputError(msg, field=name, document_id=document.document_id)
 
 
 def refuse_oversized(document_id: str, *, text_bytes: int, metadata_bytes: int, max_document_bytes: int) -> None:
@@ -99,7 +99,9 @@ def refuse_oversized(document_id: str, *, text_bytes: int, metadata_bytes: int, 
     size = text_bytes + metadata_bytes
     if size > max_document_bytes:
         msg = f"document {document_id!r} is {size} bytes (text and metadata); the limit is {max_document_bytes}"
-        raise DocumentTooLargeError(msg, field="text" if text_bytes > max_document_bytes else "metadata")
+        raise DocumentTooLargeError(
+            msg, field="text" if text_bytes > max_document_bytes else "metadata", document_id=document_id
+        )
 
 
 def is_unicode_text(text: str) -> bool:
@@ -123,7 +125,7 @@ def _check_sizes(document: Document) -> None:
     if problem is not None:
         field, detail = problem
         msg = f"document {document.document_id!r}{detail}"
-        raise InvalidInputError(msg, field=field)
+        raise InvalidInputError(msg, field=field, document_id=document.document_id)
 
 
 def size_problem(title: str, tags: Sequence[str]) -> tuple[str, str] | None:

@@ -271,9 +271,9 @@ async def test_a_body_nested_past_what_the_decoder_reads_is_a_400_problem(client
             {"id": "x", "text": "fine", "event_time": "0001-01-01T00:00:00Z"}, "event_time", id="stored-as-infinity"
         ),
         pytest.param({"id": "", "text": "fine"}, "id", id="empty-id"),
-        pytest.param({"id": "a/../b", "text": "fine"}, "document_id", id="dot-dot-in-id"),
-        pytest.param({"id": "a//b", "text": "fine"}, "document_id", id="double-slash-in-id"),
-        pytest.param({"id": "notes/", "text": "fine"}, "document_id", id="trailing-slash-in-id"),
+        pytest.param({"id": "a/../b", "text": "fine"}, "id", id="dot-dot-in-id"),
+        pytest.param({"id": "a//b", "text": "fine"}, "id", id="double-slash-in-id"),
+        pytest.param({"id": "notes/", "text": "fine"}, "id", id="trailing-slash-in-id"),
     ],
 )
 async def test_bad_document_is_rejected_with_the_whole_batch(client, unique_name, bad, field) -> None:
@@ -665,3 +665,45 @@ async def test_a_metadata_number_past_a_float_is_a_400_naming_metadata(client, u
     assert problem["field"] in {"metadata", "documents[0].metadata"}
     assert "64-bit float" in problem["detail"]
     assert "[...]" not in problem["detail"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        pytest.param({"id": "bad", "text": "fine", "tags": ["ops", " "]}, "tags", id="blank-tag"),
+        pytest.param({"id": "bad", "text": " \n "}, "text", id="blank-text"),
+        pytest.param({"id": "bad", "title": "no text"}, "text", id="no-text"),
+        pytest.param({"id": "bad", "text": "fine", "title": "nul \x00"}, "title", id="nul-title"),
+        pytest.param({"id": "bad", "text": "fine", "metadata": {"k": "\x00"}}, "metadata", id="nul-metadata"),
+        pytest.param({"id": "a/../b", "text": "fine"}, "id", id="unaddressable-id"),
+        pytest.param({"id": "bad", "text": "x" * (MAX_DOCUMENT_BYTES + 1)}, "text", id="too-large"),
+        pytest.param(
+            {"id": "bad", "text": "fine", "metadata": {"k": "v" * MAX_DOCUMENT_BYTES}},
+            "metadata",
+            id="metadata-too-large",
+        ),
+        pytest.param({"id": "bad", "text": "---\ntitle: Only front matter\n---\n"}, "text", id="front-matter-only"),
+        pytest.param({"id": "bad", "text": "fine", "markdown": "also"}, "markdown", id="text-and-markdown"),
+        pytest.param(
+            {"id": "bad", "text": "fine", "event_time": "0001-01-01T00:00:00Z"}, "event_time", id="event-time-infinity"
+        ),
+    ],
+)
+async def test_a_refused_batch_names_the_item_and_the_field_as_body_paths(client, unique_name, bad, field) -> None:
+    # The field was "tags" or "document_id" whichever item was wrong; msgspec's own errors said "documents[1].tags".
+    batch = {"documents": [doc("first", "First."), bad, doc("third", "Third.")]}
+
+    batch_problem = assert_problem(await post(client, unique_name, batch))
+    single_problem = assert_problem(await post(client, unique_name, bad))
+
+    assert (batch_problem["field"], single_problem["field"]) == (f"documents[1].{field}", field)
+    assert (await client.get(f"/v1/projects/{unique_name}/documents/first")).status_code == 404
+
+
+async def test_a_document_id_twice_in_a_batch_names_the_second(client, unique_name) -> None:
+    batch = {"documents": [doc("one", "One."), doc("two", "Two."), doc("one", "One again.")]}
+
+    problem = assert_problem(await post(client, unique_name, batch), 400)
+
+    assert problem["field"] == "documents[2].id"
+    assert "'one'" in problem["detail"]
