@@ -10,8 +10,9 @@ from urllib.parse import quote
 import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.status_codes import HTTP_413_REQUEST_ENTITY_TOO_LARGE, HTTP_500_INTERNAL_SERVER_ERROR
 
 from app.api.strict_bodies import readable_validation_message
 from app.domain.errors import (
@@ -223,13 +224,22 @@ def validation_error_handler(_: Request[Any, Any, Any], error: ValidationExcepti
     return problem(400, "Invalid request", detail, field=fields[0] if fields else None, fields=fields or None)
 
 
-def http_error_handler(_: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
+def http_error_handler(request: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
     """Framework HTTP errors (404 route, 405, 413 body size) as problem+json, keeping their headers (405: `Allow`).
 
     Titled by their status ("Method not allowed"), as the service's own problems are, not by the
-    framework's class name (`MethodNotAllowedException`).
+    framework's class name (`MethodNotAllowedException`). A body over the request limit says the limit (it
+    said "Request Entity Too Large", whatever the limit and however far past it).
     """
-    return problem(error.status_code, framework_title(error.status_code), error.detail, headers=error.headers or None)
+    detail = error.detail
+    handler = request.scope.get("route_handler") if error.status_code == HTTP_413_REQUEST_ENTITY_TOO_LARGE else None
+    limit = handler.resolve_request_max_body_size() if isinstance(handler, HTTPRouteHandler) else None
+    if limit:
+        detail = (
+            f"the request body is over {limit} bytes ({limit / 2**20:g} MiB), the most one request may carry: "
+            "split it into smaller requests (fewer documents per request)"
+        )
+    return problem(error.status_code, framework_title(error.status_code), detail, headers=error.headers or None)
 
 
 def framework_title(status: int) -> str:
