@@ -29,6 +29,8 @@ DATETIME_HINT: Final = (
 )
 # msgspec's decoder recurses per nesting level and stops at the interpreter's limit (about 1,000 levels).
 _LONE_HIGH_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
+_LONE_LOW_SURROGATE: Final = re.compile(rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_MSGSPEC_PREFIX: Final = "JSON is malformed: "
 TOO_DEEP: Final = "the JSON body nests too deeply (arrays and objects within one another, about 1,000 levels)"
 
 
@@ -184,12 +186,15 @@ def malformed_json(error: msgspec.DecodeError, body: bytes) -> InvalidInputError
 
     msgspec calls a high-surrogate escape (D800-DBFF) with no low one after it "Input data was truncated"
     (at the end of a body) or "unexpected end of hex escape" (within one), which sent a caller looking for
-    a cut-off body that was whole.
+    a cut-off body that was whole; a low one (DC00-DFFF) with no high one before it "invalid utf-16
+    surrogate pair". Both are named as what they are.
     """
-    reason = str(error)
+    reason = str(error).removeprefix(_MSGSPEC_PREFIX)  # "malformed JSON: JSON is malformed: ..." said it twice
     misnamed = reason == "Input data was truncated" or "escape" in reason or "surrogate" in reason
     if misnamed and _LONE_HIGH_SURROGATE.search(body):
         reason = "a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one (a lone surrogate is no character)"
+    elif misnamed and _LONE_LOW_SURROGATE.search(body):
+        reason = "a \\uDC00-\\uDFFF escape not after a \\uD800-\\uDBFF one (a lone surrogate is no character)"
     return InvalidInputError(f"malformed JSON: {reason}", field="body")
 
 

@@ -720,3 +720,27 @@ async def test_a_body_over_the_request_limit_is_a_413_saying_the_limit(client, u
     problem = assert_problem(response, 413)
     assert str(64 * 1024 * 1024) in problem["detail"]
     assert "fewer documents" in problem["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (
+            b'{"id": "x", "text": "fine", "tags": ["\\udc00"]}',
+            "malformed JSON: a \\uDC00-\\uDFFF escape not after a \\uD800-\\uDBFF one (a lone surrogate is no character)",
+        ),
+        (
+            b'{"documents": [{"id": "x", "text": "fine", "metadata": {"k": "\\ud800\\u0041"}}]}',
+            "malformed JSON: a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one (a lone surrogate is no character)",
+        ),
+        (b'{"id": "x", "text": "fine", "metadata": {"k": NaN}}', "malformed JSON: invalid character (byte 46)"),
+    ],
+)  # fmt: skip
+async def test_a_malformed_body_is_worded_once_and_a_lone_surrogate_named(client, unique_name, body, detail) -> None:
+    # A lone low surrogate was "JSON is malformed: invalid utf-16 surrogate pair", after "malformed JSON: " too.
+    response = await client.post(
+        f"/v1/projects/{unique_name}/documents", content=body, headers={"content-type": "application/json"}
+    )
+
+    problem = assert_problem(response, 400)
+    assert (problem["field"], problem["detail"]) == ("body", detail)
