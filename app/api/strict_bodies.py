@@ -241,9 +241,34 @@ def refuse_over_bound_lists(body: bytes, body_type: type[msgspec.Struct]) -> Non
             msgspec.json.decode(body, type=_path_probe(steps, bound))
         except msgspec.ValidationError as error:
             if LIST_TOO_LONG in str(error):
-                path = "".join(f".{name}" if name else "[*]" for name, _ in steps).lstrip(".")
-                msg = f"{path}: must hold at most {bound} items"
-                raise InvalidInputError(msg, field=path) from None
+                # The probe's message names no item ("documents[*].tags"): the path is found again, by index.
+                found = _over_bound_path(body, steps, bound)
+                path = found or "".join(f".{name}" if name else "[*]" for name, _ in steps)
+                msg = f"{path.lstrip('.')}: must hold at most {bound} items"
+                raise InvalidInputError(msg, field=path.lstrip(".")) from None
+
+
+def _over_bound_path(raw: bytes, steps: tuple[_Step, ...], bound: int) -> str | None:
+    """The path (`.documents[2].tags`) of the first list at `steps` in `raw` over `bound`, one raw level at a time.
+
+    Lists on the way are within their bounds: `_bounded_lists` puts an outer list before its items' lists.
+    """
+    try:
+        if not steps:
+            msgspec.json.decode(raw, type=_at_most(bound))
+            return None
+        name = steps[0][0]
+        if not name:
+            items = msgspec.json.decode(raw, type=list[msgspec.Raw])
+            found = ((index, _over_bound_path(item, steps[1:], bound)) for index, item in enumerate(items))
+            return next((f"[{index}]{path}" for index, path in found if path is not None), None)
+        value = getattr(msgspec.json.decode(raw, type=_object_with(name, msgspec.Raw)), name)
+        path = None if value is msgspec.UNSET else _over_bound_path(value, steps[1:], bound)
+    except msgspec.ValidationError as error:
+        return "" if not steps and LIST_TOO_LONG in str(error) else None
+    except msgspec.DecodeError:
+        return None
+    return None if path is None else f".{name}{path}"
 
 
 def prepare_probes(*body_types: type[msgspec.Struct]) -> None:

@@ -246,7 +246,7 @@ async def test_post_rejects_an_empty_or_malformed_body_naming_it(client, body: b
         (
             "/v1/search/batch",
             {"project": "p", "queries": [{"query": "x"}, {"query": "y", "filters": {"tags": [1] * 65}}]},
-            "queries[*].filters.tags",
+            "queries[1].filters.tags",  # the item: it said queries[*]
             64,
         ),
     ],
