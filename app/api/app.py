@@ -191,6 +191,7 @@ def create_app(
         app.openapi_schema,
         max_batch_documents=settings.max_batch_documents,
         max_document_bytes=settings.max_document_bytes,
+        search_batch_max_queries=settings.search_batch_max_queries,
     )
     add_response_headers(app)
     trace_requests(app, traced=settings.tracing_enabled)

@@ -31,13 +31,16 @@ SEARCH_PATH: Final = "/v1/search"
 INGESTED_ID: Final = "$response.body#/documents/0/id"
 
 
-def complete_openapi(document: OpenAPI, *, max_batch_documents: int, max_document_bytes: int) -> None:
+def complete_openapi(
+    document: OpenAPI, *, max_batch_documents: int, max_document_bytes: int, search_batch_max_queries: int
+) -> None:
     """Add to Litestar's document what it cannot derive; call once, before the document is first served.
 
-    The ingest body states this server's limits (`MAX_BATCH_DOCUMENTS`, `MAX_DOCUMENT_BYTES`), not the
-    ceilings its decoder is built with.
+    The ingest and batch search bodies state this server's limits (`MAX_BATCH_DOCUMENTS`, `MAX_DOCUMENT_BYTES`,
+    `SEARCH_BATCH_MAX_QUERIES`), not the ceilings their decoders are built with.
     """
     _, components = msgspec.json.schema_components(CLOSED_REQUEST_STRUCTS, ref_template=COMPONENT_REF)
+    components[BatchSearchRequest.__name__]["properties"]["queries"]["maxItems"] = search_batch_max_queries
     # msgspec's JSON Schema dicts are serialised as they are; Litestar's `Schema` type is only their typed form.
     document.components.schemas.update(cast("dict[str, Schema]", components))
     _describe_ingest_body(document, max_batch_documents=max_batch_documents, max_document_bytes=max_document_bytes)

@@ -229,6 +229,16 @@ async def test_the_ingest_body_states_this_servers_batch_and_size_limits(tmp_pat
     assert "12345 bytes" in schemas["DocumentIn"]["properties"]["text"]["description"]
 
 
+async def test_the_batch_search_body_states_this_servers_query_limit(tmp_path) -> None:
+    # It said `maxItems: 1000` (the setting's ceiling) while the server refused a 33rd query.
+    app = create_app(api_settings(tmp_path, search_batch_max_queries=5))
+    schemas = (await AsyncTestClient(app=app, base_url="http://127.0.0.1").get("/schema/openapi.json")).json()[
+        "components"
+    ]["schemas"]
+
+    assert schemas["BatchSearchRequest"]["properties"]["queries"]["maxItems"] == 5
+
+
 def test_the_document_fields_say_what_the_server_does_with_them(openapi) -> None:
     fields = openapi["components"]["schemas"]["DocumentIn"]["properties"]
 
