@@ -142,7 +142,19 @@ def _paging(
         msg = "cursor is not a cursor this endpoint returned"
         raise InvalidQueryError(msg, field="cursor")
     clock = as_of or _cursor_clock(values) or datetime.now(UTC)
-    return _Paging(page=SearchPage(offset=start, generation=generation), as_of=as_of, clock=clock)
+    page = SearchPage(offset=start, generation=generation, speakers=_cursor_speakers(values))
+    return _Paging(page=page, as_of=as_of, clock=clock)
+
+
+def _cursor_speakers(values: dict[str, Any]) -> frozenset[str] | None:
+    """The query's names its first page read as the project's speakers (None: a cursor minted without them)."""
+    names = values.get("s")
+    if names is None:
+        return None
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        msg = "cursor is not a cursor this endpoint returned"
+        raise InvalidQueryError(msg, field="cursor")
+    return frozenset(names)
 
 
 def _respond(
@@ -154,6 +166,7 @@ def _respond(
             "o": outcome.next_offset,
             "g": outcome.generation,
             "f": _fingerprint(query, options, paging.as_of),
+            "s": sorted(outcome.speakers),  # every page plans as the first did, on whichever replica
         }
         if paging.clock is not None:
             values["t"] = as_utc(paging.clock).isoformat()

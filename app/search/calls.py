@@ -66,6 +66,8 @@ class SearchOutcome:
     next_offset: int | None = None
     generation: int | None = None
     """The project's generation the ranking was made at (None: not read, the cache is off)."""
+    speakers: frozenset[str] = frozenset()
+    """The query's names the plan read as the project's speakers (left out of its semantic text); cursors keep them."""
     ranking_changed: bool = False
     """A later page cut from a ranking made now, not the one its first page came from (that one is held only
     by the replica that made it, and only while its cache keeps it): hits may repeat or be missed across pages."""

@@ -26,10 +26,14 @@ class SearchPage:
     was ranked at (from its cursor): while the query cache still holds that ranking, later pages are cut
     from it even after a write, so pages never repeat or skip a hit; a hit whose document was deleted or
     rewritten since is left out of its page (`current_page_of`), never served from the old ranking.
+    `speakers` are the query's names the first page read as the project's speakers (its common title names,
+    `app/search/common_names.py`), from its cursor: each replica reads those on its own every few minutes,
+    so a later page reading them again could plan, and rank, otherwise at the same generation (None: read them).
     """
 
     offset: int = 0
     generation: int | None = None
+    speakers: frozenset[str] | None = None
 
 
 def page_of(outcome: SearchOutcome, call: SearchCall, knobs: SearchKnobs) -> SearchOutcome:

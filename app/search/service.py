@@ -167,11 +167,13 @@ class SearchService:
             options = replace(without_fusion_options(options), strategy=SearchStrategy.SEMANTIC)
         return build_plan(analysis, options, knobs, common_names=common_names)
 
-    async def _common_names(self, analysis: QueryAnalysis, project: str, share: float) -> frozenset[str]:
-        """The project's common title words, read only when the query names someone (`app/search/common_names.py`)."""
+    async def _common_names(self, analysis: QueryAnalysis, call: SearchCall, share: float) -> frozenset[str]:
+        """The project's common title words, read when the query names someone; a later page's: its first page's."""
+        if call.page is not None and call.page.speakers is not None:
+            return call.page.speakers
         if self._common is None or not analysis.names:
             return frozenset()
-        return await self._common.of(project, min_share=share)  # a share of 0 reads nothing
+        return await self._common.of(call.options.project, min_share=share)  # a share of 0 reads nothing
 
     async def search(self, call: SearchCall) -> SearchOutcome:
         """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works.
@@ -248,7 +250,7 @@ class SearchService:
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
-            common_names = await self._common_names(analysis, options.project, knobs.semantic_common_name_share)
+            common_names = await self._common_names(analysis, call, knobs.semantic_common_name_share)
             plan = self._plan(analysis, options, knobs, arm, common_names)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
         key, generation = await self._cache_key(call, analysis, plan, arm, resolved)
@@ -311,6 +313,7 @@ class SearchService:
             total_ms=total_ms,
             arm_decided_by=prepared.decided_by,
             generation=prepared.generation,
+            speakers=prepared.common_names.intersection(prepared.analysis.names),
         )
         record_search(
             strategy=plan.strategy.value,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from app.api.cursors import decode_cursor, encode_cursor
 from app.config import SEARCH_BATCH_MAX_QUERIES_CEILING
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
 
@@ -167,6 +168,58 @@ async def test_a_later_page_never_serves_what_was_deleted_or_retagged_since_its_
     assert (await client.delete(f"/v1/projects/{project}")).status_code == 200
     after_project_delete = await search(client, body | {"cursor": first["next_cursor"]})
     assert after_project_delete["results"] == []
+
+
+async def test_a_later_page_on_another_replica_reads_the_query_as_its_first_page_did(
+    client, api_postgres_url, counting, tmp_path
+) -> None:
+    # Two apps on one database are two replicas. Each reads a project's speakers (the common title names the
+    # semantic query leaves out) on its own, kept 5 minutes: the first replica read them before the speakers'
+    # turns were written, so the other one cut the second page from another ranking at the same generation,
+    # repeating and skipping hits while saying `ranking_changed: false`. Semantic only: each app has a tantivy
+    # folder of its own, and nothing is queued while both run.
+    project = "pages-speakers"
+    notes = [{"id": f"n{n}", "title": f"notes {n}", "text": f"A quiet harbour evening, note {n}."} for n in range(12)]
+    assert (await client.post(f"/v1/projects/{project}/documents", json={"documents": notes})).status_code == 201
+    body = {"query": "What did Caroline bake?", "project": project, "limit": 4, "strategy": "semantic"}
+    await search(client, body)  # this replica reads the titles now: nobody is named in them yet
+    turns = [
+        {
+            "id": f"t{n:02}",
+            "title": f"1:56 pm on {n} May, 2023 | Caroline",
+            "text": "Caroline said hello to everyone." if n % 2 else f"I baked rye bread, loaf {n}.",
+        }
+        for n in range(24)
+    ]
+    assert (await client.post(f"/v1/projects/{project}/documents", json={"documents": turns})).status_code == 201
+    for turn in turns:  # the outbox's indexing moves the generation on too: page at the last one
+        await wait_indexed(client, project, turn["id"])
+    first = await search(client, body | {"offset": 0})
+    second_here = await search(client, body | {"cursor": first["next_cursor"]})
+    data_dir = tmp_path / "other-replica"
+    async with (
+        build_engines(database_url=api_postgres_url, lexical_path=data_dir / "lexical", embedder=counting) as built,
+        app_client(built.app(api_settings(data_dir))) as other_replica,
+    ):
+        second_there = await search(other_replica, body | {"cursor": first["next_cursor"]})
+
+    assert second_there["ranking_changed"] is False
+    assert [hit["id"] for hit in second_there["results"]] == [hit["id"] for hit in second_here["results"]]
+    assert {hit["id"] for hit in first["results"]}.isdisjoint(hit["id"] for hit in second_there["results"])
+    assert (await client.delete(f"/v1/projects/{project}")).status_code == 200
+
+
+@pytest.mark.parametrize("speakers", ["caroline", [1], {"caroline": True}])
+async def test_a_cursor_whose_speakers_are_not_a_list_of_names_is_a_400(client, project, speakers) -> None:
+    body = {"query": "painted lake", "project": project, "limit": 2}
+    values = decode_cursor((await search(client, body | {"offset": 0}))["next_cursor"], kind="search")
+
+    response = await client.post(
+        "/v1/search", json=body | {"cursor": encode_cursor("search", values | {"s": speakers})}
+    )
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "cursor"
 
 
 async def test_get_memory_query_pages_with_offset_and_cursor(client, project) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+from app.domain.models import Chunk, EmbeddedChunk, SearchStrategy, StoredDocument
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
 from app.knobs import SearchKnobs
@@ -77,3 +77,38 @@ async def test_a_later_page_from_a_replica_without_the_first_pages_ranking_says_
     assert same_replica.ranking_changed is False  # cut from the first page's ranking, which it holds
     assert another_replica.ranking_changed is True  # cut from today's ranking: hits may repeat or be missed
     assert unwritten.ranking_changed is False  # an offset without a generation asks for today's ranking
+
+
+async def test_a_later_page_from_another_replica_reads_the_query_as_the_first_page_did() -> None:
+    # The project's speakers (common title names, left out of the semantic query) are each replica's own
+    # 5-minute read: a replica that read them before the speakers' turns were written ranked the first page
+    # with the name, another one cut the next page from a ranking without it, and served hits of the first
+    # page again while saying `ranking_changed: false`.
+    store = InMemoryDocumentStore()
+    await store.save_documents([await note(number, f"quiet harbour evening {number}") for number in range(12)])
+    first_replica, other_replica = replica(store), replica(store)
+    naming = SearchCall(
+        query="What did Caroline bake?",
+        options=SearchOptions(project=PROJECT, limit=4, strategy=SearchStrategy.SEMANTIC),
+        auth_scope="t",
+        caller_key="t",
+    )
+    await first_replica.search(naming)  # reads the titles now: nobody is named in them yet
+    for number in range(20, 44):
+        document, embedded = await note(number, "Caroline said hello" if number % 2 else "I bake rye bread")
+        await store.save_documents([(replace(document, title=f"1:56 pm on 8 May, 2023 | Caroline {number}"), embedded)])
+    paged = replace(naming, page=SearchPage(offset=0))
+
+    first = await first_replica.search(paged)
+    # What its cursor carries (`app/api/search_routes.py`).
+    later = replace(
+        paged, page=SearchPage(offset=first.next_offset or 0, generation=first.generation, speakers=first.speakers)
+    )
+    from_first = await first_replica.search(later)
+    from_other = await other_replica.search(later)
+
+    chunk_ids = [[hit.chunk.chunk_id for hit in outcome.result.hits] for outcome in (first, from_first, from_other)]
+    assert from_other.ranking_changed is False
+    assert set(chunk_ids[0]).isdisjoint(chunk_ids[2])  # no hit of the first page again
+    assert chunk_ids[2] == chunk_ids[1]  # the page the first replica cuts from its own ranking
+    assert from_other.plan.semantic_text == first.plan.semantic_text
