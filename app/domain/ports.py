@@ -157,8 +157,8 @@ class DocumentTitles(Protocol):
     async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
         """Return the titles of at most `limit` of the project's documents.
 
-        One entry per document (however many chunks it has), in no promised order; an unknown project
-        gives an empty list.
+        One entry per document (however many chunks it has), the first `limit` by document id, so that
+        every replica reads the same ones; an unknown project gives an empty list.
         """
         ...
 

@@ -209,8 +209,8 @@ class InMemoryDocumentStore:
     async def document_titles(self, project_id: str, *, limit: int) -> list[str]:
         """Return the titles of at most `limit` of the project's documents."""
         self._check_available()
-        titles = [document.title for document in self._documents.values() if document.project_id == project_id]
-        return titles[: max(limit, 0)]
+        own = sorted((d.document_id, d.title) for d in self._documents.values() if d.project_id == project_id)
+        return [title for _, title in own[: max(limit, 0)]]
 
     async def existing_chunks(
         self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None

@@ -241,7 +241,10 @@ form never conflicts with the documents' one-key locks (`LOCK_DOCUMENTS`).
 PROJECT_LOCK_NAMESPACE: Final = 20261130
 
 
-SELECT_DOCUMENT_TITLES: Final = "SELECT title FROM documents WHERE project_id = :project_id LIMIT :limit"
+SELECT_DOCUMENT_TITLES: Final = (
+    "SELECT title FROM documents WHERE project_id = :project_id ORDER BY document_id LIMIT :limit"
+)
+"""By id, the primary key's order: every replica reads the same titles of a project holding more than `:limit`."""
 
 SELECT_PROJECT_SIZE: Final = (
     "SELECT greatest(reltuples, 0) AS table_rows, "

@@ -222,14 +222,15 @@ class DocumentStoreContract:
 
     async def test_document_titles_are_one_per_document_up_to_the_limit(self, store, project) -> None:
         await store.save_documents(
-            [entry(project, "a", 3, title="Kafka"), entry(project, "b", 1, title="Postgres"), entry(project, "c", 2)]
+            [entry(project, "b", 1, title="Postgres"), entry(project, "a", 3, title="Kafka"), entry(project, "c", 2)]
         )
         await store.delete_document(project, "c")
 
         titles = await store.document_titles(project, limit=10)
 
         assert sorted(titles) == ["Kafka", "Postgres"]  # one per document, however many chunks
-        assert len(await store.document_titles(project, limit=1)) == 1
+        # The first by id, on every replica alike (a project past the limit is sampled the same way everywhere).
+        assert await store.document_titles(project, limit=1) == ["Kafka"]
         assert await store.document_titles(project, limit=0) == []
         assert await store.document_titles(project + "_x", limit=10) == []
 
