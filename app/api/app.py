@@ -98,6 +98,11 @@ def _settings(state: State) -> Settings:
     return _services(state).settings
 
 
+METRICS_PATH_PATTERN: Final = r"\A/metrics/?\Z"
+"""What the HTTP metrics leave out: the scrape itself. Litestar searches a pattern anywhere in the path, so
+a bare `/metrics` also left out every request of a project named `metrics-...` (`/v1/projects/metrics-a/...`)."""
+
+
 class PublicPrometheusController(PrometheusController):
     """`GET /metrics`, scraped without a token (restrict it with a NetworkPolicy)."""
 
@@ -142,7 +147,9 @@ def create_app(
         finally:
             tracer_provider.shutdown()
 
-    prometheus = PrometheusConfig(app_name="poimen", prefix="poimen_http", group_path=True, exclude=["/metrics"])
+    prometheus = PrometheusConfig(
+        app_name="poimen", prefix="poimen_http", group_path=True, exclude=[METRICS_PATH_PATTERN]
+    )
     handlers: list[type | Router] = [
         SearchController,
         DocumentController,

@@ -144,3 +144,21 @@ async def test_metrics_output_passes_promtool(ops_app, unique_name) -> None:
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "poimen_query_stage_duration_seconds_bucket" in text
+
+
+async def test_requests_of_a_project_named_like_the_metrics_path_are_counted(ops_app, unique_name) -> None:
+    # `/metrics` itself is left out of the HTTP metrics; a path that merely contains it is an API request.
+    project = f"metrics-{unique_name}"
+    write = {"method": "POST", "path": "/v1/projects/{project}/documents", "status_code": "201"}
+    read = {"method": "GET", "path": "/v1/projects/{project}/documents/{document_id}", "status_code": "404"}
+    writes_before = sample("poimen_http_requests_total", app_name="poimen", **write)
+    reads_before = sample("poimen_http_requests_total", app_name="poimen", **read)
+    async with ops_app.client() as client:
+        created = await client.post(f"/v1/projects/{project}/documents", json={"documents": [CORPUS[0]]})
+        missing = await client.get(f"/v1/projects/{project}/documents/metrics")
+        scrape = await client.get("/metrics")
+
+    assert (created.status_code, missing.status_code, scrape.status_code) == (201, 404, 200)
+    assert sample("poimen_http_requests_total", app_name="poimen", **write) == writes_before + 1
+    assert sample("poimen_http_requests_total", app_name="poimen", **read) == reads_before + 1
+    assert 'path="/metrics"' not in scrape.text
