@@ -40,6 +40,7 @@ from tests.deploy.test_chart import (
     main_container,
     tool,
 )
+from tests.deploy.test_dashboard import METRIC_CONTRACT
 
 pytestmark = pytest.mark.slow
 
@@ -727,6 +728,7 @@ def test_every_alert_passes_promtool_unit_tests(tmp_path: Path) -> None:
         == tested
         == {
             "PoimenHighErrorRatio",
+            "PoimenHighHttpErrorRatio",
             "PoimenHighDegradedRatio",
             "PoimenSearchLatencyOverBudget",
             "PoimenLexicalOutboxLagging",
@@ -744,6 +746,13 @@ def test_alerts_use_only_metrics_the_service_exports(tmp_path: Path) -> None:
         if family.name.startswith("poimen_")
         for suffix in suffixes.get(family.type, ("",))
     }
+    # Litestar's HTTP metrics exist once its middleware served a request (tests/api/test_dashboard_live.py).
+    exported |= {
+        name + suffix
+        for name, kind in METRIC_CONTRACT.items()
+        if name.startswith("poimen_http_")
+        for suffix in (suffixes["histogram"] if kind == "histogram" else ("",))  # contract counters end in _total
+    }
     rules = yaml.safe_load(rendered_rules(tmp_path).read_text())
     used = {
         name
@@ -755,6 +764,7 @@ def test_alerts_use_only_metrics_the_service_exports(tmp_path: Path) -> None:
     assert used
     assert used <= exported
     assert "poimen_lexical_outbox_oldest_age_seconds" in used
+    assert "poimen_http_requests_total" in used
 
 
 # --- dependencies declared, locked, never committed -------------------------------------------------------
