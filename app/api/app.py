@@ -45,7 +45,7 @@ from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
 from app.ingestion.catalog import ProjectCatalog
 from app.ingestion.pipeline import IngestionPipeline
-from app.observability.metrics import configure_metrics
+from app.observability.metrics import HTTP_DURATION_BUCKETS_S, configure_metrics
 from app.observability.tracing import configure_tracing
 from app.search.service import SearchService
 from app.wiring.services import Services, open_services
@@ -148,7 +148,11 @@ def create_app(
             tracer_provider.shutdown()
 
     prometheus = PrometheusConfig(
-        app_name="poimen", prefix="poimen_http", group_path=True, exclude=[METRICS_PATH_PATTERN]
+        app_name="poimen",
+        prefix="poimen_http",
+        group_path=True,
+        exclude=[METRICS_PATH_PATTERN],
+        buckets=list(HTTP_DURATION_BUCKETS_S),
     )
     handlers: list[type | Router] = [
         SearchController,

@@ -86,6 +86,12 @@ _ENGINE_LEGS: Final = {
 }
 
 _STAGE_BUCKETS_S: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+HTTP_DURATION_BUCKETS_S: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+"""Buckets of `poimen_http_request_duration_seconds` (Litestar's middleware): searches take milliseconds, a
+write embeds its chunks before it answers (about 45 s per MB on 2 cores); prometheus-client's default
+buckets stop at 10 s, past which every write was one `+Inf` bucket."""
 _RESULT_COUNT_BUCKETS: Final = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 _OVERLAP_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 

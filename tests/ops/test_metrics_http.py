@@ -162,3 +162,19 @@ async def test_requests_of_a_project_named_like_the_metrics_path_are_counted(ops
     assert sample("poimen_http_requests_total", app_name="poimen", **write) == writes_before + 1
     assert sample("poimen_http_requests_total", app_name="poimen", **read) == reads_before + 1
     assert 'path="/metrics"' not in scrape.text
+
+
+async def test_http_durations_have_buckets_for_writes_that_take_minutes(ops_app, unique_name) -> None:
+    # A write embeds its chunks before it answers: about 45 s per MB on 2 cores (docs/operations.md).
+    async with ops_app.client() as client:
+        await client.post(f"/v1/projects/{unique_name}/documents", json={"documents": [CORPUS[0]]})
+        scrape = await client.get("/metrics")
+
+    bounds = {
+        metric_sample.labels["le"]
+        for family in text_string_to_metric_families(scrape.text)
+        for metric_sample in family.samples
+        if metric_sample.name == "poimen_http_request_duration_seconds_bucket"
+        and metric_sample.labels["path"] == "/v1/projects/{project}/documents"
+    }
+    assert {"0.005", "0.1", "1.0", "10.0", "60.0", "300.0", "+Inf"} <= bounds
