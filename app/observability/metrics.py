@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry import trace
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 from app.domain.labels import ARMS, HYBRID_ARM, LEXICAL_UNCONFIRMED, NO_ARM, SEMANTIC_ARM, STAGES
 from app.knobs import KNOB_NAMES
@@ -203,8 +203,12 @@ def configure_metrics(*, enabled: bool) -> None:
 
     Off, every `record_*` helper and `phase(stage=...)` returns without touching a metric object, so
     a service with metrics disabled pays nothing for them; `/metrics` then only shows zeros.
+    Either way `/metrics` carries no `<name>_created` samples: in the text format Prometheus stores each as
+    one more series per label set of every counter and histogram (a quarter of the page), and no panel
+    or alert reads them.
     """
     MetricsSwitch.enabled = enabled
+    disable_created_metrics()  # type: ignore[no-untyped-call] # prometheus-client leaves it unannotated
 
 
 def metrics_enabled() -> bool:

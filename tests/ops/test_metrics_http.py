@@ -178,3 +178,16 @@ async def test_http_durations_have_buckets_for_writes_that_take_minutes(ops_app,
         and metric_sample.labels["path"] == "/v1/projects/{project}/documents"
     }
     assert {"0.005", "0.1", "1.0", "10.0", "60.0", "300.0", "+Inf"} <= bounds
+
+
+async def test_counters_and_histograms_carry_no_created_twin_series(ops_app, unique_name) -> None:
+    # prometheus-client's `<name>_created` samples are one more series per label set in the text format.
+    async with ops_app.client() as client:
+        await ingest_corpus(client, unique_name)
+        await client.get("/memory/query", params={"query": "ttl cache", "project": unique_name})
+        text = (await client.get("/metrics")).text
+
+    names = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+    created = sorted(name for name in names if name.endswith("_created"))
+    assert "poimen_queries_total{" in text
+    assert created == []
