@@ -56,7 +56,6 @@ class InMemoryDocumentStore:
         self._queued_at: dict[DocumentKey, float] = {}
         self._leases: dict[DocumentKey, float] = {}
         self._versions = itertools.count(1)
-        self._document_versions = itertools.count(1)
         self._generations: dict[str, int] = {}
         self._locks: dict[DocumentKey, asyncio.Lock] = {}
         self._outbox_lease_s = outbox_lease_s
@@ -127,7 +126,8 @@ class InMemoryDocumentStore:
             key = (document.project_id, document.document_id)
             previous = self._documents.get(key)
             created_at = document.created_at if previous is None else previous.created_at
-            versions[key] = next(self._document_versions)
+            # Counted per project, past the document's own version (as the PostgreSQL store counts them).
+            versions[key] = max(self._generations.get(key[0], 0), previous.version if previous else 0) + 1
             self._documents[key] = replace(
                 document, chunks=(), lexically_indexed=False, created_at=created_at, version=versions[key]
             )
@@ -143,6 +143,8 @@ class InMemoryDocumentStore:
             self._chunks[key] = new_chunks
             self._queue(key)
         self._bump({key[0] for key in versions})
+        for (project_id, _), version in versions.items():
+            self._generations[project_id] = max(self._generations[project_id], version)
         return versions
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:

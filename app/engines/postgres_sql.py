@@ -264,6 +264,14 @@ BUMP_GENERATIONS: Final = (
 )
 """One new generation per listed project; run last in a write's transaction (it locks the project's row)."""
 
+BUMP_GENERATIONS_PAST: Final = (
+    "INSERT INTO project_generations AS g (project_id, generation) "
+    "SELECT project_id, floor FROM unnest(CAST(:projects AS text[]), CAST(:floors AS bigint[])) "
+    "AS f(project_id, floor) ORDER BY project_id "
+    "ON CONFLICT (project_id) DO UPDATE SET generation = greatest(g.generation + 1, EXCLUDED.generation)"
+)
+"""`BUMP_GENERATIONS` for a save: each project's generation also reaches its highest new document version (`floors`)."""
+
 SELECT_OUTBOX_STATS: Final = (
     "SELECT count(*) AS backlog, coalesce(extract(epoch FROM now() - min(queued_at)), 0) AS oldest_age_s "
     "FROM lexical_outbox"
@@ -316,15 +324,19 @@ PROJECT_IDS: Final = (
 projects 39.7 -> 33.1 ms (`scripts/bench_project_ids.py`): it costs what the projects cost, not the documents."""
 
 UPSERT_DOCUMENT: Final = (
-    "INSERT INTO documents (project_id, document_id, source, title, content_hash, tags, tag_keys, event_time, "
-    "metadata, created_at, updated_at) VALUES (:project_id, :document_id, :source, :title, :content_hash, "
+    "INSERT INTO documents AS d (project_id, document_id, source, title, content_hash, tags, tag_keys, event_time, "
+    "metadata, created_at, updated_at, version) VALUES (:project_id, :document_id, :source, :title, :content_hash, "
     "CAST(:tags AS text[]), CAST(:tag_keys AS text[]), :event_time, CAST(:metadata AS jsonb), :created_at, "
-    ":updated_at) ON CONFLICT (project_id, document_id) DO UPDATE SET source = EXCLUDED.source, "
+    ":updated_at, (SELECT coalesce(max(generation), 0) + 1 FROM project_generations WHERE project_id = :project_id)) "
+    "ON CONFLICT (project_id, document_id) DO UPDATE SET source = EXCLUDED.source, "
     "title = EXCLUDED.title, content_hash = EXCLUDED.content_hash, tags = EXCLUDED.tags, "
     "tag_keys = EXCLUDED.tag_keys, event_time = EXCLUDED.event_time, "
-    "metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at, version = nextval('document_version_seq')"
+    "metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at, "
+    "version = greatest(d.version + 1, EXCLUDED.version)"
 )
-"""Insert or replace a document; a replaced document keeps its first `created_at` and gets a new version."""
+"""Insert or replace a document; a replaced document keeps its first `created_at` and gets a new version, per
+project: past its project's generation (moved on under the project's write lock, `BUMP_GENERATIONS_PAST`) and its
+own. One sequence for all told a tenant how many documents the others wrote between two of its writes."""
 
 DELETE_REPLACED_CHUNKS: Final = (
     "DELETE FROM chunks c USING unnest(CAST(:document_projects AS text[]), CAST(:document_ids AS text[])) "

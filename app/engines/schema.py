@@ -59,7 +59,8 @@ def build_metadata(embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> 
         Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
         Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
         Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-        # A new value of the sequence on every write: versions only grow, across deletes and re-creations.
+        # Counted per project on every write (`UPSERT_DOCUMENT`): versions only grow, across deletes and
+        # re-creations, and say nothing of other projects' writes. The sequence default is the release before 0010's.
         Column("version", BigInteger, document_version, nullable=False, server_default=document_version.next_value()),
         PrimaryKeyConstraint("project_id", "document_id", name="documents_pkey"),
     )

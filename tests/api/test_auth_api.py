@@ -434,6 +434,29 @@ async def test_the_projects_listing_names_only_the_projects_a_token_grants(
     assert ingest_only.status_code == 403
 
 
+async def test_a_documents_version_says_nothing_of_another_projects_writes(
+    jwt_client: AsyncTestClient[Litestar],
+) -> None:
+    # Versions came from one sequence for every project: two writes of alpha told alpha's tenant how many
+    # documents every other tenant wrote in between (and when).
+    alpha_writer = hs256(scope="search ingest")
+    beta_writer = hs256(projects=[BETA], scope="search ingest")
+    first = await jwt_client.post(
+        f"/v1/projects/{ALPHA}/documents", json={"id": "count-1", "text": "one"}, headers=bearer(alpha_writer)
+    )
+    await wait_lexically_indexed(jwt_client, ALPHA, "count-1", alpha_writer)
+    beta_batch = {"documents": [{"id": f"count-{n}", "text": f"beta writes {n}"} for n in range(20)]}
+    others = await jwt_client.post(f"/v1/projects/{BETA}/documents", json=beta_batch, headers=bearer(beta_writer))
+    second = await jwt_client.post(
+        f"/v1/projects/{ALPHA}/documents", json={"id": "count-2", "text": "two"}, headers=bearer(alpha_writer)
+    )
+
+    assert [answer.status_code for answer in (first, others, second)] == [201, 201, 201]
+    gap = second.json()["documents"][0]["version"] - first.json()["documents"][0]["version"]
+    # Alpha's own changes only: its write of count-1 and, once, that document's lexical indexing (beta's 20: none).
+    assert 1 <= gap <= 2
+
+
 async def test_admin_flags_need_the_admin_scope(jwt_client: AsyncTestClient[Litestar]) -> None:
     anonymous = await jwt_client.get("/admin/flags")
     reader = await jwt_client.get("/admin/flags", headers=bearer(hs256(scope="search ingest", projects="*")))

@@ -150,6 +150,18 @@ class DocumentStoreContract:
         assert stored is not None
         assert stored.version == third
 
+    async def test_versions_count_the_writes_of_their_own_project_only(self, store, project) -> None:
+        # A version drawn from one sequence for every project told a tenant how many documents all the
+        # others wrote between two of its own writes.
+        other = f"{project}-other"
+        first = (await store.save_documents([entry(project, "a", 1)]))[project, "a"]
+        await store.save_documents([entry(other, f"doc{n}", 1) for n in range(3)])
+        await store.delete_document(other, "doc0")
+
+        second = (await store.save_documents([entry(project, "b", 1)]))[project, "b"]
+
+        assert second == first + 1
+
     async def test_a_second_writer_of_a_document_waits_for_the_first(self, store, project) -> None:
         events: list[str] = []
         first_holds = asyncio.Event()

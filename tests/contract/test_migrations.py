@@ -227,6 +227,30 @@ def test_migration_0009_keys_dotted_i_and_capital_sigma_tags_letter_by_letter_an
     assert asyncio.run(_ids_tagged(url, "ΟΔΟΣ")) == (["greek#0"], ["greek"])
 
 
+def test_migration_0010_raises_each_projects_generation_to_its_highest_document_version(
+    postgres_url: str, unique_name: str
+) -> None:
+    url = asyncio.run(_create_database(postgres_url, unique_name))
+    config = alembic_config(url, embedding_dimensions=384)
+    command.upgrade(config, "0009")
+    # Versions as the release before drew them, from one sequence for every project.
+    document = "INSERT INTO documents (project_id, document_id, source, title, content_hash, version) VALUES "
+    asyncio.run(
+        _execute(
+            url,
+            document + "('behind', 'a', 's', 't', 'h', 40), ('behind', 'b', 's', 't', 'h', 57)",
+            document + "('ahead', 'a', 's', 't', 'h', 12)",
+            document + "('unbumped', 'a', 's', 't', 'h', 33)",
+            "INSERT INTO project_generations (project_id, generation) VALUES ('behind', 3), ('ahead', 90)",
+        )
+    )
+
+    command.upgrade(config, "head")
+
+    (generations,) = asyncio.run(_execute(url, "SELECT project_id, generation FROM project_generations ORDER BY 1"))
+    assert generations == [("ahead", 90), ("behind", 57), ("unbumped", 33)]
+
+
 def test_a_database_a_newer_release_migrated_is_refused_in_one_line_and_left_alone(
     postgres_url: str, unique_name: str
 ) -> None:
