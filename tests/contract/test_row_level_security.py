@@ -130,6 +130,21 @@ async def test_rows_of_another_project_cannot_be_written_or_changed(
     assert titles[theirs] != "retitled"
 
 
+async def test_a_session_of_the_runtime_role_can_widen_its_own_scope(
+    postgres_engine: AsyncEngine, two_projects: tuple[str, str]
+) -> None:
+    # What docs/security.md says the policies do not stop ("What it does not stop"): they read settings any
+    # session may set, so they hold the service's own statements, not SQL someone else runs as its role.
+    async with postgres_engine.connect() as connection:
+        unscoped = (await connection.execute(text("SELECT count(DISTINCT project_id) FROM documents"))).scalar_one()
+        await connection.execute(text("SELECT set_config('poimen.scope', 'all_projects', true)"))
+        seen = {row.project_id for row in await connection.execute(text("SELECT project_id FROM documents"))}
+        await connection.rollback()
+
+    assert unscoped == 0
+    assert set(two_projects) <= seen
+
+
 async def test_the_runtime_role_is_no_superuser_no_owner_and_cannot_bypass(postgres_engine: AsyncEngine) -> None:
     async with postgres_engine.connect() as connection:
         role = (
