@@ -100,11 +100,13 @@ def cache_scope(principal: Principal) -> str:
     """A short, non-secret string naming what `principal` may see, for query-cache keys.
 
     Two principals with the same grants (projects and scopes) share it, so they share cache entries;
-    any difference in grants gives a different string. It never contains the token.
+    any difference in grants gives a different string. It never contains the token. The projects are a
+    JSON list (every project: the string `"*"`), so no two sets of grants spell alike (joined with ",",
+    `["a,b"]` read as `["a", "b"]` and `["*"]` as every project).
     """
     if principal is ANONYMOUS:
         return "anonymous"
-    projects = ALL_PROJECTS if principal.projects is None else ",".join(sorted(principal.projects))
+    projects: str | list[str] = ALL_PROJECTS if principal.projects is None else sorted(principal.projects)
     canonical = json.dumps({"projects": projects, "scopes": sorted(principal.scopes)}, separators=(",", ":"))
     return "grants:" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
 

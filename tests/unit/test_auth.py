@@ -489,6 +489,17 @@ def test_cache_scope_differs_when_grants_differ(other: Principal) -> None:
     assert cache_scope(base) != cache_scope(other)
 
 
+def test_cache_scope_tells_apart_grants_whose_project_lists_join_alike() -> None:
+    # The projects were joined with "," into one string: ["alpha,beta"] read as ["alpha", "beta"], and a
+    # list holding "*" as "*" (every project). Neither could reach the other's entries (the searched project
+    # must be granted, and neither id is valid), but one cache scope must never stand for two sets of grants.
+    def grants(projects: frozenset[str] | None) -> str:
+        return cache_scope(Principal("a", projects, frozenset({"search"})))
+
+    assert grants(frozenset({"alpha,beta"})) != grants(frozenset({"alpha", "beta"}))
+    assert grants(frozenset({"*"})) != grants(None)
+
+
 def test_cache_scope_of_anonymous() -> None:
     assert cache_scope(ANONYMOUS) == "anonymous"
 
