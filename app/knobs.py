@@ -11,9 +11,9 @@ different values is an error. `RANKING_ALGORITHM=weighted_linear` (the reference
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from app.domain.models import FusionMethod, SearchStrategy
 
@@ -129,6 +129,16 @@ class SearchKnobs(BaseModel):
     @classmethod
     def _aliases(cls, data: Any) -> Any:  # noqa: ANN401 - pydantic hands the raw input over untyped
         return resolve_aliases(data) if isinstance(data, Mapping) else data
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: object, info: ValidationInfo) -> object:
+        # pydantic reads True as 1: YAML's `on`/`yes` or a flagd variant `true` made a 1 % rollout, silently.
+        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
+        if isinstance(value, bool) and {int, float} & set(get_args(annotation) or (annotation,)):
+            message = f"a boolean ({str(value).lower()}) is not a number"
+            raise ValueError(message)
+        return value
 
     @field_validator("search_strategy", mode="before")
     @classmethod

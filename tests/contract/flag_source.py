@@ -134,6 +134,19 @@ class FlagSourceContract:
         assert knobs.rrf_k_constant == ENV_RRF_K
         assert reload_errors() == errors + 1
 
+    def test_a_boolean_is_not_a_number(self, definitions: FlagDefinitions) -> None:
+        # YAML's `on`/`yes`/`true`, or a flagd variant `true`, became 1 (1 % on hybrid), accepted silently.
+        definitions.write({"hybrid_rollout_percent": 20, "rrf_k_constant": 9})
+        definitions.source.resolve(CALLER)
+        errors = reload_errors()
+
+        definitions.write({"hybrid_rollout_percent": True, "rrf_k_constant": 9})
+        knobs = definitions.source.resolve(CALLER).knobs
+
+        assert knobs.hybrid_rollout_percent == 20
+        assert reload_errors() == errors + 1
+        assert "boolean" in (definitions.source.problem() or "")
+
     def test_describe_shows_every_knob_with_its_value_and_source(self, definitions: FlagDefinitions) -> None:
         definitions.write({"rrf_k_constant": 9})
 

@@ -14,7 +14,7 @@ from app.engines.openfeature_provider import build_provider
 from app.knobs import KNOB_NAMES
 from app.search.flags import FlagStore
 from app.search.knob_source import flag_key
-from tests.contract.flag_source import ENV_RRF_K, FlagSourceContract, eventually
+from tests.contract.flag_source import ENV_RRF_K, FlagDefinitions, FlagSourceContract, eventually
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -101,3 +101,10 @@ class TestOpenFeatureFlagdSource(FlagSourceContract):
         definitions = FlagdFileDefinitions(settings, path)
         yield definitions
         definitions.source.close()
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="flagd-core answers a boolean variant of a float flag as 1.0, no error (open-feature/python-sdk-contrib#417)",
+    )
+    def test_a_boolean_is_not_a_number(self, definitions: FlagDefinitions) -> None:
+        super().test_a_boolean_is_not_a_number(definitions)

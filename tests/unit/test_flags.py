@@ -131,6 +131,7 @@ def test_describe_shows_each_value_and_its_source(settings: Settings, tmp_path: 
         ("rrf_k_constnat: 40\n", "unknown flag 'rrf_k_constnat'"),
         ("rrf_k_constant: 0\n", "RRF_K_CONSTANT"),
         ("search_strategy: telepathy\n", "SEARCH_STRATEGY"),
+        ("hybrid_rollout_percent: on\n", "HYBRID_ROLLOUT_PERCENT: Value error, a boolean (true) is not a number"),
     ],
 )
 def test_a_bad_file_keeps_the_last_good_flags_and_says_why(
