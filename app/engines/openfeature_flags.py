@@ -112,7 +112,7 @@ class OpenFeatureKnobs:
         self._version = 0
         self._absent: frozenset[str] = frozenset()
         self._last_good: dict[str, Any] = {}
-        self._memo: dict[tuple[tuple[str, Any], ...], SearchKnobs] = {}
+        self._memo: dict[tuple[tuple[str, str, Any], ...], SearchKnobs] = {}
         self._reported: set[str] = set()
         self._tripped = False
         self.last_error: str | None = None
@@ -256,31 +256,48 @@ class OpenFeatureKnobs:
         return client.get_string_details(key, text, context)
 
     def _knobs(self, values: dict[str, FlagValue]) -> SearchKnobs:
-        overrides = tuple(sorted((name, value.value) for name, value in values.items()))
-        memoized = self._memo.get(overrides)
-        if memoized is not None:
-            return memoized
-        base = self._defaults.model_dump(exclude_unset=True)
-        accepted = dict(overrides)
-        try:
-            knobs = SearchKnobs.model_validate({**base, **accepted})
-        except ValidationError as error:
-            rejected = {str(item["loc"][0]) for item in error.errors() if item["loc"]} or set(accepted)
-            for name in rejected & set(accepted):
-                self._report(f"{flag_key(name)}: invalid value {accepted[name]!r}")
-                values[name] = FlagValue(self._default_values[name], self._default_origin(name))
-                accepted.pop(name)
-            try:
-                knobs = SearchKnobs.model_validate({**base, **accepted})
-            except ValidationError:
-                knobs, accepted = self._defaults, {}
-        for name in accepted:
-            if values[name].origin == "openfeature":
-                self._last_good[name] = accepted[name]
-        if len(self._memo) >= MAX_MEMOIZED_KNOBS:
-            self._memo.clear()
-        self._memo[overrides] = knobs
+        # The type is part of the key: True == 1 == 1.0 in Python, but only the numbers are valid numbers.
+        overrides = tuple(sorted((name, type(value.value).__name__, value.value) for name, value in values.items()))
+        knobs = self._memo.get(overrides)
+        if knobs is None:
+            knobs, valid = self._validated(values)
+            if valid:  # a fallback depends on the last good values of the time: not memoized
+                if len(self._memo) >= MAX_MEMOIZED_KNOBS:
+                    self._memo.clear()
+                self._memo[overrides] = knobs
+        for name, value in values.items():
+            if value.origin == "openfeature":
+                self._last_good[name] = value.value
         return knobs
+
+    def _validated(self, values: dict[str, FlagValue]) -> tuple[SearchKnobs, bool]:
+        """The knobs `values` make, and whether every value was valid.
+
+        A flag whose value is refused answers its last good value, else the env/settings default (its
+        entry in `values` says which); a rule across knobs (both weights 0) refuses every flag it names.
+        """
+        base = self._defaults.model_dump(exclude_unset=True)
+        accepted = {name: value.value for name, value in values.items()}
+        try:
+            return SearchKnobs.model_validate({**base, **accepted}), True
+        except ValidationError as error:
+            reasons = {str(item["loc"][0]) if item["loc"] else "": item["msg"] for item in error.errors()}
+        rejected = (set(reasons) & set(accepted)) or set(accepted)
+        for name in sorted(rejected):
+            reason = reasons.get(name) or next(iter(reasons.values()))
+            self._report(f"{flag_key(name)}: invalid value {accepted[name]!r}: {reason}")
+            last_good = self._last_good_value(name)
+            values[name] = last_good or FlagValue(self._default_values[name], self._default_origin(name))
+            if last_good is None:
+                accepted.pop(name)
+            else:
+                accepted[name] = last_good.value
+        try:
+            return SearchKnobs.model_validate({**base, **accepted}), False
+        except ValidationError:
+            for name in values:
+                values[name] = FlagValue(self._default_values[name], self._default_origin(name))
+            return self._defaults, False
 
     def _wait_until_started(self, wait_s: float) -> None:
         deadline = time.monotonic() + wait_s

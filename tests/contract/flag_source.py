@@ -134,6 +134,36 @@ class FlagSourceContract:
         assert knobs.rrf_k_constant == ENV_RRF_K
         assert reload_errors() == errors + 1
 
+    def test_an_out_of_range_value_keeps_the_last_good_value_not_the_default(
+        self, definitions: FlagDefinitions
+    ) -> None:
+        # Mid-rollout at 20 %, a typo of 150: OpenFeature answered the default (100 %, every caller on
+        # hybrid) while logging "keeping the last good values", and /admin/flags named the flag its source.
+        definitions.write({"hybrid_rollout_percent": 20, "hybrid_semantic_weight": 0.3})
+        definitions.source.resolve(CALLER)
+
+        definitions.write({"hybrid_rollout_percent": 150, "hybrid_semantic_weight": 0.3})
+        knobs = definitions.source.resolve(CALLER).knobs
+        described = definitions.source.describe()["flags"]
+
+        assert (knobs.hybrid_rollout_percent, knobs.hybrid_semantic_weight) == (20, 0.3)
+        assert isinstance(described, dict)
+        assert described["hybrid_rollout_percent"]["value"] == 20
+        assert described["hybrid_rollout_percent"]["source"] in {"file", "last-good"}
+        assert definitions.source.problem() is not None
+        assert "hybrid" in (definitions.source.problem() or "").replace("_", "-").lower()
+
+    def test_the_last_good_value_is_the_last_one_served(self, definitions: FlagDefinitions) -> None:
+        # OpenFeature remembered a value as last good only the first time it saw it (later ones came
+        # from a memo): 20, 30, back to 20, then a broken value answered 30.
+        for percent in (20, 30, 20):
+            definitions.write({"hybrid_rollout_percent": percent})
+            definitions.source.resolve(CALLER)
+
+        definitions.write({"hybrid_rollout_percent": 150})
+
+        assert definitions.source.resolve(CALLER).knobs.hybrid_rollout_percent == 20
+
     def test_a_boolean_is_not_a_number(self, definitions: FlagDefinitions) -> None:
         # YAML's `on`/`yes`/`true`, or a flagd variant `true`, became 1 (1 % on hybrid), accepted silently.
         definitions.write({"hybrid_rollout_percent": 20, "rrf_k_constant": 9})
