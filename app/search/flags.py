@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import ValidationError
@@ -41,6 +41,36 @@ class FlagsFileError(ValueError):
     """A flags file that cannot be applied; the message is one line saying why."""
 
 
+class _KeySetTwiceError(ValueError):
+    def __init__(self, key: object, first: object, second: object, line: int | None = None) -> None:
+        where = f" (line {line})" if line is not None else ""
+        super().__init__(f"{key} is set twice, to {first} and to {second}{where}: set it once")
+
+
+class _FlagsYamlLoader(yaml.SafeLoader):
+    """`yaml.safe_load`, but a key set twice to different values is an error (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:  # noqa: FBT001, FBT002 - PyYAML's signature
+        seen: dict[object, object] = {}
+        for key_node, value_node in node.value:  # before `<<` merges, whose keys explicit ones may override
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key, value = self.construct_object(key_node, deep=True), self.construct_object(value_node, deep=True)
+            if key in seen and seen[key] != value:
+                raise _KeySetTwiceError(key, seen[key], value, line=key_node.start_mark.line + 1)
+            seen[key] = value
+        return super().construct_mapping(node, deep=deep)
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in mapping and mapping[key] != value:
+            raise _KeySetTwiceError(key, mapping[key], value)
+        mapping[key] = value
+    return mapping
+
+
 def parse_flags_file(
     content: bytes, *, base: SearchKnobs, json_only: bool = False
 ) -> tuple[SearchKnobs, frozenset[str]]:
@@ -49,10 +79,17 @@ def parse_flags_file(
     Keys are knob names in any case (`RRF_K_CONSTANT` or `rrf_k_constant`, `-` for `_` too), reference
     aliases included (`FINAL_RESULT_K`). Knobs `base` left unset and the file does not set keep their
     defaults. An empty file overrides nothing. Raises `FlagsFileError` for a parse error, a top level
-    that is not a mapping, an unknown key, an alias that disagrees with its knob, or an invalid value.
+    that is not a mapping, a key set twice to different values, an unknown key, an alias that disagrees
+    with its knob, or an invalid value.
     """
     try:
-        loaded = json.loads(content) if json_only else yaml.safe_load(content)
+        loaded = (
+            json.loads(content, object_pairs_hook=_json_object)
+            if json_only
+            else yaml.load(content, Loader=_FlagsYamlLoader)  # noqa: S506 - a SafeLoader
+        )
+    except _KeySetTwiceError as error:
+        raise FlagsFileError(str(error)) from None
     except (ValueError, yaml.YAMLError) as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
         message = f"cannot parse: {first_line}"

@@ -99,6 +99,24 @@ def test_a_json_file_is_read(settings: Settings, tmp_path: Path) -> None:
     assert store.current().rrf_final_k == 20
 
 
+def test_a_json_file_setting_a_key_twice_is_refused(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.json", '{"rrf_k_constant": 40}')
+    store = FlagStore(settings, path=path)
+
+    write(path, '{"HYBRID_ROLLOUT_PERCENT": 0, "HYBRID_ROLLOUT_PERCENT": 50}')
+
+    assert store.reload() is False
+    assert store.current().hybrid_rollout_percent == 25  # the env value: the last good flags
+    assert store.last_error == "HYBRID_ROLLOUT_PERCENT is set twice, to 0 and to 50: set it once"
+
+
+def test_a_key_written_twice_with_one_value_is_accepted(settings: Settings, tmp_path: Path) -> None:
+    store = FlagStore(settings, path=write(tmp_path / "flags.yaml", "rrf_k_constant: 40\nrrf_k_constant: 40\n"))
+
+    assert store.current().rrf_k_constant == 40
+    assert store.last_error is None
+
+
 def test_an_empty_file_overrides_nothing(settings: Settings, tmp_path: Path) -> None:
     store = FlagStore(settings, path=write(tmp_path / "flags.yaml", "# nothing yet\n"))
 
@@ -132,6 +150,11 @@ def test_describe_shows_each_value_and_its_source(settings: Settings, tmp_path: 
         ("rrf_k_constant: 0\n", "RRF_K_CONSTANT"),
         ("search_strategy: telepathy\n", "SEARCH_STRATEGY"),
         ("hybrid_rollout_percent: on\n", "HYBRID_ROLLOUT_PERCENT: Value error, a boolean (true) is not a number"),
+        # PyYAML keeps the last of two equal keys: a rollback line added above an old one did nothing.
+        (
+            "hybrid_rollout_percent: 0\nrrf_k_constant: 45\nhybrid_rollout_percent: 50\n",
+            "hybrid_rollout_percent is set twice, to 0 and to 50 (line 3): set it once",
+        ),
     ],
 )
 def test_a_bad_file_keeps_the_last_good_flags_and_says_why(
