@@ -90,6 +90,9 @@ def parse_flags_file(
         )
     except _KeySetTwiceError as error:
         raise FlagsFileError(str(error)) from None
+    except RecursionError:
+        message = "cannot parse: nested too deeply"
+        raise FlagsFileError(message) from None
     except (ValueError, yaml.YAMLError) as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
         message = f"cannot parse: {first_line}"
@@ -237,12 +240,20 @@ class FlagStore:
         """Nothing to release: the poller stops with `run()`'s task."""
 
     async def run(self) -> None:
-        """Poll the flags file until cancelled; returns at once when there is no file to watch."""
+        """Poll the flags file until cancelled; returns at once when there is no file to watch.
+
+        A reload that fails unexpectedly is reported as a rejected file (the last good flags stay) and
+        polling goes on: the task used to end with the error, and no later edit was ever applied.
+        """
         if self.path is None:
             return
         while True:
             await asyncio.sleep(self.poll_interval_s)
-            await asyncio.to_thread(self.reload)
+            try:
+                await asyncio.to_thread(self.reload)
+            except Exception as error:  # noqa: BLE001 - one failed read must not end hot reload for good
+                first_line = (str(error).splitlines() or [""])[0]
+                self._reject(f"reload failed: {type(error).__name__}: {first_line}")
 
     def _reject(self, reason: str) -> None:
         self.last_error = reason

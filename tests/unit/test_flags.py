@@ -241,6 +241,54 @@ async def test_run_sees_a_rewrite_within_two_polls(settings: Settings, tmp_path:
     assert gauge("poimen_rollout_hybrid_percent") == 90
 
 
+class FailingOnceFlagStore(FlagStore):
+    """A store whose first poll fails as nothing in `reload` expects (a disk error, a bug)."""
+
+    failed = False
+
+    def reload(self) -> bool:
+        if not self.failed and self.version > 0:
+            self.failed = True
+            message = "disk on fire"
+            raise RuntimeError(message)
+        return super().reload()
+
+
+async def test_run_survives_a_reload_that_fails_unexpectedly(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.yaml", "hybrid_rollout_percent: 10\n")
+    store = FailingOnceFlagStore(settings, path=path, poll_interval_s=0.05)
+    errors = reload_errors()
+    poller = asyncio.create_task(store.run())
+    for _ in range(200):
+        if store.failed:
+            break
+        await asyncio.sleep(0.01)
+
+    write(path, "hybrid_rollout_percent: 90\n")
+    for _ in range(200):
+        if store.current().hybrid_rollout_percent == 90 or poller.done():
+            break
+        await asyncio.sleep(0.01)
+    alive = not poller.done()
+    poller.cancel()
+    await asyncio.gather(poller, return_exceptions=True)
+
+    assert alive
+    assert store.current().hybrid_rollout_percent == 90
+    assert reload_errors() == errors + 1
+
+
+def test_a_file_nested_too_deeply_is_refused_not_raised(settings: Settings, tmp_path: Path) -> None:
+    # A RecursionError escaped the parser: at start it stopped the process with a traceback, on a
+    # reload it ended the poller for good.
+    path = write(tmp_path / "flags.yaml", "rrf_k_constant: " + "[" * 5000 + "]" * 5000 + "\n")
+
+    store = FlagStore(settings, path=path)
+
+    assert store.current().rrf_k_constant == 70
+    assert store.last_error == "cannot parse: nested too deeply"
+
+
 async def test_run_returns_at_once_without_a_file(settings: Settings) -> None:
     await asyncio.wait_for(FlagStore(settings, path=None).run(), timeout=1.0)
 
