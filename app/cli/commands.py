@@ -54,7 +54,8 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
     """Ingest a folder or a BEIR corpus into `project`, with a progress bar; 0 on success.
 
     Each file left out (empty, binary, a symlink below a folder) is named on stderr with its reason, and
-    so is each note read with replaced bytes (not valid UTF-8).
+    so is each note read with replaced bytes (not valid UTF-8). A path with no document to ingest is 1,
+    before any engine starts, as `reindex` and `export` of a project without documents are.
     """
     skipped: list[str] = []
 
@@ -73,6 +74,12 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
     except (OSError, ValueError, SearchServiceError) as error:
         detail = error.message if isinstance(error, SearchServiceError) else str(error)
         print(f"cannot ingest {path}: {detail}; nothing written", file=sys.stderr)
+        return 1
+    if not documents:
+        # An empty folder (a volume not mounted, a mistyped path into an empty one), an empty corpus, or
+        # every file skipped: "0 created" with exit 0 read as a successful ingest to a script.
+        left_out = f" ({len(skipped)} skipped)" if skipped else ""
+        print(f"cannot ingest {path}: no documents to ingest there{left_out}; nothing written", file=sys.stderr)
         return 1
     status = 0
     async with open_engines(settings) as engines:

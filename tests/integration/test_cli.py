@@ -382,3 +382,27 @@ def test_a_data_dir_under_a_file_is_one_line_naming_it(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert f"poimen ingest: cannot use {blocker / 'data'}: Not a directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_ingest_of_a_path_without_documents_fails_and_creates_nothing(tmp_path: Path) -> None:
+    # "0 created" with exit 0: a script took an unmounted (empty) notes volume for a good ingest.
+    empty_folder = tmp_path / "empty"
+    empty_folder.mkdir()
+    skipped_only = tmp_path / "skipped"
+    skipped_only.mkdir()
+    (skipped_only / "blank.md").write_text(" \n", encoding="utf-8")
+    empty_corpus = tmp_path / "corpus.jsonl"
+    empty_corpus.write_text("", encoding="utf-8")
+    data_dir = tmp_path / "data"
+
+    results = {
+        path: run_cli("ingest", str(path), "--project", PROJECT, data_dir=data_dir)
+        for path in (empty_folder, skipped_only, empty_corpus)
+    }
+
+    for path, result in results.items():
+        assert result.returncode == 1, result.stderr
+        assert f"cannot ingest {path}: no documents to ingest there" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert "(1 skipped)" in results[skipped_only].stderr
+    assert not data_dir.exists()  # refused before any engine (or its database) was made
