@@ -159,22 +159,9 @@ def configuration_summary(settings: Settings, embedding_model: str) -> dict[str,
 
 async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_engines: EnginesOpener) -> int:
     """Run `poimen eval` with engines from `open_engines(settings)`; 0 on success, 2 on bad arguments."""
-    folders = find_datasets(arguments.dataset)
-    if not folders:
-        _say(f"{arguments.dataset}: no BEIR data set (corpus.jsonl + queries.jsonl) found")
+    datasets = _read_datasets(arguments)
+    if datasets is None:
         return EXIT_USAGE
-    datasets = []
-    for folder in folders:
-        try:
-            dataset = load_dataset(folder, split=arguments.split)
-            # The whole corpus read before any engine starts: a bad line is found now, not after an hour.
-            sum(1 for _ in read_corpus(dataset))
-        except (OSError, UnicodeDecodeError, InvalidInputError) as error:
-            _say(f"{folder}: {error}")
-            return EXIT_USAGE
-        if arguments.max_queries:
-            dataset = _first_queries(dataset, arguments.max_queries)
-        datasets.append(dataset)
     if arguments.output is not None:
         outputs = [arguments.output] if len(datasets) == 1 else [arguments.output / item.name for item in datasets]
         try:  # made now: an output path under a file failed only once every run had finished
@@ -229,6 +216,27 @@ def run_eval_with(settings: Settings, arguments: argparse.Namespace, *, open_eng
 def _say(message: str) -> None:
     """Progress and outcome lines go to stderr, next to tqdm's bars; stdout stays clean."""
     sys.stderr.write(message + "\n")
+
+
+def _read_datasets(arguments: argparse.Namespace) -> list[EvalDataset] | None:
+    """The data sets `--dataset` names, each read whole; None once a problem with one has been said."""
+    folders = find_datasets(arguments.dataset)
+    if not folders:
+        _say(f"{arguments.dataset}: no BEIR data set (corpus.jsonl + queries.jsonl) found")
+        return None
+    datasets = []
+    for folder in folders:
+        try:
+            dataset = load_dataset(folder, split=arguments.split)
+            # The whole corpus read before any engine starts: a bad line is found now, not after an hour.
+            sum(1 for _ in read_corpus(dataset))
+        except (OSError, UnicodeDecodeError, InvalidInputError) as error:
+            _say(f"{folder}: {error}")
+            return None
+        if arguments.max_queries:
+            dataset = _first_queries(dataset, arguments.max_queries)
+        datasets.append(dataset)
+    return datasets
 
 
 def _first_queries(dataset: EvalDataset, count: int) -> EvalDataset:
