@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from app.domain.errors import InvalidInputError
-from app.evaluation.datasets import TURN_TITLES, TurnShape, find_datasets, load_dataset, read_corpus
+from app.evaluation.datasets import (
+    CORPUS_FILE,
+    QRELS_FOLDER,
+    QUERIES_FILE,
+    TURN_TITLES,
+    TurnShape,
+    find_datasets,
+    load_dataset,
+    read_corpus,
+)
 from app.evaluation.ingest import ensure_ingested
 from app.evaluation.report import primary_metric, results_document, write_report, write_run_files
 from app.evaluation.runner import (
@@ -229,14 +238,32 @@ def _read_datasets(arguments: argparse.Namespace) -> list[EvalDataset] | None:
         try:
             dataset = load_dataset(folder, split=arguments.split)
             # The whole corpus read before any engine starts: a bad line is found now, not after an hour.
-            sum(1 for _ in read_corpus(dataset))
+            documents = sum(1 for _ in read_corpus(dataset))
         except (OSError, UnicodeDecodeError, InvalidInputError) as error:
             _say(f"{folder}: {error}")
+            return None
+        # Nothing to score (an empty file, qrels of other ids, a qrels file not tab-separated): every run
+        # scored 0.0000 with exit 0, after an ingest, and read as a retrieval that finds nothing.
+        problem = _nothing_to_score(dataset, documents)
+        if problem is not None:
+            _say(f"{folder}: {problem}")
             return None
         if arguments.max_queries:
             dataset = _first_queries(dataset, arguments.max_queries)
         datasets.append(dataset)
     return datasets
+
+
+def _nothing_to_score(dataset: EvalDataset, documents: int) -> str | None:
+    """Why `dataset` holds nothing a run could be scored on (no document, no judged query), or None."""
+    if not documents:
+        return f"{CORPUS_FILE} holds no documents"
+    if not dataset.queries:
+        return (
+            f"no judged queries: no id of {QUERIES_FILE} has a row scored above 0 in {QRELS_FOLDER}/{dataset.split}.tsv"
+            " (tab-separated: query-id, corpus-id, score)"
+        )
+    return None
 
 
 def _first_queries(dataset: EvalDataset, count: int) -> EvalDataset:

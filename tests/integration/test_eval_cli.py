@@ -96,3 +96,29 @@ def test_a_malformed_dataset_or_an_unwritable_output_is_one_line_before_any_engi
     assert f"--output {blocker / 'out'}: cannot write there" in unwritable_errors
     assert "Traceback" not in malformed_errors + unwritable_errors
     assert not (eval_env / "data").exists()  # refused before an engine (or its database) was made
+
+
+def test_a_dataset_with_nothing_to_score_is_refused_before_any_engine_starts(
+    eval_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every run scored 0.0000 and the status was 0: a qrels file of other ids (or space-separated) read as
+    # a retrieval that finds nothing.
+    unjudged = eval_env / "unjudged"
+    shutil.copytree(FIXTURES / "tiny-beir", unjudged)
+    (unjudged / "qrels" / "test.tsv").write_text("query-id corpus-id score\nq1 d1 1\n", encoding="utf-8")
+    no_corpus = eval_env / "no-corpus"
+    shutil.copytree(FIXTURES / "tiny-beir", no_corpus)
+    (no_corpus / "corpus.jsonl").write_text("", encoding="utf-8")
+
+    unjudged_status = main(["eval", "--dataset", str(unjudged)])
+    unjudged_errors = capsys.readouterr().err
+    no_corpus_status = main(["eval", "--dataset", str(no_corpus)])
+    no_corpus_errors = capsys.readouterr().err
+
+    assert unjudged_status == 2
+    assert f"{unjudged}: no judged queries" in unjudged_errors
+    assert "qrels/test.tsv" in unjudged_errors
+    assert no_corpus_status == 2
+    assert f"{no_corpus}: corpus.jsonl holds no documents" in no_corpus_errors
+    assert "Traceback" not in unjudged_errors + no_corpus_errors
+    assert not (eval_env / "data").exists()  # refused before an engine (or its database) was made
