@@ -52,13 +52,21 @@ MARKER_SUBDIR: Final = "eval-markers"
 EXIT_USAGE: Final = 2
 
 
-def _at_least_one(text: str) -> int:
-    """`--max-queries`: a whole number from 1 (0 scored every query, -1 all but the last)."""
-    value = text.strip()
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:
-        msg = f"{text!r} is not a whole number of at least 1"
-        raise argparse.ArgumentTypeError(msg)
-    return int(value)
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type for a whole number from `low`.
+
+    `--max-queries 0` scored every query and -1 all but the last; `--turn-context -1` was taken as 0
+    without a word.
+    """
+
+    def parse(text: str) -> int:
+        value = text.strip()
+        if not (value.isascii() and value.isdigit()) or int(value) < low:
+            msg = f"{text!r} is not a whole number of at least {low}"
+            raise argparse.ArgumentTypeError(msg)
+        return int(value)
+
+    return parse
 
 
 def _names(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
@@ -104,7 +112,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-queries",
-        type=_at_least_one,
+        type=_at_least(1),
         default=None,
         help="score only the first N judged queries (N >= 1; the whole corpus is still ingested, once)",
     )
@@ -118,10 +126,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--turn-context",
-        type=int,
+        type=_at_least(0),
         default=defaults.context_turns,
-        help=f"conversational sets: preceding turns of the session embedded as context (default "
-        f"{defaults.context_turns})",
+        help=f"conversational sets: preceding turns of the session embedded as context (0 or more, "
+        f"default {defaults.context_turns})",
     )
 
 
@@ -180,7 +188,7 @@ async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_en
             _say(f"--output {arguments.output}: cannot write there ({error.strerror or error})")
             return EXIT_USAGE
     eval_settings = evaluation_settings(settings, arguments)
-    shape = TurnShape(title=arguments.turn_title, context_turns=max(arguments.turn_context, 0))
+    shape = TurnShape(title=arguments.turn_title, context_turns=arguments.turn_context)
     async with open_engines(eval_settings) as engines:
         for dataset in datasets:
             summary = await ensure_ingested(

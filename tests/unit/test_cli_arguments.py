@@ -55,6 +55,9 @@ def test_serve_takes_a_port_and_leaves_it_unset_when_not_given() -> None:
         (["ingest", "n", "--project", "p", "--batch-size", "99999999999999999999"], "from 1 to 100000"),
         (["eval", "--dataset", "d", "--max-queries", "0"], "'0' is not a whole number of at least 1"),
         (["eval", "--dataset", "d", "--max-queries", "-1"], "'-1' is not a whole number of at least 1"),
+        # taken as 0 without a word
+        (["eval", "--dataset", "d", "--turn-context", "-1"], "'-1' is not a whole number of at least 0"),
+        (["eval", "--dataset", "d", "--turn-context", "two"], "'two' is not a whole number of at least 0"),
     ],
 )
 def test_counts_out_of_range_are_refused_before_anything_runs(argv, message: str, capsys) -> None:
@@ -68,3 +71,4 @@ def test_counts_out_of_range_are_refused_before_anything_runs(argv, message: str
 def test_counts_in_range_are_taken_as_given() -> None:
     assert build_parser().parse_args(["ingest", "notes", "--project", "p", "--batch-size", "1"]).batch_size == 1
     assert build_parser().parse_args(["query", "lag", "--project", "p", "--limit", "100"]).limit == 100
+    assert build_parser().parse_args(["eval", "--dataset", "d", "--turn-context", "0"]).turn_context == 0
