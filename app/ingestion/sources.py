@@ -141,7 +141,8 @@ def read_beir_corpus(
     """Yield one document per line of a BEIR `corpus.jsonl`, in file order.
 
     Raises:
-        InvalidInputError: a line is not a JSON object with a string `_id` (field "path").
+        InvalidInputError: a line is not a JSON object with a string `_id`, or its `metadata` is not an
+            object (field "path").
     """
     source_prefix = corpus.parent.name or corpus.stem
     for where, record in beir_records(corpus):
@@ -154,13 +155,17 @@ def read_beir_corpus(
             continue
         metadata = {key: value for key, value in record.items() if key not in {"_id", "title", "text", "metadata"}}
         nested = record.get("metadata")
+        if nested is not None and not isinstance(nested, dict):
+            # A list or a string was dropped without a word: the document was written without it.
+            msg = f"{where}: `metadata` must be a JSON object (got {type(nested).__name__})"
+            raise InvalidInputError(msg, field="path")
         yield Document(
             project_id=project_id,
             document_id=document_id,
             source=f"{source_prefix}/{document_id}",
             title=title,
             text=text,
-            metadata={**nested, **metadata} if isinstance(nested, dict) else metadata,
+            metadata={**(nested or {}), **metadata},
         )
 
 

@@ -158,6 +158,7 @@ def test_beir_corpus_reads_ids_titles_and_metadata(tmp_path: Path) -> None:
         {"_id": "77", "title": "Only a title", "text": ""},
         {"_id": "78", "title": "", "text": ""},
         {"_id": "79", "title": "T", "text": "Text.", "url": "http://x"},
+        {"_id": "80", "text": "Null metadata.", "metadata": None},
     ]
     corpus = write(tmp_path / "scifact" / "corpus.jsonl", "\n".join(json.dumps(line) for line in lines) + "\n\n")
     skipped: list[str] = []
@@ -168,6 +169,7 @@ def test_beir_corpus_reads_ids_titles_and_metadata(tmp_path: Path) -> None:
         ("4983", "scifact/4983", "Microstructure", "Abstract.", {"year": 2001}),
         ("77", "scifact/77", "Only a title", "Only a title", {}),
         ("79", "scifact/79", "T", "Text.", {"url": "http://x"}),
+        ("80", "scifact/80", "", "Null metadata.", {}),
     ]
     assert skipped == ["line 3: record '78' has no text"]
 
@@ -197,6 +199,9 @@ def test_missing_path_is_rejected(tmp_path: Path) -> None:
         ('{"_id": true, "text": "a flag for an id"}', r"corpus.jsonl:2: `_id` must be a non-empty string \(got True\)"),
         ('{"_id": "2", "text": ["a", "list"]}', r"corpus.jsonl:2: `text` must be a string \(got list\)"),
         ('{"_id": "2", "title": {"an": "object"}, "text": "x"}', r"corpus.jsonl:2: `title` must be a string"),
+        # dropped without a word: the document was written without it
+        ('{"_id": "2", "text": "x", "metadata": ["a", "list"]}', r"corpus.jsonl:2: `metadata` must be a JSON object"),
+        ('{"_id": "2", "text": "x", "metadata": "year=2001"}', r"corpus.jsonl:2: `metadata` must be a JSON object"),
     ],
 )
 def test_beir_fields_of_the_wrong_type_are_refused_not_printed_as_python(
