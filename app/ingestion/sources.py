@@ -63,7 +63,9 @@ def read_documents(
         return read_beir_corpus(path, project_id=project_id, on_skip=on_skip)
     if path.is_file() and path.suffix.lower() in NOTE_SUFFIXES:
         return _single_note(path, project_id=project_id, on_skip=on_skip, on_warning=on_warning)
-    msg = f"{path}: expected a folder, a .md/.markdown/.txt file or a BEIR .jsonl corpus"
+    # A mistyped path was told it was the wrong kind of file.
+    what = "expected" if path.exists() else "no such file or folder; expected"
+    msg = f"{path}: {what} a folder, a .md/.markdown/.txt file or a BEIR .jsonl corpus"
     raise InvalidInputError(msg, field="path")
 
 

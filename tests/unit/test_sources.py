@@ -188,9 +188,11 @@ def test_unsupported_path_is_rejected(tmp_path: Path) -> None:
     assert raised.value.field == "path"
 
 
-def test_missing_path_is_rejected(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError):
+def test_missing_path_is_rejected_as_missing(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"nope: no such file or folder; expected a folder"):
         read_documents(tmp_path / "nope", project_id="p")
+    with pytest.raises(InvalidInputError, match=r"x.pdf: expected a folder"):  # there, but not a kind it reads
+        read_documents(write(tmp_path / "x.pdf", b"%PDF"), project_id="p")
 
 
 @pytest.mark.parametrize(
