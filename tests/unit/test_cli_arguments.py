@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli.main import build_parser
+from app.cli.arguments import build_parser
 
 
 @pytest.mark.parametrize(
