@@ -47,11 +47,29 @@ def _whole_number(low: int, high: int | None = None, *, named: str | None = None
     return parse
 
 
+EPILOG = (
+    "Settings come from the environment (POIMEN_DATA_DIR, DATABASE_URL, OPENSEARCH_URL, EMBEDDING_MODEL, ...: "
+    "README.md). Exit status: 0 done; 1 failed; 2 bad arguments or settings, or a file `import` or `eval` "
+    "refuses; 130 interrupted."
+)
+PROJECT_HELP = f"project id: {PROJECT_ID_RULE}"
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, details: str = ""
+) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` says what it does (`summary`, then `details`), not only its options."""
+    description = f"{summary[0].upper()}{summary[1:]}." + (f" {details}" if details else "")
+    return commands.add_parser(name, help=summary, description=description, epilog=EPILOG)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `poimen` argument parser."""
-    parser = argparse.ArgumentParser(prog="poimen", description="Poimen Memory Search: hybrid retrieval service.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the HTTP service (embedded engines unless URLs are set)")
+    parser = argparse.ArgumentParser(
+        prog="poimen", description="Poimen Memory Search: hybrid retrieval service.", epilog=EPILOG
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = _command(commands, "serve", "run the HTTP service (embedded engines unless URLs are set)")
     serve.add_argument("--host", default=None, help="bind address (default POIMEN_HOST, 127.0.0.1)")
     serve.add_argument(
         "--port",
@@ -59,19 +77,40 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="port 1-65535 (default POIMEN_PORT, 8080)",
     )
-    commands.add_parser("migrate", help="apply the PostgreSQL schema (alembic upgrade head)")
-    ingest = commands.add_parser("ingest", help="ingest a folder of markdown/text files or a BEIR corpus.jsonl")
-    ingest.add_argument("path", type=Path)
-    ingest.add_argument("--project", required=True, type=_project_id)
+    _command(
+        commands,
+        "migrate",
+        "apply the PostgreSQL schema (alembic upgrade head)",
+        "To DATABASE_URL, or to the embedded database under POIMEN_DATA_DIR when it is unset; running it "
+        "again changes nothing.",
+    )
+    ingest = _command(
+        commands,
+        "ingest",
+        "ingest a folder of markdown/text files or a BEIR corpus.jsonl",
+        "Every document is checked before any is written; a path with none to ingest exits 1.",
+    )
+    ingest.add_argument("path", type=Path, help="a folder of .md/.markdown/.txt notes, one such file, or a .jsonl")
+    ingest.add_argument("--project", required=True, type=_project_id, help=PROJECT_HELP)
     ingest.add_argument(
         "--batch-size",
         type=_whole_number(1, MAX_BATCH_SIZE),
         default=64,
         help=f"documents written per transaction (1-{MAX_BATCH_SIZE}, default 64)",
     )
-    reindex = commands.add_parser("reindex", help="rebuild a project's lexical index from PostgreSQL")
-    reindex.add_argument("--project", required=True, type=_project_id)
-    query = commands.add_parser("query", help="search a project: a table of results, or --json")
+    reindex = _command(
+        commands,
+        "reindex",
+        "rebuild a project's lexical index from PostgreSQL",
+        "A project without documents (a misspelt name) exits 1.",
+    )
+    reindex.add_argument("--project", required=True, type=_project_id, help=PROJECT_HELP)
+    query = _command(
+        commands,
+        "query",
+        "search a project: a table of results, or --json",
+        "A query the service refuses, or a project without documents, makes the status 1.",
+    )
     query.add_argument(
         "texts",
         nargs="+",
@@ -79,24 +118,45 @@ def build_parser() -> argparse.ArgumentParser:
         help="one or more queries; one that starts with '-' (an excluded term) goes after `--`: "
         "poimen query --project p -- '-draft release notes'",
     )
-    query.add_argument("--project", required=True, type=_project_id)
+    query.add_argument("--project", required=True, type=_project_id, help=PROJECT_HELP)
     query.add_argument(
         "--limit",
         type=_whole_number(MIN_LIMIT, MAX_LIMIT),
         default=None,
         help=f"results per query, {MIN_LIMIT}-{MAX_LIMIT} (default RRF_FINAL_K)",
     )
-    query.add_argument("--strategy", choices=["hybrid", "semantic", "lexical", "cascading"], default=None)
+    query.add_argument(
+        "--strategy",
+        choices=["hybrid", "semantic", "lexical", "cascading"],
+        default=None,
+        help="retrieval strategy (default SEARCH_STRATEGY)",
+    )
     query.add_argument("--json", action="store_true", help="print the HTTP response shape, one JSON line per query")
-    export = commands.add_parser("export", help="write a project as JSON lines, embeddings included")
-    export.add_argument("--project", required=True, type=_project_id)
-    export.add_argument("--output", type=Path, default=None, help="file to write (default: stdout)")
-    load = commands.add_parser("import", help="read an export into this service's engines without re-embedding")
-    load.add_argument("path", type=Path)
+    export = _command(
+        commands,
+        "export",
+        "write a project as JSON lines, embeddings included",
+        "A project without documents exits 1 and writes nothing.",
+    )
+    export.add_argument("--project", required=True, type=_project_id, help=PROJECT_HELP)
+    export.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="file to write, under a temporary name until complete (default: stdout)",
+    )
+    load = _command(
+        commands,
+        "import",
+        "read an export into this service's engines without re-embedding",
+        "The whole file is checked before anything is written. Its documents replace the stored ones of the "
+        "same id; the project's other documents are kept.",
+    )
+    load.add_argument("path", type=Path, help="a file `poimen export` wrote")
     load.add_argument(
         "--project", default=None, type=_project_id, help="import into this project (default: the exported one)"
     )
-    evaluate = commands.add_parser("eval", help="evaluate retrieval quality on a BEIR-layout data set")
+    evaluate = _command(commands, "eval", "evaluate retrieval quality on a BEIR-layout data set")
     from app.evaluation.cli import add_eval_arguments  # noqa: PLC0415 - keeps the parser definition in one place
 
     add_eval_arguments(evaluate)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from app.cli.arguments import build_parser
@@ -72,3 +74,22 @@ def test_counts_in_range_are_taken_as_given() -> None:
     assert build_parser().parse_args(["ingest", "notes", "--project", "p", "--batch-size", "1"]).batch_size == 1
     assert build_parser().parse_args(["query", "lag", "--project", "p", "--limit", "100"]).limit == 100
     assert build_parser().parse_args(["eval", "--dataset", "d", "--turn-context", "0"]).turn_context == 0
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    [subcommands] = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    return dict(subcommands.choices)
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_each_command_help_says_what_it_does_and_every_argument_what_it_takes(name: str) -> None:
+    # `poimen serve --help` listed --host and --port under no word of what the command does; `path`,
+    # `--project` and `--strategy` had no help at all.
+    command = _commands()[name]
+    help_text = " ".join(command.format_help().split())
+
+    assert command.description
+    assert " ".join(command.description.split()) in help_text
+    assert "Exit status: 0 done; 1 failed; 2 bad arguments or settings" in help_text
+    undocumented = [action.dest for action in command._actions if not action.help]
+    assert undocumented == []
