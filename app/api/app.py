@@ -110,7 +110,7 @@ class PublicPrometheusController(PrometheusController):
 
     @get(media_type="text/plain", summary="Prometheus metrics (text exposition format)")
     async def get(self) -> Response[bytes]:
-        """The process's metrics, as `PrometheusController` renders them; documented as the text it is."""
+        """The process's metrics in the Prometheus text exposition format (not JSON)."""
         response: Response[bytes] = await PrometheusController.get.fn(self)
         return response
 
@@ -189,6 +189,7 @@ def create_app(
             version="0.1.0",
             path="/schema",
             description="Hybrid BM25 + vector retrieval with explained scores.",
+            use_handler_docstrings=True,  # each operation's description: its handler's docstring, not nothing
         ),
         request_max_body_size=MAX_REQUEST_BODY_BYTES,
         # Logging belongs to the process (`configure_logging` in `poimen serve`: JSON lines with trace ids);

@@ -16,6 +16,7 @@ from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import admin_guard, public
 from app.api.project_routes import PROJECT_WRITE_ERROR_RESPONSES, ProjectPath
+from app.api.project_schemas import ReindexOut
 from app.domain.errors import EngineError
 from app.ingestion.reindex import rebuild_project
 from app.wiring.services import Services
@@ -71,11 +72,16 @@ class AdminController(Controller):
         self,
         project: ProjectPath,
         services: Injected[Services],
-    ) -> dict[str, Any]:
-        """Queue every document of the project for lexical indexing from PostgreSQL."""
+    ) -> ReindexOut:
+        """Queue every document of the project for lexical indexing from PostgreSQL, the source of truth.
+
+        Answers once they are queued; the outbox indexes them in the background (`pending` of
+        `GET /v1/projects/{project}` counts down). A project without documents (a misspelt id) queues 0.
+        Overlapping calls take turns and leave one outbox entry per document. Needs the `admin` scope.
+        """
         queued = await rebuild_project(services.engines.store, project)
         services.outbox.wake()
-        return {"project": project, "queued_documents": queued}
+        return ReindexOut(project=project, queued_documents=queued)
 
 
 class HealthController(Controller):

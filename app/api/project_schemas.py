@@ -68,6 +68,13 @@ class DeletedOut(msgspec.Struct, kw_only=True):
     deleted: int
 
 
+class ReindexOut(msgspec.Struct, kw_only=True):
+    """How many of the project's documents a lexical rebuild queued; 0 for a project without documents."""
+
+    project: str
+    queued_documents: int
+
+
 def summary_out(summary: DocumentSummary) -> DocumentSummaryOut:
     """Wire shape of a listed document."""
     return DocumentSummaryOut(

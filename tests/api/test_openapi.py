@@ -283,3 +283,28 @@ def test_links_follow_a_document_from_ingest_to_read_search_and_delete(openapi) 
 
 def test_metrics_are_documented_as_the_text_they_are(openapi) -> None:
     assert set(openapi["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == {"text/plain"}
+
+
+def test_every_operation_carries_its_description(openapi) -> None:
+    # Each handler's docstring (the admin scope of a project delete, the zeros of an unknown project's stats,
+    # what a conditional write does) reached no reader: no operation had a description.
+    undescribed = [
+        f"{method.upper()} {path}"
+        for path, method, operation in operations(openapi)
+        if not operation.get("description")
+    ]
+
+    assert undescribed == []
+    assert "`admin` scope" in openapi["paths"]["/v1/projects/{project}"]["delete"]["description"]
+    assert "Unknown project: zeros" in openapi["paths"]["/v1/projects/{project}"]["get"]["description"]
+
+
+def test_reindex_answers_a_described_shape(openapi) -> None:
+    # It was an untyped object: nothing said what a rebuild answers, or that an unknown project queues 0.
+    operation = openapi["paths"]["/v1/projects/{project}/reindex"]["post"]
+    answer = component(openapi, operation["responses"]["200"]["content"]["application/json"]["schema"])
+
+    assert set(answer["required"]) == {"project", "queued_documents"}
+    assert answer["properties"]["queued_documents"]["type"] == "integer"
+    assert "queues 0" in operation["description"]
+    assert "`admin` scope" in operation["description"]

@@ -272,3 +272,21 @@ async def test_unknown_fields_in_an_ingest_body_are_a_400_naming_the_field(
     assert response.status_code == 400, response.text
     assert response.json()["field"] == field
     assert (await api_client.get(f"/v1/projects/{unique_name}")).json()["documents"] == 0
+
+
+async def test_overlapping_reindexes_each_answer_the_count_and_the_project_ends_indexed(
+    api_client, published, unique_name
+) -> None:
+    await ingest(api_client, unique_name, turn("t1"), turn("t2"), turn("t3"))
+    route = "/v1/projects/{project}/reindex"
+    path = f"/v1/projects/{unique_name}/reindex"
+
+    answers = await asyncio.gather(*(checked(api_client, published, "post", path, route) for _ in range(3)))
+    unknown = await checked(api_client, published, "post", f"/v1/projects/{unique_name}-typo/reindex", route)
+    await wait_until_lexical_index_is_empty(api_client, unique_name, "lake sunrise")
+
+    assert answers == [{"project": unique_name, "queued_documents": 3}] * 3
+    assert unknown == {"project": f"{unique_name}-typo", "queued_documents": 0}
+    stats = (await api_client.get(f"/v1/projects/{unique_name}")).json()
+    assert (stats["documents"], stats["lexically_indexed"], stats["pending"]) == (3, 3, 0)
+    assert sorted(await lexical_ids(api_client, unique_name, "lake sunrise")) == ["t1", "t2", "t3"]
