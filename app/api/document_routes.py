@@ -35,6 +35,7 @@ from app.api.project_routes import (
     document_selection,
 )
 from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
+from app.api.strict_bodies import READS_BODY
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
@@ -143,6 +144,7 @@ class DocumentController(Controller):
         summary="Ingest one document or a batch",
         status_code=HTTP_201_CREATED,
         guards=[ingest_guard],
+        opt=READS_BODY,
         responses=problem_responses(400, 401, 403, 409, 413, 503, 504, 507),
     )
     async def ingest(  # noqa: PLR0913, PLR0917 - the body and each conditional header it may carry

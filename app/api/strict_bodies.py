@@ -34,6 +34,12 @@ _MSGSPEC_PREFIX: Final = "JSON is malformed: "
 TOO_DEEP: Final = "the JSON body nests too deeply (arrays and objects within one another, about 1,000 levels)"
 
 
+WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+READS_BODY_OPT_KEY: Final = "reads_body"
+READS_BODY: Final = {READS_BODY_OPT_KEY: True}
+"""Route `opt` of a write that reads its request body itself (no `data` parameter): its body is not refused."""
+
+
 _AT_PATH: Final = re.compile(r"(?P<head>.*) - at `\$\.?(?P<path>[^`]*)`", re.DOTALL)
 _READABLE: Final = (
     (re.compile(r"Expected `str` of length >= 1"), "must not be empty"),
@@ -160,11 +166,13 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
 
     An empty or malformed body is a 400 naming `body`, worded as the ingest route words it (Litestar's
     own parsing answered "Input data was truncated" titled `ClientException`, and "data: 'data'" for
-    an empty body).
+    an empty body). A write that takes no body refuses one (`reject_unread_body`).
     """
     data_field = request.route_handler.parsed_data_field
     body_type = None if data_field is None else data_field.annotation
     if not (isinstance(body_type, type) and issubclass(body_type, msgspec.Struct)):
+        if data_field is None:
+            await reject_unread_body(request)
         return
     body = await request.body()
     if not body.strip():
@@ -179,6 +187,34 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
         raise malformed_json(error, body) from None
     except RecursionError:
         raise InvalidInputError(TOO_DEEP, field="body") from None
+
+
+async def reject_unread_body(request: Request[Any, Any, Any]) -> None:
+    """A 400 naming `body` for a body sent to a write that takes none, and so would never read it.
+
+    `DELETE /v1/projects/p` with `{"tag": "draft"}` deleted the whole project, and `DELETE
+    .../documents?source_prefix=a` with the same body every document under `a/`, whatever the tag: what
+    a write acts on is its path and query parameters. An empty object or `null` asks for nothing and is
+    let through. A handler that reads its body itself is marked `READS_BODY`.
+    """
+    if request.method not in WRITE_METHODS or request.route_handler.opt.get(READS_BODY_OPT_KEY):
+        return
+    if not _says_nothing(await request.body()):
+        msg = (
+            f"{request.method} {request.url.path} takes no request body: what it acts on is in its path and query "
+            "parameters; nothing was done"
+        )
+        raise InvalidInputError(msg, field="body")
+
+
+def _says_nothing(body: bytes) -> bool:
+    """An empty body, or one that asks for nothing (`{}`, `null`), as generic clients send with every POST."""
+    if not body.strip():
+        return True
+    try:
+        return msgspec.json.decode(body) in ({}, None)
+    except (msgspec.DecodeError, RecursionError):
+        return False
 
 
 def malformed_json(error: msgspec.DecodeError, body: bytes) -> InvalidInputError:
