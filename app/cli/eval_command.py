@@ -5,7 +5,8 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from app.evaluation.cli import run_eval_with
+from app.cli.interrupts import run_interruptibly
+from app.evaluation.cli import evaluate
 from app.evaluation.ingest import EvaluationEngines
 from app.wiring.engines import open_engines
 from app.wiring.rerankers import build_second_stage
@@ -33,4 +34,4 @@ async def open_evaluation_engines(settings: Settings) -> AsyncIterator[Evaluatio
 
 def run_eval(settings: Settings, arguments: argparse.Namespace) -> int:
     """Run `poimen eval` on the real engines; the exit status."""
-    return run_eval_with(settings, arguments, open_engines=open_evaluation_engines)
+    return run_interruptibly(evaluate(settings, arguments, open_engines=open_evaluation_engines), command="eval")

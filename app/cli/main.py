@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import ipaddress
 import logging
@@ -13,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from app.cli.arguments import build_parser
+from app.cli.interrupts import EXIT_INTERRUPTED, run_interruptibly
 from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
 from app.domain.errors import EngineError
 
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 EXIT_CONFIGURATION = 2
 EXIT_FAILURE = 1
-EXIT_INTERRUPTED = 130
 
 
 def _address_in_use(host: str, port: int) -> str | None:
@@ -108,7 +107,7 @@ def _migrate(settings: Settings) -> int:
     from app.wiring.migrate import migrate  # noqa: PLC0415 - heavy imports only for this command
 
     try:
-        dimensions = asyncio.run(migrate(settings))
+        dimensions = run_interruptibly(migrate(settings), command="migrate")
     except ConfigurationError as error:
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
@@ -124,13 +123,13 @@ def _migrate(settings: Settings) -> int:
 def _ingest(settings: Settings, *, path: Path, project: str, batch_size: int) -> int:
     from app.cli.commands import ingest  # noqa: PLC0415 - heavy imports only for this command
 
-    return asyncio.run(ingest(settings, path=path, project=project, batch_size=batch_size))
+    return run_interruptibly(ingest(settings, path=path, project=project, batch_size=batch_size), command="ingest")
 
 
 def _reindex(settings: Settings, *, project: str) -> int:
     from app.cli.commands import reindex  # noqa: PLC0415 - heavy imports only for this command
 
-    return asyncio.run(reindex(settings, project=project))
+    return run_interruptibly(reindex(settings, project=project), command="reindex")
 
 
 def _quiet_libraries(*, own_progress_bars: bool) -> None:
@@ -285,7 +284,7 @@ def _query(settings: Settings, arguments: argparse.Namespace) -> int:
     from app.domain.models import SearchStrategy  # noqa: PLC0415 - as above
 
     strategy = SearchStrategy(arguments.strategy) if arguments.strategy else None
-    return asyncio.run(
+    return run_interruptibly(
         query(
             settings,
             texts=arguments.texts,
@@ -293,17 +292,20 @@ def _query(settings: Settings, arguments: argparse.Namespace) -> int:
             limit=arguments.limit,
             strategy=strategy,
             as_json=arguments.json,
-        )
+        ),
+        command="query",
     )
 
 
 def _export(settings: Settings, arguments: argparse.Namespace) -> int:
     from app.cli.memory_commands import export_project  # noqa: PLC0415 - heavy imports only for this command
 
-    return asyncio.run(export_project(settings, project=arguments.project, output=arguments.output))
+    return run_interruptibly(
+        export_project(settings, project=arguments.project, output=arguments.output), command="export"
+    )
 
 
 def _import(settings: Settings, arguments: argparse.Namespace) -> int:
     from app.cli.memory_commands import import_project  # noqa: PLC0415 - heavy imports only for this command
 
-    return asyncio.run(import_project(settings, path=arguments.path, project=arguments.project))
+    return run_interruptibly(import_project(settings, path=arguments.path, project=arguments.project), command="import")

@@ -8,7 +8,6 @@ fusion through the real search path, score with ir-measures, write the report.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -223,11 +222,6 @@ async def evaluate(settings: Settings, arguments: argparse.Namespace, *, open_en
                 for path in [*write_report(document, output), *write_run_files(results, output)]:
                     _say(f"  wrote {path}")
     return 0
-
-
-def run_eval_with(settings: Settings, arguments: argparse.Namespace, *, open_engines: EnginesOpener) -> int:
-    """Synchronous entry for the CLI."""
-    return asyncio.run(evaluate(settings, arguments, open_engines=open_engines))
 
 
 def _say(message: str) -> None:
