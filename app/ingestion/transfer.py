@@ -306,6 +306,8 @@ def _not_a_record(number: int, error: Exception) -> InvalidInputError:
         reason = f"the field {error.args[0]!r} is missing"
     elif isinstance(error, json.JSONDecodeError):
         reason = f"not JSON ({error.msg} at column {error.colno})"
+    elif isinstance(error, ValueError):  # an event time or a date that is no ISO 8601 one, named with its value
+        reason = f"a value cannot be read ({error})"
     else:
         reason = "a field holds the wrong kind of value (a number or a list where a string or list belongs?)"
     msg = f"line {number}: not a document record: {reason}"
@@ -314,8 +316,12 @@ def _not_a_record(number: int, error: Exception) -> InvalidInputError:
 
 def _check_end(record: dict[str, Any], count: int, number: int, rest: Iterable[str]) -> None:
     """The end line says `count` documents came before it, and nothing follows it."""
-    if record.get("documents") != count:
-        msg = f"line {number}: the end line counts {record.get('documents')!r} documents, the file holds {count}"
+    stated = record.get("documents")
+    if not isinstance(stated, int) or isinstance(stated, bool):  # "the end line counts '2' documents, ... holds 2"
+        msg = f"line {number}: the end line's `documents` is {stated!r}, not a count of documents"
+        raise InvalidInputError(msg, field="end")
+    if stated != count:
+        msg = f"line {number}: the end line counts {stated} documents, the file holds {count}"
         raise InvalidInputError(msg, field="end")
     if any(line.strip() for line in rest):
         msg = f"line {number}: lines follow the end line"

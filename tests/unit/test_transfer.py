@@ -127,6 +127,8 @@ async def test_an_export_ends_with_a_line_counting_its_documents() -> None:
         (lambda lines: lines[:-1], "cut off: the file ends after 2 documents without its end line"),
         (lambda lines: [*lines[:2], lines[-1]], "line 3: the end line counts 2 documents, the file holds 1"),
         (lambda lines: [*lines, lines[1]], "line 4: lines follow the end line"),
+        # "the end line counts '2' documents, the file holds 2"
+        (lambda lines: [*lines[:-1], '{"kind": "end", "documents": "2"}'], "the end line's `documents` is '2', not a"),
         (lambda lines: lines[:1], "cut off: the file ends after 0 documents"),
     ],
 )
@@ -211,6 +213,8 @@ async def test_a_document_twice_in_one_file_is_refused() -> None:
     [
         (lambda r: r.pop("created_at"), "the field 'created_at' is missing"),
         (lambda r: r.update(tags=5), "a field holds the wrong kind of value"),
+        # was "a field holds the wrong kind of value (a number or a list where a string or list belongs?)"
+        (lambda r: r.update(event_time="yesterday"), "a value cannot be read .*'yesterday'"),
     ],
 )
 async def test_a_record_that_is_not_one_is_named_in_the_export_formats_words(change: object, reason: str) -> None:
