@@ -59,20 +59,19 @@ def start_service(root: Path, name: str, **overrides: str) -> ServiceProcess:
     data_dir = root / name / "data"
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    environment = cli_environment(
-        data_dir,
-        PYTHONPATH=str(CHECKOUT),
-        OPENSEARCH_INDEX=OPENSEARCH_INDEX,
-        OPENSEARCH_SHARDS="1",
-        OPENSEARCH_REPLICAS="0",
-        OPENSEARCH_TIMEOUT_S="2",
-        QUERY_CACHE_TTL_SECS="0",  # every search during the outage is computed live
-        OUTBOX_MAX_BACKOFF_S="0.5",
+    defaults = {
+        "PYTHONPATH": str(CHECKOUT),
+        "OPENSEARCH_INDEX": OPENSEARCH_INDEX,
+        "OPENSEARCH_SHARDS": "1",
+        "OPENSEARCH_REPLICAS": "0",
+        "OPENSEARCH_TIMEOUT_S": "2",
+        "QUERY_CACHE_TTL_SECS": "0",  # every search during the outage is computed live
+        "OUTBOX_MAX_BACKOFF_S": "0.5",
         # osmem's delete_by_query scans linearly: the 200 clauses of a default batch take 1.2 s on a quiet
         # core and pass OPENSEARCH_TIMEOUT_S on a busy one, so the backlog after an outage never drained.
-        OUTBOX_BATCH_SIZE=str(OUTBOX_BATCH_DOCUMENTS),
-        **overrides,
-    )
+        "OUTBOX_BATCH_SIZE": str(OUTBOX_BATCH_DOCUMENTS),
+    }
+    environment = cli_environment(data_dir, **(defaults | overrides))
     log_path = root / f"{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -115,16 +114,18 @@ async def readiness(client: httpx.AsyncClient) -> tuple[int, str]:
     return response.status_code, response.json()["status"]
 
 
-async def wait_drained(client: httpx.AsyncClient, project: str, documents: int) -> dict[str, Any]:
+async def wait_drained(
+    client: httpx.AsyncClient, project: str, documents: int, timeout_s: float = DRAIN_TIMEOUT_S
+) -> dict[str, Any]:
     """The project's stats once PostgreSQL holds `documents` and none awaits lexical indexing."""
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     stats: dict[str, Any] = {}
     while time.monotonic() < deadline:
         stats = (await client.get(f"/v1/projects/{project}/")).json()
         if stats["documents"] == documents and stats["pending"] == 0:
             return stats
         await asyncio.sleep(0.2)
-    pytest.fail(f"outbox not drained within {DRAIN_TIMEOUT_S} s: {stats}")
+    pytest.fail(f"outbox not drained within {timeout_s} s: {stats}")
 
 
 def alias_targets(opensearch_url: str, project: str) -> list[str]:
