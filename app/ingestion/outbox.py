@@ -34,7 +34,8 @@ class OutboxWorker:
     claims are leases, so no two workers hold one entry, and the lexical index refuses a write older
     than the version it holds.
     After a failed cycle the worker waits `poll_interval_s`, doubling per consecutive failure up to
-    `max_backoff_s`, and retries the same entries. Cycles never overlap, whoever runs them.
+    `max_backoff_s`, and retries the same entries; a `wake()` (a write) cuts that wait short once
+    `poll_interval_s` has passed since the failure. Cycles never overlap, whoever runs them.
     `on_indexed(project_id)` runs once per project of each completed batch; `on_error` sees every
     failure of the background loop.
     """
@@ -65,7 +66,8 @@ class OutboxWorker:
         self._stop_event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.consecutive_failures = 0
-        """Failed cycles since the last success; 0 while the lexical index keeps up."""
+        """Scheduled retries failed since the last success (early ones a write asked for not counted); 0 while
+        the lexical index keeps up."""
         self.refused: list[tuple[DocumentChunks, EngineRejectedError]] = []
         """The documents the last cycle's batch held that the lexical index refused as sent, with why."""
 
@@ -221,9 +223,14 @@ class OutboxWorker:
         Each idle turn hands the lexical index an empty batch first (see `LexicalIndex.replace_documents`).
 
         Every exception of a cycle is passed to `on_error` and retried with backoff, so one bad
-        batch or an unexpected bug never ends the loop while the service runs.
+        batch or an unexpected bug never ends the loop while the service runs. A write during the
+        backoff retries early (`_back_off`): an engine that came back gets new writes at once, not
+        after up to `max_backoff_s`, and one that stays down sees at most one cycle per `poll_interval_s`.
         """
+        loop = asyncio.get_running_loop()
+        retry_at = 0.0  # when the backoff's scheduled retry is due (loop time); 0.0 while cycles succeed
         while not self._stop_event.is_set():
+            early = loop.time() < retry_at
             try:
                 count = await self.run_once()
                 if count == 0:
@@ -231,26 +238,32 @@ class OutboxWorker:
                     # nothing was written is recreated and refilled now, not at the next write).
                     await self._lexical.replace_documents([])
             except Exception as error:  # noqa: BLE001 - the loop must outlive any failure; on_error reports it
-                self.consecutive_failures += 1
                 if self._on_error is not None:
                     self._on_error(error)
-                delay_s = self._backoff_s(self.consecutive_failures)
-                # At most one line per backoff: writes wait in the outbox, and nothing else says why.
-                logger.warning(
-                    "lexical outbox cycle failed (%d in a row), retrying in %.1f s: %s: %s",
-                    self.consecutive_failures,
-                    delay_s,
-                    type(error).__name__,
-                    error,
-                )
-                await self._pause(delay_s, wakeable=False)
+                if early:  # the backoff (and its log line) stands: the engine is still not back
+                    logger.debug("early lexical outbox retry failed: %s: %s", type(error).__name__, error)
+                else:
+                    self.consecutive_failures += 1
+                    delay_s = self._backoff_s(self.consecutive_failures)
+                    retry_at = loop.time() + delay_s
+                    # At most one line per backoff: writes wait in the outbox, and nothing else says why.
+                    logger.warning(
+                        "lexical outbox cycle failed (%d in a row), retrying in %.1f s (a write retries after "
+                        "%g s): %s: %s",
+                        self.consecutive_failures,
+                        delay_s,
+                        min(self._poll_interval_s, self._max_backoff_s),
+                        type(error).__name__,
+                        error,
+                    )
+                await self._back_off(retry_at)
                 continue
-            self.consecutive_failures = 0
+            self.consecutive_failures, retry_at = 0, 0.0
             if count < self._batch_size:
                 await self._pause(self._poll_interval_s, wakeable=True)
 
     def wake(self) -> None:
-        """Skip the current idle wait (not a failure backoff); call after a write queued work."""
+        """Skip the current idle wait, or cut a failure backoff short; call after a write queued work."""
         self._wake_event.set()
 
     def start(self) -> None:
@@ -277,13 +290,23 @@ class OutboxWorker:
     def _backoff_s(self, failures: int) -> float:
         return float(min(self._max_backoff_s, self._poll_interval_s * 2 ** min(failures - 1, 32)))
 
+    async def _back_off(self, retry_at: float) -> None:
+        """Wait until the scheduled retry at `retry_at` (loop time), or a `wake()` after `poll_interval_s`.
+
+        The first `poll_interval_s` no wake ends (a wake then is kept for after it): however many writes
+        arrive while the engine stays down, it sees at most one cycle per `poll_interval_s` plus the
+        cycle's own time, the rate the idle loop polls it at anyway, and logs one line per backoff.
+        """
+        await self._pause(min(self._poll_interval_s, self._max_backoff_s), wakeable=False)
+        await self._pause(retry_at - asyncio.get_running_loop().time(), wakeable=True)
+
     async def _pause(self, delay_s: float, *, wakeable: bool) -> None:
         """Sleep up to `delay_s`; `stop()` always ends it early, `wake()` only when `wakeable`."""
         waits = [asyncio.ensure_future(self._stop_event.wait())]
         if wakeable:
             waits.append(asyncio.ensure_future(self._wake_event.wait()))
         try:
-            await asyncio.wait(waits, timeout=delay_s, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=max(0.0, delay_s), return_when=asyncio.FIRST_COMPLETED)
         finally:
             for waiter in waits:
                 waiter.cancel()

@@ -301,6 +301,70 @@ async def test_embedded_lexical_folder_taken_away_mid_ingest_loses_nothing_ackno
     assert record.reasons == {"lexical_unavailable": record.searches_during}
 
 
+# With OUTBOX_POLL_INTERVAL_S=0.05 the failure backoff doubles from 0.05 s: the 9th failed retry in a row waits
+# 12.8 s (OUTBOX_MAX_BACKOFF_S=600 caps nothing here), well past how long the write after the outage is waited for.
+BACKOFF_FAILURES_BEFORE_RETURN = 9
+INDEXED_AFTER_RETURN_WITHIN_S = 6.0
+
+
+@pytest.mark.parametrize("engine", ["tantivy", "opensearch"])
+async def test_a_write_after_the_lexical_engine_returns_is_indexed_without_waiting_out_the_backoff(
+    engine: str, fault_root: Path
+) -> None:
+    """The lexical engine away long enough for the outbox's failure backoff to grow, then back: the next write
+    ends the backoff and is indexed at once, with what waited during the outage.
+
+    Before, a write woke only an idle worker: after an outage (or a `poimen migrate` on a first install) every
+    new write missed the lexical leg for up to OUTBOX_MAX_BACKOFF_S (30 s by default)."""
+    project = f"faults-{uuid.uuid4().hex[:8]}"
+    backoff = {"OUTBOX_POLL_INTERVAL_S": "0.05", "OUTBOX_MAX_BACKOFF_S": "600"}
+    with contextlib.ExitStack() as stack:
+        if engine == "tantivy":
+            service = start_service(fault_root, "backoff", **backoff)
+            folder = fault_root / "backoff" / "data" / "lexical"
+            detached = folder.with_name("lexical.detached")
+            take_away, bring_back = (lambda: folder.rename(detached)), (lambda: detached.rename(folder))
+        else:
+            _, postgres_url = stack.enter_context(dedicated_postgres(fault_root))
+            address = f"127.0.0.1:{free_port()}"
+            engines = [OsmemServer.start(japanese=False, addr=address)]
+            stack.callback(lambda: stop_osmem(engines[-1]))
+            service = start_service(
+                fault_root, "backoff", DATABASE_URL=postgres_url, OPENSEARCH_URL=engines[0].url, **backoff
+            )
+            take_away = lambda: stop_osmem(engines[-1])  # noqa: E731
+            bring_back = lambda: engines.append(OsmemServer.start(japanese=False, addr=address))  # noqa: E731
+        stack.callback(service.stop)
+        async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+            before = await client.post(f"/v1/projects/{project}/documents", json={"documents": outage_batch(0, 1)})
+            await wait_drained(client, project, 1)
+            take_away()
+            during = await client.post(f"/v1/projects/{project}/documents", json={"documents": outage_batch(1, 1)})
+            await wait_logged(service, f"({BACKOFF_FAILURES_BEFORE_RETURN} in a row)")
+            bring_back()
+            after = await client.post(f"/v1/projects/{project}/documents", json={"documents": outage_batch(2, 1)})
+            stats = await wait_drained(client, project, 3, timeout_s=INDEXED_AFTER_RETURN_WITHIN_S)
+            found = (await search(client, project, unique_word(2), "lexical")).json()
+        log = service.log_path.read_text(errors="replace")
+
+    assert [before.status_code, during.status_code, after.status_code] == [201, 201, 201]
+    assert stats["lexically_indexed"] == 3
+    assert found["degraded"] is False
+    assert found["results"][0]["document_id"] == "doc-2"
+    # Indexed by the early retry the write asked for, not by the scheduled one, which never came.
+    assert f"({BACKOFF_FAILURES_BEFORE_RETURN + 1} in a row)" not in log
+
+
+async def wait_logged(service: ServiceProcess, text: str, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+    """Return once the service's log holds `text`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if text in service.log_path.read_text(errors="replace"):
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail(f"{text!r} not logged within {timeout_s} s:\n{service.log_tail()}")
+
+
 async def test_a_service_started_while_opensearch_is_down_serves_degraded_and_catches_up(fault_root: Path) -> None:
     # It exited at start ("application start-up failed"): every pod a rollout, a drain or the HPA started
     # during an OpenSearch outage crash-looped until it ended.

@@ -246,6 +246,76 @@ async def test_wake_skips_the_idle_wait() -> None:
     assert lexical.indexed == {("p", "a"): ("text",)}
 
 
+def worker_after_a_long_outage(store: OutboxStore, lexical: FlakyLexical, **kwargs) -> OutboxWorker:
+    """A worker whose next failure backs off for its whole `max_backoff_s` of 600 s, as deep in an outage."""
+    outbox = worker(store, lexical, max_backoff_s=600, **kwargs)
+    outbox.consecutive_failures = 30
+    return outbox
+
+
+async def test_a_write_cuts_a_failure_backoff_short(caplog: pytest.LogCaptureFixture) -> None:
+    # Before, a write woke only an idle worker: after an outage every new write missed the lexical leg
+    # for up to max_backoff_s (30 s by default) after the engine came back.
+    caplog.set_level(logging.WARNING, logger="poimen.outbox")
+    store, lexical = OutboxStore(), FlakyLexical(failures=1)
+    indexed = asyncio.Event()
+    outbox = worker_after_a_long_outage(store, lexical, on_indexed=lambda _: indexed.set())
+    store.write("p", "a", "queued during the outage")
+    outbox.start()
+    await lexical.started.wait()  # the cycle fails; the next scheduled retry is 600 s away
+
+    store.write("p", "b", "written after the engine came back")
+    outbox.wake()
+    await asyncio.wait_for(indexed.wait(), timeout=5)
+    await outbox.stop(timeout_s=5)
+
+    assert lexical.indexed == {
+        ("p", "a"): ("queued during the outage",),
+        ("p", "b"): ("written after the engine came back",),
+    }
+    assert outbox.consecutive_failures == 0
+    assert len(caplog.records) == 1
+    assert caplog.records[0].getMessage().startswith("lexical outbox cycle failed (31 in a row), retrying in 600.0 s")
+
+
+async def test_writes_against_an_engine_that_stays_down_retry_at_most_once_per_poll_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="poimen.outbox")
+    poll_interval_s = 0.05
+    store, lexical = OutboxStore(), FlakyLexical(failures=10**6)
+    outbox = worker_after_a_long_outage(store, lexical, poll_interval_s=poll_interval_s)
+    store.write("p", "a", "text")
+    outbox.start()
+    await lexical.started.wait()
+
+    for _ in range(1_000):  # a burst of writes is one early retry
+        outbox.wake()
+    await asyncio.wait_for(attempted(lexical, 2), timeout=5)
+    await asyncio.sleep(4 * poll_interval_s)
+    after_burst = lexical.attempts
+
+    loop = asyncio.get_running_loop()
+    storm_started = loop.time()
+    for _ in range(200):  # a storm of writes: one every millisecond or so
+        outbox.wake()
+        await asyncio.sleep(0.001)
+    storm_s = loop.time() - storm_started
+    await outbox.stop(timeout_s=5)
+
+    assert after_burst == 2
+    # At least one early retry during the storm, and no more than one per poll interval.
+    assert 1 <= lexical.attempts - after_burst <= storm_s / poll_interval_s + 1
+    assert store.outbox == {("p", "a"): 1}
+    # One line for the backoff: the early retries that failed do not flood the log.
+    assert len(caplog.records) == 1
+
+
+async def attempted(lexical: FlakyLexical, attempts: int) -> None:
+    while lexical.attempts < attempts:  # the fake engine sets no event per attempt
+        await asyncio.sleep(0.001)
+
+
 async def test_stop_waits_for_the_in_flight_batch() -> None:
     store, lexical = OutboxStore(), FlakyLexical()
     store.write("p", "a", "text")
