@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 from sqlalchemy import text
 
 from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
-from app.engines import postgres_catalog
+from app.engines import postgres_catalog, postgres_locks
 from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
 from app.engines.postgres_errors import translate_errors
@@ -37,7 +37,6 @@ from app.engines.postgres_sql import (
     CLAIM_QUEUED,
     COMPLETE_OUTBOX,
     DELETE_REPLACED_CHUNKS,
-    LOCK_DOCUMENTS,
     MARK_PROJECT_NOT_INDEXED,
     PROJECT_IDS,
     QUEUE_DOCUMENTS,
@@ -140,7 +139,7 @@ class PostgresDocumentStore:
         that never comes (16 concurrent writes of 16 documents stalled the pool until its timeout and
         answered 504), and searches would find no connection either.
         """
-        names = [f"{project_id}\x1f{document_id}" for project_id, document_id in keys]
+        names = [postgres_locks.lock_name(key) for key in keys]
         async with contextlib.AsyncExitStack() as local:
             for key in sorted(set(keys)):
                 lock = self._local_locks.get(key)
@@ -150,12 +149,8 @@ class PostgresDocumentStore:
             # After the document locks: a writer waiting for a hot document holds no writer's place.
             await local.enter_async_context(self._writers)
             with translate_errors(engine=self.name):
-                async with self._engine.connect() as connection:
-                    await connection.execute(text(LOCK_DOCUMENTS), {"names": names})
-                    try:
-                        yield
-                    finally:
-                        await connection.rollback()
+                async with self._engine.connect() as connection, postgres_locks.holding(connection, names):
+                    yield
 
     async def cached_embeddings(
         self, project_id: str, chunk_hashes: Sequence[str], *, model: str
@@ -199,6 +194,7 @@ class PostgresDocumentStore:
             projects = {key[0] for key in latest}
             async with project_transaction(self._engine, projects, write=True) as connection:
                 await postgres_catalog.lock_projects(connection, projects)
+                await postgres_locks.check_still_held(connection, latest, engine=self.name)
                 await connection.execute(text(UPSERT_DOCUMENT), document_rows)
                 await connection.execute(
                     text(DELETE_REPLACED_CHUNKS),
@@ -222,6 +218,7 @@ class PostgresDocumentStore:
         with translate_errors(engine=self.name):
             async with project_transaction(self._engine, [project_id], write=True) as connection:
                 await postgres_catalog.lock_projects(connection, {project_id})
+                await postgres_locks.check_still_held(connection, [(project_id, document_id)], engine=self.name)
                 result = await connection.execute(
                     text("DELETE FROM documents WHERE project_id = :project_id AND document_id = :document_id"),
                     {"project_id": project_id, "document_id": document_id},
