@@ -9,6 +9,7 @@ not stop the service; one an older release migrated must, in one line, before it
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 import httpx
@@ -53,13 +54,14 @@ def _empty_database(postgres_url: str, name: str) -> str:
     return make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
 
 
-def _serve(tmp_path: Path, database_url: str, opensearch_url: str, *, index: str) -> ServiceProcess:
+def _serve(tmp_path: Path, database_url: str, opensearch_url: str, *, index: str, **overrides: str) -> ServiceProcess:
     return spawn_service(
         tmp_path / "data",
         log_path=tmp_path / "serve.log",
         DATABASE_URL=database_url,
         OPENSEARCH_URL=opensearch_url,
         OPENSEARCH_INDEX=index.replace("_", "-"),
+        **overrides,
     )
 
 
@@ -87,6 +89,43 @@ def test_a_first_install_serves_before_its_migrations_and_works_once_they_ran(
     assert "no schema yet" in service.log_path.read_text()
     assert after.status_code == 201, after.text
     assert [hit["document_id"] for hit in found.json()["results"]] == ["note"]
+
+
+def test_the_first_write_after_the_migrations_is_found_lexically_without_waiting_out_the_outbox_backoff(
+    postgres_url: str, opensearch_server_url: str, unique_name: str, tmp_path: Path
+) -> None:
+    # Before the migrations every outbox cycle fails (no table) and the worker backs off, doubling from
+    # OUTBOX_POLL_INTERVAL_S: by its 9th failure in a row it waits 12.8 s (OUTBOX_MAX_BACKOFF_S=600 caps nothing
+    # here). Before, the first write after `poimen migrate` stayed out of the lexical leg until that wait ended.
+    database_url = _empty_database(postgres_url, unique_name)
+    backoff = {"OUTBOX_POLL_INTERVAL_S": "0.05", "OUTBOX_MAX_BACKOFF_S": "600"}
+    service = _serve(tmp_path, database_url, opensearch_server_url, index=unique_name, **backoff)
+    try:
+        service.wait_ready()
+        deadline = time.monotonic() + 60
+        while "(9 in a row)" not in service.log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run_migrations(database_url, embedding_dimensions=384)
+        document = {"id": "note", "text": "# Keys\n\nThe quartz key opens the archive."}
+        written = httpx.post(f"{service.url}/v1/projects/alpha/documents", json=document, timeout=30.0)
+        found: list[str] = []
+        deadline = time.monotonic() + 6.0
+        while not found and time.monotonic() < deadline:
+            answer = httpx.get(
+                f"{service.url}/memory/query",
+                params={"query": "quartz", "project": "alpha", "strategy": "lexical"},
+                timeout=30.0,
+            ).json()
+            found = [hit["document_id"] for hit in answer["results"] if not answer["degraded"]]
+            time.sleep(0.1)
+        log = service.log_path.read_text()
+    finally:
+        service.stop()
+
+    assert "(9 in a row)" in log
+    assert written.status_code == 201, written.text
+    assert found == ["note"]
+    assert "(10 in a row)" not in log  # indexed by the early retry the write asked for
 
 
 def test_a_schema_an_older_release_migrated_stops_the_service_in_one_line(
