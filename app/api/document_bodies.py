@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
+from app.api.heavy_metadata import refuse_heavy_metadata
 from app.api.strict_bodies import (
     LIST_TOO_LONG,
     TOO_DEEP,
     invalid_input_of,
     malformed_json,
-    refuse_heavy_metadata,
     refuse_long_lists,
     refuse_over_bound_lists,
 )

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.api.strict_bodies import MAX_METADATA_VALUES, refuse_heavy_metadata
+from app.api.heavy_metadata import MAX_METADATA_VALUES, refuse_heavy_metadata
 from app.domain.errors import DocumentTooLargeError, InvalidInputError
 
 LIMIT_BYTES = 5_000_000
