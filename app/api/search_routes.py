@@ -1,17 +1,12 @@
 """Search endpoints: `GET /memory/query` (reference), `POST /v1/search` (every option), `POST /v1/search/batch`.
 
 Paging (both single-search endpoints and each query of a batch): `offset` or `cursor` asks for one page of
-a ranking `PAGE_DEPTH` deep. The cursor carries the next offset, the project generation the ranking was
-made at, the moment relative dates were resolved against, and a fingerprint of the query, its options and
-its `as_of` (a cursor replayed with another query or another `as_of` is a 400).
+a ranking `PAGE_DEPTH` deep (`app/api/search_cursors.py`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from litestar import Controller, Request, get, post
@@ -19,10 +14,10 @@ from litestar.datastructures import State
 from litestar.params import JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
-from app.api.cursors import decode_cursor, encode_cursor
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import authorize_project, principal_of, request_caller_key, search_guard
+from app.api.search_cursors import SearchPaging, next_cursor, search_paging
 from app.api.search_requests import (
     FUSION_DESCRIPTION,
     BatchSearchRequest,
@@ -36,11 +31,10 @@ from app.auth.tokens import SCOPE_SEARCH, Principal, cache_scope
 from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
-from app.domain.moments import as_utc
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.query.planner import MAX_QUERY_CHARS, SearchOptions, unused_options
 from app.search.calls import SearchCall, SearchOutcome
-from app.search.paging import PAGE_DEPTH, SearchPage
+from app.search.paging import PAGE_DEPTH
 from app.search.service import SearchService
 
 if TYPE_CHECKING:
@@ -49,7 +43,6 @@ if TYPE_CHECKING:
 # The HTTP server refuses a request line past about 64 KiB with a bare text/plain 400, before the app sees it;
 # 4,000 characters stay under it even when every one is percent-encoded UTF-8 (up to 12 bytes each).
 GET_QUERY_MAX_CHARS: Final = 4000
-SEARCH_CURSOR = "search"
 # The options' names as a search body spells them, so that a 400's `field` names what the caller sent.
 _BODY_FIELDS: Final[Mapping[str, str]] = {
     "semantic_weight": "weights.semantic",
@@ -67,110 +60,10 @@ SEARCH_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
 SEARCH_BODY_ERROR_RESPONSES = problem_responses(400, 401, 403, 413, 503, 504)
 
 
-@dataclass(frozen=True, slots=True)
-class _Paging:
-    """What a search request asks of paging: its page (None: unpaged) and the clock its relative dates use.
-
-    `as_of` is the request's own (None: not given); `clock` is what the search resolves "last week" against.
-    """
-
-    page: SearchPage | None
-    as_of: datetime | None
-    clock: datetime | None
-
-
-def _fingerprint(query: str, options: SearchOptions, as_of: datetime | None) -> str:
-    """What a cursor is bound to: the query, every option but the page size, and the request's `as_of`.
-
-    `as_of` counts with its offset: 02:00+02:00 and 00:00Z are one instant but not one "today" (relative
-    dates are read in the offset's days). Absent, the text is what it was before `as_of` existed, so a
-    cursor minted by an older replica during a rolling update stays valid (and one minted with a UTC
-    `as_of` too: both spell it `+00:00`).
-    """
-    text = f"{query}\x1f{replace(options, limit=None)!r}"
-    if as_of is not None:
-        text += f"\x1fas_of={as_of.isoformat()}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _cursor_clock(values: dict[str, Any]) -> datetime | None:
-    """The moment a cursor's first page resolved relative dates against (None: a cursor minted without one)."""
-    text = values.get("t")
-    if text is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(text) if isinstance(text, str) else None
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        msg = "cursor is not a cursor this endpoint returned"
-        raise InvalidQueryError(msg, field="cursor")
-    return moment
-
-
-def _paging(
-    query: str, options: SearchOptions, *, as_of: datetime | None, offset: int | None, cursor: str | None
-) -> _Paging:
-    """The page asked for and its clock; a cursor of another query or `as_of`, or a foreign cursor, is a 400.
-
-    A paged search fixes its clock here rather than leaving it to the optimizer, and its cursor carries it:
-    every later page then resolves "last week" against the first page's moment, even across midnight or a
-    week's end, so its date filter, and with it the ranking (and cache entry) it is cut from, is the first
-    page's. A cursor therefore never mixes two weeks. The request's own `as_of` is in the fingerprint instead:
-    another `as_of` is another question, refused like another query.
-    """
-    if cursor is None:
-        if offset is None:
-            return _Paging(page=None, as_of=as_of, clock=as_of)
-        return _Paging(page=SearchPage(offset=offset), as_of=as_of, clock=as_of or datetime.now(UTC))
-    if offset is not None:
-        msg = "give offset or cursor, not both"
-        raise InvalidQueryError(msg, field="offset")
-    values = decode_cursor(cursor, kind=SEARCH_CURSOR)
-    start, generation = values.get("o"), values.get("g")
-    if values.get("f") != _fingerprint(query, options, as_of):
-        msg = "cursor belongs to another query, other options or another as_of"
-        raise InvalidQueryError(msg, field="cursor")
-    # A bool is an int to isinstance: `"o": true` was taken for offset 1 and echoed as `"offset": true`.
-    if (
-        not isinstance(start, int)
-        or isinstance(start, bool)
-        or not 0 <= start < PAGE_DEPTH
-        or not isinstance(generation, int | None)
-        or isinstance(generation, bool)
-    ):
-        msg = "cursor is not a cursor this endpoint returned"
-        raise InvalidQueryError(msg, field="cursor")
-    clock = as_of or _cursor_clock(values) or datetime.now(UTC)
-    page = SearchPage(offset=start, generation=generation, speakers=_cursor_speakers(values))
-    return _Paging(page=page, as_of=as_of, clock=clock)
-
-
-def _cursor_speakers(values: dict[str, Any]) -> frozenset[str] | None:
-    """The query's names its first page read as the project's speakers (None: a cursor minted without them)."""
-    names = values.get("s")
-    if names is None:
-        return None
-    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        msg = "cursor is not a cursor this endpoint returned"
-        raise InvalidQueryError(msg, field="cursor")
-    return frozenset(names)
-
-
 def _respond(
-    query: str, options: SearchOptions, paging: _Paging, outcome: SearchOutcome, *, explain: bool
+    query: str, options: SearchOptions, paging: SearchPaging, outcome: SearchOutcome, *, explain: bool
 ) -> SearchResponse:
-    following = None
-    if outcome.next_offset is not None:
-        values: dict[str, Any] = {
-            "o": outcome.next_offset,
-            "g": outcome.generation,
-            "f": _fingerprint(query, options, paging.as_of),
-            "s": sorted(outcome.speakers),  # every page plans as the first did, on whichever replica
-        }
-        if paging.clock is not None:
-            values["t"] = as_utc(paging.clock).isoformat()
-        following = encode_cursor(SEARCH_CURSOR, values)
+    following = next_cursor(query, options, paging, outcome)
     unused = tuple(_BODY_FIELDS.get(name, name) for name in unused_options(options, outcome.plan))
     return search_response(query, outcome, explain=explain, next_cursor=following, unused_options=unused)
 
@@ -221,7 +114,7 @@ def _search_call(
     *,
     query: str,
     options: SearchOptions,
-    paging: _Paging,
+    paging: SearchPaging,
 ) -> SearchCall:
     return SearchCall(
         query=query,
@@ -331,7 +224,7 @@ class SearchController(Controller):
             fusion_method=_enum(fusion, FusionMethod, "fusion"),
         )
         moment = None if as_of is None else as_of_from_text(as_of)
-        paging = _paging(query_text, options, as_of=moment, offset=offset, cursor=cursor)
+        paging = search_paging(query_text, options, as_of=moment, offset=offset, cursor=cursor)
         call = _search_call(request, principal_of(request), query=query_text, options=options, paging=paging)
         with _body_fields():
             outcome = await search_service.search(call)
@@ -353,7 +246,7 @@ class SearchController(Controller):
         """Search with explicit filters, strategy, fusion, weights, collapse and min_score."""
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
         options = _options(data.project, data)
-        paging = _paging(data.query, options, as_of=data.as_of, offset=data.offset, cursor=data.cursor)
+        paging = search_paging(data.query, options, as_of=data.as_of, offset=data.offset, cursor=data.cursor)
         call = _search_call(request, principal, query=data.query, options=options, paging=paging)
         with _body_fields():
             outcome = await search_service.search(call)
@@ -386,7 +279,7 @@ class SearchController(Controller):
         for index, query in enumerate(data.queries):
             query_options = _options(data.project, query)
             try:
-                paging = _paging(
+                paging = search_paging(
                     query.query, query_options, as_of=query.as_of, offset=query.offset, cursor=query.cursor
                 )
             except InvalidInputError as error:
