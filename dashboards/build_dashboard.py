@@ -333,7 +333,8 @@ def engines_row() -> list[timeseries.Panel | stat.Panel]:
         series(
             "Engine errors by engine and arm",
             "poimen_engine_errors_total: errors translated at the adapter boundary (pgvector, postgres, tantivy, "
-            "opensearch, embedder); arm=none is background work (the outbox worker).",
+            "opensearch, embedder); arm=none is work that serves no search: writes an engine refused (an ingest "
+            "while PostgreSQL is down) and the outbox worker.",
             [query(f"sum by (engine, arm) ({rate('poimen_engine_errors_total')})", "{{engine}} / {{arm}}")],
             unit="reqps",
             width=6,

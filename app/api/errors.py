@@ -32,6 +32,7 @@ from app.domain.errors import (
     VersionConflictError,
 )
 from app.observability.logs import ThrottledLog
+from app.observability.metrics import record_engine_error
 
 logger = logging.getLogger("poimen.api")
 FAILURE_LOG_INTERVAL_S = 10.0
@@ -154,7 +155,14 @@ def unavailable_detail(engine: str) -> str:
 
 
 def service_error_handler(request: Request[Any, Any, Any], error: SearchServiceError) -> Response[dict[str, Any]]:
-    """Map the domain error tree to HTTP; a 5xx (an engine failed the request) is also logged, throttled."""
+    """Map the domain error tree to HTTP; a 5xx (an engine failed the request) is also logged, throttled.
+
+    An `EngineError` that fails the request (a write, delete or reindex PostgreSQL refused, a read of a
+    document) is counted in `poimen_engine_errors_total` here, once; search legs count their own failures
+    and degrade instead of raising one.
+    """
+    if isinstance(error, EngineError):
+        record_engine_error(error.engine)
     for error_type, status, title in _STATUS_BY_ERROR:
         if isinstance(error, error_type):
             if status >= HTTP_500_INTERNAL_SERVER_ERROR:

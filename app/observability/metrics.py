@@ -118,7 +118,8 @@ FALLBACKS_TOTAL: Final = Counter(
 )
 ENGINE_ERRORS_TOTAL: Final = Counter(
     "poimen_engine_errors_total",
-    "Calls to an engine that failed, by engine and rollout arm (none: background work such as the outbox).",
+    "Calls to an engine that failed, by engine and rollout arm (none: work that serves no search, such as a write"
+    " PostgreSQL refused or the outbox).",
     ["engine", "arm"],
 )
 REQUESTS_SHED_TOTAL: Final = Counter(
