@@ -119,6 +119,10 @@ class ExceptionSummaryFilter(logging.Filter):
 MAX_EXCEPTION_SUMMARY_CHARS: Final = 500
 _EXCEPTION_SUMMARY: Final = ExceptionSummaryFilter()
 
+THROTTLED_LIBRARY_LOGGERS: Final = ("opensearch",)
+"""Libraries that log every failed call: while their engine is down, a line per attempt (`ThrottledRecords`)."""
+LIBRARY_FAILURE_LOG_INTERVAL_S: Final = 10.0
+
 INVALID_REQUEST_LOG_INTERVAL_S: Final = 10.0
 SERVER_LOGGER: Final = "uvicorn.error"
 """Where the server logs a failed start-up: Litestar hands it the formatted traceback as the message."""
@@ -181,8 +185,11 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
     for name in THIRD_PARTY_LOGGERS:
         library = logging.getLogger(name)
         library.setLevel(logging.WARNING if quiet else logging.NOTSET)
-        library.removeFilter(_EXCEPTION_SUMMARY)
+        for ours in [f for f in library.filters if f is _EXCEPTION_SUMMARY or isinstance(f, ThrottledRecords)]:
+            library.removeFilter(ours)
         if quiet:
+            if name in THROTTLED_LIBRARY_LOGGERS:  # first: it keys on the message template, before it is filled in
+                library.addFilter(ThrottledRecords(interval_s=LIBRARY_FAILURE_LOG_INTERVAL_S))
             library.addFilter(_EXCEPTION_SUMMARY)
     server = logging.getLogger(SERVER_LOGGER)
     server.removeFilter(_STARTUP_FAILURE)
@@ -218,6 +225,31 @@ class Throttle:
 def with_held_back(message: str, held_back: int) -> str:
     """`message`, saying how many lines like it were not logged since the last one."""
     return f"{message} ({held_back} more since the last such line, not logged)" if held_back else message
+
+
+class ThrottledRecords(logging.Filter):
+    """Lets each kind of record through at most once every `interval_s`; the next one says how many were held back.
+
+    A kind is the record's level, its message template (before its arguments are filled in, so URLs and
+    durations make no new kinds) and its exception's type. opensearch-py logs a WARNING for every failed
+    attempt: with the default retries, three per search while OpenSearch is down (15 lines for 5 searches),
+    on top of what the service counts itself (`poimen_engine_errors_total`, the `poimen.api` line of a
+    failed request, the outbox's line per backoff). One line per kind and interval keeps the cause in the log.
+    """
+
+    def __init__(self, *, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._throttle = Throttle(interval_s=interval_s, clock=clock)
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - documented on the class
+        error = record.exc_info[1] if record.exc_info else None
+        kind = f"{record.levelno} {record.msg} {type(error).__name__ if error is not None else ''}"
+        held_back = self._throttle.passes(kind)
+        if held_back is None:
+            return False
+        if held_back:
+            record.msg, record.args = with_held_back(record.getMessage(), held_back), None
+        return True
 
 
 class ThrottledLog:

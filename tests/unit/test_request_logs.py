@@ -19,6 +19,7 @@ from app.observability.logs import (
     SERVER_LOGGER,
     ThrottledLog,
     ThrottledMessage,
+    ThrottledRecords,
     configure_logging,
 )
 
@@ -145,6 +146,33 @@ def test_a_throttled_message_says_how_many_it_held_back() -> None:
     assert passed == [True, False, False]
     assert throttled.filter(again)
     assert again.getMessage() == "Invalid HTTP request received. (2 more since the last such line, not logged)"
+
+
+def failed_request(url: str, error: Exception | None = None) -> logging.LogRecord:
+    """A record as opensearch-py's `log_request_fail` makes it."""
+    exc_info = (type(error), error, None) if error is not None else None
+    return logging.LogRecord(
+        "opensearch", logging.WARNING, "", 0, "%s %s [status:%s request:%.3fs]", ("POST", url, "N/A", 0.001), exc_info
+    )
+
+
+def test_a_librarys_failed_calls_pass_once_per_kind_and_interval_then_say_how_many_were_held_back() -> None:
+    clock = _Clock()
+    throttled = ThrottledRecords(interval_s=10.0, clock=clock)
+    refused = ConnectionRefusedError(111, "Connect call failed")
+
+    first = [throttled.filter(failed_request(f"http://127.0.0.1:9/p{n}/_search", refused)) for n in range(4)]
+    other_kind = throttled.filter(failed_request("http://127.0.0.1:9/p/_search", TimeoutError()))
+    clock.now += 10.0
+    again = failed_request("http://127.0.0.1:9/p9/_search", refused)
+    passed_again = throttled.filter(again)
+
+    assert first == [True, False, False, False]  # URLs and durations make no new kind
+    assert other_kind  # another exception type is another kind
+    assert passed_again
+    assert again.getMessage() == (
+        "POST http://127.0.0.1:9/p9/_search [status:N/A request:0.001s] (3 more since the last such line, not logged)"
+    )
 
 
 def test_a_logged_path_stays_percent_encoded_so_a_caller_cannot_write_a_log_line() -> None:
