@@ -1,8 +1,6 @@
-"""Writes refused because PostgreSQL is down show in `poimen_engine_errors_total`, as failed searches do.
+"""Write-path failures on the metrics: writes PostgreSQL refused, and writes the lexical leg cannot take.
 
-A dedicated PostgreSQL is really stopped under the running app (nothing patched). The outbox worker also
-counts its own failures against `postgres` (`arm="none"`), so here it is left asleep: its idle wait is longer
-than the test, and a refused write queues nothing that would wake it.
+Engines are really stopped under the running app (nothing patched), on a PostgreSQL of the test's own.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from tests.api.test_fallbacks import DOCUMENTS, dedicated_postgres, running_app 
 from tests.ops.conftest import sample
 
 IDLE_OUTBOX_S = 3600.0
+GAUGE_WAIT_S = 15.0  # three refreshes of the outbox gauges (app/wiring/services.py, every 5 s)
 
 
 @pytest.mark.slow  # starts and stops a PostgreSQL of its own
@@ -24,6 +23,8 @@ async def test_writes_refused_by_a_stopped_postgres_count_as_postgres_engine_err
     tmp_path,
 ) -> None:
     server, url = dedicated_postgres
+    # The outbox worker counts its own failures as postgres/none too: left asleep (its idle wait is longer
+    # than the test, and a refused write queues nothing that would wake it), it counts none here.
     async with running_app(url, tmp_path, embedder, outbox_poll_interval_s=IDLE_OUTBOX_S) as (client, _):
         project = client.project
         before = sample("poimen_engine_errors_total", engine="postgres", arm="none")
@@ -39,3 +40,40 @@ async def test_writes_refused_by_a_stopped_postgres_count_as_postgres_engine_err
     assert [response.status_code for response in (ingest, delete, reindex)] == [503, 503, 503]
     assert {response.json()["engine"] for response in (ingest, delete, reindex)} == {"postgres"}
     assert after == before + 3
+
+
+async def outbox_gauges_once(condition) -> tuple[float, float]:
+    """(backlog, oldest age in s) as exported, once `condition(backlog, age)` holds; refreshed every 5 s."""
+    deadline = asyncio.get_running_loop().time() + GAUGE_WAIT_S
+    while True:
+        gauges = sample("poimen_lexical_outbox_backlog"), sample("poimen_lexical_outbox_oldest_age_seconds")
+        if condition(*gauges) or asyncio.get_running_loop().time() > deadline:
+            return gauges
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.slow  # a PostgreSQL of its own: its outbox holds this test's documents only
+async def test_writes_the_lexical_leg_cannot_take_grow_the_outbox_backlog_and_age_gauges(
+    dedicated_postgres,  # noqa: F811 - the imported fixture
+    embedder,
+    tmp_path,
+) -> None:
+    _, url = dedicated_postgres
+    async with running_app(url, tmp_path, embedder) as (client, engines):
+        drained = await outbox_gauges_once(lambda backlog, _: backlog == 0)
+        errors_before = sample("poimen_engine_errors_total", engine="tantivy", arm="none")
+
+        await engines.lexical.close()  # the lexical leg goes down; PostgreSQL still takes writes
+        written = await client.post(
+            f"/v1/projects/{client.project}/documents", json={"id": "later", "text": "# Later\n\nWritten later."}
+        )
+        first = await outbox_gauges_once(lambda backlog, _: backlog == 1)
+        later = await outbox_gauges_once(lambda backlog, age: backlog == 1 and age > first[1])
+        errors_after = sample("poimen_engine_errors_total", engine="tantivy", arm="none")
+
+    assert drained == (0.0, 0.0)
+    assert written.status_code == 201, written.text
+    assert first[0] == 1
+    assert later[0] == 1
+    assert later[1] > first[1]  # the age the PoimenLexicalOutboxLagging alert reads keeps growing
+    assert errors_after > errors_before  # each failed outbox cycle, as engine=tantivy, arm=none
