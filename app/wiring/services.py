@@ -73,13 +73,29 @@ def build_pipeline(
 
 
 async def _refresh_backlog_gauge(engines: Engines) -> None:
+    """Refresh the outbox gauges every `BACKLOG_REFRESH_S`; log when the store stops answering, and when it is back.
+
+    A line per refresh was 12 a minute for as long as PostgreSQL stayed down, next to the failed requests'
+    own lines; the outage is one line here (and one when it ends).
+    """
+    unavailable = False
     while metrics_enabled():
         try:
             stats = await engines.store.outbox_stats()
+        except SearchServiceError as error:
+            if not unavailable:
+                logger.warning(
+                    "outbox backlog unavailable, its gauges keep their last values until the document store "
+                    "answers: %s",
+                    error.message,
+                )
+            unavailable = True
+        else:
+            if unavailable:
+                logger.info("outbox backlog readable again: %d documents queued", stats.backlog)
+            unavailable = False
             LEXICAL_OUTBOX_BACKLOG.set(stats.backlog)
             LEXICAL_OUTBOX_OLDEST_AGE_SECONDS.set(stats.oldest_age_s)
-        except SearchServiceError:
-            logger.warning("outbox backlog unavailable: the document store is down")
         await asyncio.sleep(BACKLOG_REFRESH_S)
 
 

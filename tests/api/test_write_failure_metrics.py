@@ -6,9 +6,11 @@ Engines are really stopped under the running app (nothing patched), on a Postgre
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
+from app.wiring.services import BACKLOG_REFRESH_S
 from tests.api.test_fallbacks import DOCUMENTS, dedicated_postgres, running_app  # noqa: F401 - fixture
 from tests.ops.conftest import sample
 
@@ -77,3 +79,33 @@ async def test_writes_the_lexical_leg_cannot_take_grow_the_outbox_backlog_and_ag
     assert later[0] == 1
     assert later[1] > first[1]  # the age the PoimenLexicalOutboxLagging alert reads keeps growing
     assert errors_after > errors_before  # each failed outbox cycle, as engine=tantivy, arm=none
+
+
+def backlog_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "poimen.wiring" and "outbox backlog" in r.getMessage()]
+
+
+@pytest.mark.slow  # stops a PostgreSQL of its own, and waits out two refreshes of the outbox gauges
+async def test_a_stopped_postgres_is_one_backlog_gauge_line_not_one_per_refresh(
+    dedicated_postgres,  # noqa: F811 - the imported fixture
+    embedder,
+    tmp_path,
+    caplog,
+) -> None:
+    caplog.set_level(logging.INFO, logger="poimen.wiring")
+    server, url = dedicated_postgres
+    async with running_app(url, tmp_path, embedder, outbox_poll_interval_s=IDLE_OUTBOX_S) as _:
+        await asyncio.to_thread(server.stop)
+        deadline = asyncio.get_running_loop().time() + GAUGE_WAIT_S
+        while not backlog_lines(caplog) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(BACKLOG_REFRESH_S + 1.0)  # one more refresh, failing as well
+        during = backlog_lines(caplog)
+        await asyncio.to_thread(server.start)
+        deadline = asyncio.get_running_loop().time() + GAUGE_WAIT_S
+        while len(backlog_lines(caplog)) < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+
+    assert len(during) == 1, during
+    assert during[0].startswith("outbox backlog unavailable")
+    assert backlog_lines(caplog)[1:] == ["outbox backlog readable again: 0 documents queued"]
