@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 import msgspec
@@ -45,10 +45,18 @@ def failure_log() -> ThrottledLog:
     return ThrottledLog(logger, interval_s=FAILURE_LOG_INTERVAL_S)
 
 
+REFUSED_STATUS_DESCRIPTION = (
+    "On a 429 only: the request's token was refused (401: not accepted, 403: no grant for this project or scope)"
+    " and its client address is past RATE_LIMIT_REFUSED_AUTH_PER_ADDRESS_RPS. Sending it again with the same"
+    " token cannot succeed and spends the address's refusals: fix the token"
+)
+
+
 class ProblemOut(msgspec.Struct, kw_only=True):
     """An RFC 9457 problem+json error body, as this module writes it.
 
-    `field`/`fields` name the offending input of a 400; `reasons` lists why each engine failed on a 503.
+    `field`/`fields` name the offending input of a 400; `reasons` lists why each engine failed on a 503;
+    `refused_status` marks a 429 that is a refused authentication (below).
     """
 
     type: str
@@ -61,6 +69,7 @@ class ProblemOut(msgspec.Struct, kw_only=True):
     engine: str | None = None
     document_id: str | None = None
     current_version: int | None = None
+    refused_status: Annotated[int | None, msgspec.Meta(description=REFUSED_STATUS_DESCRIPTION)] = None
 
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -92,7 +101,8 @@ _PROBLEM_DESCRIPTIONS: dict[int, str] = {
     413: "The request body, or a document in it, is larger than the service accepts",
     429: (
         "Over this caller's rate (RATE_LIMIT_PER_CALLER_RPS), or a refused token from an address past its refused "
-        "authentications (RATE_LIMIT_REFUSED_AUTH_PER_ADDRESS_RPS); `Retry-After` says when to come back"
+        "authentications (RATE_LIMIT_REFUSED_AUTH_PER_ADDRESS_RPS), marked by `refused_status` (401 or 403): not"
+        " worth sending again with the same token; `Retry-After` says when to come back"
     ),
     503: "An engine is unavailable (`engine` names it; `reasons`: why each search leg failed), or the service "
     "is shedding load; `Retry-After` says when to retry",
@@ -154,6 +164,10 @@ def unavailable_detail(engine: str) -> str:
     return f"the {engine} engine failed this request; retry later (the service's log has the cause, by request id)"
 
 
+def _status_of(error: SearchServiceError) -> int | None:
+    return next((status for error_type, status, _ in _STATUS_BY_ERROR if isinstance(error, error_type)), None)
+
+
 def service_error_handler(request: Request[Any, Any, Any], error: SearchServiceError) -> Response[dict[str, Any]]:
     """Map the domain error tree to HTTP; a 5xx (an engine failed the request) is also logged, throttled.
 
@@ -187,7 +201,10 @@ def service_error_handler(request: Request[Any, Any, Any], error: SearchServiceE
                 if isinstance(error, EngineUnavailableError):
                     detail = unavailable_detail(error.engine)
             if isinstance(error, RateLimitedError):
-                return problem(status, title, error.message, retry_after_s=error.retry_after_s)
+                refused_status = None if error.refusal is None else _status_of(error.refusal)
+                return problem(
+                    status, title, error.message, retry_after_s=error.retry_after_s, refused_status=refused_status
+                )
             if isinstance(error, VersionConflictError):
                 extra["document_id"] = error.document_id
                 extra["current_version"] = error.current_version

@@ -8,9 +8,10 @@ and authorized here; one named in a JSON body is authorized by the handler with 
 A refused authentication (401, 403) spends a token of its client address's bucket
 (`RATE_LIMIT_REFUSED_AUTH_PER_ADDRESS_RPS`): the per-caller limit keys on the verified subject, which a
 refused request has not got, so a client sending bad tokens was never slowed. Past the bucket the refusal
-is a 429 with `Retry-After`. Only refusals are counted and only refusals are turned away: a valid token is
-never limited by it, so neither a token claiming a tenant's subject nor a flood from an address the tenant
-shares (a NAT, an ingress whose forwarded-for uvicorn does not trust) locks the tenant out.
+is a 429 with `Retry-After` and `refused_status` (401 or 403) in its body, which tells a client not to send it
+again as it is. Only refusals are counted and only refusals are turned away: a valid token is never limited
+by it, so neither a token claiming a tenant's subject nor a flood from an address the tenant shares (a NAT,
+an ingress whose forwarded-for uvicorn does not trust) locks the tenant out.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def refusals_limited(connection: ASGIConnection[Any, Any, Any, Any]) -> Iterator
         record_shed("refused_auth")
         # The refusal's own reason (a fixed message, never the token) still tells a misconfigured client why.
         msg = f"too many refused authentications from this address; this request's: {refusal.message}"
-        raise RateLimitedError(msg, retry_after_s=max(1, math.ceil(wait_s))) from None
+        raise RateLimitedError(msg, retry_after_s=max(1, math.ceil(wait_s)), refusal=refusal) from None
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:

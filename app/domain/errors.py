@@ -49,11 +49,16 @@ class VersionConflictError(SearchServiceError):
 
 
 class RateLimitedError(SearchServiceError):
-    """The caller sent more requests than its rate allows; `retry_after_s` says when to come back."""
+    """The caller sent more requests than its rate allows; `retry_after_s` says when to come back.
 
-    def __init__(self, message: str, *, retry_after_s: int) -> None:
+    `refusal` is the request's own refusal (`AuthenticationError`, `PermissionDeniedError`) when it is a
+    refused authentication from an address past its limit: sending it again as it is cannot succeed.
+    """
+
+    def __init__(self, message: str, *, retry_after_s: int, refusal: SearchServiceError | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.refusal = refusal
 
 
 class IngestionError(SearchServiceError):

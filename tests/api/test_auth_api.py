@@ -300,6 +300,8 @@ async def test_refused_authentications_past_the_address_burst_are_answered_429_w
         "too many refused authentications from this address; this request's: "
         "the token does not grant access to this project"
     )
+    # What a client keys on not to send the same token again: the status the refusal would have had.
+    assert [answer.json()["refused_status"] for answer in refusals[2:]] == [401, 403]
     assert refused_auth_shed() == before + 2
 
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from poimen_client.clients import AsyncPoimenClient, PoimenClient
 from poimen_client.errors import (
+    ForbiddenError,
     InvalidRequestError,
     RateLimitedError,
     StorageFullError,
@@ -101,6 +102,31 @@ def test_429_without_retry_after_backs_off_exponentially(server: ScriptedServer)
     first, second = server.gaps_s()
     assert first >= 0.1 - TOLERANCE_S  # 0.2 s scaled by a jitter factor in [0.5, 1]
     assert second >= 0.2 - TOLERANCE_S  # 0.4 s scaled likewise
+
+
+def test_a_429_for_a_refused_token_is_raised_at_once_by_its_refused_status_not_its_words(
+    server: ScriptedServer,
+) -> None:
+    refused = {"title": "Too many requests", "status": 429, "detail": "slow down", "refused_status": 403}
+    server.script = [(429, {**PROBLEM, "Retry-After": "0"}, refused), LIVE]
+
+    with PoimenClient(server.url) as client, pytest.raises(ForbiddenError) as raised:
+        client.liveness()
+
+    assert len(server.arrivals) == 1
+    assert raised.value.status == 429
+    assert raised.value.retry_after_s == 0.0
+    assert "the token was refused: 403" in str(raised.value)
+
+
+def test_a_429_with_a_refused_status_that_is_no_refusal_is_retried(server: ScriptedServer) -> None:
+    server.script = [(429, {**PROBLEM, "Retry-After": "0"}, {"status": 429, "refused_status": 500}), LIVE]
+
+    with PoimenClient(server.url) as client:
+        answer = client.liveness()
+
+    assert answer.status == "ok"
+    assert len(server.arrivals) == 2
 
 
 def test_a_retried_request_is_sent_again_identically(server: ScriptedServer) -> None:

@@ -95,13 +95,21 @@ class PayloadTooLargeError(InvalidRequestError):
 
 
 class UnauthorizedError(ServiceError):
-    """401: no token, or one the service does not accept (expired, wrong key, malformed)."""
+    """401: no token, or one the service does not accept (expired, wrong key, malformed).
+
+    Also a 429 whose body says the token was refused with a 401 (`problem.refused_status`): the client
+    address is past the service's refused authentications, `retry_after_s` says when it may try again.
+    Never retried: the same token would be refused again, and every refusal prolongs the lock-out.
+    """
 
     status_codes = frozenset({401})
 
 
 class ForbiddenError(ServiceError):
-    """403: the token is valid but does not grant this project or scope."""
+    """403: the token is valid but does not grant this project or scope.
+
+    Also a 429 for such a refusal from a client address past its refused authentications (as `UnauthorizedError`).
+    """
 
     status_codes = frozenset({403})
 
@@ -157,7 +165,10 @@ class StorageFullError(UnavailableError):
 
 
 class RateLimitedError(UnavailableError):
-    """429: too many requests; `retry_after_s` says when to come back."""
+    """429: too many requests; `retry_after_s` says when to come back.
+
+    A 429 for a refused token is an `UnauthorizedError` or a `ForbiddenError` instead (`refused_status`).
+    """
 
     status_codes = frozenset({429})
 
@@ -178,7 +189,8 @@ _ERROR_CLASSES: Final[tuple[type[ServiceError], ...]] = (
 def error_from_response(response: httpx.Response, *, retry_after_s: float | None = None) -> ServiceError:
     """The error an answer with an error status stands for, its message naming the request."""
     problem = _problem_of(response)
-    error_class = next((c for c in _ERROR_CLASSES if response.status_code in c.status_codes), ServiceError)
+    status = refused_status(response, problem) or response.status_code
+    error_class = next((c for c in _ERROR_CLASSES if status in c.status_codes), ServiceError)
     request = response.request
     parts = [f"{response.status_code} {problem.title or response.reason_phrase} on {request.method} {request.url.path}"]
     parts.append(f": {problem.detail}" if problem.detail else "")
@@ -193,6 +205,21 @@ def error_from_response(response: httpx.Response, *, retry_after_s: float | None
         retry_after_s=retry_after_s,
         request_id=request_id,
     )
+
+
+def refused_status(response: httpx.Response, problem: Problem | None = None) -> int | None:
+    """401 or 403 when `response` is a 429 for a refused token (the service's `refused_status`); else None.
+
+    The service answers a refusal with 429 once the client address is past its refused authentications.
+    Sending it again with the same token cannot succeed and only prolongs the lock-out.
+    """
+    if response.status_code != 429:  # noqa: PLR2004 - HTTP 429
+        return None
+    found = (problem or _problem_of(response)).refused_status
+    return found if found in REFUSAL_STATUSES else None
+
+
+REFUSAL_STATUSES: Final = frozenset({401, 403})
 
 
 def _problem_of(response: httpx.Response) -> Problem:
@@ -217,7 +244,9 @@ def _hints(problem: Problem, response: httpx.Response, *, retry_after_s: float |
         hints.append(f" [reasons: {'; '.join(problem.reasons)}]")
     if retry_after_s is not None:
         hints.append(f" [retry after {retry_after_s:g} s]")
-    if response.status_code == 401:  # noqa: PLR2004 - HTTP 401
+    if problem.refused_status in REFUSAL_STATUSES:
+        hints.append(f" (the token was refused: {problem.refused_status}; not retried, the same token cannot pass)")
+    if response.status_code == 401 or problem.refused_status == 401:  # noqa: PLR2004 - HTTP 401
         hints.append(_token_hint(response.request.headers.get("authorization")))
     return hints
 

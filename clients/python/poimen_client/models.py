@@ -382,3 +382,5 @@ class Problem(msgspec.Struct, kw_only=True, frozen=True):
     engine: str | None = None
     document_id: str | None = None
     current_version: int | None = None
+    refused_status: int | None = None
+    """On a 429: the token was refused (401 or 403) and the client address is past its refused authentications."""

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
 
+from poimen_client.errors import refused_status
+
 if TYPE_CHECKING:
     import httpx
 
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     """Retry 429/502/503/504 answers up to `max_attempts` sends in all, writes as well as reads.
+
+    Not a 429 that is a refused token (its body's `refused_status`): that is raised at once as the
+    `UnauthorizedError` or `ForbiddenError` it stands for.
 
     The wait before retry n (1-based) is the answer's `Retry-After` when it has one, else
     `base_delay_s * 2 ** (n - 1)` capped at `max_delay_s`, scaled by a random factor in [0.5, 1] so
@@ -52,8 +57,13 @@ class RetryPolicy:
             raise ValueError(msg)
 
     def delay_s(self, response: httpx.Response, *, attempt: int) -> float | None:
-        """Seconds to wait before sending again after `response` to send number `attempt`; None: do not."""
+        """Seconds to wait before sending again after `response` to send number `attempt`; None: do not.
+
+        A 429 for a refused token (`refused_status`) is never sent again: the same token is refused again.
+        """
         if response.status_code not in self.retry_statuses or attempt >= self.max_attempts:
+            return None
+        if refused_status(response) is not None:
             return None
         retry_after_s = retry_after_seconds(response)
         if retry_after_s is not None:
