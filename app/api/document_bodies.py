@@ -1,7 +1,7 @@
 """The body of `POST .../documents`: one document or `{"documents": [...]}`, decoded strictly and checked whole.
 
 Bounds that msgspec would check only after building every item (a batch's length, a document's tags, its
-metadata's size) are checked on the raw body first.
+metadata's size) are checked on the raw body first. A key given twice in one object, anywhere, is a 400.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import msgspec
 
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
 from app.api.heavy_metadata import refuse_heavy_metadata
+from app.api.json_keys import refuse_repeated_keys
 from app.api.strict_bodies import (
     LIST_TOO_LONG,
     TOO_DEEP,
@@ -44,6 +45,7 @@ def decode_documents(
             documents = msgspec.json.decode(body, type=DocumentBatchIn).documents
         else:
             documents = [msgspec.json.decode(body, type=DocumentIn)]
+        refuse_repeated_keys(body)  # msgspec kept the last of a repeated key
     except msgspec.ValidationError as error:
         if str(error).startswith("Expected `object`, got") and "at `$" not in str(error):  # not an object at all
             msg = 'expected a JSON object: one document, or {"documents": [...]}'

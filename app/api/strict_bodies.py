@@ -16,6 +16,7 @@ import msgspec
 import msgspec.inspect
 from litestar import Request
 
+from app.api.json_keys import refuse_repeated_keys
 from app.domain.errors import InvalidInputError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 
@@ -164,6 +165,8 @@ def _choices(body_type: type[msgspec.Struct]) -> dict[str, tuple[str, ...]]:
 async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     """Before a handler with a msgspec Struct body: a 400 naming the field if the body is not strictly valid.
 
+    A key given twice in one object is a 400 too (`refuse_repeated_keys`): msgspec would keep the last.
+
     An empty or malformed body is a 400 naming `body`, worded as the ingest route words it (Litestar's
     own parsing answered "Input data was truncated" titled `ClientException`, and "data: 'data'" for
     an empty body). A write that takes no body refuses one (`reject_unread_body`).
@@ -181,6 +184,7 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     try:
         refuse_over_bound_lists(body, body_type)
         msgspec.json.decode(body, type=body_type, strict=True)
+        refuse_repeated_keys(body)
     except msgspec.ValidationError as error:
         raise invalid_input_of(error, default_field="body", body_type=body_type) from None
     except msgspec.DecodeError as error:
