@@ -6,7 +6,9 @@ metadata's size) are checked on the raw body first. A key given twice in one obj
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -46,6 +48,7 @@ def decode_documents(
         else:
             documents = [msgspec.json.decode(body, type=DocumentIn)]
         refuse_repeated_keys(body)  # msgspec kept the last of a repeated key
+        _truncate_event_times(body, documents, batch=batch)
     except msgspec.ValidationError as error:
         if str(error).startswith("Expected `object`, got") and "at `$" not in str(error):  # not an object at all
             msg = 'expected a JSON object: one document, or {"documents": [...]}'
@@ -60,6 +63,38 @@ def decode_documents(
     except InvalidInputError as error:
         raise located(error, documents, batch=batch) from None
     return documents, batch
+
+
+_PAST_MICROSECONDS: Final = re.compile(r"(\.\d{6})\d+")
+_MAYBE_PAST_MICROSECONDS: Final = re.compile(rb"\.\d{7}|\\u00(?:2[eE]|3\d)")
+"""On the raw body: 7 digits after a point, or a point or digit escaped (`\\u0037`); else no time has 7 digits."""
+
+
+class _EventTimeText(msgspec.Struct):
+    event_time: str | None = None
+
+
+class _EventTimeTexts(msgspec.Struct):
+    documents: list[_EventTimeText] = []
+
+
+def _truncate_event_times(body: bytes, documents: Sequence[DocumentIn], *, batch: bool) -> None:
+    """Each `event_time` with digits past the microsecond as written with them dropped, not rounded as msgspec does.
+
+    Rounding `2024-12-31T23:59:59.9999999Z` gave 2025-01-01T00:00:00Z: another day, month and year, out of a
+    date filter's range that held the time as written. Truncated, it stays in its second, as front matter's
+    `date` does (`datetime.fromisoformat`). The texts are read again only when the body may hold such a time.
+    """
+    if _MAYBE_PAST_MICROSECONDS.search(body) is None:
+        return
+    texts = (
+        msgspec.json.decode(body, type=_EventTimeTexts).documents
+        if batch
+        else [msgspec.json.decode(body, type=_EventTimeText)]
+    )
+    for document, text in zip(documents, texts, strict=True):
+        if text.event_time is not None and _PAST_MICROSECONDS.search(text.event_time):
+            document.event_time = msgspec.convert(_PAST_MICROSECONDS.sub(r"\1", text.event_time, count=1), datetime)
 
 
 def check_documents(documents: Sequence[DocumentIn], *, max_document_bytes: int) -> None:

@@ -37,7 +37,7 @@ TAGS_DESCRIPTION: Final = (
 EVENT_TIME_DESCRIPTION: Final = (
     "When it happened, for date filters: RFC 3339 (2024-05-08T12:00:00Z; a time without an offset, naive, is"
     " taken as UTC), after 0001-01-01T00:00:00Z and before 9999-12-31T23:59:59.999999Z, kept to the"
-    " microsecond and read back in UTC"
+    " microsecond (digits past it dropped, never rounded: 23:59:59.9999999 stays in its second) and read back in UTC"
 )
 METADATA_DESCRIPTION: Final = (
     "Any JSON object, returned as sent, at most 32 levels deep; it counts toward the document's size limit."
