@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from alembic import context
 from sqlalchemy import pool, text
-from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.engines.postgres_connect import asyncpg_url, create_asyncpg_engine
 from app.engines.schema import DEFAULT_EMBEDDING_DIMENSIONS, build_metadata
 
 if TYPE_CHECKING:
@@ -37,13 +37,11 @@ def database_url() -> str:
     if not url:
         message = "no database URL: pass -x url=..., set sqlalchemy.url or DATABASE_URL"
         raise RuntimeError(message)
-    if url.startswith(("postgresql://", "postgres://")):
-        url = "postgresql+asyncpg://" + url.split("://", 1)[1]
     return url
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
+    context.configure(url=asyncpg_url(database_url())[0], target_metadata=target_metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 
@@ -56,7 +54,7 @@ def do_run_migrations(connection: Connection) -> None:
 
 
 async def run_async_migrations() -> None:
-    engine = create_async_engine(database_url(), poolclass=pool.NullPool)
+    engine = create_asyncpg_engine(database_url(), poolclass=pool.NullPool)
     try:
         async with engine.connect() as connection:
             await connection.run_sync(do_run_migrations)

@@ -7,16 +7,20 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.config import ConfigurationError
+from app.engines.postgres_connect import create_asyncpg_engine
 from app.engines.postgres_errors import translate_errors
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 MIGRATIONS_DIR_ENV = "POIMEN_MIGRATIONS_DIR"
 logger = logging.getLogger(__name__)
@@ -165,7 +169,7 @@ async def check_schema_revision(engine: AsyncEngine) -> bool:
 
 async def stored_embedding_dimensions(database_url: str) -> int:
     """The dimension of `chunks.embedding` as created (pgvector keeps it in the column's typmod)."""
-    engine = create_async_engine(database_url)
+    engine = create_asyncpg_engine(database_url)
     try:
         async with engine.connect() as connection:
             result = await connection.execute(

@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import QueuePool
 
 from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import ScoredHit
 from app.domain.recent_reads import RecentReads
 from app.engines.chunk_codec import chunk_from_record
+from app.engines.postgres_connect import create_asyncpg_engine
 from app.engines.postgres_driver import fetch, project_read
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import vector_literal
@@ -81,7 +81,8 @@ def create_postgres_engine(  # noqa: PLR0913 - keyword-only options, each with a
     locks until TCP noticed, about two hours: the outbox skipped those rows and writes of that project
     waited. Dead peers over TCP are noticed within about two minutes (keepalives). None: the server's own.
 
-    `url` may be `postgresql://` (as `DATABASE_URL` usually is) or `postgresql+asyncpg://`.
+    `url` may be `postgresql://` (as `DATABASE_URL` usually is) or `postgresql+asyncpg://`, with libpq's
+    query parameters (`sslmode`, `sslrootcert`, ...: `create_asyncpg_engine`).
     Connections are not pinged before use: asyncpg's ping is a transaction of its own (three round trips
     before every transaction, ~4 % of the serving loop's time at 16 clients, py-spy). A connection
     found dead fails its one call (the search degrades to its lexical leg, an ingest answers 503 with
@@ -93,8 +94,6 @@ def create_postgres_engine(  # noqa: PLR0913 - keyword-only options, each with a
     Every session starts with pgvector's iterative scan on and `hnsw.ef_search = hnsw_ef_search`, so
     a vector search is one statement with no SET round trips (`PgVectorIndex` checks this once).
     """
-    if url.startswith(("postgresql://", "postgres://")):
-        url = "postgresql+asyncpg://" + url.split("://", 1)[1]
     connect_args: dict[str, Any] = {
         "timeout": connect_timeout_s,
         # JIT compilation costs more than it saves on short index-driven queries.
@@ -111,7 +110,7 @@ def create_postgres_engine(  # noqa: PLR0913 - keyword-only options, each with a
         connect_args["server_settings"]["idle_in_transaction_session_timeout"] = str(milliseconds)
     if command_timeout_s is not None:
         connect_args["command_timeout"] = command_timeout_s
-    return create_async_engine(
+    return create_asyncpg_engine(
         url,
         pool_size=pool_size,
         max_overflow=0,

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 QUERY_CANCELED_SQLSTATE: Final = "57014"
 """statement_timeout or a cancel request: the engine was too slow, not gone."""
+TLS_REFUSED: Final = "rejected SSL upgrade"
+"""asyncpg's words when a server answers `sslmode=require` (or stricter) with "no TLS here"."""
 DISK_FULL_SQLSTATE: Final = "53100"
 """No space left on the database's disk: writes fail until an operator frees or adds space."""
 
@@ -52,6 +54,12 @@ def translate_errors(*, engine: str) -> Iterator[None]:
             # Answered 503 "retry in 1 s" with the file PostgreSQL could not extend; clients retried for ever.
             message = f"{engine} has no space left on its disk: nothing can be written until space is freed"
             raise EngineStorageFullError(message, engine=engine) from error
+        if TLS_REFUSED in str(error):
+            message = (
+                f"{engine} does not offer TLS, and the connection insists on it (sslmode=require, verify-ca or"
+                f" verify-full: DATABASE_URL or PGSSLMODE): {_first_line(error)}"
+            )
+            raise EngineUnavailableError(message, engine=engine) from error
         message = f"{engine} failed: {type(error).__name__}: {_first_line(error)}"
         raise EngineUnavailableError(message, engine=engine) from error
 

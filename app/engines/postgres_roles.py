@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import ConfigurationError
+from app.engines.postgres_connect import create_asyncpg_engine
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Row
@@ -56,7 +56,7 @@ async def ensure_runtime_role(owner_url: str) -> str:
     Idempotent, and safe from several processes at once. Run after the migrations: the grants name
     their tables. The embedded server trusts local (unix socket) logins, so the role has no password.
     """
-    engine = create_async_engine(owner_url)
+    engine = create_asyncpg_engine(owner_url)
     try:
         async with engine.begin() as connection:
             await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ROLE_LOCK_ID})
@@ -101,7 +101,7 @@ async def grant_runtime_role(owner_url: str, role: str) -> None:
     Raises `ConfigurationError` when the role does not exist (yet), is a superuser, has `BYPASSRLS`, or is
     (or is a member of) the tables' owner: with any of these the row-level security policies would not hold it.
     """
-    engine = create_async_engine(owner_url)
+    engine = create_asyncpg_engine(owner_url)
     try:
         async with engine.begin() as connection:
             facts = (
