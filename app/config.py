@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Final, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -242,10 +242,20 @@ class Settings(BaseSettings, SearchKnobs):
         if value is None:
             return None
         text = value.strip()
-        # opensearch-py takes `host:port` without a scheme as http; so does this check.
+        # opensearch-py takes `host:port` without a scheme as http; so does this check. Never the value in the
+        # message: `https://user:password@host` is how credentials are put in it.
         parsed = urlsplit(text if "://" in text else f"http://{text}")
-        if parsed.scheme not in {"http", "https"} or not parsed.hostname or any(c.isspace() for c in text):
-            msg = f"expected an http(s) URL such as https://opensearch:9200, got {value!r}"
+        got = None
+        if parsed.scheme not in {"http", "https"}:
+            got = f"the scheme {parsed.scheme!r}"
+        elif any(character.isspace() for character in text):
+            got = "a space inside it"
+        elif not parsed.hostname:
+            got = "no host"
+        elif _bad_port(parsed):
+            got = "a port that is not a number from 1 to 65535"
+        if got is not None:
+            msg = f"expected an http(s) URL such as https://opensearch:9200, got {got}"
             raise ValueError(msg)
         return text
 
@@ -327,6 +337,14 @@ class Settings(BaseSettings, SearchKnobs):
             msg = "JWT_SECRET must be at least 32 characters"
             raise ValueError(msg)
         return self
+
+
+def _bad_port(url: SplitResult) -> bool:
+    """Whether what stands after the host's `:` is no port number from 1 to 65535 (no port at all is fine)."""
+    try:
+        return url.port == 0
+    except ValueError:  # not a number, or out of range
+        return True
 
 
 def shared_database_problem(settings: Settings) -> str | None:
