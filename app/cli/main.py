@@ -15,6 +15,7 @@ from app.cli.arguments import build_parser
 from app.cli.interrupts import EXIT_INTERRUPTED, run_interruptibly
 from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
 from app.domain.errors import EngineError
+from app.misspelt_settings import misspelt_settings_lines
 
 if TYPE_CHECKING:
     import argparse
@@ -50,7 +51,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
+def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: Sequence[str] = ()) -> int:
     import uvicorn  # noqa: PLC0415 - only the server needs it
 
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
@@ -67,6 +68,8 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> int:
     # From here on, every line goes through logging, so a container's log stream is JSON from its first line.
     configure_logging(settings.log_level, json=not terminal if settings.log_json == "auto" else settings.log_json)
     serve_logger = logging.getLogger("poimen.serve")
+    for warning in warnings:
+        serve_logger.warning("%s", warning)
     if settings.log_level != "DEBUG":
         _quiet_libraries(own_progress_bars=False)
         if terminal:  # the greeting says where it listens; uvicorn's lifecycle lines stay in container logs
@@ -191,6 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
     command = arguments.command
+    # Said first, as one WARNING each (a log record under `serve`): a misspelt setting is otherwise ignored in silence.
+    misspelt = misspelt_settings_lines(os.environ)
+    if command != "serve":
+        for line in misspelt:
+            print(f"warning: {line}", file=sys.stderr)
     # Every command that drains the outbox into its lexical index: `query` refills an index of an older
     # format, `eval` indexes its data set; over a shared database each would take other processes' entries.
     writers = {"serve", "ingest", "reindex", "import", "query", "eval"}
@@ -209,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(missing, file=sys.stderr)
         return EXIT_FAILURE
     commands: dict[str, Callable[[], int]] = {
-        "serve": lambda: _serve(settings, host=arguments.host, port=arguments.port),
+        "serve": lambda: _serve(settings, host=arguments.host, port=arguments.port, warnings=misspelt),
         "migrate": lambda: _migrate(settings),
         "ingest": lambda: _ingest(
             settings, path=arguments.path, project=arguments.project, batch_size=arguments.batch_size

@@ -406,3 +406,11 @@ def test_ingest_of_a_path_without_documents_fails_and_creates_nothing(tmp_path: 
         assert "Traceback" not in result.stderr
     assert "(1 skipped)" in results[skipped_only].stderr
     assert not data_dir.exists()  # refused before any engine (or its database) was made
+
+
+def test_a_misspelt_setting_is_named_with_the_one_it_probably_means(tmp_path: Path) -> None:
+    result = run_cli("query", "hello", "--project", "p", data_dir=tmp_path / "data", HYBRID_ROLOUT_PERCENT="20")
+
+    assert result.stderr.splitlines()[0] == (
+        "warning: HYBRID_ROLOUT_PERCENT is not a setting and is ignored: did you mean HYBRID_ROLLOUT_PERCENT?"
+    ), result.stderr
