@@ -12,20 +12,18 @@ model or dimension is refused: vectors of two models are not comparable.
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.errors import InvalidInputError
-from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
-from app.ingestion.pipeline import chunk_hash, embedding_text
-from app.ingestion.validation import is_addressable, is_unicode_text, metadata_strings, size_problem
+from app.ingestion.transfer_records import RecordCheck, document_from_record, document_record
+from app.ingestion.validation import is_addressable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator
 
+    from app.domain.models import EmbeddedChunk, StoredDocument
     from app.domain.ports import DocumentStore
 
 EXPORT_FORMAT: Final = "poimen-export"
@@ -33,8 +31,6 @@ EXPORT_VERSION: Final = 2
 READABLE_VERSIONS: Final = frozenset({1, EXPORT_VERSION})
 """Version 1 had no end line: such a file is still read, and a cut after a whole line goes unnoticed."""
 PAGE_SIZE: Final = 200
-MAX_DOCUMENT_ID_CHARS: Final = 256
-"""As the API takes them (`app.api.document_schemas.DocumentId`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,95 +48,6 @@ class ImportReport:
     updated: int = 0
     unchanged: int = 0
     embedded: int = 0
-
-
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _parsed_time(value: object) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) else None
-
-
-def document_record(document: StoredDocument, chunks: Iterable[EmbeddedChunk]) -> dict[str, Any]:
-    """One document line: the document's fields and every chunk with its embedding and model."""
-    return {
-        "kind": "document",
-        "id": document.document_id,
-        "source": document.source,
-        "title": document.title,
-        "content_hash": document.content_hash,
-        "tags": list(document.tags),
-        "event_time": _time(document.event_time),
-        "metadata": dict(document.metadata),
-        "created_at": _time(document.created_at),
-        "updated_at": _time(document.updated_at),
-        "chunks": [
-            {
-                "id": item.chunk.chunk_id,
-                "text": item.chunk.text,
-                "source": item.chunk.source,
-                "level": item.chunk.level,
-                "breadcrumb": list(item.chunk.breadcrumb),
-                "section_title": item.chunk.section_title,
-                "position": item.chunk.position,
-                "tags": list(item.chunk.tags),
-                "event_time": _time(item.chunk.event_time),
-                "chunk_hash": item.chunk.chunk_hash,
-                "context": item.chunk.context,
-                "embedding_model": item.embedding_model,
-                "embedding": [float(value) for value in item.embedding],
-            }
-            for item in chunks
-        ],
-    }
-
-
-def document_from_record(record: dict[str, Any], *, project_id: str) -> tuple[StoredDocument, list[EmbeddedChunk]]:
-    """The document and embedded chunks of one document line, placed in `project_id`."""
-    document_id = str(record["id"])
-    chunks = [
-        EmbeddedChunk(
-            Chunk(
-                chunk_id=str(item["id"]),
-                document_id=document_id,
-                project_id=project_id,
-                text=str(item["text"]),
-                source=str(item["source"]),
-                level=str(item["level"]),
-                breadcrumb=tuple(item["breadcrumb"]),
-                section_title=str(item["section_title"]),
-                position=int(item["position"]),
-                tags=tuple(item["tags"]),
-                event_time=_parsed_time(item.get("event_time")),
-                chunk_hash=str(item["chunk_hash"]),
-                context=str(item.get("context", "")),
-            ),
-            [float(value) for value in item["embedding"]],
-            str(item["embedding_model"]),
-        )
-        for item in record["chunks"]
-    ]
-    created_at = _parsed_time(record["created_at"])
-    updated_at = _parsed_time(record["updated_at"])
-    if created_at is None or updated_at is None:
-        msg = f"document {document_id!r} has no created_at/updated_at"
-        raise InvalidInputError(msg, field="created_at")
-    document = StoredDocument(
-        project_id=project_id,
-        document_id=document_id,
-        source=str(record["source"]),
-        title=str(record["title"]),
-        content_hash=str(record["content_hash"]),
-        tags=tuple(record["tags"]),
-        event_time=_parsed_time(record.get("event_time")),
-        metadata=dict(record.get("metadata") or {}),
-        chunks=tuple(item.chunk for item in chunks),
-        lexically_indexed=False,
-        created_at=created_at,
-        updated_at=updated_at,
-    )
-    return document, chunks
 
 
 async def export_lines(
@@ -199,79 +106,12 @@ def _read_export(
     if not is_project_id(target):
         msg = f"project id {target!r} is not {PROJECT_ID_RULE}"
         raise InvalidInputError(msg, field="project")
-    checked = _RecordCheck(model_name=model_name, dimensions=dimensions)
+    checked = RecordCheck(model_name=model_name, dimensions=dimensions)
     return target, _documents(remaining, target, ends=header["version"] != 1, checked=checked)
 
 
-@dataclass(slots=True)
-class _RecordCheck:
-    """What a document line must hold for its write not to fail in the store part-way through an import.
-
-    The store refused a NaN or a short embedding, a NUL in a text, a tag that is no string, only once the
-    earlier batches were written ("run it again" then failed at the same line, for ever); an id of 3,000
-    characters, one twice, a document without chunks or a chunk of another model went in unchecked; so did
-    a chunk id of another document (it replaced that document's chunk), a lone surrogate (valid as a JSON
-    escape, but no UTF-8 can hold it) and a chunk whose text was edited after the export (its vector, and
-    every later ingest reusing vectors by `chunk_hash`, stayed the old text's).
-    """
-
-    model_name: str
-    dimensions: int
-    seen: set[str] = field(default_factory=set)
-
-    def __call__(self, document: StoredDocument, embedded: list[EmbeddedChunk], number: int) -> None:
-        problem = self._problem(document, embedded)
-        if problem is not None:
-            msg = f"line {number}: document {document.document_id[:80]!r}: {problem}"
-            raise InvalidInputError(msg, field=f"line {number}")
-        self.seen.add(document.document_id)
-
-    def _problem(self, document: StoredDocument, embedded: list[EmbeddedChunk]) -> str | None:  # noqa: PLR0911
-        if document.document_id in self.seen:
-            return "appears twice in the file"
-        if not 0 < len(document.document_id) <= MAX_DOCUMENT_ID_CHARS:
-            return f"the id must be 1 to {MAX_DOCUMENT_ID_CHARS} characters"
-        if not embedded:
-            return "has no chunks"
-        tags = [*document.tags, *(tag for item in embedded for tag in item.chunk.tags)]
-        if not all(isinstance(tag, str) and tag.strip() for tag in tags):
-            return "a tag is not a string of 1 or more characters"
-        sizes = size_problem(document.title, document.tags)  # a chunk carries its document's tags
-        if sizes is not None:
-            return sizes[1].removeprefix(": ").strip()
-        for item in embedded:
-            if item.embedding_model != self.model_name:
-                return (
-                    f"chunk {item.chunk.chunk_id!r} was embedded with {item.embedding_model!r}, the file's model is not"
-                )
-            if len(item.embedding) != self.dimensions or not all(map(math.isfinite, item.embedding)):
-                return f"chunk {item.chunk.chunk_id!r}: the embedding is not {self.dimensions} finite numbers"
-        texts = [document.title, document.source, *(text for _, text in metadata_strings(document.metadata))]
-        texts += [text for item in embedded for text in (item.chunk.text, item.chunk.context, *item.chunk.breadcrumb)]
-        texts += [*document.tags, *(tag for item in embedded for tag in item.chunk.tags)]
-        if any("\x00" in text for text in texts):
-            return "a text holds a NUL character, which PostgreSQL cannot store"
-        if not all(map(is_unicode_text, texts)):
-            return "a text holds a lone surrogate (such as \\ud800), which is not Unicode text"
-        return _chunk_problem(document.document_id, embedded)
-
-
-def _chunk_problem(document_id: str, embedded: list[EmbeddedChunk]) -> str | None:
-    """Each chunk id is `<document id>#<position>` as ingest names it, and its hash is of its own text."""
-    positions = [item.chunk.position for item in embedded]
-    if len(set(positions)) != len(positions):
-        return "two chunks have the same position"
-    for item in embedded:
-        chunk = item.chunk
-        if chunk.chunk_id != f"{document_id}#{chunk.position}":
-            return f"chunk {chunk.chunk_id[:80]!r} is not named '<document id>#{chunk.position}' (another document's?)"
-        if chunk.chunk_hash != chunk_hash(embedding_text(chunk)):
-            return f"chunk {chunk.chunk_id[:80]!r}: its chunk_hash is not of its text (was the file edited?)"
-    return None
-
-
 def _documents(
-    lines: Iterable[str], target: str, *, ends: bool, checked: _RecordCheck
+    lines: Iterable[str], target: str, *, ends: bool, checked: RecordCheck
 ) -> Iterator[tuple[StoredDocument, list[EmbeddedChunk]]]:
     """The documents of the lines after the header; with `ends`, the file must close with its end line."""
     count = 0
