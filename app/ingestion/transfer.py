@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.errors import InvalidInputError
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
-from app.ingestion.transfer_records import RecordCheck, document_from_record, document_record
+from app.ingestion.transfer_records import RecordCheck, RecordFieldError, document_from_record, document_record
 from app.ingestion.validation import is_addressable
 
 if TYPE_CHECKING:
@@ -144,6 +144,8 @@ def _not_a_record(number: int, error: Exception) -> InvalidInputError:
     """What is wrong with a line, in the words of the export format rather than Python's."""
     if isinstance(error, KeyError):
         reason = f"the field {error.args[0]!r} is missing"
+    elif isinstance(error, RecordFieldError):
+        reason = str(error)
     elif isinstance(error, json.JSONDecodeError):
         reason = f"not JSON ({error.msg} at column {error.colno})"
     elif isinstance(error, ValueError):  # an event time or a date that is no ISO 8601 one, named with its value

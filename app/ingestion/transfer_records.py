@@ -65,30 +65,116 @@ def document_record(document: StoredDocument, chunks: Iterable[EmbeddedChunk]) -
     }
 
 
-def document_from_record(record: dict[str, Any], *, project_id: str) -> tuple[StoredDocument, list[EmbeddedChunk]]:
-    """The document and embedded chunks of one document line, placed in `project_id`."""
-    document_id = str(record["id"])
+class RecordFieldError(TypeError):
+    """A field of a document line holds another JSON type than the format's; the message names the field.
+
+    Nothing is converted: `str()` of a null title wrote the title "None", `tuple()` of the tags "abc" the
+    tags a, b and c, `dict()` of a list of pairs an object; a wrong line is a corrupted file.
+    """
+
+
+_JSON_KINDS: Final = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"))
+_ABSENT: Final = object()
+
+
+def _kind(value: object) -> str:
+    """What JSON calls `value`'s type, with its article."""
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_KINDS if isinstance(value, kind)), "an object")
+
+
+def _is(value: object, kind: type | tuple[type, ...]) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)  # JSON's true is no number
+
+
+def _wrong(path: str, value: object, expected: str) -> RecordFieldError:
+    return RecordFieldError(f"the field {path!r} is {_kind(value)}, not {expected}")
+
+
+def _text(record: dict[str, Any], key: str, *, path: str = "", default: object = _ABSENT) -> str:
+    value = record[key] if default is _ABSENT else record.get(key, default)
+    if not isinstance(value, str):
+        raise _wrong(path + key, value, "a string")
+    return value
+
+
+def _list(
+    record: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str, *, path: str = ""
+) -> list[Any]:
+    value = record[key]
+    if not isinstance(value, list):
+        raise _wrong(path + key, value, expected)
+    for item in value:
+        if not _is(item, kind):
+            msg = f"the field {path + key!r} is a list holding {_kind(item)}, not {expected}"
+            raise RecordFieldError(msg)
+    return value
+
+
+def _texts(record: dict[str, Any], key: str, *, path: str = "") -> tuple[str, ...]:
+    return tuple(_list(record, key, str, "a list of strings", path=path))
+
+
+def _moment(record: dict[str, Any], key: str, *, path: str = "") -> datetime | None:
+    value = record.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _wrong(path + key, value, "a string or null")
+    return _parsed_time(value)
+
+
+def _position(item: dict[str, Any], *, path: str) -> int:
+    value = item["position"]
+    if not _is(value, int):
+        raise _wrong(path + "position", value, "an integer")
+    return int(value)
+
+
+def _metadata(record: dict[str, Any], *, path: str = "") -> dict[str, Any]:
+    value = record.get("metadata")
+    if value is None:  # absent or null: none, as read before
+        return {}
+    if not isinstance(value, dict):
+        raise _wrong(path + "metadata", value, "an object")
+    return value
+
+
+def _chunk(item: dict[str, Any], *, document_id: str, project_id: str, path: str) -> EmbeddedChunk:
+    return EmbeddedChunk(
+        Chunk(
+            chunk_id=_text(item, "id", path=path),
+            document_id=document_id,
+            project_id=project_id,
+            text=_text(item, "text", path=path),
+            source=_text(item, "source", path=path),
+            level=_text(item, "level", path=path),
+            breadcrumb=_texts(item, "breadcrumb", path=path),
+            section_title=_text(item, "section_title", path=path),
+            position=_position(item, path=path),
+            tags=_texts(item, "tags", path=path),
+            event_time=_moment(item, "event_time", path=path),
+            chunk_hash=_text(item, "chunk_hash", path=path),
+            context=_text(item, "context", path=path, default=""),
+        ),
+        [float(value) for value in _list(item, "embedding", (int, float), "a list of numbers", path=path)],
+        _text(item, "embedding_model", path=path),
+    )
+
+
+def document_from_record(record: object, *, project_id: str) -> tuple[StoredDocument, list[EmbeddedChunk]]:
+    """The document and embedded chunks of one document line, placed in `project_id`.
+
+    Raises `KeyError` for a missing field, `RecordFieldError` for one of another JSON type, `ValueError`
+    for a time that is no ISO 8601 one.
+    """
+    if not isinstance(record, dict):
+        msg = f"the line is {_kind(record)}, not an object"
+        raise RecordFieldError(msg)
+    document_id = _text(record, "id")
+    items = _list(record, "chunks", dict, "a list of objects")
     chunks = [
-        EmbeddedChunk(
-            Chunk(
-                chunk_id=str(item["id"]),
-                document_id=document_id,
-                project_id=project_id,
-                text=str(item["text"]),
-                source=str(item["source"]),
-                level=str(item["level"]),
-                breadcrumb=tuple(item["breadcrumb"]),
-                section_title=str(item["section_title"]),
-                position=int(item["position"]),
-                tags=tuple(item["tags"]),
-                event_time=_parsed_time(item.get("event_time")),
-                chunk_hash=str(item["chunk_hash"]),
-                context=str(item.get("context", "")),
-            ),
-            [float(value) for value in item["embedding"]],
-            str(item["embedding_model"]),
-        )
-        for item in record["chunks"]
+        _chunk(item, document_id=document_id, project_id=project_id, path=f"chunks[{number}].")
+        for number, item in enumerate(items)
     ]
     created_at = _parsed_time(record["created_at"])
     updated_at = _parsed_time(record["updated_at"])
@@ -98,12 +184,12 @@ def document_from_record(record: dict[str, Any], *, project_id: str) -> tuple[St
     document = StoredDocument(
         project_id=project_id,
         document_id=document_id,
-        source=str(record["source"]),
-        title=str(record["title"]),
-        content_hash=str(record["content_hash"]),
-        tags=tuple(record["tags"]),
-        event_time=_parsed_time(record.get("event_time")),
-        metadata=dict(record.get("metadata") or {}),
+        source=_text(record, "source"),
+        title=_text(record, "title"),
+        content_hash=_text(record, "content_hash"),
+        tags=_texts(record, "tags"),
+        event_time=_moment(record, "event_time"),
+        metadata=_metadata(record),
         chunks=tuple(item.chunk for item in chunks),
         lexically_indexed=False,
         created_at=created_at,

@@ -172,7 +172,8 @@ def _set_first_embedding_value(record: dict, value: object) -> None:
         (lambda r: r["chunks"][0].update(embedding=[0.0] * 10), "the embedding is not 384 finite numbers"),
         (lambda r: r["chunks"][0].update(text="nul \x00 here"), "a text holds a NUL character"),
         (lambda r: r.update(metadata={"note": ["nul \x00"]}), "a text holds a NUL character"),
-        (lambda r: r.update(tags=[1, None]), "a tag is not a string"),
+        (lambda r: r.update(tags=[1, None]), "the field 'tags' is a list holding a number, not a list of strings"),
+        (lambda r: r.update(tags=["  "]), "a tag is not a string of 1 or more characters"),
         (lambda r: r.update(id="x" * 3000), "the id must be 1 to 256 characters"),
         (lambda r: r.update(chunks=[]), "has no chunks"),
         (lambda r: r["chunks"][0].update(embedding_model="other"), "was embedded with 'other'"),
@@ -212,7 +213,7 @@ async def test_a_document_twice_in_one_file_is_refused() -> None:
     ("change", "reason"),
     [
         (lambda r: r.pop("created_at"), "the field 'created_at' is missing"),
-        (lambda r: r.update(tags=5), "a field holds the wrong kind of value"),
+        (lambda r: r.update(tags=5), "the field 'tags' is a number, not a list of strings"),
         # was "a field holds the wrong kind of value (a number or a list where a string or list belongs?)"
         (lambda r: r.update(event_time="yesterday"), "a value cannot be read .*'yesterday'"),
     ],
@@ -236,3 +237,52 @@ async def test_a_line_that_is_not_json_says_where() -> None:
 
     with pytest.raises(InvalidInputError, match=r"line 2: not a document record: not JSON \(.* at column 2\)"):
         check_export([header, "{oops", end], model_name=MODEL, dimensions=DIMENSIONS)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        # Each was converted and written: tags "abc" became the tags a, b and c, a null title the title "None".
+        (lambda r: r.update(tags="abc"), "the field 'tags' is a string, not a list of strings"),
+        (lambda r: r.update(title=None), "the field 'title' is null, not a string"),
+        (lambda r: r.update(source=7), "the field 'source' is a number, not a string"),
+        (lambda r: r.update(metadata=[["k", 1]]), "the field 'metadata' is a list, not an object"),
+        (lambda r: r.update(metadata=""), "the field 'metadata' is a string, not an object"),
+        (lambda r: r.update(event_time=1700000000), "the field 'event_time' is a number, not a string or null"),
+        (
+            lambda r: r["chunks"][0].update(position=0.0),
+            r"the field 'chunks\[0\].position' is a number, not an integer",
+        ),
+        (
+            lambda r: r["chunks"][0].update(position=False),
+            r"the field 'chunks\[0\].position' is a boolean, not an integer",
+        ),
+        (
+            lambda r: r["chunks"][0].update(tags="ab"),
+            r"the field 'chunks\[0\].tags' is a string, not a list of strings",
+        ),
+        # Was a TypeError out of the record check: a traceback, not a refusal.
+        (
+            lambda r: r["chunks"][0].update(breadcrumb=[1]),
+            r"the field 'chunks\[0\].breadcrumb' is a list holding a number, not a",
+        ),
+        (
+            lambda r: r["chunks"][0].update(embedding_model=None),
+            r"the field 'chunks\[0\].embedding_model' is null, not a string",
+        ),
+        (
+            lambda r: r["chunks"][0].update(embedding=[str(v) for v in r["chunks"][0]["embedding"]]),
+            r"the field 'chunks\[0\].embedding' is a list holding a string, not a list of numbers",
+        ),
+        (lambda r: r.update(chunks={"0": {}}), "the field 'chunks' is an object, not a list of objects"),
+    ],
+)
+async def test_a_field_of_another_json_type_is_refused_not_converted(change: object, reason: str) -> None:
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, end = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError, match=f"line 2: not a document record: {reason}") as refused:
+        check_export([header, _corrupt(document, change), end], model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert refused.value.field == "line 2"
