@@ -205,7 +205,9 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
 
         Either every listed document is written with all its chunks, or nothing is. The new chunks
         are marked not yet lexically indexed and an outbox entry is recorded in the same transaction,
-        and the projects' generations move on. Returns each document's new version (versions only grow).
+        and the projects' generations move on. Returns each document's new version (versions only grow):
+        past the stored one and the project's generation, and at least the document's own `version` (0 from
+        ingest; an import's, so that an `If-Match` read before the move never names other content).
         """
         ...
 

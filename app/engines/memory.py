@@ -127,7 +127,8 @@ class InMemoryDocumentStore:
             previous = self._documents.get(key)
             created_at = document.created_at if previous is None else previous.created_at
             # Counted per project, past the document's own version (as the PostgreSQL store counts them).
-            versions[key] = max(self._generations.get(key[0], 0), previous.version if previous else 0) + 1
+            counted = max(self._generations.get(key[0], 0), previous.version if previous else 0) + 1
+            versions[key] = max(counted, document.version)  # at least the version it carries (an import's)
             self._documents[key] = replace(
                 document, chunks=(), lexically_indexed=False, created_at=created_at, version=versions[key]
             )

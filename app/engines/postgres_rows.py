@@ -95,6 +95,7 @@ def document_parameters(document: StoredDocument) -> Mapping[str, object]:
         "metadata": metadata_json(document.metadata),
         "created_at": document.created_at,
         "updated_at": document.updated_at,
+        "version": document.version,  # a floor: 0 from ingest, the exported version from an import
     }
 
 

@@ -5,7 +5,8 @@ following line is one document with its chunks, and each chunk carries its embed
 made it; the last line (since version 2) says how many documents came before it, so a file cut after a
 whole line is refused as one cut inside a line is. Importing writes through `DocumentStore.save_documents`
 exactly what was exported (content hashes included, so a later ingest of an unchanged document stays
-"unchanged"), queues the lexical index as any write does, and calls no embedder. A file made with another
+"unchanged", and each document's version as a floor for its new one), queues the lexical index as any write
+does, and calls no embedder. A file made with another
 model or dimension is refused: vectors of two models are not comparable.
 """
 
@@ -188,7 +189,8 @@ async def import_lines(
     Written in transactions of `PAGE_SIZE` documents as it reads: check the file first (`check_export`) to
     write nothing from one that is refused part-way. A document stored with the exported content hash is
     left as it is (an ingest would call it unchanged); one stored with another is replaced by the exported
-    one, newer or not: an import restores what was exported.
+    one, newer or not: an import restores what was exported. A written document gets at least its exported
+    version (higher where the store has counted past it): an ETag read before the move names no other content.
     """
     target, records = _read_export(lines, model_name=model_name, dimensions=dimensions, project_id=project_id)
     counts = {"documents": 0, "chunks": 0, "created": 0, "updated": 0, "unchanged": 0}

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 MAX_DOCUMENT_ID_CHARS: Final = 256
 """As the API takes them (`app.api.document_schemas.DocumentId`)."""
+MAX_VERSION: Final = 2**53
+"""Above any version a store counts to, and what a JSON number holds exactly in every client."""
 
 
 def _time(value: datetime | None) -> str | None:
@@ -44,6 +46,7 @@ def document_record(document: StoredDocument, chunks: Iterable[EmbeddedChunk]) -
         "metadata": dict(document.metadata),
         "created_at": _time(document.created_at),
         "updated_at": _time(document.updated_at),
+        "version": document.version,
         "chunks": [
             {
                 "id": item.chunk.chunk_id,
@@ -130,6 +133,17 @@ def _position(item: dict[str, Any], *, path: str) -> int:
     return int(value)
 
 
+def _version(record: dict[str, Any], *, path: str = "") -> int:
+    """The document's version where it was exported (0 in a file from before versions were exported)."""
+    value = record.get("version", 0)
+    if not _is(value, int):
+        raise _wrong(path + "version", value, "an integer")
+    if not 0 <= value < MAX_VERSION:
+        msg = f"the field 'version' is {value}, not a version from 0 to 2**53"
+        raise ValueError(msg)
+    return int(value)
+
+
 def _metadata(record: dict[str, Any], *, path: str = "") -> dict[str, Any]:
     value = record.get("metadata")
     if value is None:  # absent or null: none, as read before
@@ -194,6 +208,7 @@ def document_from_record(record: object, *, project_id: str) -> tuple[StoredDocu
         lexically_indexed=False,
         created_at=created_at,
         updated_at=updated_at,
+        version=_version(record),
     )
     return document, chunks
 

@@ -162,6 +162,20 @@ class DocumentStoreContract:
 
         assert second == first + 1
 
+    async def test_a_saved_document_gets_at_least_the_version_it_carries(self, store, project) -> None:
+        # An import carries each document's version from the installation it left: a version counted
+        # from 1 again would one day name other content than the one a client read there (If-Match).
+        stored, chunks = entry(project, "moved", 1)
+        moved = (await store.save_documents([(replace(stored, version=40), chunks)]))[project, "moved"]
+        fresh = (await store.save_documents([entry(project, "new", 1)]))[project, "new"]
+        below = (await store.save_documents([(replace(stored, version=3, content_hash="content-2"), chunks)]))[
+            project, "moved"
+        ]
+
+        assert moved == 40
+        assert fresh > moved  # the project's later writes count on from there
+        assert below > fresh  # a version below the stored one is no floor: versions only grow
+
     async def test_a_second_writer_of_a_document_waits_for_the_first(self, store, project) -> None:
         events: list[str] = []
         first_holds = asyncio.Event()

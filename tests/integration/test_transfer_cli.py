@@ -12,10 +12,17 @@ import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 
 from tests.integration.conftest import run_cli
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.integration.conftest import ServiceProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -182,3 +189,39 @@ def test_an_export_writes_through_a_symlink_and_into_a_pipe_without_replacing_th
     assert piped.returncode == 0, piped.stderr
     assert text == target.read_text()
     assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_an_etag_read_before_a_move_still_names_the_same_content_after_it(
+    data_dirs, tmp_path, poimen_data_dir: Path, poimen_service: Callable[..., ServiceProcess]
+) -> None:
+    # Versions counted from 1 again in the new installation: a few writes there, and the version a client had
+    # read before the move named other content; its If-Match would have overwritten that content unseen.
+    source, _ = data_dirs
+    export_file = tmp_path / "moved.jsonl"
+    before = poimen_service(data_dir=source)
+    for edit in range(4):
+        written = httpx.post(
+            f"{before.url}/v1/projects/{PROJECT}/documents", json={"id": "runbook", "text": f"edit {edit}"}, timeout=60
+        )
+        assert written.status_code == 201, written.text
+    read_before = httpx.get(f"{before.url}/v1/projects/{PROJECT}/documents/runbook", timeout=30).headers["etag"]
+    assert before.stop() == 0
+    assert run_cli("export", "--project", PROJECT, "--output", str(export_file), data_dir=source).returncode == 0
+    imported = run_cli("import", str(export_file), data_dir=poimen_data_dir)
+    after = poimen_service(data_dir=poimen_data_dir)
+    documents = f"{after.url}/v1/projects/{PROJECT}/documents"
+
+    moved = httpx.get(f"{documents}/runbook", timeout=30)
+    versions = []
+    while not versions or versions[-1] <= int(read_before.strip('"')):
+        written = httpx.post(documents, json={"id": "runbook", "text": f"after the move {len(versions)}"}, timeout=60)
+        assert written.status_code == 201, written.text
+        versions.append(written.json()["documents"][0]["version"])
+    stale = httpx.post(
+        documents, json={"id": "runbook", "text": "edit 4"}, headers={"If-Match": read_before}, timeout=60
+    )
+
+    assert imported.returncode == 0, imported.stderr
+    assert moved.headers["etag"] == read_before  # the same content under the same ETag
+    assert len(versions) == 1  # every version written after the move is past the one read before it
+    assert stale.status_code == 409, stale.text

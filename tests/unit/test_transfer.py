@@ -275,6 +275,8 @@ async def test_a_line_that_is_not_json_says_where() -> None:
             r"the field 'chunks\[0\].embedding' is a list holding a string, not a list of numbers",
         ),
         (lambda r: r.update(chunks={"0": {}}), "the field 'chunks' is an object, not a list of objects"),
+        (lambda r: r.update(version="7"), "the field 'version' is a string, not an integer"),
+        (lambda r: r.update(version=-1), "a value cannot be read .*'version' is -1, not a version from 0"),
     ],
 )
 async def test_a_field_of_another_json_type_is_refused_not_converted(change: object, reason: str) -> None:
@@ -286,3 +288,31 @@ async def test_a_field_of_another_json_type_is_refused_not_converted(change: obj
         check_export([header, _corrupt(document, change), end], model_name=MODEL, dimensions=DIMENSIONS)
 
     assert refused.value.field == "line 2"
+
+
+async def test_an_imported_document_gets_at_least_its_exported_version() -> None:
+    # Counted from 1 again, a version read before the move (an If-Match) named other content after it.
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    for number in range(3):
+        await source.save_documents([entry("p", "edited", 1, content_hash=f"content-{number}")])
+    await source.save_documents([entry("p", "new", 1)])
+    exported_states = await source.document_states([("p", "edited"), ("p", "new")])
+
+    await import_lines(target, await exported(source, "p"), model_name=MODEL, dimensions=DIMENSIONS)
+    imported_states = await target.document_states([("p", "edited"), ("p", "new")])
+    later = await target.save_documents([entry("p", "edited", 1, content_hash="written after the move")])
+
+    assert imported_states == exported_states
+    assert later["p", "edited"] > max(state.version for state in exported_states.values())
+
+
+async def test_an_export_without_versions_still_imports() -> None:
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, end = await exported(source, "p")
+
+    await import_lines(
+        target, [header, _corrupt(document, lambda r: r.pop("version")), end], model_name=MODEL, dimensions=DIMENSIONS
+    )
+
+    assert (await target.document_states([("p", "a")]))["p", "a"].version == 1
