@@ -170,7 +170,8 @@ async def import_project(settings: Settings, *, path: Path, project: str | None)
     # The model's name and size as configured: open_engines checks the loaded model against both.
     model_name, dimensions = configured_model(settings)
     try:
-        with path.open(encoding="utf-8") as source:
+        # utf-8-sig: an export opened and saved by an editor may start with a byte order mark; export writes none.
+        with path.open(encoding="utf-8-sig") as source:
             check_export(source, project_id=project, model_name=model_name, dimensions=dimensions)
     except (OSError, UnicodeDecodeError) as error:
         print(f"cannot read {path}: {error}", file=sys.stderr)
@@ -182,7 +183,7 @@ async def import_project(settings: Settings, *, path: Path, project: str | None)
         model_name, dimensions = engines.embedder.model_name, engines.embedder.dimensions
         status = 0
         try:
-            with path.open(encoding="utf-8") as source:
+            with path.open(encoding="utf-8-sig") as source:
                 report = await import_lines(
                     engines.store, source, project_id=project, model_name=model_name, dimensions=dimensions
                 )

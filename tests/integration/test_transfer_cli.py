@@ -111,6 +111,19 @@ def test_import_refuses_a_file_made_with_another_model(data_dirs, tmp_path) -> N
     assert "EMBEDDING_MODEL" in result.stderr
 
 
+def test_import_reads_a_file_an_editor_saved_with_a_byte_order_mark(data_dirs, tmp_path) -> None:
+    _, fresh = data_dirs
+    export_file = tmp_path / "saved-by-an-editor.jsonl"
+    header = {"kind": "header", "format": "poimen-export", "version": 1, "project": "p", "embedding_model": "m"}
+    export_file.write_text("\ufeff" + json.dumps(header | {"dimensions": 3}) + "\n", encoding="utf-8")
+
+    result = run_cli("import", str(export_file), data_dir=fresh)
+
+    # The header is read as a header (then refused for its model), not taken for some other file.
+    assert result.returncode == 2
+    assert "EMBEDDING_MODEL" in result.stderr, result.stderr
+
+
 def renamed(record: dict, document_id: str) -> dict:
     """An exported document record under another id, its chunks named after it as ingest names them."""
     chunks = [chunk | {"id": f"{document_id}#{chunk['position']}"} for chunk in record["chunks"]]
