@@ -1,22 +1,29 @@
 """The folder layout of the embedded lexical index: a root holding one tantivy index per project.
 
     <root>/poimen-schema-version        SCHEMA_VERSION; what tells a root of this adapter from any folder
-    <root>/projects/p-<project id>/     one tantivy index (meta.json, segments) per project with chunks
+    <root>/projects/p-<escaped id>/     one tantivy index (meta.json, segments) per project with chunks
 
 An index per project is what keeps BM25 statistics (document count, average field length, document
 frequencies) per project: one tenant's corpus never moves another's scores. A project without a
-folder has no chunks. `delete_project` renames the folder to `projects/deleted-<id>-<random>` (one
-atomic step) and then removes it; a removal cut short is finished at the next open.
+folder has no chunks. `delete_project` renames the folder to `projects/deleted-p-<escaped id>-<random>`
+(one atomic step) and then removes it; a removal cut short is finished at the next open.
 
-Folder names: project ids are `[A-Za-z0-9._-]{1,64}` (`PROJECT_ID_PATTERN`), so the `p-` prefix
-alone makes every name safe (no `.` or `..`) and keeps deleted folders apart. A case-insensitive
-file system would merge projects differing only in case; the service runs on Linux file systems.
+Folder names (`app.engines.tantivy_folder_names`): project ids are `[A-Za-z0-9._-]{1,64}` and
+case-sensitive, and a folder name holds no uppercase letter (`Acme` is `p-+acme`, `acme` is `p-acme`), so
+two projects never share a folder on a file system that ignores case (macOS, Windows). The `p-` prefix
+makes every name safe (no `.` or `..`) and keeps deleted folders apart.
 
 Versions before 3 kept every project in one index at the root (`meta.json` in the root itself);
 version 3 filed tags as written, not their keys. A root of an older version is emptied and recreated
-at open: PostgreSQL is the source of truth, and the service re-queues every project. A root of a
-newer version is refused rather than downgraded, and a root holding some other tantivy index, or other
-files, is never touched.
+at open: PostgreSQL is the source of truth, and the service re-queues every project. Version 6 differs
+from 7 only in folder names (each id as written): its folders whose name changed are renamed at open, one
+atomic rename each, and the version file is written last; a crash midway leaves folders of both namings,
+and the next open renames the rest (every open does). A rename keeps a project's index as it was, where
+a rebuild would re-queue every project's documents through the outbox. On a file system that ignores case
+a version 6 root is emptied instead: two projects differing in case may already share a folder there, and
+no rename can split it. A root of a newer version is refused rather than downgraded (an older version
+would read `p-+acme` as a project `+acme` holding no document, and prune it), and a root holding some
+other tantivy index, or other files, is never touched.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import shutil
 import uuid
 from typing import TYPE_CHECKING, Final
 
+from app.engines.tantivy_folder_names import project_folder_name, project_of_folder_name, unescaped_project_id
 from app.engines.tantivy_schema import DOCUMENT_KEY, PAYLOAD, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 
 if TYPE_CHECKING:
@@ -35,14 +43,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROJECTS_FOLDER: Final = "projects"
-PROJECT_FOLDER_PREFIX: Final = "p-"
 DELETED_FOLDER_PREFIX: Final = "deleted-"
 INDEX_META_FILE: Final = "meta.json"  # tantivy writes it when it creates an index; it lists the segments
+UNESCAPED_NAMES_VERSION: Final = 6
+"""The last version naming folders after ids as written: such a root is renamed at open, not emptied."""
 
 
 def project_folder(root: Path, project_id: str) -> Path:
     """The folder of `project_id`'s index under `root` (it may not exist: the project has no chunks)."""
-    return root / PROJECTS_FOLDER / f"{PROJECT_FOLDER_PREFIX}{project_id}"
+    return root / PROJECTS_FOLDER / project_folder_name(project_id)
 
 
 def project_folder_ids(root: Path) -> list[str]:
@@ -50,11 +59,8 @@ def project_folder_ids(root: Path) -> list[str]:
     folders = root / PROJECTS_FOLDER
     if not folders.is_dir():
         return []
-    return sorted(
-        entry.name.removeprefix(PROJECT_FOLDER_PREFIX)
-        for entry in folders.iterdir()
-        if entry.name.startswith(PROJECT_FOLDER_PREFIX) and entry.is_dir()
-    )
+    listed = ((project_of_folder_name(entry.name), entry) for entry in folders.iterdir())
+    return sorted(project_id for project_id, entry in listed if project_id is not None and entry.is_dir())
 
 
 def folder_identity(path: Path) -> tuple[int, int]:
@@ -83,7 +89,7 @@ def prepare_root(root: Path) -> bool:
     if version is not None and version > SCHEMA_VERSION:
         msg = f"it was written by a newer version (schema {version}, this one reads {SCHEMA_VERSION})"
         raise ValueError(msg)
-    recreated = version is not None and version < SCHEMA_VERSION
+    recreated = version is not None and version < SCHEMA_VERSION and not _renames_in_place(root, version)
     if recreated:
         _empty_older_root(root)
         # The service queues every project for indexing from PostgreSQL (app.wiring.engines) and says so.
@@ -91,6 +97,8 @@ def prepare_root(root: Path) -> bool:
     elif version is None and any(root.iterdir()):
         msg = "it holds files that are no lexical index of this schema"
         raise ValueError(msg)
+    elif version is not None:
+        _escape_folder_names(root)  # version 6, or 7 after a crash midway through the renames
     if version != SCHEMA_VERSION:
         (root / PROJECTS_FOLDER).mkdir(exist_ok=True)
         (root / SCHEMA_VERSION_FILE).write_text(f"{SCHEMA_VERSION}\n", encoding="ascii")
@@ -132,12 +140,56 @@ def stored_root_version(root: Path) -> int | None:
 def remove_project_folder(root: Path, project_id: str) -> None:
     """Take the project's folder out of the layout in one rename, then delete it; no folder is fine."""
     folder = project_folder(root, project_id)
-    doomed = root / PROJECTS_FOLDER / f"{DELETED_FOLDER_PREFIX}{project_id}-{uuid.uuid4().hex}"
+    doomed = root / PROJECTS_FOLDER / f"{DELETED_FOLDER_PREFIX}{folder.name}-{uuid.uuid4().hex}"
     try:
         folder.rename(doomed)
     except FileNotFoundError:
         return
     shutil.rmtree(doomed)
+
+
+def ignores_case(root: Path) -> bool:
+    """Whether the file system of `root` (holding its version file) opens a name in any case (macOS, Windows)."""
+    try:
+        return (root / SCHEMA_VERSION_FILE.upper()).samefile(root / SCHEMA_VERSION_FILE)
+    except OSError:
+        return False
+
+
+def _renames_in_place(root: Path, version: int) -> bool:
+    """Whether the older root of `version` is brought up to date by renaming its folders (else it is emptied)."""
+    if version != UNESCAPED_NAMES_VERSION:
+        return False
+    if ignores_case(root):
+        logger.warning(
+            "the lexical index in %s is on a file system that ignores case: projects whose ids differ only in "
+            "case may share a folder there, so it is rebuilt rather than renamed",
+            root,
+        )
+        return False
+    return True
+
+
+def _escape_folder_names(root: Path) -> None:
+    """Rename each folder named after its project id as written (version 6) to its escaped name, one at a time.
+
+    Raises:
+        OSError: a folder cannot be renamed, or both names of one project exist.
+    """
+    folders = root / PROJECTS_FOLDER
+    if not folders.is_dir():
+        return
+    for entry in sorted(folders.iterdir()):
+        project_id = unescaped_project_id(entry.name)
+        # Checked by name first: every open runs this, and most names (lowercase ids, escaped names) stay.
+        if project_id is None or project_folder_name(project_id) == entry.name or not entry.is_dir():
+            continue
+        target = folders / project_folder_name(project_id)
+        if target.exists():
+            msg = f"{entry} and {target} are both the folder of project {project_id!r}; keep one"
+            raise OSError(msg)
+        entry.rename(target)
+        logger.info("renamed the lexical index folder %s to %s (case-safe names)", entry, target.name)
 
 
 def _finish_deletions(root: Path) -> None:

@@ -10,7 +10,8 @@ module owns the root folder, the writes and the worker threads.
 
 The root records the version of what the adapter files in it (`SCHEMA_VERSION_FILE`). A root written
 by an older version is emptied and recreated at open, with a warning: PostgreSQL is the source of
-truth, and the service re-queues every project (or `poimen reindex --project <id>` refills one). A
+truth, and the service re-queues every project (or `poimen reindex --project <id>` refills one); one of
+version 6 has its folders renamed instead (case-safe names, `app.engines.tantivy_folders`). A
 root from a newer version is refused rather than downgraded, and a folder holding some other tantivy
 index is never touched.
 

@@ -11,7 +11,7 @@ field its own context (`app.engines.lexical_context`). Chunk tags are searched a
 The whole chunk is stored as a JSON payload (`app.engines.chunk_codec`), and a hit is rebuilt from it.
 
 Changing any of this changes what is on disk: bump `SCHEMA_VERSION`, and an older folder is
-recreated empty at open (`app.engines.tantivy_folders`).
+recreated empty at open (`app.engines.tantivy_folders`; a version 6 folder is renamed in place instead).
 """
 
 from __future__ import annotations
@@ -38,12 +38,14 @@ WORD_PATTERN: Final = r"[\p{Han}\p{Hiragana}]|[[\p{Alphabetic}\p{N}]--[\p{Han}\p
 this is tantivy's `simple` tokenizer exactly (`char::is_alphanumeric` is Alphabetic or Numeric): every
 SciFact and LoCoMo text, corpus and queries, analyzes to the same terms with either."""
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 """What the adapter files in its folder. 1: title fields apart and neighbour context (no version file).
 2: one index for every project. 3: an index per project (`app.engines.tantivy_folders`). 4: the `tags`
 filter field holds each tag's key (`app.domain.tags`), so tag filters ignore case. 5: terms are folded
 to ASCII, so a query typed without accents finds the accented word and the other way round. 6: each Han
-and Hiragana character is a word (`WORD_PATTERN`), so `東京` finds `東京で会議`."""
+and Hiragana character is a word (`WORD_PATTERN`), so `東京` finds `東京で会議`. 7: project folder names hold no
+uppercase letter (`app.engines.tantivy_folder_names`), so `Acme` and `acme` never share one where case is ignored;
+files are as in 6, and a version 6 root has its folders renamed at open, not rebuilt."""
 SCHEMA_VERSION_FILE: Final = "poimen-schema-version"
 
 # Fields searched by the free text; each is analyzed with the English analyzer.

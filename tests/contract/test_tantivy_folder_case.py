@@ -1,0 +1,172 @@
+"""Projects whose ids differ only in case keep indexes apart, and roots of the unescaped naming are renamed at open.
+
+No file system that ignores case can be mounted here (no privileges, a kernel without ext4 casefolding): these run
+on a case-sensitive one and check what such a file system would merge, the folder names under case folding. One
+that ignores case is stood in for by a second, uppercase name of the version file (a link to it), which is what
+the adapter probes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import pytest
+import tantivy
+
+from app.domain.errors import EngineUnavailableError
+from app.domain.models import Filters
+from app.engines.tantivy_folders import PROJECTS_FOLDER, UNESCAPED_NAMES_VERSION, project_folder_ids
+from app.engines.tantivy_index import TantivyLexicalIndex
+from app.engines.tantivy_schema import (
+    ANALYZER_NAME,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_FILE,
+    build_english_analyzer,
+    build_schema,
+    chunk_document,
+)
+from tests.contract.lexical_index import index_chunks, make_chunk, search_hits, search_ids
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from app.domain.models import Chunk
+
+pytestmark = pytest.mark.integration
+
+
+def in_project(project_id: str) -> Filters:
+    return Filters(project_id=project_id)
+
+
+def folder_names(root: Path) -> list[str]:
+    return sorted(entry.name for entry in (root / PROJECTS_FOLDER).iterdir())
+
+
+def write_unescaped_root(root: Path, folders: dict[str, list[Chunk]], *, version: int) -> None:
+    """A root as version 6 left it, built with tantivy directly: `projects/<name>/` for each name given."""
+    (root / PROJECTS_FOLDER).mkdir(parents=True)
+    (root / SCHEMA_VERSION_FILE).write_text(f"{version}\n", encoding="ascii")
+    for name, chunks in folders.items():
+        folder = root / PROJECTS_FOLDER / name
+        folder.mkdir()
+        index = tantivy.Index(build_schema(), path=str(folder))
+        index.register_tokenizer(ANALYZER_NAME, build_english_analyzer())
+        writer = index.writer(heap_size=15_000_000, num_threads=1)
+        for chunk in chunks:
+            writer.add_document(chunk_document(chunk))
+        writer.commit()
+        writer.wait_merging_threads()
+
+
+async def test_projects_differing_only_in_case_get_folders_apart_and_delete_only_their_own(data_dir: Path) -> None:
+    root = data_dir / "lexical"
+    alone = TantivyLexicalIndex(data_dir / "alone")
+    index = TantivyLexicalIndex(root)
+    try:
+        upper = make_chunk("upper-1", "quartz upper", project_id="Acme")
+        lower = [make_chunk(f"lower-{n}", f"quartz lower {n}", project_id="acme") for n in (1, 2)]
+        await index_chunks(index, upper, *lower)
+        await index_chunks(alone, upper)
+        names = folder_names(root)
+        listed = project_folder_ids(root)
+        upper_hits = await search_hits(index, "quartz", filters=in_project("Acme"))
+        alone_hits = await search_hits(alone, "quartz", filters=in_project("Acme"))
+
+        await index.delete_project("Acme")
+
+        assert names == ["p-+acme", "p-acme"]
+        assert len({name.casefold() for name in names}) == 2  # a file system ignoring case keeps them apart
+        assert listed == ["Acme", "acme"]
+        assert [(hit.chunk_id, hit.score) for hit in upper_hits] == [(hit.chunk_id, hit.score) for hit in alone_hits]
+        assert folder_names(root) == ["p-acme"]
+        assert await search_ids(index, "quartz", filters=in_project("Acme")) == []
+        assert await search_ids(index, "quartz", filters=in_project("acme")) == ["lower-1", "lower-2"]
+    finally:
+        await index.close()
+        await alone.close()
+
+
+async def test_a_root_of_the_unescaped_naming_is_renamed_at_open_and_every_project_stays_searchable(
+    data_dir: Path,
+) -> None:
+    root = data_dir / "lexical"
+    projects = ["Acme", "acme", "Beta.", "gamma"]
+    chunks = {project: make_chunk(f"{project}-1", f"garnet {project}", project_id=project) for project in projects}
+    write_unescaped_root(
+        root, {f"p-{project}": [chunk] for project, chunk in chunks.items()}, version=UNESCAPED_NAMES_VERSION
+    )
+
+    index = TantivyLexicalIndex(root)
+    try:
+        found = {project: await search_ids(index, "garnet", filters=in_project(project)) for project in projects}
+
+        assert not index.recreated
+        assert found == {project: [f"{project}-1"] for project in projects}
+        assert folder_names(root) == ["p-+acme", "p-+beta.+", "p-acme", "p-gamma"]
+        assert project_folder_ids(root) == sorted(projects)
+        assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
+        await index.delete_project("Acme")
+        assert await search_ids(index, "garnet", filters=in_project("acme")) == ["acme-1"]
+    finally:
+        await index.close()
+
+
+@pytest.mark.parametrize("version", [UNESCAPED_NAMES_VERSION, SCHEMA_VERSION])
+async def test_renames_cut_short_are_finished_at_the_next_open(data_dir: Path, version: int) -> None:
+    # A crash midway: `Acme` renamed, `Beta` not; with the version file written or not yet.
+    root = data_dir / "lexical"
+    first, second = make_chunk("a-1", "jasper", project_id="Acme"), make_chunk("b-1", "jasper", project_id="Beta")
+    write_unescaped_root(root, {"p-+acme": [first], "p-Beta": [second]}, version=version)
+
+    index = TantivyLexicalIndex(root)
+    try:
+        assert not index.recreated
+        assert folder_names(root) == ["p-+acme", "p-+beta"]
+        assert await search_ids(index, "jasper", filters=in_project("Acme")) == ["a-1"]
+        assert await search_ids(index, "jasper", filters=in_project("Beta")) == ["b-1"]
+    finally:
+        await index.close()
+
+
+def test_a_project_with_folders_of_both_namings_is_refused_untouched(data_dir: Path) -> None:
+    root = data_dir / "lexical"
+    write_unescaped_root(root, {"p-Acme": [], "p-+acme": []}, version=UNESCAPED_NAMES_VERSION)
+
+    with pytest.raises(EngineUnavailableError, match="both the folder of project 'Acme'"):
+        TantivyLexicalIndex(root)
+    assert folder_names(root) == ["p-+acme", "p-Acme"]
+    assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(UNESCAPED_NAMES_VERSION)
+
+
+async def test_a_root_of_the_unescaped_naming_where_case_is_ignored_is_rebuilt(
+    data_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Where case is ignored `acme` may already have written into `p-Acme`: no rename can split that folder.
+    root = data_dir / "lexical"
+    write_unescaped_root(
+        root, {"p-Acme": [make_chunk("a-1", "onyx", project_id="Acme")]}, version=UNESCAPED_NAMES_VERSION
+    )
+    (root / SCHEMA_VERSION_FILE.upper()).symlink_to(SCHEMA_VERSION_FILE)  # the version file opens in uppercase
+
+    with caplog.at_level(logging.WARNING):
+        index = TantivyLexicalIndex(root)
+    try:
+        assert index.recreated
+        assert "ignores case" in caplog.text
+        assert folder_names(root) == []
+        assert await search_ids(index, "onyx", filters=in_project("Acme")) == []
+        assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
+    finally:
+        await index.close()
+
+
+def test_a_deletion_cut_short_under_the_unescaped_naming_is_finished_at_open(data_dir: Path) -> None:
+    # A `delete_project` of version 6 cut short leaves `deleted-<id as written>-<random>`: still removed.
+    root = data_dir / "lexical"
+    write_unescaped_root(root, {"deleted-Acme-0123": []}, version=UNESCAPED_NAMES_VERSION)
+
+    TantivyLexicalIndex(root)
+
+    assert folder_names(root) == []
