@@ -207,6 +207,16 @@ class Settings(BaseSettings, SearchKnobs):
     def _lower_case(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("opensearch_index")
+    @classmethod
+    def _not_nested(cls, value: str) -> str:
+        # Project names are `<base>-p-<project>`: `poimen-p` + `-p-notes` is `poimen` + `-p-p-notes`, and a
+        # deployment on `poimen` would list, write and prune the other's indexes (docs/operations.md).
+        if "-p-" in value or value.endswith("-p"):
+            msg = f"OPENSEARCH_INDEX={value!r} must not contain '-p-' nor end with '-p': another base's project names"
+            raise ValueError(msg + " could then start with it, and the two deployments would share indexes")
+        return value
+
     @model_validator(mode="after")
     def _refused(self) -> Settings:
         if not self.enable_semantic_fallback:

@@ -11,6 +11,11 @@ is written `_` and its lower-case form, and `_` itself `__`. The escape is rever
 never share a name (`Notes` -> `_notes`, `notes` -> `notes`, `_notes` -> `__notes`). The name starts
 with `base`, so the rule that no index name starts with `-`, `_` or `+` is `base`'s alone
 (`OPENSEARCH_INDEX_PATTERN` in `app.config`, which also keeps every name within 255 bytes).
+
+Deployments sharing a cluster keep apart by their bases: `Settings` refuses a base containing `-p-` or ending
+in `-p`, the only ones whose `<base>-p-` another base's `<base>-p-` is the start of (`poimen-p` + `-p-notes`
+is `poimen` + `-p-p-notes`). So `project_aliases_pattern` and `project_of_index` of one base never take
+another's index for a project of their own.
 """
 
 from __future__ import annotations

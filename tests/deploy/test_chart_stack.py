@@ -523,6 +523,19 @@ def test_the_opensearch_role_names_the_indexes_the_service_is_configured_with() 
     assert "poimen-chunks" not in yaml.safe_dump(role)
 
 
+@requires_helm
+@pytest.mark.parametrize("base", ["poimen-p", "poimen-p-staging"])
+def test_an_index_base_another_deployments_names_could_start_with_is_refused_as_the_service_refuses_it(
+    base: str,
+) -> None:
+    # Its role's `<base>-p-*` would hold the indexes of a deployment on `poimen` (`poimen-p-p-<project>`), and back.
+    stderr = helm_fails("--values", str(STACK_VALUES), "--set", f"config.OPENSEARCH_INDEX={base}")
+
+    assert "OPENSEARCH_INDEX" in stderr
+    with pytest.raises(ValueError, match="must not contain '-p-' nor end with '-p'"):
+        Settings(_env_file=None, opensearch_index=base)
+
+
 ROLE_REFUSED = {
     "no bundled OpenSearch": (
         ["--set", "opensearch.enabled=false", "--set", "config.OPENSEARCH_URL=https://search.example:9200"],

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import string
+from fnmatch import fnmatchcase
 
 import pytest
 from pydantic import ValidationError
@@ -16,6 +18,7 @@ from app.engines.opensearch_projects import (
     MAX_INDEX_NAME_BYTES,
     escape_project_id,
     project_alias,
+    project_aliases_pattern,
     project_of_index,
     unescape_project_id,
 )
@@ -81,6 +84,29 @@ def test_the_base_alias_must_be_a_lowercase_index_name_short_enough_for_every_pr
     for refused in ("Poimen", "-poimen", "_poimen", "+poimen", "poimen chunks", "poimen*", "", "p" * 117):
         with pytest.raises(ValidationError, match="opensearch_index"):
             Settings(_env_file=None, opensearch_index=refused)
+
+
+def test_a_base_another_bases_project_names_could_start_with_is_refused() -> None:
+    # `poimen-p` + `-p-notes` is `poimen` + `-p-p-notes`: a deployment on `poimen` listed, wrote and pruned it.
+    for refused in ("poimen-p", "poimen-p-staging", "team-p-search", "a-p", "a-p-"):
+        with pytest.raises(ValidationError, match=f"OPENSEARCH_INDEX='{refused}' must not contain '-p-' nor end"):
+            Settings(_env_file=None, opensearch_index=refused)
+    for accepted in ("poimen-prod", "poimen-pp", "poimen-p2", "poimen.p", "poimenp", "p", "p-q", "poimen-v2"):
+        assert Settings(_env_file=None, opensearch_index=accepted).opensearch_index == accepted
+
+
+def test_no_name_under_one_accepted_base_is_read_as_a_project_of_another() -> None:
+    bases = ["poimen", "poimen-staging", "poimen-a", "poimen-v2", "poimen-prod", "poimen-pp", "poimen-p2", "poimen.p"]
+    bases += ["poimenp", "poimen-", "poimen--", "poimen-_p", "poimen-p_", "p", "pp", "p-q", "poimen-p.x", "poimen-pa-q"]
+    accepted = [Settings(_env_file=None, opensearch_index=base).opensearch_index for base in bases]
+    project_ids = ["notes", "p-notes", "P-notes", "p", "-p-", "staging-p-notes", "a", "v2-p-x", "_", "p_", ".p"]
+    for mine, theirs in itertools.permutations(accepted, 2):
+        for project_id in project_ids:
+            alias = project_alias(theirs, project_id)
+            for name in (alias, versioned_index_name(alias), versioned_index_name(alias, 9)):
+                assert not fnmatchcase(name, project_aliases_pattern(mine)), (mine, theirs, name)
+                assert project_of_index(mine, name) is None, (mine, theirs, name)
+            assert all(alias != project_alias(mine, other) for other in project_ids), (mine, theirs, alias)
 
 
 def test_more_than_one_shard_per_project_is_refused_with_the_reason() -> None:
