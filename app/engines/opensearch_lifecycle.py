@@ -23,7 +23,7 @@ from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, RequestErr
 from app.config import ConfigurationError
 from app.domain.errors import EngineRejectedError, EngineUnavailableError
 from app.engines.opensearch_mapping import SCHEMA_VERSION, alias_indexes_pattern, index_body, versioned_index_name
-from app.engines.opensearch_projects import PROJECT_INFIX, project_aliases_pattern, shared_indexes_pattern
+from app.engines.opensearch_projects import PROJECT_INFIX, project_aliases_pattern, shared_index_names
 from app.engines.opensearch_responses import ENGINE_NAME, translate_errors
 
 if TYPE_CHECKING:
@@ -128,7 +128,18 @@ async def prepare_project_indexes(
         }
         for alias in sorted(aliases):
             await ensure_index(client, alias=alias, shards=1, replicas=replicas, headers=headers)
-        return bool(await client.indices.exists_alias(index=shared_indexes_pattern(base), name=base, **extra))
+        return bool(await shared_indexes_behind(client, base, extra))
+
+
+async def shared_indexes_behind(client: AsyncOpenSearch, base: str, extra: Mapping[str, Any]) -> list[str]:
+    """The shared indexes of schema 6 and before the alias `base` leads to, each asked by its exact name.
+
+    One request per name: a list of names with `ignore_unavailable` is a 404 on noida-db when one is missing.
+    """
+    found: list[str] = []
+    for name in shared_index_names(base):
+        found += await indexes_behind(client, base, among=name, options=extra)
+    return found
 
 
 async def retire_shared_index(client: AsyncOpenSearch, *, base: str, headers: Mapping[str, str] | None = None) -> None:
@@ -138,7 +149,7 @@ async def retire_shared_index(client: AsyncOpenSearch, *, base: str, headers: Ma
     """
     extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
     with translate_errors():
-        shared = await indexes_behind(client, base, among=shared_indexes_pattern(base), options=extra)
+        shared = await shared_indexes_behind(client, base, extra)
         if not shared:
             return
         try:

@@ -80,9 +80,16 @@ def project_aliases_pattern(base: str) -> str:
     return f"{base}{PROJECT_INFIX}*"
 
 
-def shared_indexes_pattern(base: str) -> str:
-    """A wildcard matching the one shared index of schema 6 and before (`<base>-v6` behind the alias `base`)."""
-    return f"{base}-v*"
+SHARED_LAYOUT_VERSIONS: Final = range(1, 7)
+"""The schema versions of the one shared index (`<base>-v<N>` behind the alias `base`), before an index per project."""
+
+
+def shared_index_names(base: str) -> list[str]:
+    """The names the one shared index of schema 6 and before had, `<base>-v1` to `<base>-v6`.
+
+    Exact names, not `<base>-v*`: that wildcard matches every index of a deployment whose base is `<base>-v2`.
+    """
+    return [f"{base}-v{version}" for version in SHARED_LAYOUT_VERSIONS]
 
 
 def project_of_index(base: str, index: str, version: int = SCHEMA_VERSION) -> str | None:

@@ -26,7 +26,7 @@ from prometheus_client import REGISTRY
 import app.observability.metrics  # noqa: F401 - importing it registers the `poimen_` metric objects
 from app.config import Settings, shared_database_problem
 from app.engines.opensearch_mapping import FIRST_UNAMBIGUOUS_VERSION, alias_indexes_pattern, versioned_index_name
-from app.engines.opensearch_projects import project_alias, project_aliases_pattern, shared_indexes_pattern
+from app.engines.opensearch_projects import project_alias, project_aliases_pattern, shared_index_names
 from tests.deploy.conftest import HELM_DEPS
 from tests.deploy.test_chart import (
     CHART,
@@ -485,6 +485,10 @@ def test_the_services_opensearch_user_may_do_what_the_service_does_on_its_own_in
         "indices:data/read/scroll/clear",
     ]
     not_the_services = [".opendistro_security", "logs-2026.05", f"{base}-other", f"{base}x", "poimen"]
+    # Another deployment's on the same cluster, with a base that starts with this one's (docs/operations.md).
+    for other_base in (f"{base}-v2", f"{base}-v6", f"{base}-staging", f"{base}-prod", f"{base}-pp", f"{base}-p2"):
+        other_alias = project_alias(other_base, "notes")
+        not_the_services += [other_alias, versioned_index_name(other_alias), versioned_index_name(other_base, 6)]
 
     assert set(files) == {"roles.yml", "roles_mapping.yml"}  # internal_users.yml is the Secret you create
     mapped = [name for name, mapping in files["roles_mapping.yml"].items() if user.group(1) in mapping.get("users", [])]
@@ -501,7 +505,7 @@ def test_the_services_opensearch_user_may_do_what_the_service_does_on_its_own_in
         assert index_action_granted(role, name, "indices:admin/aliases"), name
         assert not index_action_granted(role, name, "indices:data/read/search"), name
     # Each alias read names its indexes (app/engines/opensearch_lifecycle.py): the patterns it sends are granted.
-    for pattern in (project_aliases_pattern(base), alias_indexes_pattern(alias), shared_indexes_pattern(base)):
+    for pattern in (project_aliases_pattern(base), alias_indexes_pattern(alias), *shared_index_names(base)):
         assert index_action_granted(role, pattern, "indices:admin/aliases/get"), pattern
     # Anything else: nothing, not even alias or index names (every alias read names the service's own indexes).
     for name in not_the_services:
@@ -519,7 +523,7 @@ def test_the_opensearch_role_names_the_indexes_the_service_is_configured_with() 
     role = bundled_security_files(render)["roles.yml"]["poimen_service"]
     patterns = sorted(pattern for block in role["index_permissions"] for pattern in block["index_patterns"])
     assert find(render, "ConfigMap", "-env")["data"]["OPENSEARCH_INDEX"] == "acme-memory"
-    assert patterns == ["acme-memory", "acme-memory-p-*", "acme-memory-v*"]
+    assert patterns == sorted(["acme-memory", "acme-memory-p-*", *shared_index_names("acme-memory")])
     assert "poimen-chunks" not in yaml.safe_dump(role)
 
 
