@@ -9,13 +9,13 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Final, Literal
-from urllib.parse import SplitResult, urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.database_url import database_url_problem
 from app.knobs import SearchKnobs
+from app.opensearch_url import opensearch_url_problem
 
 OPENSEARCH_INDEX_MAX_CHARS: Final = 116
 """255 bytes (OpenSearch's name limit) less `-p-`, an escaped project id (at most 128) and `-v<schema>`."""
@@ -248,25 +248,12 @@ class Settings(BaseSettings, SearchKnobs):
     @field_validator("opensearch_url")
     @classmethod
     def _opensearch_url_is_a_url(cls, value: str | None) -> str | None:
-        # Refused here in one line, not as a traceback from the first request the client sends at start.
         if value is None:
             return None
         text = value.strip()
-        # opensearch-py takes `host:port` without a scheme as http; so does this check. Never the value in the
-        # message: `https://user:password@host` is how credentials are put in it.
-        parsed = urlsplit(text if "://" in text else f"http://{text}")
-        got = None
-        if parsed.scheme not in {"http", "https"}:
-            got = f"the scheme {parsed.scheme!r}"
-        elif any(character.isspace() for character in text):
-            got = "a space inside it"
-        elif not parsed.hostname:
-            got = "no host"
-        elif _bad_port(parsed):
-            got = "a port that is not a number from 1 to 65535"
-        if got is not None:
-            msg = f"expected an http(s) URL such as https://opensearch:9200, got {got}"
-            raise ValueError(msg)
+        problem = opensearch_url_problem(text)
+        if problem is not None:
+            raise ValueError(problem)
         return text
 
     @field_validator("database_url")
@@ -347,14 +334,6 @@ class Settings(BaseSettings, SearchKnobs):
             msg = "JWT_SECRET must be at least 32 characters"
             raise ValueError(msg)
         return self
-
-
-def _bad_port(url: SplitResult) -> bool:
-    """Whether what stands after the host's `:` is no port number from 1 to 65535 (no port at all is fine)."""
-    try:
-        return url.port == 0
-    except ValueError:  # not a number, or out of range
-        return True
 
 
 def shared_database_problem(settings: Settings) -> str | None:
