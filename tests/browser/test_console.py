@@ -463,3 +463,28 @@ def test_an_answer_no_reranker_ordered_shows_no_rerank_score_nor_stage(page: Pag
     expect(page.locator("#fused-list .rerank-score")).to_have_count(0)
     expect(page.locator("#timings-body .timing[data-stage='rerank']")).to_have_count(0)
     expect(page.locator("#fused-caption")).not_to_contain_text("reranked")
+
+
+def test_a_long_document_id_keeps_the_document_view_and_its_close_button_on_the_page(page: Page, console_url: str) -> None:
+    project = "console-long-id"
+    document = {"id": "long/" + "b" * 250, "title": "t" * 1000, "text": "A note with a very long id."}
+    response = httpx.post(f"{console_url}/v1/projects/{project}/documents", json=document, timeout=60)
+    assert response.status_code == 201, response.text
+    page.fill("#project", project)
+    page.click("#browse-button")
+
+    page.locator("#documents-list a.doc").click()
+
+    expect(page.locator("#document-caption")).to_have_text(f"{project} / {document['id']}")
+    # The caption's one long word once widened the page to 2,200 px and pushed Close off the screen.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    close = page.locator("#document-close").bounding_box()
+    assert close is not None
+    assert close["x"] + close["width"] <= page.viewport_size["width"]
+
+    # Deleted since: the 404's detail quotes the id, and the error box once widened the page as the caption did.
+    assert httpx.delete(f"{console_url}/v1/projects/{project}/documents/{document['id']}", timeout=30).status_code == 204
+    page.locator("#documents-list a.doc").click()
+    expect(page.locator("#error .detail")).to_contain_text(document["id"])
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
