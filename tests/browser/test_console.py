@@ -488,3 +488,39 @@ def test_a_long_document_id_keeps_the_document_view_and_its_close_button_on_the_
     expect(page.locator("#error .detail")).to_contain_text(document["id"])
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
+
+# A conversation: turns `<sequence>:<n>` of one session (one event time), so a when-question's hits gain the
+# `date` and `neighbours` contributions on top of the two legs'.
+CONVERSATION = [
+    {"id": f"conv-1:D1:{number}", "title": speaker, "text": f"{speaker}: {text}", "event_time": "2023-05-08T13:56:00Z"}
+    for number, (speaker, text) in enumerate(
+        [
+            ("Caroline", "What have you been painting lately?"),
+            ("Melanie", "I painted the lake at sunrise last weekend."),
+            ("Caroline", "That sounds lovely! When did you start?"),
+            ("Melanie", "I started painting in May 2022, after my trip."),
+        ],
+        start=1,
+    )
+]
+
+
+def test_the_breakdown_lists_each_boost_so_its_rows_add_up_to_the_fused_score(page: Page, console_url: str) -> None:
+    project = "console-boosts"
+    response = httpx.post(f"{console_url}/v1/projects/{project}/documents", json={"documents": CONVERSATION}, timeout=60)
+    assert response.status_code == 201, response.text
+    with page.expect_response("**/v1/search") as answered:
+        search(page, "When did Melanie start painting?", project=project)
+    hit = answered.value.json()["results"][0]
+    fusion = hit["score_breakdown"]["fusion"]
+    assert fusion["boosts"], "the when-question's top hit carries no boost: the test shows nothing"
+
+    first = page.locator("#fused-list li.hit").first
+    expect(first).to_have_attribute("data-id", hit["id"])
+
+    # The fused score is the legs' contributions plus the boosts: each boost has its row, as in the API's JSON.
+    rows = first.locator(".breakdown tr.boost")
+    expect(rows).to_have_count(len(fusion["boosts"]))
+    for row, (name, value) in zip(rows.all(), sorted(fusion["boosts"].items()), strict=True):
+        expect(row).to_have_text(re.compile(rf"^{name} boost\s+–\s+–\s+{value:.4f}$"), use_inner_text=True)
+    expect(first.locator(".fused-score")).to_have_text(f"fused score {fusion['score']:.4f} (zscore)")
