@@ -465,7 +465,9 @@ def test_an_answer_no_reranker_ordered_shows_no_rerank_score_nor_stage(page: Pag
     expect(page.locator("#fused-caption")).not_to_contain_text("reranked")
 
 
-def test_a_long_document_id_keeps_the_document_view_and_its_close_button_on_the_page(page: Page, console_url: str) -> None:
+def test_a_long_document_id_keeps_the_document_view_and_its_close_button_on_the_page(
+    page: Page, console_url: str
+) -> None:
     project = "console-long-id"
     document = {"id": "long/" + "b" * 250, "title": "t" * 1000, "text": "A note with a very long id."}
     response = httpx.post(f"{console_url}/v1/projects/{project}/documents", json=document, timeout=60)
@@ -483,11 +485,15 @@ def test_a_long_document_id_keeps_the_document_view_and_its_close_button_on_the_
     assert close["x"] + close["width"] <= page.viewport_size["width"]
 
     # Deleted since: the 404's detail quotes the id, and the error box once widened the page as the caption did.
-    assert httpx.delete(f"{console_url}/v1/projects/{project}/documents/{document['id']}", timeout=30).status_code == 204
+    assert (
+        httpx.delete(f"{console_url}/v1/projects/{project}/documents/{document['id']}", timeout=30).status_code == 204
+    )
     page.locator("#documents-list a.doc").click()
     expect(page.locator("#error .detail")).to_contain_text(document["id"])
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
+
+NONE = "\N{EN DASH}"  # what a cell without a value shows
 
 # A conversation: turns `<sequence>:<n>` of one session (one event time), so a when-question's hits gain the
 # `date` and `neighbours` contributions on top of the two legs'.
@@ -507,7 +513,9 @@ CONVERSATION = [
 
 def test_the_breakdown_lists_each_boost_so_its_rows_add_up_to_the_fused_score(page: Page, console_url: str) -> None:
     project = "console-boosts"
-    response = httpx.post(f"{console_url}/v1/projects/{project}/documents", json={"documents": CONVERSATION}, timeout=60)
+    response = httpx.post(
+        f"{console_url}/v1/projects/{project}/documents", json={"documents": CONVERSATION}, timeout=60
+    )
     assert response.status_code == 201, response.text
     with page.expect_response("**/v1/search") as answered:
         search(page, "When did Melanie start painting?", project=project)
@@ -522,5 +530,75 @@ def test_the_breakdown_lists_each_boost_so_its_rows_add_up_to_the_fused_score(pa
     rows = first.locator(".breakdown tr.boost")
     expect(rows).to_have_count(len(fusion["boosts"]))
     for row, (name, value) in zip(rows.all(), sorted(fusion["boosts"].items()), strict=True):
-        expect(row).to_have_text(re.compile(rf"^{name} boost\s+–\s+–\s+{value:.4f}$"), use_inner_text=True)
+        expect(row).to_have_text(re.compile(rf"^{name} boost\s+{NONE}\s+{NONE}\s+{value:.4f}$"), use_inner_text=True)
     expect(first.locator(".fused-score")).to_have_text(f"fused score {fusion['score']:.4f} (zscore)")
+
+
+def test_an_error_names_its_request_id_and_says_when_to_retry(page: Page) -> None:
+    with page.expect_response("**/v1/search") as answered:
+        search(page, "anything", project="not a project!")
+    request_id = answered.value.headers["x-request-id"]
+
+    # What the service's log files this request under: a 5xx's detail sends the reader there.
+    expect(page.locator("#error .request-id")).to_have_text(f"Request id: {request_id}")
+    expect(page.locator("#error .retry-after")).to_have_count(0)
+
+    problem = '{"title": "Too many requests", "status": 429, "detail": "over this caller\'s rate"}'
+    page.route(
+        "**/v1/search",
+        lambda route: route.fulfill(
+            status=429, content_type="application/problem+json", headers={"retry-after": "7"}, body=problem
+        ),
+    )
+    page.click("#search-button")
+
+    expect(page.locator("#error strong")).to_have_text("Too many requests (429)")
+    expect(page.locator("#error .retry-after")).to_have_text("Retry after 7 s.")
+
+
+def test_a_proxys_error_page_is_named_not_quoted_as_markup(page: Page) -> None:
+    gateway_page = "<html><body><h1>502 Bad Gateway</h1><hr><center>nginx</center></body></html>"
+    page.route("**/v1/search", lambda route: route.fulfill(status=502, content_type="text/html", body=gateway_page))
+
+    search(page, "pottery bowl")
+
+    error = page.locator("#error")
+    expect(error.locator("strong")).to_have_text("Bad Gateway (502)")  # was "HTTP 502 (502)"
+    expect(error.locator(".detail")).to_have_text(
+        "The answer to POST /v1/search is not the service's (text/html): a proxy or gateway between this page "
+        "and the service answered it."
+    )
+    expect(error).not_to_contain_text("<h1>")
+
+
+def test_a_refused_token_says_where_to_paste_one(page: Page) -> None:
+    problem = '{"title": "Unauthorized", "status": 401, "detail": "a bearer token is required"}'
+    page.route(
+        "**/v1/search",
+        lambda route: route.fulfill(status=401, content_type="application/problem+json", body=problem),
+    )
+
+    search(page, "pottery bowl")
+
+    expect(page.locator("#error .detail")).to_have_text("a bearer token is required")
+    expect(page.locator("#error .hint")).to_have_text(
+        "This service wants a bearer token (AUTH_MODE=jwt): paste a valid one into “Bearer token” at the top."
+    )
+
+
+def test_a_search_the_service_never_answers_ends_in_an_error_not_a_spinner(page: Page) -> None:
+    held = []
+    page.route("**/v1/search", lambda route: held.append(route))  # noqa: PLW0108 - Playwright wraps functions only
+    page.clock.install()  # the page's own timers, moved on by the test: no waiting
+    search(page, "pottery bowl")
+    expect(page.locator("#status")).to_have_text("Searching…")
+
+    page.clock.run_for("01:01")
+
+    expect(page.locator("#error strong")).to_have_text("No answer")
+    expect(page.locator("#error .detail")).to_have_text(
+        "The service did not answer POST /v1/search within 60 s: it may be stuck or overloaded. Try again."
+    )
+    expect(page.locator("#status")).to_have_text("The last request failed.")
+    expect(page.locator("#search-button")).to_be_enabled()
+    assert len(held) == 1

@@ -11,6 +11,8 @@ export class ApiError extends Error {
     this.detail = detail;
     this.field = extra.field ?? null;
     this.reasons = extra.reasons ?? null;
+    this.requestId = extra.requestId ?? null;  // what the service's log files the request under
+    this.retryAfter = extra.retryAfter ?? null;  // a 429's, 503's or 504's Retry-After, as sent
   }
 }
 
@@ -23,6 +25,9 @@ export function storeToken(token) {
   if (token) sessionStorage.setItem(TOKEN_KEY, token);
   else sessionStorage.removeItem(TOKEN_KEY);
 }
+
+/** How long a request may go unanswered before the page gives up on it and says so. */
+const ANSWER_TIMEOUT_S = 60;
 
 // What a header value may hold (fetch refuses the rest): tab, visible ASCII, space and the rest of Latin-1.
 const SENDABLE_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
@@ -37,30 +42,53 @@ async function call(method, path, body) {
       + "(a line break, or a letter beyond Latin-1). Paste the token again as it was issued.", { field: "token" });
   }
   if (body !== undefined) headers["content-type"] = "application/json";
+  const where = `${method} ${path.split("?")[0]}`;
+  // A stuck service (or proxy) never answers, and fetch has no time limit: the page said "Searching…" for good.
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), ANSWER_TIMEOUT_S * 1000);
   let response;
+  let text;
   try {
-    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    response = await fetch(path, {
+      method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: abort.signal,
+    });
+    text = await response.text();
   } catch (error) {
+    if (abort.signal.aborted) {
+      throw new ApiError(0, "No answer", `The service did not answer ${where} within ${ANSWER_TIMEOUT_S} s: `
+        + "it may be stuck or overloaded. Try again.");
+    }
     throw new ApiError(0, "Service unreachable", `The request did not reach the service (${error.message}).`);
+  } finally {
+    clearTimeout(timer);
   }
-  const text = await response.text();
   let payload = null;
   try {
     payload = text ? JSON.parse(text) : null;
   } catch {
     payload = null;
   }
+  const type = response.headers.get("content-type") || "no content type";
   if (!response.ok) {
     const problem = payload && typeof payload === "object" ? payload : {};
-    const detail = problem.detail || text.slice(0, 300) || response.statusText || "no detail given";
-    throw new ApiError(response.status, problem.title || `HTTP ${response.status}`, detail, problem);
+    // A page that is not JSON came from something in between (a proxy's "502 Bad Gateway"): its markup
+    // read as the service's words.
+    const foreign = payload === null && text && /html/i.test(type);
+    const detail = foreign
+      ? `The answer to ${where} is not the service's (${type.split(";")[0]}): a proxy or gateway between this page `
+        + "and the service answered it."
+      : problem.detail || text.slice(0, 300) || response.statusText || "no detail given";
+    throw new ApiError(response.status, problem.title || response.statusText || "HTTP error", detail, {
+      ...problem,
+      requestId: response.headers.get("x-request-id"),
+      retryAfter: response.headers.get("retry-after"),
+    });
   }
   if (payload === null || typeof payload !== "object") {
     // Every route the console calls answers a JSON object: anything else came from something in between
     // (a proxy's or a login page), and reading fields off it would fail somewhere far from here.
-    const type = response.headers.get("content-type") || "no content type";
     throw new ApiError(response.status, "Unreadable answer",
-      `The answer to ${method} ${path.split("?")[0]} is not JSON (${type}): a proxy or a login page may stand `
+      `The answer to ${where} is not JSON (${type}): a proxy or a login page may stand `
       + "between this page and the service.");
   }
   return payload;

@@ -45,6 +45,15 @@ export function showError(error) {
   ];
   if (error.field) lines.push(el("div", { text: `Field: ${error.field}` }));
   if (error.reasons?.length) lines.push(el("div", { text: `Reasons: ${error.reasons.join(", ")}` }));
+  if (error.status === 401) {
+    lines.push(el("div", { class: "hint",
+      text: "This service wants a bearer token (AUTH_MODE=jwt): paste a valid one into “Bearer token” at the top." }));
+  }
+  if (error.retryAfter) {
+    const seconds = /^\d+$/.test(error.retryAfter) ? `${error.retryAfter} s` : error.retryAfter;  // or an HTTP date
+    lines.push(el("div", { class: "retry-after", text: `Retry after ${seconds}.` }));
+  }
+  if (error.requestId) lines.push(el("div", { class: "request-id", text: `Request id: ${error.requestId}` }));
   box.replaceChildren(...lines);
   box.hidden = false;
 }
