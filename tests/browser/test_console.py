@@ -602,3 +602,46 @@ def test_a_search_the_service_never_answers_ends_in_an_error_not_a_spinner(page:
     expect(page.locator("#status")).to_have_text("The last request failed.")
     expect(page.locator("#search-button")).to_be_enabled()
     assert len(held) == 1
+
+
+# WCAG 2's contrast ratio of an element's text against the first opaque background at or above it.
+CONTRAST = """(element) => {
+    const channels = (color) => color.match(/[\\d.]+/g).map(Number);
+    const luminance = (color) => {
+        const [r, g, b] = channels(color).slice(0, 3).map((value) => {
+            const v = value / 255;
+            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    let background = "rgb(255, 255, 255)";
+    for (let node = element; node; node = node.parentElement) {
+        const color = getComputedStyle(node).backgroundColor;
+        if (channels(color)[3] !== 0) { background = color; break; }
+    }
+    const [light, dark] = [luminance(getComputedStyle(element).color), luminance(background)].sort().reverse();
+    return (light + 0.05) / (dark + 0.05);
+}"""
+AA_CONTRAST = 4.5  # WCAG 2 AA for text under 18.66 px bold: badges are 11 px, scores 12 px
+
+
+@pytest.mark.parametrize(
+    ("strategy", "badge"), [("hybrid", "Hybrid"), ("semantic", "Semantic"), ("lexical", "Lexical")]
+)
+def test_each_hits_engine_badge_is_readable(page: Page, strategy: str, badge: str) -> None:
+    search(page, "painted lake sunrise", strategy=strategy)
+
+    shown = page.locator(f"#fused-list .badge.{badge}").first
+    expect(shown).to_have_text(badge)
+
+    # White on the legs' bar colours read 3.6:1 (Hybrid's green) and 2.9:1 (Lexical's orange).
+    assert shown.evaluate(CONTRAST) >= AA_CONTRAST
+
+
+def test_the_rerank_score_is_readable(reranked_page: Page) -> None:
+    search(reranked_page, "painted lake sunrise")
+
+    score = reranked_page.locator("#fused-list .rerank-score").first
+    expect(score).to_be_visible()
+
+    assert score.evaluate(CONTRAST) >= AA_CONTRAST  # green on white read 3.6:1
