@@ -6,15 +6,14 @@ metadata's size) are checked on the raw body first. A key given twice in one obj
 
 from __future__ import annotations
 
-import re
-from datetime import datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
 from app.api.heavy_metadata import refuse_heavy_metadata
 from app.api.json_keys import refuse_repeated_keys
+from app.api.microsecond_times import may_hold_past_microseconds, retruncated
 from app.api.strict_bodies import (
     LIST_TOO_LONG,
     TOO_DEEP,
@@ -65,11 +64,6 @@ def decode_documents(
     return documents, batch
 
 
-_PAST_MICROSECONDS: Final = re.compile(r"(\.\d{6})\d+")
-_MAYBE_PAST_MICROSECONDS: Final = re.compile(rb"\.\d{7}|\\u00(?:2[eE]|3\d)")
-"""On the raw body: 7 digits after a point, or a point or digit escaped (`\\u0037`); else no time has 7 digits."""
-
-
 class _EventTimeText(msgspec.Struct):
     event_time: str | None = None
 
@@ -79,13 +73,11 @@ class _EventTimeTexts(msgspec.Struct):
 
 
 def _truncate_event_times(body: bytes, documents: Sequence[DocumentIn], *, batch: bool) -> None:
-    """Each `event_time` with digits past the microsecond as written with them dropped, not rounded as msgspec does.
+    """Each `event_time` with digits past the microsecond as written with them dropped (`app.api.microsecond_times`).
 
-    Rounding `2024-12-31T23:59:59.9999999Z` gave 2025-01-01T00:00:00Z: another day, month and year, out of a
-    date filter's range that held the time as written. Truncated, it stays in its second, as front matter's
-    `date` does (`datetime.fromisoformat`). The texts are read again only when the body may hold such a time.
+    The texts are read again only when the body may hold such a time.
     """
-    if _MAYBE_PAST_MICROSECONDS.search(body) is None:
+    if not may_hold_past_microseconds(body):
         return
     texts = (
         msgspec.json.decode(body, type=_EventTimeTexts).documents
@@ -93,8 +85,7 @@ def _truncate_event_times(body: bytes, documents: Sequence[DocumentIn], *, batch
         else [msgspec.json.decode(body, type=_EventTimeText)]
     )
     for document, text in zip(documents, texts, strict=True):
-        if text.event_time is not None and _PAST_MICROSECONDS.search(text.event_time):
-            document.event_time = msgspec.convert(_PAST_MICROSECONDS.sub(r"\1", text.event_time, count=1), datetime)
+        document.event_time = retruncated(document.event_time, text.event_time)
 
 
 def check_documents(documents: Sequence[DocumentIn], *, max_document_bytes: int) -> None:

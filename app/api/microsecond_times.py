@@ -1,0 +1,41 @@
+"""Times kept to the microsecond: a fraction's digits past the sixth are dropped, never rounded.
+
+msgspec rounds a time's fraction to the microsecond, so `2024-12-31T23:59:59.9999999Z` became
+2025-01-01T00:00:00Z: another day, month and year, out of a range that held the time as written (and past
+year 9999 a time it could not hold). Truncated, it stays in its second, as front matter's `date` does
+(`datetime.fromisoformat`), and a bound and a time written at one instant stay equal. msgspec decodes times
+as usual; their texts are read again only when a raw body may hold one with 7 or more fraction digits.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+
+_PAST_MICROSECONDS: Final = re.compile(r"(\.\d{6})\d+")
+_MAYBE_PAST_MICROSECONDS: Final = re.compile(rb"\.\d{7}|\\u00(?:2[eE]|3\d)")
+"""On a raw JSON body: 7 digits after a point, or a point or digit escaped (`\\u0037`); else no time has 7 digits."""
+
+
+def may_hold_past_microseconds(body: bytes) -> bool:
+    """Whether a raw JSON body may hold a time with digits past the microsecond (no: msgspec's decoding stands)."""
+    return _MAYBE_PAST_MICROSECONDS.search(body) is not None
+
+
+def truncated_time_text(text: str) -> str:
+    """`text` with its fraction's digits past the sixth dropped; unchanged when it has none such."""
+    return _PAST_MICROSECONDS.sub(r"\1", text, count=1)
+
+
+def retruncated(decoded: datetime | None, text: str | None, time_type: Any = datetime) -> datetime | None:  # noqa: ANN401 - a datetime type, constrained (`AsOf`) or not
+    """`decoded`, msgspec's decoding of `text`; or, when `text` has digits past the microsecond, `text` truncated.
+
+    `time_type` is the field's type, so a constrained one (an offset required) is checked as msgspec did.
+    """
+    if text is None or _PAST_MICROSECONDS.search(text) is None:
+        return decoded
+    time: datetime = msgspec.convert(truncated_time_text(text), time_type)
+    return time
