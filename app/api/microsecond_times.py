@@ -16,13 +16,19 @@ from typing import Any, Final
 import msgspec
 
 _PAST_MICROSECONDS: Final = re.compile(r"(\.\d{6})\d+")
-_MAYBE_PAST_MICROSECONDS: Final = re.compile(rb"\.\d{7}|\\u00(?:2[eE]|3\d)")
-"""On a raw JSON body: 7 digits after a point, or a point or digit escaped (`\\u0037`); else no time has 7 digits."""
+_SEVEN_DIGITS_AFTER_A_POINT: Final = re.compile(rb"\.\d{7}")
+_ESCAPED_POINT_OR_DIGIT: Final = re.compile(rb"\\u00(?:2[eE]|3\d)")
 
 
 def may_hold_past_microseconds(body: bytes) -> bool:
-    """Whether a raw JSON body may hold a time with digits past the microsecond (no: msgspec's decoding stands)."""
-    return _MAYBE_PAST_MICROSECONDS.search(body) is not None
+    r"""Whether a raw JSON body may hold a time with digits past the microsecond (no: msgspec's decoding stands).
+
+    Yes when it has 7 digits after a point, or a point or digit escaped (`\u0037`). Two searches, the second
+    only after a plain `\u00` is found: one pattern of both took about 1.4 times as long on a search body.
+    """
+    return _SEVEN_DIGITS_AFTER_A_POINT.search(body) is not None or (
+        b"\\u00" in body and _ESCAPED_POINT_OR_DIGIT.search(body) is not None
+    )
 
 
 def truncated_time_text(text: str) -> str:

@@ -13,7 +13,7 @@ ingest token cannot wipe a project by mistake (a filter that selects everything 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from litestar import Controller, Request, delete, get
 from litestar.datastructures import State
@@ -24,6 +24,7 @@ from app.api.cursors import encode_cursor, keyset_after
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import admin_guard, principal_of, search_guard
+from app.api.microsecond_times import retruncated
 from app.api.project_schemas import DeletedOut, ProjectListOut, ProjectOut, ProjectStatsOut, stats_out
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
@@ -31,6 +32,9 @@ from app.domain.moments import as_utc
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.observability.metrics import record_ingested
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 ProjectPath = Annotated[str, PathParameter(description=f"Project id: {PROJECT_ID_RULE}", pattern=PROJECT_ID_PATTERN)]
 PROJECT_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
@@ -45,9 +49,10 @@ SourcePrefix = Annotated[
 Tag = Annotated[
     str | None, QueryParameter(description="Only documents carrying this tag (case is ignored)", pattern=NO_NUL_PATTERN)
 ]
-EventFrom = Annotated[datetime | None, QueryParameter(description="Event time at or after (ISO 8601; naive = UTC)")]
-EventTo = Annotated[datetime | None, QueryParameter(description="Event time before (ISO 8601; naive = UTC)")]
-UpdatedSince = Annotated[datetime | None, QueryParameter(description="Written at or after (ISO 8601; naive = UTC)")]
+TIME_RULE: Final = "ISO 8601; naive = UTC; kept to the microsecond: digits past it are dropped, not rounded"
+EventFrom = Annotated[datetime | None, QueryParameter(description=f"Event time at or after ({TIME_RULE})")]
+EventTo = Annotated[datetime | None, QueryParameter(description=f"Event time before ({TIME_RULE})")]
+UpdatedSince = Annotated[datetime | None, QueryParameter(description=f"Written at or after ({TIME_RULE})")]
 
 
 def document_selection(  # noqa: PLR0913 - one parameter per filter
@@ -58,8 +63,12 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
     event_time_from: datetime | None,
     event_time_to: datetime | None,
     updated_since: datetime | None,
+    query: Mapping[str, str],
 ) -> DocumentSelection:
     """The selection the query-string filters name; naive times are UTC; an empty time range is a 400.
+
+    The times are truncated to the microsecond as `query` (the query string) writes them: Litestar's parsing
+    rounded them, so `event_time_to=2024-12-31T23:59:59.9999999Z` held a document written at that instant.
 
     An empty or blank tag (`?tag=`, white space only) is a 400: no stored tag is blank, so it could only
     select nothing, and taking it for no filter widened a filtered delete to every tag.
@@ -67,7 +76,8 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
     if tag is not None and not tag.strip():
         msg = "tag is empty or blank (only white space)"
         raise InvalidInputError(msg, field="tag")
-    start, end = as_utc(event_time_from), as_utc(event_time_to)
+    start = as_utc(retruncated(event_time_from, query.get("event_time_from")))
+    end = as_utc(retruncated(event_time_to, query.get("event_time_to")))
     if start is not None and end is not None and start >= end:
         msg = "event_time_from must be before event_time_to"
         raise InvalidInputError(msg, field="event_time_from")
@@ -77,7 +87,7 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
         tag=tag or None,
         event_time_from=start,
         event_time_to=end,
-        updated_since=as_utc(updated_since),
+        updated_since=as_utc(retruncated(updated_since, query.get("updated_since"))),
     )
 
 

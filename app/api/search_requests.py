@@ -1,7 +1,8 @@
 """Request shapes (msgspec Structs) of the search endpoints: the bodies of `POST /v1/search` and the batch.
 
 Decoding validates them (types, bounds, unknown fields refused); `as_of_from_text` applies the body's
-`as_of` rule to the GET endpoint's query string. Responses are in `app.api.search_schemas`.
+`as_of` rule to the GET endpoint's query string. Their times are kept to the microsecond, truncated
+(`truncate_search_times`, `app.api.microsecond_times`). Responses are in `app.api.search_schemas`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from app.api.document_schemas import Tag
+from app.api.microsecond_times import may_hold_past_microseconds, retruncated, truncated_time_text
 from app.config import SEARCH_BATCH_MAX_QUERIES_CEILING
 from app.domain.errors import InvalidQueryError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
@@ -35,6 +37,7 @@ FUSES_NOTHING_REFUSAL: Final = (
     " naming the option; when no strategy is asked for and routing picks one of those, unused and named in"
     " `query_analysis.unused_options`"
 )
+TRUNCATED_TIME_RULE: Final = "kept to the microsecond: digits past it are dropped, not rounded"
 FUSION_DESCRIPTION: Final = (
     f"How the hybrid strategy fuses its legs (absent: RANKING_ALGORITHM). {FUSES_NOTHING_REFUSAL}"
 )
@@ -51,7 +54,7 @@ AsOf = Annotated[
         tz=True,
         description=(
             '"Now" for relative dates in the query ("last week"): a memory\'s own clock; absent, the server\'s.'
-            " RFC 3339 with an offset or Z (2024-05-08T12:00:00Z)"
+            f" RFC 3339 with an offset or Z (2024-05-08T12:00:00Z), {TRUNCATED_TIME_RULE}"
         ),
     ),
 ]
@@ -72,8 +75,22 @@ class SearchFilters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         msgspec.Meta(max_length=MAX_DOCUMENT_TAGS, description="Chunks carrying every listed tag (case is ignored)"),
     ] = []
     source_prefix: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
-    date_from: datetime | None = None
-    date_to: datetime | None = None
+    date_from: (
+        Annotated[
+            datetime,
+            msgspec.Meta(
+                description=f"Chunks whose event time is at or after this (naive: UTC); {TRUNCATED_TIME_RULE}"
+            ),
+        ]
+        | None
+    ) = None
+    date_to: (
+        Annotated[
+            datetime,
+            msgspec.Meta(description=f"Chunks whose event time is before this (naive: UTC); {TRUNCATED_TIME_RULE}"),
+        ]
+        | None
+    ) = None
 
 
 Weight = Annotated[float, msgspec.Meta(ge=0.0, le=10.0)]
@@ -142,7 +159,7 @@ AS_OF_SHOWN_CHARS: Final = 40
 def as_of_from_text(text: str) -> datetime:
     """`as_of` of a query string, validated as the JSON bodies' `as_of` is; a 400 naming `as_of` otherwise."""
     try:
-        return msgspec.convert(text, AsOf)
+        return msgspec.convert(truncated_time_text(text), AsOf)
     except msgspec.ValidationError as error:
         # A `+` offset not percent-encoded arrives as a space: "I did send an offset" needs the value shown.
         shown = text if len(text) <= AS_OF_SHOWN_CHARS else text[:AS_OF_SHOWN_CHARS] + "..."
@@ -152,3 +169,38 @@ def as_of_from_text(text: str) -> datetime:
             f"({error}){hint}"
         )
         raise InvalidQueryError(msg, field="as_of") from None
+
+
+class _FilterTimeTexts(msgspec.Struct):
+    date_from: str | None = None
+    date_to: str | None = None
+
+
+class _SearchTimeTexts(msgspec.Struct):
+    filters: _FilterTimeTexts | None = None
+    as_of: str | None = None
+
+
+class _BatchTimeTexts(msgspec.Struct):
+    queries: list[_SearchTimeTexts] = []
+
+
+def truncate_search_times(body: bytes, request: SearchRequest | BatchSearchRequest) -> None:
+    """Each time of `request` (`as_of`, `filters.date_from` and `date_to`) as `body` writes it, truncated.
+
+    msgspec rounded them: `date_to` 2024-12-31T23:59:59.9999999Z ended at 2025's first midnight and held a
+    note written at the very instant it names (the end is excluded). The texts are read again only when
+    the body may hold a time with digits past the microsecond (`may_hold_past_microseconds`).
+    """
+    if not may_hold_past_microseconds(body):
+        return
+    searches: list[SearchFields]
+    if isinstance(request, BatchSearchRequest):
+        searches, texts = list(request.queries), msgspec.json.decode(body, type=_BatchTimeTexts).queries
+    else:
+        searches, texts = [request], [msgspec.json.decode(body, type=_SearchTimeTexts)]
+    for search, text in zip(searches, texts, strict=True):
+        search.as_of = retruncated(search.as_of, text.as_of, AsOf)
+        if search.filters is not None and text.filters is not None:
+            search.filters.date_from = retruncated(search.filters.date_from, text.filters.date_from)
+            search.filters.date_to = retruncated(search.filters.date_to, text.filters.date_to)

@@ -20,10 +20,12 @@ from app.api.guards import authorize_project, principal_of, request_caller_key, 
 from app.api.search_cursors import SearchPaging, next_cursor, search_paging
 from app.api.search_requests import (
     FUSION_DESCRIPTION,
+    TRUNCATED_TIME_RULE,
     BatchSearchRequest,
     SearchFields,
     SearchRequest,
     as_of_from_text,
+    truncate_search_times,
 )
 from app.api.search_schemas import BatchSearchResponse, SearchResponse, search_response
 from app.api.strict_bodies import unknown_choice
@@ -201,7 +203,8 @@ class SearchController(Controller):
             QueryParameter(
                 description=(
                     '"Now" for relative dates in the query ("last week"): a memory\'s own clock; absent, the'
-                    " server's. RFC 3339 with an offset or Z (2024-05-08T12:00:00Z); no offset: a 400"
+                    " server's. RFC 3339 with an offset or Z (2024-05-08T12:00:00Z); no offset: a 400;"
+                    f" {TRUNCATED_TIME_RULE}"
                 ),
                 schema_extra={"format": "date-time"},
             ),
@@ -244,6 +247,7 @@ class SearchController(Controller):
         data: JSONBody[SearchRequest],
     ) -> SearchResponse:
         """Search with explicit filters, strategy, fusion, weights, collapse and min_score."""
+        truncate_search_times(await request.body(), data)
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
         options = _options(data.project, data)
         paging = search_paging(data.query, options, as_of=data.as_of, offset=data.offset, cursor=data.cursor)
@@ -271,6 +275,7 @@ class SearchController(Controller):
         At most `SEARCH_BATCH_MAX_QUERIES` queries (a 400 naming `queries` beyond). Each query takes the
         fields of `POST /v1/search` but `project`; an invalid one fails the batch with a 400 naming it.
         """
+        truncate_search_times(await request.body(), data)
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
         if len(data.queries) > settings.search_batch_max_queries:
             msg = f"{len(data.queries)} queries in one batch; at most {settings.search_batch_max_queries}"

@@ -1,7 +1,8 @@
-"""A document's `event_time` is kept to the microsecond: digits past it are dropped, never rounded.
+"""Times are kept to the microsecond: digits past it are dropped, never rounded.
 
 Rounding moved `2024-12-31T23:59:59.9999999Z` into 2025 (and a date filter for 2024 lost the document);
-front matter's `date` was already truncated (`datetime.fromisoformat`). One app on the real engines.
+front matter's `date` was already truncated (`datetime.fromisoformat`). A document's `event_time`, and the
+times a search (`date_from`, `date_to`, `as_of`) or a listing takes alike. One app on the real engines.
 """
 
 from __future__ import annotations
@@ -84,3 +85,120 @@ async def test_each_document_of_a_batch_keeps_its_own_truncated_event_time(
 
     assert written.status_code == 201, written.text
     assert read == ["2024-06-01T00:00:00Z", None, "2024-06-30T23:59:59.999999Z"]
+
+
+# The times a search or a listing takes are truncated alike, so a bound and a note written at one instant stay
+# equal: rounded, the bound moved to 2025's first midnight, and a range ending at that instant (its end excluded)
+# held the note, while one starting there (its start included) lost it.
+END_OF_2024 = "2024-12-31T23:59:59.9999999Z"
+LAST_INSTANT_SENT = "9999-12-31T23:59:59.9999999Z"
+NOTES = [
+    {"id": "evening", "text": "Fireworks over the harbour.", "event_time": "2024-12-31T20:00:00Z"},
+    {"id": "last-instant", "text": "Fireworks over the harbour.", "event_time": END_OF_2024},
+    {"id": "midnight", "text": "Fireworks over the harbour.", "event_time": "2025-01-01T00:00:00Z"},
+]
+BEFORE_LAST_INSTANT = ["evening"]
+FROM_LAST_INSTANT = ["last-instant", "midnight"]
+
+
+async def notes(client: AsyncTestClient[Litestar], project: str) -> None:
+    written = await client.post(f"/v1/projects/{project}/documents", json={"documents": NOTES})
+    assert written.status_code == 201, written.text
+
+
+def found(answer: dict[str, object]) -> list[str]:
+    results = answer["results"]
+    assert isinstance(results, list)
+    return sorted({hit["document_id"] for hit in results})
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        pytest.param({"date_to": END_OF_2024}, BEFORE_LAST_INSTANT, id="date_to-excludes-its-instant"),
+        pytest.param({"date_from": END_OF_2024}, FROM_LAST_INSTANT, id="date_from-includes-its-instant"),
+    ],
+)
+async def test_a_search_date_filter_past_the_microsecond_is_truncated_not_rounded(
+    client: AsyncTestClient[Litestar], unique_name: str, filters: dict[str, str], expected: list[str]
+) -> None:
+    await notes(client, unique_name)
+    body = {"project": unique_name, "query": "fireworks", "strategy": "semantic", "filters": filters}
+
+    single = await client.post("/v1/search", json=body)
+    fields = {name: value for name, value in body.items() if name != "project"}
+    batch = await client.post("/v1/search/batch", json={"project": unique_name, "queries": [{"query": "x"}, fields]})
+
+    assert single.status_code == 200, single.text
+    assert found(single.json()) == expected
+    assert batch.status_code == 200, batch.text
+    assert [found(answer) for answer in batch.json()["results"]][1] == expected
+
+
+async def test_a_search_date_filter_with_escaped_digits_is_truncated_alike(
+    client: AsyncTestClient[Litestar], unique_name: str
+) -> None:
+    await notes(client, unique_name)
+    body = (
+        f'{{"project": "{unique_name}", "query": "fireworks", "strategy": "semantic",'
+        ' "filters": {"date_to": "2024-12-31T23:59:59\\u002e99999\\u00399Z"}}'
+    )
+
+    response = await client.post("/v1/search", content=body, headers={"content-type": "application/json"})
+
+    assert response.status_code == 200, response.text
+    assert found(response.json()) == BEFORE_LAST_INSTANT
+
+
+# Sunday 11 June 2023, its last instant as written: "last week" is the week of 29 May. Rounded to Monday 12 June,
+# it was the week of 5 June.
+SUNDAY_END = "2023-06-11T23:59:59.9999999Z"
+WEEK_OF_29_MAY = ["2023-05-29T00:00:00Z", "2023-06-05T00:00:00Z"]
+
+
+def last_week_of(answer: dict[str, object]) -> list[object]:
+    analysis = answer["query_analysis"]
+    assert isinstance(analysis, dict)
+    return [analysis["event_time_from"], analysis["event_time_to"]]
+
+
+async def test_as_of_past_the_microsecond_stays_in_its_day_on_every_search_endpoint(
+    client: AsyncTestClient[Litestar], unique_name: str
+) -> None:
+    query = {"query": "what happened last week", "explain": True, "as_of": SUNDAY_END}
+
+    got = await client.get("/memory/query", params={**query, "project": unique_name, "explain": "true"})
+    posted = await client.post("/v1/search", json={**query, "project": unique_name})
+    batch = await client.post("/v1/search/batch", json={"project": unique_name, "queries": [query]})
+
+    assert [response.status_code for response in (got, posted, batch)] == [200, 200, 200], (got.text, batch.text)
+    assert last_week_of(got.json()) == WEEK_OF_29_MAY
+    assert last_week_of(posted.json()) == WEEK_OF_29_MAY
+    assert last_week_of(batch.json()["results"][0]) == WEEK_OF_29_MAY
+
+
+async def test_a_get_as_of_past_year_9999_once_rounded_is_truncated_into_it(
+    client: AsyncTestClient[Litestar], unique_name: str
+) -> None:
+    response = await client.get(
+        "/memory/query", params={"query": "fireworks", "project": unique_name, "as_of": LAST_INSTANT_SENT}
+    )
+
+    assert response.status_code == 200, response.text
+
+
+async def test_a_listing_range_past_the_microsecond_is_truncated_not_rounded(
+    client: AsyncTestClient[Litestar], unique_name: str
+) -> None:
+    await notes(client, unique_name)
+    documents = f"/v1/projects/{unique_name}/documents"
+
+    until = await client.get(documents, params={"event_time_to": END_OF_2024})
+    since = await client.get(documents, params={"event_time_from": END_OF_2024})
+    deleted = await client.delete(documents, params={"event_time_to": END_OF_2024})
+    left = await client.get(documents)
+
+    assert [item["id"] for item in until.json()["items"]] == BEFORE_LAST_INSTANT, until.text
+    assert [item["id"] for item in since.json()["items"]] == FROM_LAST_INSTANT
+    assert deleted.json()["deleted"] == len(BEFORE_LAST_INSTANT), deleted.text
+    assert [item["id"] for item in left.json()["items"]] == FROM_LAST_INSTANT

@@ -308,3 +308,24 @@ def test_reindex_answers_a_described_shape(openapi) -> None:
     assert answer["properties"]["queued_documents"]["type"] == "integer"
     assert "queues 0" in operation["description"]
     assert "`admin` scope" in operation["description"]
+
+
+def descriptions(schema: dict[str, Any]) -> str:
+    return " ".join([schema.get("description", "")] + [item.get("description", "") for item in schema.get("anyOf", [])])
+
+
+def test_every_time_a_search_or_listing_takes_is_described_as_truncated_to_the_microsecond(openapi) -> None:
+    schemas = openapi["components"]["schemas"]
+    listing = openapi["paths"]["/v1/projects/{project}/documents"]["get"]["parameters"]
+    query = openapi["paths"]["/memory/query"]["get"]["parameters"]
+    described = [
+        descriptions(schemas["SearchFilters"]["properties"]["date_from"]),
+        descriptions(schemas["SearchFilters"]["properties"]["date_to"]),
+        descriptions(schemas["SearchRequest"]["properties"]["as_of"]),
+        descriptions(schemas["SearchFields"]["properties"]["as_of"]),
+        *(p["description"] for p in listing if p["name"] in {"event_time_from", "event_time_to", "updated_since"}),
+        *(p["description"] for p in query if p["name"] == "as_of"),
+    ]
+
+    assert len(described) == 8
+    assert all("kept to the microsecond: digits past it are dropped, not rounded" in text for text in described)
