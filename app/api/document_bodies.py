@@ -13,7 +13,7 @@ import msgspec
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
 from app.api.heavy_metadata import refuse_heavy_metadata
 from app.api.json_keys import refuse_repeated_keys
-from app.api.microsecond_times import may_hold_past_microseconds, retruncated
+from app.api.microsecond_times import may_hold_past_microseconds, retruncated, truncated_time_text
 from app.api.strict_bodies import (
     LIST_TOO_LONG,
     TOO_DEEP,
@@ -42,10 +42,7 @@ def decode_documents(
         batch = _is_batch(body, max_batch_documents=max_batch_documents)
         refuse_over_bound_lists(body, DocumentBatchIn if batch else DocumentIn)  # a document's tags, likewise
         refuse_heavy_metadata(body, batch=batch, max_document_bytes=max_document_bytes)
-        if batch:
-            documents = msgspec.json.decode(body, type=DocumentBatchIn).documents
-        else:
-            documents = [msgspec.json.decode(body, type=DocumentIn)]
+        documents = _decoded(body, batch=batch)
         refuse_repeated_keys(body)  # msgspec kept the last of a repeated key
         _truncate_event_times(body, documents, batch=batch)
     except msgspec.ValidationError as error:
@@ -62,6 +59,32 @@ def decode_documents(
     except InvalidInputError as error:
         raise located(error, documents, batch=batch) from None
     return documents, batch
+
+
+def _decoded(body: bytes, *, batch: bool) -> list[DocumentIn]:
+    """The body's documents; an `event_time` that msgspec rounds past year 9999 is truncated first.
+
+    `9999-12-31T23:59:59.9999999+01:00` truncated is 22:59:59.999999 UTC, but msgspec rounds it (before its
+    offset) to year 10000 and refuses it as no date-time. Only a body that fails to decode and may hold such a
+    time is decoded again, as plain JSON with its `event_time` texts truncated.
+    """
+    try:
+        return (
+            msgspec.json.decode(body, type=DocumentBatchIn).documents
+            if batch
+            else [msgspec.json.decode(body, type=DocumentIn)]
+        )
+    except msgspec.ValidationError:
+        if not may_hold_past_microseconds(body):
+            raise
+        loaded = msgspec.json.decode(body)
+        items = loaded.get("documents") if batch and isinstance(loaded, dict) else [loaded]
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and isinstance(item.get("event_time"), str):
+                item["event_time"] = truncated_time_text(item["event_time"])
+        if batch:
+            return msgspec.convert(loaded, DocumentBatchIn).documents
+        return [msgspec.convert(loaded, DocumentIn)]
 
 
 class _EventTimeText(msgspec.Struct):

@@ -87,6 +87,32 @@ async def test_each_document_of_a_batch_keeps_its_own_truncated_event_time(
     assert read == ["2024-06-01T00:00:00Z", None, "2024-06-30T23:59:59.999999Z"]
 
 
+async def test_an_event_time_msgspec_rounds_past_year_9999_is_truncated_into_it(
+    client: AsyncTestClient[Litestar], unique_name: str
+) -> None:
+    documents = f"/v1/projects/{unique_name}/documents"
+
+    written = await client.post(
+        documents, json={"id": "a", "text": "Alpha.", "event_time": "9999-12-31T23:59:59.9999999+01:00"}
+    )
+    read = await client.get(f"{documents}/a")
+
+    assert written.status_code == 201, written.text
+    assert read.json()["event_time"] == "9999-12-31T22:59:59.999999Z"
+
+
+async def test_the_last_instant_of_year_9999_is_refused_as_out_of_range_not_as_no_date_time(
+    client: AsyncTestClient[Litestar], unique_name: str
+) -> None:
+    written = await client.post(
+        f"/v1/projects/{unique_name}/documents", json={"id": "a", "text": "Alpha.", "event_time": LAST_INSTANT_SENT}
+    )
+
+    assert written.status_code == 400
+    assert written.json()["field"] == "event_time"
+    assert "before 9999-12-31T23:59:59.999999Z" in written.json()["detail"]
+
+
 # The times a search or a listing takes are truncated alike, so a bound and a note written at one instant stay
 # equal: rounded, the bound moved to 2025's first midnight, and a range ending at that instant (its end excluded)
 # held the note, while one starting there (its start included) lost it.
