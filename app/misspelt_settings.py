@@ -21,7 +21,7 @@ from app.config import Settings
 from app.knobs import KNOB_ALIASES
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 CLOSE_MATCH_CUTOFF: Final = 0.9
 """One letter dropped, doubled or swapped in a name of 10 characters or more; no shell's or library's own
@@ -36,6 +36,15 @@ OTHER_READERS: Final = frozenset(
     }
 )
 """Variables close to a setting's name that the service or a library it runs with reads as they are."""
+
+
+def closest_name(spelt: str, names: Iterable[str]) -> str | None:
+    """The one of `names` that `spelt` is spelt almost like (difflib's ratio at least `CLOSE_MATCH_CUTOFF`), else None.
+
+    Case counts: give both in one case.
+    """
+    close = difflib.get_close_matches(spelt, names, n=1, cutoff=CLOSE_MATCH_CUTOFF)
+    return close[0] if close else None
 
 
 def setting_names() -> frozenset[str]:
@@ -57,9 +66,9 @@ def misspelt_settings(environment: Mapping[str, str], *, env_file: Path | None =
         spelt = variable.upper()
         if spelt in names or spelt in OTHER_READERS:
             continue
-        close = difflib.get_close_matches(spelt, names, n=1, cutoff=CLOSE_MATCH_CUTOFF)
-        if close:
-            found.append((variable, close[0]))
+        close = closest_name(spelt, names)
+        if close is not None:
+            found.append((variable, close))
     return found
 
 
