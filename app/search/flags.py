@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from app.knobs import KNOB_NAMES, SearchKnobs, knob_name
+from app.knobs import KNOB_ALIASES, KNOB_NAMES, SearchKnobs, knob_name
+from app.misspelt_settings import closest_name
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, publish_flags
 from app.search.knob_source import ResolvedKnobs
 
@@ -71,6 +72,14 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return mapping
 
 
+def _unknown_flag(key: object) -> str:
+    """`unknown flag 'X'`, with the knob (or reference alias) it is spelt almost like, in the key's case."""
+    close = closest_name(str(key).strip().lower().replace("-", "_"), (*KNOB_NAMES, *KNOB_ALIASES))
+    if close is None:
+        return f"unknown flag {key!r}"
+    return f"unknown flag {key!r}: did you mean {close.upper() if str(key).isupper() else close}?"
+
+
 def parse_flags_file(
     content: bytes, *, base: SearchKnobs, json_only: bool = False
 ) -> tuple[SearchKnobs, frozenset[str]]:
@@ -107,8 +116,7 @@ def parse_flags_file(
     for key, value in loaded.items():
         name = knob_name(str(key))
         if name is None:
-            message = f"unknown flag {key!r}"
-            raise FlagsFileError(message)
+            raise FlagsFileError(_unknown_flag(key))
         if name in overrides and str(overrides[name]) != str(value):
             message = f"{spelled[name]}={overrides[name]} and {key}={value} disagree (both set {name}): set only one"
             raise FlagsFileError(message)

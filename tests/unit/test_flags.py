@@ -327,3 +327,25 @@ def test_a_knob_set_under_two_spellings_that_disagree_names_both() -> None:
         parse_flags_file(b"FINAL_RESULT_K: 7\nRRF_FINAL_K: 9\n", base=SearchKnobs())
 
     assert "FINAL_RESULT_K=7 and RRF_FINAL_K=9 disagree (both set rrf_final_k)" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(b"rrf_k_constnat: 40\n", "unknown flag 'rrf_k_constnat': did you mean rrf_k_constant?", id="swap"),
+        pytest.param(b"HYBRID_ROLOUT_PERCENT: 5\n", "did you mean HYBRID_ROLLOUT_PERCENT?", id="upper-case-as-written"),
+        pytest.param(b"final-result-kk: 5\n", "did you mean final_result_k?", id="a-reference-alias"),
+    ],
+)
+def test_an_unknown_flag_spelt_almost_like_a_knob_names_it(content: bytes, message: str) -> None:
+    with pytest.raises(FlagsFileError) as refused:
+        parse_flags_file(content, base=SearchKnobs())
+
+    assert message in str(refused.value)
+
+
+def test_an_unknown_flag_like_no_knob_suggests_none() -> None:
+    with pytest.raises(FlagsFileError) as refused:
+        parse_flags_file(b"colour: blue\n", base=SearchKnobs())
+
+    assert str(refused.value) == "unknown flag 'colour'"
