@@ -7,31 +7,63 @@ routing, and under 4x overload what each shed request still cost the serving loo
 (docs/reliability.md, "Overload"). Probes, metrics and the API document are never shed: a busy replica
 must still answer its kubelet. The per-caller limit (`app/search/rate_limit.py`) is applied by the
 guards, once the caller is known.
+
+An admitted request holds its slot while its body arrives, so the body has a deadline: whole within
+`REQUEST_BODY_TIMEOUT_S`, plus one second for each `REQUEST_BODY_MIN_RATE_BYTES_PER_S` bytes received
+(Apache's mod_reqtimeout `body=20,MinRate=...`). Past it the request is answered 408 and its connection
+closed: before, a client sending its body a byte at a time (or never) held a slot for as long as it liked,
+and `MAX_CONCURRENT_REQUESTS` such clients shed everyone else. A client gone before its body was read is
+answered 499 ("client closed request", as nginx logs it), not the 500 the framework raised, so it counts
+in no server-error rate.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Final
 
 from litestar.enums import ScopeType
+from litestar.exceptions import HTTPException
 
 from app.api.errors import PROBLEM_MEDIA_TYPE, RETRY_AFTER_S
 from app.observability.metrics import record_shed
 
 if TYPE_CHECKING:
     from litestar import Litestar
-    from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+    from litestar.types import (
+        ASGIApp,
+        HTTPResponseBodyEvent,
+        HTTPResponseStartEvent,
+        Receive,
+        ReceiveMessage,
+        Scope,
+        Send,
+    )
 
 NEVER_SHED_PREFIXES: Final = ("/healthz", "/readyz", "/metrics", "/schema")
+REQUEST_BODY_TIMEOUT_S: Final = 20.0
+"""Seconds an admitted request's body may take, before the allowance its received bytes add."""
+REQUEST_BODY_MIN_RATE_BYTES_PER_S: Final = 16 * 1024
+"""Each this many bytes received extend the body's deadline by a second: a slower body is cut off (408)."""
+CLIENT_CLOSED_REQUEST: Final = 499
+"""nginx's status for a request whose client went away before it was read; no client ever receives it."""
 
 
 class ConcurrencyLimit:
     """ASGI middleware: at most `limit` HTTP requests in flight (outside `NEVER_SHED_PREFIXES`); 503 beyond."""
 
-    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        limit: int,
+        body_timeout_s: float = REQUEST_BODY_TIMEOUT_S,
+        body_min_rate_bytes_per_s: float = REQUEST_BODY_MIN_RATE_BYTES_PER_S,
+    ) -> None:
         self._app = app
         self._limit = limit
+        self._body_timeout_s, self._body_min_rate = body_timeout_s, body_min_rate_bytes_per_s
         self._in_flight = 0  # one event loop per process: no lock needed between awaits
         # The refusal is the same every time: built once, so shedding costs no serialisation.
         detail = f"more than {limit} requests in flight; retry shortly"
@@ -48,9 +80,41 @@ class ConcurrencyLimit:
             return
         self._in_flight += 1
         try:
-            await self._app(scope, receive, send)
+            body = _BodyWithDeadline(receive, timeout_s=self._body_timeout_s, min_rate=self._body_min_rate)
+            await self._app(scope, body.receive, send)
         finally:
             self._in_flight -= 1
+
+
+class _BodyWithDeadline:
+    """One admitted request's `receive`: its body must arrive in time, and a client gone before it is a 499."""
+
+    def __init__(self, receive: Receive, *, timeout_s: float, min_rate: float) -> None:
+        self._receive = receive
+        self._loop = asyncio.get_running_loop()
+        self._deadline = self._loop.time() + timeout_s
+        self._timeout_s, self._min_rate = timeout_s, min_rate
+        self._whole = False
+
+    async def receive(self) -> ReceiveMessage:
+        """The next message; raises (408, 499) rather than hand the framework a late or cut-off body."""
+        if self._whole:  # the body is read: what comes next (a disconnect) is the framework's to see
+            return await self._receive()
+        try:
+            message = await asyncio.wait_for(self._receive(), timeout=self._deadline - self._loop.time())
+        except TimeoutError:
+            detail = (
+                f"the request body did not arrive in time: {self._timeout_s:g} s, plus 1 s for each "
+                f"{self._min_rate:g} bytes received"
+            )
+            raise HTTPException(status_code=408, detail=detail, headers={"connection": "close"}) from None
+        if message["type"] == "http.disconnect":
+            detail = "the client closed the connection before its request was read"
+            raise HTTPException(status_code=CLIENT_CLOSED_REQUEST, detail=detail)
+        if message["type"] == "http.request":
+            self._deadline += len(message.get("body", b"")) / self._min_rate
+            self._whole = not message.get("more_body", False)
+        return message
 
 
 def guard_concurrency(app: Litestar, *, limit: int) -> None:

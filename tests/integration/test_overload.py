@@ -3,11 +3,13 @@
 One `poimen serve` on the embedded default with a limit of one request in flight; sixteen clients
 search at the same time. Every answer is a 200 or a 503 (never another 5xx), every 503 says when to
 retry, the probes keep answering, and the shed requests are counted.
+Clients that close mid-body leave no slot taken, write nothing, and count as 499, not as server errors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING
 
 import httpx
@@ -22,6 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CLIENTS = 16
 ROUNDS = 5
+CUT_CLIENTS = 3
 
 
 def shed_count(metrics: str) -> float:
@@ -61,3 +64,42 @@ async def test_past_the_limit_requests_are_shed_with_503_and_retry_after_and_pro
     assert probe.status_code == 200
     assert "server" not in probe.headers  # the served process names no server and version
     assert shed_count(metrics) == len(refused)
+
+
+def http_requests(metrics: str, *, method: str, path: str, status: int) -> float:
+    prefix = f'poimen_http_requests_total{{app_name="poimen",method="{method}",path="{path}",status_code="{status}"}}'
+    return next((float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(prefix)), 0.0)
+
+
+async def test_clients_gone_mid_body_free_their_slot_write_nothing_and_count_as_499_not_500(
+    poimen_service: Callable[..., ServiceProcess],
+) -> None:
+    service = poimen_service(MAX_CONCURRENT_REQUESTS="1")
+    port = int(service.url.rsplit(":", 1)[1])
+    body = json.dumps({"id": "cut", "text": "# Cut\n\n" + "the nightly backup runs at two " * 400}).encode()
+    head = (
+        "POST /v1/projects/gone/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    path = "/v1/projects/{project}/documents"
+    async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+        for cut in range(1, CUT_CLIENTS + 1):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(head + body[: len(body) // 2])
+            await writer.drain()
+            await asyncio.sleep(0.2)  # admitted, its handler waiting for the rest of the body
+            writer.close()
+            for _ in range(200):  # until the server has answered it (to nobody): /metrics is never shed
+                metrics = (await client.get("/metrics")).text
+                if http_requests(metrics, method="POST", path=path, status=499) == cut:
+                    break
+                await asyncio.sleep(0.05)
+        after = await client.post("/v1/projects/gone/documents", json={"id": "whole", "text": "Backups run at two."})
+        listed = (await client.get("/v1/projects/gone/documents")).json()["items"]
+        metrics = (await client.get("/metrics")).text
+
+    assert after.status_code == 201  # one slot, and the cut clients left it free
+    assert [item["id"] for item in listed] == ["whole"]
+    assert http_requests(metrics, method="POST", path=path, status=499) == CUT_CLIENTS
+    assert http_requests(metrics, method="POST", path=path, status=500) == 0
+    assert shed_count(metrics) == 0
