@@ -8,19 +8,32 @@ head that arrives in one read). Either refuses with a problem+json 431 and ends 
 and Node do for their own limits: the answer is sent and the sending side shut, then whatever the client is
 still sending is read and dropped for up to `LINGER_S` before closing (closing with unread data would reset
 the connection and could destroy the 431 before the client reads it).
+
+A head must also arrive in time: whole within `REQUEST_HEAD_TIMEOUT_S` of the connection opening, or of
+the first byte of a kept-alive connection's next request (uvicorn closes one idle between requests after 5
+s). A connection that sent nothing by then is closed; one partway through a head is answered 408 the same
+way as a 431. uvicorn has no such timeout: a connection that never finished its head was held for good, and
+a client holding as many as the process may open descriptors shut out every other connection, the
+kubelet's probes included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from typing import TYPE_CHECKING
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+if TYPE_CHECKING:
+    from asyncio import TimerHandle
 
 MAX_REQUEST_HEAD_BYTES = 64 * 1024
 """The request line and all headers together; a bearer token is at most 16,384 characters (app.auth.tokens)."""
 LINGER_S = 2.0
-"""After a 431, how long the rest of the client's request is read and dropped before the connection closes."""
+"""After a 431 or 408, how long the rest of the client's request is read and dropped before the connection closes."""
+REQUEST_HEAD_TIMEOUT_S = 20.0
+"""Seconds from a connection's opening (or its next request's first byte) to the end of the request head."""
 
 
 class _HeadTooLargeError(Exception):
@@ -28,23 +41,39 @@ class _HeadTooLargeError(Exception):
 
 
 class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, refusing a request head over `MAX_REQUEST_HEAD_BYTES` with 431."""
+    """uvicorn's httptools protocol, refusing a request head over `MAX_REQUEST_HEAD_BYTES` (431) or late (408)."""
+
+    head_timeout_s = REQUEST_HEAD_TIMEOUT_S
 
     # Per connection; set on the instance as requests come (class defaults: a new connection reads a head).
     _reading_head = True
     _head_bytes_received = 0
     _head_bytes_parsed = 0
     _head_too_large = False
+    _refused = False
+    _head_timer: TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """A new connection: its first head is timed from now."""
+        super().connection_made(transport)
+        self._start_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Gone: nothing left to time."""
+        self._stop_head_timer()
+        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         """Count what arrives while a head is read; over the cap, refuse it."""
-        if self._head_too_large:
-            return  # the 431 is sent; the rest of this request is dropped unread by the parser
+        if self._refused:
+            return  # the 431 or 408 is sent; the rest of this request is dropped unread by the parser
         if self._reading_head:
+            if self._head_timer is None:  # a kept-alive connection's next request: timed from its first byte
+                self._start_head_timer()
             self._head_bytes_received += len(data)
         super().data_received(data)
         over_cap = self._reading_head and self._head_bytes_received > MAX_REQUEST_HEAD_BYTES
-        if over_cap and not self._head_too_large and not self.transport.is_closing():
+        if over_cap and not self._refused and not self.transport.is_closing():
             self._head_too_large = True
             self._refuse_head()
 
@@ -64,7 +93,8 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        """The head is whole: what arrives next is body, not counted."""
+        """The head is whole: what arrives next is body, neither counted nor timed here."""
+        self._stop_head_timer()
         self._reading_head = False
         self._head_bytes_received = 0
         super().on_headers_complete()
@@ -87,16 +117,36 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
             self._head_too_large = True
             raise _HeadTooLargeError
 
+    def _start_head_timer(self) -> None:
+        self._head_timer = asyncio.get_running_loop().call_later(self.head_timeout_s, self._head_timed_out)
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing() or self._refused:
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._start_head_timer()  # a request is still being answered here: its answer comes first
+            return
+        if self._head_bytes_received == 0:
+            self.transport.close()  # nothing was asked: nothing to answer
+            return
+        detail = f"the request line and headers did not arrive within {self.head_timeout_s:g} s"
+        self._refuse(408, "Request Timeout", detail)
+
     def _refuse_head(self) -> None:
-        body = json.dumps(
-            {
-                "type": "about:blank",
-                "title": "Request Header Fields Too Large",
-                "status": 431,
-                "detail": f"the request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes",
-            }
-        ).encode()
-        content = [STATUS_LINE[431]]
+        detail = f"the request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes"
+        self._refuse(431, "Request Header Fields Too Large", detail)
+
+    def _refuse(self, status: int, title: str, detail: str) -> None:
+        self._refused = True
+        self._stop_head_timer()
+        body = json.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail}).encode()
+        content = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:
             content.extend([name, b": ", value, b"\r\n"])
         content.extend(

@@ -1,4 +1,4 @@
-"""`HeadLimitedHttpToolsProtocol` in a real uvicorn on loopback: a request head over the cap is a 431."""
+"""`HeadLimitedHttpToolsProtocol` in a real uvicorn on loopback: a head over the cap is a 431, a late one a 408."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 served_paths: list[str] = []
+QUICK_HEAD_TIMEOUT_S = 0.3
+
+
+class QuickHeadProtocol(HeadLimitedHttpToolsProtocol):
+    """The served protocol with a short head timeout (it is `REQUEST_HEAD_TIMEOUT_S` in service)."""
+
+    head_timeout_s = QUICK_HEAD_TIMEOUT_S
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -26,6 +33,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         received += len(message.get("body", b""))
         if not message.get("more_body"):
             break
+    if scope["path"] == "/slow":
+        await asyncio.sleep(QUICK_HEAD_TIMEOUT_S * 2)  # answering takes longer than a head may
     served_paths.append(scope["path"])
     body = json.dumps({"body_bytes": received}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -33,14 +42,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-@pytest.fixture
-async def port() -> AsyncIterator[int]:
+async def serve(protocol: type[HeadLimitedHttpToolsProtocol]) -> AsyncIterator[int]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         free = probe.getsockname()[1]
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=free, log_level="critical", lifespan="off", http=HeadLimitedHttpToolsProtocol
-    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=free, log_level="critical", lifespan="off", http=protocol)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -49,6 +55,18 @@ async def port() -> AsyncIterator[int]:
     yield free
     server.should_exit = True
     await task
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    async for served in serve(HeadLimitedHttpToolsProtocol):
+        yield served
+
+
+@pytest.fixture
+async def quick_port() -> AsyncIterator[int]:
+    async for served in serve(QuickHeadProtocol):
+        yield served
 
 
 def head(path: str, padding_bytes: int, *, extra: str = "") -> bytes:
@@ -130,3 +148,61 @@ async def test_a_body_larger_than_the_cap_is_not_counted_as_head(port: int) -> N
 
     assert statuses(answer) == [200]
     assert json.loads(answer.partition(b"\r\n\r\n")[2]) == {"body_bytes": body_bytes}
+
+
+async def test_a_connection_that_sends_nothing_is_closed_once_the_head_timeout_passes(quick_port: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", quick_port)
+    try:
+        answer = await asyncio.wait_for(reader.read(), timeout=10.0)  # returns once the server closes
+    finally:
+        writer.close()
+
+    assert answer == b""  # nothing was asked, so nothing is answered
+    assert served_paths == []
+
+
+async def test_a_head_that_stops_arriving_is_a_408_problem_and_reaches_no_handler(quick_port: int) -> None:
+    answer = await exchange(quick_port, b"GET /partial HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+
+    assert statuses(answer) == [408]
+    head_part, _, body = answer.partition(b"\r\n\r\n")
+    assert b"connection: close" in head_part
+    assert json.loads(body)["status"] == 408
+    assert served_paths == []
+
+
+async def test_a_head_trickling_a_byte_at_a_time_is_cut_off_with_408(quick_port: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", quick_port)
+    sent = 0
+    try:
+        writer.write(b"GET /trickle HTTP/1.1\r\nX-Slow: ")
+        answered = asyncio.create_task(reader.read())
+        while not answered.done() and sent < 1_000:
+            writer.write(b"a")
+            sent += 1
+            await asyncio.sleep(0.02)
+        answer = await asyncio.wait_for(answered, timeout=10.0)
+    finally:
+        writer.close()
+
+    assert statuses(answer) == [408]
+    assert sent < 1_000
+    assert served_paths == []
+
+
+async def test_a_request_answered_slower_than_the_head_timeout_keeps_its_connection(quick_port: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", quick_port)
+    try:
+        writer.write(head("/slow", 10))
+        first_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
+        length = next(
+            int(line.split(b":")[1]) for line in first_head.split(b"\r\n") if line.startswith(b"content-length")
+        )
+        await reader.readexactly(length)
+        writer.write(head("/next", 10, extra="Connection: close\r\n"))
+        second = await asyncio.wait_for(reader.read(), timeout=10.0)
+    finally:
+        writer.close()
+
+    assert statuses(first_head + second) == [200, 200]
+    assert served_paths == ["/slow", "/next"]
