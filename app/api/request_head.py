@@ -14,7 +14,9 @@ the first byte of a kept-alive connection's next request (uvicorn closes one idl
 s). A connection that sent nothing by then is closed; one partway through a head is answered 408 the same
 way as a 431. uvicorn has no such timeout: a connection that never finished its head was held for good, and
 a client holding as many as the process may open descriptors shut out every other connection, the
-kubelet's probes included.
+kubelet's probes included. The rest of a body left unread by an early answer (a 405, a 401, a shed 503) is
+read and dropped under the body's own rule (`app.api.overload`: 20 s, plus 1 s per 16 KiB received), then
+the connection is closed: a client trickling it held the connection for good.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import json
 from typing import TYPE_CHECKING
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from app.api.overload import REQUEST_BODY_MIN_RATE_BYTES_PER_S, REQUEST_BODY_TIMEOUT_S
 
 if TYPE_CHECKING:
     from asyncio import TimerHandle
@@ -44,6 +48,8 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, refusing a request head over `MAX_REQUEST_HEAD_BYTES` (431) or late (408)."""
 
     head_timeout_s = REQUEST_HEAD_TIMEOUT_S
+    unread_body_timeout_s = REQUEST_BODY_TIMEOUT_S
+    unread_body_min_rate_bytes_per_s = REQUEST_BODY_MIN_RATE_BYTES_PER_S
 
     # Per connection; set on the instance as requests come (class defaults: a new connection reads a head).
     _reading_head = True
@@ -52,6 +58,8 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     _head_too_large = False
     _refused = False
     _head_timer: TimerHandle | None = None
+    _body_bytes_received = 0
+    _unread_body_timer: TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """A new connection: its first head is timed from now."""
@@ -61,6 +69,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """Gone: nothing left to time."""
         self._stop_head_timer()
+        self._stop_unread_body_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -71,6 +80,8 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
             if self._head_timer is None:  # a kept-alive connection's next request: timed from its first byte
                 self._start_head_timer()
             self._head_bytes_received += len(data)
+        else:
+            self._body_bytes_received += len(data)
         super().data_received(data)
         over_cap = self._reading_head and self._head_bytes_received > MAX_REQUEST_HEAD_BYTES
         if over_cap and not self._refused and not self.transport.is_closing():
@@ -96,6 +107,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         """The head is whole: what arrives next is body, neither counted nor timed here."""
         self._stop_head_timer()
         self._reading_head = False
+        self._body_bytes_received = 0
         self._head_bytes_received = 0
         super().on_headers_complete()
 
@@ -103,6 +115,17 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         """A kept-alive connection's next request starts with its head."""
         super().on_message_complete()
         self._reading_head = True
+        self._stop_unread_body_timer()
+        if self.cycle is not None and self.cycle.response_complete and self._head_timer is None:
+            # The rest of an answered request's body came: uvicorn times nothing now, so the next head is timed.
+            self._start_head_timer()
+
+    def on_response_complete(self) -> None:
+        """Answered before the whole body came: the rest must come at the body's rate, or the connection closes."""
+        super().on_response_complete()
+        if not self._reading_head and not self.transport.is_closing():
+            deadline = asyncio.get_running_loop().time() + self.unread_body_timeout_s
+            self._watch_unread_body(deadline - self._body_bytes_received / self.unread_body_min_rate_bytes_per_s)
 
     def send_400_response(self, msg: str) -> None:
         """Answer a parse error as uvicorn does (400), but the one `_count_parsed` raised with a 431."""
@@ -137,6 +160,23 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
             return
         detail = f"the request line and headers did not arrive within {self.head_timeout_s:g} s"
         self._refuse(408, "Request Timeout", detail)
+
+    def _watch_unread_body(self, since: float) -> None:
+        """Close unless the body is whole by `since` + 1 s per `unread_body_min_rate_bytes_per_s` bytes."""
+        self._unread_body_timer = None
+        if self._reading_head or self.transport.is_closing():
+            return
+        loop = asyncio.get_running_loop()
+        deadline = since + self._body_bytes_received / self.unread_body_min_rate_bytes_per_s
+        if loop.time() >= deadline:
+            self.transport.close()  # its answer went out long ago; the rest of its body is not worth waiting for
+            return
+        self._unread_body_timer = loop.call_at(deadline, self._watch_unread_body, since)
+
+    def _stop_unread_body_timer(self) -> None:
+        if self._unread_body_timer is not None:
+            self._unread_body_timer.cancel()
+            self._unread_body_timer = None
 
     def _refuse_head(self) -> None:
         detail = f"the request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes"

@@ -23,10 +23,17 @@ class QuickHeadProtocol(HeadLimitedHttpToolsProtocol):
     """The served protocol with a short head timeout (it is `REQUEST_HEAD_TIMEOUT_S` in service)."""
 
     head_timeout_s = QUICK_HEAD_TIMEOUT_S
+    unread_body_timeout_s = QUICK_HEAD_TIMEOUT_S
+    unread_body_min_rate_bytes_per_s = 1_000_000
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     assert scope["type"] == "http"
+    if scope["path"] == "/early":  # answered before its body is read, as a 405, a 401 or a shed 503 are
+        served_paths.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return
     received = 0
     while True:
         message = await receive()
@@ -206,3 +213,55 @@ async def test_a_request_answered_slower_than_the_head_timeout_keeps_its_connect
 
     assert statuses(first_head + second) == [200, 200]
     assert served_paths == ["/slow", "/next"]
+
+
+def early_head(body_bytes: int) -> bytes:
+    return f"POST /early HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {body_bytes}\r\n\r\n".encode()
+
+
+async def test_an_unread_body_still_trickling_after_its_answer_has_its_connection_closed(quick_port: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", quick_port)
+    sent = 0
+    try:
+        writer.write(early_head(1_000) + b"b")
+        status_line = await asyncio.wait_for(reader.readline(), timeout=10.0)
+        closed = asyncio.create_task(reader.read())  # the rest of the answer, then the end of the connection
+        while not closed.done() and sent < 1_000:
+            writer.write(b"b")
+            sent += 1
+            await asyncio.sleep(0.02)
+        await asyncio.wait_for(closed, timeout=10.0)
+    finally:
+        writer.close()
+
+    assert int(status_line.split()[1]) == 200
+    assert sent < 1_000  # closed long before the body could be whole
+    assert served_paths == ["/early"]
+
+
+async def test_an_unread_body_sent_in_time_keeps_the_connection_for_the_next_request(quick_port: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", quick_port)
+    try:
+        writer.write(early_head(1_000) + b"b" * 10)
+        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
+        writer.write(b"b" * 990 + head("/after", 10, extra="Connection: close\r\n"))
+        second = await asyncio.wait_for(reader.read(), timeout=10.0)
+    finally:
+        writer.close()
+
+    assert statuses(first + second) == [200, 200]
+    assert served_paths == ["/early", "/after"]
+
+
+async def test_a_connection_idle_after_an_unread_body_is_closed_once_the_head_timeout_passes(quick_port: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", quick_port)
+    try:
+        writer.write(early_head(1_000) + b"b" * 10)
+        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
+        writer.write(b"b" * 990)  # the body is whole; then nothing more comes
+        rest = await asyncio.wait_for(reader.read(), timeout=10.0)
+    finally:
+        writer.close()
+
+    assert statuses(first) == [200]
+    assert rest == b""
