@@ -291,6 +291,19 @@ def test_an_error_without_a_problem_body_quotes_the_body(server: ScriptedServer)
     assert "(not a problem+json body) <html>Bad Gateway</html>" in str(raised.value)
 
 
+def test_an_ingest_outcome_of_a_status_a_newer_service_added_is_read(server: ScriptedServer) -> None:
+    # A newer service's new outcome status failed the whole answer (an UnexpectedAnswerError for a write that was
+    # done), so an agent would send it again and fail again; an unknown field is ignored, an unknown status is kept.
+    outcome = {"id": "d", "status": "merged", "chunks": 1, "embedded": 1, "version": 2, "merged_into": "e"}
+    server.script = [(201, {}, {"project": "p", "documents": [outcome], "took_ms": 3})]
+
+    with PoimenClient(server.url) as client:
+        answer = client.ingest("p", Document(id="d", text="t"))
+
+    assert answer.documents[0].status == "merged"
+    assert answer.documents[0].version == 2
+
+
 def test_a_success_of_another_shape_raises_unexpected_answer(server: ScriptedServer) -> None:
     server.script = [(200, {}, {"project": "p", "documents": "many"})]
 

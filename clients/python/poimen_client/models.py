@@ -9,7 +9,7 @@ fields they do not know, so a newer service does not break an older client. Time
 from __future__ import annotations
 
 from datetime import datetime  # noqa: TC003 - msgspec resolves annotations at runtime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -235,11 +235,19 @@ class BatchSearchResponse(msgspec.Struct, kw_only=True, frozen=True):
 # Document responses
 
 
+INGEST_STATUSES: Final = frozenset({"created", "updated", "unchanged"})
+"""The outcome statuses this client knows; `IngestOutcome.status` keeps any other a newer service sends."""
+
+
 class IngestOutcome(msgspec.Struct, kw_only=True, frozen=True):
-    """What an ingest did to one document; `version` is the stored version after it."""
+    """What an ingest did to one document; `version` is the stored version after it.
+
+    `status` is one of `INGEST_STATUSES`, or one a newer service added: the document was written all the same
+    (a status the client did not list failed the whole answer, for a write that was done).
+    """
 
     id: str
-    status: Literal["created", "updated", "unchanged"]
+    status: str
     chunks: int
     embedded: int
     version: int
