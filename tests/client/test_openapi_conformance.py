@@ -6,6 +6,7 @@ requires it), and every request option of the schema can be sent.
 from __future__ import annotations
 
 import inspect
+import typing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,11 +18,16 @@ from poimen_client.clients import AsyncPoimenClient, PoimenClient
 from poimen_client.endpoints import MEMORY_QUERY_FIELDS, Endpoints
 from poimen_client.errors import ServiceError, error_from_response
 from poimen_client.models import (
+    INGEST_STATUSES,
     Document,
     DocumentFilter,
+    Fusion,
     FusionWeights,
+    IngestResponse,
+    Problem,
     SearchFilters,
     SearchQuery,
+    Strategy,
 )
 from poimen_client.project_ids import PROJECT_ID_PATTERN
 
@@ -283,3 +289,42 @@ def test_ingest_accepts_every_field_of_the_document_model(service_url: str, uniq
         answer = client.ingest(unique_name, document)
 
     assert answer.documents[0].status == "created"
+
+
+def test_the_problem_model_reads_every_field_of_the_services_error_bodies(openapi) -> None:
+    # `refused_status`, `current_version`, `reasons`...: an error attribute the client drops is one a caller lacks.
+    schemas = {
+        response["content"]["application/problem+json"]["schema"]["$ref"]
+        for operations in openapi["paths"].values()
+        for operation in operations.values()
+        for status, response in operation["responses"].items()
+        if int(status) >= 400 and "application/problem+json" in response.get("content", {})
+    }
+
+    assert len(schemas) == 1
+    problem = {"$ref": schemas.pop()}
+    assert mismatches(openapi, msgspec.inspect.type_info(Problem), problem, "Problem", every_field=True) == []
+
+
+def enum_of(openapi: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+    options = schema.get("anyOf", schema.get("oneOf", [schema]))
+    return {value for option in options for value in resolve(openapi, option).get("enum", [])}
+
+
+@pytest.mark.parametrize(("option", "values"), [("strategy", Strategy), ("fusion", Fusion)])
+def test_the_clients_literals_are_the_services_enums(openapi, option: str, values: object) -> None:
+    # A value the service added and the client's Literal lacks cannot be sent (a ValueError before sending).
+    body = resolve(
+        openapi, openapi["paths"]["/v1/search"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    )
+
+    assert enum_of(openapi, body["properties"][option]) == set(typing.get_args(values))
+
+
+def test_the_ingest_statuses_the_client_knows_are_the_services(openapi) -> None:
+    _, response = success(openapi, ENDPOINTS["ingest"])
+    answer = resolve(openapi, response["content"]["application/json"]["schema"])
+    outcome = resolve(openapi, answer["properties"]["documents"]["items"])
+
+    assert ENDPOINTS["ingest"].response_type is IngestResponse
+    assert enum_of(openapi, outcome["properties"]["status"]) == INGEST_STATUSES
