@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -73,3 +74,43 @@ def scripted_server() -> Iterator[ScriptedServer]:
     finally:
         http_server.shutdown()
         http_server.server_close()
+
+
+@dataclass
+class SilentServer:
+    """Accepts connections and reads requests, never answers; `requests` counts the request heads read."""
+
+    url: str = ""
+    connections: int = 0
+    requests: int = 0
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[SilentServer]:
+    """A `SilentServer` listening on a free loopback port until the block ends (a service hung mid-request)."""
+    silent = SilentServer()
+    listener = socket.create_server(("127.0.0.1", 0))
+    silent.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    held: list[socket.socket] = []
+
+    def hold(connection: socket.socket) -> None:
+        with contextlib.suppress(OSError), connection:
+            while data := connection.recv(65536):  # until the client gives up and closes
+                silent.requests += data.count(b"\r\n\r\n")
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = listener.accept()
+                silent.connections += 1
+                held.append(connection)
+                threading.Thread(target=hold, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield silent
+    finally:
+        listener.close()
+        for connection in held:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)

@@ -122,8 +122,11 @@ class Exchange(Generic[T]):
     attempt: int = 1
     """1-based number of the send whose answer is being looked at."""
 
-    def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
-        """The HTTP request, built by the client's httpx instance (base URL, auth, default headers)."""
+    def request(self, http: httpx.Client | httpx.AsyncClient, *, timeout_s: float) -> httpx.Request:
+        """The HTTP request, built by the client's httpx instance (base URL, auth, default headers).
+
+        `timeout_s` is httpx's limit on each phase of each send of it (connect, write, each read, pool wait).
+        """
         call = self.call
         for name, value in call.path_values.items():
             _check_addressable(name, value)
@@ -145,6 +148,7 @@ class Exchange(Generic[T]):
             params=query or None,
             content=content,
             headers=headers,
+            timeout=timeout_s,
         )
 
     @contextlib.contextmanager

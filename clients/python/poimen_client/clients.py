@@ -8,6 +8,8 @@ retries its own way. A token (a JWT when the service runs `AUTH_MODE=jwt`) is se
 from __future__ import annotations
 
 import asyncio
+import copy
+import math
 import re
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Self, TypeVar
@@ -88,6 +90,8 @@ class ClientBase(Endpoints, Generic[HttpT, TransportT]):
         transport: TransportT | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
+        self.timeout_s = checked_timeout_s(timeout_s)
+        self._owns_http = True
         options: dict[str, Any] = {
             "base_url": base_url.rstrip("/"),
             "auth": BearerToken(token) if token is not None else None,
@@ -98,6 +102,28 @@ class ClientBase(Endpoints, Generic[HttpT, TransportT]):
         http: Any = self.http_type(**options)
         self._http: HttpT = http
 
+    def with_options(self, *, timeout_s: float | None = None, retry: RetryPolicy | None = None) -> Self:
+        """This client with another `timeout_s` or `retry` for the calls made through it; None keeps the client's.
+
+        `client.with_options(timeout_s=300).ingest(...)` for one large ingest. The view shares the client's
+        connection pool, token and headers: closing the view does nothing, closing the client closes both.
+        """
+        view = copy.copy(self)
+        view._owns_http = False  # noqa: SLF001 - a copy of this very class
+        if timeout_s is not None:
+            view.timeout_s = checked_timeout_s(timeout_s)
+        if retry is not None:
+            view.retry = retry
+        return view
+
+
+def checked_timeout_s(timeout_s: object) -> float:
+    """`timeout_s` if it is a positive, finite number of seconds; else a `ValueError` (httpx took 0 and -1 as is)."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s < math.inf:
+        msg = f"timeout_s must be a positive, finite number of seconds, got {timeout_s!r}"
+        raise ValueError(msg)
+    return float(timeout_s)
+
 
 class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
     """Blocking client: `with PoimenClient("http://127.0.0.1:8080") as client: client.search("p", "q")`."""
@@ -106,7 +132,7 @@ class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
 
     def send(self, exchange: Exchange[T]) -> T:
         """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
-        request = exchange.request(self._http)
+        request = exchange.request(self._http, timeout_s=self.timeout_s)
         with exchange.send_errors(request):
             response = self._http.send(request)
             while (delay_s := exchange.retry_delay_s(response)) is not None:
@@ -115,8 +141,9 @@ class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
         return exchange.result(response)
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self._http.close()
+        """Close the connection pool (a view from `with_options` leaves it to its client)."""
+        if self._owns_http:
+            self._http.close()
 
     def __enter__(self) -> Self:
         return self
@@ -132,7 +159,7 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
 
     async def send(self, exchange: Exchange[T]) -> T:
         """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
-        request = exchange.request(self._http)
+        request = exchange.request(self._http, timeout_s=self.timeout_s)
         with exchange.send_errors(request):
             response = await self._http.send(request)
             while (delay_s := exchange.retry_delay_s(response)) is not None:
@@ -141,8 +168,9 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
         return exchange.result(response)
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
+        """Close the connection pool (a view from `with_options` leaves it to its client)."""
+        if self._owns_http:
+            await self._http.aclose()
 
     async def __aenter__(self) -> Self:
         return self

@@ -1,0 +1,108 @@
+"""Timeouts and per-call options, against real loopback servers: one that never answers, one that answers a script."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from poimen_client.clients import AsyncPoimenClient, PoimenClient
+from poimen_client.errors import TransportError, UnavailableError
+from poimen_client.models import Document
+from poimen_client.retries import RetryPolicy
+
+from tests.client.scripted_server import LIVE, silent_server
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.client.scripted_server import ScriptedServer, SilentServer
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentServer]:
+    with silent_server() as server:
+        yield server
+
+
+class RecordingTransport(httpx.HTTPTransport):
+    """The real transport, noting the timeouts each request was sent with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[dict[str, Any]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.timeouts.append(request.extensions["timeout"])
+        return super().handle_request(request)
+
+
+def test_an_ingest_the_service_never_answers_is_a_read_timeout_sent_once(silent: SilentServer) -> None:
+    # A read timeout is not retried, a write's no more than a read's: its outcome is unknown.
+    with PoimenClient(silent.url, timeout_s=0.2) as client, pytest.raises(TransportError) as raised:
+        client.ingest("p", Document(id="d", text="t"))
+
+    assert f"POST {silent.url}/v1/projects/p/documents failed: ReadTimeout" in str(raised.value)
+    assert (silent.connections, silent.requests) == (1, 1)
+
+
+async def test_a_cancelled_call_closes_its_connection_and_the_next_call_works(silent: SilentServer) -> None:
+    async with AsyncPoimenClient(silent.url, timeout_s=60.0) as client:
+        task = asyncio.create_task(client.liveness())
+        while silent.requests == 0:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+        pool = client._http._transport._pool  # the pool is what a leaked connection would stay in
+        assert pool.connections == []
+        with pytest.raises(TransportError, match="ReadTimeout"):
+            await client.with_options(timeout_s=0.2).liveness()
+    assert silent.connections == 2
+
+
+def test_with_options_sets_the_timeout_of_its_calls_only(server: ScriptedServer) -> None:
+    server.script = [LIVE]
+    transport = RecordingTransport()
+
+    with PoimenClient(server.url, timeout_s=5.0, transport=transport) as client:
+        client.with_options(timeout_s=120.0).liveness()
+        client.liveness()
+
+    assert [timeout["read"] for timeout in transport.timeouts] == [120.0, 5.0]
+    assert transport.timeouts[0] == {"connect": 120.0, "read": 120.0, "write": 120.0, "pool": 120.0}
+
+
+def test_with_options_sets_the_retry_policy_of_its_calls_only(server: ScriptedServer) -> None:
+    server.script = [(503, {"Retry-After": "0"}, {}), (503, {"Retry-After": "0"}, {}), LIVE]
+
+    with PoimenClient(server.url) as client:
+        with pytest.raises(UnavailableError):
+            client.with_options(retry=RetryPolicy(max_attempts=1)).liveness()
+        answer = client.liveness()  # sent twice: a 503, then the 200
+
+    assert answer.status == "ok"
+    assert len(server.arrivals) == 3
+
+
+def test_closing_a_view_leaves_the_shared_pool_open_closing_the_client_closes_it(server: ScriptedServer) -> None:
+    server.script = [LIVE]
+    client = PoimenClient(server.url)
+    view = client.with_options(timeout_s=1.0)
+
+    view.close()
+    client.liveness()
+    client.close()
+
+    with pytest.raises(RuntimeError, match="closed"):
+        view.liveness()
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1.0, float("nan"), float("inf")])
+def test_a_timeout_that_is_no_positive_number_is_refused(timeout_s: float) -> None:
+    with pytest.raises(ValueError, match="timeout_s"):
+        PoimenClient("http://127.0.0.1:9", timeout_s=timeout_s)
+    with PoimenClient("http://127.0.0.1:9") as client, pytest.raises(ValueError, match="timeout_s"):
+        client.with_options(timeout_s=timeout_s)
