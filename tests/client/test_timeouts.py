@@ -13,6 +13,7 @@ from poimen_client.models import Document
 from poimen_client.retries import RetryPolicy
 
 from tests.client.scripted_server import LIVE, silent_server
+from tests.integration.conftest import free_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -36,6 +37,18 @@ class RecordingTransport(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.timeouts.append(request.extensions["timeout"])
         return super().handle_request(request)
+
+
+class AsyncRecordingTransport(httpx.AsyncHTTPTransport):
+    """The real asyncio transport, counting the sends it was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sends = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sends += 1
+        return await super().handle_async_request(request)
 
 
 def test_an_ingest_the_service_never_answers_is_a_read_timeout_sent_once(silent: SilentServer) -> None:
@@ -106,3 +119,30 @@ def test_a_timeout_that_is_no_positive_number_is_refused(timeout_s: float) -> No
         PoimenClient("http://127.0.0.1:9", timeout_s=timeout_s)
     with PoimenClient("http://127.0.0.1:9") as client, pytest.raises(ValueError, match="timeout_s"):
         client.with_options(timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize(("max_attempts", "sends"), [(4, 4), (1, 1)])
+def test_a_refused_connection_is_retried_up_to_max_attempts(max_attempts: int, sends: int) -> None:
+    # Nothing reached the service, so any call, a write as well, is safe to send again; a restarting
+    # pod refuses connections as an ingress answers 502 for it, which was retried while this was raised at once.
+    transport = RecordingTransport()
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    retry = RetryPolicy(max_attempts=max_attempts, base_delay_s=0.0)
+
+    with PoimenClient(url, retry=retry, transport=transport) as client, pytest.raises(TransportError) as raised:
+        client.ingest("p", Document(id="d", text="t"))
+
+    assert len(transport.timeouts) == sends
+    assert f"POST {url}/v1/projects/p/documents failed: ConnectError" in str(raised.value)
+
+
+async def test_the_async_client_retries_a_refused_connection() -> None:
+    transport = AsyncRecordingTransport()
+    url = f"http://127.0.0.1:{free_port()}"
+    retry = RetryPolicy(max_attempts=3, base_delay_s=0.0)
+
+    async with AsyncPoimenClient(url, retry=retry, transport=transport) as client:
+        with pytest.raises(TransportError, match="ConnectError"):
+            await client.liveness()
+
+    assert transport.sends == 3

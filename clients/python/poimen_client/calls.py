@@ -176,6 +176,13 @@ class Exchange(Generic[T]):
             self.attempt += 1
         return delay_s
 
+    def connect_retry_delay_s(self) -> float | None:
+        """Seconds to wait before sending again after a refused connection, or None to raise it; counts the attempt."""
+        delay_s = self.retry.connect_delay_s(attempt=self.attempt)
+        if delay_s is not None:
+            self.attempt += 1
+        return delay_s
+
     def result(self, response: httpx.Response) -> T:
         """The decoded answer; a `ServiceError` subclass for an error status."""
         if not (response.is_success or response.status_code in self.endpoint.also_success):

@@ -72,9 +72,14 @@ class ClientBase(Endpoints, Generic[HttpT, TransportT]):
 
     `token`: a JWT (or a function returning one) for a service with `AUTH_MODE=jwt`. `timeout_s`: httpx's
     limit on each phase of one send (connect, write, each read, pool wait), not a deadline for the whole
-    call: retries wait on top of it. `retry`: how 429,
-    502, 503 and 504 answers are retried (`RetryPolicy(max_attempts=1)` turns retries off). `headers`: sent with
-    every request. `transport`: an httpx transport of the client's kind, e.g. for a proxy or a Unix socket.
+    call: retries wait on top of it. `retry`: how 429, 502, 503 and 504 answers and refused connections are
+    retried (`RetryPolicy(max_attempts=1)` turns retries off). `headers`: sent with every request. `transport`:
+    an httpx transport of the client's kind, e.g. for a proxy or a Unix socket. `with_options()` changes
+    `timeout_s` or `retry` for some calls.
+
+    Thread safety: a `PoimenClient` may be shared by threads (httpx's pool locks; a `token` function is then
+    called from each of them). An `AsyncPoimenClient` belongs to the event loop of its first call: one per
+    `asyncio.run`.
     """
 
     http_type: ClassVar[type[httpx.Client | httpx.AsyncClient]]
@@ -134,10 +139,16 @@ class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
         """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
         request = exchange.request(self._http, timeout_s=self.timeout_s)
         with exchange.send_errors(request):
-            response = self._http.send(request)
-            while (delay_s := exchange.retry_delay_s(response)) is not None:
+            while True:
+                try:
+                    response = self._http.send(request)
+                except httpx.ConnectError:
+                    if (delay_s := exchange.connect_retry_delay_s()) is None:
+                        raise
+                else:
+                    if (delay_s := exchange.retry_delay_s(response)) is None:
+                        break
                 time.sleep(delay_s)
-                response = self._http.send(request)
         return exchange.result(response)
 
     def close(self) -> None:
@@ -161,10 +172,16 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
         """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
         request = exchange.request(self._http, timeout_s=self.timeout_s)
         with exchange.send_errors(request):
-            response = await self._http.send(request)
-            while (delay_s := exchange.retry_delay_s(response)) is not None:
+            while True:
+                try:
+                    response = await self._http.send(request)
+                except httpx.ConnectError:
+                    if (delay_s := exchange.connect_retry_delay_s()) is None:
+                        raise
+                else:
+                    if (delay_s := exchange.retry_delay_s(response)) is None:
+                        break
                 await asyncio.sleep(delay_s)
-                response = await self._http.send(request)
         return exchange.result(response)
 
     async def aclose(self) -> None:

@@ -1,4 +1,4 @@
-"""When to send a request again: 429, 502, 503 and 504 answers, with exponential backoff that honours `Retry-After`.
+"""When to send a request again: 429/502/503/504 answers and refused connections, backing off or after `Retry-After`.
 
 Pure decisions, no sleeping: the sync and the async client each sleep their own way on the delay
 `RetryPolicy.delay_s()` returns.
@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
-    """Retry 429/502/503/504 answers up to `max_attempts` sends in all, writes as well as reads.
+    """Retry 429/502/503/504 answers and refused connections up to `max_attempts` sends in all, writes as well as reads.
+
+    No other failure to send is retried: after a timeout, or a connection dropped mid-request, the service may
+    have done the work (`TransportError`; read before writing again).
 
     Not a 429 that is a refused token (its body's `refused_status`): that is raised at once as the
     `UnauthorizedError` or `ForbiddenError` it stands for.
@@ -68,6 +71,18 @@ class RetryPolicy:
         retry_after_s = retry_after_seconds(response)
         if retry_after_s is not None:
             return retry_after_s if retry_after_s <= self.max_delay_s else None
+        return self.backoff_s(attempt=attempt)
+
+    def connect_delay_s(self, *, attempt: int) -> float | None:
+        """Seconds to wait before sending again after send number `attempt` found no one to connect to; None: do not.
+
+        A refused connection (or a name that does not resolve) reached no service, so any call is safe to send
+        again. A connect timeout is not retried: each try would wait `timeout_s` again.
+        """
+        return self.backoff_s(attempt=attempt) if attempt < self.max_attempts else None
+
+    def backoff_s(self, *, attempt: int) -> float:
+        """`base_delay_s * 2 ** (attempt - 1)`, capped at `max_delay_s`, scaled by a random factor in [0.5, 1]."""
         backoff_s = min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1))
         return backoff_s * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not cryptography
 
