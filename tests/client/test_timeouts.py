@@ -146,3 +146,16 @@ async def test_the_async_client_retries_a_refused_connection() -> None:
             await client.liveness()
 
     assert transport.sends == 3
+
+
+def test_an_async_client_used_in_a_second_event_loop_says_so(server: ScriptedServer) -> None:
+    # A module-level client reused by a second asyncio.run failed with httpx's "Event loop is closed", or hung
+    # while the first loop lived on in another thread.
+    server.script = [LIVE]
+    client = AsyncPoimenClient(server.url)
+
+    asyncio.run(client.liveness())
+    with pytest.raises(RuntimeError, match="another event loop"):
+        asyncio.run(client.liveness())
+
+    assert len(server.arrivals) == 1

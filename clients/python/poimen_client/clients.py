@@ -97,6 +97,8 @@ class ClientBase(Endpoints, Generic[HttpT, TransportT]):
         self.retry = retry or RetryPolicy()
         self.timeout_s = checked_timeout_s(timeout_s)
         self._owns_http = True
+        # The asyncio client's event loop, once it has sent; a list so that `with_options` views share it.
+        self._event_loop: list[asyncio.AbstractEventLoop] = []
         options: dict[str, Any] = {
             "base_url": base_url.rstrip("/"),
             "auth": BearerToken(token) if token is not None else None,
@@ -170,6 +172,7 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
 
     async def send(self, exchange: Exchange[T]) -> T:
         """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
+        self._check_event_loop()
         request = exchange.request(self._http, timeout_s=self.timeout_s)
         with exchange.send_errors(request):
             while True:
@@ -183,6 +186,21 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
                         break
                 await asyncio.sleep(delay_s)
         return exchange.result(response)
+
+    def _check_event_loop(self) -> None:
+        """A `RuntimeError` when called from another event loop than the first call's, whose connections it holds.
+
+        httpx failed with "Event loop is closed" (a second `asyncio.run`), or hung while the first loop lived on.
+        """
+        loop = asyncio.get_running_loop()
+        if not self._event_loop:
+            self._event_loop.append(loop)
+        elif self._event_loop[0] is not loop:
+            msg = (
+                "this AsyncPoimenClient was first used in another event loop, which its connections belong to"
+                " (a second asyncio.run?): create one client per event loop"
+            )
+            raise RuntimeError(msg)
 
     async def aclose(self) -> None:
         """Close the connection pool (a view from `with_options` leaves it to its client)."""
