@@ -159,3 +159,19 @@ def test_an_async_client_used_in_a_second_event_loop_says_so(server: ScriptedSer
         asyncio.run(client.liveness())
 
     assert len(server.arrivals) == 1
+
+
+async def test_a_call_past_the_pool_size_waits_then_says_the_pool_was_busy(silent: SilentServer) -> None:
+    # httpx's PoolTimeout has no message: the error read "failed: PoolTimeout: " and nothing more.
+    transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1))
+    async with AsyncPoimenClient(silent.url, timeout_s=60.0, transport=transport) as client:
+        holding = asyncio.create_task(client.liveness())
+        while silent.requests == 0:
+            await asyncio.sleep(0.01)
+
+        with pytest.raises(TransportError) as raised:
+            await client.with_options(timeout_s=0.2).liveness()
+        holding.cancel()
+
+    assert f"GET {silent.url}/healthz failed: PoolTimeout: no connection of the client's pool" in str(raised.value)
+    assert silent.connections == 1

@@ -32,6 +32,13 @@ P = ParamSpec("P")
 T = TypeVar("T")
 QueryValue = str | int | float | bool
 JSON_MEDIA_TYPE: Final = "application/json"
+_SILENT_ERRORS: Final[Mapping[type[httpx.TransportError], str]] = {
+    httpx.PoolTimeout: (
+        "no connection of the client's pool came free within timeout_s (every one busy with another call:"
+        " fewer calls at once, or a larger pool through transport=...)"
+    ),
+}
+"""What httpx's errors that carry no message of their own mean."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,7 +168,8 @@ class Exchange(Generic[T]):
         try:
             yield
         except httpx.TransportError as error:
-            msg = f"{request.method} {request.url} failed: {type(error).__name__}: {error}"
+            reason = str(error) or _SILENT_ERRORS.get(type(error), "(no message)")
+            msg = f"{request.method} {request.url} failed: {type(error).__name__}: {reason}"
             raise TransportError(msg) from error
         except httpx.DecodingError as error:
             msg = f"{request.method} {request.url} answered a body that does not decode: {error}"
