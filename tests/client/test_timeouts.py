@@ -175,3 +175,16 @@ async def test_a_call_past_the_pool_size_waits_then_says_the_pool_was_busy(silen
 
     assert f"GET {silent.url}/healthz failed: PoolTimeout: no connection of the client's pool" in str(raised.value)
     assert silent.connections == 1
+
+
+def test_a_transport_error_does_not_quote_a_password_of_the_base_url() -> None:
+    url = f"http://agent:hunter2@127.0.0.1:{free_port()}"  # nothing listens there
+
+    with (
+        PoimenClient(url, retry=RetryPolicy(max_attempts=1)) as client,
+        pytest.raises(TransportError) as raised,
+    ):
+        client.liveness()
+
+    assert "hunter2" not in str(raised.value)
+    assert "GET http://127.0.0.1:" in str(raised.value)

@@ -165,14 +165,15 @@ class Exchange(Generic[T]):
         A connection or timeout failure is a `TransportError`; an answer whose body its `Content-Encoding`
         does not decode (httpx reads it whole inside `send`) is an `UnexpectedAnswerError`.
         """
+        url = request.url.copy_with(userinfo=b"")  # a password in the base URL is a credential, never quoted
         try:
             yield
         except httpx.TransportError as error:
             reason = str(error) or _SILENT_ERRORS.get(type(error), "(no message)")
-            msg = f"{request.method} {request.url} failed: {type(error).__name__}: {reason}"
+            msg = f"{request.method} {url} failed: {type(error).__name__}: {reason}"
             raise TransportError(msg) from error
         except httpx.DecodingError as error:
-            msg = f"{request.method} {request.url} answered a body that does not decode: {error}"
+            msg = f"{request.method} {url} answered a body that does not decode: {error}"
             raise UnexpectedAnswerError(msg) from error
 
     def retry_delay_s(self, response: httpx.Response) -> float | None:
