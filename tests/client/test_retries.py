@@ -236,6 +236,20 @@ def test_retry_after_beyond_the_bound_raises_at_once(server: ScriptedServer) -> 
     assert "[retry after 120 s]" in str(raised.value)
 
 
+@pytest.mark.parametrize("when", ["86400", "HTTP-date a day ahead"])
+def test_a_retry_after_of_a_day_is_raised_at_once_by_the_default_policy(server: ScriptedServer, when: str) -> None:
+    if when != "86400":
+        when = format_datetime(datetime.now(UTC) + timedelta(days=1), usegmt=True)
+    server.script = [(503, {"Retry-After": when}, {}), LIVE]
+
+    with PoimenClient(server.url) as client, pytest.raises(UnavailableError) as raised:
+        client.liveness()
+
+    assert len(server.arrivals) == 1
+    assert raised.value.retry_after_s is not None
+    assert raised.value.retry_after_s > RetryPolicy().max_delay_s
+
+
 def test_max_attempts_of_one_never_retries(server: ScriptedServer) -> None:
     server.script = [(503, {"Retry-After": "0"}, {}), LIVE]
 
