@@ -188,3 +188,16 @@ def test_a_transport_error_does_not_quote_a_password_of_the_base_url() -> None:
 
     assert "hunter2" not in str(raised.value)
     assert "GET http://127.0.0.1:" in str(raised.value)
+
+
+def test_a_tls_handshake_that_fails_is_raised_at_once(server: ScriptedServer) -> None:
+    # httpx calls it a ConnectError too, but a certificate or protocol failure does not pass with time.
+    transport = RecordingTransport()
+    url = server.url.replace("http://", "https://")  # a plain HTTP server: the handshake fails
+    retry = RetryPolicy(max_attempts=4, base_delay_s=0.0)
+
+    with PoimenClient(url, retry=retry, transport=transport) as client, pytest.raises(TransportError) as raised:
+        client.liveness()
+
+    assert len(transport.timeouts) == 1
+    assert "ConnectError" in str(raised.value)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Self, TypeVar
 import httpx
 
 from poimen_client.endpoints import Endpoints
-from poimen_client.retries import RetryPolicy
+from poimen_client.retries import RetryPolicy, failed_in_tls
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Mapping
@@ -144,8 +144,8 @@ class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
             while True:
                 try:
                     response = self._http.send(request)
-                except httpx.ConnectError:
-                    if (delay_s := exchange.connect_retry_delay_s()) is None:
+                except httpx.ConnectError as error:
+                    if failed_in_tls(error) or (delay_s := exchange.connect_retry_delay_s()) is None:
                         raise
                 else:
                     if (delay_s := exchange.retry_delay_s(response)) is None:
@@ -178,8 +178,8 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
             while True:
                 try:
                     response = await self._http.send(request)
-                except httpx.ConnectError:
-                    if (delay_s := exchange.connect_retry_delay_s()) is None:
+                except httpx.ConnectError as error:
+                    if failed_in_tls(error) or (delay_s := exchange.connect_retry_delay_s()) is None:
                         raise
                 else:
                     if (delay_s := exchange.retry_delay_s(response)) is None:

@@ -7,6 +7,7 @@ Pure decisions, no sleeping: the sync and the async client each sleep their own 
 from __future__ import annotations
 
 import random
+import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -77,7 +78,8 @@ class RetryPolicy:
         """Seconds to wait before sending again after send number `attempt` found no one to connect to; None: do not.
 
         A refused connection (or a name that does not resolve) reached no service, so any call is safe to send
-        again. A connect timeout is not retried: each try would wait `timeout_s` again.
+        again. A connect timeout is not retried: each try would wait `timeout_s` again; nor a failed TLS
+        handshake (`failed_in_tls`).
         """
         return self.backoff_s(attempt=attempt) if attempt < self.max_attempts else None
 
@@ -85,6 +87,21 @@ class RetryPolicy:
         """`base_delay_s * 2 ** (attempt - 1)`, capped at `max_delay_s`, scaled by a random factor in [0.5, 1]."""
         backoff_s = min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1))
         return backoff_s * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not cryptography
+
+
+def failed_in_tls(error: BaseException) -> bool:
+    """Whether a failure to connect came from the TLS handshake (a certificate, a protocol): no retry mends it.
+
+    httpx raises those as `ConnectError`, as it does a refused connection; the `ssl` error is in its chain.
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ssl.SSLError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def retry_after_seconds(response: httpx.Response) -> float | None:
