@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -101,3 +102,81 @@ def test_chart_openfeature_flags_schema_names_every_knob_in_kebab_case() -> None
     schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["openfeature"]["properties"]
 
     assert schema["flags"]["propertyNames"]["enum"] == sorted(flag_key(name) for name in KNOB_NAMES)
+
+
+# The README's Configuration tables: every setting of `app/config.py` (knobs included) has a row, every row
+# names a setting, and the default column says the code's default. Reference names the service refuses or
+# aliases are named in the prose around the tables instead.
+_REFUSED_REFERENCE_NAMES = ("enable_semantic_fallback", "chunk_dedup_enabled", "pgvector_index_lists",
+                            "opensearch_refresh_interval")  # fmt: skip
+_ALIASES = {"final_result_k": "rrf_final_k"}
+_ENV_READ_OUTSIDE_SETTINGS = {"POIMEN_MIGRATIONS_DIR"}  # app/engines/migrate.py reads it before any Settings
+# Defaults the code leaves unset and works out at start: the cell says what they come to.
+_DERIVED_DEFAULTS = {
+    "flagd_resolver": "in-process with a flag file, else `rpc`",
+    "flagd_port": "8013 (rpc) / 8015 (in-process sync)",
+    "embedding_onnx_dir": "unset: `POIMEN_DATA_DIR/models`",
+}
+
+
+def readme_settings_rows() -> dict[str, str]:
+    """Each env name in the first column of the README's Configuration tables -> its default cell."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("\n## Configuration\n") : readme.index("\n## Deploy to Kubernetes\n")]
+    rows: dict[str, str] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        names_cell, default_cell = (cell.strip() for cell in line.strip("|").split(" | ")[:2])
+        names = re.findall(r"`([A-Z][A-Z0-9_]*)`", names_cell)
+        defaults = [cell.strip() for cell in default_cell.split(", ")] if len(names) > 1 else [default_cell]
+        if len(defaults) != len(names):  # `localhost`, 8013 (rpc) / 8015 (...): one per name, commas inside
+            defaults = [default_cell] * len(names)
+        rows.update(zip(names, defaults, strict=True))
+    return rows
+
+
+def default_matches(name: str, cell: str) -> bool:
+    """Whether a README default cell says the code's default of setting `name` (its first word is the value)."""
+    if name in _DERIVED_DEFAULTS:
+        return _DERIVED_DEFAULTS[name] in cell
+    default = Settings.model_fields[name].default
+    if default is None:
+        return cell.startswith("unset")
+    shown = re.split(r"[ (:]", cell.replace("`", ""), maxsplit=1)[0]
+    value = default.value if isinstance(default, enum.Enum) else default
+    if isinstance(value, bool):
+        return shown == str(value).lower()
+    if isinstance(value, (int, float)):
+        return float(shown) == value
+    if isinstance(value, Path):
+        return Path(shown) == value
+    return shown == str(value)
+
+
+def test_readme_settings_tables_list_every_setting() -> None:
+    rows = readme_settings_rows()
+    expected = set(Settings.model_fields) - set(_REFUSED_REFERENCE_NAMES) - set(_ALIASES)
+
+    missing = sorted(name.upper() for name in expected if name.upper() not in rows)
+    unknown = sorted(name for name in rows if name.lower() not in expected and name not in _ENV_READ_OUTSIDE_SETTINGS)
+
+    assert missing == []
+    assert unknown == []
+
+
+def test_readme_settings_tables_state_the_code_defaults() -> None:
+    rows = readme_settings_rows()
+
+    wrong = {name: cell for name, cell in rows.items() if name.lower() in Settings.model_fields
+             and not default_matches(name.lower(), cell)}  # fmt: skip
+
+    assert wrong == {}
+
+
+def test_readme_names_the_refused_reference_settings_and_the_alias() -> None:
+    readme = (ROOT / "README.md").read_text()
+
+    absent = [name.upper() for name in (*_REFUSED_REFERENCE_NAMES, *_ALIASES) if f"`{name.upper()}" not in readme]
+
+    assert absent == []
