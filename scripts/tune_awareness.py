@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.eval_command import open_evaluation_engines
 from app.config import load_settings
-from app.domain.models import EvidencePreferences
+from app.domain.reordering import EvidencePreferences
 from app.evaluation.datasets import project_id_for
 from app.evaluation.ingest import ensure_ingested
 from app.evaluation.metrics import per_query_scores

@@ -15,15 +15,14 @@ from app.domain.errors import InvalidQueryError
 from app.domain.models import (
     LEXICAL_LEG,
     SEMANTIC_LEG,
-    EvidencePreferences,
     Filters,
     FusionMethod,
     FusionSettings,
-    NeighbourSharing,
     SearchPlan,
     SearchStrategy,
 )
 from app.domain.moments import as_utc
+from app.domain.reordering import EvidencePreferences, NeighbourSharing
 from app.knobs import QUERY_MAX_CHARS_CEILING
 from app.query.intent import without_names
 

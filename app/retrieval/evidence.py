@@ -20,7 +20,8 @@ from app.retrieval.fusion import best_first, with_contributions
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from app.domain.models import Chunk, EvidencePreferences, FusedHit
+    from app.domain.models import Chunk, FusedHit
+    from app.domain.reordering import EvidencePreferences
 
 ENTITY_CONTRIBUTION: Final = "entity"
 MENTION_CONTRIBUTION: Final = "mention"

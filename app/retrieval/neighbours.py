@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from app.domain.models import FusedHit, NeighbourSharing
+    from app.domain.models import FusedHit
+    from app.domain.reordering import NeighbourSharing
 
 NEIGHBOUR_CONTRIBUTION: Final = "neighbours"
 TURN_SEPARATOR: Final = ":"

@@ -8,16 +8,8 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import REGISTRY
 
-from app.domain.models import (
-    EvidencePreferences,
-    Filters,
-    FusionMethod,
-    FusionSettings,
-    LexicalQuery,
-    NeighbourSharing,
-    SearchPlan,
-    SearchStrategy,
-)
+from app.domain.models import Filters, FusionMethod, FusionSettings, LexicalQuery, SearchPlan, SearchStrategy
+from app.domain.reordering import EvidencePreferences, NeighbourSharing
 from app.domain.results import SearchResult
 from app.knobs import SearchKnobs
 from app.query.optimizer import QueryOptimizer

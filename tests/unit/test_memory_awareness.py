@@ -8,7 +8,8 @@ import msgspec
 import pytest
 
 from app.api.search_requests import SearchRequest
-from app.domain.models import Chunk, EvidencePreferences, FusedHit, SearchStrategy
+from app.domain.models import Chunk, FusedHit, SearchStrategy
+from app.domain.reordering import EvidencePreferences
 from app.knobs import SearchKnobs
 from app.query.intent import read_intent, title_names
 from app.query.optimizer import QueryOptimizer

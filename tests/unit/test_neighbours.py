@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.domain.models import Chunk, FusedHit, FusionMethod, NeighbourSharing
+from app.domain.models import Chunk, FusedHit, FusionMethod
+from app.domain.reordering import NeighbourSharing
 from app.knobs import SearchKnobs
 from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan

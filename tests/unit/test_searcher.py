@@ -13,16 +13,15 @@ from app.domain.models import (
     LEXICAL_LEG,
     SEMANTIC_LEG,
     Chunk,
-    EvidencePreferences,
     Filters,
     FusionMethod,
     FusionSettings,
     LexicalQuery,
-    NeighbourSharing,
     ScoredHit,
     SearchPlan,
     SearchStrategy,
 )
+from app.domain.reordering import EvidencePreferences, NeighbourSharing
 from app.retrieval.searcher import HybridSearcher
 
 if TYPE_CHECKING:
