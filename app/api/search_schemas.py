@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 
+from app.api.score_breakdown import ScoreBreakdown, score_breakdown_out
 from app.domain.labels import STAGE_EMBED, STAGE_FUSION, STAGE_LEXICAL, STAGE_RERANK, STAGE_SEMANTIC
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, Filters, FusedHit, QueryAnalysis, SearchStrategy
 
@@ -42,53 +43,6 @@ LEG_RANKINGS_DESCRIPTION: Final = (
     " CASCADING_LEXICAL_MULTIPLIER), whatever page is asked. When `collapse` left the page short and the search"
     " ran again deeper, they are the deeper search's: up to 1,000 hits per leg (or the first search's top-k, if more)"
 )
-
-
-class RrfComponents(msgspec.Struct, kw_only=True):
-    """Each leg's contribution to the fused ranking score (the reference's name, kept for its clients).
-
-    Whatever fusion ran (for RRF: weight / (k + rank)); `fusion` names it and gives the same numbers.
-    """
-
-    semantic_contribution: float
-    lexical_contribution: float
-
-
-class FusionBreakdown(msgspec.Struct, kw_only=True):
-    """The ranking: the fusion `method` that ordered the hits, its score and each leg's contribution.
-
-    `boosts`: what the score holds besides the legs, by name: `entity` (a turn said by a person the query
-    names), `mention` (its text names one), `date` (it carries a date, for a *when* question), `recency`,
-    `neighbours` (part of a nearby turn's score); `score` is the legs' contributions plus these. Comparable
-    within one response only (a z-score of a lone hit is 0, an RRF sum depends on k).
-    """
-
-    method: str
-    score: float
-    semantic_contribution: float
-    lexical_contribution: float
-    boosts: dict[str, float] = {}
-
-
-class RelevanceBreakdown(msgspec.Struct, kw_only=True):
-    """What `final_score` is made of: each answering leg's raw similarity on an absolute [0, 1] scale.
-
-    `semantic`: cosine clamped to [0, 1]; `lexical`: BM25 / (BM25 + 55). `final_score` is their weighted
-    mean, capped by the hit above so it never rises down the list. Null for a leg that did not answer.
-    """
-
-    semantic: float | None
-    lexical: float | None
-
-
-class ScoreBreakdown(msgspec.Struct, kw_only=True):
-    """Where a hit's score came from: 1-based ranks in each leg (null when that leg missed it)."""
-
-    semantic_rank: int | None
-    lexical_rank: int | None
-    rrf_components: RrfComponents
-    fusion: FusionBreakdown
-    relevance: RelevanceBreakdown
 
 
 class SearchHitOut(msgspec.Struct, kw_only=True):
@@ -240,26 +194,7 @@ def hit_out(hit: FusedHit, *, rank: int, fusion_method: str, strategy: SearchStr
         source=chunk.source,
         level=chunk.level,
         breadcrumb=list(chunk.breadcrumb),
-        score_breakdown=ScoreBreakdown(
-            semantic_rank=hit.ranks.get(SEMANTIC_LEG),
-            lexical_rank=hit.ranks.get(LEXICAL_LEG),
-            rrf_components=RrfComponents(
-                semantic_contribution=hit.contributions.get(SEMANTIC_LEG, 0.0),
-                lexical_contribution=hit.contributions.get(LEXICAL_LEG, 0.0),
-            ),
-            fusion=FusionBreakdown(
-                method=fusion_method,
-                score=hit.score,
-                semantic_contribution=hit.contributions.get(SEMANTIC_LEG, 0.0),
-                lexical_contribution=hit.contributions.get(LEXICAL_LEG, 0.0),
-                boosts={
-                    name: value for name, value in hit.contributions.items() if name not in {SEMANTIC_LEG, LEXICAL_LEG}
-                },
-            ),
-            relevance=RelevanceBreakdown(
-                semantic=hit.relevance_parts.get(SEMANTIC_LEG), lexical=hit.relevance_parts.get(LEXICAL_LEG)
-            ),
-        ),
+        score_breakdown=score_breakdown_out(hit, fusion_method=fusion_method),
         document_id=chunk.document_id,
         section_title=chunk.section_title,
         tags=list(chunk.tags),
