@@ -41,12 +41,16 @@ class FusionBreakdown(msgspec.Struct, kw_only=True):
 class RelevanceBreakdown(msgspec.Struct, kw_only=True):
     """What `final_score` is made of: each answering leg's raw similarity on an absolute [0, 1] scale.
 
-    `semantic`: cosine clamped to [0, 1]; `lexical`: BM25 / (BM25 + 55). `final_score` is their weighted
-    mean, capped by the hit above so it never rises down the list. Null for a leg that did not answer.
+    `semantic`: cosine clamped to [0, 1]; `lexical`: BM25 / (BM25 + h), h 55 for a query of 9 words (less for
+    fewer, more for more); null for a leg that did not answer. `mean`: their weighted mean, what this hit reads
+    on its own. `final_score` is the lowest `mean` of this hit and every hit ranked above it (one `collapse`
+    left out included), so it never rises down the list: a hit ranked below one that reads 0 (no lexical
+    match, a cosine of 0 or less) reads 0 too, even one the lexical leg found.
     """
 
     semantic: float | None
     lexical: float | None
+    mean: float | None
 
 
 class ScoreBreakdown(msgspec.Struct, kw_only=True):
@@ -78,6 +82,8 @@ def score_breakdown_out(hit: FusedHit, *, fusion_method: str) -> ScoreBreakdown:
             },
         ),
         relevance=RelevanceBreakdown(
-            semantic=hit.relevance_parts.get(SEMANTIC_LEG), lexical=hit.relevance_parts.get(LEXICAL_LEG)
+            semantic=hit.relevance_parts.get(SEMANTIC_LEG),
+            lexical=hit.relevance_parts.get(LEXICAL_LEG),
+            mean=hit.relevance_mean,
         ),
     )

@@ -322,10 +322,12 @@ class FusedHit:
     ranks: Mapping[str, int]
     leg_scores: Mapping[str, float]
     contributions: Mapping[str, float]
-    # `score` ranks within one query only (a z-score, an RRF sum); `relevance` is the readable one:
-    # in [0, 1], comparable across queries, non-increasing down the ranking (`app.retrieval.fusion`).
+    # `score` ranks within one query only (a z-score, an RRF sum); `relevance` is the readable one: in [0, 1],
+    # comparable across queries, the lowest `relevance_mean` (the parts' weighted mean) of this hit and every
+    # hit above it, so it never rises down the ranking (`app.retrieval.relevance`).
     relevance: float | None = None
     relevance_parts: Mapping[str, float] = field(default_factory=dict)
+    relevance_mean: float | None = None
     rerank_score: float | None = None
     """The second stage's score (higher is better) when a reranker reordered this hit; `score` stays fusion's."""
 

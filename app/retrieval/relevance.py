@@ -59,9 +59,15 @@ def readable_relevance(
     This reads each leg's *raw* similarity on an absolute scale instead, cosine clamped to [0, 1] and BM25
     squashed by `s / (s + bm25_half)` (`bm25_half_for` the query), and averages them with the fusion's
     weights (equal without) over the `legs` that answered (equal too if they all weigh 0); a leg that
-    answered but missed the hit adds 0. So the same match scores about the same in any query. The order
-    stays the fusion's: each relevance is capped by the one above it, so it never rises down the list and
+    answered but missed the hit adds 0. That mean is the hit's `relevance_mean`, so the same match scores
+    about the same in any query. The order stays the fusion's: `relevance` is the lowest mean of the hit
+    and every hit above it (one collapsed out of the page included), so it never rises down the list and
     `min_score` cuts a prefix of the ranking.
+
+    So a hit the fusion ranks below one of no relevance (no lexical match, a cosine of 0 or less) reads 0,
+    whatever it matched: z-score and min-max fusion give a leg's last hit that leg's floor, as they give a
+    chunk it missed, so a lexical match at the foot of a short lexical list is ranked by its cosine alone,
+    and can fall below semantic-only hits that read 0. Its `relevance_mean` still says what it reads alone.
 
     Lazy: a hit's relevance depends only on the hits above it, so a search that returns ten of a hundred
     candidates computes ten (`app.retrieval.postprocess.returned_hits`). Raises `ValueError` at the call
@@ -89,10 +95,10 @@ def _readable(hits: Iterable[FusedHit], leg_weights: Mapping[str, float], bm25_h
         }
         mean = math.fsum(leg_weights[leg] * part for leg, part in parts.items()) / total if total > 0 else 0.0
         ceiling = min(ceiling, mean)
-        yield _with_relevance(hit, ceiling, parts)
+        yield _with_relevance(hit, ceiling, parts, mean)
 
 
-def _with_relevance(hit: FusedHit, relevance: float, parts: Mapping[str, float]) -> FusedHit:
+def _with_relevance(hit: FusedHit, relevance: float, parts: Mapping[str, float], mean: float) -> FusedHit:
     # `dataclasses.replace` is 3x slower, and this runs for every candidate of every search.
     return FusedHit(
         chunk=hit.chunk,
@@ -102,6 +108,7 @@ def _with_relevance(hit: FusedHit, relevance: float, parts: Mapping[str, float])
         contributions=hit.contributions,
         relevance=relevance,
         relevance_parts=parts,
+        relevance_mean=mean,
         rerank_score=hit.rerank_score,
     )
 

@@ -502,6 +502,35 @@ def test_relevance_is_bounded_and_never_rises_down_the_ranking() -> None:
     ]
 
 
+def test_a_lexical_match_fused_below_a_hit_of_no_relevance_reads_zero_and_keeps_its_own_mean() -> None:
+    # Seen on a real server (notes fixture, "taken any their"): the lexical leg's last hit gets its floor, as
+    # a miss does, so fusion ranks it by its cosine alone, below semantic-only hits; one of those with a
+    # cosine below 0 reads 0, and the cap carries that 0 down to the lexical match.
+    semantic = [hit("a", 0.46), hit("z", 0.05), hit("c", -0.02), hit("b", -0.03)]
+    lexical = [hit("a", 3.4), hit("b", 3.2)]
+
+    fused = readable(legs(semantic, lexical))
+
+    assert ids(fused) == ["a", "z", "c", "b"]
+    capped = fused[3]
+    assert fused[2].relevance == fused[2].relevance_mean == 0.0  # no lexical match, a negative cosine
+    assert capped.relevance == 0.0
+    assert capped.relevance_mean == pytest.approx(0.55 * 3.2 / (3.2 + BM25_HALF_RELEVANCE))
+    assert capped.relevance_parts == pytest.approx({SEMANTIC_LEG: 0.0, LEXICAL_LEG: 3.2 / (3.2 + BM25_HALF_RELEVANCE)})
+
+
+def test_relevance_is_the_lowest_mean_of_the_hit_and_every_hit_above_it() -> None:
+    semantic = [hit("a", 1.3), hit("b", 0.1), hit("c", 0.95), hit("d", -0.4)]
+    lexical = [hit("b", 40.0), hit("c", 0.5), hit("e", 3.0)]
+
+    fused = readable(legs(semantic, lexical))
+
+    for position, fused_hit in enumerate(fused):
+        parts = fused_hit.relevance_parts
+        assert fused_hit.relevance_mean == pytest.approx(0.45 * parts[SEMANTIC_LEG] + 0.55 * parts[LEXICAL_LEG])
+        assert fused_hit.relevance == min(above.relevance_mean for above in fused[: position + 1])
+
+
 def test_a_leg_that_did_not_answer_is_left_out_of_the_mean() -> None:
     (lexical_only,) = readable_relevance(
         rank_single_leg([hit("a", BM25_HALF_RELEVANCE)], leg=LEXICAL_LEG), legs=(LEXICAL_LEG,)
@@ -560,7 +589,10 @@ def test_readable_relevance_keeps_every_other_field_of_a_hit() -> None:
     (calibrated,) = readable_relevance([reranked], legs=BOTH_LEGS)
 
     expected = dataclasses.replace(
-        reranked, relevance=calibrated.relevance, relevance_parts=calibrated.relevance_parts
+        reranked,
+        relevance=calibrated.relevance,
+        relevance_parts=calibrated.relevance_parts,
+        relevance_mean=calibrated.relevance_mean,
     )  # every field, including any added later, must survive calibration
     assert calibrated == expected
     assert calibrated.relevance is not None

@@ -112,10 +112,15 @@ class FusionBreakdown(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class RelevanceBreakdown(msgspec.Struct, kw_only=True, frozen=True):
-    """Each leg's readable relevance in [0, 1], whose weighted mean `final_score` reads (None: the leg did not run)."""
+    """Each leg's readable relevance in [0, 1] (None: the leg did not run) and `mean`, their weighted mean.
+
+    `final_score` is the lowest `mean` of the hit and every hit ranked above it, so it never rises down the list.
+    `mean` is None from a service that does not send it.
+    """
 
     semantic: float | None
     lexical: float | None
+    mean: float | None = None
 
 
 class ScoreBreakdown(msgspec.Struct, kw_only=True, frozen=True):
