@@ -1,0 +1,50 @@
+"""A bounded amount (bytes of bodies, chunks) that concurrent ingests take a share of before they hold memory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+class Allowance:
+    """At most `limit` units taken at once by the requests of one process; the others wait, holding nothing.
+
+    A request larger than `limit` still runs, alone (`take` admits any amount when nothing is taken), so
+    a share is never refused here: the caller refuses what is over its own bound first. Smaller requests
+    go ahead of a large one waiting for room, and a waiter wakes when any share is given back. Given back
+    synchronously, so a cancelled request never keeps its share. One event loop's requests only.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            msg = f"limit must be at least 1, got {limit}"
+            raise ValueError(msg)
+        self.limit = limit
+        self.taken = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def _fits(self, amount: int) -> bool:
+        return self.taken == 0 or self.taken + amount <= self.limit
+
+    @contextlib.asynccontextmanager
+    async def take(self, amount: int) -> AsyncIterator[None]:
+        """Hold `amount` units for the block, waiting until they fit (or until nothing else is held)."""
+        while not self._fits(amount):
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                self._waiters.remove(waiter)
+        self.taken += amount
+        try:
+            yield
+        finally:
+            self.taken -= amount
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
