@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import ResponseHeader, State
@@ -38,10 +38,37 @@ from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
 from app.api.strict_bodies import READS_BODY
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
+from app.ingestion.admission import Allowance
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.ingestion.pipeline import ANY_VERSION, IngestionPipeline
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
+
+MAX_INGEST_BODY_BYTES: Final = 16 * 1024 * 1024
+"""The largest ingest body: a document at MAX_DOCUMENT_BYTES fits with room for JSON escapes. At 64 MiB one
+request took a replica past the chart's 2 GiB (docs/operations.md "Memory per pod")."""
+INGEST_BODY_BYTES_IN_FLIGHT: Final = 2 * MAX_INGEST_BODY_BYTES
+"""Ingest body bytes (as `Content-Length` declares them) one process reads and holds at once; more wait unread."""
+_BODIES_IN_FLIGHT: Final = "ingest_bodies_in_flight"
+
+
+def _bodies_in_flight(state: State) -> Allowance:
+    """The app's allowance of ingest body bytes, made on first use (one per app, so one per event loop)."""
+    allowance: Allowance | None = state.get(_BODIES_IN_FLIGHT)
+    if allowance is None:
+        allowance = state[_BODIES_IN_FLIGHT] = Allowance(INGEST_BODY_BYTES_IN_FLIGHT)
+    return allowance
+
+
+def _declared_bytes(request: Request[Any, Any, State]) -> int:
+    """The body's `Content-Length`, or the most it may be when it declares none (chunked) or nonsense."""
+    declared = request.headers.get("content-length", "")
+    return (
+        min(int(declared), MAX_INGEST_BODY_BYTES)
+        if declared.isascii() and declared.isdigit()
+        else MAX_INGEST_BODY_BYTES
+    )
+
 
 DocumentIdPath = Annotated[str, PathParameter(description="Document id; may contain `/`", pattern=NO_NUL_PATTERN)]
 DOCUMENTS_CURSOR = "documents"
@@ -145,6 +172,7 @@ class DocumentController(Controller):
         status_code=HTTP_201_CREATED,
         guards=[ingest_guard],
         opt=READS_BODY,
+        request_max_body_size=MAX_INGEST_BODY_BYTES,
         responses=problem_responses(400, 401, 403, 409, 413, 503, 504, 507),
     )
     async def ingest(  # noqa: PLR0913, PLR0917 - the body and each conditional header it may carry
@@ -163,41 +191,8 @@ class DocumentController(Controller):
         a document stored at another version answers 409 and nothing of the request is written.
         `If-None-Match: *` (or `expected_version` 0) writes a document only if it does not exist yet.
         """
-        documents, batch = decode_documents(
-            await request.body(),
-            max_document_bytes=settings.max_document_bytes,
-            max_batch_documents=settings.max_batch_documents,
-        )
-        expected = {d.id: d.expected_version for d in documents if d.expected_version is not None}
-        for header, value in (("If-Match", if_match), ("If-None-Match", if_none_match)):
-            if value is not None and len(documents) != 1:
-                msg = f"{header} applies to one document; give each document of a batch its expected_version"
-                raise InvalidInputError(msg, field=header)
-        if len(documents) == 1:
-            version = _expected_version(documents[0], if_match=if_match, if_none_match=if_none_match)
-            if version is not None:
-                expected[documents[0].id] = version
-        try:
-            outcomes = await pipeline.ingest(
-                [document.to_domain(project) for document in documents], expected_versions=expected
-            )
-        except InvalidInputError as error:
-            raise located(error, documents, batch=batch) from None
-        for outcome in outcomes:
-            record_ingested(status=outcome.status, chunks=outcome.chunk_count if outcome.status != "unchanged" else 0)
-        return IngestResponse(
-            project=project,
-            documents=[
-                IngestOutcomeOut(
-                    id=outcome.document_id,
-                    status=outcome.status,
-                    chunks=outcome.chunk_count,
-                    embedded=outcome.embedded_count,
-                    version=outcome.version,
-                )
-                for outcome in outcomes
-            ],
-        )
+        async with _bodies_in_flight(request.app.state).take(_declared_bytes(request)):
+            return await _ingest(request, project, settings, pipeline, if_match=if_match, if_none_match=if_none_match)
 
     @get(
         "/",
@@ -328,3 +323,50 @@ class DocumentController(Controller):
         if not await pipeline.delete(project, document_id, expected_version=expected):
             raise _not_found(project, document_id)
         record_ingested(status="deleted")
+
+
+async def _ingest(  # noqa: PLR0913 - the handler's own parameters, passed on
+    request: Request[Any, Any, State],
+    project: str,
+    settings: Settings,
+    pipeline: IngestionPipeline,
+    *,
+    if_match: str | None,
+    if_none_match: str | None,
+) -> IngestResponse:
+    """The ingest handler's work once its body has room (`INGEST_BODY_BYTES_IN_FLIGHT`)."""
+    documents, batch = decode_documents(
+        await request.body(),
+        max_document_bytes=settings.max_document_bytes,
+        max_batch_documents=settings.max_batch_documents,
+    )
+    expected = {d.id: d.expected_version for d in documents if d.expected_version is not None}
+    for header, value in (("If-Match", if_match), ("If-None-Match", if_none_match)):
+        if value is not None and len(documents) != 1:
+            msg = f"{header} applies to one document; give each document of a batch its expected_version"
+            raise InvalidInputError(msg, field=header)
+    if len(documents) == 1:
+        version = _expected_version(documents[0], if_match=if_match, if_none_match=if_none_match)
+        if version is not None:
+            expected[documents[0].id] = version
+    try:
+        outcomes = await pipeline.ingest(
+            [document.to_domain(project) for document in documents], expected_versions=expected
+        )
+    except InvalidInputError as error:
+        raise located(error, documents, batch=batch) from None
+    for outcome in outcomes:
+        record_ingested(status=outcome.status, chunks=outcome.chunk_count if outcome.status != "unchanged" else 0)
+    return IngestResponse(
+        project=project,
+        documents=[
+            IngestOutcomeOut(
+                id=outcome.document_id,
+                status=outcome.status,
+                chunks=outcome.chunk_count,
+                embedded=outcome.embedded_count,
+                version=outcome.version,
+            )
+            for outcome in outcomes
+        ],
+    )

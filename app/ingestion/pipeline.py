@@ -23,6 +23,7 @@ from app.domain.errors import (
 )
 from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
 from app.domain.text_forms import canonical_document
+from app.ingestion.admission import Allowance
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
 from app.ingestion.validation import validate_documents
 
@@ -42,6 +43,9 @@ MAX_CHUNKS_PER_DOCUMENT: Final = 10_000
 """Most chunks one document may split into, each an embedding, a row and an index entry. A document at
 MAX_DOCUMENT_BYTES of prose makes about 3,800; 5.5 MB of one-line sections under alternating `#` and `##`
 headings (which never merge) made 225,000: about half an hour of embedding on two cores for one request."""
+MAX_CHUNKS_PER_REQUEST: Final = 12_000
+"""Most chunks one ingest call may make, and a process embeds and writes at once (others wait): each holds ~27 KiB
+until the write; 46,000 (64 MiB of prose) took a replica to 2 GiB (docs/operations.md "Memory per pod")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,7 @@ class IngestionPipeline:
         self._embed_batch_size = embed_batch_size
         self._embed_timeout_s = embed_timeout_s
         self._on_written = on_written
+        self._chunks_in_flight = Allowance(MAX_CHUNKS_PER_REQUEST)
 
     def chunk(self, document: Document) -> list[Chunk]:
         """The chunks `document` is stored as: ids `<document_id>#<position>`, hashes of `embedding_text`."""
@@ -196,7 +201,6 @@ class IngestionPipeline:
     async def _write(
         self, documents: Sequence[Document], states: Mapping[DocumentKey, DocumentState]
     ) -> list[IngestOutcome]:
-        model = self._embedder.model_name
         stored_hashes = [
             state.content_hash if (state := states.get((document.project_id, document.document_id))) else None
             for document in documents
@@ -214,6 +218,22 @@ class IngestionPipeline:
                     f"{MAX_CHUNKS_PER_DOCUMENT} (many tiny sections under alternating headings: split the document)"
                 )
                 raise DocumentTooLargeError(msg, field="text", document_id=plan.document.document_id)
+        if (total := sum(len(plan.chunks) for plan in changed)) > MAX_CHUNKS_PER_REQUEST:
+            msg = (
+                f"the documents split into {total} chunks; at most {MAX_CHUNKS_PER_REQUEST} in one request (or CLI "
+                "batch): send fewer documents at once"
+            )
+            raise DocumentTooLargeError(msg, field="documents")
+        async with self._chunks_in_flight.take(total):
+            return await self._embed_and_save(plans, changed, states)
+
+    async def _embed_and_save(
+        self,
+        plans: Sequence[_DocumentPlan],
+        changed: Sequence[_DocumentPlan],
+        states: Mapping[DocumentKey, DocumentState],
+    ) -> list[IngestOutcome]:
+        model = self._embedder.model_name
         vectors, embedded_by = await self._embeddings([chunk for plan in changed for chunk in plan.chunks])
         versions = {key: state.version for key, state in states.items()}
         if changed:

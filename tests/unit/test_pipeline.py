@@ -447,6 +447,57 @@ async def test_two_writes_of_one_document_apply_in_the_order_they_asked() -> Non
     assert first_outcome.version < second_outcome.version == stored.version
 
 
+async def test_a_request_of_more_chunks_than_its_cap_is_refused_before_anything_is_embedded(
+    store, embedder, monkeypatch
+) -> None:
+    # 46,000 chunks of one 64 MiB request held ~1.2 GiB of vectors and rows until the write (a pod past 2 GiB).
+    monkeypatch.setattr(pipeline_module, "MAX_CHUNKS_PER_REQUEST", 3)
+    documents = [doc(f"d{n}", f"# Part {n}\n\nBody {n}.\n\n## Sub {n}\n\nMore {n}.") for n in range(2)]
+
+    with pytest.raises(DocumentTooLargeError, match="split into 4 chunks; at most 3 in one request") as refused:
+        await pipeline(store, embedder).ingest(documents)
+
+    assert refused.value.field == "documents"
+    assert embedder.calls == []
+    assert store.save_calls == []
+
+
+async def test_concurrent_requests_embed_no_more_chunks_at_once_than_the_request_cap(store, monkeypatch) -> None:
+    # Each request held its vectors until its write, and requests embedded side by side: four writers of 46,000
+    # chunks each held ~5 GiB at once. Now the chunks being embedded and written are at most the cap in all.
+    monkeypatch.setattr(pipeline_module, "MAX_CHUNKS_PER_REQUEST", 2)
+    events: list[str] = []
+
+    class YieldingEmbedder(CountingEmbedder):
+        async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+            for _ in range(3):  # lets the other request's batch in, if anything allows it
+                await asyncio.sleep(0)
+            events.extend(f"embed {text.split()[-1]}" for text in texts)
+            return await super().embed_documents(texts)
+
+    original_save = store.save_documents
+
+    async def save_documents(documents):
+        events.extend(f"save {stored.document_id}" for stored, _ in documents)
+        return await original_save(documents)
+
+    store.save_documents = save_documents
+    ingests = pipeline(store, YieldingEmbedder(), embed_batch_size=1)
+    documents = [doc(f"d{n}", f"# Part\n\nBody {n}a.\n\n## Sub\n\nMore {n}b.") for n in range(2)]
+
+    await asyncio.gather(*(ingests.ingest([document]) for document in documents))
+
+    first, second = ("0", "1") if events[0].endswith("0a.") else ("1", "0")
+    assert events == [
+        f"embed {first}a.",
+        f"embed {first}b.",
+        f"save d{first}",
+        f"embed {second}a.",
+        f"embed {second}b.",
+        f"save d{second}",
+    ]
+
+
 async def test_a_document_of_more_chunks_than_the_cap_is_refused_before_anything_is_embedded(
     store, embedder, monkeypatch
 ) -> None:
