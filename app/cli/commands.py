@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from itertools import islice
 from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from app.domain.errors import EngineError, SearchServiceError
 from app.ingestion.outbox import OutboxWorker
+from app.ingestion.pipeline import MAX_CHUNKS_PER_REQUEST
 from app.ingestion.reindex import rebuild_project
 from app.ingestion.sources import read_documents
 from app.ingestion.validation import validate_documents
@@ -17,9 +17,11 @@ from app.wiring.engines import open_engines
 from app.wiring.services import build_pipeline
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
     from app.config import Settings
+    from app.domain.models import Document
 
 OUTBOX_DRAIN_TIMEOUT_S = 30.0
 
@@ -86,9 +88,8 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
         pipeline = build_pipeline(settings, engines)
         counts = {"created": 0, "updated": 0, "unchanged": 0}
         chunks = 0
-        remaining = iter(documents)
         with tqdm(total=len(documents), unit="doc", desc=f"ingest {project}") as progress:
-            while batch := list(islice(remaining, batch_size)):
+            for batch in batches(documents, batch_size=batch_size, chunk_count=lambda d: len(pipeline.chunk(d))):
                 try:
                     outcomes = await pipeline.ingest(batch)
                 except SearchServiceError as error:
@@ -128,3 +129,25 @@ async def reindex(settings: Settings, *, project: str) -> int:
         print(f"{queued} documents queued for lexical indexing", file=sys.stderr)
         await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
     return 0
+
+
+def batches(
+    documents: Sequence[Document], *, batch_size: int, chunk_count: Callable[[Document], int]
+) -> Iterator[list[Document]]:
+    """`documents` in order, `batch_size` at most at a time and no more chunks than one write takes.
+
+    The pipeline refuses a write of more than `MAX_CHUNKS_PER_REQUEST` chunks (the memory a process holds
+    for them), so 64 long notes could not go in one batch; a batch closes early instead. A document alone
+    always makes a batch (one document is held to fewer chunks than that).
+    """
+    batch: list[Document] = []
+    chunks = 0
+    for document in documents:
+        count = chunk_count(document)
+        if batch and (len(batch) == batch_size or chunks + count > MAX_CHUNKS_PER_REQUEST):
+            yield batch
+            batch, chunks = [], 0
+        batch.append(document)
+        chunks += count
+    if batch:
+        yield batch
