@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 from sqlalchemy import text
 
 from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
-from app.engines import postgres_catalog, postgres_locks
+from app.engines import postgres_catalog, postgres_locks, postgres_versions
 from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
 from app.engines.postgres_errors import translate_errors
@@ -33,7 +33,6 @@ from app.engines.postgres_rows import (
 from app.engines.postgres_scope import all_projects_transaction, project_transaction
 from app.engines.postgres_sql import (
     BUMP_GENERATIONS,
-    BUMP_GENERATIONS_PAST,
     CLAIM_QUEUED,
     COMPLETE_OUTBOX,
     DELETE_REPLACED_CHUNKS,
@@ -55,7 +54,7 @@ from app.engines.postgres_sql import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Sequence
 
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -210,7 +209,7 @@ class PostgresDocumentStore:
                 await _queue(connection, list(latest))
                 versions = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(list(latest)))
                 saved = {(row.project_id, row.document_id): int(row.version) for row in versions}
-                await _bump_generations_past(connection, saved)
+                await postgres_versions.bump_generations_past(connection, saved)
         return saved
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
@@ -387,11 +386,3 @@ async def _queue(connection: AsyncConnection, keys: Sequence[tuple[str, str]]) -
 
 async def _bump_generations(connection: AsyncConnection, project_ids: set[str]) -> None:
     await connection.execute(text(BUMP_GENERATIONS), {"projects": sorted(project_ids)})
-
-
-async def _bump_generations_past(connection: AsyncConnection, versions: Mapping[DocumentKey, int]) -> None:
-    """Move each project's generation on, to at least its highest of `versions` (the versions just written)."""
-    floors: dict[str, int] = {}
-    for (project_id, _), version in versions.items():
-        floors[project_id] = max(version, floors.get(project_id, 0))
-    await connection.execute(text(BUMP_GENERATIONS_PAST), {"projects": list(floors), "floors": list(floors.values())})

@@ -264,14 +264,6 @@ BUMP_GENERATIONS: Final = (
 )
 """One new generation per listed project; run last in a write's transaction (it locks the project's row)."""
 
-BUMP_GENERATIONS_PAST: Final = (
-    "INSERT INTO project_generations AS g (project_id, generation) "
-    "SELECT project_id, floor FROM unnest(CAST(:projects AS text[]), CAST(:floors AS bigint[])) "
-    "AS f(project_id, floor) ORDER BY project_id "
-    "ON CONFLICT (project_id) DO UPDATE SET generation = greatest(g.generation + 1, EXCLUDED.generation)"
-)
-"""`BUMP_GENERATIONS` for a save: each project's generation also reaches its highest new document version (`floors`)."""
-
 SELECT_OUTBOX_STATS: Final = (
     "SELECT count(*) AS backlog, coalesce(extract(epoch FROM now() - min(queued_at)), 0) AS oldest_age_s "
     "FROM lexical_outbox"
@@ -334,7 +326,7 @@ UPSERT_DOCUMENT: Final = (
     "version = greatest(d.version + 1, EXCLUDED.version)"
 )
 """Insert or replace a document; a replaced document keeps its first `created_at` and gets a new version, per
-project: past its project's generation (moved on under the project's write lock, `BUMP_GENERATIONS_PAST`), its own,
+project: past its project's generation (moved on under the project's write lock, `postgres_versions`), its own,
 and at least the one it carries (an import's). One sequence told a tenant how many documents the others wrote."""
 
 DELETE_REPLACED_CHUNKS: Final = (
