@@ -1,8 +1,17 @@
-"""Document versions after a save: each project's generation moved on past the versions just written.
+"""Document versions after a save: each project's generation, and the release before's sequence, moved past them.
 
 A write gives a document one past its project's generation and past its own version (`UPSERT_DOCUMENT`),
 so the generation must reach the highest version a save gave, or a document deleted and written again
 would get a version it had before.
+
+The release before migration 0010 drew every version from `document_version_seq`, and runs again beside
+this one: its replicas serve until the rolling update replaces them, and a `helm rollback` brings it back.
+A version it draws must lie above every version this release gave, or a document's version goes down
+and may name content a client read earlier (a stale `If-Match` then overwrites what it never saw). So a
+save also moves the sequence up to the highest version it gave. Only with `nextval` (the runtime role has
+`USAGE` on the sequence, not `UPDATE` for `setval`): one step per write at most, as every version this
+release gives is at most one past the sequence once it keeps up; a wider gap (an import of versions from
+another installation, or writes of a release of 0010 before this) is closed `SEQUENCE_STEPS_PER_SAVE` at a time.
 """
 
 from __future__ import annotations
@@ -18,19 +27,33 @@ if TYPE_CHECKING:
 
     from app.domain.models import DocumentKey
 
+SEQUENCE_STEPS_PER_SAVE: Final = 100_000
+"""The most `nextval` calls one save makes to bring `document_version_seq` up to its versions (about 0.1 s)."""
+
 BUMP_GENERATIONS_PAST: Final = (
-    "INSERT INTO project_generations AS g (project_id, generation) "
+    "WITH raised AS (INSERT INTO project_generations AS g (project_id, generation) "
     "SELECT project_id, floor FROM unnest(CAST(:projects AS text[]), CAST(:floors AS bigint[])) "
     "AS f(project_id, floor) ORDER BY project_id "
-    "ON CONFLICT (project_id) DO UPDATE SET generation = greatest(g.generation + 1, EXCLUDED.generation)"
+    "ON CONFLICT (project_id) DO UPDATE SET generation = greatest(g.generation + 1, EXCLUDED.generation)) "
+    "SELECT count(nextval('document_version_seq')) FROM generate_series(1, least(CAST(:steps AS bigint), "
+    "CAST(:top AS bigint) - coalesce(pg_sequence_last_value('document_version_seq'), 0)))"
 )
 """`BUMP_GENERATIONS` (`app.engines.postgres_sql`) for a save: each project's generation also reaches its highest
-new document version (`floors`)."""
+new document version (`floors`), and `document_version_seq` the highest of all (`top`), by up to `steps`."""
 
 
 async def bump_generations_past(connection: AsyncConnection, versions: Mapping[DocumentKey, int]) -> None:
-    """Move each project's generation on, to at least its highest of `versions` (the versions just written)."""
+    """Move each project's generation on, to at least its highest of `versions` (the versions just written).
+
+    And the release before's version sequence up to the highest of them (see the module's docstring).
+    """
     floors: dict[str, int] = {}
     for (project_id, _), version in versions.items():
         floors[project_id] = max(version, floors.get(project_id, 0))
-    await connection.execute(text(BUMP_GENERATIONS_PAST), {"projects": list(floors), "floors": list(floors.values())})
+    parameters = {
+        "projects": list(floors),
+        "floors": list(floors.values()),
+        "top": max(floors.values(), default=0),
+        "steps": SEQUENCE_STEPS_PER_SAVE,
+    }
+    await connection.execute(text(BUMP_GENERATIONS_PAST), parameters)

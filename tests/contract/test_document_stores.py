@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -65,6 +66,38 @@ class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract):
 
         assert error.value.engine == "postgres"
         assert await store.get_document(project, "good") is None
+
+    async def test_a_replica_of_the_release_before_0010_writes_past_every_version_this_release_gave(
+        self, store, project, postgres_engine
+    ) -> None:
+        # A rolling update across migration 0010 (old replicas serve until replaced) and a rollback after it
+        # run the release before, which gives a write `nextval('document_version_seq')`. This release counts
+        # versions per project and left the sequence behind them: an old replica replacing a document a new
+        # one wrote three times gave it "11" after "14", the version of content a stale If-Match "11" then
+        # overwrote unseen (probe: docs/operations.md, "Rolling back across a migration").
+        async with project_transaction(postgres_engine, [project]) as connection:
+            sequence = "SELECT coalesce(pg_sequence_last_value('document_version_seq'), 0)"
+            behind = (await connection.execute(text(sequence))).scalar_one()
+        stored, chunks = entry(project, "doc", 1)
+        for number in range(3):
+            versioned = replace(stored, version=behind + 50, content_hash=f"content-{number}")
+            given = (await store.save_documents([(versioned, chunks)]))[project, "doc"]
+        # The release before's replace and create, as its `UPSERT_DOCUMENT` and the column default run them.
+        old_replace = (
+            "UPDATE documents SET version = nextval('document_version_seq') "
+            "WHERE project_id = :p AND document_id = 'doc' RETURNING version"
+        )
+        old_create = (
+            "INSERT INTO documents (project_id, document_id, source, title, content_hash) "
+            "VALUES (:p, 'other', 's', 't', 'h') RETURNING version"
+        )
+        async with project_transaction(postgres_engine, [project], write=True) as connection:
+            replaced = (await connection.execute(text(old_replace), {"p": project})).scalar_one()
+            created = (await connection.execute(text(old_create), {"p": project})).scalar_one()
+
+        assert given == behind + 52
+        assert replaced > given
+        assert created > replaced
 
     async def test_chunks_are_marked_indexed_only_on_completion(self, store, project, postgres_engine) -> None:
         await store.save_documents([entry(project, "doc", 2)])
