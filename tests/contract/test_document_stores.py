@@ -74,7 +74,7 @@ class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract):
         # run the release before, which gives a write `nextval('document_version_seq')`. This release counts
         # versions per project and left the sequence behind them: an old replica replacing a document a new
         # one wrote three times gave it "11" after "14", the version of content a stale If-Match "11" then
-        # overwrote unseen (probe: docs/operations.md, "Rolling back across a migration").
+        # overwrote unseen (scripts/probe_rolling_update.py; docs/operations.md, "Rolling updates").
         async with project_transaction(postgres_engine, [project]) as connection:
             sequence = "SELECT coalesce(pg_sequence_last_value('document_version_seq'), 0)"
             behind = (await connection.execute(text(sequence))).scalar_one()
