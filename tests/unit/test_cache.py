@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import tracemalloc
 from types import SimpleNamespace
 
 import pytest
@@ -301,18 +302,34 @@ def test_zero_max_bytes_disables_the_cache() -> None:
     assert cache.get(key_for(cache)) is None
 
 
+def answer(text: str, leg_hits: int, query: str = "q") -> SimpleNamespace:
+    chunk = SimpleNamespace(text=text, context="", source="notes/a.md", section_title="", breadcrumb=("a",), tags=())
+    result = SimpleNamespace(hits=(SimpleNamespace(chunk=chunk),), leg_hits={"semantic": (None,) * leg_hits})
+    return SimpleNamespace(result=result, analysis=SimpleNamespace(raw_query=query))
+
+
 def test_an_answers_estimated_size_grows_with_its_texts_and_leg_hits() -> None:
-    def outcome(text: str, leg_hits: int) -> SimpleNamespace:
-        chunk = SimpleNamespace(
-            text=text, context="", source="notes/a.md", section_title="", breadcrumb=("a",), tags=()
-        )
-        result = SimpleNamespace(hits=(SimpleNamespace(chunk=chunk),), leg_hits={"semantic": (None,) * leg_hits})
-        return SimpleNamespace(result=result)
+    small = outcome_size_bytes(answer("x" * 100, 0))  # type: ignore[arg-type]
 
-    small = outcome_size_bytes(outcome("x" * 100, 0))  # type: ignore[arg-type]
+    assert outcome_size_bytes(answer("x" * 1100, 0)) == small + 1000  # type: ignore[arg-type]
+    assert outcome_size_bytes(answer("x" * 100, 10)) == small + 10 * LEG_HIT_BYTES  # type: ignore[arg-type]
 
-    assert outcome_size_bytes(outcome("x" * 1100, 0)) == small + 1000  # type: ignore[arg-type]
-    assert outcome_size_bytes(outcome("x" * 100, 10)) == small + 10 * LEG_HIT_BYTES  # type: ignore[arg-type]
+
+def test_an_answers_estimated_size_counts_what_its_query_analysis_holds() -> None:
+    # An 8,000-character query's analysis holds its text several times over and its tokens: ~14 bytes per
+    # character measured (tracemalloc), where the estimate charged none, so answers to long queries with
+    # few hits were charged 7 KiB for ~110 KiB held and the byte bound let the cache grow past a GiB.
+    query = "word " * 1600
+    analysis = QueryOptimizer().analyze(query)
+    tracemalloc.start()
+    held = QueryOptimizer().analyze(query)
+    measured, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+
+    charged = outcome_size_bytes(answer("x", 0, query)) - outcome_size_bytes(answer("x", 0))  # type: ignore[arg-type]
+
+    assert held.raw_query == analysis.raw_query
+    assert charged >= measured
 
 
 def test_a_cached_answer_reports_this_requests_optimize_and_total_times() -> None:
