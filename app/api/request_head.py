@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from app.api.errors import framework_title
 from app.api.overload import REQUEST_BODY_MIN_RATE_BYTES_PER_S, REQUEST_BODY_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()  # nothing was asked: nothing to answer
             return
         detail = f"the request line and headers did not arrive within {self.head_timeout_s:g} s"
-        self._refuse(408, "Request Timeout", detail)
+        self._refuse(408, detail)
 
     def _watch_unread_body(self, since: float) -> None:
         """Close unless the body is whole by `since` + 1 s per `unread_body_min_rate_bytes_per_s` bytes."""
@@ -180,11 +181,13 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse_head(self) -> None:
         detail = f"the request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes"
-        self._refuse(431, "Request Header Fields Too Large", detail)
+        self._refuse(431, detail)
 
-    def _refuse(self, status: int, title: str, detail: str) -> None:
+    def _refuse(self, status: int, detail: str) -> None:
+        """Answer `status` as problem+json, titled as the service titles the framework's errors, and close."""
         self._refused = True
         self._stop_head_timer()
+        title = framework_title(status)
         body = json.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail}).encode()
         content = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import uvicorn
 
+from app.api.errors import framework_title
 from app.api.request_head import MAX_REQUEST_HEAD_BYTES, HeadLimitedHttpToolsProtocol
 
 if TYPE_CHECKING:
@@ -115,6 +116,18 @@ async def test_a_head_over_the_cap_in_one_write_is_a_431_problem_and_reaches_no_
     assert b"connection: close" in head_part
     assert json.loads(body)["status"] == 431
     assert served_paths == []
+
+
+async def test_a_431_and_a_408_are_titled_as_the_services_other_problems(port: int, quick_port: int) -> None:
+    # They read "Request Header Fields Too Large" and "Request Timeout", while the 408 of a late body (the
+    # framework's, titled by `framework_title`) read "Request timeout": one status, two titles.
+    too_large = await exchange(port, head("/over", MAX_REQUEST_HEAD_BYTES + 10))
+    too_late = await exchange(quick_port, b"GET /partial HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+
+    titles = [json.loads(answer.partition(b"\r\n\r\n")[2])["title"] for answer in (too_large, too_late)]
+
+    assert titles == ["Request header fields too large", "Request timeout"]
+    assert titles == [framework_title(431), framework_title(408)]
 
 
 async def test_a_header_that_never_ends_is_refused_once_the_cap_is_received(port: int) -> None:
