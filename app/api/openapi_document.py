@@ -7,16 +7,23 @@
   convert as one untagged union); its body is described here from the same Structs it is decoded with.
 - OpenAPI links tie the write path together (ingest -> read / list / stats / search -> delete -> read),
   so stateful clients and fuzzers (schemathesis) can follow a document through its life.
+- 408 and 431 come from the HTTP layer on any route (`app.api.request_head`, `app.api.overload`): described
+  once, as `components.responses` named after their status phrase and in the document's description, rather
+  than on every operation.
 """
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Final, cast
 
 import msgspec
-from litestar.openapi.spec import Link, OpenAPIMediaType, Reference, RequestBody, Schema
+from litestar.openapi.spec import Link, OpenAPIMediaType, OpenAPIResponse, Reference, RequestBody, Schema
 
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
+from app.api.errors import PROBLEM_MEDIA_TYPE, ProblemOut
+from app.api.overload import REQUEST_BODY_MIN_RATE_BYTES_PER_S, REQUEST_BODY_TIMEOUT_S
+from app.api.request_head import MAX_REQUEST_HEAD_BYTES, REQUEST_HEAD_TIMEOUT_S
 from app.api.search_requests import BatchSearchRequest, FusionWeights, SearchFields, SearchFilters, SearchRequest
 
 if TYPE_CHECKING:
@@ -29,6 +36,20 @@ DOCUMENT_PATH: Final = "/v1/projects/{project}/documents/{document_id}"
 PROJECT_PATH: Final = "/v1/projects/{project}"
 SEARCH_PATH: Final = "/v1/search"
 INGESTED_ID: Final = "$response.body#/documents/0/id"
+ANY_OPERATION_PROBLEMS: Final = {
+    HTTPStatus.REQUEST_TIMEOUT: (
+        f"The request line and headers were not whole {REQUEST_HEAD_TIMEOUT_S:g} s after the connection opened (or"
+        " after the first byte of a kept-alive connection's next request), or the body came slower than"
+        f" {REQUEST_BODY_MIN_RATE_BYTES_PER_S / 1024:g} KiB/s after its first {REQUEST_BODY_TIMEOUT_S:g} s. Nothing"
+        " was done with the request, and the connection is closed; the same request over as slow a link would be"
+        " cut off again"
+    ),
+    HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE: (
+        f"The request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes (a bearer token is at most"
+        " 16,384 characters). The request reaches no route, and the connection is closed"
+    ),
+}
+"""Answers the HTTP layer gives whatever the route, before (or instead of) the route's own."""
 
 
 def complete_openapi(
@@ -45,6 +66,25 @@ def complete_openapi(
     document.components.schemas.update(cast("dict[str, Schema]", components))
     _describe_ingest_body(document, max_batch_documents=max_batch_documents, max_document_bytes=max_document_bytes)
     _link_document_lifecycle(document)
+    _describe_any_operation_problems(document)
+
+
+def _describe_any_operation_problems(document: OpenAPI) -> None:
+    problem = Reference(ref=COMPONENT_REF.format(name=ProblemOut.__name__))
+    named: list[str] = []
+    for status, description in ANY_OPERATION_PROBLEMS.items():
+        name = status.phrase.replace(" ", "")  # `RequestTimeout`: a client maps the name back to its status
+        document.components.responses = {
+            **(document.components.responses or {}),
+            name: OpenAPIResponse(
+                description=description, content={PROBLEM_MEDIA_TYPE: OpenAPIMediaType(schema=problem)}
+            ),
+        }
+        named.append(f"{status.value} (`#/components/responses/{name}`)")
+    document.info.description = (
+        f"{document.info.description or ''}\n\nAny operation may also answer {' or '.join(named)} as problem+json,"
+        " from the server's HTTP layer whatever the route: described there once, not on each operation."
+    ).strip()
 
 
 def _operation(document: OpenAPI, path: str, method: str) -> Operation:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import typing
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Any
 
 import httpx
@@ -261,9 +262,14 @@ def test_every_method_taking_a_project_refuses_one_outside_the_rule(name: str) -
         getattr(client, name)("team/notes", **arguments)  # nothing listens at :9: a send would be a TransportError
 
 
+STATUS_BY_PHRASE = {status.phrase.replace(" ", ""): status.value for status in HTTPStatus}
+"""`RequestTimeout` -> 408: the document names each response any operation may give after its status."""
+
+
 def test_every_error_status_of_the_document_has_its_own_error_class(openapi) -> None:
     statuses = {int(status) for operations in openapi["paths"].values() for operation in operations.values()
                 for status in operation["responses"] if int(status) >= 400}  # fmt: skip
+    statuses |= {STATUS_BY_PHRASE[name] for name in openapi["components"].get("responses", {})}
     request = httpx.Request("GET", "http://127.0.0.1:9/v1/projects/p")
 
     classes = {status: type(error_from_response(httpx.Response(status, request=request))) for status in statuses}
@@ -293,12 +299,18 @@ def test_ingest_accepts_every_field_of_the_document_model(service_url: str, uniq
 
 def test_the_problem_model_reads_every_field_of_the_services_error_bodies(openapi) -> None:
     # `refused_status`, `current_version`, `reasons`...: an error attribute the client drops is one a caller lacks.
-    schemas = {
-        response["content"]["application/problem+json"]["schema"]["$ref"]
+    errors = [
+        response
         for operations in openapi["paths"].values()
         for operation in operations.values()
         for status, response in operation["responses"].items()
-        if int(status) >= 400 and "application/problem+json" in response.get("content", {})
+        if int(status) >= 400
+    ]
+    errors.extend(openapi["components"].get("responses", {}).values())  # 408, 431: any operation may give them
+    schemas = {
+        response["content"]["application/problem+json"]["schema"]["$ref"]
+        for response in errors
+        if "application/problem+json" in response.get("content", {})
     }
 
     assert len(schemas) == 1

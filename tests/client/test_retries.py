@@ -15,6 +15,7 @@ from poimen_client.errors import (
     ForbiddenError,
     InvalidRequestError,
     RateLimitedError,
+    RequestTimeoutError,
     StorageFullError,
     TransportError,
     UnauthorizedError,
@@ -268,6 +269,20 @@ def test_other_errors_are_not_retried(server: ScriptedServer) -> None:
 
     assert len(server.arrivals) == 1
     assert raised.value.field == "limit"
+
+
+def test_a_408_is_a_request_timeout_error_and_not_retried(server: ScriptedServer) -> None:
+    # The body `app/api/overload.py` writes for a body that came too slowly; it was a bare ServiceError.
+    detail = "the request body did not arrive in time: 20 s, plus 1 s for each 16384 bytes received"
+    problem = {"type": "about:blank", "title": "Request timeout", "status": 408, "detail": detail}
+    server.script = [(408, {**PROBLEM, "Connection": "close"}, problem), LIVE]
+
+    with PoimenClient(server.url) as client, pytest.raises(RequestTimeoutError) as raised:
+        client.ingest("p", Document(id="d", text="t"))
+
+    assert raised.value.status == 408
+    assert len(server.arrivals) == 1
+    assert str(raised.value) == f"408 Request timeout on POST /v1/projects/p/documents: {detail}"
 
 
 def test_not_ready_is_an_answer_and_not_retried(server: ScriptedServer) -> None:

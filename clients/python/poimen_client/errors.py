@@ -94,6 +94,19 @@ class PayloadTooLargeError(InvalidRequestError):
     status_codes = frozenset({413, 431})
 
 
+class RequestTimeoutError(ServiceError):
+    """408: the service (or a proxy) cut the request off because it did not arrive in time.
+
+    Its head (request line and headers) was not whole within the service's head timeout, or its body came
+    slower than the service's minimum rate (20 s, then 16 KiB/s). Not the client's own timeout: that is a
+    `TransportError`. Not retried: the connection was closed partway through the request, and the same
+    request over as slow a link would be cut off again. The service did nothing with it (nothing was written);
+    send it again once the link is faster, or send less per request (fewer documents).
+    """
+
+    status_codes = frozenset({408})
+
+
 class UnauthorizedError(ServiceError):
     """401: no token, or one the service does not accept (expired, wrong key, malformed).
 
@@ -176,6 +189,7 @@ class RateLimitedError(UnavailableError):
 _ERROR_CLASSES: Final[tuple[type[ServiceError], ...]] = (
     PayloadTooLargeError,
     InvalidRequestError,
+    RequestTimeoutError,
     UnauthorizedError,
     ForbiddenError,
     NotFoundError,
