@@ -62,6 +62,70 @@ def test_a_hit_opens_its_document_with_the_hit_chunk_marked(page: Page) -> None:
     screenshot(page, "document")
 
 
+def test_a_document_opened_from_the_keyboard_takes_the_focus_into_its_view(page: Page) -> None:
+    search(page, "port 8080 is taken")
+    link = page.locator("#fused-list li.hit").first.locator("a.doc")
+    link.focus()
+
+    link.press("Enter")
+
+    # The view scrolled into sight while the focus stayed on the link, far above: Tab went on from there.
+    expect(page.locator("#document-caption")).to_have_text(f"{PROJECT} / runbooks/ports")
+    expect(page.locator("#document :focus")).to_have_count(1)
+    expect(page.locator("#document-heading")).to_be_focused()
+
+
+def test_closing_the_document_returns_the_focus_to_the_link_that_opened_it(page: Page) -> None:
+    search(page, "port 8080 is taken")
+    link = page.locator("#leg-lexical .leg-list a.doc").first
+    link.focus()
+    link.press("Enter")
+    expect(page.locator("#document")).to_be_visible()
+
+    page.locator("#document-close").press("Enter")
+
+    # It went to <body>: a keyboard user started again from the top of the page.
+    expect(page.locator("#document")).to_be_hidden()
+    expect(link).to_be_focused()
+
+
+def test_closing_a_document_whose_link_a_browse_replaced_focuses_the_query(page: Page) -> None:
+    page.fill("#project", PROJECT)
+    page.click("#browse-button")
+    page.locator("#documents-list a.doc").first.click()
+    expect(page.locator("#document")).to_be_visible()
+    page.click("#browse-button")  # lists the project again: the link that opened the view is gone
+    expect(page.locator("#documents-list li")).to_have_count(6)
+
+    page.locator("#document-close").click()
+
+    expect(page.locator("#query")).to_be_focused()
+
+
+def test_each_search_names_its_query_in_the_page_title_and_back_restores_it(page: Page) -> None:
+    # Every history entry was titled "Poimen search console", whatever it searched.
+    search(page, "port 8080 is taken")
+    expect(page).to_have_title(searched_title("port 8080 is taken"))
+    search(page, "pottery\n  class   bowl")
+    expect(page).to_have_title(searched_title("pottery class bowl"))
+
+    page.go_back()
+    expect(page).to_have_title(searched_title("port 8080 is taken"))
+    page.go_back()
+    expect(page).to_have_title("Poimen search console")
+
+
+def test_a_long_query_is_cut_short_in_the_page_title(page: Page) -> None:
+    search(page, "lake " * 40)
+
+    expect(page).to_have_title(searched_title(f"{'lake ' * 11}lake…"))
+
+
+def searched_title(query: str) -> str:
+    """The page's title after a search: its query isolated (FSI ... PDI), as the status line's <bdi> does."""
+    return f"“\u2068{query}\u2069” \u2013 Poimen search console"  # an en dash
+
+
 def test_browsing_lists_the_projects_documents_and_says_so_after_a_failed_search(page: Page) -> None:
     search(page, "anything", project="not a project!")
     expect(page.locator("#status")).to_have_text("The last request failed.")

@@ -123,6 +123,7 @@ function checkedProject() {
 
 let latestDocument = 0;  // the number of the document asked for last (or closed, or searched past)
 let documentsLoading = 0;  // how many document requests are still running
+let documentOpener = null;  // the link that opened the document view: Close gives it the focus back
 
 /** Whatever document answer is still on its way must not open: a later click, Close or a search owns the view. */
 function forgetPendingDocument() {
@@ -130,7 +131,7 @@ function forgetPendingDocument() {
 }
 
 // The project is the answer's or the listing's, not whatever the Project box says by the time of the click.
-async function openDocument(project, documentId, chunkId) {
+async function openDocument(project, documentId, chunkId, opener) {
   const mine = ++latestDocument;
   const view = byId("document");
   documentsLoading += 1;
@@ -141,6 +142,12 @@ async function openDocument(project, documentId, chunkId) {
     // A slow answer for a document clicked earlier would replace the one clicked since.
     if (mine !== latestDocument) return;
     renderDocument(document_, chunkId);
+    documentOpener = opener;
+    // The focus follows the view (a keyboard user's Tab went on far above it), unless it went elsewhere
+    // while the document was on its way (the user typing a query is not interrupted).
+    if ([opener, document.body, null].includes(document.activeElement)) {
+      byId("document-heading").focus({ preventScroll: true });  // the scroll below shows the hit's chunk
+    }
     const target = byId("document-chunks").querySelector("li.hit-chunk") ?? view;
     target.scrollIntoView({ behavior: "smooth", block: "start" });
   } catch (error) {
@@ -151,6 +158,17 @@ async function openDocument(project, documentId, chunkId) {
   }
 }
 
+const TITLE = document.title;
+const TITLE_QUERY_CHARS = 60;  // a tab or a history menu shows little more
+
+/** The page's title for a search of `query`: each history entry names its own (Back, the history menu). */
+function searchTitle(query) {
+  const oneLine = query.replace(/\s+/g, " ").trim();
+  const shown = oneLine.length > TITLE_QUERY_CHARS ? `${oneLine.slice(0, TITLE_QUERY_CHARS - 1).trimEnd()}…` : oneLine;
+  // Isolated (FSI ... PDI), as the status line's <bdi>: a right-to-left override in it would reorder the rest.
+  return `“\u2068${shown}\u2069” – ${TITLE}`;
+}
+
 async function runSearch(event, { remember = true } = {}) {
   event?.preventDefault();
   trimmedProject();
@@ -159,6 +177,7 @@ async function runSearch(event, { remember = true } = {}) {
   const address = searchAddress();
   // Back and Forward replay an address already in the history: only a new search adds one.
   if (remember && address !== `${location.pathname}${location.search}`) history.pushState(null, "", address);
+  document.title = searchTitle(values.query);  // after pushState: the new entry gets it
   const mine = ++latestSearch;
   // A search started after this one (Enter again, Back, Forward) owns the page: this one's answer, however
   // late it arrives, must not replace that one's (the address would say one query and the hits another's).
@@ -179,7 +198,7 @@ async function runSearch(event, { remember = true } = {}) {
       throw error;
     }
     if (superseded()) return;
-    renderAnswer(answer, (documentId, chunkId) => openDocument(answer.project, documentId, chunkId));
+    renderAnswer(answer, (documentId, chunkId, link) => openDocument(answer.project, documentId, chunkId, link));
     const roundTrip = `${(performance.now() - started).toFixed(0)} ms round trip`;
     // The query in its own <bdi>: a right-to-left one (or a RIGHT-TO-LEFT OVERRIDE in it) reordered the line.
     setStatus("“", isolated(answer.query),
@@ -212,7 +231,7 @@ async function browse(append) {
     if (superseded()) return;
     documentsCursor = page.next_cursor;
     documentsProject = project;
-    renderDocumentList(page, append, (documentId) => openDocument(project, documentId, null));
+    renderDocumentList(page, append, (documentId, _, link) => openDocument(project, documentId, null, link));
     // The status line speaks of the last request: never a failure that browsing has just followed.
     setStatus(`${count(page.items.length, append ? "more document" : "document")} of ${project} listed.`);
   });
@@ -234,6 +253,7 @@ function start() {
     if (fillFromAddress(location.search)) {
       runSearch(null, { remember: false });
     } else {  // back to the page before any search
+      document.title = TITLE;
       byId("query").value = "";
       hideAnswer();
       clearError();
@@ -253,6 +273,10 @@ function start() {
   byId("document-close").addEventListener("click", () => {
     byId("document").hidden = true;
     forgetPendingDocument();  // a document still on its way does not reopen what was just closed
+    // Back to the link that opened it, or the query when a search or a listing has replaced that link.
+    const opener = documentOpener?.getClientRects().length ? documentOpener : byId("query");
+    documentOpener = null;
+    opener.focus();
   });
   document.body.dataset.ready = "true";
   if (fillFromAddress(location.search)) runSearch(null, { remember: false });  // a link to a search

@@ -143,9 +143,11 @@ export function isolated(text) {
   return el("bdi", { text });
 }
 
+/** A link opening `hit`'s document; `openDocument(documentId, chunkId, link)` gets the link, to return focus to. */
 function documentLink(hit, openDocument) {
   return el("a", { class: "doc", href: "#", "data-document": hit.document_id,
-    onclick: (event) => { event.preventDefault(); openDocument(hit.document_id, hit.id); } }, isolated(hit.document_id));
+    onclick: (event) => { event.preventDefault(); openDocument(hit.document_id, hit.id, event.currentTarget); } },
+    isolated(hit.document_id));
 }
 
 function breakdown(hit) {
