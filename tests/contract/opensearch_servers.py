@@ -111,3 +111,17 @@ def noida_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture(name="client", params=["osmem", "noida"])
+async def client_of_each_emulator(request: pytest.FixtureRequest) -> AsyncIterator[AsyncOpenSearch]:
+    """`client`: an opensearch-py client of osmem-server (or `OPENSEARCH_URL`), then of noida-db (Lucene BM25).
+
+    Import it into a test module to run its tests on both emulators.
+    """
+    from opensearchpy import AsyncOpenSearch  # noqa: PLC0415 - the type is imported for checking only above
+
+    url = request.getfixturevalue("opensearch_url" if request.param == "osmem" else "noida_url")
+    opened = AsyncOpenSearch(hosts=[url], timeout=30)
+    yield opened
+    await opened.close()

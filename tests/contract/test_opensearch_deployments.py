@@ -11,7 +11,6 @@ import contextlib
 from typing import TYPE_CHECKING
 
 import pytest
-from opensearchpy import AsyncOpenSearch
 
 from app.config import Settings
 from app.domain.models import DocumentChunks, Filters
@@ -19,23 +18,17 @@ from app.engines.opensearch import OpenSearchLexicalIndex
 from app.engines.opensearch_lifecycle import prepare_project_indexes, retire_shared_index
 from app.engines.opensearch_projects import project_aliases_pattern
 from tests.contract.lexical_index import Holdings, make_chunk, search_ids
-from tests.contract.opensearch_servers import delete_indexes
+from tests.contract.opensearch_servers import client_of_each_emulator, delete_indexes  # noqa: F401 - the `client` fixture
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from opensearchpy import AsyncOpenSearch
 
 pytestmark = pytest.mark.opensearch
 
 OTHER_DEPLOYMENT_SUFFIXES = ["-staging", "-a", "-v2", "-prod", "-pp", "-p2", ".p", "p"]
 """What a second deployment's `OPENSEARCH_INDEX` adds to the first's (all accepted by `Settings`)."""
-
-
-@pytest.fixture(params=["osmem", "noida"])
-async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncOpenSearch]:
-    url = request.getfixturevalue("opensearch_url" if request.param == "osmem" else "noida_url")
-    opened = AsyncOpenSearch(hosts=[url], timeout=30)
-    yield opened
-    await opened.close()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import contextlib
 from typing import TYPE_CHECKING
 
 import pytest
-from opensearchpy import AsyncOpenSearch
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import Filters, LexicalQuery
@@ -28,10 +27,12 @@ from tests.contract.lexical_index import (
     make_chunk,
     search_ids,
 )
-from tests.contract.opensearch_servers import delete_indexes
+from tests.contract.opensearch_servers import client_of_each_emulator, delete_indexes  # noqa: F401 - the `client` fixture
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from opensearchpy import AsyncOpenSearch
 
 pytestmark = pytest.mark.opensearch
 
@@ -48,14 +49,6 @@ class Refills:
 
     async def __call__(self, project_id: str) -> None:
         self.projects.append(project_id)
-
-
-@pytest.fixture(params=["osmem", "noida"])
-async def client(request: pytest.FixtureRequest) -> AsyncIterator[AsyncOpenSearch]:
-    url = request.getfixturevalue("opensearch_url" if request.param == "osmem" else "noida_url")
-    opened = AsyncOpenSearch(hosts=[url], timeout=30)
-    yield opened
-    await opened.close()
 
 
 @pytest.fixture
