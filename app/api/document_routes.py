@@ -22,6 +22,7 @@ from app.api.document_schemas import (
 )
 from app.api.errors import problem_responses
 from app.api.guards import ingest_guard, search_guard
+from app.api.heap_release import release_free_heap
 from app.api.project_routes import (
     NO_NUL_PATTERN,
     PROJECT_ERROR_RESPONSES,
@@ -191,8 +192,11 @@ class DocumentController(Controller):
         a document stored at another version answers 409 and nothing of the request is written.
         `If-None-Match: *` (or `expected_version` 0) writes a document only if it does not exist yet.
         """
-        async with _bodies_in_flight(request.app.state).take(_declared_bytes(request)):
-            return await _ingest(request, project, settings, pipeline, if_match=if_match, if_none_match=if_none_match)
+        declared = _declared_bytes(request)
+        async with _bodies_in_flight(request.app.state).take(declared):
+            answer = await _ingest(request, project, settings, pipeline, if_match=if_match, if_none_match=if_none_match)
+        await release_free_heap(declared)  # else the replica's RSS stays near this request's peak
+        return answer
 
     @get(
         "/",
