@@ -92,7 +92,9 @@ class _BodyWithDeadline:
     def __init__(self, receive: Receive, *, timeout_s: float, min_rate: float) -> None:
         self._receive = receive
         self._loop = asyncio.get_running_loop()
-        self._deadline = self._loop.time() + timeout_s
+        # From the handler's first read, not from admission: an ingest waits for room among the bodies in flight
+        # (`INGEST_BODY_BYTES_IN_FLIGHT`) before it reads its own, and was answered 408 once that wait passed it.
+        self._deadline: float | None = None
         self._timeout_s, self._min_rate = timeout_s, min_rate
         self._whole = False
 
@@ -100,6 +102,8 @@ class _BodyWithDeadline:
         """The next message; raises (408, 499) rather than hand the framework a late or cut-off body."""
         if self._whole:  # the body is read: what comes next (a disconnect) is the framework's to see
             return await self._receive()
+        if self._deadline is None:
+            self._deadline = self._loop.time() + self._timeout_s
         try:
             message = await asyncio.wait_for(self._receive(), timeout=self._deadline - self._loop.time())
         except TimeoutError:

@@ -39,6 +39,15 @@ async def echo(request: Request[Any, Any, Any]) -> dict[str, int]:
     return {"bytes": len(body)}
 
 
+@post("/after-a-wait", status_code=200)
+async def after_a_wait(request: Request[Any, Any, Any]) -> dict[str, int]:
+    # As an ingest waits for room among the bodies in flight before it reads its own.
+    await asyncio.sleep(3 * BODY_TIMEOUT_S)
+    body = await request.body()
+    handled.append(body)
+    return {"bytes": len(body)}
+
+
 def recording(app: ASGIApp) -> ASGIApp:
     """The statuses the application answers, also those a gone client never receives."""
 
@@ -54,7 +63,7 @@ def recording(app: ASGIApp) -> ASGIApp:
 
 
 def limited_app(*, min_rate: float) -> Litestar:
-    app = Litestar(route_handlers=[echo], exception_handlers={HTTPException: http_error_handler})
+    app = Litestar(route_handlers=[echo, after_a_wait], exception_handlers={HTTPException: http_error_handler})
     app.asgi_handler = ConcurrencyLimit(
         recording(app.asgi_handler), limit=1, body_timeout_s=BODY_TIMEOUT_S, body_min_rate_bytes_per_s=min_rate
     )
@@ -180,3 +189,17 @@ async def test_a_client_gone_before_its_body_is_read_is_a_499_and_frees_the_slot
     assert sent_statuses == [499, 200]  # never the framework's 500 for a client that went away
     assert after == 200
     assert handled == [b"y" * 100]
+
+
+async def test_the_deadline_starts_when_the_handler_first_asks_for_the_body(port: int) -> None:
+    # An ingest waiting for room (INGEST_BODY_BYTES_IN_FLIGHT) longer than the body timeout, its body long
+    # arrived, was answered 408 when it came to read it: the deadline ran from admission.
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(post_head(100).replace(b"/echo", b"/after-a-wait") + b"v" * 100)
+        status_line = await asyncio.wait_for(reader.readline(), timeout=10.0)
+    finally:
+        writer.close()
+
+    assert int(status_line.split()[1]) == 200
+    assert handled == [b"v" * 100]
