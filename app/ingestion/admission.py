@@ -1,4 +1,8 @@
-"""A bounded amount (bytes of bodies, chunks) that concurrent ingests take a share of before they hold memory."""
+"""A bounded amount (bytes of bodies, chunks, a search's estimated bytes) that concurrent requests take a share of.
+
+Ingests take theirs before they hold memory (`app/api/document_routes.py`, `app/ingestion/pipeline.py`),
+searches before they run (`app/api/search_admission.py`).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,11 @@ class Allowance:
         self.limit = limit
         self.taken = 0
         self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def waiting(self) -> int:
+        """How many requests are waiting for room now."""
+        return len(self._waiters)
 
     def _fits(self, amount: int) -> bool:
         return self.taken == 0 or self.taken + amount <= self.limit

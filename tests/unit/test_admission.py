@@ -26,12 +26,14 @@ async def test_a_share_waits_until_it_fits_and_smaller_ones_go_ahead() -> None:
     await asyncio.sleep(0)
     assert order == ["in first", "in small", "out small"]
     assert allowance.taken == 8
+    assert allowance.waiting == 1
 
     release_big.set()
     await asyncio.gather(first, waiting, small)
 
     assert order[3:] == ["out first", "in waiting", "out waiting"]
     assert allowance.taken == 0
+    assert allowance.waiting == 0
 
 
 async def test_a_share_over_the_limit_runs_alone() -> None:
