@@ -17,6 +17,7 @@ from litestar.status_codes import HTTP_200_OK
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import authorize_project, principal_of, request_caller_key, search_guard
+from app.api.search_admission import admit_searches
 from app.api.search_cursors import SearchPaging, next_cursor, search_paging
 from app.api.search_requests import (
     FUSION_DESCRIPTION,
@@ -229,9 +230,10 @@ class SearchController(Controller):
         moment = None if as_of is None else as_of_from_text(as_of)
         paging = search_paging(query_text, options, as_of=moment, offset=offset, cursor=cursor)
         call = _search_call(request, principal_of(request), query=query_text, options=options, paging=paging)
-        with _body_fields():
-            outcome = await search_service.search(call)
-        return _respond(query_text, options, paging, outcome, explain=explain)
+        async with admit_searches(request.app.state, [call]):
+            with _body_fields():
+                outcome = await search_service.search(call)
+            return _respond(query_text, options, paging, outcome, explain=explain)
 
     @post(
         "/v1/search",
@@ -252,9 +254,10 @@ class SearchController(Controller):
         options = _options(data.project, data)
         paging = search_paging(data.query, options, as_of=data.as_of, offset=data.offset, cursor=data.cursor)
         call = _search_call(request, principal, query=data.query, options=options, paging=paging)
-        with _body_fields():
-            outcome = await search_service.search(call)
-        return _respond(data.query, options, paging, outcome, explain=data.explain)
+        async with admit_searches(request.app.state, [call]):
+            with _body_fields():
+                outcome = await search_service.search(call)
+            return _respond(data.query, options, paging, outcome, explain=data.explain)
 
     @post(
         "/v1/search/batch",
@@ -274,6 +277,7 @@ class SearchController(Controller):
 
         At most `SEARCH_BATCH_MAX_QUERIES` queries (a 400 naming `queries` beyond). Each query takes the
         fields of `POST /v1/search` but `project`; an invalid one fails the batch with a 400 naming it.
+        While other searches hold the process's search memory, a batch waits for room; it is not refused for it.
         """
         truncate_search_times(await request.body(), data)
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
@@ -292,11 +296,14 @@ class SearchController(Controller):
             options.append(query_options)
             pagings.append(paging)
             calls.append(_search_call(request, principal, query=query.query, options=query_options, paging=paging))
-        with _body_fields():
-            outcomes = await search_service.search_batch(calls)
-        return BatchSearchResponse(
-            results=[
-                _respond(query.query, query_options, paging, outcome, explain=query.explain)
-                for query, query_options, paging, outcome in zip(data.queries, options, pagings, outcomes, strict=True)
-            ]
-        )
+        async with admit_searches(request.app.state, calls):
+            with _body_fields():
+                outcomes = await search_service.search_batch(calls)
+            return BatchSearchResponse(
+                results=[
+                    _respond(query.query, query_options, paging, outcome, explain=query.explain)
+                    for query, query_options, paging, outcome in zip(
+                        data.queries, options, pagings, outcomes, strict=True
+                    )
+                ]
+            )
