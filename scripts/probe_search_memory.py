@@ -4,12 +4,14 @@ What it does:
 1. Ingests the first `--documents` SciFact abstracts into `--data-dir` once (`poimen ingest`; a marker
    file lets later runs reuse it).
 2. For each N of `--concurrency`: starts a fresh `poimen serve` on a loopback port (query and
-   query-vector caches off, so every query is analysed, embedded and searched), sends one such batch
-   with `limit` 1 and no `explain` to warm it (analysis, ONNX arenas, first-use allocations), resets the peak RSS (`/proc/<pid>/clear_refs` 5),
-   then sends N maximal batches at once and reads `VmHWM` from `/proc/<pid>/status`.
+   query-vector caches off, leg deadlines raised, so every query is analysed, embedded and searched in
+   full), sends one such batch with `limit` 1 and no `explain` to warm it (analysis, ONNX arenas,
+   first-use allocations), resets the peak RSS (`/proc/<pid>/clear_refs` 5), then sends N maximal
+   batches at once and reads `VmHWM` from `/proc/<pid>/status`.
    A maximal batch: `--queries` queries of `--chars` characters of abstract prose (distinct per request),
    `limit` `--limit`, `explain` on (the options are flags, so each part can be left out to see its share).
-3. Prints one JSON line per N: RSS before, peak, peak minus before, per batch, response bytes.
+3. Prints one JSON line per N: RSS when ready and before the N batches, peak, peak over before, per
+   batch, response sizes.
 
 Usage:
     .venv/bin/python scripts/probe_search_memory.py --data-dir /tmp/probe-search/data --concurrency 1 4 8
