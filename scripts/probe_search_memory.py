@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_query import server_environment
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = REPOSITORY.parent / "shared" / "datasets" / "scifact"
 PROJECT = "scifact"
@@ -54,16 +56,13 @@ def parse_arguments() -> argparse.Namespace:
 
 
 def environment(data_dir: Path) -> dict[str, str]:
+    """`bench_query`'s server environment (caches off, offline), with the legs' deadlines raised.
+
+    On a small shared machine N concurrent batches run past the legs' deadlines; a degraded (or 503) answer
+    holds fewer hits, so the deadlines are raised to measure whole answers.
+    """
     return {
-        **os.environ,
-        "POIMEN_DATA_DIR": str(data_dir),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "QUERY_CACHE_TTL_SECS": "0",
-        "EMBEDDING_QUERY_CACHE_SIZE": "0",
-        "LOG_LEVEL": "WARNING",
-        # On a small shared machine N concurrent batches run past the legs' deadlines; a degraded (or 503)
-        # answer holds fewer hits, so the deadlines are raised to measure whole answers.
+        **server_environment(data_dir),
         "LEXICAL_TIMEOUT_MS": os.environ.get("LEXICAL_TIMEOUT_MS", "120000"),
         "SEMANTIC_TIMEOUT_MS": os.environ.get("SEMANTIC_TIMEOUT_MS", "120000"),
     }
