@@ -39,7 +39,7 @@ from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
 from app.api.strict_bodies import READS_BODY
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
-from app.ingestion.admission import Allowance
+from app.ingestion.admission import shared_allowance
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.ingestion.pipeline import ANY_VERSION, IngestionPipeline
 from app.observability.metrics import record_ingested
@@ -51,14 +51,6 @@ request took a replica past the chart's 2 GiB (docs/operations.md "Memory per po
 INGEST_BODY_BYTES_IN_FLIGHT: Final = 2 * MAX_INGEST_BODY_BYTES
 """Ingest body bytes (as `Content-Length` declares them) one process reads and holds at once; more wait unread."""
 _BODIES_IN_FLIGHT: Final = "ingest_bodies_in_flight"
-
-
-def _bodies_in_flight(state: State) -> Allowance:
-    """The app's allowance of ingest body bytes, made on first use (one per app, so one per event loop)."""
-    allowance: Allowance | None = state.get(_BODIES_IN_FLIGHT)
-    if allowance is None:
-        allowance = state[_BODIES_IN_FLIGHT] = Allowance(INGEST_BODY_BYTES_IN_FLIGHT)
-    return allowance
 
 
 def _declared_bytes(request: Request[Any, Any, State]) -> int:
@@ -193,7 +185,7 @@ class DocumentController(Controller):
         `If-None-Match: *` (or `expected_version` 0) writes a document only if it does not exist yet.
         """
         declared = _declared_bytes(request)
-        async with _bodies_in_flight(request.app.state).take(declared):
+        async with shared_allowance(request.app.state, _BODIES_IN_FLIGHT, INGEST_BODY_BYTES_IN_FLIGHT).take(declared):
             answer = await _ingest(request, project, settings, pipeline, if_match=if_match, if_none_match=if_none_match)
         await release_free_heap(declared)  # else the replica's RSS stays near this request's peak
         return answer

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from app.ingestion.admission import Allowance
+from app.ingestion.admission import Allowance, shared_allowance
 from app.search.paging import PAGE_DEPTH
 
 if TYPE_CHECKING:
@@ -41,10 +41,7 @@ SEARCHES_IN_FLIGHT: Final = "searches_in_flight"
 
 def searches_in_flight(state: State) -> Allowance:
     """The app's allowance of search bytes, made on first use."""
-    allowance: Allowance | None = state.get(SEARCHES_IN_FLIGHT)
-    if allowance is None:
-        allowance = state[SEARCHES_IN_FLIGHT] = Allowance(SEARCH_BYTES_IN_FLIGHT)
-    return allowance
+    return shared_allowance(state, SEARCHES_IN_FLIGHT, SEARCH_BYTES_IN_FLIGHT)
 
 
 def search_bytes(call: SearchCall, *, default_limit: int) -> int:

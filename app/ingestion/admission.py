@@ -11,7 +11,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, MutableMapping
 
 
 class Allowance:
@@ -57,3 +57,14 @@ class Allowance:
             for waiter in self._waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+
+def shared_allowance(state: MutableMapping[str, object], key: str, limit: int) -> Allowance:
+    """The `Allowance` kept in `state` (an app's state) under `key`, made with `limit` on first use.
+
+    One per app, and so one per event loop, as `Allowance` needs; a test may put a smaller one there first.
+    """
+    allowance = state.get(key)
+    if not isinstance(allowance, Allowance):
+        allowance = state[key] = Allowance(limit)
+    return allowance
