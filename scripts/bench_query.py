@@ -114,16 +114,19 @@ def ingest_once(dataset: Path, data_dir: Path) -> None:
     marker.write_text(f"ingested in {time.perf_counter() - started:.0f} s\n", encoding="utf-8")
 
 
-def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(
+    data_dir: Path, port: int, *, environment: dict[str, str] | None = None, ready_timeout_s: float = READY_TIMEOUT_S
+) -> subprocess.Popen[bytes]:
+    """`poimen serve` on 127.0.0.1:`port` over `data_dir`, once `/readyz` answers 200 (`server_environment` unless given)."""
     log = (data_dir / "bench-server.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
         cwd=REPOSITORY,
-        env=server_environment(data_dir),
+        env=server_environment(data_dir) if environment is None else environment,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + READY_TIMEOUT_S
+    deadline = time.monotonic() + ready_timeout_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
             msg = f"server exited with {server.returncode}; see {data_dir / 'bench-server.log'}"
@@ -137,7 +140,7 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
             pass
         time.sleep(0.25)
     server.terminate()
-    msg = f"server not ready within {READY_TIMEOUT_S} s"
+    msg = f"server not ready within {ready_timeout_s} s"
     raise RuntimeError(msg)
 
 

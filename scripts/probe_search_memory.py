@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_query import server_environment
+from bench_query import start_server as start_bench_server
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = REPOSITORY.parent / "shared" / "datasets" / "scifact"
@@ -86,28 +87,11 @@ def ingest_once(records: list[dict[str, Any]], data_dir: Path, documents: int) -
 
 
 def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`bench_query`'s server start (its log `bench-server.log` in `data_dir`) with this probe's environment."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
-    log = (data_dir / "probe-server.log").open("wb")
-    command = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = subprocess.Popen(command, cwd=REPOSITORY, env=environment(data_dir), stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            msg = f"server exited with {server.returncode}; see {data_dir / 'probe-server.log'}"
-            raise RuntimeError(msg)
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            connection.request("GET", "/readyz")
-            if connection.getresponse().status == 200:
-                return server, port
-        except OSError:
-            pass
-        time.sleep(0.25)
-    server.terminate()
-    msg = f"server not ready within {READY_TIMEOUT_S} s"
-    raise RuntimeError(msg)
+    return start_bench_server(data_dir, port, environment=environment(data_dir), ready_timeout_s=READY_TIMEOUT_S), port
 
 
 def status_kib(pid: int, field: str) -> int:
