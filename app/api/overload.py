@@ -105,7 +105,9 @@ class _BodyWithDeadline:
         if self._deadline is None:
             self._deadline = self._loop.time() + self._timeout_s
         try:
-            message = await asyncio.wait_for(self._receive(), timeout=self._deadline - self._loop.time())
+            # `timeout_at`, not `wait_for`: no task made per message on every request's body.
+            async with asyncio.timeout_at(self._deadline):
+                message = await self._receive()
         except TimeoutError:
             detail = (
                 f"the request body did not arrive in time: {self._timeout_s:g} s, plus 1 s for each "
