@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from app.auth.tokens import TokenVerifier
 from app.domain.errors import SearchServiceError
+from app.domain.models import OutboxStats
 from app.engines.openfeature_flags import OpenFeatureKnobs
 from app.engines.openfeature_provider import build_provider
 from app.ingestion.catalog import ProjectCatalog
@@ -72,21 +73,40 @@ def build_pipeline(
     )
 
 
+def stats_while_unreadable(last: OutboxStats, elapsed_s: float) -> OutboxStats:
+    """What the outbox holds `elapsed_s` after `last` was read, while the document store cannot be read.
+
+    Nothing drains the outbox while its store is down (the worker reads it from there), so every entry read
+    last time is still queued and the oldest has waited `elapsed_s` longer: a lower bound of the true age.
+    A frozen age hid an outage with a backlog from `PoimenLexicalOutboxLagging` for as long as it lasted.
+    """
+    if last.backlog == 0:
+        return last
+    return OutboxStats(backlog=last.backlog, oldest_age_s=last.oldest_age_s + max(elapsed_s, 0.0))
+
+
 async def _refresh_backlog_gauge(engines: Engines) -> None:
     """Refresh the outbox gauges every `BACKLOG_REFRESH_S`; log when the store stops answering, and when it is back.
 
     A line per refresh was 12 a minute for as long as PostgreSQL stayed down, next to the failed requests'
-    own lines; the outage is one line here (and one when it ends).
+    own lines; the outage is one line here (and one when it ends). While the store cannot be read the backlog
+    keeps its last value and the oldest entry's age keeps growing (`stats_while_unreadable`).
     """
+    loop = asyncio.get_running_loop()
+    last: tuple[OutboxStats, float] | None = None  # the last stats read, and the loop time they were read at
     unavailable = False
     while metrics_enabled():
         try:
             stats = await engines.store.outbox_stats()
         except SearchServiceError as error:
+            if last is not None:
+                LEXICAL_OUTBOX_OLDEST_AGE_SECONDS.set(
+                    stats_while_unreadable(last[0], loop.time() - last[1]).oldest_age_s
+                )
             if not unavailable:
                 logger.warning(
-                    "outbox backlog unavailable, its gauges keep their last values until the document store "
-                    "answers: %s",
+                    "outbox backlog unavailable until the document store answers (the backlog gauge keeps its "
+                    "last value, the oldest entry's age keeps growing): %s",
                     error.message,
                 )
             unavailable = True
@@ -94,6 +114,7 @@ async def _refresh_backlog_gauge(engines: Engines) -> None:
             if unavailable:
                 logger.info("outbox backlog readable again: %d documents queued", stats.backlog)
             unavailable = False
+            last = (stats, loop.time())
             LEXICAL_OUTBOX_BACKLOG.set(stats.backlog)
             LEXICAL_OUTBOX_OLDEST_AGE_SECONDS.set(stats.oldest_age_s)
         await asyncio.sleep(BACKLOG_REFRESH_S)
