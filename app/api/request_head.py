@@ -17,6 +17,12 @@ a client holding as many as the process may open descriptors shut out every othe
 kubelet's probes included. The rest of a body left unread by an early answer (a 405, a 401, a shed 503) is
 read and dropped under the body's own rule (`app.api.overload`: 20 s, plus 1 s per 16 KiB received), then
 the connection is closed: a client trickling it held the connection for good.
+
+An answer must be read: a connection whose client takes nothing of it for `RESPONSE_SEND_TIMEOUT_S` while
+the answer waits in the process's write buffer is dropped (nginx's `send_timeout`: the time between two
+successive writes, not for the whole answer, so a slow client reading steadily gets all of it). uvicorn
+has no write timeout, so an answer a client never read (up to ~9 MB for a full batch search) stayed in
+memory for as long as the client kept the connection open.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ LINGER_S = 2.0
 """After a 431 or 408, how long the rest of the client's request is read and dropped before the connection closes."""
 REQUEST_HEAD_TIMEOUT_S = 20.0
 """Seconds from a connection's opening (or its next request's first byte) to the end of the request head."""
+RESPONSE_SEND_TIMEOUT_S = 20.0
+"""Seconds an answer may wait in the write buffer, its client taking none of it, before the connection is dropped."""
 
 
 class _HeadTooLargeError(Exception):
@@ -51,6 +59,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     head_timeout_s = REQUEST_HEAD_TIMEOUT_S
     unread_body_timeout_s = REQUEST_BODY_TIMEOUT_S
     unread_body_min_rate_bytes_per_s = REQUEST_BODY_MIN_RATE_BYTES_PER_S
+    send_timeout_s = RESPONSE_SEND_TIMEOUT_S
 
     # Per connection; set on the instance as requests come (class defaults: a new connection reads a head).
     _reading_head = True
@@ -61,6 +70,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     _head_timer: TimerHandle | None = None
     _body_bytes_received = 0
     _unread_body_timer: TimerHandle | None = None
+    _send_timer: TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """A new connection: its first head is timed from now."""
@@ -71,7 +81,19 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         """Gone: nothing left to time."""
         self._stop_head_timer()
         self._stop_unread_body_timer()
+        self._stop_send_timer()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """The answer fills the write buffer: the client must take some of it every `send_timeout_s`."""
+        super().pause_writing()
+        if self._send_timer is None:
+            self._watch_send(self.transport.get_write_buffer_size() + 1)
+
+    def resume_writing(self) -> None:
+        """The client read: the buffer is below its low mark again."""
+        self._stop_send_timer()
+        super().resume_writing()
 
     def data_received(self, data: bytes) -> None:
         """Count what arrives while a head is read; over the cap, refuse it."""
@@ -178,6 +200,22 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._unread_body_timer is not None:
             self._unread_body_timer.cancel()
             self._unread_body_timer = None
+
+    def _stop_send_timer(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _watch_send(self, buffered_before: int) -> None:
+        """Drop the connection unless the client took some of the buffered answer since the last look."""
+        self._send_timer = None
+        if self.transport.is_closing():
+            return
+        buffered = self.transport.get_write_buffer_size()
+        if buffered >= buffered_before:
+            self.transport.abort()  # close() would wait for the client to read the buffer it is not reading
+            return
+        self._send_timer = asyncio.get_running_loop().call_later(self.send_timeout_s, self._watch_send, buffered)
 
     def _refuse_head(self) -> None:
         detail = f"the request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes"
