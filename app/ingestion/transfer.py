@@ -16,13 +16,14 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
+from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 from app.ingestion.transfer_records import RecordCheck, RecordFieldError, document_from_record, document_record
 from app.ingestion.validation import is_addressable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator
+    from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 
     from app.domain.models import EmbeddedChunk, StoredDocument
     from app.domain.ports import DocumentStore
@@ -32,6 +33,12 @@ EXPORT_VERSION: Final = 2
 READABLE_VERSIONS: Final = frozenset({1, EXPORT_VERSION})
 """Version 1 had no end line: such a file is still read, and a cut after a whole line goes unnoticed."""
 PAGE_SIZE: Final = 200
+PAGE_CHUNKS: Final = 2_000
+"""At most this many chunks (with their vectors, ~15 KB each in memory) in one page, unless one document has more.
+
+Pages of `PAGE_SIZE` documents alone held 200 documents of up to `MAX_DOCUMENT_BYTES` each with every
+vector: several GiB for a project of large documents, in the pod that ran the export or import.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +73,30 @@ async def export_lines(
     yield json.dumps(header)
     after: str | None = None
     documents = 0
-    while page := await store.embedded_documents(project_id, after=after, limit=PAGE_SIZE):
+    while page := await store.embedded_documents(
+        project_id, after=after, limit=await _page_limit(store, project_id, after)
+    ):
         for document, chunks in page:
             yield json.dumps(document_record(document, chunks), ensure_ascii=False)
         documents += len(page)
         after = page[-1][0].document_id
     yield json.dumps({"kind": "end", "documents": documents})
+
+
+async def _page_limit(store: DocumentStore, project_id: str, after: str | None) -> int:
+    """How many documents after `after` the next page takes: up to `PAGE_SIZE` within `PAGE_CHUNKS`, at least 1."""
+    listed = await store.list_documents(DocumentSelection(project_id=project_id), after=after, limit=PAGE_SIZE)
+    return len(within_chunk_budget([summary.chunk_count for summary in listed])) or 1
+
+
+def within_chunk_budget(chunk_counts: Sequence[int]) -> Sequence[int]:
+    """The longest head of `chunk_counts` whose sum is at most `PAGE_CHUNKS`, or its first alone if that is over."""
+    total = 0
+    for taken, count in enumerate(chunk_counts):
+        total += count
+        if total > PAGE_CHUNKS:
+            return chunk_counts[: max(taken, 1)]
+    return chunk_counts
 
 
 def _checked_header(line: str, *, model_name: str, dimensions: int) -> dict[str, Any]:
@@ -186,17 +211,20 @@ async def import_lines(
 ) -> ImportReport:
     """Write an export into the store (into `project_id`, or the project it names) without embedding anything.
 
-    Written in transactions of `PAGE_SIZE` documents as it reads: check the file first (`check_export`) to
-    write nothing from one that is refused part-way. A document stored with the exported content hash is
-    left as it is (an ingest would call it unchanged); one stored with another is replaced by the exported
-    one, newer or not: an import restores what was exported. A written document gets at least its exported
-    version (higher where the store has counted past it): an ETag read before the move names no other content.
+    Written in transactions of `PAGE_SIZE` documents (fewer when they hold over `PAGE_CHUNKS` chunks) as it
+    reads: check the file first (`check_export`) to write nothing from one that is refused part-way. A document
+    stored with the exported content hash is left as it is (an ingest would call it unchanged); one stored
+    with another is replaced by the exported one, newer or not: an import restores what was exported. A
+    written document gets at least its exported version (higher where the store has counted past it): an ETag
+    read before the move names no other content.
     """
     target, records = _read_export(lines, model_name=model_name, dimensions=dimensions, project_id=project_id)
     counts = {"documents": 0, "chunks": 0, "created": 0, "updated": 0, "unchanged": 0}
     batch: list[tuple[StoredDocument, list[EmbeddedChunk]]] = []
+    batch_chunks = 0
 
     async def flush() -> None:
+        nonlocal batch_chunks
         keys = [(document.project_id, document.document_id) for document, _ in batch]
         async with store.lock_documents(keys):
             states = await store.document_states(keys)
@@ -213,9 +241,13 @@ async def import_lines(
             if changed:
                 await store.save_documents(changed)
         batch.clear()
+        batch_chunks = 0
 
     for document, embedded in records:
+        if batch and batch_chunks + len(embedded) > PAGE_CHUNKS:
+            await flush()
         batch.append((document, embedded))
+        batch_chunks += len(embedded)
         counts["documents"] += 1
         if len(batch) >= PAGE_SIZE:
             await flush()

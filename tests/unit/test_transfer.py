@@ -316,3 +316,46 @@ async def test_an_export_without_versions_still_imports() -> None:
     )
 
     assert (await target.document_states([("p", "a")]))["p", "a"].version == 1
+
+
+def long_entry(project_id: str, document_id: str, n_chunks: int) -> tuple[StoredDocument, list[EmbeddedChunk]]:
+    """`entry` with more chunks than dimensions: chunk i points along axis i modulo the dimension."""
+    document, embedded = entry(project_id, document_id, n_chunks)
+    axes = [[0.0] * DIMENSIONS for _ in embedded]
+    for position, axis in enumerate(axes):
+        axis[position % DIMENSIONS] = 1.0
+    return document, [replace(item, embedding=axis) for item, axis in zip(embedded, axes, strict=True)]
+
+
+class CountingStore(InMemoryDocumentStore):
+    """An in-memory store that records how many chunks each export page and each import write held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.page_chunks: list[list[int]] = []
+
+    async def embedded_documents(
+        self, project_id: str, *, after: str | None, limit: int
+    ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
+        page = await super().embedded_documents(project_id, after=after, limit=limit)
+        self.page_chunks.append([len(chunks) for _, chunks in page])
+        return page
+
+    async def save_documents(self, documents, **kwargs):  # type: ignore[no-untyped-def]
+        self.page_chunks.append([len(chunks) for _, chunks in documents])
+        return await super().save_documents(documents, **kwargs)
+
+
+async def test_export_and_import_pages_hold_at_most_the_chunk_budget_unless_one_document_is_larger() -> None:
+    source, target = CountingStore(), CountingStore()
+    sizes = [900, 900, 900, 2_500, 10, 1_000, 1_000, 1]
+    await source.save_documents([long_entry("p", f"d{number}", size) for number, size in enumerate(sizes)])
+    source.page_chunks.clear()
+
+    lines = await exported(source, "p")
+    report = await import_lines(target, lines, model_name=MODEL, dimensions=DIMENSIONS)
+
+    pages = [page for page in source.page_chunks if page]
+    assert pages == [[900, 900], [900], [2_500], [10, 1_000], [1_000, 1]]  # 200 documents a page before
+    assert target.page_chunks == pages  # an import writes in the same bounds
+    assert (report.documents, report.chunks) == (len(sizes), sum(sizes))
