@@ -12,6 +12,13 @@ hyphen (U+00AD, common in text pasted from web pages and PDFs), a zero-width spa
 joiner (U+2060), a zero-width no-break space (U+FEFF). A lexical analyzer split `in<ZWSP>visible` into
 `in` and `visible`, so neither `invisible` found it. They are dropped from stored text and queries alike.
 The joiners that change how a script renders (ZWJ U+200D in emoji sequences, ZWNJ U+200C in Persian) stay.
+
+What the lexical analyzers read (`analysis_form`) goes one step further, without changing what is stored:
+every format character (Unicode category Cf: those joiners, the bidi marks, embeddings and isolates that
+right-to-left text carries) is dropped, so `Kubernetes<LRM>` and `micro<ZWJ>service` are the words the
+reader sees (Lucene's tokenizer kept the mark inside the token, tantivy split the word at it); `İ` is read
+as `I` (tantivy lowered it to `i` and a combining dot, which no typed query holds) and a final sigma as
+the other (U+03C2 as U+03C3), so a word in capitals (`ΟΔΟΣ`, lowered `οδοσ`) and in running text (`οδος`) are one word.
 """
 
 from __future__ import annotations
@@ -30,11 +37,50 @@ _LOWERED_ALONE: Final = str.maketrans({"\u0130": "i", "\u03a3": "\u03c3"})
 """The capitals `str.lower` lowers otherwise than letter by letter: `İ` (to `i` + U+0307), a final `Σ` (to `ς`)."""
 
 
+def _code_points(character_class: str) -> list[int]:
+    """The code points of a regular expression's class body made of single characters and `a-b` ranges."""
+    points: list[int] = []
+    position = 0
+    while position < len(character_class):
+        first = last = ord(character_class[position])
+        if character_class[position + 1 : position + 2] == "-":
+            last = ord(character_class[position + 2])
+            position += 2
+        points.extend(range(first, last + 1))
+        position += 1
+    return points
+
+
+FORMAT_CHARACTERS: Final = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+"""Every format character (general category Cf, Unicode 14), as ranges for a regular expression's class."""
+ANALYSIS_LETTERS: Final = {"\u0130": "I", "\u03c2": "\u03c3"}
+"""Letters the analyzers read as another: `İ` as `I` (lowered to `i`), a final sigma (U+03C2) as the other (U+03C3)."""
+_ANALYSIS_TABLE: Final = str.maketrans(
+    {
+        **{chr(code): None for code in _code_points(FORMAT_CHARACTERS)},
+        **ANALYSIS_LETTERS,
+    }
+)
+
+
 def canonical_text(text: str) -> str:
     """`text` in NFC without `INVISIBLE_IN_WORDS`; the same object when it already is (a few scans)."""
     if any(character in text for character in INVISIBLE_IN_WORDS):
         text = text.translate(_DROP_INVISIBLE)
     return text if unicodedata.is_normalized(FORM, text) else unicodedata.normalize(FORM, text)
+
+
+def analysis_form(text: str) -> str:
+    """`text` as the lexical engines analyze it, stored or searched: format characters dropped, `ANALYSIS_LETTERS`.
+
+    Every lexical adapter indexes and queries this form (OpenSearch with char and token filters of the same
+    effect, `app.engines.opensearch_mapping`); the stored text keeps the marks, which change how it renders.
+    """
+    return text if text.isascii() else text.translate(_ANALYSIS_TABLE)
 
 
 def lower_as_analyzers(text: str) -> str:

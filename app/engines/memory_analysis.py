@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import fold_to_ascii
-from app.domain.text_forms import lower_as_analyzers
+from app.domain.text_forms import analysis_form, lower_as_analyzers
 from app.engines.cjk import CJK_CHARACTERS
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def analyze(text: str) -> list[tuple[int, str]]:
     return [
         (position, light_stem(word))
         for position, word in enumerate(
-            fold_to_ascii(lower_as_analyzers(match.group())) for match in _WORD.finditer(text)
+            fold_to_ascii(lower_as_analyzers(match.group())) for match in _WORD.finditer(analysis_form(text))
         )
         if word not in ENGLISH_STOP_WORDS and len(word) <= MAX_TOKEN_CHARS
     ]

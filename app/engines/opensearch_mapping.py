@@ -60,28 +60,40 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   `email.md`, `1,000` and `max_connections` one token each, so `node`, `email` or `max connections` found
   them in tantivy (which splits at anything but a letter or digit) and not here. Joiners outside ASCII
   (a middle dot, a typographic apostrophe, ...) still join; an apostrophe is left to `apostrophe`, as above.
+- Schema version 12 reads text as tantivy does (`app.domain.text_forms.analysis_form`): every format character
+  (category Cf: a left-to-right mark, a bidi embedding or isolate, a zero-width joiner) is dropped
+  (`format_characters_dropped`), where the standard tokenizer kept one that follows a letter inside the token,
+  so `kubernetes` did not find `Kubernetes<LRM>`; `İ` is read as `I` (`dotted_capital_i`: Lucene lowers it
+  to `i`, the emulators did not); and a final sigma as the other after lowercasing (`final_sigma`), so `οδος`
+  and `ΟΔΟΣ` (lowered `οδοσ`) are one word. A version 11 index is upgraded by `_reindex`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-SCHEMA_VERSION: Final = 11
+from app.domain.text_forms import FORMAT_CHARACTERS
+
+SCHEMA_VERSION: Final = 12
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>_-v<N>`, reindexes and swaps (per project)."""
 FIRST_UNAMBIGUOUS_VERSION: Final = 10
 """The first schema version whose index name no project's alias can equal (`versioned_index_name`)."""
 TEXT_ANALYZER: Final = "english_folded"
 WORD_JOINERS_AS_SPACE: Final = "word_joiners_as_space"
+FORMAT_CHARACTERS_DROPPED: Final = "format_characters_dropped"
+DOTTED_CAPITAL_I: Final = "dotted_capital_i"
+FINAL_SIGMA: Final = "final_sigma"
 
 _ENGLISH_FILTERS: Final[dict[str, Any]] = {
+    FINAL_SIGMA: {"type": "pattern_replace", "pattern": "\u03c2", "replacement": "\u03c3"},
     "english_stop": {"type": "stop", "stopwords": "_english_"},
     "english_stemmer": {"type": "stemmer", "language": "english"},
 }
 _ENGLISH_FOLDED: Final[dict[str, Any]] = {
     "type": "custom",
-    "char_filter": [WORD_JOINERS_AS_SPACE],
+    "char_filter": [WORD_JOINERS_AS_SPACE, FORMAT_CHARACTERS_DROPPED, DOTTED_CAPITAL_I],
     "tokenizer": "standard",
-    "filter": ["apostrophe", "lowercase", "asciifolding", "english_stop", "english_stemmer"],
+    "filter": ["apostrophe", "lowercase", FINAL_SIGMA, "asciifolding", "english_stop", "english_stemmer"],
 }
 
 
@@ -117,7 +129,13 @@ def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
             "index.codec": "best_compression",
             "analysis": {
                 "char_filter": {
-                    WORD_JOINERS_AS_SPACE: {"type": "pattern_replace", "pattern": "[:.,;_]", "replacement": " "}
+                    WORD_JOINERS_AS_SPACE: {"type": "pattern_replace", "pattern": "[:.,;_]", "replacement": " "},
+                    FORMAT_CHARACTERS_DROPPED: {
+                        "type": "pattern_replace",
+                        "pattern": f"[{FORMAT_CHARACTERS}]",  # `\\p{Cf}` is refused by noida-db
+                        "replacement": "",
+                    },
+                    DOTTED_CAPITAL_I: {"type": "pattern_replace", "pattern": "\u0130", "replacement": "I"},
                 },
                 "filter": _ENGLISH_FILTERS,
                 "analyzer": {

@@ -15,8 +15,10 @@ makes every name safe (no `.` or `..`) and keeps deleted folders apart.
 
 Versions before 3 kept every project in one index at the root (`meta.json` in the root itself);
 version 3 filed tags as written, not their keys. A root of an older version is emptied and recreated
-at open: PostgreSQL is the source of truth, and the service re-queues every project. Version 6 differs
-from 7 only in folder names (each id as written): its folders whose name changed are renamed at open, one
+at open: PostgreSQL is the source of truth, and the service re-queues every project. Since version 8 (text
+analyzed in `analysis_form`) that holds for versions 6 and 7 as well; the renaming below is kept for a root
+whose files are current (`FILES_UNCHANGED_SINCE`). Version 6 differed
+from 7 only in folder names (each id as written): its folders whose name changed were renamed at open, one
 atomic rename each, and the version file is written last; a crash midway leaves folders of both namings,
 and the next open renames the rest (every open does). A rename keeps a project's index as it was, where
 a rebuild would re-queue every project's documents through the outbox. On a file system that ignores case
@@ -35,7 +37,13 @@ import uuid
 from typing import TYPE_CHECKING, Final
 
 from app.engines.tantivy_folder_names import project_folder_name, project_of_folder_name, unescaped_project_id
-from app.engines.tantivy_schema import DOCUMENT_KEY, PAYLOAD, SCHEMA_VERSION, SCHEMA_VERSION_FILE
+from app.engines.tantivy_schema import (
+    DOCUMENT_KEY,
+    FILES_UNCHANGED_SINCE,
+    PAYLOAD,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_FILE,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -158,8 +166,8 @@ def ignores_case(root: Path) -> bool:
 
 def _renames_in_place(root: Path, version: int) -> bool:
     """Whether the older root of `version` is brought up to date by renaming its folders (else it is emptied)."""
-    if version != UNESCAPED_NAMES_VERSION:
-        return False
+    if version != UNESCAPED_NAMES_VERSION or version < FILES_UNCHANGED_SINCE:
+        return False  # since version 8 (text in `analysis_form`) a version 6 root's files are rebuilt too
     if ignores_case(root):
         logger.warning(
             "the lexical index in %s is on a file system that ignores case: projects whose ids differ only in "

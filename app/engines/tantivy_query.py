@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 import tantivy
 
 from app.domain.tags import tag_keys
+from app.domain.text_forms import analysis_form
 from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST
 from app.engines.tantivy_schema import (
     CHUNK_ID,
@@ -96,7 +97,7 @@ class TantivyQueryBuilder:
 
         A term weighs once, or with `query.weigh_repeats` as many times as the text holds it (a boost).
         """
-        terms = self._analyzer.analyze(query.text)
+        terms = self._analyzer.analyze(analysis_form(query.text))
         weights = Counter(terms) if query.weigh_repeats else dict.fromkeys(terms, 1)
         clauses = [
             (tantivy.Occur.Should, self._weighted(self._term_clause(term, fuzzy=query.fuzzy), weight))
@@ -136,7 +137,7 @@ class TantivyQueryBuilder:
 
     def _phrase_query(self, field: str, phrase: str) -> tantivy.Query | None:
         """The analyzed words of `phrase` at their relative positions (a dropped stop word leaves a gap)."""
-        tokens = self._analyzer.pre_tokenize(phrase).tokens
+        tokens = self._analyzer.pre_tokenize(analysis_form(phrase)).tokens
         if not tokens:
             return None
         if len(tokens) == 1:

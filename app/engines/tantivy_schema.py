@@ -3,7 +3,9 @@
 Analysis is English: split on non-alphanumerics, each Han or Hiragana character a word of its own (as
 Lucene's standard tokenizer splits Chinese and Japanese), drop tokens over 40 chars, lowercase, fold to ASCII
 (`résumé` is `resume`, `Đoković` is `dokovic`), Lucene's 33 English stop words, Snowball English stemmer
-(close to the OpenSearch adapter's `english_folded` analyzer: `app.engines.opensearch_mapping`).
+(close to the OpenSearch adapter's `english_folded` analyzer: `app.engines.opensearch_mapping`). Text reaches
+it, filed or searched, in `app.domain.text_forms.analysis_form`: format characters dropped, `İ` as `I`, a final
+sigma as U+03C3.
 
 The content field holds the chunk's breadcrumb and text in one field, and a low-boost `context`
 field its own context (`app.engines.lexical_context`). Chunk tags are searched as words too
@@ -24,6 +26,7 @@ import tantivy
 
 from app.domain.moments import as_utc
 from app.domain.tags import tag_keys
+from app.domain.text_forms import analysis_form
 from app.engines.chunk_codec import chunk_from_record, chunk_to_record
 from app.engines.lexical_context import DEFAULT_CONTEXT_MAX_CHARS, lexical_text
 
@@ -38,14 +41,18 @@ WORD_PATTERN: Final = r"[\p{Han}\p{Hiragana}]|[[\p{Alphabetic}\p{N}]--[\p{Han}\p
 this is tantivy's `simple` tokenizer exactly (`char::is_alphanumeric` is Alphabetic or Numeric): every
 SciFact and LoCoMo text, corpus and queries, analyzes to the same terms with either."""
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 """What the adapter files in its folder. 1: title fields apart and neighbour context (no version file).
 2: one index for every project. 3: an index per project (`app.engines.tantivy_folders`). 4: the `tags`
 filter field holds each tag's key (`app.domain.tags`), so tag filters ignore case. 5: terms are folded
 to ASCII, so a query typed without accents finds the accented word and the other way round. 6: each Han
 and Hiragana character is a word (`WORD_PATTERN`), so `東京` finds `東京で会議`. 7: project folder names hold no
 uppercase letter (`app.engines.tantivy_folder_names`), so `Acme` and `acme` never share one where case is ignored;
-files are as in 6, and a version 6 root has its folders renamed at open, not rebuilt."""
+files are as in 6, and a version 6 root has its folders renamed at open, not rebuilt. 8: text is analyzed in
+`analysis_form`, so `istanbul` finds `İstanbul`, `οδος` finds `ΟΔΟΣ` and `microservice` finds `micro<ZWJ>service`;
+a root of any older version is rebuilt."""
+FILES_UNCHANGED_SINCE: Final = 8
+"""The oldest version whose files this one reads as its own: an older root is rebuilt, never renamed in place."""
 SCHEMA_VERSION_FILE: Final = "poimen-schema-version"
 
 # Fields searched by the free text; each is analyzed with the English analyzer.
@@ -128,11 +135,11 @@ def chunk_document(chunk: Chunk, *, context_max_chars: int = DEFAULT_CONTEXT_MAX
     """The tantivy document a chunk is filed as: every field of `build_schema()` it has a value for."""
     text = lexical_text(chunk, context_max_chars=context_max_chars)
     document = tantivy.Document()
-    document.add_text(CONTENT, text.content)
-    document.add_text(CONTEXT, text.context)
-    document.add_text(SOURCE, chunk.source)
+    document.add_text(CONTENT, analysis_form(text.content))
+    document.add_text(CONTEXT, analysis_form(text.context))
+    document.add_text(SOURCE, analysis_form(chunk.source))
     for tag in chunk.tags:
-        document.add_text(TAGS_TEXT, tag)
+        document.add_text(TAGS_TEXT, analysis_form(tag))
     document.add_text(SOURCE_KEYWORD, chunk.source)
     document.add_text(PROJECT_ID, chunk.project_id)
     document.add_text(DOCUMENT_ID, chunk.document_id)

@@ -301,6 +301,51 @@ class LexicalIndexContract:
             tagged = Filters(project_id=PROJECT, tags=(spelling,))
             assert await search_ids(index, "ferry", filters=tagged) == ["c-istanbul"]
 
+    async def test_a_dotted_capital_i_in_the_text_is_found_as_an_i(self, index: LexicalIndex) -> None:
+        # Turkish writes `İ` (U+0130) at the start of words; Lucene's LowerCaseFilter lowers it to `i`, where
+        # tantivy's LowerCaser (Rust's `to_lowercase`) gave `i` and a combining dot, so no query found `İstanbul`.
+        await index_chunks(
+            index,
+            make_chunk("c-istanbul", "Ferries leave İstanbul for İZMİR at noon."),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert await search_ids(index, "istanbul") == ["c-istanbul"]
+        assert await search_ids(index, lower_as_analyzers("İZMİR")) == ["c-istanbul"]
+        assert await search_ids(index, "", phrases=(lower_as_analyzers("İstanbul for İzmir"),)) == ["c-istanbul"]
+        assert await search_ids(index, "ferries", excluded_terms=("istanbul",)) == []
+
+    async def test_a_final_sigma_is_found_by_the_capital_and_the_other_way_round(self, index: LexicalIndex) -> None:
+        # A heading in capitals (`ΟΔΟΣ`, lowered `οδοσ`) and running text (`οδος`, with a final sigma) are one word.
+        await index_chunks(
+            index,
+            make_chunk("c-capitals", "ΟΔΟΣ ΕΡΜΟΥ, ΑΘΗΝΑ"),  # noqa: RUF001
+            make_chunk("c-small", "η οδος ερμου στην αθηνα"),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert sorted(await search_ids(index, "οδος")) == ["c-capitals", "c-small"]
+        assert sorted(await search_ids(index, lower_as_analyzers("ΟΔΟΣ"))) == ["c-capitals", "c-small"]
+        assert sorted(await search_ids(index, "", phrases=("οδος ερμου",))) == ["c-capitals", "c-small"]
+        assert await search_ids(index, "ερμου", excluded_terms=("οδος",)) == []
+
+    async def test_format_characters_next_to_or_inside_a_word_do_not_hide_it(self, index: LexicalIndex) -> None:
+        # Invisible marks that stay in stored text because they change how it renders: a left-to-right mark after
+        # a Latin word in right-to-left text, bidi embeddings around a word, a zero-width joiner pasted into one.
+        await index_chunks(
+            index,
+            make_chunk(
+                "c-marked",
+                "\u202b\u05e9\u05dc\u05d5\u05dd\u202c Kubernetes\u200e cluster; the micro\u200dservice restarts",
+            ),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert await search_ids(index, "kubernetes") == ["c-marked"]
+        assert await search_ids(index, "\u05e9\u05dc\u05d5\u05dd") == ["c-marked"]  # shalom
+        assert await search_ids(index, "microservice") == ["c-marked"]
+        assert await search_ids(index, "", phrases=("kubernetes cluster",)) == ["c-marked"]
+
     async def test_chinese_and_japanese_characters_are_words(self, index: LexicalIndex) -> None:
         # No spaces between words: each Han and Hiragana character is a term, as Lucene's standard tokenizer has it.
         await index_chunks(

@@ -1,4 +1,4 @@
-"""Projects whose ids differ only in case keep indexes apart, and roots of the unescaped naming are renamed at open.
+"""Projects whose ids differ only in case keep indexes apart; roots of the unescaped naming (version 6) are rebuilt.
 
 No file system that ignores case can be mounted here (no privileges, a kernel without ext4 casefolding): these run
 on a case-sensitive one and check what such a file system would merge, the folder names under case folding. One
@@ -8,7 +8,6 @@ the adapter probes.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 import pytest
@@ -88,9 +87,11 @@ async def test_projects_differing_only_in_case_get_folders_apart_and_delete_only
         await alone.close()
 
 
-async def test_a_root_of_the_unescaped_naming_is_renamed_at_open_and_every_project_stays_searchable(
+async def test_a_root_of_the_unescaped_naming_is_rebuilt_since_its_text_was_analyzed_otherwise(
     data_dir: Path,
 ) -> None:
+    # Version 6 roots were renamed in place up to version 7; version 8 files text in `analysis_form`, so a root
+    # of 6 (like one of 7) is emptied and every project refilled from PostgreSQL, on any file system.
     root = data_dir / "lexical"
     projects = ["Acme", "acme", "Beta.", "gamma"]
     chunks = {project: make_chunk(f"{project}-1", f"garnet {project}", project_id=project) for project in projects}
@@ -102,23 +103,19 @@ async def test_a_root_of_the_unescaped_naming_is_renamed_at_open_and_every_proje
     try:
         found = {project: await search_ids(index, "garnet", filters=in_project(project)) for project in projects}
 
-        assert not index.recreated
-        assert found == {project: [f"{project}-1"] for project in projects}
-        assert folder_names(root) == ["p-+acme", "p-+beta.+", "p-acme", "p-gamma"]
-        assert project_folder_ids(root) == sorted(projects)
+        assert index.recreated
+        assert found == {project: [] for project in projects}
+        assert folder_names(root) == []
         assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
-        await index.delete_project("Acme")
-        assert await search_ids(index, "garnet", filters=in_project("acme")) == ["acme-1"]
     finally:
         await index.close()
 
 
-@pytest.mark.parametrize("version", [UNESCAPED_NAMES_VERSION, SCHEMA_VERSION])
-async def test_renames_cut_short_are_finished_at_the_next_open(data_dir: Path, version: int) -> None:
-    # A crash midway: `Acme` renamed, `Beta` not; with the version file written or not yet.
+async def test_renames_cut_short_are_finished_at_the_next_open(data_dir: Path) -> None:
+    # A crash midway: `Acme` renamed, `Beta` not, and the version file written.
     root = data_dir / "lexical"
     first, second = make_chunk("a-1", "jasper", project_id="Acme"), make_chunk("b-1", "jasper", project_id="Beta")
-    write_unescaped_root(root, {"p-+acme": [first], "p-Beta": [second]}, version=version)
+    write_unescaped_root(root, {"p-+acme": [first], "p-Beta": [second]}, version=SCHEMA_VERSION)
 
     index = TantivyLexicalIndex(root)
     try:
@@ -132,34 +129,12 @@ async def test_renames_cut_short_are_finished_at_the_next_open(data_dir: Path, v
 
 def test_a_project_with_folders_of_both_namings_is_refused_untouched(data_dir: Path) -> None:
     root = data_dir / "lexical"
-    write_unescaped_root(root, {"p-Acme": [], "p-+acme": []}, version=UNESCAPED_NAMES_VERSION)
+    write_unescaped_root(root, {"p-Acme": [], "p-+acme": []}, version=SCHEMA_VERSION)
 
     with pytest.raises(EngineUnavailableError, match="both the folder of project 'Acme'"):
         TantivyLexicalIndex(root)
     assert folder_names(root) == ["p-+acme", "p-Acme"]
-    assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(UNESCAPED_NAMES_VERSION)
-
-
-async def test_a_root_of_the_unescaped_naming_where_case_is_ignored_is_rebuilt(
-    data_dir: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    # Where case is ignored `acme` may already have written into `p-Acme`: no rename can split that folder.
-    root = data_dir / "lexical"
-    write_unescaped_root(
-        root, {"p-Acme": [make_chunk("a-1", "onyx", project_id="Acme")]}, version=UNESCAPED_NAMES_VERSION
-    )
-    (root / SCHEMA_VERSION_FILE.upper()).symlink_to(SCHEMA_VERSION_FILE)  # the version file opens in uppercase
-
-    with caplog.at_level(logging.WARNING):
-        index = TantivyLexicalIndex(root)
-    try:
-        assert index.recreated
-        assert "ignores case" in caplog.text
-        assert folder_names(root) == []
-        assert await search_ids(index, "onyx", filters=in_project("Acme")) == []
-        assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
-    finally:
-        await index.close()
+    assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
 
 
 def test_a_deletion_cut_short_under_the_unescaped_naming_is_finished_at_open(data_dir: Path) -> None:

@@ -18,6 +18,7 @@ from opensearchpy.exceptions import (
 
 from app.domain.errors import EngineRejectedError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
+from app.domain.text_forms import FORMAT_CHARACTERS
 from app.engines.opensearch_bodies import (
     MAX_QUERY_TOKENS,
     SEARCH_FIELDS,
@@ -82,18 +83,28 @@ def test_index_body_is_the_pinned_mapping() -> None:
             "index.codec": "best_compression",
             "analysis": {
                 "char_filter": {
-                    "word_joiners_as_space": {"type": "pattern_replace", "pattern": "[:.,;_]", "replacement": " "}
+                    "word_joiners_as_space": {"type": "pattern_replace", "pattern": "[:.,;_]", "replacement": " "},
+                    "format_characters_dropped": {
+                        "type": "pattern_replace",
+                        "pattern": f"[{FORMAT_CHARACTERS}]",
+                        "replacement": "",
+                    },
+                    "dotted_capital_i": {"type": "pattern_replace", "pattern": "\u0130", "replacement": "I"},
                 },
                 "filter": {
+                    "final_sigma": {"type": "pattern_replace", "pattern": "\u03c2", "replacement": "\u03c3"},
                     "english_stop": {"type": "stop", "stopwords": "_english_"},
                     "english_stemmer": {"type": "stemmer", "language": "english"},
                 },
                 "analyzer": {
                     "english_folded": {
                         "type": "custom",
-                        "char_filter": ["word_joiners_as_space"],
+                        "char_filter": ["word_joiners_as_space", "format_characters_dropped", "dotted_capital_i"],
                         "tokenizer": "standard",
-                        "filter": ["apostrophe", "lowercase", "asciifolding", "english_stop", "english_stemmer"],
+                        "filter": [
+                            *("apostrophe", "lowercase", "final_sigma", "asciifolding"),
+                            *("english_stop", "english_stemmer"),
+                        ],
                     },
                     "ngram_analyzer": {"type": "custom", "tokenizer": "ngram_tokenizer", "filter": ["lowercase"]},
                 },
@@ -801,10 +812,10 @@ def test_tags_are_searched_as_words_and_filtered_by_their_keys() -> None:
 
     # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`,
     # 5 no version markers, 6 was one index for every project, 7 no `tags.key`, 8 no ASCII folding, 9 kept
-    # `a:b` one word and named its index like an alias could be, 10 kept `a.b` and `a_b` one word: a project
-    # index of an older version is reindexed and its alias swapped by ensure_index; the shared one is rebuilt
-    # from PostgreSQL.
-    assert SCHEMA_VERSION == 11
+    # `a:b` one word and named its index like an alias could be, 10 kept `a.b` and `a_b` one word, 11 kept a
+    # format character in a word and a final sigma apart: a project index of an older version is reindexed and
+    # its alias swapped by ensure_index; the shared one is rebuilt from PostgreSQL.
+    assert SCHEMA_VERSION == 12
     assert tags == {
         "type": "keyword",
         "fields": {

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 
 from app.domain.models import Document
-from app.domain.text_forms import canonical_document, canonical_text
+from app.domain.text_forms import analysis_form, canonical_document, canonical_text
 
 PRECOMPOSED = "Zoë visited Zürich"
 DECOMPOSED = unicodedata.normalize("NFD", PRECOMPOSED)
@@ -55,3 +56,18 @@ def test_invisible_characters_inside_words_are_dropped_and_visible_joiners_kept(
     assert canonical_text(pasted) == "invisible softhyphen foo bom"
     assert canonical_text(family) is family
     assert canonical_text(persian) is persian
+
+
+def test_format_characters_are_every_character_of_category_cf() -> None:
+    listed = {ord(character) for character in analysis_form("".join(map(chr, range(sys.maxunicode + 1))))}
+
+    dropped = {code for code in range(sys.maxunicode + 1) if code not in listed} - {0x130, 0x3C2}
+
+    assert dropped == {code for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cf"}
+
+
+def test_the_analysis_form_drops_format_characters_and_reads_dotted_i_and_final_sigma_as_lowered_alone() -> None:
+    marked = "\u202bKubernetes\u200e micro\u200dservice \u0130stanbul \u03bf\u03b4\u03bf\u03c2"
+
+    assert analysis_form(marked) == "Kubernetes microservice Istanbul \u03bf\u03b4\u03bf\u03c3"
+    assert analysis_form("plain ascii") == "plain ascii"
