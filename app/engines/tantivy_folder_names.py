@@ -63,15 +63,3 @@ def project_of_folder_name(name: str) -> str | None:
     if uppercase_next or not is_project_id(project_id) or project_folder_name(project_id) != name:
         return None
     return project_id
-
-
-def unescaped_project_id(name: str) -> str | None:
-    """The project id of a folder named as before names were escaped (`p-<id>` as written); None for other names.
-
-    Such a name whose id has an uppercase letter or ends in `.` is no longer that id's name, and is renamed to
-    `project_folder_name(id)` when a root is opened (`app.engines.tantivy_folders`).
-    """
-    if not name.startswith(PROJECT_FOLDER_PREFIX):
-        return None
-    project_id = name.removeprefix(PROJECT_FOLDER_PREFIX)
-    return project_id if is_project_id(project_id) else None

@@ -15,15 +15,9 @@ makes every name safe (no `.` or `..`) and keeps deleted folders apart.
 
 Versions before 3 kept every project in one index at the root (`meta.json` in the root itself);
 version 3 filed tags as written, not their keys. A root of an older version is emptied and recreated
-at open: PostgreSQL is the source of truth, and the service re-queues every project. Since version 8 (text
-analyzed in `analysis_form`) that holds for versions 6 and 7 as well; the renaming below is kept for a root
-whose files are current (`FILES_UNCHANGED_SINCE`). Version 6 differed
-from 7 only in folder names (each id as written): its folders whose name changed were renamed at open, one
-atomic rename each, and the version file is written last; a crash midway leaves folders of both namings,
-and the next open renames the rest (every open does). A rename keeps a project's index as it was, where
-a rebuild would re-queue every project's documents through the outbox. On a file system that ignores case
-a version 6 root is emptied instead: two projects differing in case may already share a folder there, and
-no rename can split it. A root of a newer version is refused rather than downgraded (an older version
+at open: PostgreSQL is the source of truth, and the service re-queues every project. (Version 7 renamed a
+version 6 root's folders in place, since its files were unchanged; version 8 analyzes text otherwise, so
+every older root is rebuilt.) A root of a newer version is refused rather than downgraded (an older version
 would read `p-+acme` as a project `+acme` holding no document, and prune it), and a root holding some
 other tantivy index, or other files, is never touched.
 """
@@ -36,14 +30,8 @@ import shutil
 import uuid
 from typing import TYPE_CHECKING, Final
 
-from app.engines.tantivy_folder_names import project_folder_name, project_of_folder_name, unescaped_project_id
-from app.engines.tantivy_schema import (
-    DOCUMENT_KEY,
-    FILES_UNCHANGED_SINCE,
-    PAYLOAD,
-    SCHEMA_VERSION,
-    SCHEMA_VERSION_FILE,
-)
+from app.engines.tantivy_folder_names import project_folder_name, project_of_folder_name
+from app.engines.tantivy_schema import DOCUMENT_KEY, PAYLOAD, SCHEMA_VERSION, SCHEMA_VERSION_FILE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,8 +41,6 @@ logger = logging.getLogger(__name__)
 PROJECTS_FOLDER: Final = "projects"
 DELETED_FOLDER_PREFIX: Final = "deleted-"
 INDEX_META_FILE: Final = "meta.json"  # tantivy writes it when it creates an index; it lists the segments
-UNESCAPED_NAMES_VERSION: Final = 6
-"""The last version naming folders after ids as written: such a root is renamed at open, not emptied."""
 
 
 def project_folder(root: Path, project_id: str) -> Path:
@@ -97,7 +83,7 @@ def prepare_root(root: Path) -> bool:
     if version is not None and version > SCHEMA_VERSION:
         msg = f"it was written by a newer version (schema {version}, this one reads {SCHEMA_VERSION})"
         raise ValueError(msg)
-    recreated = version is not None and version < SCHEMA_VERSION and not _renames_in_place(root, version)
+    recreated = version is not None and version < SCHEMA_VERSION
     if recreated:
         _empty_older_root(root)
         # The service queues every project for indexing from PostgreSQL (app.wiring.engines) and says so.
@@ -105,8 +91,6 @@ def prepare_root(root: Path) -> bool:
     elif version is None and any(root.iterdir()):
         msg = "it holds files that are no lexical index of this schema"
         raise ValueError(msg)
-    elif version is not None:
-        _escape_folder_names(root)  # version 6, or 7 after a crash midway through the renames
     if version != SCHEMA_VERSION:
         (root / PROJECTS_FOLDER).mkdir(exist_ok=True)
         (root / SCHEMA_VERSION_FILE).write_text(f"{SCHEMA_VERSION}\n", encoding="ascii")
@@ -154,50 +138,6 @@ def remove_project_folder(root: Path, project_id: str) -> None:
     except FileNotFoundError:
         return
     shutil.rmtree(doomed)
-
-
-def ignores_case(root: Path) -> bool:
-    """Whether the file system of `root` (holding its version file) opens a name in any case (macOS, Windows)."""
-    try:
-        return (root / SCHEMA_VERSION_FILE.upper()).samefile(root / SCHEMA_VERSION_FILE)
-    except OSError:
-        return False
-
-
-def _renames_in_place(root: Path, version: int) -> bool:
-    """Whether the older root of `version` is brought up to date by renaming its folders (else it is emptied)."""
-    if version != UNESCAPED_NAMES_VERSION or version < FILES_UNCHANGED_SINCE:
-        return False  # since version 8 (text in `analysis_form`) a version 6 root's files are rebuilt too
-    if ignores_case(root):
-        logger.warning(
-            "the lexical index in %s is on a file system that ignores case: projects whose ids differ only in "
-            "case may share a folder there, so it is rebuilt rather than renamed",
-            root,
-        )
-        return False
-    return True
-
-
-def _escape_folder_names(root: Path) -> None:
-    """Rename each folder named after its project id as written (version 6) to its escaped name, one at a time.
-
-    Raises:
-        OSError: a folder cannot be renamed, or both names of one project exist.
-    """
-    folders = root / PROJECTS_FOLDER
-    if not folders.is_dir():
-        return
-    for entry in sorted(folders.iterdir()):
-        project_id = unescaped_project_id(entry.name)
-        # Checked by name first: every open runs this, and most names (lowercase ids, escaped names) stay.
-        if project_id is None or project_folder_name(project_id) == entry.name or not entry.is_dir():
-            continue
-        target = folders / project_folder_name(project_id)
-        if target.exists():
-            msg = f"{entry} and {target} are both the folder of project {project_id!r}; keep one"
-            raise OSError(msg)
-        entry.rename(target)
-        logger.info("renamed the lexical index folder %s to %s (case-safe names)", entry, target.name)
 
 
 def _finish_deletions(root: Path) -> None:

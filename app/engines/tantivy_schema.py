@@ -13,7 +13,7 @@ field its own context (`app.engines.lexical_context`). Chunk tags are searched a
 The whole chunk is stored as a JSON payload (`app.engines.chunk_codec`), and a hit is rebuilt from it.
 
 Changing any of this changes what is on disk: bump `SCHEMA_VERSION`, and an older folder is
-recreated empty at open (`app.engines.tantivy_folders`; a version 6 folder is renamed in place instead).
+recreated empty at open (`app.engines.tantivy_folders`) and refilled from PostgreSQL.
 """
 
 from __future__ import annotations
@@ -51,8 +51,6 @@ uppercase letter (`app.engines.tantivy_folder_names`), so `Acme` and `acme` neve
 files are as in 6, and a version 6 root has its folders renamed at open, not rebuilt. 8: text is analyzed in
 `analysis_form`, so `istanbul` finds `İstanbul`, `οδος` finds `ΟΔΟΣ` and `microservice` finds `micro<ZWJ>service`;
 a root of any older version is rebuilt."""
-FILES_UNCHANGED_SINCE: Final = 8
-"""The oldest version whose files this one reads as its own: an older root is rebuilt, never renamed in place."""
 SCHEMA_VERSION_FILE: Final = "poimen-schema-version"
 
 # Fields searched by the free text; each is analyzed with the English analyzer.

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 import tantivy
 
-from app.domain.errors import EngineUnavailableError
 from app.domain.models import Filters
-from app.engines.tantivy_folders import PROJECTS_FOLDER, UNESCAPED_NAMES_VERSION, project_folder_ids
+from app.engines.tantivy_folders import PROJECTS_FOLDER, project_folder_ids
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.engines.tantivy_schema import (
     ANALYZER_NAME,
@@ -33,6 +32,9 @@ if TYPE_CHECKING:
     from app.domain.models import Chunk
 
 pytestmark = pytest.mark.integration
+
+UNESCAPED_NAMES_VERSION = 6
+"""The last version that named project folders after their ids as written (`p-Acme`)."""
 
 
 def in_project(project_id: str) -> Filters:
@@ -109,32 +111,6 @@ async def test_a_root_of_the_unescaped_naming_is_rebuilt_since_its_text_was_anal
         assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
     finally:
         await index.close()
-
-
-async def test_renames_cut_short_are_finished_at_the_next_open(data_dir: Path) -> None:
-    # A crash midway: `Acme` renamed, `Beta` not, and the version file written.
-    root = data_dir / "lexical"
-    first, second = make_chunk("a-1", "jasper", project_id="Acme"), make_chunk("b-1", "jasper", project_id="Beta")
-    write_unescaped_root(root, {"p-+acme": [first], "p-Beta": [second]}, version=SCHEMA_VERSION)
-
-    index = TantivyLexicalIndex(root)
-    try:
-        assert not index.recreated
-        assert folder_names(root) == ["p-+acme", "p-+beta"]
-        assert await search_ids(index, "jasper", filters=in_project("Acme")) == ["a-1"]
-        assert await search_ids(index, "jasper", filters=in_project("Beta")) == ["b-1"]
-    finally:
-        await index.close()
-
-
-def test_a_project_with_folders_of_both_namings_is_refused_untouched(data_dir: Path) -> None:
-    root = data_dir / "lexical"
-    write_unescaped_root(root, {"p-Acme": [], "p-+acme": []}, version=SCHEMA_VERSION)
-
-    with pytest.raises(EngineUnavailableError, match="both the folder of project 'Acme'"):
-        TantivyLexicalIndex(root)
-    assert folder_names(root) == ["p-+acme", "p-Acme"]
-    assert (root / SCHEMA_VERSION_FILE).read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
 
 
 def test_a_deletion_cut_short_under_the_unescaped_naming_is_finished_at_open(data_dir: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import Filters
-from app.engines.tantivy_folders import INDEX_META_FILE, PROJECTS_FOLDER, UNESCAPED_NAMES_VERSION, project_folder
+from app.engines.tantivy_folders import INDEX_META_FILE, PROJECTS_FOLDER, project_folder
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.engines.tantivy_schema import SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from tests.contract.lexical_index import (
@@ -150,7 +150,7 @@ async def test_an_older_root_with_project_folders_is_emptied_whole(data_dir: Pat
     await index_chunks(first, make_chunk("a-1", "upsilon"))
     await first.close()
     # As if written by version 5, the last one rebuilt rather than renamed (test_tantivy_folder_case.py).
-    (root / SCHEMA_VERSION_FILE).write_text(f"{UNESCAPED_NAMES_VERSION - 1}\n")
+    (root / SCHEMA_VERSION_FILE).write_text("5\n")
 
     reopened = TantivyLexicalIndex(root)
     try:

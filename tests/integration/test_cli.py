@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from app.engines.tantivy_folders import UNESCAPED_NAMES_VERSION
 from app.engines.tantivy_schema import SCHEMA_VERSION, SCHEMA_VERSION_FILE
 from tests.integration.conftest import cli_environment, poimen_executable, run_cli
 
@@ -96,7 +95,7 @@ def test_a_query_after_a_lexical_format_upgrade_indexes_again_before_searching(
     assert ingested.returncode == 0, ingested.stderr
     # As a version whose folder is rebuilt left it: it is emptied at open, and no server runs to refill it.
     version_file = poimen_data_dir / "lexical" / SCHEMA_VERSION_FILE
-    version_file.write_text(f"{UNESCAPED_NAMES_VERSION - 1}\n", encoding="ascii")
+    version_file.write_text("5\n", encoding="ascii")
 
     queried = run_cli(
         "query", "platypus checklist", "--project", PROJECT, "--strategy", "lexical", "--json", data_dir=poimen_data_dir

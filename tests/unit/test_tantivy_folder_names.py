@@ -13,7 +13,7 @@ import string
 import pytest
 
 from app.domain.project_ids import is_project_id
-from app.engines.tantivy_folder_names import project_folder_name, project_of_folder_name, unescaped_project_id
+from app.engines.tantivy_folder_names import project_folder_name, project_of_folder_name
 
 ID_ALPHABET = string.ascii_letters + string.digits + "._-"
 SEED = 20_260_101
@@ -89,10 +89,3 @@ def test_the_names_of_some_ids(project_id: str, name: str) -> None:
 )
 def test_a_name_no_id_gets_is_no_project_folder(name: str) -> None:
     assert project_of_folder_name(name) is None
-
-
-def test_an_unescaped_name_is_read_as_the_id_it_was_written_for() -> None:
-    assert unescaped_project_id("p-Acme") == "Acme"
-    assert unescaped_project_id("p-acme") == "acme"
-    assert unescaped_project_id("p-+acme") is None
-    assert unescaped_project_id("deleted-Acme-0123") is None
