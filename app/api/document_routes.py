@@ -41,7 +41,8 @@ from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
 from app.ingestion.admission import shared_allowance
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
-from app.ingestion.pipeline import ANY_VERSION, IngestionPipeline
+from app.ingestion.expected_versions import ANY_VERSION
+from app.ingestion.pipeline import IngestionPipeline
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
 

@@ -19,12 +19,12 @@ from app.domain.errors import (
     EngineTimeoutError,
     IngestionError,
     InvalidInputError,
-    VersionConflictError,
 )
 from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
 from app.domain.text_forms import canonical_document
 from app.ingestion.admission import Allowance
 from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
+from app.ingestion.expected_versions import check_expected_version, check_expected_versions
 from app.ingestion.validation import validate_documents
 
 if TYPE_CHECKING:
@@ -37,8 +37,6 @@ IngestStatus = Literal["created", "updated", "unchanged"]
 
 CACHE_LOOKUP_BATCH: Final = 1000
 """Chunk hashes per `cached_embeddings` call, so one query never carries an unbounded list."""
-ANY_VERSION: Final = -1
-"""An expected version meaning "whichever is stored": the document must exist (`If-Match: *`)."""
 MAX_CHUNKS_PER_DOCUMENT: Final = 10_000
 """Most chunks one document may split into, each an embedding, a row and an index entry. A document at
 MAX_DOCUMENT_BYTES of prose makes about 3,800; 5.5 MB of one-line sections under alternating `#` and `##`
@@ -187,7 +185,7 @@ class IngestionPipeline:
         keys = [(document.project_id, document.document_id) for document in documents]
         async with self._store.lock_documents(keys):
             states = await self._store.document_states(keys)
-            _check_versions(documents, states, expected_versions or {})
+            check_expected_versions(documents, states, expected_versions or {})
             outcomes = await self._write(documents, states)
         self._notify(
             {
@@ -283,7 +281,7 @@ class IngestionPipeline:
         async with self._store.lock_documents([key]):
             if expected_version is not None:
                 state = (await self._store.document_states([key])).get(key)
-                _check_version(document_id, state, expected_version)
+                check_expected_version(document_id, state, expected_version)
             deleted = await self._store.delete_document(project_id, document_id)
         if deleted:
             self._notify({project_id})
@@ -353,28 +351,6 @@ class _DocumentPlan:
         if self.stored_hash is None:
             return "created"
         return "unchanged" if self.stored_hash == self.content_hash else "updated"
-
-
-def _check_versions(
-    documents: Sequence[Document], states: Mapping[DocumentKey, DocumentState], expected: Mapping[str, int]
-) -> None:
-    for document in documents:
-        if document.document_id in expected:
-            state = states.get((document.project_id, document.document_id))
-            _check_version(document.document_id, state, expected[document.document_id])
-
-
-def _check_version(document_id: str, state: DocumentState | None, expected: int) -> None:
-    current = state.version if state is not None else None
-    if expected == ANY_VERSION:  # HTTP's `If-Match: *`: any version, so long as the document exists
-        if current is None:
-            msg = f"document {document_id!r} does not exist; the request expected it to exist (If-Match: *)"
-            raise VersionConflictError(msg, document_id=document_id, current_version=None)
-        return
-    if (current or 0) != expected:
-        shown = "does not exist" if current is None else f"is at version {current}"
-        msg = f"document {document_id!r} {shown}; the request expected version {expected}"
-        raise VersionConflictError(msg, document_id=document_id, current_version=current)
 
 
 def _with_hash(chunk: Chunk) -> Chunk:
