@@ -47,6 +47,16 @@ class VersionConflictError(SearchServiceError):
         self.document_id = document_id
         self.current_version = current_version
 
+    @classmethod
+    def changed_since_read(
+        cls, document_id: str, *, read_version: int, current_version: int | None
+    ) -> VersionConflictError:
+        """A conditional write's document changed between its check and its save (a delete by selection ran)."""
+        shown = "does not exist" if current_version is None else f"is at version {current_version}"
+        read = "absent" if read_version == 0 else f"at version {read_version}"
+        msg = f"document {document_id!r} {shown}: deleted or changed since the write found it {read}; nothing written"
+        return cls(msg, document_id=document_id, current_version=current_version)
+
 
 class RateLimitedError(SearchServiceError):
     """The caller sent more requests than its rate allows; `retry_after_s` says when to come back.

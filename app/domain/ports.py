@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
@@ -199,7 +199,10 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         ...
 
     async def save_documents(
-        self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]
+        self,
+        documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
+        *,
+        replacing: Mapping[DocumentKey, int] | None = None,
     ) -> dict[DocumentKey, int]:
         """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
 
@@ -208,6 +211,9 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         and the projects' generations move on. Returns each document's new version (versions only grow):
         past the stored one and the project's generation, and at least the document's own `version` (0 from
         ingest; an import's, so that an `If-Match` read before the move never names other content).
+        `replacing` names, for conditional writes, the version each document must still be stored at (0:
+        absent), checked atomically with the write: a delete by selection or of the project takes no document
+        lock, so it may have run since the caller's check. Otherwise `VersionConflictError`, nothing written.
         """
         ...
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from app.domain.catalog import DocumentSummary, ProjectStats
-from app.domain.errors import EngineUnavailableError
+from app.domain.errors import EngineUnavailableError, VersionConflictError
 from app.domain.models import (
     Chunk,
     DocumentChunks,
@@ -29,7 +29,7 @@ from app.domain.models import (
 from app.engines.memory_filters import chunk_matches, cosine_similarity, document_selected
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 
     from app.domain.catalog import DocumentSelection
     from app.domain.models import DocumentKey, Filters
@@ -117,10 +117,19 @@ class InMemoryDocumentStore:
         return found
 
     async def save_documents(
-        self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]
+        self,
+        documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
+        *,
+        replacing: Mapping[DocumentKey, int] | None = None,
     ) -> dict[DocumentKey, int]:
-        """Replace each document and its whole chunk set and queue it; all or nothing (nothing can fail here)."""
+        """Replace each document and its whole chunk set and queue it; all or nothing (`replacing` checked first)."""
         self._check_available()
+        for key, read_version in (replacing or {}).items():
+            current = self._documents.get(key)
+            if (current.version if current is not None else 0) != read_version:
+                raise VersionConflictError.changed_since_read(
+                    key[1], read_version=read_version, current_version=current.version if current else None
+                )
         versions: dict[DocumentKey, int] = {}
         for document, embedded_chunks in documents:
             key = (document.project_id, document.document_id)

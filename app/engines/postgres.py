@@ -54,7 +54,7 @@ from app.engines.postgres_sql import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -172,13 +172,17 @@ class PostgresDocumentStore:
         return {row.chunk_hash: json.loads(row.embedding) for row in rows}
 
     async def save_documents(
-        self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]
+        self,
+        documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
+        *,
+        replacing: Mapping[DocumentKey, int] | None = None,
     ) -> dict[DocumentKey, int]:
         """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
 
         One transaction for the batch. A document listed twice keeps its last entry. Chunks whose
         every field is unchanged are left as they are (no HNSW re-insert, still lexically indexed).
         Returns each document's new version; the projects' generations move on in the same transaction.
+        `replacing` (conditional writes) is checked under the project locks a delete by selection also takes.
         """
         latest = {(document.project_id, document.document_id): (document, chunks) for document, chunks in documents}
         if not latest:
@@ -194,6 +198,7 @@ class PostgresDocumentStore:
             async with project_transaction(self._engine, projects, write=True) as connection:
                 await postgres_catalog.lock_projects(connection, projects)
                 await postgres_locks.check_still_held(connection, latest, engine=self.name)
+                await postgres_versions.check_replacing(connection, replacing or {})
                 await connection.execute(text(UPSERT_DOCUMENT), document_rows)
                 await connection.execute(
                     text(DELETE_REPLACED_CHUNKS),

@@ -1,4 +1,7 @@
-"""Document versions after a save: each project's generation, and the release before's sequence, moved past them.
+"""Document versions in a save: those a conditional save replaces, checked; the generations moved past the new ones.
+
+A conditional write (`If-Match`) checks the version under its document's lock, embeds, then saves; a delete by
+selection or of the project takes no document lock, so the save checks that version again (`check_replacing`).
 
 A write gives a document one past its project's generation and past its own version (`UPSERT_DOCUMENT`),
 so the generation must reach the highest version a save gave, or a document deleted and written again
@@ -20,6 +23,10 @@ from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
 
+from app.domain.errors import VersionConflictError
+from app.engines.postgres_rows import key_parameters
+from app.engines.postgres_sql import SELECT_DOCUMENT_STATES
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -40,6 +47,24 @@ BUMP_GENERATIONS_PAST: Final = (
 )
 """`BUMP_GENERATIONS` (`app.engines.postgres_sql`) for a save: each project's generation also reaches its highest
 new document version (`floors`), and `document_version_seq` the highest of all (`top`), by up to `steps`."""
+
+
+async def check_replacing(connection: AsyncConnection, replacing: Mapping[DocumentKey, int]) -> None:
+    """Raise `VersionConflictError` unless each document is still stored at the version given (0: absent).
+
+    Run in a save's transaction after its project locks, which a delete by selection (or of the project) takes
+    too: it takes no document lock, so it may have run between a conditional write's check and its save.
+    """
+    if not replacing:
+        return
+    keys = list(replacing)
+    rows = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(keys))
+    stored = {(row.project_id, row.document_id): int(row.version) for row in rows}
+    for key in keys:
+        if stored.get(key, 0) != replacing[key]:
+            raise VersionConflictError.changed_since_read(
+                key[1], read_version=replacing[key], current_version=stored.get(key)
+            )
 
 
 async def bump_generations_past(connection: AsyncConnection, versions: Mapping[DocumentKey, int]) -> None:

@@ -174,7 +174,9 @@ class IngestionPipeline:
 
         Raises:
             InvalidInputError: the batch fails `validate_documents`, or a document yields no chunk.
-            VersionConflictError: a stored version differs from the expected one; nothing was written.
+            VersionConflictError: a stored version differs from the expected one, also when a delete by
+                selection or of the project (which takes no document lock) removed it while this call
+                embedded; nothing was written.
             EngineError: the store or the embedder failed; nothing of the batch was written.
         """
         # Stored in NFC: what was sent decomposed is found by a query typed precomposed, and hashes alike.
@@ -185,8 +187,10 @@ class IngestionPipeline:
         keys = [(document.project_id, document.document_id) for document in documents]
         async with self._store.lock_documents(keys):
             states = await self._store.document_states(keys)
-            check_expected_versions(documents, states, expected_versions or {})
-            outcomes = await self._write(documents, states)
+            check_expected_versions(documents, states, expected := expected_versions or {})
+            # Checked again in the save's transaction: a delete by selection takes no document lock.
+            replacing = {key: state.version if (state := states.get(key)) else 0 for key in keys if key[1] in expected}
+            outcomes = await self._write(documents, states, replacing)
         self._notify(
             {
                 document.project_id
@@ -197,7 +201,10 @@ class IngestionPipeline:
         return outcomes
 
     async def _write(
-        self, documents: Sequence[Document], states: Mapping[DocumentKey, DocumentState]
+        self,
+        documents: Sequence[Document],
+        states: Mapping[DocumentKey, DocumentState],
+        replacing: Mapping[DocumentKey, int],
     ) -> list[IngestOutcome]:
         stored_hashes = [
             state.content_hash if (state := states.get((document.project_id, document.document_id))) else None
@@ -223,13 +230,14 @@ class IngestionPipeline:
             )
             raise DocumentTooLargeError(msg, field="documents")
         async with self._chunks_in_flight.take(total):
-            return await self._embed_and_save(plans, changed, states)
+            return await self._embed_and_save(plans, changed, states, replacing)
 
     async def _embed_and_save(
         self,
         plans: Sequence[_DocumentPlan],
         changed: Sequence[_DocumentPlan],
         states: Mapping[DocumentKey, DocumentState],
+        replacing: Mapping[DocumentKey, int],
     ) -> list[IngestOutcome]:
         model = self._embedder.model_name
         vectors, embedded_by = await self._embeddings([chunk for plan in changed for chunk in plan.chunks])
@@ -246,7 +254,7 @@ class IngestionPipeline:
                 )
                 for plan in changed
             ]
-            versions.update(await self._store.save_documents(writes))
+            versions.update(await self._store.save_documents(writes, replacing=replacing))
         return [
             IngestOutcome(
                 document_id=plan.document.document_id,

@@ -62,6 +62,7 @@ class FakeStore:
         self.documents: dict[tuple[str, str], StoredDocument] = {}
         self.embeddings: dict[tuple[str, str, str], list[float]] = {}  # (project, model, chunk hash) -> vector
         self.save_calls: list[list[str]] = []
+        self.replacing_calls: list[dict[tuple[str, str], int]] = []
         self.deleted: list[tuple[str, str]] = []
 
     async def document_states(self, keys):
@@ -79,8 +80,11 @@ class FakeStore:
     ) -> dict[str, list[float]]:
         return {h: vector for h in chunk_hashes if (vector := self.embeddings.get((project_id, model, h))) is not None}
 
-    async def save_documents(self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]]):
+    async def save_documents(
+        self, documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]], *, replacing=None
+    ):
         self.save_calls.append([stored.document_id for stored, _ in documents])
+        self.replacing_calls.append(dict(replacing or {}))
         versions = {}
         for stored, embedded in documents:
             assert [e.chunk for e in embedded] == list(stored.chunks)
@@ -398,6 +402,18 @@ async def test_expected_version_zero_means_create_only() -> None:
     assert created.status == "created"
 
 
+async def test_a_conditional_write_has_the_store_check_again_the_versions_it_read(store, embedder) -> None:
+    # A delete by selection takes no document lock: the save must find each conditional document as it was read.
+    ingestion = pipeline(store, embedder)
+    [first] = await ingestion.ingest([doc("a", "First.")])
+
+    await ingestion.ingest(
+        [doc("a", "Second."), doc("b", "New."), doc("c", "Plain.")], expected_versions={"a": first.version, "b": 0}
+    )
+
+    assert store.replacing_calls == [{}, {("p", "a"): first.version, ("p", "b"): 0}]
+
+
 class GatedEmbedder(CountingEmbedder):
     """Embeds only after `gate` opens: an ingest holds its documents' lock meanwhile."""
 
@@ -477,9 +493,9 @@ async def test_concurrent_requests_embed_no_more_chunks_at_once_than_the_request
 
     original_save = store.save_documents
 
-    async def save_documents(documents):
+    async def save_documents(documents, **options):
         events.extend(f"save {stored.document_id}" for stored, _ in documents)
-        return await original_save(documents)
+        return await original_save(documents, **options)
 
     store.save_documents = save_documents
     ingests = pipeline(store, YieldingEmbedder(), embed_batch_size=1)
