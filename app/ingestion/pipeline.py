@@ -19,6 +19,7 @@ from app.domain.errors import (
     EngineTimeoutError,
     IngestionError,
     InvalidInputError,
+    VersionConflictError,
 )
 from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
 from app.domain.text_forms import canonical_document
@@ -283,14 +284,17 @@ class IngestionPipeline:
 
         Takes the document's lock like `ingest`, so a write that began earlier finishes first and a
         later one finds the document gone. Raises `VersionConflictError` when `expected_version` is
-        given and differs from the stored one (`ANY_VERSION`: when the document does not exist).
+        given and differs from the stored one (`ANY_VERSION`: when the document does not exist), also
+        when a delete by selection (which takes no document lock) removed it after that check.
         """
         key = (project_id, document_id)
         async with self._store.lock_documents([key]):
+            state = None if expected_version is None else (await self._store.document_states([key])).get(key)
             if expected_version is not None:
-                state = (await self._store.document_states([key])).get(key)
                 check_expected_version(document_id, state, expected_version)
             deleted = await self._store.delete_document(project_id, document_id)
+        if not deleted and state is not None:
+            raise VersionConflictError.changed_since_read(document_id, read_version=state.version, current_version=None)
         if deleted:
             self._notify({project_id})
         return deleted

@@ -123,3 +123,28 @@ async def test_a_plain_write_racing_a_delete_by_tag_is_stored_after_it(store: Do
     assert stored is not None
     assert [chunk.text for chunk in stored.chunks] == ["The copper key opens the cellar."]
     assert outcome.version == stored.version
+
+
+async def test_an_if_match_delete_racing_a_delete_by_tag_is_a_conflict_not_a_missing_document(
+    store: DocumentStore, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The delete by tag took the document first, so the version the If-Match named was gone: a 409, as when
+    # the delete by tag ends before the If-Match delete begins (it answered 404, "no document").
+    embedder = GatedEmbedder()
+    embedder.gate.set()
+    pipeline = IngestionPipeline(store=store, embedder=embedder, policy=POLICY)
+    [written] = await pipeline.ingest([note(unique_name, "The quartz key opens the archive.")])
+    read_states = store.document_states
+    deleted: list[int] = []
+
+    async def states_then_a_delete_by_tag(keys: Sequence[tuple[str, str]]) -> object:
+        states = await read_states(keys)  # the If-Match delete's check reads these ...
+        deleted.append(await store.delete_documents(SELECTIONS["by tag"](unique_name)))  # ... then this runs
+        return states
+
+    monkeypatch.setattr(store, "document_states", states_then_a_delete_by_tag)
+    with pytest.raises(VersionConflictError) as refused:
+        await pipeline.delete(unique_name, "a", expected_version=written.version)
+
+    assert deleted == [1]
+    assert refused.value.current_version is None
