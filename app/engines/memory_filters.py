@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from app.domain.chunk_filters import has_source_prefix, in_time_window
 from app.domain.models import titled_text
-from app.domain.moments import as_utc
 from app.domain.tags import tag_key, tag_keys
 from app.engines.memory_analysis import analyze, holds_phrase
 
@@ -26,8 +26,8 @@ def chunk_matches(chunk: Chunk, filters: Filters) -> bool:
         chunk.project_id == filters.project_id
         and (not filters.levels or chunk.level in filters.levels)
         and set(tag_keys(filters.tags)) <= set(tag_keys(chunk.tags))
-        and (not filters.source_prefix or chunk.source.startswith(filters.source_prefix))
-        and _in_time_range(chunk, filters)
+        and has_source_prefix(chunk.source, filters)
+        and in_time_window(chunk.event_time, filters)
         and (filters.chunk_ids is None or chunk.chunk_id in filters.chunk_ids)
         and not holds_excluded_term(chunk, filters.excluded_terms)
     )
@@ -40,19 +40,6 @@ def holds_excluded_term(chunk: Chunk, excluded_terms: Sequence[str]) -> bool:
         return False
     values = [analyze(titled_text(chunk.breadcrumb, chunk.text)), analyze(chunk.source), *map(analyze, chunk.tags)]
     return any(holds_phrase(value, phrase) for phrase in excluded for value in values)
-
-
-def _in_time_range(chunk: Chunk, filters: Filters) -> bool:
-    """`event_time_from` inclusive, `event_time_to` exclusive; an undated chunk passes only with `include_undated`."""
-    if filters.event_time_from is None and filters.event_time_to is None:
-        return True
-    if chunk.event_time is None:
-        return filters.include_undated
-    # Compared in UTC so a naive moment (taken as UTC) never meets an aware one unconverted.
-    moment = as_utc(chunk.event_time)
-    after_start = filters.event_time_from is None or moment >= as_utc(filters.event_time_from)
-    before_end = filters.event_time_to is None or moment < as_utc(filters.event_time_to)
-    return after_start and before_end
 
 
 def document_selected(document: StoredDocument, selection: DocumentSelection) -> bool:
