@@ -17,6 +17,7 @@ from opensearchpy.exceptions import NotFoundError
 from opensearchpy.helpers import async_bulk
 
 from app.auth.forwarding import forwarded_token
+from app.domain.chunk_filters import has_source_prefix, in_time_window
 from app.domain.errors import EngineUnavailableError
 from app.engines.opensearch_bodies import (
     build_bulk_actions,
@@ -24,6 +25,7 @@ from app.engines.opensearch_bodies import (
     build_stale_chunks_query,
     document_key,
     latest_per_document,
+    needs_exact_check,
 )
 from app.engines.opensearch_generation import ProjectGenerations
 from app.engines.opensearch_lifecycle import indexes_behind
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
 DELETE_CLAUSES_PER_REQUEST: Final = 200
 """Documents per `delete_by_query`; stays well under OpenSearch's default 1024 boolean clauses."""
 IDLE_CHECK_INTERVAL_S: Final = 5.0
+MAX_RESULT_WINDOW: Final = 10_000
+"""The most hits one `_search` returns (OpenSearch's `index.max_result_window` default)."""
 """How often an empty `replace_documents` (the outbox's idle call) checks that the known project indexes are there."""
 
 
@@ -134,16 +138,30 @@ class OpenSearchLexicalIndex:
         body = build_search_body(query, top_k=top_k, filters=filters)
         if top_k <= 0 or not body["query"]["bool"]["must"] or filters.chunk_ids == ():
             return []  # nothing searchable (or an empty id set): no hits, no round trip
-        alias = self.generation.alias(filters.project_id)
+        if not needs_exact_check(filters):
+            return await self._search_body(body, filters.project_id)
+        # The index selected a superset (`build_filter_clauses`): keep the hits that pass, asking for more
+        # while the ones it held back leave fewer than `top_k` and more may follow.
+        while True:
+            found = await self._search_body(body, filters.project_id)
+            hits = [hit for hit in found if in_time_window(hit.chunk.event_time, filters)]
+            hits = [hit for hit in hits if has_source_prefix(hit.chunk.source, filters)]
+            if len(hits) >= top_k or len(found) < body["size"] or body["size"] >= MAX_RESULT_WINDOW:
+                return hits[:top_k]
+            body["size"] = min(body["size"] * 4, MAX_RESULT_WINDOW)
+
+    async def _search_body(self, body: dict[str, Any], project_id: str) -> list[ScoredHit]:
+        """The hits of one `_search` of `project_id`'s alias (none where the project has no index)."""
+        alias = self.generation.alias(project_id)
         with translate_errors():
             try:
                 response = await self._client.search(index=alias, body=body, **self._request_options(as_caller=True))
             except NotFoundError:
-                if not self.generation.is_known(filters.project_id):
+                if not self.generation.is_known(project_id):
                     return []
-                generation = self.generation.of(filters.project_id)
+                generation = self.generation.of(project_id)
                 if not await generation.holds_documents():  # deleted with its project, maybe by another replica
-                    self.generation.forget(filters.project_id)
+                    self.generation.forget(project_id)
                     return []
                 msg = f"opensearch alias {alias} leads to no index"
                 raise EngineUnavailableError(msg, engine=ENGINE_NAME) from None

@@ -101,19 +101,29 @@ def bounded_key(key: str) -> str:
     return key if len(encoded) <= MAX_ID_BYTES else LONG_KEY_PREFIX + hashlib.sha256(encoded).hexdigest()
 
 
+MAX_PREFIX_CHARS: Final = 1000
+"""The longest `prefix` query OpenSearch runs: `index.max_regex_length` (1,000 by default), in UTF-16 code units."""
+
+
 def build_filter_clauses(filters: Filters) -> list[dict[str, Any]]:
-    """The `bool.filter` clauses: project always, then levels, every tag, source prefix, dates, ids."""
+    """The `bool.filter` clauses: project always, then levels, every tag, source prefix, dates, ids.
+
+    Dates and a long source prefix select a superset when the index cannot hold the filter exactly
+    (`needs_exact_check`): the search keeps the hits `app.domain.chunk_filters` accepts.
+    """
     clauses: list[dict[str, Any]] = [{"term": {"project_id": filters.project_id}}]
     if filters.levels:
         clauses.append({"terms": {"level": list(filters.levels)}})
     clauses.extend({"term": {"tags.key": key}} for key in tag_keys(filters.tags))  # all-of: one clause per tag
     if filters.source_prefix:
-        clauses.append({"prefix": {"source.raw": filters.source_prefix}})
+        clauses.append({"prefix": {"source.raw": _indexable_prefix(filters.source_prefix)}})
     date_range: dict[str, str] = {}
+    # A `date` field is kept to the millisecond: a bound within one selects its whole millisecond.
     if filters.event_time_from is not None:
-        date_range["gte"] = filters.event_time_from.isoformat()
+        date_range["gte"] = _to_millisecond(filters.event_time_from).isoformat()
     if filters.event_time_to is not None:
-        date_range["lt"] = filters.event_time_to.isoformat()
+        end = filters.event_time_to
+        date_range["lt" if end == _to_millisecond(end) else "lte"] = _to_millisecond(end).isoformat()
     if date_range:
         window: dict[str, Any] = {"range": {"event_time": date_range}}
         if filters.include_undated:
@@ -123,6 +133,33 @@ def build_filter_clauses(filters: Filters) -> list[dict[str, Any]]:
     if filters.chunk_ids is not None:
         clauses.append({"terms": {"chunk_id": sorted(filters.chunk_ids)}})
     return clauses
+
+
+def needs_exact_check(filters: Filters) -> bool:
+    """Whether `build_filter_clauses` selects more than `filters` do: a bound within a millisecond, a long prefix.
+
+    The `event_time` field is a `date`, kept to the millisecond (`date_nanos` cannot hold a time before 1970),
+    where times are kept to the microsecond; a prefix longer than `MAX_PREFIX_CHARS` is refused.
+    """
+    bounds = (filters.event_time_from, filters.event_time_to)
+    prefix = filters.source_prefix or ""
+    return any(bound is not None and bound.microsecond % 1000 for bound in bounds) or prefix != _indexable_prefix(
+        prefix
+    )
+
+
+def _to_millisecond(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
+
+
+def _indexable_prefix(prefix: str) -> str:
+    """`prefix` cut to its longest start OpenSearch takes in a `prefix` query (`MAX_PREFIX_CHARS` UTF-16 units)."""
+    units = 0
+    for position, character in enumerate(prefix):
+        units += len(character.encode("utf-16-le")) // 2  # a character past U+FFFF is two units
+        if units > MAX_PREFIX_CHARS:
+            return prefix[:position]
+    return prefix
 
 
 def build_search_body(query: LexicalQuery, *, top_k: int, filters: Filters) -> dict[str, Any]:

@@ -770,6 +770,43 @@ class LexicalIndexContract:
         assert await search_ids(index, "standup", filters=inside) == ["c-1"]
         assert await search_ids(index, "standup", filters=after) == []
 
+    async def test_event_time_filter_is_exact_to_the_microsecond(self, index: LexicalIndex) -> None:
+        # Within one millisecond: an engine keeping dates to the millisecond must still tell these apart.
+        moment = datetime(2025, 3, 1, 12, 0, 0, 500, tzinfo=UTC)
+        before_1970 = datetime(1969, 12, 31, 23, 59, 59, 999_500, tzinfo=UTC)
+        await index_chunks(
+            index,
+            make_chunk("c-moment", "standup notes", event_time=moment),
+            make_chunk("c-1969", "standup notes", event_time=before_1970),
+        )
+
+        one = timedelta(microseconds=1)
+        for start, end, expected in [
+            (moment, None, ["c-moment"]),
+            (moment + one, None, []),
+            (None, moment, ["c-1969"]),
+            (None, moment + one, ["c-1969", "c-moment"]),
+            (before_1970 + one, moment, []),
+            (before_1970, before_1970 + one, ["c-1969"]),
+            (before_1970 - one, before_1970, []),
+        ]:
+            filters = Filters(project_id=PROJECT, event_time_from=start, event_time_to=end)
+            assert sorted(await search_ids(index, "standup", filters=filters)) == expected, (start, end)
+
+    async def test_a_window_within_a_millisecond_still_fills_top_k(self, index: LexicalIndex) -> None:
+        start = datetime(2025, 3, 1, 12, 0, 0, 400, tzinfo=UTC)
+        await index_chunks(
+            index,
+            *(
+                make_chunk(f"c-{number}", "standup notes", event_time=start + timedelta(microseconds=number * 100))
+                for number in range(8)
+            ),
+        )
+        filters = Filters(project_id=PROJECT, event_time_from=start + timedelta(microseconds=250))
+
+        assert len(await search_ids(index, "standup", top_k=3, filters=filters)) == 3
+        assert sorted(await search_ids(index, "standup", top_k=10, filters=filters)) == [f"c-{n}" for n in range(3, 8)]
+
     async def test_chunk_ids_filter_limits_to_those_chunks(self, index: LexicalIndex) -> None:
         await index_chunks(
             index,

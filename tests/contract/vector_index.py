@@ -5,7 +5,7 @@ An index searches what its document store saved, so each adapter supplies both f
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -279,6 +279,30 @@ class VectorIndexContract:
 
         assert ids(hits) == ["at_start#0", "inside#0"]
         assert ids(since_feb) == ["inside#0", "at_end#0"]
+
+    async def test_event_time_range_is_exact_to_the_microsecond(self, store, index, project) -> None:
+        moment = datetime(2025, 3, 1, 12, 0, 0, 500, tzinfo=UTC)
+        before_1970 = datetime(1969, 12, 31, 23, 59, 59, 999_500, tzinfo=UTC)
+        await save(
+            store,
+            [
+                (chunk(project, "moment", 0, event_time=moment), embedding(1.0)),
+                (chunk(project, "before_1970", 0, event_time=before_1970), embedding(1.0, 0.1)),
+            ],
+        )
+        one = timedelta(microseconds=1)
+
+        for start, end, expected in [
+            (moment, None, ["moment#0"]),
+            (moment + one, None, []),
+            (None, moment, ["before_1970#0"]),
+            (None, moment + one, ["moment#0", "before_1970#0"]),
+            (before_1970 + one, moment, []),
+            (before_1970, before_1970 + one, ["before_1970#0"]),
+            (before_1970 - one, before_1970, []),
+        ]:
+            filters = Filters(project_id=project, event_time_from=start, event_time_to=end)
+            assert ids(await index.search(embedding(1.0), top_k=10, filters=filters)) == expected, (start, end)
 
     async def test_a_range_with_include_undated_keeps_undated_chunks_only(self, store, index, project) -> None:
         await save(
