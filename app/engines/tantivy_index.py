@@ -40,7 +40,6 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, NoReturn
 
 from app.domain.errors import EngineUnavailableError
-from app.domain.models import ScoredHit
 from app.engines.lexical_context import DEFAULT_CONTEXT_MAX_CHARS
 from app.engines.project_pruning import PruneSchedule, emptying_projects
 from app.engines.tantivy_folders import (
@@ -57,16 +56,14 @@ from app.engines.tantivy_projects import (
     ENGINE_NAME,
     ProjectIndexes,
 )
-from app.engines.tantivy_query import FieldBoosts, TantivyQueryBuilder
+from app.engines.tantivy_query import FieldBoosts, TantivyQueryBuilder, top_hits
 from app.engines.tantivy_schema import (
     DOCUMENT_KEY,
-    PAYLOAD,
     SCHEMA_VERSION,
     SCHEMA_VERSION_FILE,
     build_english_analyzer,
     build_schema,
     chunk_document,
-    decode_chunk,
     document_key,
 )
 
@@ -77,7 +74,7 @@ if TYPE_CHECKING:
 
     import tantivy
 
-    from app.domain.models import DocumentChunks, Filters, LexicalQuery
+    from app.domain.models import DocumentChunks, Filters, LexicalQuery, ScoredHit
     from app.engines.project_pruning import HoldsDocuments, ProjectsWithDocuments
     from app.engines.tantivy_projects import ProjectIndex
 
@@ -176,12 +173,7 @@ class TantivyLexicalIndex:
             tantivy_query = self._queries.build(query, filters)
             if tantivy_query is None:
                 return []
-            searcher = opened.index.searcher()
-            found = searcher.search(tantivy_query, top_k, count=False).hits
-            hits = [
-                ScoredHit(chunk=decode_chunk(searcher.doc(address)[PAYLOAD][0]), score=score)
-                for score, address in found
-            ]
+            hits = top_hits(opened.index.searcher(), tantivy_query, top_k=top_k, filters=filters)
         except (ValueError, RuntimeError, OSError) as error:
             _raise_unavailable("lexical search failed", error)
         except BaseException as error:  # noqa: BLE001 - pyo3's PanicException is a BaseException with no importable name

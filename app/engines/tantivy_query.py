@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Final
 
 import tantivy
 
+from app.domain.chunk_filters import has_source_prefix
+from app.domain.models import ScoredHit
 from app.domain.tags import tag_keys
 from app.domain.text_forms import analysis_form
 from app.engines.lexical_context import DEFAULT_CONTEXT_BOOST
@@ -22,11 +24,13 @@ from app.engines.tantivy_schema import (
     CONTEXT,
     EVENT_TIME_US,
     LEVEL,
+    PAYLOAD,
     PROJECT_ID,
     SOURCE,
     SOURCE_KEYWORD,
     TAGS,
     TAGS_TEXT,
+    decode_chunk,
     epoch_microseconds,
 )
 
@@ -36,6 +40,11 @@ if TYPE_CHECKING:
     from app.domain.models import Filters, LexicalQuery
 
 FUZZY_MIN_TERM_CHARS: Final = 3  # OpenSearch AUTO fuzziness allows no edit below 3 characters
+MAX_PREFIX_BYTES: Final = 900
+"""The longest source prefix (UTF-8 bytes) a regular expression matches: tantivy refuses one of over 1,000 states,
+about a state a byte. A longer prefix is searched by its first `MAX_PREFIX_BYTES` and the hits checked (`top_hits`)."""
+MAX_HITS_CHECKED: Final = 10_000
+"""The most hits `top_hits` reads to find `top_k` that start with a long prefix."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +180,8 @@ class TantivyQueryBuilder:
             clauses.append(tantivy.Query.term_set_query(schema, LEVEL, list(filters.levels)))
         clauses.extend(tantivy.Query.term_query(schema, TAGS, key) for key in tag_keys(filters.tags))
         if filters.source_prefix:
-            clauses.append(
-                tantivy.Query.regex_query(schema, SOURCE_KEYWORD, _regex_literal(filters.source_prefix) + "(?s:.)*")
-            )
+            prefix = _indexable_prefix(filters.source_prefix)
+            clauses.append(tantivy.Query.regex_query(schema, SOURCE_KEYWORD, _regex_literal(prefix) + "(?s:.)*"))
         if filters.event_time_from is not None or filters.event_time_to is not None:
             clauses.append(self._time_window_clause(filters))
         if filters.chunk_ids is not None:
@@ -203,6 +211,33 @@ class TantivyQueryBuilder:
             ]
         )
         return tantivy.Query.boolean_query([(tantivy.Occur.Should, window), (tantivy.Occur.Should, undated)])
+
+
+def top_hits(searcher: tantivy.Searcher, query: tantivy.Query, *, top_k: int, filters: Filters) -> list[ScoredHit]:
+    """The best `top_k` hits of `query` (built for `filters`), read back from their payloads.
+
+    A source prefix past `MAX_PREFIX_BYTES` was searched by its start: the hits that do not start with all of it
+    are dropped, and more asked for while fewer than `top_k` are left and more may follow.
+    """
+    limit = top_k
+    while True:
+        found = searcher.search(query, limit, count=False).hits
+        hits = [
+            ScoredHit(chunk=decode_chunk(searcher.doc(address)[PAYLOAD][0]), score=score) for score, address in found
+        ]
+        if filters.source_prefix is None or filters.source_prefix == _indexable_prefix(filters.source_prefix):
+            return hits
+        kept = [hit for hit in hits if has_source_prefix(hit.chunk.source, filters)]
+        if len(kept) >= top_k or len(found) < limit or limit >= MAX_HITS_CHECKED:
+            return kept[:top_k]
+        limit = min(limit * 4, MAX_HITS_CHECKED)
+
+
+def _indexable_prefix(prefix: str) -> str:
+    """The longest start of `prefix` within `MAX_PREFIX_BYTES` bytes of UTF-8 (`prefix` itself when short)."""
+    if len(prefix) * 4 <= MAX_PREFIX_BYTES:
+        return prefix
+    return prefix.encode()[:MAX_PREFIX_BYTES].decode(errors="ignore")
 
 
 def _regex_literal(text: str) -> str:

@@ -719,6 +719,31 @@ class LexicalIndexContract:
 
         assert ids == ["c-literal"]
 
+    async def test_a_source_prefix_as_long_as_a_source_filters_exactly(self, index: LexicalIndex) -> None:
+        # A source and a prefix may be 1,024 characters: past what a regular expression or prefix query takes.
+        long_source = "東京/" + "s" * 1021
+        await index_chunks(
+            index,
+            *(
+                make_chunk(f"c-{number}", "restart procedure", source=long_source[:-1] + character)
+                for number, character in enumerate("abs")
+            ),
+            make_chunk("c-short", "restart procedure", source=long_source[:600]),
+        )
+
+        def prefixed(prefix: str) -> Filters:
+            return Filters(project_id=PROJECT, source_prefix=prefix)
+
+        assert await search_ids(index, "restart", filters=prefixed(long_source)) == ["c-2"]
+        assert await search_ids(index, "restart", top_k=1, filters=prefixed(long_source)) == ["c-2"]
+        assert await search_ids(index, "restart", filters=prefixed(long_source[:-1])) == ["c-0", "c-1", "c-2"]
+        assert await search_ids(index, "restart", filters=prefixed(long_source[:600])) == [
+            "c-0",
+            "c-1",
+            "c-2",
+            "c-short",
+        ]
+
     async def test_event_time_filter_is_inclusive_from_exclusive_to(self, index: LexicalIndex) -> None:
         start = datetime(2025, 1, 1, tzinfo=UTC)
         end = datetime(2026, 1, 1, tzinfo=UTC)

@@ -259,6 +259,22 @@ class VectorIndexContract:
 
         assert ids(hits) == ["a#0"]
 
+    async def test_a_source_prefix_as_long_as_a_source_filters_exactly(self, store, index, project) -> None:
+        long_source = "東京/" + "s" * 1021
+        await save(
+            store,
+            [
+                (chunk(project, "a", 0, source=long_source[:-1] + "a"), embedding(1.0)),
+                (chunk(project, "s", 0, source=long_source), embedding(1.0, 0.1)),
+            ],
+        )
+
+        hits = await index.search(
+            embedding(1.0), top_k=10, filters=Filters(project_id=project, source_prefix=long_source)
+        )
+
+        assert ids(hits) == ["s#0"]
+
     async def test_event_time_range_includes_start_and_excludes_end(self, store, index, project) -> None:
         await save(
             store,
