@@ -57,9 +57,9 @@ if TYPE_CHECKING:
 DELETE_CLAUSES_PER_REQUEST: Final = 200
 """Documents per `delete_by_query`; stays well under OpenSearch's default 1024 boolean clauses."""
 IDLE_CHECK_INTERVAL_S: Final = 5.0
+"""How often an empty `replace_documents` (the outbox's idle call) checks that the known project indexes are there."""
 MAX_RESULT_WINDOW: Final = 10_000
 """The most hits one `_search` returns (OpenSearch's `index.max_result_window` default)."""
-"""How often an empty `replace_documents` (the outbox's idle call) checks that the known project indexes are there."""
 
 
 logger = logging.getLogger(__name__)
