@@ -1,9 +1,9 @@
 """Search paging: which page a request asks for, and the cursor of the next one.
 
 The cursor carries the next offset, the project generation the ranking was made at, the moment relative
-dates were resolved against, the query's names its first page read as the project's speakers, and a
-fingerprint of the query, its options and its `as_of` (a cursor replayed with another query or another
-`as_of` is a 400).
+dates were resolved against, the query's names its first page read as the project's speakers, a digest of
+the hits the pages so far were cut from, and a fingerprint of the query, its options and its `as_of` (a
+cursor replayed with another query or another `as_of` is a 400).
 """
 
 from __future__ import annotations
@@ -96,11 +96,13 @@ def search_paging(
         or not 0 <= start < PAGE_DEPTH
         or not isinstance(generation, int | None)
         or isinstance(generation, bool)
+        or not isinstance(values.get("h"), str | None)
     ):
         msg = "cursor is not a cursor this endpoint returned"
         raise InvalidQueryError(msg, field="cursor")
     clock = as_of or _cursor_clock(values) or datetime.now(UTC)
-    page = SearchPage(offset=start, generation=generation, speakers=_cursor_speakers(values))
+    served = values.get("h")  # absent in a cursor of a release before it: no check
+    page = SearchPage(offset=start, generation=generation, speakers=_cursor_speakers(values), served=served)
     return SearchPaging(page=page, as_of=as_of, clock=clock)
 
 
@@ -124,6 +126,7 @@ def next_cursor(query: str, options: SearchOptions, paging: SearchPaging, outcom
         "g": outcome.generation,
         "f": _fingerprint(query, options, paging.as_of),
         "s": sorted(outcome.speakers),  # every page plans as the first did, on whichever replica
+        "h": outcome.served_digest,  # a later page cut from another ranking says so, whatever the generation
     }
     if paging.clock is not None:
         values["t"] = as_utc(paging.clock).isoformat()

@@ -160,8 +160,8 @@ class SearchResponse(msgspec.Struct, kw_only=True):
     ranking_changed: bool = False
     """A later page cut from a ranking made now, not from the one its first page came from: the project was
     written to since, and this replica does not hold that ranking (another replica made it, or it expired
-    from the cache). Hits may then repeat or be missed across pages; search again from the first page to
-    be sure of every hit."""
+    from the cache), or the ranking's earlier hits are not those the cursor's pages were cut from. Hits may
+    then repeat or be missed across pages; search again from the first page to be sure of every hit."""
 
 
 class BatchSearchResponse(msgspec.Struct, kw_only=True):

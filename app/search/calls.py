@@ -70,7 +70,10 @@ class SearchOutcome:
     """The query's names the plan read as the project's speakers (left out of its semantic text); cursors keep them."""
     ranking_changed: bool = False
     """A later page cut from a ranking made now, not the one its first page came from (that one is held only
-    by the replica that made it, and only while its cache keeps it): hits may repeat or be missed across pages."""
+    by the replica that made it, and only while its cache keeps it), or from one whose earlier hits are not
+    those the earlier pages served: hits may repeat or be missed across pages."""
+    served_digest: str | None = None
+    """`app.search.paging.served_digest` of the ranking's hits up to `next_offset`: the next page's cursor keeps it."""
 
 
 # What an answer costs in memory, estimated without walking it. Calibrated on SciFact answers (CPython

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
@@ -9,6 +10,8 @@ from app.query.planner import MAX_LIMIT
 from app.retrieval.legs import is_current
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from app.domain.ports import ChunkTruth
     from app.knobs import SearchKnobs
     from app.search.calls import SearchCall, SearchOutcome
@@ -29,11 +32,20 @@ class SearchPage:
     `speakers` are the query's names the first page read as the project's speakers (its common title names,
     `app/search/common_names.py`), from its cursor: each replica reads those on its own every few minutes,
     so a later page reading them again could plan, and rank, otherwise at the same generation (None: read them).
+    `served` is the `served_digest` of the hits the earlier pages were cut from (the ranking's first `offset`):
+    a ranking made again on another replica at the same generation can still differ (the lexical index is
+    written before the outbox moves the generation on), and a later page then says `ranking_changed`.
     """
 
     offset: int = 0
     generation: int | None = None
     speakers: frozenset[str] | None = None
+    served: str | None = None
+
+
+def served_digest(chunk_ids: Sequence[str]) -> str:
+    """A short digest of a ranking's first hits, in order: what a cursor says the earlier pages were cut from."""
+    return hashlib.sha256("\x1f".join(chunk_ids).encode()).hexdigest()[:16]
 
 
 def page_of(outcome: SearchOutcome, call: SearchCall, knobs: SearchKnobs) -> SearchOutcome:
@@ -65,13 +77,23 @@ async def current_page_of(
 
 
 def _cut(outcome: SearchOutcome, call: SearchCall, knobs: SearchKnobs, positions: list[int]) -> SearchOutcome:
-    """The page of the hits at `positions` (of the ranking, ascending, from the page's offset on)."""
+    """The page of the hits at `positions` (of the ranking, ascending, from the page's offset on).
+
+    It says `ranking_changed` too when the ranking's hits before the page are not those the earlier pages
+    were cut from (`SearchPage.served`), and carries the digest of the hits up to its end for the next page.
+    """
     size = call.options.limit or knobs.rrf_final_k
     taken = positions[:size]
     following = taken[-1] + 1 if len(positions) > size else None
+    ranked = [hit.chunk_id for hit in outcome.result.hits]
+    page = call.page
+    start = page.offset if page is not None else 0
+    changed = page is not None and page.served is not None and served_digest(ranked[:start]) != page.served
     return replace(
         outcome,
         result=replace(outcome.result, hits=tuple(outcome.result.hits[position] for position in taken)),
-        offset=call.page.offset if call.page is not None else 0,
+        offset=start,
         next_offset=following,
+        served_digest=None if following is None else served_digest(ranked[:following]),
+        ranking_changed=outcome.ranking_changed or changed,
     )

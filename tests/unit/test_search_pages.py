@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from app.domain.models import Chunk, EmbeddedChunk, SearchStrategy, StoredDocument
+from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, SearchStrategy, StoredDocument
 from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
 from app.engines.memory_lexical import InMemoryLexicalIndex
 from app.knobs import SearchKnobs
@@ -43,10 +43,10 @@ async def note(number: int, text: str) -> tuple[StoredDocument, list[EmbeddedChu
     return one_chunk_document(chunk, title=""), [EmbeddedChunk(chunk, vector, "m")]
 
 
-def replica(store: InMemoryDocumentStore) -> SearchService:
+def replica(store: InMemoryDocumentStore, lexical: InMemoryLexicalIndex | None = None) -> SearchService:
     return SearchService.over(
         vector=InMemoryVectorIndex(store),
-        lexical=InMemoryLexicalIndex(),
+        lexical=lexical or InMemoryLexicalIndex(),
         embedder=BagOfWordsEmbedder(),
         store=store,
         knobs=FixedKnobs(SearchKnobs()),
@@ -112,3 +112,40 @@ async def test_a_later_page_from_another_replica_reads_the_query_as_the_first_pa
     assert set(chunk_ids[0]).isdisjoint(chunk_ids[2])  # no hit of the first page again
     assert chunk_ids[2] == chunk_ids[1]  # the page the first replica cuts from its own ranking
     assert from_other.plan.semantic_text == first.plan.semantic_text
+
+
+async def test_a_later_page_cut_from_another_ranking_at_the_same_generation_says_so() -> None:
+    # The outbox writes the lexical index, then moves the project's generation on: between the two, a
+    # replica ranking the query again sees another lexical leg at the same generation, and its page could
+    # repeat hits of the first page while saying `ranking_changed: false`.
+    store = InMemoryDocumentStore()
+    texts = ["crane crane crane", "harbour crane", "crane operator manual for the harbour", "the harbour crane log"]
+    notes = [await note(number, text) for number, text in enumerate([*texts, "old crane", "crane"])]
+    await store.save_documents(notes)
+    written = InMemoryLexicalIndex()  # the lexical index as the other replica reads it, written meanwhile
+    await written.replace_documents(
+        [DocumentChunks(PROJECT, document.document_id, document.chunks) for document, _ in notes]
+    )
+    first_replica, other_replica = replica(store), replica(store, written)
+    call = SearchCall(
+        query="crane harbour",
+        options=SearchOptions(project=PROJECT, limit=2, strategy=SearchStrategy.HYBRID),
+        auth_scope="t",
+        caller_key="t",
+        page=SearchPage(offset=0),
+    )
+    first = await first_replica.search(call)
+    later = replace(
+        call,
+        page=SearchPage(offset=first.next_offset or 0, generation=first.generation, served=first.served_digest),
+    )
+
+    from_first = await first_replica.search(later)
+    from_other = await other_replica.search(later)
+
+    assert first.served_digest is not None
+    assert from_first.ranking_changed is False  # its own ranking, cached
+    assert from_other.generation == first.generation
+    # Ranked without the lexical leg n1, n0 | n3, ...; with it n1, n3 | n2, n0, ...: n3 would be served twice.
+    assert [hit.chunk.chunk_id for hit in first.result.hits] == ["n1#0", "n0#0"]
+    assert from_other.ranking_changed is True  # another ranking: its earlier hits are not those served
