@@ -15,7 +15,11 @@ makes every name safe (no `.` or `..`) and keeps deleted folders apart.
 
 Versions before 3 kept every project in one index at the root (`meta.json` in the root itself);
 version 3 filed tags as written, not their keys. A root of an older version is emptied and recreated
-at open: PostgreSQL is the source of truth, and the service re-queues every project. (Version 7 renamed a
+at open: PostgreSQL is the source of truth, and the service re-queues every project. That refill is owed
+until the service has queued every project (`REFILL_PENDING_FILE`, written before anything is deleted and
+removed by `refill_queued`): a start that dies between emptying the root and queueing the last project
+(killed, or PostgreSQL failing) is followed by one that queues them all again, where the next start found
+a current, empty root and queued nothing, its lexical leg answering nothing for good. (Version 7 renamed a
 version 6 root's folders in place, since its files were unchanged; version 8 analyzes text otherwise, so
 every older root is rebuilt.) A root of a newer version is refused rather than downgraded (an older version
 would read `p-+acme` as a project `+acme` holding no document, and prune it), and a root holding some
@@ -41,6 +45,8 @@ logger = logging.getLogger(__name__)
 PROJECTS_FOLDER: Final = "projects"
 DELETED_FOLDER_PREFIX: Final = "deleted-"
 INDEX_META_FILE: Final = "meta.json"  # tantivy writes it when it creates an index; it lists the segments
+REFILL_PENDING_FILE: Final = "poimen-refill-pending"
+"""Present while the projects of an emptied root are not all queued for indexing from PostgreSQL yet."""
 
 
 def project_folder(root: Path, project_id: str) -> Path:
@@ -72,30 +78,40 @@ def still_attached(path: Path, identity: tuple[int, int] | None, marker: str) ->
 
 
 def prepare_root(root: Path) -> bool:
-    """Make `root` a root of this version (creating it when missing); True when an older layout was emptied.
+    """Make `root` a root of this version (creating it when missing); True when it owes a refill.
+
+    It owes one when an older layout was emptied now, or at an earlier open whose refill was never queued
+    (`refill_queued` was not called since).
 
     Raises:
         ValueError: `root` holds an index of a newer version, another tantivy index, or unknown files.
         OSError: the folder cannot be read or written.
     """
     root.mkdir(parents=True, exist_ok=True)
+    pending = (root / REFILL_PENDING_FILE).is_file()
     version = stored_root_version(root)
     if version is not None and version > SCHEMA_VERSION:
         msg = f"it was written by a newer version (schema {version}, this one reads {SCHEMA_VERSION})"
         raise ValueError(msg)
     recreated = version is not None and version < SCHEMA_VERSION
     if recreated:
+        (root / REFILL_PENDING_FILE).touch()  # first: a crash from here on still owes the refill
         _empty_older_root(root)
         # The service queues every project for indexing from PostgreSQL (app.wiring.engines) and says so.
         logger.warning("the lexical index in %s had an older schema (%d) and was recreated empty", root, version)
-    elif version is None and any(root.iterdir()):
+    elif version is None and any(entry.name != REFILL_PENDING_FILE for entry in root.iterdir()):
         msg = "it holds files that are no lexical index of this schema"
         raise ValueError(msg)
     if version != SCHEMA_VERSION:
         (root / PROJECTS_FOLDER).mkdir(exist_ok=True)
         (root / SCHEMA_VERSION_FILE).write_text(f"{SCHEMA_VERSION}\n", encoding="ascii")
     _finish_deletions(root)
-    return recreated
+    return recreated or pending
+
+
+def refill_queued(root: Path) -> None:
+    """Record that every project of `root` was queued for indexing again: it owes no refill any more."""
+    (root / REFILL_PENDING_FILE).unlink(missing_ok=True)
 
 
 def stored_root_version(root: Path) -> int | None:
@@ -160,5 +176,5 @@ def _empty_older_root(root: Path) -> None:
     for entry in entries:
         if entry.is_dir():
             shutil.rmtree(entry)
-        else:
+        elif entry.name != REFILL_PENDING_FILE:
             entry.unlink()

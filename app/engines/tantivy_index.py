@@ -142,7 +142,7 @@ class TantivyLexicalIndex:
 
     @property
     def recreated(self) -> bool:
-        """True when opening found an older schema and emptied the folder: every project needs a reindex."""
+        """True when the folder was emptied (an older schema), now or at an open whose refill was never queued."""
         return self._recreated
 
     @property

@@ -21,6 +21,7 @@ from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_roles import ensure_runtime_role
+from app.engines.tantivy_folders import refill_queued
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.ingestion.reindex import queue_every_project, rebuild_project
 
@@ -152,6 +153,7 @@ async def refill_recreated_lexical_index(lexical: LexicalIndex, store: DocumentS
     if not (isinstance(lexical, TantivyLexicalIndex) and lexical.recreated):
         return 0
     projects = await queue_every_project(store)
+    refill_queued(lexical.path)  # only now: a start that dies before this queues every project again
     logger.warning("lexical index format upgraded: %d project(s) queued for indexing from PostgreSQL", projects)
     return projects
 

@@ -17,6 +17,7 @@ from app.domain.errors import EngineUnavailableError
 from app.domain.models import DocumentChunks, Filters
 from app.engines.memory_analysis import light_stem
 from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.engines.tantivy_folders import refill_queued
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.engines.tantivy_schema import (
     CONTEXT,
@@ -252,6 +253,7 @@ class TestTantivyOnDisk:
         finally:
             await index.close()
         assert (path / SCHEMA_VERSION_FILE).read_text().strip() == str(SCHEMA_VERSION)
+        refill_queued(path)  # what the service does once it has queued every project (app.wiring.engines)
         reopened = TantivyLexicalIndex(path)
         try:
             assert not reopened.recreated
