@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 RUNTIME_ROLE: Final = "poimen_runtime"
 ROLE_LOCK_ID: Final = 7_402_113_002
-"""Advisory lock key: processes sharing one embedded server create the role one at a time."""
+"""Advisory lock key: processes sharing one server create or grant a runtime role one at a time.
+
+Two GRANTs on one object at once fail the second ("tuple concurrently updated"): two `poimen migrate`
+at once (two pods' init containers, a Job retried while the first still runs) must take turns.
+"""
 PROJECT_TABLES: Final = ("documents", "chunks", "lexical_outbox", "project_generations")
 """The tables the runtime role reads and writes: every table that holds project rows."""
 
@@ -100,10 +104,12 @@ async def grant_runtime_role(owner_url: str, role: str) -> None:
     never created or altered here. Idempotent. Run after the migrations: the grants name their tables.
     Raises `ConfigurationError` when the role does not exist (yet), is a superuser, has `BYPASSRLS`, or is
     (or is a member of) the tables' owner: with any of these the row-level security policies would not hold it.
+    Safe from several processes at once (they take turns on `ROLE_LOCK_ID`).
     """
     engine = create_asyncpg_engine(owner_url)
     try:
         async with engine.begin() as connection:
+            await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ROLE_LOCK_ID})
             facts = (
                 await connection.execute(text(ROLE_FACTS), {"role": role, "tables": list(PROJECT_TABLES)})
             ).one_or_none()
