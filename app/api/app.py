@@ -32,6 +32,7 @@ from app.api.operator_routes import AdminController, HealthController
 from app.api.overload import guard_concurrency
 from app.api.project_routes import ProjectController, ProjectListController
 from app.api.request_tracing import trace_requests
+from app.api.request_target import reject_undecodable_target
 from app.api.response_headers import add_response_headers
 from app.api.search_requests import BatchSearchRequest, SearchRequest
 from app.api.search_routes import SearchController
@@ -82,12 +83,14 @@ def _catalog(state: State) -> ProjectCatalog:
 
 
 def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Awaitable[None]]:
-    """Before every handler: no cross-site browser request without auth, no unknown query parameter, no lax JSON."""
+    """Before every handler: no cross-site browser request without auth, no target that is not UTF-8, no unknown
+    query parameter, no lax JSON."""
     without_auth = settings.auth_mode == "off"
 
     async def before_request(request: Request[Any, Any, Any]) -> None:
         if without_auth:
             refuse_cross_site(request)
+        reject_undecodable_target(request)
         reject_unknown_query_parameters(request)
         await reject_lax_json(request)
 
