@@ -15,6 +15,7 @@ from litestar.openapi.config import OpenAPIConfig
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
 from app.api.console import console_router
+from app.api.content_codings import refuse_coded_body
 from app.api.cross_site import refuse_cross_site
 from app.api.document_routes import DocumentController
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
@@ -84,7 +85,7 @@ def _catalog(state: State) -> ProjectCatalog:
 
 def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Awaitable[None]]:
     """Before every handler: no cross-site browser request without auth, no target that is not UTF-8, no unknown
-    query parameter, no lax JSON."""
+    query parameter, no body in a content coding or a charset but UTF-8, no lax JSON."""
     without_auth = settings.auth_mode == "off"
 
     async def before_request(request: Request[Any, Any, Any]) -> None:
@@ -92,6 +93,7 @@ def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Aw
             refuse_cross_site(request)
         reject_undecodable_target(request)
         reject_unknown_query_parameters(request)
+        refuse_coded_body(request)
         await reject_lax_json(request)
 
     return before_request

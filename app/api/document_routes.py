@@ -167,7 +167,7 @@ class DocumentController(Controller):
         guards=[ingest_guard],
         opt=READS_BODY,
         request_max_body_size=MAX_INGEST_BODY_BYTES,
-        responses=problem_responses(400, 401, 403, 409, 413, 503, 504, 507),
+        responses=problem_responses(400, 401, 403, 409, 413, 415, 503, 504, 507),
     )
     async def ingest(  # noqa: PLR0913, PLR0917 - the body and each conditional header it may carry
         self,

@@ -99,6 +99,10 @@ _PROBLEM_DESCRIPTIONS: dict[int, str] = {
     404: "No such document in the project",
     409: "The stored version is not the expected one; `current_version` is the stored one",
     413: "The request body, or a document in it, is larger than the service accepts",
+    415: (
+        "The body is sent in a content coding (`Content-Encoding: gzip`; `Accept-Encoding: identity` says what is"
+        " read) or labelled a charset other than UTF-8: send plain UTF-8 JSON"
+    ),
     429: (
         "Over this caller's rate (RATE_LIMIT_PER_CALLER_RPS), or a refused token from an address past its refused "
         "authentications (RATE_LIMIT_REFUSED_AUTH_PER_ADDRESS_RPS), marked by `refused_status` (401 or 403): not"

@@ -60,7 +60,7 @@ _BODY_FIELDS: Final[Mapping[str, str]] = {
 }
 
 SEARCH_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
-SEARCH_BODY_ERROR_RESPONSES = problem_responses(400, 401, 403, 413, 503, 504)
+SEARCH_BODY_ERROR_RESPONSES = problem_responses(400, 401, 403, 413, 415, 503, 504)
 
 
 def _respond(

@@ -43,3 +43,38 @@ async def test_utf8_escapes_in_path_and_query_still_answer(client) -> None:
     assert read.status_code == 200
     assert read.json()["id"] == "x\ufffd"
     assert searched.status_code == 200
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "x-unknown", "identity, gzip"])
+async def test_a_body_in_a_content_coding_is_a_415_and_nothing_is_written(client, coding) -> None:
+    # Sent plain but labelled: it was written as if the label were not there (a gzip one was "malformed JSON").
+    body = b'{"id": "coded", "text": "Sent with a content coding."}'
+    headers = {"content-type": "application/json", "content-encoding": coding}
+
+    written = await client.post(f"/v1/projects/{PROJECT}/documents", content=body, headers=headers)
+    searched = await client.post("/v1/search", content=b'{"project": "p", "query": "q"}', headers=headers)
+
+    assert (written.status_code, searched.status_code) == (415, 415)
+    assert written.headers["accept-encoding"] == "identity"
+    assert written.headers["content-type"].startswith("application/problem+json")
+    assert (await client.get(f"/v1/projects/{PROJECT}/documents/coded")).status_code == 404
+
+
+async def test_a_body_labelled_another_charset_is_a_415(client) -> None:
+    body = '{"id": "latin", "text": "café"}'.encode("utf-16")
+
+    response = await client.post(
+        f"/v1/projects/{PROJECT}/documents", content=body, headers={"content-type": "application/json; charset=UTF-16"}
+    )
+
+    assert response.status_code == 415
+    assert "UTF-8" in response.json()["detail"]
+
+
+async def test_identity_and_a_utf8_charset_are_read(client) -> None:
+    body = '{"id": "identity", "text": "Plain café."}'.encode()
+    headers = {"content-type": 'application/json; charset="utf-8"', "content-encoding": "identity"}
+
+    response = await client.post(f"/v1/projects/{PROJECT}/documents", content=body, headers=headers)
+
+    assert response.status_code == 201, response.text
