@@ -194,21 +194,31 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
 
 
 async def reject_unread_body(request: Request[Any, Any, Any]) -> None:
-    """A 400 naming `body` for a body sent to a write that takes none, and so would never read it.
+    """A 400 naming `body` for a body sent to a route that takes none, and so would never read it.
 
     `DELETE /v1/projects/p` with `{"tag": "draft"}` deleted the whole project, and `DELETE
     .../documents?source_prefix=a` with the same body every document under `a/`, whatever the tag: what
-    a write acts on is its path and query parameters. An empty object or `null` asks for nothing and is
-    let through. A handler that reads its body itself is marked `READS_BODY`.
+    a write acts on is its path and query parameters. A read alike: `GET .../documents` with `{"tag":
+    "draft"}` listed every document, `GET /memory/query` with `{"limit": 1}` answered 10 hits (RFC 9110
+    9.3.1: a GET's content has no defined meaning). An empty object or `null` asks for nothing and is let
+    through. A handler that reads its body itself is marked `READS_BODY`.
     """
-    if request.method not in WRITE_METHODS or request.route_handler.opt.get(READS_BODY_OPT_KEY):
+    if request.route_handler.opt.get(READS_BODY_OPT_KEY):
         return
+    if request.method not in WRITE_METHODS and not _declares_body(request):
+        return  # a read without a body (nearly every one): nothing to receive
     if not _says_nothing(await request.body()):
         msg = (
             f"{request.method} {request.url.path} takes no request body: what it acts on is in its path and query "
             "parameters; nothing was done"
         )
         raise InvalidInputError(msg, field="body")
+
+
+def _declares_body(request: Request[Any, Any, Any]) -> bool:
+    """Whether the request's head announces a body: a `Content-Length` other than 0, or `Transfer-Encoding`."""
+    length = request.headers.get("content-length", "").strip()
+    return (bool(length) and length != "0") or "transfer-encoding" in request.headers
 
 
 def _says_nothing(body: bytes) -> bool:

@@ -78,3 +78,29 @@ async def test_identity_and_a_utf8_charset_are_read(client) -> None:
     response = await client.post(f"/v1/projects/{PROJECT}/documents", content=body, headers=headers)
 
     assert response.status_code == 201, response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (f"/v1/projects/{PROJECT}/documents", b'{"tag": "draft"}'),
+        (f"/memory/query?project={PROJECT}&query=runbook", b'{"limit": 1}'),
+        (f"/v1/projects/{PROJECT}/documents/plain", b'{"version": 1}'),
+    ],
+)
+async def test_a_read_sent_a_body_it_would_ignore_is_a_400(client, path, body) -> None:
+    # The body's filter or limit was dropped unread: every document, ten hits.
+    response = await client.request("GET", path, content=body, headers={"content-type": "application/json"})
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "body"
+    assert "takes no request body" in response.json()["detail"]
+
+
+async def test_a_read_with_an_empty_body_or_an_empty_object_is_answered(client) -> None:
+    url = f"/v1/projects/{PROJECT}/documents/plain"
+
+    empty = await client.request("GET", url, content=b"", headers={"content-length": "0"})
+    nothing = await client.request("GET", url, content=b"{}", headers={"content-type": "application/json"})
+
+    assert (empty.status_code, nothing.status_code) == (200, 200)
