@@ -28,6 +28,7 @@ from app.api.errors import (
     validation_error_handler,
 )
 from app.api.guards import public
+from app.api.method_semantics import complete_methods
 from app.api.openapi_document import complete_openapi
 from app.api.operator_routes import AdminController, HealthController
 from app.api.overload import guard_concurrency
@@ -210,6 +211,7 @@ def create_app(
         max_document_bytes=settings.max_document_bytes,
         search_batch_max_queries=settings.search_batch_max_queries,
     )
+    complete_methods(app)
     add_response_headers(app)
     trace_requests(app, traced=settings.tracing_enabled)
     # Shedding first: a refused request costs no routing, no metrics middleware, no span, no work.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path, PurePath
 from typing import Final
 
-from litestar import get, head
+from litestar import get
 from litestar.datastructures import CacheControlHeader
 from litestar.file_system import BaseLocalFileSystem
 from litestar.params import FromPath
@@ -27,11 +27,10 @@ CONSOLE_CACHE_CONTROL: Final = CacheControlHeader(no_cache=True)
 
 
 def console_router() -> Router:
-    """`GET`/`HEAD /console` (the page) and `/console/<file>` (its scripts and styles): public, revalidated per load.
+    """`GET /console` (the page) and `/console/<file>` (its scripts and styles): public, revalidated per load.
 
-    Litestar's own static files router gives the page a GET handler only (a link checker's or a probe's
-    HEAD /console was a 405), and its HEAD answers carry no content-type: these handlers answer HEAD with
-    every header GET's answer has (RFC 9110, 9.3.2) and no body.
+    HEAD is answered as GET without the body, as on every route (`app.api.method_semantics`): Litestar's own
+    static files router answered HEAD without a content-type.
     """
     files = StaticFiles(
         is_html_mode=True,
@@ -40,31 +39,17 @@ def console_router() -> Router:
         headers={CONSOLE_CACHE_CONTROL.HEADER_NAME: CONSOLE_CACHE_CONTROL.to_header()},
     )
 
-    async def answer(path: str, *, is_head: bool) -> ASGIFileResponse:
-        # Built as GET's answer (a HEAD one is built without its content-type), then sent without the body.
-        response = await files.handle(path=path, is_head_response=False)
-        response.is_head_response = is_head
-        return response
-
     @get("/", name="console/index")
     async def get_index() -> ASGIFileResponse:
-        return await answer("/", is_head=False)
-
-    @head("/", name="console/index-head")
-    async def head_index() -> ASGIFileResponse:
-        return await answer("/", is_head=True)
+        return await files.handle(path="/", is_head_response=False)
 
     @get("/{file_path:path}", name="console")
     async def get_file(file_path: FromPath[PurePath]) -> ASGIFileResponse:
-        return await answer(file_path.as_posix(), is_head=False)
-
-    @head("/{file_path:path}", name="console/head")
-    async def head_file(file_path: FromPath[PurePath]) -> ASGIFileResponse:
-        return await answer(file_path.as_posix(), is_head=True)
+        return await files.handle(path=file_path.as_posix(), is_head_response=False)
 
     return Router(
         path=CONSOLE_PATH,
-        route_handlers=[get_index, head_index, get_file, head_file],
+        route_handlers=[get_index, get_file],
         opt=dict(public),
         cache_control=CONSOLE_CACHE_CONTROL,
         include_in_schema=False,

@@ -42,6 +42,8 @@ def declared_query_parameters(app: Litestar) -> dict[HTTPRouteHandler, DeclaredQ
         if not route.path.startswith(API_PATH_PREFIXES):
             continue
         for handler, kwargs_model in getattr(route, "route_handler_map", {}).values():
+            if handler.http_methods == {"OPTIONS"}:
+                continue  # asks what the path takes: a query string changes nothing (a CORS preflight sends one)
             parameters = kwargs_model.expected_query_params
             declared[handler] = DeclaredQuery(
                 names=frozenset(parameter.field_alias for parameter in parameters),

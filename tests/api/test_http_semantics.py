@@ -104,3 +104,42 @@ async def test_a_read_with_an_empty_body_or_an_empty_object_is_answered(client) 
     nothing = await client.request("GET", url, content=b"{}", headers={"content-type": "application/json"})
 
     assert (empty.status_code, nothing.status_code) == (200, 200)
+
+
+@pytest.mark.parametrize("path", [f"/v1/projects/{PROJECT}/documents/plain", "/healthz", "/v1/projects", "/console"])
+async def test_head_answers_as_get_without_the_body(client, path) -> None:
+    # Every route but the console's answered HEAD with a 405 (RFC 9110 9.1: a server MUST support HEAD).
+    got = await client.get(path)
+    headed = await client.head(path)
+
+    assert headed.status_code == got.status_code == 200
+    assert headed.content == b""
+    assert headed.headers["content-type"] == got.headers["content-type"]
+    assert headed.headers.get("etag") == got.headers.get("etag")
+
+
+@pytest.mark.parametrize(
+    ("path", "methods"),
+    [
+        (f"/v1/projects/{PROJECT}/documents/plain", "DELETE, GET, HEAD, OPTIONS"),
+        (f"/v1/projects/{PROJECT}/documents", "DELETE, GET, HEAD, OPTIONS, POST"),
+        (f"/v1/projects/{PROJECT}", "DELETE, GET, HEAD, OPTIONS"),
+        ("/v1/search", "OPTIONS, POST"),
+    ],
+)
+async def test_options_and_a_405_name_every_method_of_the_path(client, path, methods) -> None:
+    # OPTIONS named one handler's methods (`GET, OPTIONS` on a document, which DELETE also takes).
+    options = await client.options(path)
+    refused = await client.request("PUT", path)
+
+    assert options.status_code == 204
+    assert options.headers["allow"] == methods
+    assert refused.status_code == 405
+    assert refused.headers["allow"] == methods
+
+
+async def test_options_with_the_query_string_of_its_get_is_answered(client) -> None:
+    response = await client.options(f"/memory/query?project={PROJECT}&query=runbook")
+
+    assert response.status_code == 204
+    assert response.headers["allow"] == "GET, HEAD, OPTIONS"
