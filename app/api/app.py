@@ -33,8 +33,8 @@ from app.api.openapi_document import complete_openapi
 from app.api.operator_routes import AdminController, HealthController
 from app.api.overload import guard_concurrency
 from app.api.project_routes import ProjectController, ProjectListController
-from app.api.request_tracing import trace_requests
 from app.api.request_target import reject_undecodable_target
+from app.api.request_tracing import trace_requests
 from app.api.response_headers import add_response_headers
 from app.api.search_requests import BatchSearchRequest, SearchRequest
 from app.api.search_routes import SearchController
@@ -85,8 +85,11 @@ def _catalog(state: State) -> ProjectCatalog:
 
 
 def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Awaitable[None]]:
-    """Before every handler: no cross-site browser request without auth, no target that is not UTF-8, no unknown
-    query parameter, no body in a content coding or a charset but UTF-8, no lax JSON."""
+    """Before every handler: no cross-site request without auth, no bad target, no unknown query, no coded body.
+
+    A target is bad when its percent-escapes are not UTF-8; a body is coded when sent with a `Content-Encoding`
+    or labelled a charset other than UTF-8. A JSON body is decoded strictly (`reject_lax_json`).
+    """
     without_auth = settings.auth_mode == "off"
 
     async def before_request(request: Request[Any, Any, Any]) -> None:

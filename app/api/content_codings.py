@@ -45,7 +45,9 @@ def refuse_coded_body(request: Request[Any, Any, Any]) -> None:
             f"the request body is sent with Content-Encoding {', '.join(coded)}: this service reads bodies as sent"
             " (identity); send it uncompressed"
         )
-        raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE, detail=msg, headers={"Accept-Encoding": IDENTITY})
+        raise HTTPException(
+            status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE, detail=msg, headers={"Accept-Encoding": IDENTITY}
+        )
     charset = _charset(request.headers.get("content-type", ""))
     if charset is not None and charset not in UTF8_CHARSETS:
         msg = f"the request body is labelled charset={charset}: JSON bodies are UTF-8 (RFC 8259); send it in UTF-8"
