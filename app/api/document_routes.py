@@ -68,12 +68,17 @@ DocumentIdPath = Annotated[str, PathParameter(description="Document id; may cont
 DOCUMENTS_CURSOR = "documents"
 MAX_VERSION_DIGITS = 18
 """A document version is a PostgreSQL bigint: a longer number names no version (and `int()` caps digits)."""
+PENDING_SUFFIX = "-pending"
+"""Ends the entity tag of a document the lexical index has not taken yet (`lexically_indexed: false`)."""
 IfMatchHeader = Annotated[
     str | None,
     HeaderParameter(
         name="If-Match",
-        description='Write or delete only if the document is at this version (`7`, `"7"` or `W/"7"`), or exists (`*`)',
-        schema_extra={"pattern": rf'^\s*(\*|(W/)?"?[0-9]{{1,{MAX_VERSION_DIGITS}}}"?)\s*$'},
+        description=(
+            'Write or delete only if the document is at this version (`7`, `"7"`, `W/"7"`, or its ETag `"7-pending"`),'
+            " or exists (`*`)"
+        ),
+        schema_extra={"pattern": rf'^\s*(\*|(W/)?"?[0-9]{{1,{MAX_VERSION_DIGITS}}}({PENDING_SUFFIX})?"?)\s*$'},
     ),
 ]
 
@@ -90,25 +95,33 @@ ReadIfNoneMatchHeader = Annotated[
     str | None,
     HeaderParameter(
         name="If-None-Match",
-        description='ETags of versions the caller holds (`"7"`, `"7", W/"8"`) or `*`: 304 if the stored one is named',
+        description='ETags the caller holds (`"7"`, `"7-pending", W/"8"`) or `*`: 304 if the stored one is named',
     ),
 ]
 ETAG_HEADER = ResponseHeader(
     name="ETag",
-    description='The document\'s version as an entity tag (`"7"`): send it back as `If-Match` to update safely',
+    description=(
+        'The document\'s version as an entity tag (`"7"`; `"7-pending"` until the lexical index has it): send it back'
+        " as `If-Match` to update safely"
+    ),
     documentation_only=True,
 )
 
 
-def entity_tag(version: int) -> str:
-    """The `ETag` of a document at `version`: the version, quoted (what `If-Match` takes back)."""
-    return f'"{version}"'
+def entity_tag(version: int, *, lexically_indexed: bool) -> str:
+    """The `ETag` of a document at `version`: the version, quoted, marked `-pending` until it is lexically indexed.
+
+    The representation says `lexically_indexed`, which turns true with no new version: one tag for both let a
+    caller holding the pending answer be told 304 once it was indexed, and so never see it indexed.
+    `If-Match` takes either tag back as the version.
+    """
+    return f'"{version}"' if lexically_indexed else f'"{version}{PENDING_SUFFIX}"'
 
 
-def _holds_version(if_none_match: str, version: int) -> bool:
-    """Whether an `If-None-Match` list names `version` (weak comparison, as RFC 9110 has it for GET) or is `*`."""
-    tags = (tag.strip() for tag in if_none_match.split(","))
-    return any(tag == "*" or tag.removeprefix("W/").strip('"') == str(version) for tag in tags)
+def _holds_tag(if_none_match: str, tag: str) -> bool:
+    """Whether an `If-None-Match` list names `tag` (weak comparison, as RFC 9110 has it for GET) or is `*`."""
+    held = (item.strip() for item in if_none_match.split(","))
+    return any(item == "*" or item.removeprefix("W/").strip('"') == tag.strip('"') for item in held)
 
 
 def _version_from(if_match: str) -> int:
@@ -118,7 +131,7 @@ def _version_from(if_match: str) -> int:
     """
     if if_match.strip() == "*":
         return ANY_VERSION
-    value = if_match.strip().removeprefix("W/").strip('"')
+    value = if_match.strip().removeprefix("W/").strip('"').removesuffix(PENDING_SUFFIX)
     # ASCII digits only: `str.isdigit` also accepts "²", which `int()` refuses.
     if not (value.isascii() and value.isdigit()) or len(value) > MAX_VERSION_DIGITS:
         msg = f"If-Match must be a document version (a whole number) or *, got {if_match!r}"
@@ -290,14 +303,15 @@ class DocumentController(Controller):
         """The document as PostgreSQL holds it, chunks in order with breadcrumbs. Ids may contain `/`.
 
         Its `ETag` is its version (`"7"`), what `If-Match` takes back; `If-None-Match` naming that version
-        answers 304 without the body (a caller polling a document it holds).
+        answers 304 without the body (a caller polling a document it holds). Until the lexical index has the
+        document its tag is `"7-pending"`, so a caller holding that answer is sent the indexed one.
         """
         document_id = document_id.removeprefix("/")
         document = await services.engines.store.get_document(project, document_id)
         if document is None:
             raise _not_found(project, document_id)
-        headers = {ETAG_HEADER.name: entity_tag(document.version)}
-        if if_none_match is not None and _holds_version(if_none_match, document.version):
+        headers = {ETAG_HEADER.name: entity_tag(document.version, lexically_indexed=document.lexically_indexed)}
+        if if_none_match is not None and _holds_tag(if_none_match, headers[ETAG_HEADER.name]):
             return Response(None, status_code=HTTP_304_NOT_MODIFIED, headers=headers)  # type: ignore[arg-type]
         return Response(document_out(document), headers=headers)
 

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from app.engines.pgvector import create_postgres_engine
+from app.engines.postgres import PostgresDocumentStore
+from app.ingestion.reindex import rebuild_project
+from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
+
 PROJECT = "http-semantics"
 
 
@@ -143,3 +148,45 @@ async def test_options_with_the_query_string_of_its_get_is_answered(client) -> N
 
     assert response.status_code == 204
     assert response.headers["allow"] == "GET, HEAD, OPTIONS"
+
+
+async def queue_behind_the_apps_back(database_url: str, project: str) -> None:
+    """Queue the project for lexical indexing again from this loop (the app's pool is its client's), waking nothing."""
+    pool = create_postgres_engine(database_url, pool_size=1)
+    try:
+        await rebuild_project(PostgresDocumentStore(pool), project)
+    finally:
+        await pool.dispose()
+
+
+async def test_a_caller_holding_the_pending_answer_is_sent_the_indexed_one(
+    api_postgres_url, embedder, tmp_path
+) -> None:
+    # `lexically_indexed` turns true with no new version: under one ETag, the pending answer was told 304.
+    # The outbox drains on a write's wake only: queued behind its back (below), a document stays pending.
+    settings = api_settings(tmp_path, outbox_poll_interval_s=3600)
+    async with (
+        build_engines(database_url=api_postgres_url, lexical_path=tmp_path / "lexical", embedder=embedder) as built,
+        app_client(built.app(settings)) as client,
+    ):
+        url = "/v1/projects/etag-pending/documents"
+        written = await client.post(url, json={"id": "e", "text": "Pending until the lexical index has it."})
+        await wait_indexed(client, "etag-pending", "e")
+        await queue_behind_the_apps_back(api_postgres_url, "etag-pending")
+        pending = await client.get(f"{url}/e")
+        reindexed = await client.post("/v1/projects/etag-pending/reindex")  # queued and woken
+        await wait_indexed(client, "etag-pending", "e")
+
+        polled = await client.get(f"{url}/e", headers={"If-None-Match": pending.headers["etag"]})
+        held = await client.get(f"{url}/e", headers={"If-None-Match": polled.headers["etag"]})
+        replaced = await client.post(
+            url, json={"id": "e", "text": "Replaced."}, headers={"If-Match": pending.headers["etag"]}
+        )
+
+    version = written.json()["documents"][0]["version"]
+    assert (pending.json()["lexically_indexed"], pending.headers["etag"]) == (False, f'"{version}-pending"')
+    assert reindexed.status_code == 200
+    assert polled.status_code == 200
+    assert (polled.json()["lexically_indexed"], polled.headers["etag"]) == (True, f'"{version}"')
+    assert held.status_code == 304
+    assert replaced.status_code == 201, replaced.text  # If-Match takes the pending tag back as its version

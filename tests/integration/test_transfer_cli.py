@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -204,6 +205,16 @@ def test_an_export_writes_through_a_symlink_and_into_a_pipe_without_replacing_th
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
+def read_indexed(url: str, *, timeout_s: float = 30.0) -> httpx.Response:
+    """GET a document once the lexical index has it (until then its ETag is `"<version>-pending"`)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = httpx.get(url, timeout=30)
+        if response.json()["lexically_indexed"] or time.monotonic() > deadline:
+            return response
+        time.sleep(0.1)
+
+
 def test_an_etag_read_before_a_move_still_names_the_same_content_after_it(
     data_dirs, tmp_path, poimen_data_dir: Path, poimen_service: Callable[..., ServiceProcess]
 ) -> None:
@@ -217,14 +228,14 @@ def test_an_etag_read_before_a_move_still_names_the_same_content_after_it(
             f"{before.url}/v1/projects/{PROJECT}/documents", json={"id": "runbook", "text": f"edit {edit}"}, timeout=60
         )
         assert written.status_code == 201, written.text
-    read_before = httpx.get(f"{before.url}/v1/projects/{PROJECT}/documents/runbook", timeout=30).headers["etag"]
+    read_before = read_indexed(f"{before.url}/v1/projects/{PROJECT}/documents/runbook").headers["etag"]
     assert before.stop() == 0
     assert run_cli("export", "--project", PROJECT, "--output", str(export_file), data_dir=source).returncode == 0
     imported = run_cli("import", str(export_file), data_dir=poimen_data_dir)
     after = poimen_service(data_dir=poimen_data_dir)
     documents = f"{after.url}/v1/projects/{PROJECT}/documents"
 
-    moved = httpx.get(f"{documents}/runbook", timeout=30)
+    moved = read_indexed(f"{documents}/runbook")
     versions = []
     while not versions or versions[-1] <= int(read_before.strip('"')):
         written = httpx.post(documents, json={"id": "runbook", "text": f"after the move {len(versions)}"}, timeout=60)
