@@ -64,7 +64,16 @@ def _declared_bytes(request: Request[Any, Any, State]) -> int:
     )
 
 
-DocumentIdPath = Annotated[str, PathParameter(description="Document id; may contain `/`", pattern=NO_NUL_PATTERN)]
+DocumentIdPath = Annotated[
+    str,
+    PathParameter(
+        description=(
+            "Document id; may contain `/`. Percent-encode its UTF-8 bytes (`%2F` reads as `/`): escapes that"
+            " are not UTF-8 are a 400"
+        ),
+        pattern=NO_NUL_PATTERN,
+    ),
+]
 DOCUMENTS_CURSOR = "documents"
 MAX_VERSION_DIGITS = 18
 """A document version is a PostgreSQL bigint: a longer number names no version (and `int()` caps digits)."""
