@@ -73,9 +73,12 @@ class ServiceError(PoimenError):
 
 
 class InvalidRequestError(ServiceError):
-    """400: the request was malformed; `field` names the offending input (`fields` every one)."""
+    """400: the request was malformed; `field` names the offending input (`fields` every one).
 
-    status_codes = frozenset({400, 422})
+    Also 415: a body sent with a `Content-Encoding`, or labelled a charset other than UTF-8 (this client sends neither).
+    """
+
+    status_codes = frozenset({400, 415, 422})
 
     @property
     def field(self) -> str | None:
