@@ -226,6 +226,28 @@ class VectorIndexContract:
         assert await kept(index, project, "café") == ["accented#0", "tagged#0"]
         assert await kept(index, project, "strasse") == ["accented#0", "plain#0"]
 
+    async def test_excluded_terms_read_text_as_the_lexical_leg_does_format_marks_dotted_i_final_sigma(
+        self, store, index, project
+    ) -> None:
+        # The lexical engines read text in `analysis_form` (app.domain.text_forms): a zero-width joiner or a
+        # bidi mark inside a word is not there, `İ` is `I`, a final sigma the other one.
+        await save(
+            store,
+            [
+                (
+                    chunk(project, "joined", 0, text="The micro\u200dservice and Kubernetes\u200e notes."),
+                    embedding(1.0),
+                ),
+                (chunk(project, "turkish", 0, text="Ferries leave İstanbul at dawn."), embedding(1.0, 0.1)),
+                (chunk(project, "greek", 0, text="ΟΔΟΣ κλειστή."), embedding(1.0, 0.2)),
+            ],
+        )
+
+        assert await kept(index, project, "microservice") == ["turkish#0", "greek#0"]
+        assert await kept(index, project, "kubernetes") == ["turkish#0", "greek#0"]
+        assert await kept(index, project, "istanbul") == ["joined#0", "greek#0"]
+        assert await kept(index, project, "οδος") == ["joined#0", "turkish#0"]
+
     async def test_an_excluded_chinese_or_japanese_word_excludes_the_chunk_saying_it(
         self, store, index, project
     ) -> None:
