@@ -10,7 +10,6 @@ must not stand: before the delete, the delete removes it; after it, the version 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from typing import TYPE_CHECKING
 
 import pytest
@@ -24,6 +23,7 @@ from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.expected_versions import ANY_VERSION
 from app.ingestion.pipeline import IngestionPipeline
 from tests.contract.document_store import DIMENSIONS
+from tests.unit.test_pipeline import CountingEmbedder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,29 +31,22 @@ if TYPE_CHECKING:
     from app.domain.ports import DocumentStore
 
 
-class GatedEmbedder:
-    """Deterministic vectors from the text's hash, given only once `gate` opens (`waiting`: one is asked)."""
+class GatedEmbedder(CountingEmbedder):
+    """`CountingEmbedder`'s vectors, of the contract's dimension, given only once `gate` opens (`waiting`: one is asked)."""
 
     name = "gated"
     model_name = "gated-model"
     dimensions = DIMENSIONS
 
     def __init__(self) -> None:
+        super().__init__()
         self.gate = asyncio.Event()
         self.waiting = asyncio.Event()
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.waiting.set()
         await self.gate.wait()
-        return [self._vector(text) for text in texts]
-
-    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
-        return self._vector(text)
-
-    @staticmethod
-    def _vector(text: str) -> list[float]:
-        digest = hashlib.sha256(text.encode()).digest()
-        return [digest[i % len(digest)] / 255 + 0.01 for i in range(DIMENSIONS)]
+        return await super().embed_documents(texts)
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.integration)])

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import TYPE_CHECKING
 
 import pytest
-import uvicorn
 from litestar import Litestar, get
 
 from app.api.method_semantics import complete_methods
-from app.api.request_head import HeadLimitedHttpToolsProtocol
+from tests.unit.test_request_body_deadline import serve
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -26,19 +24,8 @@ async def thing() -> dict[str, str]:
 async def port() -> AsyncIterator[int]:
     app = Litestar([thing])
     complete_methods(app)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free = probe.getsockname()[1]
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=free, log_level="critical", lifespan="off", http=HeadLimitedHttpToolsProtocol
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    yield free
-    server.should_exit = True
-    await task
+    async for served in serve(app):
+        yield served
 
 
 async def exchange(port: int, request: bytes) -> bytes:

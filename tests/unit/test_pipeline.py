@@ -47,10 +47,9 @@ class CountingEmbedder:
     async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
         return self._vector(text)
 
-    @staticmethod
-    def _vector(text: str) -> list[float]:
+    def _vector(self, text: str) -> list[float]:
         digest = hashlib.sha256(text.encode()).digest()
-        return [digest[i] / 255 for i in range(4)]
+        return [digest[i % len(digest)] / 255 for i in range(self.dimensions)]
 
 
 class FakeStore:
