@@ -2,8 +2,9 @@
 
 `query` runs `SearchService` (the path of the HTTP API) with the cache off and prints a table (its score is
 the API's `final_score`: in [0, 1], comparable across queries), or with `--json` the HTTP response shape
-(one JSON line per query). `export`/`import` write and read a project as
-JSON lines with its embeddings (`app.ingestion.transfer`), so importing embeds nothing.
+(one JSON line per query). It reads the knobs as `poimen serve` does (the environment, overlaid by
+`POIMEN_FLAGS_FILE`) and reranks with `RERANKER`, so it answers what the API would. `export`/`import`
+write and read a project as JSON lines with its embeddings (`app.ingestion.transfer`), so importing embeds nothing.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from typing import TYPE_CHECKING, Final, TextIO
 
 from app.api.search_schemas import response_json, search_response
 from app.cli.commands import drain_or_explain
+from app.config import ConfigurationError
 from app.domain.errors import SearchServiceError
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.transfer import check_export, export_lines, import_lines
 from app.query.planner import SearchOptions
 from app.search.calls import SearchCall
-from app.search.flags import knobs_from_settings
+from app.search.flags import FlagsFileError, knobs_from_settings, parse_flags_file
 from app.search.knob_source import FixedKnobs
 from app.search.service import SearchService
 from app.wiring.engines import configured_model, open_engines
+from app.wiring.rerankers import build_second_stage
 from app.wiring.vocabulary import build_query_optimizer
 
 if TYPE_CHECKING:
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from app.config import Settings
     from app.domain.models import SearchStrategy
     from app.domain.results import SearchResult
+    from app.knobs import SearchKnobs
 
 SNIPPET_CHARS: Final = 70
 CLI_SCOPE: Final = "cli"
@@ -56,6 +60,38 @@ def results_table(query: str, result: SearchResult, *, total_ms: float) -> str:
     return "\n".join(lines)
 
 
+def command_line_knobs(settings: Settings) -> SearchKnobs:
+    """The knobs `poimen serve` would search with now: the environment's, overlaid by `POIMEN_FLAGS_FILE`.
+
+    The command read the environment's alone, so a flags file's `search_strategy` or `rrf_final_k` changed
+    what the API answered and not what `poimen query` did. A flags file it cannot apply is a
+    `ConfigurationError` (the server starts on the environment's knobs and waits for a good file; a one-off
+    search has nothing to wait for). `FLAGS_PROVIDER=openfeature` evaluates flags per caller in a provider
+    the command does not start: it searches with the environment's knobs and says so on stderr.
+    """
+    if settings.flags_provider == "openfeature":
+        print(
+            "warning: FLAGS_PROVIDER=openfeature: poimen query searches with the environment's knobs, not the"
+            " provider's flags",
+            file=sys.stderr,
+        )
+        return knobs_from_settings(settings)
+    knobs = knobs_from_settings(settings)
+    path = settings.poimen_flags_file
+    if path is None:
+        return knobs
+    try:
+        content = path.read_bytes()
+        flags, _ = parse_flags_file(content, base=knobs, json_only=path.suffix.lower() == ".json")
+    except OSError as error:
+        msg = f"POIMEN_FLAGS_FILE {path}: cannot read: {error.strerror or error}"
+        raise ConfigurationError(msg) from None
+    except FlagsFileError as error:
+        msg = f"POIMEN_FLAGS_FILE {path}: {error}"
+        raise ConfigurationError(msg) from None
+    return flags
+
+
 async def query(  # noqa: PLR0913 - the command's options, each named
     settings: Settings,
     *,
@@ -71,7 +107,10 @@ async def query(  # noqa: PLR0913 - the command's options, each named
     is then 1. So it is when nothing was found because the project holds no documents (a misspelt name:
     `reindex` and `export` refuse it alike), not when a project's documents simply do not match.
     """
-    optimizer = build_query_optimizer(settings)  # a bad vocabulary file stops the command before the engines start
+    # A bad vocabulary file, flags file or reranker model stops the command before the engines start.
+    optimizer = build_query_optimizer(settings)
+    knobs = command_line_knobs(settings)
+    second_stage = build_second_stage(settings)
     async with open_engines(settings) as engines:
         if engines.lexical_refill_projects:
             # No server may be running to refill it: searching now would find nothing on the lexical leg.
@@ -81,7 +120,8 @@ async def query(  # noqa: PLR0913 - the command's options, each named
             lexical=engines.lexical,
             embedder=engines.embedder,
             store=engines.store,
-            knobs=FixedKnobs(knobs_from_settings(settings)),
+            knobs=FixedKnobs(knobs),
+            second_stage=second_stage,
             optimizer=optimizer,
         )
         found_any = False

@@ -414,3 +414,41 @@ def test_a_misspelt_setting_is_named_with_the_one_it_probably_means(tmp_path: Pa
     assert result.stderr.splitlines()[0] == (
         "warning: HYBRID_ROLOUT_PERCENT is not a setting and is ignored: did you mean HYBRID_ROLLOUT_PERCENT?"
     ), result.stderr
+
+
+def test_query_reads_the_flags_file_and_the_reranker_as_the_server_does(poimen_data_dir: Path, tmp_path: Path) -> None:
+    # `poimen query` searched with the environment's knobs alone and no second stage: with a flags file or
+    # RERANKER set it answered other hits and scores than the API it says it searches as.
+    assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir).returncode == 0
+    flags = tmp_path / "flags.yaml"
+    flags.write_text("search_strategy: lexical\nrrf_final_k: 2\n", encoding="utf-8")
+    bad_flags = tmp_path / "bad-flags.yaml"
+    bad_flags.write_text("rrf_final_k: 0\n", encoding="utf-8")
+
+    def search(*options: str, **environment: str) -> subprocess.CompletedProcess[str]:
+        return run_cli(
+            "query", "port conflicts", "--project", PROJECT, "--json", *options, data_dir=poimen_data_dir, **environment
+        )
+
+    flagged = search(POIMEN_FLAGS_FILE=str(flags))
+    asked = search("--limit", "3", "--strategy", "hybrid", POIMEN_FLAGS_FILE=str(flags))
+    reranked = search(RERANKER="learned")
+    refused = search(POIMEN_FLAGS_FILE=str(bad_flags))
+
+    assert flagged.returncode == 0, flagged.stderr
+    answer = json.loads(flagged.stdout)
+    assert (answer["search_strategy"], len(answer["results"])) == ("Lexical", 2)
+    answer = json.loads(asked.stdout)  # what the command line asks for wins over the file, as a request's does
+    assert (answer["search_strategy"], len(answer["results"])) == ("Hybrid", 3)
+    assert reranked.returncode == 0, reranked.stderr
+    answer = json.loads(reranked.stdout)
+    assert answer["results"]
+    assert all(hit["rerank_score"] is not None for hit in answer["results"])
+    assert answer["metrics"]["rerank_time_ms"] > 0
+    # A flags file the server would not apply stops the command (the server starts on the environment's knobs
+    # and logs it; a one-off search has no later reload to wait for).
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert str(bad_flags) in refused.stderr
+    assert "RRF_FINAL_K" in refused.stderr
+    assert not refused.stdout
