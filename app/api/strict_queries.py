@@ -7,12 +7,16 @@ The routes' declared names come from Litestar's own kwargs models, read once whe
 (`declared_query_parameters`). Only the API's routes are strict (`API_PATH_PREFIXES`): the console, the
 OpenAPI pages, probes and `/metrics` take no settings, and a bookmark's or a scraper's query string there
 harms nothing.
+
+A whole-number parameter (`limit`, `offset`) is written in digits, as a JSON body's is: Litestar read
+`limit=5.0` as 5 and `limit=1e1` as 10, where `"limit": 5.0` in a body is a 400.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.errors import InvalidInputError
 
@@ -23,16 +27,28 @@ if TYPE_CHECKING:
     from litestar.handlers import HTTPRouteHandler
 
 API_PATH_PREFIXES = ("/memory/", "/v1/", "/admin/")
+_WHOLE_NUMBER: Final = re.compile(r"-?[0-9]+")
+_SHOWN_CHARS: Final = 40
 QUERY_PARAMETERS_STATE_KEY = "declared_query_parameters"
 """Where the app's state keeps `declared_query_parameters(app)` for the request hook."""
 
 
 @dataclass(frozen=True, slots=True)
 class DeclaredQuery:
-    """The query parameters one route handler declares (as sent), and those that take several values."""
+    """The query parameters one route handler declares (as sent), those that take several values, and whole numbers."""
 
     names: frozenset[str]
     repeatable: frozenset[str]
+    integers: frozenset[str] = frozenset()
+
+
+def _takes_integer(handler: HTTPRouteHandler, field_name: str) -> bool:
+    """Whether the handler's parameter is an `int` (or `int | None`); a `bool` is not."""
+    field = handler.parsed_fn_signature.parameters.get(field_name)
+    if field is None:
+        return False
+    annotations = [inner.annotation for inner in field.inner_types] if field.is_union else [field.annotation]
+    return int in annotations
 
 
 def declared_query_parameters(app: Litestar) -> dict[HTTPRouteHandler, DeclaredQuery]:
@@ -48,12 +64,17 @@ def declared_query_parameters(app: Litestar) -> dict[HTTPRouteHandler, DeclaredQ
             declared[handler] = DeclaredQuery(
                 names=frozenset(parameter.field_alias for parameter in parameters),
                 repeatable=frozenset(parameter.field_alias for parameter in parameters if parameter.is_sequence),
+                integers=frozenset(
+                    parameter.field_alias for parameter in parameters if _takes_integer(handler, parameter.field_name)
+                ),
             )
     return declared
 
 
 def reject_unknown_query_parameters(request: Request[Any, Any, Any]) -> None:
-    """A 400 naming the first query parameter the route does not declare, or one sent twice that takes one value.
+    """A 400 naming the first undeclared query parameter, one sent twice that takes one value, or a bad whole number.
+
+    A whole number (`int` parameter) must be written in digits.
 
     Nothing for routes outside the API or requests without a query string.
     """
@@ -73,3 +94,9 @@ def reject_unknown_query_parameters(request: Request[Any, Any, Any]) -> None:
     if repeated:
         msg = f"query parameter {repeated[0]!r} is sent {len(sent.getall(repeated[0]))} times; it takes one value"
         raise InvalidInputError(msg, field=repeated[0])
+    for name in sorted(query.integers & set(sent)):
+        text = sent[name]
+        if not _WHOLE_NUMBER.fullmatch(text):
+            shown = text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+            msg = f"{name} must be a whole number written in digits, e.g. 10; got {shown!r}"
+            raise InvalidInputError(msg, field=name)

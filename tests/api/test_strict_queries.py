@@ -80,3 +80,37 @@ async def test_a_parameter_sent_twice_that_takes_one_value_is_a_400(client) -> N
     assert response.status_code == 400
     assert response.json()["field"] == "tag"
     assert "sent 2 times" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "named"),
+    [
+        ("/memory/query", {"query": "backup", "project": PROJECT, "limit": "5.0"}, "limit"),
+        ("/memory/query", {"query": "backup", "project": PROJECT, "limit": "1e1"}, "limit"),
+        ("/memory/query", {"query": "backup", "project": PROJECT, "offset": "1.0"}, "offset"),
+        (f"/v1/projects/{PROJECT}/documents", {"limit": "2.0"}, "limit"),
+        ("/v1/projects", {"limit": "1e1"}, "limit"),
+    ],
+)
+async def test_a_whole_number_not_written_in_digits_is_a_400_as_in_a_body(client, path, params, named) -> None:
+    # Litestar read `limit=5.0` as 5 and `1e1` as 10, where a search body's `"limit": 5.0` is a 400.
+    response = await client.get(path, params=params)
+    posted = await client.post("/v1/search", json={"query": "backup", "project": PROJECT, named: 5.0})
+
+    assert response.status_code == 400, response.text
+    assert response.json()["field"] == named
+    assert f"{named} must be a whole number written in digits" in response.json()["detail"]
+    assert (posted.status_code, posted.json()["field"]) == (400, named)
+
+
+async def test_whole_numbers_in_digits_still_answer_and_bounds_still_apply(client) -> None:
+    negative = await client.get("/memory/query", params={"query": "backup", "project": PROJECT, "offset": "-1"})
+    paged = await client.get(
+        "/memory/query", params={"query": "backup", "project": PROJECT, "limit": "1", "offset": "0"}
+    )
+
+    assert negative.status_code == 400
+    assert negative.json()["field"] == "offset"
+    assert "at least 0" in negative.json()["detail"]
+    assert paged.status_code == 200
+    assert [hit["rank"] for hit in paged.json()["results"]] == [1]
