@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 from app.observability.metrics import record_cache_lookup
 
@@ -18,7 +19,11 @@ if TYPE_CHECKING:
 
 ValueT = TypeVar("ValueT")
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+GENERATIONS_KEPT: Final = 65536
+"""Projects whose highest generation read is remembered (least recently read go first), to see one go back."""
 
 
 class Generations(Protocol):
@@ -88,6 +93,7 @@ class QueryCache(Generic[ValueT]):
         self._min_charge = max_bytes // max_size if max_size > 0 else 0
         self.enabled = ttl_s > 0 and max_size > 0 and max_bytes > 0
         self._entries = self._new_entries()
+        self._highest: LRUCache[str, int] = LRUCache(maxsize=GENERATIONS_KEPT)
         self._lock = threading.Lock()
 
     def _new_entries(self) -> TTLCache[QueryCacheKey, tuple[int, ValueT]]:
@@ -107,6 +113,30 @@ class QueryCache(Generic[ValueT]):
             self.ttl_s = ttl_s
             self.enabled = ttl_s > 0 and self.max_size > 0 and self.max_bytes > 0
             self._entries = self._new_entries()
+
+    async def read_generation(self, generations: Generations, project_id: str) -> int:
+        """The project's generation now, from `generations`; one lower than a read that ended earlier empties the cache.
+
+        Generations only grow, so a lower one means PostgreSQL was set back while this process ran (restored
+        to an earlier point, the data folder swapped): every project's counter went back, and its writes
+        since count up through numbers this cache holds answers under, for other content. The first such
+        read, of any project, drops every entry. Compared with the highest generation read before this read
+        began: a read that began before a write may end after one that began after it, and is no regression.
+        """
+        with self._lock:
+            earlier = self._highest.get(project_id)
+        generation = await generations.project_generation(project_id)
+        with self._lock:
+            if earlier is not None and generation < earlier:
+                self._entries.clear()
+                self._highest.clear()
+                logger.warning(
+                    "project generation went back from %d to %d (PostgreSQL restored?): query cache emptied",
+                    earlier,
+                    generation,
+                )
+            self._highest[project_id] = max(generation, self._highest.get(project_id, generation))
+        return generation
 
     @staticmethod
     def make_key(  # noqa: PLR0913 - the key is by definition every input that changes the answer

@@ -356,7 +356,7 @@ class SearchService:
             generation = 0
             if self._generations is not None:
                 try:
-                    generation = await self._generations.project_generation(plan.filters.project_id)
+                    generation = await self._cache.read_generation(self._generations, plan.filters.project_id)
                 except EngineError:
                     return None, None
         return self._cache.make_key(

@@ -6,7 +6,9 @@ import asyncio
 import time
 
 import jwt
+from sqlalchemy import text
 
+from app.engines.pgvector import create_postgres_engine
 from tests.ops.conftest import CORPUS, document, wait_indexed
 
 SECRET = "ops-cache-secret-" + "0123456789abcdef" * 3
@@ -107,3 +109,57 @@ async def test_entries_are_never_shared_between_callers_with_different_grants(op
     assert by_writer["cached"] is False
     assert by_reader["cached"] is False  # other grants: its own entry
     assert by_peer["cached"] is True  # equal grants share entries (the key holds grants, never the token)
+
+
+async def _execute(database_url: str, statement: str, **parameters: object) -> list[tuple[object, ...]]:
+    """One statement on the session PostgreSQL (its superuser: past row-level security, as a restore is)."""
+    engine = create_postgres_engine(database_url, pool_size=1)
+    try:
+        async with engine.begin() as connection:
+            result = await connection.execute(text(statement), parameters)
+            return [tuple(row) for row in result.all()] if result.returns_rows else []
+    finally:
+        await engine.dispose()
+
+
+async def test_an_answer_cached_before_postgresql_was_set_back_is_not_served_after_it(ops_app, unique_name) -> None:
+    """A restore to an earlier point sets the project's generation back: writes since count up through numbers
+    this replica cached answers under, for other content. A search that reads a lower generation empties the cache."""
+    url, project = ops_app.database_url, unique_name
+    read_state = (
+        "SELECT g.generation, d.version FROM project_generations g JOIN documents d USING (project_id) "
+        "WHERE project_id = :project"
+    )
+    alpha, beta, gamma = ("# Vault\n\nThe " + key + " key opens the vault." for key in ("alpha", "beta", "gamma"))
+    async with ops_app.client(query_cache_ttl_secs=3600) as client:
+        await ingest(client, project, [document("vault", alpha)])
+        [(backup_generation, backup_version)] = await _execute(url, read_state, project=project)  # the backup
+        await ingest(client, project, [document("vault", beta)])
+        [(cached_generation, _)] = await _execute(url, read_state, project=project)
+        await search(client, project, "which key opens the vault")
+        before_restore = await search(client, project, "which key opens the vault")
+        # The restore: the backup's content, and its counters.
+        await ingest(client, project, [document("vault", alpha)])
+        await _execute(
+            url,
+            "UPDATE project_generations SET generation = :generation WHERE project_id = :project",
+            generation=backup_generation,
+            project=project,
+        )
+        await _execute(
+            url,
+            "UPDATE documents SET version = :version WHERE project_id = :project",
+            version=backup_version,
+            project=project,
+        )
+        restored = await search(client, project, "which key opens the vault")
+        await ingest(client, project, [document("vault", gamma)])
+        [(generation_now, _)] = await _execute(url, read_state, project=project)
+        after_write = await search(client, project, "which key opens the vault")
+
+    assert before_restore["cached"] is True
+    assert "beta" in before_restore["results"][0]["text"]
+    assert "alpha" in restored["results"][0]["text"]
+    assert generation_now == cached_generation  # counted up again to the number the beta answer is cached under
+    assert after_write["cached"] is False
+    assert "gamma" in after_write["results"][0]["text"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import time
@@ -162,6 +163,53 @@ def test_an_answer_computed_before_a_write_is_never_served_after_it() -> None:
     cache.put(key_before_write, "stale answer")  # ... and stored after a write moved it to 8
 
     assert cache.get(key_for(cache, generation=8)) is None
+
+
+class SteppedGenerations:
+    """Generations a test hands out one read at a time: each read waits for its value."""
+
+    def __init__(self) -> None:
+        self.pending: list[asyncio.Future[int]] = []
+
+    async def project_generation(self, project_id: str) -> int:
+        answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.pending.append(answer)
+        return await answer
+
+
+async def read(cache: QueryCache[str], generations: SteppedGenerations, generation: int) -> int:
+    reading = asyncio.ensure_future(cache.read_generation(generations, "alpha"))
+    await asyncio.sleep(0)
+    generations.pending.pop().set_result(generation)
+    return await reading
+
+
+async def test_a_generation_lower_than_an_earlier_read_empties_the_cache() -> None:
+    cache, generations = make_cache(), SteppedGenerations()
+    await read(cache, generations, 7)
+    cache.put(key_for(cache), "answer at 7, before PostgreSQL was restored to generation 5")
+    cache.put(key_for(cache, project_id="beta"), "beta answer")
+
+    restored = await read(cache, generations, 5)
+
+    assert restored == 5
+    assert len(cache) == 0  # every project: a restore set every counter back
+    assert cache.get(key_for(cache)) is None
+
+
+async def test_a_read_that_began_before_a_write_and_ended_after_a_later_read_empties_nothing() -> None:
+    cache, generations = make_cache(), SteppedGenerations()
+    await read(cache, generations, 6)
+    cache.put(key_for(cache), "answer at 7")
+    slow = asyncio.ensure_future(cache.read_generation(generations, "alpha"))  # began at 6 ...
+    await asyncio.sleep(0)
+    slow_answer = generations.pending.pop()
+    await read(cache, generations, 7)  # ... a write, and a read of 7 that ended first
+
+    slow_answer.set_result(6)
+
+    assert await slow == 6
+    assert cache.get(key_for(cache)) == "answer at 7"
 
 
 @pytest.mark.parametrize("name", sorted(CHANGED_INPUTS))
