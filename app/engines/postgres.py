@@ -37,7 +37,6 @@ from app.engines.postgres_sql import (
     COMPLETE_OUTBOX,
     DELETE_REPLACED_CHUNKS,
     MARK_PROJECT_NOT_INDEXED,
-    PROJECT_IDS,
     QUEUE_DOCUMENTS,
     QUEUE_PROJECT,
     RELEASE_CLAIMS,
@@ -368,10 +367,7 @@ class PostgresDocumentStore:
 
     async def project_ids(self) -> list[str]:
         """Return the id of every project that holds at least one document, sorted."""
-        with translate_errors(engine=self.name):
-            async with all_projects_transaction(self._engine, reason="list projects") as connection:
-                result = await connection.execute(text(PROJECT_IDS))
-                return [str(row[0]) for row in result]
+        return await postgres_catalog.project_ids(self._engine, store_name=self.name)
 
     async def stored_embedding_model(self) -> str | None:
         """The model one stored chunk was embedded with (None: none yet), for the start-up check."""

@@ -23,6 +23,7 @@ from app.engines.postgres_scope import all_projects_transaction, project_transac
 from app.engines.postgres_sql import (
     BUMP_GENERATIONS,
     LOCK_PROJECTS,
+    PROJECT_IDS,
     PROJECT_LOCK_NAMESPACE,
     STORED_CHUNK_COLUMNS,
     like_prefix,
@@ -200,6 +201,14 @@ async def project_stats(engine: AsyncEngine, project_id: str, *, store_name: str
         oldest_pending_age_s=float(row.oldest_pending_age_s),
         last_write_at=row.last_write_at,
     )
+
+
+async def project_ids(engine: AsyncEngine, *, store_name: str) -> list[str]:
+    """The id of every project that holds at least one document, sorted."""
+    with translate_errors(engine=store_name):
+        async with all_projects_transaction(engine, reason="list projects") as connection:
+            result = await connection.execute(text(PROJECT_IDS))
+            return [str(row[0]) for row in result]
 
 
 SELECT_ONE_EMBEDDING_MODEL: Final = "SELECT embedding_model FROM chunks LIMIT 1"
