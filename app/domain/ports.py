@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Collection, Mapping, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
@@ -290,8 +290,12 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         """Return the project's document and chunk counts and its lexical backlog; all zeros when unknown."""
         ...
 
-    async def project_ids(self) -> list[str]:
-        """Return the id of every project that holds at least one document, sorted."""
+    async def project_ids(self, *, among: Collection[str] | None = None) -> list[str]:
+        """Return the id of every project that holds at least one document, sorted.
+
+        With `among`, only those of these projects: the store reads their rows alone (the listing of a
+        token naming projects never reads another project's; none for an empty `among`).
+        """
         ...
 
     async def ping(self) -> None:

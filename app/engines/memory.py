@@ -29,7 +29,7 @@ from app.domain.models import (
 from app.engines.memory_filters import chunk_matches, cosine_similarity, document_selected
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 
     from app.domain.catalog import DocumentSelection
     from app.domain.models import DocumentKey, Filters
@@ -322,10 +322,10 @@ class InMemoryDocumentStore:
             last_write_at=max((document.updated_at for document in documents), default=None),
         )
 
-    async def project_ids(self) -> list[str]:
-        """Return the id of every project that holds at least one document, sorted."""
+    async def project_ids(self, *, among: Collection[str] | None = None) -> list[str]:
+        """Return the id of every project that holds at least one document (of `among`, when given), sorted."""
         self._check_available()
-        return sorted({project_id for project_id, _ in self._documents})
+        return sorted({project_id for project_id, _ in self._documents if among is None or project_id in among})
 
     async def ping(self) -> None:
         """Return, or raise `EngineUnavailableError` when marked unavailable."""

@@ -53,7 +53,7 @@ from app.engines.postgres_sql import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -365,9 +365,9 @@ class PostgresDocumentStore:
         """Return the project's document and chunk counts and its lexical backlog; all zeros when unknown."""
         return await postgres_catalog.project_stats(self._engine, project_id, store_name=self.name)
 
-    async def project_ids(self) -> list[str]:
-        """Return the id of every project that holds at least one document, sorted."""
-        return await postgres_catalog.project_ids(self._engine, store_name=self.name)
+    async def project_ids(self, *, among: Collection[str] | None = None) -> list[str]:
+        """Return the id of every project that holds at least one document (of `among`, in their scope), sorted."""
+        return await postgres_catalog.project_ids(self._engine, among=among, store_name=self.name)
 
     async def stored_embedding_model(self) -> str | None:
         """The model one stored chunk was embedded with (None: none yet), for the start-up check."""

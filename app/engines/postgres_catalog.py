@@ -31,6 +31,8 @@ from app.engines.postgres_sql import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from app.domain.catalog import DocumentSelection
@@ -203,12 +205,29 @@ async def project_stats(engine: AsyncEngine, project_id: str, *, store_name: str
     )
 
 
-async def project_ids(engine: AsyncEngine, *, store_name: str) -> list[str]:
-    """The id of every project that holds at least one document, sorted."""
+GRANTED_PROJECT_IDS: Final = (
+    "SELECT p.project_id FROM unnest(CAST(:project_ids AS text[])) AS p(project_id) "
+    "WHERE EXISTS (SELECT 1 FROM documents d WHERE d.project_id = p.project_id)"
+)
+"""Which of the given projects hold a document: one primary-key probe each, whatever the other projects hold."""
+
+
+async def project_ids(engine: AsyncEngine, *, among: Collection[str] | None, store_name: str) -> list[str]:
+    """The id of every project that holds at least one document (only of `among`, when given), sorted.
+
+    Every project is the maintenance scope's (`list projects`: reindex of every project, an operator's token
+    for `"*"`); the projects a token names are read in their own scope, so the policies hold that statement too.
+    """
     with translate_errors(engine=store_name):
-        async with all_projects_transaction(engine, reason="list projects") as connection:
-            result = await connection.execute(text(PROJECT_IDS))
-            return [str(row[0]) for row in result]
+        if among is None:
+            async with all_projects_transaction(engine, reason="list projects") as connection:
+                result = await connection.execute(text(PROJECT_IDS))
+                return [str(row[0]) for row in result]
+        if not among:
+            return []
+        async with project_transaction(engine, among) as connection:
+            result = await connection.execute(text(GRANTED_PROJECT_IDS), {"project_ids": sorted(set(among))})
+            return sorted(str(row[0]) for row in result)
 
 
 SELECT_ONE_EMBEDDING_MODEL: Final = "SELECT embedding_model FROM chunks LIMIT 1"

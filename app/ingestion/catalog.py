@@ -57,10 +57,11 @@ class ProjectCatalog:
         are listed, so a caller never learns of a project it may not read.
         """
         limit = min(max(limit, 1), MAX_PAGE_SIZE)
+        # A token's projects are read in their own scope: the store never reads another project's rows for it.
         visible = [
             project_id
-            for project_id in await self._store.project_ids()
-            if (granted is None or project_id in granted) and (after is None or project_id > after)
+            for project_id in await self._store.project_ids(among=granted)
+            if after is None or project_id > after
         ]
         page = tuple(visible[:limit])
         return ProjectPage(project_ids=page, next_after=page[-1] if len(visible) > limit else None)

@@ -474,6 +474,16 @@ class DocumentStoreContract:
         assert project + "_x" not in ids
         assert ids == sorted(set(ids))
 
+    async def test_project_ids_among_lists_only_those_projects(self, store, project) -> None:
+        await store.save_documents(
+            [entry(project, "a", 1), entry(project + "_y", "b", 1), entry(project + "_z", "c", 1)]
+        )
+
+        among = await store.project_ids(among={project + "_z", project, project + "_none"})
+
+        assert among == [project, project + "_z"]
+        assert await store.project_ids(among=set()) == []
+
     async def test_reindex_of_an_empty_project_queues_nothing(self, store, project) -> None:
         assert await store.queue_project_for_reindex(project) == 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
 from app.config import Settings
@@ -18,7 +18,8 @@ from app.domain.models import Filters
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore
 from app.engines.postgres_roles import RUNTIME_ROLE, ensure_runtime_role
-from app.engines.postgres_scope import all_projects_transaction, project_transaction
+from app.engines.postgres_scope import ALL_PROJECTS, all_projects_transaction, project_transaction
+from app.ingestion.catalog import ProjectCatalog
 from app.wiring.engines import open_engines
 from tests.contract.document_store import embedding, entry
 
@@ -128,6 +129,34 @@ async def test_rows_of_another_project_cannot_be_written_or_changed(
     assert retitled == 2  # this project's two documents
     assert titles[mine] == "retitled"
     assert titles[theirs] != "retitled"
+
+
+async def test_the_projects_listing_of_a_token_naming_projects_reads_in_their_scope_only(
+    postgres_engine: AsyncEngine, two_projects: tuple[str, str]
+) -> None:
+    # `GET /v1/projects` for a token naming projects: it read every project's ids in the maintenance scope
+    # and kept the granted ones in Python, so the policies did not hold that request's statement.
+    mine, theirs = two_projects
+    store = PostgresDocumentStore(postgres_engine)
+    catalog = ProjectCatalog(store=store)
+    statements: list[str] = []
+
+    def record(*arguments: object) -> None:
+        statements.append(str(arguments[2]))  # (connection, cursor, statement, parameters, context, many)
+
+    event.listen(postgres_engine.sync_engine, "before_cursor_execute", record)
+    try:
+        granted = await catalog.projects(frozenset({mine, f"{mine}_empty"}), after=None, limit=10)
+        nothing = await catalog.projects(frozenset(), after=None, limit=10)
+    finally:
+        event.remove(postgres_engine.sync_engine, "before_cursor_execute", record)
+    every = await store.project_ids()  # the maintenance scope: reindex of every project, an operator's token
+
+    assert granted.project_ids == (mine,)
+    assert nothing.project_ids == ()
+    assert {mine, theirs} <= set(every)
+    assert statements
+    assert not [statement for statement in statements if ALL_PROJECTS in statement]
 
 
 async def test_a_session_of_the_runtime_role_can_widen_its_own_scope(
