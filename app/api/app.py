@@ -14,6 +14,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.config import OpenAPIConfig
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
+from app.api.bounded_lists import prepare_probes
 from app.api.console import console_router
 from app.api.content_codings import refuse_coded_body
 from app.api.cross_site import refuse_cross_site
@@ -38,7 +39,7 @@ from app.api.request_tracing import trace_requests
 from app.api.response_headers import add_response_headers
 from app.api.search_requests import BatchSearchRequest, SearchRequest
 from app.api.search_routes import SearchController
-from app.api.strict_bodies import prepare_probes, reject_lax_json
+from app.api.strict_bodies import reject_lax_json
 from app.api.strict_queries import (
     QUERY_PARAMETERS_STATE_KEY,
     declared_query_parameters,

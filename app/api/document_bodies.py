@@ -10,18 +10,12 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from app.api.bounded_lists import LIST_TOO_LONG, refuse_long_lists, refuse_over_bound_lists
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
 from app.api.heavy_metadata import refuse_heavy_metadata
 from app.api.json_keys import refuse_repeated_keys
 from app.api.microsecond_times import may_hold_past_microseconds, retruncated, truncated_time_text
-from app.api.strict_bodies import (
-    LIST_TOO_LONG,
-    TOO_DEEP,
-    invalid_input_of,
-    malformed_json,
-    refuse_long_lists,
-    refuse_over_bound_lists,
-)
+from app.api.strict_bodies import TOO_DEEP, invalid_input_of, malformed_json
 from app.domain.errors import InvalidInputError
 from app.ingestion.validation import refuse_oversized
 
