@@ -6,8 +6,7 @@ a ranking `PAGE_DEPTH` deep (`app/api/search_cursors.py`).
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import Annotated, Any, Final
 
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
@@ -35,30 +34,14 @@ from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
-from app.query.planner import MAX_QUERY_CHARS, SearchOptions, unused_options
+from app.query.planner import MAX_QUERY_CHARS, REQUEST_NAMES, SearchOptions, unused_options
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH
 from app.search.service import SearchService
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
-
 # The HTTP server refuses a request line past about 64 KiB with a bare text/plain 400, before the app sees it;
 # 4,000 characters stay under it even when every one is percent-encoded UTF-8 (up to 12 bytes each).
 GET_QUERY_MAX_CHARS: Final = 4000
-# The options' names as a search body spells them, so that a 400's `field` names what the caller sent.
-_BODY_FIELDS: Final[Mapping[str, str]] = {
-    "semantic_weight": "weights.semantic",
-    "lexical_weight": "weights.lexical",
-    "levels": "filters.level",
-    "tags": "filters.tags",
-    "source_prefix": "filters.source_prefix",
-    "date_from": "filters.date_from",
-    "date_to": "filters.date_to",
-    "max_chunks_per_document": "collapse",
-    "fusion_method": "fusion",
-}
-
 SEARCH_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
 SEARCH_BODY_ERROR_RESPONSES = problem_responses(400, 401, 403, 413, 415, 503, 504)
 
@@ -67,24 +50,8 @@ def _respond(
     query: str, options: SearchOptions, paging: SearchPaging, outcome: SearchOutcome, *, explain: bool
 ) -> SearchResponse:
     following = next_cursor(query, options, paging, outcome)
-    unused = tuple(_BODY_FIELDS.get(name, name) for name in unused_options(options, outcome.plan))
+    unused = tuple(REQUEST_NAMES.get(name, name) for name in unused_options(options, outcome.plan))
     return search_response(query, outcome, explain=explain, next_cursor=following, unused_options=unused)
-
-
-@contextmanager
-def _body_fields() -> Iterator[None]:
-    """The service's option errors named as the request spells the field: `weights.semantic`, `queries[1].fusion`.
-
-    The service validates the options (once, for every caller); only the names are the API's (the query
-    string of `GET /memory/query` spells its `fusion` as a body does).
-    """
-    try:
-        yield
-    except InvalidQueryError as error:
-        prefix, dot, name = (error.field or "").rpartition(".")
-        if name not in _BODY_FIELDS:
-            raise
-        raise InvalidQueryError(error.message, field=f"{prefix}{dot}{_BODY_FIELDS[name]}") from None
 
 
 def _options(project: str, data: SearchFields) -> SearchOptions:
@@ -231,8 +198,7 @@ class SearchController(Controller):
         paging = search_paging(query_text, options, as_of=moment, offset=offset, cursor=cursor)
         call = _search_call(request, principal_of(request), query=query_text, options=options, paging=paging)
         async with admit_searches(request.app.state, [call]):
-            with _body_fields():
-                outcome = await search_service.search(call)
+            outcome = await search_service.search(call)
             return _respond(query_text, options, paging, outcome, explain=explain)
 
     @post(
@@ -255,8 +221,7 @@ class SearchController(Controller):
         paging = search_paging(data.query, options, as_of=data.as_of, offset=data.offset, cursor=data.cursor)
         call = _search_call(request, principal, query=data.query, options=options, paging=paging)
         async with admit_searches(request.app.state, [call]):
-            with _body_fields():
-                outcome = await search_service.search(call)
+            outcome = await search_service.search(call)
             return _respond(data.query, options, paging, outcome, explain=data.explain)
 
     @post(
@@ -292,13 +257,12 @@ class SearchController(Controller):
                     query.query, query_options, as_of=query.as_of, offset=query.offset, cursor=query.cursor
                 )
             except InvalidInputError as error:
-                raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field}") from None
+                raise error.of_item(index, list_field="queries") from None
             options.append(query_options)
             pagings.append(paging)
             calls.append(_search_call(request, principal, query=query.query, options=query_options, paging=paging))
         async with admit_searches(request.app.state, calls):
-            with _body_fields():
-                outcomes = await search_service.search_batch(calls)
+            outcomes = await search_service.search_batch(calls)
             return BatchSearchResponse(
                 results=[
                     _respond(query.query, query_options, paging, outcome, explain=query.explain)

@@ -23,6 +23,12 @@ class InvalidInputError(SearchServiceError):
         self.field = field
         self.document_id = document_id
 
+    def of_item(self, index: int, *, list_field: str) -> InvalidInputError:
+        """This refusal as one of item `index` of a request's list (`queries[2]`): its field and words start with it."""
+        path = f"{list_field}[{index}]"
+        field = f"{path}.{self.field}" if self.field else path
+        return type(self)(f"{path}: {self.message}", field=field, document_id=self.document_id)
+
 
 class InvalidQueryError(InvalidInputError):
     """A search request that cannot be run as given."""

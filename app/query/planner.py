@@ -27,7 +27,7 @@ from app.knobs import QUERY_MAX_CHARS_CEILING
 from app.query.intent import without_names
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
     from datetime import datetime
 
     from app.domain.models import QueryAnalysis
@@ -40,6 +40,19 @@ MAX_LIMIT: Final = 100
 MAX_RETRIEVE_K: Final = 1000
 EXPLICIT_CONFIDENCE: Final = 1.0
 """Confidence reported when the strategy was chosen, not inferred: by the request or by configuration."""
+REQUEST_NAMES: Final[Mapping[str, str]] = {
+    "semantic_weight": "weights.semantic",
+    "lexical_weight": "weights.lexical",
+    "fusion_method": "fusion",
+    "max_chunks_per_document": "collapse",
+    "levels": "filters.level",
+    "tags": "filters.tags",
+    "source_prefix": "filters.source_prefix",
+    "date_from": "filters.date_from",
+    "date_to": "filters.date_to",
+}
+"""How a search request spells the options (`POST /v1/search`) whose `SearchOptions` names differ: a refusal's
+`field` and words name what the caller sent. The query string and the CLI flags spell those they take alike."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +190,8 @@ def evidence_preferences(
 def validate_options(options: SearchOptions) -> None:
     """Raise `InvalidQueryError` (with `field`) for options no plan can be built from; `build_plan` calls it too.
 
-    Only what the request says decides: never a knob, which a flag may set differently per request.
+    Only what the request says decides: never a knob, which a flag may set differently per request. The field
+    and the words name each option as the request spells it (`REQUEST_NAMES`: `weights.semantic`, `collapse`).
     """
 
     def fail(message: str, field: str) -> NoReturn:
@@ -186,18 +200,19 @@ def validate_options(options: SearchOptions) -> None:
     if not options.project.strip():
         fail("project must not be empty", "project")
     if options.limit is not None and not MIN_LIMIT <= options.limit <= MAX_LIMIT:
-        fail(f"limit must be between {MIN_LIMIT} and {MAX_LIMIT}", "limit")
+        fail(f"limit must be between {MIN_LIMIT} and {MAX_LIMIT}; got {options.limit}", "limit")
     if options.retrieve_k is not None and not 1 <= options.retrieve_k <= MAX_RETRIEVE_K:
-        fail(f"retrieve_k must be between 1 and {MAX_RETRIEVE_K}", "retrieve_k")
+        fail(f"retrieve_k must be between 1 and {MAX_RETRIEVE_K}; got {options.retrieve_k}", "retrieve_k")
     if options.rrf_k is not None and options.rrf_k < 1:
-        fail("rrf_k must be at least 1", "rrf_k")
+        fail(f"rrf_k must be at least 1; got {options.rrf_k}", "rrf_k")
     _validate_weights(options)
     _validate_fusion_options(options)
     if options.min_score is not None and not 0.0 <= options.min_score <= 1.0:  # NaN fails both
         # The relevance it thresholds lies in [0, 1]: above 1 nothing could pass, below 0 everything does.
-        fail("min_score must be between 0 and 1 (the relevance final_score reads)", "min_score")
+        fail(f"min_score must be from 0 to 1 (the relevance final_score reads); got {options.min_score}", "min_score")
     if options.max_chunks_per_document is not None and options.max_chunks_per_document < 1:
-        fail("max_chunks_per_document must be at least 1", "max_chunks_per_document")
+        collapse = REQUEST_NAMES["max_chunks_per_document"]
+        fail(f"{collapse} must be at least 1; got {options.max_chunks_per_document}", collapse)
     _validate_filters(options)
 
 
@@ -245,7 +260,7 @@ def _validate_fusion_options(options: SearchOptions) -> None:
             "fusion options (fusion, weights, rrf_k) apply to strategy hybrid only: "
             f"strategy {options.strategy.value} {_FUSES_NOTHING[options.strategy]} and fuses nothing"
         )
-        raise InvalidQueryError(msg, field=given[0])
+        raise InvalidQueryError(msg, field=REQUEST_NAMES.get(given[0], given[0]))
     method = options.fusion_method
     if options.rrf_k is not None and method is not None and method is not FusionMethod.RRF:
         msg = f'rrf_k applies to fusion rrf only: this search asks for fusion {method.value}; send "fusion": "rrf"'
@@ -256,22 +271,27 @@ def _validate_filters(options: SearchOptions) -> None:
     """`validate_options` for the filters: a range that is not one, a value that can match nothing."""
     date_from, date_to = as_utc(options.date_from), as_utc(options.date_to)
     if date_from is not None and date_to is not None and date_from >= date_to:
-        msg = "date_from must be before date_to"
-        raise InvalidQueryError(msg, field="date_from")
+        start, end = REQUEST_NAMES["date_from"], REQUEST_NAMES["date_to"]
+        msg = f"{start} must be before {end}; got {date_from.isoformat()} and {date_to.isoformat()} (naive: UTC)"
+        raise InvalidQueryError(msg, field=start)
     # No stored chunk holds a NUL (ingestion refuses it) and PostgreSQL refuses one in a parameter: a 400,
     # not a failed leg counted as an engine error.
-    for field, values in (
+    for option, values in (
         ("levels", options.levels),
         ("tags", options.tags),
         ("source_prefix", (options.source_prefix,)),
     ):
-        if any(value is not None and "\x00" in value for value in values):
-            msg = f"{field} must not contain a NUL character"
+        for index, value in enumerate(values):
+            if value is not None and "\x00" in value:
+                field = REQUEST_NAMES[option] + (f"[{index}]" if option != "source_prefix" else "")
+                msg = f"{field} must not contain a NUL character"
+                raise InvalidQueryError(msg, field=field)
+    for index, tag in enumerate(options.tags):
+        if not tag.strip():
+            # A stored tag is never blank (ingestion refuses one), so such a filter could only match nothing.
+            field = f"{REQUEST_NAMES['tags']}[{index}]"
+            msg = f"{field} is blank (only white space, {tag!r}): no document carries such a tag"
             raise InvalidQueryError(msg, field=field)
-    if any(not tag.strip() for tag in options.tags):
-        # A stored tag is never blank (ingestion refuses one), so such a filter could only match nothing.
-        msg = "a tag is blank (only white space)"
-        raise InvalidQueryError(msg, field="tags")
 
 
 def _choose_strategy(
@@ -286,19 +306,21 @@ def _choose_strategy(
 
 def _validate_weights(options: SearchOptions) -> None:
     """`validate_options` for the weights: negative, both 0, or one alone above 1 (its complement < 0)."""
-    given = {"semantic_weight": options.semantic_weight, "lexical_weight": options.lexical_weight}
+    semantic, lexical = REQUEST_NAMES["semantic_weight"], REQUEST_NAMES["lexical_weight"]
+    given = {semantic: options.semantic_weight, lexical: options.lexical_weight}
     for field, weight in given.items():
         if weight is not None and (not math.isfinite(weight) or weight < 0):
-            msg = f"{field} must be a finite number >= 0"
+            msg = f"{field} must be a finite number >= 0; got {weight}"
             raise InvalidQueryError(msg, field=field)
     if options.semantic_weight == 0 and options.lexical_weight == 0:
-        msg = "semantic_weight and lexical_weight must not both be 0"
-        raise InvalidQueryError(msg, field="semantic_weight")
+        msg = f"{semantic} and {lexical} must not both be 0: one leg must weigh something"
+        raise InvalidQueryError(msg, field=semantic)
     alone = [(field, weight) for field, weight in given.items() if weight is not None]
     if len(alone) == 1 and alone[0][1] > 1:
         # Its complement would be negative: the other leg would silently weigh nothing.
-        field = alone[0][0]
-        msg = f"{field} given alone must be at most 1 (the other leg gets 1 - it); give both for another ratio"
+        field, weight = alone[0]
+        other = lexical if field == semantic else semantic
+        msg = f"{field} given alone must be at most 1 ({other} gets 1 - it); got {weight}: give both for another ratio"
         raise InvalidQueryError(msg, field=field)
 
 

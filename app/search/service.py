@@ -209,8 +209,8 @@ class SearchService:
         try:
             return await self._prepare(call)
         except InvalidQueryError as error:
-            # Name the query of the batch: `queries[2].query`.
-            raise InvalidQueryError(error.message, field=f"queries[{index}].{error.field or 'query'}") from None
+            # Name the query of the batch: `queries[2].query`, "queries[2]: query must not be empty".
+            raise error.of_item(index, list_field="queries") from None
 
     async def _embed_batch(self, prepared: Sequence[_Prepared]) -> dict[str, list[float]]:
         """Embed every semantic text of the batch together, each call within the semantic leg's deadline.

@@ -96,7 +96,9 @@ def assert_problem(response, field: str) -> dict[str, Any]:
     assert body["title"]
     assert body["detail"]
     named = [body.get("field"), *body.get("fields", [])]
-    assert any(name is not None and (name == field or name.startswith(f"{field}.")) for name in named), body
+    assert any(name is not None and (name == field or name.startswith((f"{field}.", f"{field}["))) for name in named), (
+        body
+    )
     return body
 
 

@@ -324,7 +324,7 @@ async def test_a_batch_past_the_schemas_bound_is_refused_by_its_count_before_its
             [{"query": "lake"}, {"query": "lake", "weights": {"semantic": 0, "lexical": 0}}],
             "queries[1].weights.semantic",
         ),
-        ([{"query": "lake", "filters": {"tags": ["a\u0000"]}}], "queries[0].filters.tags"),
+        ([{"query": "lake", "filters": {"tags": ["a\u0000"]}}], "queries[0].filters.tags[0]"),
         ([{"query": "lake"}, {"query": "lake", "strategy": "Hybrid"}], "queries[1].strategy"),
         ([], "queries"),
     ],

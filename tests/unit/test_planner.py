@@ -119,7 +119,7 @@ def test_a_strategy_asked_for_that_fuses_nothing_refuses_fusion_options(strategy
     with pytest.raises(InvalidQueryError) as error:
         plan_for("kubernetes pods", strategy=strategy, lexical_weight=0.3)
 
-    assert error.value.field == "lexical_weight"
+    assert error.value.field == "weights.lexical"  # as the request spells it
     assert f"strategy {strategy.value}" in error.value.message
 
 
@@ -305,23 +305,23 @@ def test_query_length_knob_is_validated() -> None:
     [
         ({"limit": 0}, "limit"),
         ({"limit": 101}, "limit"),
-        ({"semantic_weight": -0.1}, "semantic_weight"),
-        ({"lexical_weight": float("nan")}, "lexical_weight"),
-        ({"semantic_weight": 0.0, "lexical_weight": 0.0}, "semantic_weight"),
+        ({"semantic_weight": -0.1}, "weights.semantic"),
+        ({"lexical_weight": float("nan")}, "weights.lexical"),
+        ({"semantic_weight": 0.0, "lexical_weight": 0.0}, "weights.semantic"),
         ({"rrf_k": 0}, "rrf_k"),
         ({"retrieve_k": 0}, "retrieve_k"),
         ({"min_score": float("inf")}, "min_score"),
         ({"min_score": 1.01}, "min_score"),
         ({"min_score": -0.5}, "min_score"),
-        ({"max_chunks_per_document": 0}, "max_chunks_per_document"),
+        ({"max_chunks_per_document": 0}, "collapse"),
         ({"project": " "}, "project"),
         (
             {"date_from": datetime(2025, 1, 1, tzinfo=UTC), "date_to": datetime(2024, 1, 1, tzinfo=UTC)},
-            "date_from",
+            "filters.date_from",
         ),
-        ({"tags": ("ok", "a\x00b")}, "tags"),
-        ({"levels": ("L\x00",)}, "levels"),
-        ({"source_prefix": "runbooks/\x00"}, "source_prefix"),
+        ({"tags": ("ok", "a\x00b")}, "filters.tags[1]"),
+        ({"levels": ("L\x00",)}, "filters.level[0]"),
+        ({"source_prefix": "runbooks/\x00"}, "filters.source_prefix"),
     ],
 )
 def test_invalid_options_name_the_field(options, field: str) -> None:
@@ -329,6 +329,40 @@ def test_invalid_options_name_the_field(options, field: str) -> None:
         plan_for("kubernetes pods memory", **options)
 
     assert error.value.field == field
+    assert error.value.message.startswith(field)  # the words name it as the request spells it, too
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "words"),
+    [
+        (
+            {"semantic_weight": 0.0, "lexical_weight": 0.0},
+            "weights.semantic",
+            "weights.semantic and weights.lexical must not both be 0",
+        ),
+        (
+            {"lexical_weight": 2.0},
+            "weights.lexical",
+            "weights.lexical given alone must be at most 1 (weights.semantic gets 1 - it); got 2.0",
+        ),
+        ({"max_chunks_per_document": 0}, "collapse", "collapse must be at least 1; got 0"),
+        ({"tags": ("ok", " ")}, "filters.tags[1]", "filters.tags[1] is blank (only white space, ' ')"),
+        (
+            {"date_from": datetime(2025, 1, 1, tzinfo=UTC), "date_to": datetime(2024, 1, 1, tzinfo=UTC)},
+            "filters.date_from",
+            "filters.date_from must be before filters.date_to; got 2025-01-01T00:00:00+00:00 and 2024-01-01T00:00:00+00:00",
+        ),
+    ],
+)
+def test_a_refused_option_is_worded_as_the_request_spells_it(options, field: str, words: str) -> None:
+    # The words said `semantic_weight and lexical_weight must not both be 0` of a request that sent `weights`.
+    with pytest.raises(InvalidQueryError) as error:
+        plan_for("kubernetes pods memory", **options)
+
+    assert error.value.field == field
+    assert words in error.value.message
+    assert "_weight" not in error.value.message
+    assert "max_chunks" not in error.value.message
 
 
 def test_knobs_become_the_plan_defaults() -> None:
