@@ -14,7 +14,7 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_413_REQUEST_ENTITY_TOO_LARGE, HTTP_500_INTERNAL_SERVER_ERROR
 
-from app.api.strict_bodies import readable_validation_message
+from app.api.strict_bodies import readable_validation_message, shown_value
 from app.domain.errors import (
     AllEnginesFailedError,
     AuthenticationError,
@@ -237,8 +237,8 @@ def _field_name(key: str, message: str) -> str:
     return key
 
 
-def validation_error_handler(_: Request[Any, Any, Any], error: ValidationException) -> Response[dict[str, Any]]:
-    """Request validation failures: 400 naming the offending fields."""
+def validation_error_handler(request: Request[Any, Any, Any], error: ValidationException) -> Response[dict[str, Any]]:
+    """Request validation failures: 400 naming the offending fields, and a query parameter's value as sent."""
     fields: list[str] = []
     messages: list[str] = []
     if isinstance(error.extra, list):
@@ -248,6 +248,9 @@ def validation_error_handler(_: Request[Any, Any, Any], error: ValidationExcepti
                 key = _field_name(str(item.get("key") or ""), message)
                 if key:
                     fields.append(key)
+                sent = request.query_params.get(key) if key else None
+                if sent is not None and "got " not in message:  # as a body's refusal shows it (`received`)
+                    message = f"{message}; got {shown_value(sent)}"
                 messages.append(f"{key}: {message}" if key else message)
     detail = "; ".join(messages) or error.detail or "invalid request"
     return problem(400, "Invalid request", detail, field=fields[0] if fields else None, fields=fields or None)

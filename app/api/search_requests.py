@@ -14,6 +14,7 @@ import msgspec
 
 from app.api.document_schemas import Tag
 from app.api.microsecond_times import may_hold_past_microseconds, retruncated, truncated_time_text
+from app.api.strict_bodies import readable_validation_message, shown_value
 from app.config import SEARCH_BATCH_MAX_QUERIES_CEILING
 from app.domain.errors import InvalidQueryError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
@@ -153,21 +154,14 @@ class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     queries: Annotated[list[SearchFields], msgspec.Meta(min_length=1, max_length=SEARCH_BATCH_MAX_QUERIES_CEILING)]
 
 
-AS_OF_SHOWN_CHARS: Final = 40
-
-
 def as_of_from_text(text: str) -> datetime:
-    """`as_of` of a query string, validated as the JSON bodies' `as_of` is; a 400 naming `as_of` otherwise."""
+    """`as_of` of a query string, validated and worded as a JSON body's `as_of`; a 400 naming `as_of` otherwise."""
     try:
         return msgspec.convert(truncated_time_text(text), AsOf)
     except msgspec.ValidationError as error:
         # A `+` offset not percent-encoded arrives as a space: "I did send an offset" needs the value shown.
-        shown = text if len(text) <= AS_OF_SHOWN_CHARS else text[:AS_OF_SHOWN_CHARS] + "..."
         hint = "; a `+` in a query string reads as a space: send it as %2B" if " " in text else ""
-        msg = (
-            f"as_of must be an RFC 3339 date-time with an offset or Z, e.g. 2024-05-08T12:00:00Z; got {shown!r} "
-            f"({error}){hint}"
-        )
+        msg = f"as_of: {readable_validation_message(str(error))}; got {shown_value(text)}{hint}"
         raise InvalidQueryError(msg, field="as_of") from None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -33,6 +34,7 @@ DATETIME_HINT: Final = (
 _LONE_HIGH_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
 _LONE_LOW_SURROGATE: Final = re.compile(rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _MSGSPEC_PREFIX: Final = "JSON is malformed: "
+EMPTY_BODY: Final = "the request body is empty: expected a JSON object"
 TOO_DEEP: Final = "the JSON body nests too deeply (arrays and objects within one another, about 1,000 levels)"
 
 
@@ -59,6 +61,12 @@ _READABLE: Final = (
     (re.compile(r"Object contains unknown field `([^`]+)`"), r"unknown field `\1`"),
     (re.compile(r"Object missing required field `([^`]+)`"), r"missing required field `\1`"),
     (re.compile(re.escape(_DATETIME_ERROR)), f"expected {DATETIME_HINT}"),
+    (
+        re.compile(r"Expected `datetime` with a timezone component"),
+        "expected a date-time with an offset or Z (2024-05-08T12:00:00Z): one without is not taken as UTC here",
+    ),
+    # `Level` of the search filters (`app.api.search_requests`).
+    (re.compile(re.escape("Expected `str` matching regex '^L[0-6]$'")), "must be a level, L0 to L6"),
     (re.compile(r"Number out of range"), "a number is past the range of a 64-bit float (about 1.8e308 either way)"),
     # `NO_NUL_PATTERN` of the routes (`app.api.project_routes`): PostgreSQL text cannot hold U+0000.
     (re.compile(r"Expected `str` matching regex '\^\[\^\\+u0000\]\*\$'"), "must not contain a NUL character"),
@@ -108,20 +116,73 @@ def field_of_validation_error(message: str) -> str | None:
 
 
 def invalid_input_of(
-    error: msgspec.ValidationError, *, default_field: str | None = None, body_type: type[msgspec.Struct] | None = None
+    error: msgspec.ValidationError,
+    *,
+    default_field: str | None = None,
+    body_type: type[msgspec.Struct] | None = None,
+    body: bytes = b"",
 ) -> InvalidInputError:
     """The 400 for a msgspec validation error: its message made readable, the field it blames (else `default_field`).
 
-    With `body_type`, a value outside a field's fixed set of strings names that set (`unknown_choice`).
+    With `body_type`, a value outside a field's fixed set of strings names that set (`unknown_choice`), and an
+    unknown field the fields its object takes. With `body`, a value that breaks a bound is shown (`received`).
     """
     message = str(error)
     field = field_of_validation_error(message) or default_field
     unlisted = _UNLISTED_CHOICE.fullmatch(message)
-    if unlisted is not None and field is not None and body_type is not None:
-        choices = _choices(body_type).get(_ITEM_INDEX.sub("[*]", field))
+    shape = _shape(body_type) if body_type is not None else None
+    if unlisted is not None and field is not None and shape is not None:
+        choices = shape.choices.get(_ITEM_INDEX.sub("[*]", field))
         if choices is not None:
             return unknown_choice(field, unlisted["value"], choices)
-    return InvalidInputError(readable_validation_message(message), field=field)
+    words = readable_validation_message(message)
+    if _UNKNOWN_FIELD_AT.fullmatch(message) and field is not None and shape is not None:
+        takes = shape.fields.get(_ITEM_INDEX.sub("[*]", field.rpartition(".")[0]))
+        if takes:
+            words = f"{words}; it takes {', '.join(sorted(takes))}"
+    elif field is not None and "got " not in words and "field `" not in words:
+        shown = received(body, field)
+        if shown is not None:
+            words = f"{words}; got {shown}"
+    return InvalidInputError(words, field=field)
+
+
+_UNKNOWN_FIELD_AT: Final = re.compile(r"Object contains unknown field `[^`]+`( - at `\$[^`]*`)?", re.DOTALL)
+_PATH_STEP: Final = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+RECEIVED_MAX_BODY_BYTES: Final = 1024 * 1024
+"""A refused body is read again to show the value it blames only up to this size (a 16 MiB ingest is not)."""
+SHOWN_CHARS: Final = 40
+
+
+def shown_value(value: str) -> str:
+    """A text the caller sent, as a refusal shows it: quoted as Python writes it, cut after `SHOWN_CHARS`."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
+def received(body: bytes, field: str) -> str | None:
+    """The value at `field` (`queries[2].limit`) of a JSON `body` as it was sent: `0`, `'L9'` (long texts cut).
+
+    None for an object or an array (the message says what is wrong with it), a path not in the body, or a
+    body over `RECEIVED_MAX_BODY_BYTES`.
+    """
+    if not body or len(body) > RECEIVED_MAX_BODY_BYTES:
+        return None
+    try:
+        value: Any = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    for index, name in _PATH_STEP.findall(field):
+        if index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        elif name and isinstance(value, dict) and name in value:
+            value = value[name]
+        else:
+            return None
+    if isinstance(value, (dict, list)):
+        return None
+    return shown_value(value) if isinstance(value, str) else msgspec.json.encode(value).decode()
 
 
 def unknown_choice(field: str, shown_value: str, choices: Sequence[str]) -> InvalidInputError:
@@ -138,10 +199,18 @@ _UNLISTED_CHOICE: Final = re.compile(r"Invalid enum value (?P<value>.*) - at `\$
 _ITEM_INDEX: Final = re.compile(r"\[\d+\]")
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What a body type's fields take, by path (`queries[*].fusion`): fixed sets of strings, objects' field names."""
+
+    choices: dict[str, tuple[str, ...]]
+    fields: dict[str, tuple[str, ...]]
+
+
 @functools.cache
-def _choices(body_type: type[msgspec.Struct]) -> dict[str, tuple[str, ...]]:
-    """Each field of `body_type` taking one of a fixed set of strings (a `Literal`), by path: `queries[*].fusion`."""
-    found: dict[str, tuple[str, ...]] = {}
+def _shape(body_type: type[msgspec.Struct]) -> _Shape:
+    """Each field of `body_type` taking one of a fixed set of strings (a `Literal`), and each object's fields."""
+    shape = _Shape(choices={}, fields={})
 
     def walk(node: msgspec.inspect.Type, path: str, depth: int) -> None:
         if depth > MAX_SHAPE_DEPTH:
@@ -152,15 +221,16 @@ def _choices(body_type: type[msgspec.Struct]) -> dict[str, tuple[str, ...]]:
             for member in node.types:
                 walk(member, path, depth)
         elif isinstance(node, msgspec.inspect.StructType):
+            shape.fields[path] = tuple(field.encode_name for field in node.fields)
             for field in node.fields:
                 walk(field.type, f"{path}.{field.encode_name}" if path else field.encode_name, depth + 1)
         elif isinstance(node, msgspec.inspect.ListType):
             walk(node.item_type, f"{path}[*]", depth + 1)
         elif isinstance(node, msgspec.inspect.LiteralType):
-            found[path] = tuple(str(value) for value in node.values)
+            shape.choices[path] = tuple(str(value) for value in node.values)
 
     walk(msgspec.inspect.type_info(body_type), "", 0)
-    return found
+    return shape
 
 
 async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
@@ -180,14 +250,13 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
         return
     body = await request.body()
     if not body.strip():
-        msg = "the request body is empty: expected a JSON object"
-        raise InvalidInputError(msg, field="body")
+        raise InvalidInputError(EMPTY_BODY, field="body")
     try:
         refuse_over_bound_lists(body, body_type)
         msgspec.json.decode(body, type=body_type, strict=True)
         refuse_repeated_keys(body)
     except msgspec.ValidationError as error:
-        raise invalid_input_of(error, default_field="body", body_type=body_type) from None
+        raise invalid_input_of(error, default_field="body", body_type=body_type, body=body) from None
     except msgspec.DecodeError as error:
         raise malformed_json(error, body) from None
     except RecursionError:

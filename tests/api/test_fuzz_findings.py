@@ -107,7 +107,7 @@ async def test_a_nul_character_in_a_listing_filter_is_a_400_not_an_engine_failur
 
     assert response.status_code == 400
     assert response.json()["field"] == parameter
-    assert response.json()["detail"] == f"{parameter}: must not contain a NUL character"
+    assert response.json()["detail"] == f"{parameter}: must not contain a NUL character; got 'runbooks/\\x00'"
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])

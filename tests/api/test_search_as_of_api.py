@@ -152,7 +152,10 @@ async def test_get_refuses_an_as_of_without_an_offset_or_garbage(api_client, pro
     assert response.status_code == 400, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
     assert response.json()["field"] == "as_of"
-    assert "as_of must be an RFC 3339 date-time with an offset or Z" in response.json()["detail"]
+    # Worded as a JSON body's `as_of` (`readable_validation_message`), with the value as received.
+    assert response.json()["detail"].startswith("as_of: expected a")
+    assert "2024-05-08T12:00:00Z" in response.json()["detail"]
+    assert f"got {as_of!r}" in response.json()["detail"]
 
 
 async def test_a_plus_offset_sent_unencoded_is_shown_as_received_with_how_to_send_it(api_client, project) -> None:

@@ -30,6 +30,14 @@ from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
             f"Expected `str` matching regex {PROJECT_ID_PATTERN!r} - at `$.project`",
             f"project: must be {PROJECT_ID_RULE}",
         ),
+        (
+            "Expected `datetime` with a timezone component - at `$.as_of`",
+            (
+                "as_of: expected a date-time with an offset or Z (2024-05-08T12:00:00Z): one without is not taken"
+                " as UTC here"
+            ),
+        ),
+        ("Expected `str` matching regex '^L[0-6]$' - at `$.filters.level`", "filters.level: must be a level, L0 to L6"),
         ("Something msgspec says that no rule knows", "Something msgspec says that no rule knows"),
     ],
 )
