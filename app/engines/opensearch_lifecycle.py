@@ -109,9 +109,12 @@ async def prepare_project_indexes(
     """At start: bring every project index under `base` to the current schema; say whether a shared index is left.
 
     Each project alias on an older schema version is upgraded by `ensure_index` (new index, `_reindex`,
-    alias swap). Returns True when the alias `base` itself still leads to an index: the one shared index
-    of schema version 6 and before, which held every project. The caller then queues every project for
-    lexical indexing from PostgreSQL and calls `retire_shared_index`.
+    alias swap). An alias a newer release has upgraded is left as it is, with a WARNING: this release's running
+    replicas write through it into the newer index during a rolling update, and one starting then (or after a
+    rollback) does the same, where refusing to start crash-looped it. Returns True when the alias `base`
+    itself still leads to an index: the one shared index of schema version 6 and before, which held every
+    project. The caller then queues every project for lexical indexing from PostgreSQL and calls
+    `retire_shared_index`.
     """
     extra: dict[str, Any] = {"headers": dict(headers)} if headers else {}
     with translate_errors():
@@ -126,7 +129,23 @@ async def prepare_project_indexes(
             for alias in body.get("aliases", {})
             if alias.startswith(f"{base}{PROJECT_INFIX}")
         }
-        for alias in sorted(aliases):
+        newer = sorted(
+            {
+                alias
+                for index, body in listed.items()
+                for alias in body.get("aliases", {})
+                if alias in aliases and _version_of(index, alias) > SCHEMA_VERSION
+            }
+        )
+        if newer:
+            logger.warning(
+                "%d project index(es) have a newer schema than this release's %d (a rolling update or a rollback):"
+                " left as they are, written through their aliases; the first: %s",
+                len(newer),
+                SCHEMA_VERSION,
+                newer[0],
+            )
+        for alias in sorted(aliases.difference(newer)):
             await ensure_index(client, alias=alias, shards=1, replicas=replicas, headers=headers)
         return bool(await shared_indexes_behind(client, base, extra))
 

@@ -57,7 +57,7 @@ class RecordingTransport(AsyncTransport):
 
 
 async def old_index(client: AsyncOpenSearch, alias: str, version: int) -> str:
-    """An index of an older schema `version` behind `alias`; returns its name."""
+    """An index of schema `version` (an older one, or a newer release's) behind `alias`; returns its name."""
     body = index_body(shards=1, replicas=0)
     body["mappings"]["_meta"] = {"schema_version": version}
     name = versioned_index_name(alias, version)
@@ -121,6 +121,26 @@ async def test_start_moves_a_project_index_of_an_older_schema_keeping_its_chunks
     assert sorted(await client.indices.get_alias(name=alias)) == [versioned_index_name(alias)]
     assert await client.indices.exists(index=older)  # kept for rollback
     assert await search_ids(index, "obsidian") == ["c-1"]
+
+
+async def test_start_leaves_a_project_index_of_a_newer_schema_as_it_is_and_writes_through_its_alias(
+    target: tuple[AsyncOpenSearch, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # An older release started after a newer one upgraded the index (a pod restarted during a rolling update, a
+    # rollback): its start failed on "alias ... points at ..." and the pod crash-looped. Its running pods write
+    # through the alias into the newer index meanwhile; a starting one now does the same.
+    client, base = target
+    alias = project_alias(base, PROJECT)
+    newer = await old_index(client, alias, SCHEMA_VERSION + 1)
+    index = OpenSearchLexicalIndex(client, index=base, replicas=0)
+
+    found = await prepare_project_indexes(client, base=base, replicas=0)
+    await index.replace_documents([DocumentChunks(PROJECT, "d1", (make_chunk("c-1", "obsidian carried"),), 4)])
+
+    assert found is False
+    assert sorted(await client.indices.get_alias(name=alias)) == [newer]
+    assert await search_ids(index, "obsidian") == ["c-1"]
+    assert f"newer schema than this release's {SCHEMA_VERSION}" in caplog.text
 
 
 async def test_a_project_named_like_another_projects_index_has_its_own(target: tuple[AsyncOpenSearch, str]) -> None:
