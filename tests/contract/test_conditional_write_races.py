@@ -23,7 +23,7 @@ from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.expected_versions import ANY_VERSION
 from app.ingestion.pipeline import IngestionPipeline
 from tests.contract.document_store import DIMENSIONS
-from tests.unit.test_pipeline import CountingEmbedder
+from tests.unit.test_pipeline import GatedEmbedder as PipelineGatedEmbedder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,22 +31,12 @@ if TYPE_CHECKING:
     from app.domain.ports import DocumentStore
 
 
-class GatedEmbedder(CountingEmbedder):
-    """`CountingEmbedder`'s vectors, of the contract's dimension, given only once `gate` opens (`waiting`: one is asked)."""
+class GatedEmbedder(PipelineGatedEmbedder):
+    """The pipeline test's gated embedder, of the contract's dimension (`waiting`: one is asked; `gate` lets it go)."""
 
     name = "gated"
     model_name = "gated-model"
     dimensions = DIMENSIONS
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = asyncio.Event()
-        self.waiting = asyncio.Event()
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        self.waiting.set()
-        await self.gate.wait()
-        return await super().embed_documents(texts)
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.integration)])
