@@ -40,8 +40,13 @@ def retruncated(decoded: datetime | None, text: str | None, time_type: Any = dat
     """`decoded`, msgspec's decoding of `text`; or, when `text` has digits past the microsecond, `text` truncated.
 
     `time_type` is the field's type, so a constrained one (an offset required) is checked as msgspec did.
+    A text that is no RFC 3339 time once truncated (a query string's `-4.0215298293e-182`, which the framework
+    read as seconds since 1970) keeps the framework's decoding: re-reading it raised, a 500.
     """
     if text is None or _PAST_MICROSECONDS.search(text) is None:
         return decoded
-    time: datetime = msgspec.convert(truncated_time_text(text), time_type)
+    try:
+        time: datetime = msgspec.convert(truncated_time_text(text), time_type)
+    except msgspec.ValidationError:
+        return decoded
     return time
