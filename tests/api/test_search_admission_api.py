@@ -9,7 +9,6 @@ in another thread's loop), so several are in flight at once and cancelling one c
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,7 @@ from app.engines.memory_lexical import InMemoryLexicalIndex
 from app.ingestion.admission import Allowance
 from app.wiring.engines import Engines
 from tests.api.conftest import api_settings
+from tests.api.test_overload import SlowEmbedder
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -41,8 +41,8 @@ SHORT_CHARGE = len("bound") * SEARCH_BYTES_PER_QUERY_CHAR + SEARCH_BYTES_PER_HIT
 POLLS = 2000
 
 
-class GatedEmbedder:
-    """Deterministic 8-d vectors; a query-embedding call is counted, then waits until `gate` is open."""
+class GatedEmbedder(SlowEmbedder):
+    """`SlowEmbedder`'s 8-d vectors; a query-embedding call is counted, then waits until `gate` is open."""
 
     name = "gated"
     model_name = "gated-model"
@@ -59,14 +59,6 @@ class GatedEmbedder:
         self.calls += 1
         await self.gate.wait()
         return [self._vector(text) for text in texts]
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._vector(text) for text in texts]
-
-    @staticmethod
-    def _vector(text: str) -> list[float]:
-        digest = hashlib.sha256(text.encode()).digest()
-        return [byte / 255 for byte in digest[:8]]
 
 
 def gated_app(tmp_path: Path, embedder: GatedEmbedder, *, allowance: int) -> tuple[Litestar, Allowance]:
