@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,17 +24,13 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import loopback_service
+
 DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "scifact"
 PROJECT = "bench"
 READY_WAIT_S = 180
 WARMUP_QUERIES = 20
 INGEST_BATCH = 50
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _request(url: str, *, body: bytes | None = None, timeout_s: float = 60) -> tuple[int, bytes]:
@@ -52,8 +46,8 @@ class Server:
     """One `poimen serve` process on a free loopback port; stopped with SIGTERM."""
 
     def __init__(self, data_dir: Path, *, observability: bool) -> None:
-        self.url = f"http://127.0.0.1:{_free_port()}"
-        port = self.url.rsplit(":", 1)[1]
+        port = loopback_service.free_port()
+        self.url = f"http://127.0.0.1:{port}"
         switch = "true" if observability else "false"
         environment = {
             **os.environ,
@@ -65,33 +59,26 @@ class Server:
             "LOG_LEVEL": "WARNING",
         }
         environment.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-        self._log = (data_dir.parent / f"server-{switch}.log").open("ab")
-        poimen = Path(sys.executable).with_name("poimen")
-        self._process = subprocess.Popen(
-            [str(poimen), "serve", "--host", "127.0.0.1", "--port", port],
-            env=environment,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+        log_path = data_dir.parent / f"server-{switch}.log"
+        cwd = Path.cwd()
+        self._process = loopback_service.spawn(
+            loopback_service.serve_command([str(Path(sys.executable).with_name("poimen"))], port),
+            environment=environment,
+            cwd=cwd,
+            log_path=log_path,
         )
-        deadline = time.monotonic() + READY_WAIT_S
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                msg = f"server exited with {self._process.returncode}; see {self._log.name}"
-                raise RuntimeError(msg)
-            try:
-                if _request(self.url + "/readyz", timeout_s=2)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        msg = f"server not ready within {READY_WAIT_S} s"
-        raise RuntimeError(msg)
+        try:
+            ready = loopback_service.wait_until_ready(self._process, port, timeout_s=READY_WAIT_S, poll_interval_s=0.5)
+        except TimeoutError:
+            self.stop()
+            msg = f"server not ready within {READY_WAIT_S} s"
+            raise RuntimeError(msg) from None
+        if not ready:
+            msg = f"server exited with {self._process.returncode}; see {log_path}"
+            raise RuntimeError(msg)
 
     def stop(self) -> None:
-        self._process.send_signal(signal.SIGTERM)
-        self._process.wait(timeout=60)
-        self._log.close()
+        loopback_service.stop(self._process, timeout_s=60)
 
 
 def _read_jsonl(path: Path, limit: int) -> list[dict[str, str]]:

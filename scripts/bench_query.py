@@ -26,7 +26,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,8 @@ import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
+
+import loopback_service
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = REPOSITORY.parent / "shared" / "datasets" / "scifact"
@@ -58,13 +59,6 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=10, help="results per query")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary as JSON here")
     return parser.parse_args(argv)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def load_queries(dataset: Path, split: str, limit: int | None) -> list[str]:
@@ -118,30 +112,24 @@ def start_server(
     data_dir: Path, port: int, *, environment: dict[str, str] | None = None, ready_timeout_s: float = READY_TIMEOUT_S
 ) -> subprocess.Popen[bytes]:
     """`poimen serve` on 127.0.0.1:`port` over `data_dir`, once `/readyz` answers 200 (`server_environment` unless given)."""
-    log = (data_dir / "bench-server.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
+    log_path = data_dir / "bench-server.log"
+    log_path.unlink(missing_ok=True)
+    server = loopback_service.spawn(
+        loopback_service.serve_command([sys.executable, "-m", "app"], port),
+        environment=server_environment(data_dir) if environment is None else environment,
         cwd=REPOSITORY,
-        env=server_environment(data_dir) if environment is None else environment,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        log_path=log_path,
     )
-    deadline = time.monotonic() + ready_timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            msg = f"server exited with {server.returncode}; see {data_dir / 'bench-server.log'}"
-            raise RuntimeError(msg)
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            connection.request("GET", "/readyz")
-            if connection.getresponse().status == 200:
-                return server
-        except OSError:
-            pass
-        time.sleep(0.25)
-    server.terminate()
-    msg = f"server not ready within {ready_timeout_s} s"
-    raise RuntimeError(msg)
+    try:
+        ready = loopback_service.wait_until_ready(server, port, timeout_s=ready_timeout_s)
+    except TimeoutError:
+        loopback_service.stop(server)
+        msg = f"server not ready within {ready_timeout_s} s"
+        raise RuntimeError(msg) from None
+    if not ready:
+        msg = f"server exited with {server.returncode}; see {log_path}"
+        raise RuntimeError(msg)
+    return server
 
 
 def search(
@@ -249,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     server: subprocess.Popen[bytes] | None = None
     try:
         ingest_once(arguments.dataset, data_dir)
-        port = free_port()
+        port = loopback_service.free_port()
         server = start_server(data_dir, port)
         check_both_legs_answer(port, queries[0])
         results = [

@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_query
-from bench_query import free_port, percentiles, start_server
+import loopback_service
+from bench_query import percentiles, start_server
 from load_server import machine_description
 from scale_corpus import base_texts, chunk_plan, chunk_text, pair_vectors, recall_at_k
 from scale_vectors import embed_base_texts, load_base_vectors
@@ -432,7 +433,7 @@ async def measure_size(size: int, arguments: argparse.Namespace, queries: list[s
         result["lexical_index_s"] = round(await load_lexical(data_dir / "lexical", texts), 1)
         result["disk_bytes"] = {"postgres": du_bytes(data_dir / "postgres"), "tantivy": du_bytes(data_dir / "lexical")}
         print(f"[{size}] indexed: {json.dumps(result)}; serving and measuring latency", file=sys.stderr, flush=True)
-        port = free_port()
+        port = loopback_service.free_port()
         server = start_server(data_dir, port)
         result["machine"] = {
             **machine_description(),  # its load average: how quiet the latency run started
@@ -475,7 +476,7 @@ def measure_kept_size(size: int, *, queries_per_strategy: int, repeat: int) -> i
         return 1
     ratios = []
     for run in range(repeat):
-        port = free_port()
+        port = loopback_service.free_port()
         server = start_server(data_dir, port)
         try:
             latency = measure_latency(port, queries[run * per_run : (run + 1) * per_run])

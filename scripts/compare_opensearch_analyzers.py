@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import math
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import loopback_service
 from opensearchpy import AsyncOpenSearch
 from opensearchpy.helpers import async_bulk
 
@@ -104,19 +104,12 @@ async def measure(url: str, dataset: Path, split: str) -> None:
         await client.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", type=Path, nargs="+", required=True, help="BEIR-layout folders")
     parser.add_argument("--split", default="test")
     arguments = parser.parse_args()
-    port = free_port()
+    port = loopback_service.free_port()
     with tempfile.TemporaryDirectory() as data_dir:
         command = [str(files("noida_db").joinpath("noida-db")), "start", "--only", "elasticsearch"]
         command += ["--host", "127.0.0.1", "--elasticsearch-port", str(port), "--data-dir", data_dir]

@@ -16,12 +16,9 @@ a token for all projects with the search, ingest and admin scopes.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +28,7 @@ from typing import Any
 
 import httpx
 import jwt
+import loopback_service
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 CHECKS = (
@@ -50,20 +48,12 @@ SEED_DOCUMENT = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _token(secret: str) -> str:
     claims = {"sub": "fuzzer", "exp": int(time.time()) + 24 * 3600, "projects": "*", "scope": "search ingest admin"}
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
 def _start_service(data_dir: Path, log_path: Path, *, auth_secret: str | None) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
     environment = {
         key: value
         for key, value in os.environ.items()
@@ -81,35 +71,17 @@ def _start_service(data_dir: Path, log_path: Path, *, auth_secret: str | None) -
     )
     if auth_secret is not None:
         environment.update({"AUTH_MODE": "jwt", "JWT_SECRET": auth_secret})
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=data_dir.parent,  # not the checkout: its .env must not leak into the run
-            env=environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    try:
+        # cwd not the checkout: its .env must not leak into the run
+        return loopback_service.start(
+            [sys.executable, "-m", "app"],
+            environment=environment,
+            cwd=data_dir.parent,
+            log_path=log_path,
+            timeout_s=READY_TIMEOUT_S,
         )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            sys.exit(f"service exited with {process.returncode}:\n{log_path.read_text(errors='replace')[-2000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/readyz", timeout=2.0).status_code == 200:
-                return process, url
-        time.sleep(0.2)
-    process.kill()
-    sys.exit(f"service not ready within {READY_TIMEOUT_S} s:\n{log_path.read_text(errors='replace')[-2000:]}")
-
-
-def _stop_service(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(30)
+    except loopback_service.StartFailedError as error:
+        sys.exit(str(error))
 
 
 def _schemathesis_command(arguments: argparse.Namespace, url: str, report: Path, token: str | None) -> list[str]:
@@ -243,7 +215,7 @@ def main() -> int:
                 print(f"schemathesis hit {INTERPRETER_BUG!r} (CPython gh-106905), not the service: running again")
         finally:
             if process is not None:
-                _stop_service(process)
+                loopback_service.stop(process)
         summary = summarize(
             report, wall_s=wall_s, tracebacks=_server_errors_in_log(log_path), output=run.stdout + run.stderr
         )

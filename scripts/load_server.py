@@ -12,8 +12,6 @@ import asyncio
 import os
 import platform
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,10 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self
 
 import httpx
+import loopback_service
 from loadgen import verdict, write_report
 from prometheus_client.parser import text_string_to_metric_families
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable, Coroutine, Iterator, Mapping
     from types import TracebackType
 
@@ -35,20 +35,12 @@ PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS_PER_S: Final = os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 class ServiceUnderTest:
     """`poimen serve` as a child process; a context manager that stops it (SIGTERM, then SIGKILL)."""
 
     def __init__(self, data_dir: Path, *, environment: Mapping[str, str]) -> None:
         self.data_dir = data_dir
-        self.port = free_port()
+        self.port = loopback_service.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._environment = {
             **os.environ,
@@ -70,44 +62,39 @@ class ServiceUnderTest:
 
     def __enter__(self) -> Self:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = (self.data_dir / "server.log").open("ab")
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+        self._process = loopback_service.spawn(
+            loopback_service.serve_command([sys.executable, "-m", "app"], self.port),
+            environment=self._environment,
             cwd=REPOSITORY,
-            env=self._environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            log_path=self.data_dir / "server.log",
         )
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except RuntimeError:
+            self.__exit__(None, None, None)  # `with` calls no __exit__ when __enter__ raises
+            raise
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            loopback_service.stop(process, timeout_s=STOP_TIMEOUT_S)
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._process is not None and self._process.poll() is not None:
-                msg = f"server exited with {self._process.returncode}; see {self.data_dir / 'server.log'}"
-                raise RuntimeError(msg)
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        msg = f"server not ready within {READY_TIMEOUT_S} s; see {self.data_dir / 'server.log'}"
-        raise RuntimeError(msg)
+        log = self.data_dir / "server.log"
+        if self._process is None:
+            msg = "the service is not running"
+            raise RuntimeError(msg)
+        try:
+            ready = loopback_service.wait_until_ready(self._process, self.port, timeout_s=READY_TIMEOUT_S)
+        except TimeoutError:
+            msg = f"server not ready within {READY_TIMEOUT_S} s; see {log}"
+            raise RuntimeError(msg) from None
+        if not ready:
+            msg = f"server exited with {self._process.returncode}; see {log}"
+            raise RuntimeError(msg)
 
 
 def rss_bytes(pid: int) -> int:

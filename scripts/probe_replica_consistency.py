@@ -45,17 +45,19 @@ import random
 import re
 import shutil
 import signal
-import socket
 import string
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+import loopback_service
+
+if TYPE_CHECKING:
+    import subprocess
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -69,19 +71,12 @@ NONCE = re.compile(r"\bqv[a-z]{10}\b")
 INF = math.inf
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 class Replica:
     """One `poimen serve` process on a fixed loopback port (kept across restarts)."""
 
     def __init__(self, number: int, root: Path, environment: dict[str, str]) -> None:
         self.number, self.root, self.environment = number, root, environment
-        self.port = free_port()
+        self.port = loopback_service.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.logs: list[Path] = []
         self.process: subprocess.Popen[bytes] | None = None
@@ -91,27 +86,22 @@ class Replica:
         data_dir.parent.mkdir(parents=True, exist_ok=True)
         log_path = self.root / f"replica-{self.number}-{len(self.logs)}.log"
         self.logs.append(log_path)
-        with log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [str(BIN / "poimen"), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-                cwd=data_dir.parent,
-                env={**self.environment, "POIMEN_DATA_DIR": str(data_dir)},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        self.process = loopback_service.spawn(
+            loopback_service.serve_command([str(BIN / "poimen")], self.port),
+            environment={**self.environment, "POIMEN_DATA_DIR": str(data_dir)},
+            cwd=data_dir.parent,
+            log_path=log_path,
+        )
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process is None or self.process.poll() is not None:
-                sys.exit(f"replica {self.number} exited:\n{self.logs[-1].read_text(errors='replace')[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        sys.exit(f"replica {self.number} not ready within {READY_TIMEOUT_S} s")
+        try:
+            ready = self.process is not None and loopback_service.wait_until_ready(
+                self.process, self.port, timeout_s=READY_TIMEOUT_S, poll_interval_s=0.3
+            )
+        except TimeoutError:
+            sys.exit(f"replica {self.number} not ready within {READY_TIMEOUT_S} s")
+        if not ready:
+            sys.exit(f"replica {self.number} exited:\n{loopback_service.log_tail(self.logs[-1])}")
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -119,12 +109,8 @@ class Replica:
             self.process.wait(30)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.process is not None:
+            loopback_service.stop(self.process)
 
 
 @dataclass

@@ -41,7 +41,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,19 +50,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import loopback_service
 
 BIN = Path(sys.executable).parent
 READY_TIMEOUT_S = 240.0
 CLIENTS = 6
 WRITES_PER_CLIENT = 15
 BULK_DOCUMENTS = 1500
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class Fleet:
@@ -127,44 +120,32 @@ class Pod:
     """One `poimen serve` process of a checkout on a free loopback port."""
 
     def __init__(self, name: str, checkout: Path, fleet: Fleet) -> None:
-        port = free_port()
-        self.name, self.url = name, f"http://127.0.0.1:{port}"
+        self.port = loopback_service.free_port()
+        self.name, self.url = name, f"http://127.0.0.1:{self.port}"
         data_dir = Path(tempfile.mkdtemp(dir=fleet.root)) / "data"
         self.log_path = fleet.root / f"{name}.log"
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [str(BIN / "poimen"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-                cwd=data_dir.parent,
-                env=fleet.environment(checkout, data_dir),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        self.log_path.unlink(missing_ok=True)  # a pod name used again starts a log of its own
+        self.process = loopback_service.spawn(
+            loopback_service.serve_command([str(BIN / "poimen")], self.port),
+            environment=fleet.environment(checkout, data_dir),
+            cwd=data_dir.parent,
+            log_path=self.log_path,
+        )
 
     def wait_ready(self) -> bool:
         """True once `/readyz` answers 200; False when the process exited first."""
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2.0).status_code == 200:
-                    return True
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        sys.exit(f"{self.name} not ready within {READY_TIMEOUT_S} s:\n{self.log()[-3000:]}")
+        try:
+            return loopback_service.wait_until_ready(
+                self.process, self.port, timeout_s=READY_TIMEOUT_S, poll_interval_s=0.3
+            )
+        except TimeoutError:
+            sys.exit(f"{self.name} not ready within {READY_TIMEOUT_S} s:\n{self.log()[-3000:]}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        loopback_service.stop(self.process)
 
 
 class Probe:

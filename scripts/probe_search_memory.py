@@ -25,7 +25,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import loopback_service
 from bench_query import server_environment
 from bench_query import start_server as start_bench_server
 
@@ -88,9 +88,7 @@ def ingest_once(records: list[dict[str, Any]], data_dir: Path, documents: int) -
 
 def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
     """`bench_query`'s server start (its log `bench-server.log` in `data_dir`) with this probe's environment."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
+    port = loopback_service.free_port()
     return start_bench_server(data_dir, port, environment=environment(data_dir), ready_timeout_s=READY_TIMEOUT_S), port
 
 

@@ -31,8 +31,6 @@ import json
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import loopback_service
 import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,13 +83,6 @@ GET_SPELLING = {
     "collapse": "collapse",
     "min_score": "min_score",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 EXTRA_ENVIRONMENT: dict[str, str] = {}
@@ -475,26 +467,16 @@ class Probe:
 
 
 def start_service(data_dir: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [str(BIN / "poimen"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+    try:
+        return loopback_service.start(
+            [str(BIN / "poimen")],
+            environment=environment(data_dir),
             cwd=data_dir.parent,
-            env=environment(data_dir),
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            log_path=log_path,
+            timeout_s=READY_TIMEOUT_S,
         )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            sys.exit(f"poimen serve exited {process.returncode}: see {log_path}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/readyz", timeout=2.0).status_code == 200:
-                return process, url
-        time.sleep(0.5)
-    process.kill()
-    sys.exit(f"poimen serve not ready in {READY_TIMEOUT_S} s")
+    except loopback_service.StartFailedError as error:
+        sys.exit(str(error))
 
 
 def ingest(url: str, seed: int) -> None:
@@ -542,8 +524,7 @@ def main() -> int:
             probe.cli_cases(rng)
     finally:
         if process is not None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(60)
+            loopback_service.stop(process, timeout_s=60)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     print("checks: " + ", ".join(f"{name} {count}" for name, count in sorted(probe.checks.items())))
