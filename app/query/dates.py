@@ -81,14 +81,7 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
     them, not a side; nor does a negated one ("not before April").
     """
     months = _month_positions(words)
-    relative = [
-        *(index for index, word in enumerate(words) if word in RELATIVE_DAY_WORDS),
-        *(
-            index
-            for index, unit in enumerate(words[1:])
-            if words[index] in RELATIVE_PREFIXES and unit in RELATIVE_UNITS
-        ),
-    ]
+    relative = [index for index, _ in _relative_positions(words)]
     if len(relative) > 1 or (relative and (months or _distinct_years(words))):
         return None
     starts = [
@@ -115,14 +108,19 @@ def _distinct_years(words: Sequence[str]) -> set[str]:
 
 def relative_dates_named(words: Sequence[str]) -> tuple[str, ...]:
     """Relative date expressions, normalised: "today", "yesterday", "this week", "last month", ..."""
-    found: list[str] = []
+    return tuple(dict.fromkeys(expression for _, expression in _relative_positions(words)))
+
+
+def _relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
+    """Where each relative date starts, with its normalised expression, in the order the query says them."""
+    found: list[tuple[int, str]] = []
     for index, word in enumerate(words):
         if word in RELATIVE_DAY_WORDS:
-            found.append(word)
+            found.append((index, word))
         elif word in RELATIVE_PREFIXES and index + 1 < len(words) and words[index + 1] in RELATIVE_UNITS:
             prefix = "this" if word == "this" else "last"
-            found.append(f"{prefix} {words[index + 1]}")
-    return tuple(dict.fromkeys(found))
+            found.append((index, f"{prefix} {words[index + 1]}"))
+    return found
 
 
 def _moment(year: int, month: int, day: int, zone: tzinfo) -> datetime:
