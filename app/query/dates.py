@@ -22,6 +22,8 @@ from app.query.vocabulary import (
     RELATIVE_DAY_WORDS,
     RELATIVE_PREFIXES,
     RELATIVE_UNITS,
+    SPAN_CLOSING_WORDS,
+    SPAN_OPENING_WORDS,
 )
 
 if TYPE_CHECKING:
@@ -38,6 +40,13 @@ class DateDirection(StrEnum):
 
     BEFORE = "before"
     AFTER = "after"
+
+
+class DateSpan(StrEnum):
+    """The kinds of date a query's range runs between: from a month or year to a relative date, or back."""
+
+    ABSOLUTE_TO_RELATIVE = "absolute_to_relative"
+    RELATIVE_TO_ABSOLUTE = "relative_to_absolute"
 
 
 def is_year(word: str) -> bool:
@@ -84,11 +93,7 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
     relative = [index for index, _ in _relative_positions(words)]
     if len(relative) > 1 or (relative and (months or _distinct_years(words))):
         return None
-    starts = [
-        *(index - 1 if index > 0 and _DAY_OF_MONTH.fullmatch(words[index - 1]) else index for index in months),
-        *(index for index, word in enumerate(words) if is_year(word)),
-        *relative,
-    ]
+    starts = _date_starts(words)
     if not starts or len({MONTHS[words[index]] for index in months}) > 1 or len(_distinct_years(words)) > 1:
         return None
     first = min(starts)
@@ -100,6 +105,39 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
     if previous in DATES_AFTER_WORDS:
         return DateDirection.AFTER
     return None
+
+
+def date_span(words: Sequence[str]) -> DateSpan | None:
+    """Which kind of date a query's range runs from and to: "since May 2024 until yesterday" is absolute to relative.
+
+    One date follows a word that opens a range ("since", "from", "between") and another one a word that
+    closes it ("until", "to", "and"). None when there is no such pair, or both dates are of one kind (the
+    range of several months, years or relative dates is already their span).
+    """
+    relative = {index for index, _ in _relative_positions(words)}
+    opening = {
+        start in relative for start in _date_starts(words) if start > 0 and words[start - 1] in SPAN_OPENING_WORDS
+    }
+    closing = {
+        start in relative for start in _date_starts(words) if start > 0 and words[start - 1] in SPAN_CLOSING_WORDS
+    }
+    if opening == {False} and closing == {True}:
+        return DateSpan.ABSOLUTE_TO_RELATIVE
+    if opening == {True} and closing == {False}:
+        return DateSpan.RELATIVE_TO_ABSOLUTE
+    return None
+
+
+def _date_starts(words: Sequence[str]) -> list[int]:
+    """Where each date of the query starts: a month (or the day before it), a year, a relative date."""
+    return [
+        *(
+            index - 1 if index > 0 and _DAY_OF_MONTH.fullmatch(words[index - 1]) else index
+            for index in _month_positions(words)
+        ),
+        *(index for index, word in enumerate(words) if is_year(word)),
+        *(index for index, _ in _relative_positions(words)),
+    ]
 
 
 def _distinct_years(words: Sequence[str]) -> set[str]:
@@ -168,13 +206,14 @@ def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]
     return _month_start(*previous, zone), this_month
 
 
-def event_time_range(
+def event_time_range(  # noqa: PLR0913 - each piece the query's words tell, named
     *,
     years: Sequence[int],
     months: Sequence[int],
     relative_dates: Sequence[str],
     now: datetime,
     direction: DateDirection | None = None,
+    span: DateSpan | None = None,
 ) -> tuple[datetime | None, datetime | None]:
     """The event-time range `[from, to)` (UTC) the query's dates describe, or `(None, None)`.
 
@@ -182,23 +221,25 @@ def event_time_range(
     at 08:00+09:00 is that day in Tokyo, which began at 15:00 UTC the day before. "this year"/"last year"
     act as explicit years, so "january last year" is one month. A month with no year is its most recent
     occurrence (the current month included). Several dates give the span from the earliest to the latest.
-    Absolute and relative ranges intersect; when they do not overlap, their span is used rather than an
-    empty range that could match nothing. A range reaching past `datetime`'s years ends at its edge, and one
-    wholly before year 1 ("last month" in January of year 1) is the empty `[0001-01-01, 0001-01-01)`: no dated
-    chunk lies in it, and the planner keeps it as such rather than drop it.
+    Absolute and relative ranges intersect ("yesterday in march 2025"); when they do not overlap, their span
+    is used rather than an empty range that could match nothing. With a `span` (`date_span`: the query asks
+    about the range between them) the range runs from the start of the first to the end of the second:
+    "since May 2024 until yesterday" is not yesterday alone. A range reaching past `datetime`'s years ends at
+    its edge, and one wholly before year 1 ("last month" in January of year 1) is the empty
+    `[0001-01-01, 0001-01-01)`: no dated chunk lies in it, and the planner keeps it as such rather than drop it.
 
     With a `direction` the range is open on one side and keeps the named period: "before April 2024" is
     up to the end of April, "since June" from the start of June, since a memory written in the month it
     names often tells of what came before or after it ("the weekend before April 10" was told on the 10th).
     """
-    start, end = _dates_range(years=years, months=months, relative_dates=relative_dates, now=now)
+    start, end = _dates_range(years=years, months=months, relative_dates=relative_dates, now=now, span=span)
     if start is None or end is None or direction is None:
         return start, end
     return (None, end) if direction is DateDirection.BEFORE else (start, None)
 
 
 def _dates_range(
-    *, years: Sequence[int], months: Sequence[int], relative_dates: Sequence[str], now: datetime
+    *, years: Sequence[int], months: Sequence[int], relative_dates: Sequence[str], now: datetime, span: DateSpan | None
 ) -> tuple[datetime | None, datetime | None]:
     zone = now.tzinfo or UTC
     relative_years = {"this year": now.year, "last year": now.year - 1}
@@ -225,7 +266,11 @@ def _dates_range(
     if absolute is None or relative is None:
         only = absolute or relative
         return (None, None) if only is None else (as_utc(only[0]), as_utc(only[1]))
-    start, end = max(absolute[0], relative[0]), min(absolute[1], relative[1])
+    if span is None:
+        start, end = max(absolute[0], relative[0]), min(absolute[1], relative[1])
+    else:
+        first, second = (absolute, relative) if span is DateSpan.ABSOLUTE_TO_RELATIVE else (relative, absolute)
+        start, end = first[0], second[1]
     if start >= end:
         start, end = min(absolute[0], relative[0]), max(absolute[1], relative[1])
     return as_utc(start), as_utc(end)

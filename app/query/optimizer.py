@@ -23,7 +23,14 @@ from app.domain.models import (
 from app.domain.tags import tag_key
 from app.domain.text_forms import canonical_text, lower_as_analyzers
 from app.query.abbreviations import load_abbreviations
-from app.query.dates import date_direction, event_time_range, is_year, months_named, relative_dates_named
+from app.query.dates import (
+    date_direction,
+    date_span,
+    event_time_range,
+    is_year,
+    months_named,
+    relative_dates_named,
+)
 from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
 from app.query.vocabulary import (
     ANYWHERE_RULES,
@@ -191,6 +198,7 @@ class QueryOptimizer:
             relative_dates=relative_dates,
             now=now or self._clock(),
             direction=date_direction(date_words),
+            span=date_span(date_words),
         )
         intent = read_intent(collapsed, listed=self._listed_names)
         return QueryAnalysis(

@@ -40,6 +40,11 @@ DATES_BEFORE_WORDS: Final = frozenset({"before", "until", "till"})
 DATES_AFTER_WORDS: Final = frozenset({"after", "since"})
 """Before a query's one date: what happened from it on (the named day, month or year itself included)."""
 
+SPAN_OPENING_WORDS: Final = DATES_AFTER_WORDS | {"from", "between"}
+SPAN_CLOSING_WORDS: Final = DATES_BEFORE_WORDS | {"to", "through", "and"}
+"""One before one of a query's dates and one before another: it asks about the range between them ("since May
+2024 until yesterday", "between 2021 and last year")."""
+
 RELATIVE_DAY_WORDS: Final = frozenset({"today", "yesterday"})
 RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous"})
 RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})

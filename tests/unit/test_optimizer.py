@@ -242,6 +242,30 @@ def test_before_and_since_a_date_open_the_range_on_that_side_keeping_the_date(
     assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
 
 
+@pytest.mark.parametrize(
+    "query",
+    ["since May 2024 until yesterday", "from May 2024 to yesterday", "between May 2024 and yesterday"],
+)
+def test_a_range_from_a_date_to_a_relative_one_inside_it_is_their_span_not_their_overlap(query: str) -> None:
+    optimizer = QueryOptimizer(clock=lambda: datetime(2024, 5, 8, 9, 0, tzinfo=UTC))  # yesterday lies in May 2024
+
+    analysis = optimizer.analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (
+        datetime(2024, 5, 1, tzinfo=UTC),
+        datetime(2024, 5, 8, tzinfo=UTC),
+    )
+
+
+def test_a_relative_date_inside_a_month_without_range_words_still_narrows_it(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("what broke yesterday in march 2025")
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (
+        datetime(2025, 3, 11, tzinfo=UTC),
+        datetime(2025, 3, 12, tzinfo=UTC),
+    )
+
+
 def test_abbreviations_expand_from_the_data_table(optimizer: QueryOptimizer) -> None:
     analysis = optimizer.analyze("How do I deploy to K8s?")
 
