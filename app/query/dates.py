@@ -150,12 +150,20 @@ def relative_dates_named(words: Sequence[str]) -> tuple[str, ...]:
 
 
 def _relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
-    """Where each relative date starts, with its normalised expression, in the order the query says them."""
+    """Where each relative date starts, with its normalised expression, in the order the query says them.
+
+    "last week of August 2023" is no relative date: it is the end of the period the words after it name.
+    """
     found: list[tuple[int, str]] = []
     for index, word in enumerate(words):
         if word in RELATIVE_DAY_WORDS:
             found.append((index, word))
-        elif word in RELATIVE_PREFIXES and index + 1 < len(words) and words[index + 1] in RELATIVE_UNITS:
+        elif (
+            word in RELATIVE_PREFIXES
+            and index + 1 < len(words)
+            and words[index + 1] in RELATIVE_UNITS
+            and tuple(words[index + 2 : index + 3]) != ("of",)
+        ):
             prefix = "this" if word == "this" else "last"
             found.append((index, f"{prefix} {words[index + 1]}"))
     return found

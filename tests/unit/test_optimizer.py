@@ -266,6 +266,26 @@ def test_a_relative_date_inside_a_month_without_range_words_still_narrows_it(opt
     )
 
 
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        (
+            "where was she the last week of August 2023",
+            datetime(2023, 8, 1, tzinfo=UTC),
+            datetime(2023, 9, 1, tzinfo=UTC),
+        ),
+        ("goals for the last month of 2024", datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
+    ],
+)
+def test_last_week_of_a_named_month_is_in_that_month_not_the_week_before_now(
+    optimizer: QueryOptimizer, query: str, start: datetime, end: datetime
+) -> None:
+    analysis = optimizer.analyze(query)
+
+    assert analysis.entities.relative_dates == ()
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+
+
 def test_abbreviations_expand_from_the_data_table(optimizer: QueryOptimizer) -> None:
     analysis = optimizer.analyze("How do I deploy to K8s?")
 
