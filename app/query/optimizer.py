@@ -156,7 +156,8 @@ class QueryOptimizer:
         tags = _dedupe(tag_key(word) for sigil, word in sigils if sigil == "#")
         mentions = _dedupe(word.lower() for sigil, word in sigils if sigil == "@")
         plain_words = [token.text for token in entity_tokens if token.text[0] not in "#@"]
-        date_words = [] if is_passage else plain_words  # a year in a paragraph is a fact, not a filter
+        # A year in a paragraph is a fact, not a filter. "yesterday's notes", "2024's roadmap" name their date.
+        date_words = [] if is_passage else [word.removesuffix("'s") for word in plain_words]
         years = tuple(int(word) for word in _dedupe(date_words) if is_year(word))
         numbers = _dedupe(word for word in plain_words if _NUMBER.fullmatch(word) and not is_year(word))
         months = months_named(date_words)

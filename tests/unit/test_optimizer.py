@@ -286,6 +286,22 @@ def test_last_week_of_a_named_month_is_in_that_month_not_the_week_before_now(
     assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
 
 
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("yesterday's standup notes", datetime(2025, 3, 11, tzinfo=UTC), datetime(2025, 3, 12, tzinfo=UTC)),
+        ("last year's goals", datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
+        ("2024's roadmap", datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
+    ],
+)
+def test_a_date_with_a_possessive_is_a_date(
+    optimizer: QueryOptimizer, query: str, start: datetime, end: datetime
+) -> None:
+    analysis = optimizer.analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+
+
 def test_abbreviations_expand_from_the_data_table(optimizer: QueryOptimizer) -> None:
     analysis = optimizer.analyze("How do I deploy to K8s?")
 
