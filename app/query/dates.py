@@ -16,6 +16,7 @@ from app.query.vocabulary import (
     DATE_PREPOSITIONS,
     DATES_AFTER_WORDS,
     DATES_BEFORE_WORDS,
+    MONTH_NAMES,
     MONTHS,
     NEGATION_WORDS,
     PLAIN_MONTHS,
@@ -77,9 +78,25 @@ def _month_positions(words: Sequence[str]) -> list[int]:
             or bool(_ORDINAL_DAY.fullmatch(following) or _ORDINAL_DAY.fullmatch(previous))
             or bool(_DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
         )
-        if word in PLAIN_MONTHS or dated or previous in DATE_PREPOSITIONS:
+        if (word in PLAIN_MONTHS or dated or previous in DATE_PREPOSITIONS) and not _is_last_month(words, index):
             positions.append(index)
     return positions
+
+
+def _is_last_month(words: Sequence[str], index: int) -> bool:
+    """Whether the month at `index` is "last March": relative, its latest occurrence before the current month.
+
+    Not "the last march of the parade" or "at last may ...", nor "last December 2022", which its year dates.
+    """
+    following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
+    dated_by_year = is_year(following) or bool(_DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
+    return (
+        index > 0
+        and words[index - 1] == "last"
+        and (index == 1 or words[index - 2] not in {"the", "at"})  # "at last may the builds pass"
+        and words[index] in MONTHS
+        and not dated_by_year
+    )
 
 
 def date_direction(words: Sequence[str]) -> DateDirection | None:
@@ -158,6 +175,8 @@ def _relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
     for index, word in enumerate(words):
         if word in RELATIVE_DAY_WORDS:
             found.append((index, word))
+        elif index + 1 < len(words) and _is_last_month(words, index + 1):
+            found.append((index, f"last {MONTH_NAMES[MONTHS[words[index + 1]] - 1]}"))
         elif (
             word in RELATIVE_PREFIXES
             and index + 1 < len(words)
@@ -195,7 +214,10 @@ def _days_after(moment: datetime, days: int) -> datetime:
 
 
 def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
-    """The `[from, to)` range of one relative day/week/month expression, in `now`'s own time zone."""
+    """The `[from, to)` range of one relative day/week/month expression, in `now`'s own time zone.
+
+    "last March" is the latest March before the current month: asked in March 2025, March 2024.
+    """
     zone = now.tzinfo or UTC
     today = _moment(now.year, now.month, now.day, zone)
     week_start = _days_after(today, -today.weekday())  # ISO weeks start on Monday
@@ -207,6 +229,11 @@ def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]
     }
     if expression in days:
         return days[expression]
+    named_month = expression.removeprefix("last ")
+    if named_month in MONTHS:
+        month = MONTHS[named_month]
+        year = now.year if month < now.month else now.year - 1
+        return _month_start(year, month, zone), _next_month_start(year, month, zone)
     this_month = _month_start(now.year, now.month, zone)
     if expression == "this month":
         return this_month, _next_month_start(now.year, now.month, zone)

@@ -28,6 +28,8 @@ MONTHS: Final[Mapping[str, int]] = {
     "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
     "oct": 10, "nov": 11, "dec": 12,
 }  # fmt: skip
+MONTH_NAMES: Final = tuple(list(MONTHS)[:12])
+"""The full month names, January first: how "last dec" is normalised ("last december")."""
 PLAIN_MONTHS: Final = frozenset(
     {"january", "february", "april", "june", "july", "august", "september", "october", "november", "december"}
 )

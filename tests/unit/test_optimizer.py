@@ -13,6 +13,10 @@ from app.query.optimizer import MAX_LEXICAL_TERMS, PASSAGE_QUERY_TOKENS, QueryOp
 NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)  # a Wednesday
 
 
+def utc(year: int, month: int, day: int) -> datetime:
+    return datetime(year, month, day, tzinfo=UTC)
+
+
 @pytest.fixture(scope="module")
 def optimizer() -> QueryOptimizer:
     return QueryOptimizer(clock=lambda: NOW)
@@ -300,6 +304,31 @@ def test_a_date_with_a_possessive_is_a_date(
     analysis = optimizer.analyze(query)
 
     assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+
+
+@pytest.mark.parametrize(
+    ("query", "now", "start", "end"),
+    [
+        # Asked in December, "last December" is the one before, not the month it is asked in.
+        ("what broke last december", utc(2024, 12, 20), utc(2023, 12, 1), utc(2024, 1, 1)),
+        ("what broke last december", utc(2025, 1, 5), utc(2024, 12, 1), utc(2025, 1, 1)),
+        ("what did we plant last march", NOW, utc(2024, 3, 1), utc(2024, 4, 1)),
+        ("what did we plant last may", NOW, utc(2024, 5, 1), utc(2024, 6, 1)),
+        ("what broke last december 2022", NOW, utc(2022, 12, 1), utc(2023, 1, 1)),
+    ],
+)
+def test_last_and_a_month_is_its_latest_occurrence_before_this_month(
+    query: str, now: datetime, start: datetime, end: datetime
+) -> None:
+    optimizer = QueryOptimizer(clock=lambda: now)
+
+    analysis = optimizer.analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+
+
+def test_the_last_march_is_no_date(optimizer: QueryOptimizer) -> None:
+    assert not optimizer.analyze("the last march of the parade").has_date_filters
 
 
 def test_abbreviations_expand_from_the_data_table(optimizer: QueryOptimizer) -> None:
