@@ -100,6 +100,20 @@ async def test_today_is_the_day_of_the_as_of_offset(api_client, project) -> None
     assert event_range(response.json()) == ("2023-06-14T15:00:00Z", "2023-06-15T15:00:00Z")
 
 
+async def test_a_range_from_this_month_until_yesterday_runs_from_the_month_to_yesterday(api_client, project) -> None:
+    """Yesterday (14 June) lies in June 2023: the range is the span of the two, not their overlap (yesterday)."""
+    response = await api_client.post(
+        "/v1/search",
+        json={"query": "what did we paint since June 2023 until yesterday", "project": project, "as_of": AS_OF}
+        | {"explain": True, "limit": 20},
+    )
+
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert event_range(answer) == ("2023-06-01T00:00:00Z", "2023-06-15T00:00:00Z")
+    assert {hit["id"].split("#")[0] for hit in answer["results"]} == {*IN_LAST_WEEK, "this-week"}
+
+
 @pytest.mark.parametrize("as_of", ["0001-01-01T00:00:00Z", "0001-01-20T05:00:00+09:00", "9999-12-31T23:00:00Z"])
 @pytest.mark.parametrize("when", ["yesterday", "last week", "this week", "last month", "last year", "in december"])
 async def test_an_as_of_at_the_ends_of_the_calendar_answers(api_client, project, as_of: str, when: str) -> None:
