@@ -7,6 +7,7 @@ the caller means: the request's time today, a memory's own clock for temporal qu
 from __future__ import annotations
 
 import re
+from calendar import monthrange
 from datetime import MAXYEAR, MINYEAR, UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
@@ -183,9 +184,18 @@ def _relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
             and words[index + 1] in RELATIVE_UNITS
             and tuple(words[index + 2 : index + 3]) != ("of",)
         ):
-            prefix = "this" if word == "this" else "last"
-            found.append((index, f"{prefix} {words[index + 1]}"))
+            found.append((index, f"{_relative_prefix(words, index)} {words[index + 1]}"))
     return found
+
+
+def _relative_prefix(words: Sequence[str], index: int) -> str:
+    """How the prefix at `index` is normalised: "this"; "past" (also "the last": "in the last year"); "last"."""
+    word = words[index]
+    if word == "this":
+        return "this"
+    if word == "past" or (word == "last" and index > 0 and words[index - 1] == "the"):
+        return "past"
+    return "last"
 
 
 def _moment(year: int, month: int, day: int, zone: tzinfo) -> datetime:
@@ -195,6 +205,17 @@ def _moment(year: int, month: int, day: int, zone: tzinfo) -> datetime:
     if year > MAXYEAR:
         return LATEST
     return datetime(year, month, day, tzinfo=zone)
+
+
+def _months_before(day: datetime, months: int, zone: tzinfo) -> datetime:
+    """Midnight of `day`'s day of the month `months` months earlier, or that month's last day where it has none.
+
+    A month before March 31 is February 29 (or 28), a year before February 29 is February 28.
+    """
+    year, month_index = divmod(day.year * 12 + day.month - 1 - months, 12)
+    if year < MINYEAR:
+        return EARLIEST
+    return _moment(year, month_index + 1, min(day.day, monthrange(year, month_index + 1)[1]), zone)
 
 
 def _month_start(year: int, month: int, zone: tzinfo) -> datetime:
@@ -216,7 +237,9 @@ def _days_after(moment: datetime, days: int) -> datetime:
 def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
     """The `[from, to)` range of one relative day/week/month expression, in `now`'s own time zone.
 
-    "last March" is the latest March before the current month: asked in March 2025, March 2024.
+    "last March" is the latest March before the current month: asked in March 2025, March 2024. "past week"
+    ("the last week") runs from that weekday a week ago to the end of today; "past month" and "past year" from
+    the same day of the month (`_months_before`).
     """
     zone = now.tzinfo or UTC
     today = _moment(now.year, now.month, now.day, zone)
@@ -229,6 +252,10 @@ def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]
     }
     if expression in days:
         return days[expression]
+    if expression.startswith("past "):
+        months_back = {"month": 1, "year": 12}.get(expression.removeprefix("past "))
+        start = _days_after(today, -7) if months_back is None else _months_before(today, months_back, zone)
+        return start, _days_after(today, 1)
     named_month = expression.removeprefix("last ")
     if named_month in MONTHS:
         month = MONTHS[named_month]

@@ -48,7 +48,9 @@ SPAN_CLOSING_WORDS: Final = DATES_BEFORE_WORDS | {"to", "through", "and"}
 2024 until yesterday", "between 2021 and last year")."""
 
 RELATIVE_DAY_WORDS: Final = frozenset({"today", "yesterday"})
-RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous"})
+RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous", "past"})
+"""Before a unit: "this week"; "last"/"previous" week, the calendar one before; "past week"/"the last week", the
+seven days up to today."""
 RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})
 
 PROCEDURAL_FIRST: Final = frozenset({"how", "steps", "guide", "howto", "tutorial"})

@@ -327,6 +327,26 @@ def test_last_and_a_month_is_its_latest_occurrence_before_this_month(
     assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
 
 
+@pytest.mark.parametrize(
+    ("query", "now", "start", "end"),
+    [
+        ("what changed in the past week", NOW, utc(2025, 3, 5), utc(2025, 3, 13)),
+        ("who visited him in the last year", NOW, utc(2024, 3, 12), utc(2025, 3, 13)),
+        # Month and year steps keep the day of the month, or the month's last day where it has none.
+        ("errors over the last month", utc(2024, 3, 31), utc(2024, 2, 29), utc(2024, 4, 1)),
+        ("errors over the past year", utc(2024, 2, 29), utc(2023, 2, 28), utc(2024, 3, 1)),
+    ],
+)
+def test_the_last_or_past_week_month_or_year_is_the_period_up_to_today(
+    query: str, now: datetime, start: datetime, end: datetime
+) -> None:
+    optimizer = QueryOptimizer(clock=lambda: now)
+
+    analysis = optimizer.analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+
+
 def test_the_last_march_is_no_date(optimizer: QueryOptimizer) -> None:
     assert not optimizer.analyze("the last march of the parade").has_date_filters
 
