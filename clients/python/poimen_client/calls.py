@@ -18,7 +18,13 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from poimen_client.errors import TransportError, UnexpectedAnswerError, error_from_response
+from poimen_client.errors import (
+    DeadlineExceededError,
+    PoimenError,
+    TransportError,
+    UnexpectedAnswerError,
+    error_from_response,
+)
 from poimen_client.retries import retry_after_seconds
 from poimen_client.sendable import checked_text, encoded_json
 
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterator, Mapping
 
     from poimen_client.clients import AsyncPoimenClient, PoimenClient
+    from poimen_client.deadlines import Deadline
     from poimen_client.retries import RetryPolicy
 
 P = ParamSpec("P")
@@ -128,6 +135,12 @@ class Exchange(Generic[T]):
     retry: RetryPolicy
     attempt: int = 1
     """1-based number of the send whose answer is being looked at."""
+    deadline: Deadline | None = None
+    """When the whole call must be answered by (the client's `deadline_s`, started by its `send`); None: never."""
+    last_error: PoimenError | None = None
+    """The error the last send that is retried ended in (a 503, a refused connection), for a deadline's error."""
+    cut_by_deadline: bool = False
+    """Whether the current send's phase timeouts are the time left before the deadline, less than `timeout_s`."""
 
     def request(self, http: httpx.Client | httpx.AsyncClient, *, timeout_s: float) -> httpx.Request:
         """The HTTP request, built by the client's httpx instance (base URL, auth, default headers).
@@ -162,35 +175,89 @@ class Exchange(Generic[T]):
     def send_errors(self, request: httpx.Request) -> Iterator[None]:
         """Turn httpx's failures to send and receive into this client's errors, naming the request.
 
-        A connection or timeout failure is a `TransportError`; an answer whose body its `Content-Encoding`
-        does not decode (httpx reads it whole inside `send`) is an `UnexpectedAnswerError`.
+        A connection or timeout failure is a `TransportError` (a `DeadlineExceededError` for a timeout that was
+        the time left before the call's deadline); an answer whose body its `Content-Encoding` does not decode
+        (httpx reads it whole inside `send`) is an `UnexpectedAnswerError`.
         """
-        url = request.url.copy_with(userinfo=b"")  # a password in the base URL is a credential, never quoted
         try:
             yield
+        except httpx.TimeoutException as error:
+            if self.cut_by_deadline:  # the deadline's share of timeout_s ran out, not timeout_s itself
+                raise self.deadline_passed_in_send(request, error) from error
+            raise _transport_error(request, error) from error
         except httpx.TransportError as error:
-            reason = str(error) or _SILENT_ERRORS.get(type(error), "(no message)")
-            msg = f"{request.method} {url} failed: {type(error).__name__}: {reason}"
-            raise TransportError(msg) from error
+            raise _transport_error(request, error) from error
         except httpx.DecodingError as error:
-            msg = f"{request.method} {url} answered a body that does not decode: {error}"
+            msg = f"{request.method} {_shown_url(request)} answered a body that does not decode: {error}"
             raise UnexpectedAnswerError(msg) from error
 
+    def limit_next_send(self, request: httpx.Request, *, timeout_s: float) -> float | None:
+        """Set `request`'s httpx timeouts for its next send: `timeout_s`, or the time the deadline leaves if less.
+
+        Returns the seconds left before the deadline (None: the call has none), the asyncio client's limit
+        on the whole send.
+
+        Raises:
+            DeadlineExceededError: the deadline has passed; nothing is sent.
+        """
+        remaining_s = None if self.deadline is None else self.deadline.remaining_s()
+        if remaining_s is not None and remaining_s <= 0:
+            what = f"before send {self.attempt} could begin"
+            raise self._deadline_error(request, what, sends=self.attempt - 1) from self.last_error
+        self.cut_by_deadline = remaining_s is not None and remaining_s < timeout_s
+        limit_s = timeout_s if remaining_s is None else min(timeout_s, remaining_s)
+        request.extensions["timeout"] = httpx.Timeout(limit_s).as_dict()
+        return remaining_s
+
     def retry_delay_s(self, response: httpx.Response) -> float | None:
-        """Seconds to wait before sending again, or None when `response` is final; counts the attempt."""
+        """Seconds to wait before sending again, or None when `response` is final; counts the attempt.
+
+        Raises:
+            DeadlineExceededError: the wait would end past the deadline (nothing is waited for).
+        """
         if response.status_code in self.endpoint.also_success:
             return None
         delay_s = self.retry.delay_s(response, attempt=self.attempt)
         if delay_s is not None:
-            self.attempt += 1
+            failure = error_from_response(response, retry_after_s=retry_after_seconds(response))
+            self._retry_after(response.request, failure, delay_s=delay_s)
         return delay_s
 
-    def connect_retry_delay_s(self) -> float | None:
-        """Seconds to wait before sending again after a refused connection, or None to raise it; counts the attempt."""
+    def connect_retry_delay_s(self, error: httpx.ConnectError) -> float | None:
+        """Seconds to wait before sending again after a refused connection, or None to raise it; counts the attempt.
+
+        Raises:
+            DeadlineExceededError: the wait would end past the deadline (nothing is waited for).
+        """
         delay_s = self.retry.connect_delay_s(attempt=self.attempt)
         if delay_s is not None:
-            self.attempt += 1
+            failure = _transport_error(error.request, error)
+            failure.__cause__ = error
+            self._retry_after(error.request, failure, delay_s=delay_s)
         return delay_s
+
+    def _retry_after(self, request: httpx.Request, failure: PoimenError, *, delay_s: float) -> None:
+        """Note a send that is to be retried after `delay_s`: the error it ended in, the next send's number."""
+        self.last_error = failure
+        if self.deadline is not None and delay_s >= self.deadline.remaining_s():
+            # Waiting until the deadline only to raise then would spend the caller's time for nothing.
+            what = f"before send {self.attempt + 1}: the wait of {delay_s:g} s for it would end past it"
+            raise self._deadline_error(request, what, sends=self.attempt) from failure
+        self.attempt += 1
+
+    def deadline_passed_in_send(self, request: httpx.Request, error: BaseException) -> DeadlineExceededError:
+        """The error for a send the deadline cut off (`error`: httpx's timeout, or asyncio's)."""
+        what = (
+            f"while send {self.attempt} was unanswered ({type(error).__name__}); a write may have been done all"
+            " the same: read it before sending it again"
+        )
+        return self._deadline_error(request, what, sends=self.attempt)
+
+    def _deadline_error(self, request: httpx.Request, what: str, *, sends: int) -> DeadlineExceededError:
+        deadline_s = self.deadline.deadline_s if self.deadline is not None else 0.0
+        last = f"; the last send ended in: {self.last_error}" if self.last_error is not None else ""
+        msg = f"{request.method} {_shown_url(request)}: the call's deadline of {deadline_s:g} s passed {what}{last}"
+        return DeadlineExceededError(msg, deadline_s=deadline_s, sends=sends, last_error=self.last_error)
 
     def result(self, response: httpx.Response) -> T:
         """The decoded answer; a `ServiceError` subclass for an error status."""
@@ -211,3 +278,14 @@ class Exchange(Generic[T]):
             msg = f"unexpected answer to {self.endpoint.method} {response.request.url.path}: {error}"
             raise UnexpectedAnswerError(msg) from error
         return decoded
+
+
+def _shown_url(request: httpx.Request) -> httpx.URL:
+    """The request's URL without the base URL's user and password: a credential, never quoted."""
+    return request.url.copy_with(userinfo=b"")
+
+
+def _transport_error(request: httpx.Request, error: httpx.TransportError) -> TransportError:
+    """The `TransportError` for httpx's failure to send or receive, naming the request."""
+    reason = str(error) or _SILENT_ERRORS.get(type(error), "(no message)")
+    return TransportError(f"{request.method} {_shown_url(request)} failed: {type(error).__name__}: {reason}")

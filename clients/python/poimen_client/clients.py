@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Self, TypeVar
 
 import httpx
 
+from poimen_client.deadlines import Deadline, checked_deadline_s
 from poimen_client.endpoints import Endpoints
 from poimen_client.retries import RetryPolicy, failed_in_tls
 
@@ -72,10 +73,12 @@ class ClientBase(Endpoints, Generic[HttpT, TransportT]):
 
     `token`: a JWT (or a function returning one) for a service with `AUTH_MODE=jwt`. `timeout_s`: httpx's
     limit on each phase of one send (connect, write, each read, pool wait), not a deadline for the whole
-    call: retries wait on top of it. `retry`: how 429, 502, 503 and 504 answers and refused connections are
-    retried (`RetryPolicy(max_attempts=1)` turns retries off). `headers`: sent with every request. `transport`:
-    an httpx transport of the client's kind, e.g. for a proxy or a Unix socket. `with_options()` changes
-    `timeout_s` or `retry` for some calls.
+    call: retries wait on top of it. `deadline_s`: a limit on each whole call, its retries and their waits
+    included (None: none); past it a `DeadlineExceededError`. `retry`: how 429, 502, 503 and 504 answers and
+    refused connections are retried (`RetryPolicy(max_attempts=1)` turns retries off). `headers`: sent with
+    every request. `transport`: an httpx transport of the client's kind, e.g. for a proxy or a Unix socket.
+    `with_options()` changes
+    `timeout_s`, `deadline_s` or `retry` for some calls.
 
     Thread safety: a `PoimenClient` may be shared by threads (httpx's pool locks; a `token` function is then
     called from each of them). An `AsyncPoimenClient` belongs to the event loop of its first call: one per
@@ -90,12 +93,14 @@ class ClientBase(Endpoints, Generic[HttpT, TransportT]):
         *,
         token: str | Callable[[], str] | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        deadline_s: float | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         transport: TransportT | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
         self.timeout_s = checked_timeout_s(timeout_s)
+        self.deadline_s = checked_deadline_s(deadline_s)
         self._owns_http = True
         # The asyncio client's event loop, once it has sent; a list so that `with_options` views share it.
         self._event_loop: list[asyncio.AbstractEventLoop] = []
@@ -109,16 +114,22 @@ class ClientBase(Endpoints, Generic[HttpT, TransportT]):
         http: Any = self.http_type(**options)
         self._http: HttpT = http
 
-    def with_options(self, *, timeout_s: float | None = None, retry: RetryPolicy | None = None) -> Self:
-        """This client with another `timeout_s` or `retry` for the calls made through it; None keeps the client's.
+    def with_options(
+        self, *, timeout_s: float | None = None, deadline_s: float | None = None, retry: RetryPolicy | None = None
+    ) -> Self:
+        """This client with another `timeout_s`, `deadline_s` or `retry` for the calls made through it.
 
-        `client.with_options(timeout_s=300).ingest(...)` for one large ingest. The view shares the client's
-        connection pool, token and headers: closing the view does nothing, closing the client closes both.
+        None keeps the client's. `client.with_options(timeout_s=300).ingest(...)` for one large ingest,
+        `client.with_options(deadline_s=2).search(...)` for a search that must answer within 2 s, retries
+        included. The view shares the client's connection pool, token and headers: closing the view does
+        nothing, closing the client closes both.
         """
         view = copy.copy(self)
         view._owns_http = False  # noqa: SLF001 - a copy of this very class
         if timeout_s is not None:
             view.timeout_s = checked_timeout_s(timeout_s)
+        if deadline_s is not None:
+            view.deadline_s = checked_deadline_s(deadline_s)
         if retry is not None:
             view.retry = retry
         return view
@@ -138,14 +149,20 @@ class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
     http_type = httpx.Client
 
     def send(self, exchange: Exchange[T]) -> T:
-        """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
+        """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`.
+
+        With a `deadline_s`, each send's phases wait at most the time left, but a body that keeps arriving
+        a little within each of them is read on (as with `timeout_s`): a thread cannot be interrupted.
+        """
+        exchange.deadline = Deadline.start(self.deadline_s)
         request = exchange.request(self._http, timeout_s=self.timeout_s)
         with exchange.send_errors(request):
             while True:
+                exchange.limit_next_send(request, timeout_s=self.timeout_s)
                 try:
                     response = self._http.send(request)
                 except httpx.ConnectError as error:
-                    if failed_in_tls(error) or (delay_s := exchange.connect_retry_delay_s()) is None:
+                    if failed_in_tls(error) or (delay_s := exchange.connect_retry_delay_s(error)) is None:
                         raise
                 else:
                     if (delay_s := exchange.retry_delay_s(response)) is None:
@@ -171,15 +188,23 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
     http_type = httpx.AsyncClient
 
     async def send(self, exchange: Exchange[T]) -> T:
-        """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`."""
+        """Send one endpoint call, retrying as its policy says; the decoded answer or a `PoimenError`.
+
+        With a `deadline_s`, a send still unanswered at the deadline is cancelled (its connection closed).
+        """
         self._check_event_loop()
+        exchange.deadline = Deadline.start(self.deadline_s)
         request = exchange.request(self._http, timeout_s=self.timeout_s)
         with exchange.send_errors(request):
             while True:
+                remaining_s = exchange.limit_next_send(request, timeout_s=self.timeout_s)
                 try:
-                    response = await self._http.send(request)
+                    async with asyncio.timeout(remaining_s):
+                        response = await self._http.send(request)
+                except TimeoutError as error:  # asyncio.timeout's own: httpx raises httpx.TimeoutException
+                    raise exchange.deadline_passed_in_send(request, error) from error
                 except httpx.ConnectError as error:
-                    if failed_in_tls(error) or (delay_s := exchange.connect_retry_delay_s()) is None:
+                    if failed_in_tls(error) or (delay_s := exchange.connect_retry_delay_s(error)) is None:
                         raise
                 else:
                     if (delay_s := exchange.retry_delay_s(response)) is None:

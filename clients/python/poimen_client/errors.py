@@ -31,6 +31,24 @@ class TransportError(PoimenError):
     """The service could not be reached, or did not answer in time; no HTTP answer arrived."""
 
 
+class DeadlineExceededError(TransportError, TimeoutError):
+    """The call's deadline (`deadline_s`) passed before it had an answer; no send is begun or waited for past it.
+
+    Raised before a retry whose wait (backoff or `Retry-After`) would end past the deadline, with no sleep, and
+    when a send is still unanswered at the deadline. `sends` counts the sends made. `last_error` is the error
+    of the last send that ended and was to be retried (a 503, a refused connection; the `__cause__` when the
+    deadline stopped a wait), None when none had ended. After a write's send was cut off its outcome is
+    unknown, as after any timeout: read the document before sending it again. A `TimeoutError` as well, as
+    `asyncio.timeout` raises.
+    """
+
+    def __init__(self, message: str, *, deadline_s: float, sends: int, last_error: PoimenError | None) -> None:
+        super().__init__(message)
+        self.deadline_s = deadline_s
+        self.sends = sends
+        self.last_error = last_error
+
+
 class UnexpectedAnswerError(PoimenError):
     """An answer this client cannot read.
 
