@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -114,3 +115,56 @@ def silent_server() -> Iterator[SilentServer]:
         for connection in held:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
+
+
+@dataclass
+class HangUpServer:
+    """Reads each request whole, then closes the connection without an answer (`reset`: with a TCP RST).
+
+    A service that did the work and died before answering, or a proxy that dropped the connection: the
+    request reached it. `requests` counts the requests read.
+    """
+
+    url: str = ""
+    reset: bool = False
+    requests: int = 0
+
+
+@contextlib.contextmanager
+def hang_up_server(*, reset: bool = False) -> Iterator[HangUpServer]:
+    """A `HangUpServer` listening on a free loopback port until the block ends."""
+    server = HangUpServer(reset=reset)
+    listener = socket.create_server(("127.0.0.1", 0))
+    server.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    def read_then_hang_up(connection: socket.socket) -> None:
+        with contextlib.suppress(OSError), connection:
+            received = b""
+            while b"\r\n\r\n" not in received and (data := connection.recv(65536)):
+                received += data
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            while len(body) < length and (data := connection.recv(65536)):
+                body += data
+            server.requests += 1
+            if server.reset:  # linger 0: close() sends RST, the client reads ECONNRESET
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = listener.accept()
+                threading.Thread(target=read_then_hang_up, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield server
+    finally:
+        listener.close()
