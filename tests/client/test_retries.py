@@ -271,6 +271,25 @@ def test_other_errors_are_not_retried(server: ScriptedServer) -> None:
     assert raised.value.field == "limit"
 
 
+@pytest.mark.parametrize("status", [406, 415])
+def test_a_406_or_415_is_an_invalid_request_with_the_services_words_not_retried(
+    server: ScriptedServer, status: int
+) -> None:
+    # A service honouring `Accept` answers 406 for a request whose Accept admits no JSON (a proxy or a
+    # caller's headers= can set one); it was a bare ServiceError, the one status of the document without a class.
+    detail = "this route answers application/json or application/problem+json; Accept admits neither"
+    problem = {"title": "Not Acceptable", "status": status, "detail": detail}
+    server.script = [(status, PROBLEM, problem), LIVE]
+
+    with PoimenClient(server.url) as client, pytest.raises(InvalidRequestError) as raised:
+        client.project_stats("p")
+
+    assert len(server.arrivals) == 1
+    assert raised.value.status == status
+    assert raised.value.detail == detail
+    assert f"{status} Not Acceptable on GET /v1/projects/p: {detail}" in str(raised.value)
+
+
 def test_a_408_is_a_request_timeout_error_and_not_retried(server: ScriptedServer) -> None:
     # The body `app/api/overload.py` writes for a body that came too slowly; it was a bare ServiceError.
     detail = "the request body did not arrive in time: 20 s, plus 1 s for each 16384 bytes received"

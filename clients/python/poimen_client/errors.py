@@ -93,10 +93,12 @@ class ServiceError(PoimenError):
 class InvalidRequestError(ServiceError):
     """400: the request was malformed; `field` names the offending input (`fields` every one).
 
-    Also 415: a body sent with a `Content-Encoding`, or labelled a charset other than UTF-8 (this client sends neither).
+    Also 415: a body sent with a `Content-Encoding`, or labelled a charset other than UTF-8 (this client sends neither);
+    406: an `Accept` header admitting no type the route answers (this client asks for JSON; a `headers=` or a proxy
+    may change it).
     """
 
-    status_codes = frozenset({400, 415, 422})
+    status_codes = frozenset({400, 406, 415, 422})
 
     @property
     def field(self) -> str | None:
