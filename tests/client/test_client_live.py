@@ -275,6 +275,19 @@ def test_if_match_any_version_updates_or_deletes_only_a_document_that_exists(
         client.get_document(project, "travel/rail.md")
 
 
+def test_if_match_takes_the_etag_the_service_sent_pending_or_not(client: PoimenClient, project: str) -> None:
+    # The service's ETag is `"<version>-pending"` until the lexical index has the document; either is a version.
+    stored = client.get_document(project, "travel/rail.md").version
+
+    answer = client.ingest(
+        project, Document(id="travel/rail.md", text="# Rail\n\nAt one."), if_match=f'"{stored}-pending"'
+    )
+    client.delete_document(project, "travel/rail.md", if_match=f'"{answer.documents[0].version}"')
+
+    with pytest.raises(NotFoundError):
+        client.get_document(project, "travel/rail.md")
+
+
 def test_delete_document_with_a_stale_if_match_raises_conflict(client: PoimenClient, project: str) -> None:
     stored = client.get_document(project, "travel/rail.md").version
     with pytest.raises(ConflictError):

@@ -206,6 +206,21 @@ def test_metadata_that_holds_itself_is_a_value_error_naming_the_cycle(server: Sc
             TypeError,
             "cursor must be str | None, got int: nothing was sent",
         ),
+        (  # went out as `If-Match: True`
+            lambda client: client.ingest("p", Document(id="d", text="t"), if_match=True),
+            TypeError,
+            "if_match must be int | '*' | None, got bool: nothing was sent",
+        ),
+        (  # went out as `If-Match: 7.5`
+            lambda client: client.delete_document("p", "d", if_match=7.5),
+            TypeError,
+            "if_match must be int | '*' | None, got float: nothing was sent",
+        ),
+        (
+            lambda client: client.delete_document("p", "d", if_match=-1),
+            ValueError,
+            "if_match must be a version, 0 or more, or '*', got -1: nothing was sent",
+        ),
     ],
 )
 def test_a_field_of_the_wrong_type_is_refused_naming_it_and_nothing_is_sent(

@@ -31,7 +31,7 @@ from poimen_client.models import (
     StoredDocument,
 )
 from poimen_client.project_ids import checked_project_id
-from poimen_client.sendable import checked_struct
+from poimen_client.sendable import checked_struct, checked_text
 
 MEMORY_QUERY_FIELDS: Final = frozenset({"query", "limit", "strategy", "fusion", "explain", "offset", "cursor", "as_of"})
 """The `SearchQuery` fields `GET /memory/query` takes; the others need `search()`."""
@@ -53,6 +53,23 @@ def _search_query(query: object, *, path: str = "") -> SearchQuery:  # object: u
 def _filter_query(where: DocumentFilter | None) -> dict[str, Any]:
     builtins: dict[str, Any] = msgspec.to_builtins(checked_struct(where, path="where")) if where is not None else {}
     return builtins
+
+
+def _if_match_headers(if_match: object) -> dict[str, str]:
+    """The `If-Match` header of a versioned write, checked: `True` went out as `If-Match: True`, `7.5` as `7.5`.
+
+    A version (an int, 0 or more) or `*`; a str other than `*` is sent as given (an `ETag` the service sent,
+    `"7-pending"`, is a version it takes back, and it refuses anything else naming `If-Match`).
+    """
+    if if_match is None:
+        return {}
+    if isinstance(if_match, bool) or not isinstance(if_match, int | str):
+        msg = f"if_match must be int | '*' | None, got {type(if_match).__name__}: nothing was sent"
+        raise TypeError(msg)
+    if isinstance(if_match, int) and if_match < 0:
+        msg = f"if_match must be a version, 0 or more, or '*', got {if_match}: nothing was sent"
+        raise ValueError(msg)
+    return {"If-Match": checked_text("if_match", str(if_match))}
 
 
 def _page_query(limit: object, cursor: object) -> dict[str, Any]:
@@ -127,8 +144,9 @@ class Endpoints:
                 if isinstance(document, Document):  # a dict of the same fields is sent as given, as ever
                     checked_struct(document, path=f"documents[{index}]")
             body = {"documents": batch}
-        headers = {} if if_match is None else {"If-Match": str(if_match)}
-        return Call(path_values={"project": checked_project_id(project)}, body=body, headers=headers)
+        return Call(
+            path_values={"project": checked_project_id(project)}, body=body, headers=_if_match_headers(if_match)
+        )
 
     @endpoint("GET", "/v1/projects/{project}/documents", response=DocumentPage)
     def list_documents(
@@ -151,8 +169,10 @@ class Endpoints:
 
         With `if_match="*"` a missing document is a `ConflictError`, as HTTP's `If-Match: *` has it.
         """
-        headers = {} if if_match is None else {"If-Match": str(if_match)}
-        return Call(path_values={"project": checked_project_id(project), "document_id": document_id}, headers=headers)
+        return Call(
+            path_values={"project": checked_project_id(project), "document_id": document_id},
+            headers=_if_match_headers(if_match),
+        )
 
     @endpoint("DELETE", "/v1/projects/{project}/documents", response=Deleted)
     def delete_documents(project: str, where: DocumentFilter) -> Call:
