@@ -117,6 +117,34 @@ def value_error_of(call: Callable[[], object]) -> str:
     return "no ValueError"
 
 
+ESCAPED_IDS = [
+    "a/b/c.md",
+    "100%.md",
+    "100%25",
+    "why?.md",
+    "q?x=1&y=2",
+    "#frag",
+    "sp ace+plus",
+    "caf\u00e9/\u65e5\u672c/\U0001f600",
+]
+"""Document ids a URL path must escape (`%`, `?`, `#`, space, non-ASCII), and `/`, which the path keeps."""
+
+
+def test_ids_a_url_must_escape_round_trip_through_every_document_call(client: PoimenClient, unique_name: str) -> None:
+    client.ingest(
+        unique_name, [Document(id=document_id, text=f"# Note\n\nAbout {document_id}.") for document_id in ESCAPED_IDS]
+    )
+
+    read = [client.get_document(unique_name, document_id).id for document_id in ESCAPED_IDS]
+    listed = client.list_documents(unique_name).items
+    for document_id in ESCAPED_IDS:
+        client.delete_document(unique_name, document_id)
+
+    assert read == ESCAPED_IDS
+    assert sorted(item.id for item in listed) == sorted(ESCAPED_IDS)
+    assert client.list_documents(unique_name).items == []
+
+
 @pytest.mark.parametrize("bad_project", ["team/notes", "a b", "x" * 65, "caf\u00e9", "."])
 def test_a_project_id_outside_the_services_rule_is_refused_before_sending(
     client: PoimenClient, project: str, bad_project: str
