@@ -242,6 +242,12 @@ def test_search_batch_answers_each_query_in_order(client: PoimenClient, project:
     assert answer.results[1].results[0].document_id == "travel/rail.md"
 
 
+def test_iter_documents_reads_every_document_of_the_live_listing(client: PoimenClient, project: str) -> None:
+    ids = [item.id for item in client.iter_documents(project, where=DocumentFilter(tag="ops"), page_size=1)]
+
+    assert ids == ["k8s/dns.md", "k8s/ports.md"]
+
+
 def test_list_documents_pages_until_next_cursor_is_none(client: PoimenClient, project: str) -> None:
     pages = [client.list_documents(project, limit=2)]
     while pages[-1].next_cursor is not None:

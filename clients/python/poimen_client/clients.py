@@ -21,9 +21,10 @@ from poimen_client.endpoints import Endpoints
 from poimen_client.retries import RetryPolicy, failed_in_tls
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Mapping
+    from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 
     from poimen_client.calls import Exchange
+    from poimen_client.models import DocumentFilter, DocumentSummary, ProjectSummary
 
 T = TypeVar("T")
 HttpT = TypeVar("HttpT", httpx.Client, httpx.AsyncClient)
@@ -170,6 +171,32 @@ class PoimenClient(ClientBase[httpx.Client, httpx.BaseTransport]):
                 time.sleep(delay_s)
         return exchange.result(response)
 
+    def iter_documents(
+        self, project: str, *, where: DocumentFilter | None = None, page_size: int = 100
+    ) -> Iterator[DocumentSummary]:
+        """Every document of `project` that `where` selects, by id: `list_documents` page after page.
+
+        Each page is one call (`page_size` documents; `deadline_s` applies to each). Paging by id never
+        repeats a document; one written or deleted while paging is listed or not by where its id falls.
+        """
+        cursor = None
+        while True:
+            page = self.list_documents(project, where=where, limit=page_size, cursor=cursor)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def iter_projects(self, *, page_size: int = 100) -> Iterator[ProjectSummary]:
+        """Every project the token may read that holds documents, by id: `list_projects` page after page."""
+        cursor = None
+        while True:
+            page = self.list_projects(limit=page_size, cursor=cursor)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
     def close(self) -> None:
         """Close the connection pool (a view from `with_options` leaves it to its client)."""
         if self._owns_http:
@@ -226,6 +253,30 @@ class AsyncPoimenClient(ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport])
                 " (a second asyncio.run?): create one client per event loop"
             )
             raise RuntimeError(msg)
+
+    async def iter_documents(
+        self, project: str, *, where: DocumentFilter | None = None, page_size: int = 100
+    ) -> AsyncIterator[DocumentSummary]:
+        """Every document of `project` that `where` selects, by id (`async for`); as `PoimenClient.iter_documents`."""
+        cursor = None
+        while True:
+            page = await self.list_documents(project, where=where, limit=page_size, cursor=cursor)
+            for item in page.items:
+                yield item
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def iter_projects(self, *, page_size: int = 100) -> AsyncIterator[ProjectSummary]:
+        """Every project the token may read that holds documents, by id (`async for`)."""
+        cursor = None
+        while True:
+            page = await self.list_projects(limit=page_size, cursor=cursor)
+            for item in page.items:
+                yield item
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     async def aclose(self) -> None:
         """Close the connection pool (a view from `with_options` leaves it to its client)."""
