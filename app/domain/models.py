@@ -7,11 +7,12 @@ Scores past the adapter boundary are similarities (higher is better); ranks star
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Sequence
     from datetime import datetime
 
     from app.domain.reordering import EvidencePreferences, NeighbourSharing
@@ -155,6 +156,27 @@ class DocumentState:
 
     content_hash: str
     version: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # eq from `Mapping`: equal to a dict of the same versions
+class SavedVersions(Mapping[DocumentKey, int]):
+    """What a save gave: each document's new version (this mapping) and which documents it `created`.
+
+    `created` names the documents not stored when the save ran: new ones, and ones a delete by selection
+    removed after the writer read them (the write then stands after the delete, as a new document).
+    """
+
+    versions: Mapping[DocumentKey, int]
+    created: frozenset[DocumentKey] = frozenset()
+
+    def __getitem__(self, key: DocumentKey) -> int:
+        return self.versions[key]
+
+    def __iter__(self) -> Iterator[DocumentKey]:
+        return iter(self.versions)
+
+    def __len__(self) -> int:
+        return len(self.versions)
 
 
 @dataclass(frozen=True, slots=True)

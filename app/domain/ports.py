@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         LexicalQuery,
         OutboxStats,
         RerankQuery,
+        SavedVersions,
         ScoredHit,
         StoredDocument,
     )
@@ -203,14 +204,16 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
         *,
         replacing: Mapping[DocumentKey, int] | None = None,
-    ) -> dict[DocumentKey, int]:
+    ) -> SavedVersions:
         """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
 
         Either every listed document is written with all its chunks, or nothing is. The new chunks
         are marked not yet lexically indexed and an outbox entry is recorded in the same transaction,
         and the projects' generations move on. Returns each document's new version (versions only grow):
         past the stored one and the project's generation, and at least the document's own `version` (0 from
-        ingest; an import's, so that an `If-Match` read before the move never names other content).
+        ingest; an import's, so that an `If-Match` read before the move never names other content); and,
+        as `created`, the documents that were not stored when the save ran (a caller's earlier read may
+        have found one that a delete by selection removed since).
         `replacing` names, for conditional writes, the version each document must still be stored at (0:
         absent), checked atomically with the write: a delete by selection or of the project takes no document
         lock, so it may have run since the caller's check. Otherwise `VersionConflictError`, nothing written.

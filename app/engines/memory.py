@@ -23,6 +23,7 @@ from app.domain.models import (
     DocumentState,
     EmbeddedChunk,
     OutboxStats,
+    SavedVersions,
     ScoredHit,
     StoredDocument,
 )
@@ -121,7 +122,7 @@ class InMemoryDocumentStore:
         documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
         *,
         replacing: Mapping[DocumentKey, int] | None = None,
-    ) -> dict[DocumentKey, int]:
+    ) -> SavedVersions:
         """Replace each document and its whole chunk set and queue it; all or nothing (`replacing` checked first)."""
         self._check_available()
         for key, read_version in (replacing or {}).items():
@@ -131,6 +132,7 @@ class InMemoryDocumentStore:
                     key[1], read_version=read_version, current_version=current.version if current else None
                 )
         versions: dict[DocumentKey, int] = {}
+        created = {(d.project_id, d.document_id) for d, _ in documents} - self._documents.keys()
         for document, embedded_chunks in documents:
             key = (document.project_id, document.document_id)
             previous = self._documents.get(key)
@@ -155,7 +157,7 @@ class InMemoryDocumentStore:
         self._bump({key[0] for key in versions})
         for (project_id, _), version in versions.items():
             self._generations[project_id] = max(self._generations[project_id], version)
-        return versions
+        return SavedVersions(versions, frozenset(created))
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""

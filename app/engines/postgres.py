@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
 
-from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, StoredDocument
+from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, SavedVersions, StoredDocument
 from app.engines import postgres_catalog, postgres_locks, postgres_versions
 from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
@@ -175,17 +175,18 @@ class PostgresDocumentStore:
         documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
         *,
         replacing: Mapping[DocumentKey, int] | None = None,
-    ) -> dict[DocumentKey, int]:
+    ) -> SavedVersions:
         """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
 
         One transaction for the batch. A document listed twice keeps its last entry. Chunks whose
         every field is unchanged are left as they are (no HNSW re-insert, still lexically indexed).
-        Returns each document's new version; the projects' generations move on in the same transaction.
-        `replacing` (conditional writes) is checked under the project locks a delete by selection also takes.
+        Returns each document's new version, and those it created; the projects' generations move on in the same
+        transaction. `replacing` (conditional writes) and what existed are read under the project locks a delete by
+        selection also takes.
         """
         latest = {(document.project_id, document.document_id): (document, chunks) for document, chunks in documents}
         if not latest:
-            return {}
+            return SavedVersions({})
         document_rows = [document_parameters(document) for document, _ in latest.values()]
         chunk_rows = {
             (document.project_id, embedded.chunk.chunk_id): chunk_parameters(document, embedded)
@@ -197,7 +198,8 @@ class PostgresDocumentStore:
             async with project_transaction(self._engine, projects, write=True) as connection:
                 await postgres_catalog.lock_projects(connection, projects)
                 await postgres_locks.check_still_held(connection, latest, engine=self.name)
-                await postgres_versions.check_replacing(connection, replacing or {})
+                stored = await postgres_versions.stored_versions(connection, list(latest))
+                postgres_versions.check_replacing(stored, replacing or {})
                 await connection.execute(text(UPSERT_DOCUMENT), document_rows)
                 await connection.execute(
                     text(DELETE_REPLACED_CHUNKS),
@@ -214,7 +216,7 @@ class PostgresDocumentStore:
                 versions = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(list(latest)))
                 saved = {(row.project_id, row.document_id): int(row.version) for row in versions}
                 await postgres_versions.bump_generations_past(connection, saved)
-        return saved
+        return SavedVersions(saved, frozenset(latest.keys() - stored.keys()))
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""

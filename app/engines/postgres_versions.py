@@ -1,7 +1,8 @@
-"""Document versions in a save: those a conditional save replaces, checked; the generations moved past the new ones.
+"""Document versions in a save: those it replaces, read and checked; the generations moved past the new ones.
 
 A conditional write (`If-Match`) checks the version under its document's lock, embeds, then saves; a delete by
-selection or of the project takes no document lock, so the save checks that version again (`check_replacing`).
+selection or of the project takes no document lock, so the save checks that version again (`check_replacing`),
+and reads which documents it replaces and which it creates (`stored_versions`).
 
 A write gives a document one past its project's generation and past its own version (`UPSERT_DOCUMENT`),
 so the generation must reach the highest version a save gave, or a document deleted and written again
@@ -28,7 +29,7 @@ from app.engines.postgres_rows import key_parameters
 from app.engines.postgres_sql import SELECT_DOCUMENT_STATES
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -49,18 +50,22 @@ BUMP_GENERATIONS_PAST: Final = (
 new document version (`floors`), and `document_version_seq` the highest of all (`top`), by up to `steps`."""
 
 
-async def check_replacing(connection: AsyncConnection, replacing: Mapping[DocumentKey, int]) -> None:
-    """Raise `VersionConflictError` unless each document is still stored at the version given (0: absent).
+async def stored_versions(connection: AsyncConnection, keys: Sequence[DocumentKey]) -> dict[DocumentKey, int]:
+    """The version of each of these documents that is stored; run in a save's transaction after its project locks.
 
-    Run in a save's transaction after its project locks, which a delete by selection (or of the project) takes
-    too: it takes no document lock, so it may have run between a conditional write's check and its save.
+    A delete by selection (or of the project) takes those locks too, but no document lock: it may have removed a
+    document between the writer's read and its save, so what a save replaces (or creates) is read here.
     """
-    if not replacing:
-        return
-    keys = list(replacing)
-    rows = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(keys))
-    stored = {(row.project_id, row.document_id): int(row.version) for row in rows}
-    for key in keys:
+    rows = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(list(keys)))
+    return {(row.project_id, row.document_id): int(row.version) for row in rows}
+
+
+def check_replacing(stored: Mapping[DocumentKey, int], replacing: Mapping[DocumentKey, int]) -> None:
+    """Raise `VersionConflictError` unless each document is still `stored` at the version given (0: absent).
+
+    `stored` is what `stored_versions` read in the save's transaction.
+    """
+    for key in replacing:
         if stored.get(key, 0) != replacing[key]:
             raise VersionConflictError.changed_since_read(
                 key[1], read_version=replacing[key], current_version=stored.get(key)

@@ -243,6 +243,7 @@ class IngestionPipeline:
         model = self._embedder.model_name
         vectors, embedded_by = await self._embeddings([chunk for plan in changed for chunk in plan.chunks])
         versions = {key: state.version for key, state in states.items()}
+        created: frozenset[DocumentKey] = frozenset()
         if changed:
             now = datetime.now(UTC)
             writes = [
@@ -255,11 +256,14 @@ class IngestionPipeline:
                 )
                 for plan in changed
             ]
-            versions.update(await self._store.save_documents(writes, replacing=replacing))
+            saved = await self._store.save_documents(writes, replacing=replacing)
+            versions.update(saved)
+            created = saved.created
         return [
             IngestOutcome(
                 document_id=plan.document.document_id,
-                status=plan.status,
+                # Found stored, then removed by a delete by selection (no document lock) before the save: a new one.
+                status="created" if (plan.document.project_id, plan.document.document_id) in created else plan.status,
                 chunk_count=len(plan.chunks),
                 embedded_count=embedded_by.get((plan.document.project_id, plan.document.document_id), 0),
                 version=versions.get((plan.document.project_id, plan.document.document_id), 0),

@@ -231,15 +231,16 @@ async def import_lines(
             changed = []
             for document, embedded in batch:
                 state = states.get((document.project_id, document.document_id))
-                status = "created" if state is None else "updated"
                 if state is not None and state.content_hash == document.content_hash:
-                    status = "unchanged"
+                    counts["unchanged"] += 1
                 else:
                     changed.append((document, embedded))
                     counts["chunks"] += len(embedded)
-                counts[status] += 1
             if changed:
-                await store.save_documents(changed)
+                # What the save created, not what was read: a delete by selection takes no document lock.
+                created = len((await store.save_documents(changed)).created)
+                counts["created"] += created
+                counts["updated"] += len(changed) - created
         batch.clear()
         batch_chunks = 0
 

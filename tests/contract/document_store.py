@@ -150,6 +150,18 @@ class DocumentStoreContract:
         assert stored is not None
         assert stored.version == third
 
+    async def test_a_save_names_the_documents_it_created(self, store, project) -> None:
+        # A document deleted since the writer read it is created again: the write must not say "updated".
+        await store.save_documents([entry(project, "kept", 1), entry(project, "gone", 1)])
+        await store.delete_document(project, "gone")
+
+        saved = await store.save_documents(
+            [entry(project, "kept", 2, content_hash="content-2"), entry(project, "gone", 1), entry(project, "new", 1)]
+        )
+
+        assert saved.created == {(project, "gone"), (project, "new")}
+        assert set(saved) == {(project, "kept"), (project, "gone"), (project, "new")}
+
     async def test_versions_count_the_writes_of_their_own_project_only(self, store, project) -> None:
         # A version drawn from one sequence for every project told a tenant how many documents all the
         # others wrote between two of its own writes.

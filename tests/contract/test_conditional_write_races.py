@@ -86,8 +86,12 @@ async def test_an_if_match_write_does_not_bring_back_a_document_a_delete_removed
     assert await store.get_document(unique_name, "a") is None
 
 
-async def test_a_plain_write_racing_a_delete_by_tag_is_stored_after_it(store: DocumentStore, unique_name: str) -> None:
-    # Without an expectation the write is simply ordered after the delete: it creates the document again.
+@pytest.mark.parametrize("selection", list(SELECTIONS))
+async def test_a_plain_write_racing_a_delete_by_selection_is_stored_after_it_and_answers_created(
+    store: DocumentStore, unique_name: str, selection: str
+) -> None:
+    # Without an expectation the write is simply ordered after the delete: it creates the document again, and
+    # says so (it answered "updated", of a document the delete had answered for before the write did).
     embedder = GatedEmbedder()
     embedder.gate.set()
     pipeline = IngestionPipeline(store=store, embedder=embedder, policy=POLICY)
@@ -97,7 +101,7 @@ async def test_a_plain_write_racing_a_delete_by_tag_is_stored_after_it(store: Do
 
     write = asyncio.create_task(pipeline.ingest([note(unique_name, "The copper key opens the cellar.")]))
     await embedder.waiting.wait()
-    deleted = await store.delete_documents(SELECTIONS["by tag"](unique_name))
+    deleted = await store.delete_documents(SELECTIONS[selection](unique_name))
     embedder.gate.set()
     [outcome] = await write
     stored = await store.get_document(unique_name, "a")
@@ -105,6 +109,7 @@ async def test_a_plain_write_racing_a_delete_by_tag_is_stored_after_it(store: Do
     assert deleted == 1
     assert stored is not None
     assert [chunk.text for chunk in stored.chunks] == ["The copper key opens the cellar."]
+    assert outcome.status == "created"
     assert outcome.version == stored.version
 
 

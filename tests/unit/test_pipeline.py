@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from app.domain.errors import DocumentTooLargeError, EngineUnavailableError, InvalidInputError, VersionConflictError
-from app.domain.models import Document, DocumentChunks, DocumentState, EmbeddedChunk, StoredDocument
+from app.domain.models import Document, DocumentChunks, DocumentState, EmbeddedChunk, SavedVersions, StoredDocument
 from app.engines.memory import InMemoryDocumentStore
 from app.ingestion import pipeline as pipeline_module
 from app.ingestion.chunking import ChunkingPolicy
@@ -85,6 +85,7 @@ class FakeStore:
         self.save_calls.append([stored.document_id for stored, _ in documents])
         self.replacing_calls.append(dict(replacing or {}))
         versions = {}
+        created = {(stored.project_id, stored.document_id) for stored, _ in documents} - self.documents.keys()
         for stored, embedded in documents:
             assert [e.chunk for e in embedded] == list(stored.chunks)
             key = (stored.project_id, stored.document_id)
@@ -93,7 +94,7 @@ class FakeStore:
             for item in embedded:
                 key = (stored.project_id, item.embedding_model, item.chunk.chunk_hash)
                 self.embeddings[key] = list(item.embedding)
-        return versions
+        return SavedVersions(versions, frozenset(created))
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         self.deleted.append((project_id, document_id))
