@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
 from cachetools import LRUCache, TTLCache
 
+from app.domain.errors import EngineError
 from app.observability.metrics import record_cache_lookup
 
 if TYPE_CHECKING:
@@ -137,6 +138,15 @@ class QueryCache(Generic[ValueT]):
                 )
             self._highest[project_id] = max(generation, self._highest.get(project_id, generation))
         return generation
+
+    async def generation_or_none(self, generations: Generations | None, project_id: str) -> int | None:
+        """`read_generation`, 0 without `generations` (nothing to read), None when the store cannot answer."""
+        if generations is None:
+            return 0
+        try:
+            return await self.read_generation(generations, project_id)
+        except EngineError:
+            return None
 
     @staticmethod
     def make_key(  # noqa: PLR0913 - the key is by definition every input that changes the answer

@@ -14,9 +14,12 @@ Shares are of documents, not chunks: every chunk of a long runbook carries its t
 which says nothing about how many of the project's documents name Postgres; and a project of a few
 documents has no common names (one of three runbooks naming Postgres is a topic, not a speaker).
 
-Titles are read from the store for at most `TITLES_READ` documents per project and kept per replica for
-`TTL_S`; during a re-read other searches keep the last answer. When the store cannot answer, no name
-is left out.
+Titles are read from the store for at most `TITLES_READ` documents per project and kept per replica under
+the project's generation (the query cache's, `QueryCache.read_generation`), for at most `TTL_S`. Every write
+and delete, through any replica, moves the generation on in PostgreSQL, so a search after one reads the titles
+again: a turn that makes a new speaker common (or deletes one's last turns) counts from the next search, where
+it was left out for up to five minutes. During a re-read at the same generation (past `TTL_S`) other searches
+keep the last answer. When the store cannot answer, no name is left out.
 """
 
 from __future__ import annotations
@@ -76,31 +79,43 @@ def common_title_words(titles: Sequence[str], *, min_share: float) -> frozenset[
 class _Read:
     words: frozenset[str]
     min_share: float
+    generation: int | None  # the project's generation read before its titles (None: unknown)
+
+    def serves(self, *, min_share: float, generation: int | None) -> bool:
+        """Whether these words answer a search at `min_share` that read `generation` (None: any will do)."""
+        return self.min_share == min_share and (
+            generation is None or (self.generation is not None and self.generation >= generation)
+        )
 
 
 class CommonNames:
-    """Per project, the title words shared by at least a given share of its documents, read and kept (`TTL_S`)."""
+    """Per project, the title words shared by at least a given share of its documents, kept per generation (`TTL_S`)."""
 
     def __init__(self, titles: DocumentTitles, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._titles = titles
         self._clock = clock
         self._reads: RecentReads[str, _Read] = RecentReads(ttl_s=TTL_S, max_keys=PROJECTS_KEPT)
 
-    async def of(self, project_id: str, *, min_share: float) -> frozenset[str]:
-        """The project's common title words at `min_share`; none when `min_share` is 0 or the store fails."""
+    async def of(self, project_id: str, *, min_share: float, generation: int | None = None) -> frozenset[str]:
+        """The project's common title words at `min_share`; none when `min_share` is 0 or the store fails.
+
+        `generation` is the project's generation the search read (None: unknown): words kept from before it
+        are read again, so no search uses names from before a write whose generation it has seen.
+        """
         if min_share <= 0:
             return frozenset()
         now = self._clock()
         kept = self._reads.fresh(project_id, now)
-        if kept is not None and kept.min_share == min_share:
+        if kept is not None and kept.serves(min_share=min_share, generation=generation):
             return kept.words
         last = self._reads.last(project_id)
-        self._reads.hold(project_id, now)
+        if last is not None and last.serves(min_share=min_share, generation=generation):
+            self._reads.hold(project_id, now)  # past the TTL only: others keep these words while this re-reads
         try:
             titles = await self._titles.document_titles(project_id, limit=TITLES_READ)
         except EngineError as error:
             logger.warning("document titles of %s unread (%s): the semantic query keeps every name", project_id, error)
             return frozenset() if last is None else last.words
         words = common_title_words(titles, min_share=min_share)
-        self._reads.store(project_id, _Read(words, min_share), now)
+        self._reads.store(project_id, _Read(words, min_share, generation), now)
         return words

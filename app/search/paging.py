@@ -30,8 +30,8 @@ class SearchPage:
     from it even after a write, so pages never repeat or skip a hit; a hit whose document was deleted or
     rewritten since is left out of its page (`current_page_of`), never served from the old ranking.
     `speakers` are the query's names the first page read as the project's speakers (its common title names,
-    `app/search/common_names.py`), from its cursor: each replica reads those on its own every few minutes,
-    so a later page reading them again could plan, and rank, otherwise at the same generation (None: read them).
+    `app/search/common_names.py`), from its cursor: a later page reading them again after a write (or past their
+    few minutes) could plan, and rank, otherwise than its first page did (None: read them).
     `served` is the `served_digest` of the hits the earlier pages were cut from (the ranking's first `offset`):
     a ranking made again on another replica at the same generation can still differ (the lexical index is
     written before the outbox moves the generation on), and a later page then says `ranking_changed`.

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from app.domain.errors import AllEnginesFailedError, EngineError, InvalidQueryError
+from app.domain.errors import AllEnginesFailedError, InvalidQueryError
 from app.domain.labels import CONTROL_ARM, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGE_OPTIMIZE, STAGE_TOTAL
 from app.domain.models import SearchStrategy
 from app.observability.metrics import (
@@ -167,13 +167,20 @@ class SearchService:
             options = replace(without_fusion_options(options), strategy=SearchStrategy.SEMANTIC)
         return build_plan(analysis, options, knobs, common_names=common_names)
 
-    async def _common_names(self, analysis: QueryAnalysis, call: SearchCall, share: float) -> frozenset[str]:
-        """The project's common title words, read when the query names someone; a later page's: its first page's."""
+    def _reads_common_names(self, analysis: QueryAnalysis, call: SearchCall, share: float) -> bool:
+        """Whether the plan reads the project's common names: the query names someone, on a first page."""
+        first_page = call.page is None or call.page.speakers is None  # a later page plans with its first page's
+        return first_page and self._common is not None and bool(analysis.names) and share > 0
+
+    async def _common_names(
+        self, analysis: QueryAnalysis, call: SearchCall, share: float, *, generation: int | None
+    ) -> frozenset[str]:
+        """The project's common title words at `generation` (`_reads_common_names`); a later page's: the first's."""
         if call.page is not None and call.page.speakers is not None:
             return call.page.speakers
-        if self._common is None or not analysis.names:
+        if self._common is None or not self._reads_common_names(analysis, call, share):
             return frozenset()
-        return await self._common.of(call.options.project, min_share=share)  # a share of 0 reads nothing
+        return await self._common.of(call.options.project, min_share=share, generation=generation)
 
     async def search(self, call: SearchCall) -> SearchOutcome:
         """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works.
@@ -250,15 +257,19 @@ class SearchService:
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
-            common_names = await self._common_names(analysis, call, knobs.semantic_common_name_share)
+            share = knobs.semantic_common_name_share
+            read = self._cache.enabled or self._reads_common_names(analysis, call, share)
+            # One read for the cache key and the names: neither serves what was read before a write it has seen.
+            generation = await self._cache.generation_or_none(self._generations, options.project) if read else None
+            common_names = await self._common_names(analysis, call, share, generation=generation)
             plan = self._plan(analysis, options, knobs, arm, common_names)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
-        key, generation = await self._cache_key(call, analysis, plan, arm, resolved)
+        key, generation = self._cache_key(call, analysis, plan, arm, resolved, generation=generation)
         cached = self._cache.get(key) if key is not None else None
         pinned = ranking_changed = False
         if call.page is not None and call.page.generation is not None and call.page.generation != generation:
             # A later page: the ranking its first page was cut from, if the cache still holds it.
-            pinned_key, _ = await self._cache_key(call, analysis, plan, arm, resolved, generation=call.page.generation)
+            pinned_key, _ = self._cache_key(call, analysis, plan, arm, resolved, generation=call.page.generation)
             snapshot = self._cache.get(pinned_key) if pinned_key is not None else None
             if snapshot is not None:
                 cached, generation, pinned = snapshot, call.page.generation, True
@@ -332,7 +343,7 @@ class SearchService:
         # Not in the cached answer: a first page served from it later has no earlier ranking to differ from.
         return page_of(replace(outcome, ranking_changed=prepared.ranking_changed), call, knobs)
 
-    async def _cache_key(  # noqa: PLR0913 - the key is every input that changes the answer
+    def _cache_key(  # noqa: PLR0913 - the key is every input that changes the answer
         self,
         call: SearchCall,
         analysis: QueryAnalysis,
@@ -340,25 +351,16 @@ class SearchService:
         arm: str,
         resolved: ResolvedKnobs,
         *,
-        generation: int | None = None,
+        generation: int | None,
     ) -> tuple[QueryCacheKey | None, int | None]:
-        """The cache key under the project's generation (read from the store now unless given) and that generation.
+        """The cache key under the project's `generation` (read before the search) and that generation.
 
-        The key is None when not to cache.
-
-        Reading the generation per query is what lets no replica serve an answer from before a write
-        acknowledged by another (one primary-key read). When the store cannot answer, the cache is
-        skipped: an answer it holds might predate a write.
+        The key is None when not to cache: the cache is off, or the store could not say the generation
+        (None), so an answer it holds might predate a write. Reading the generation per query is what lets
+        no replica serve an answer from before a write acknowledged by another.
         """
-        if not self._cache.enabled:
+        if not self._cache.enabled or generation is None:
             return None, None
-        if generation is None:
-            generation = 0
-            if self._generations is not None:
-                try:
-                    generation = await self._cache.read_generation(self._generations, plan.filters.project_id)
-                except EngineError:
-                    return None, None
         return self._cache.make_key(
             query=analysis.normalized,
             plan=plan,

@@ -18,7 +18,8 @@ from app.query.intent import title_names, without_names
 from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions, build_plan
 from app.search import common_names
-from app.search.calls import SearchCall
+from app.search.cache import QueryCache
+from app.search.calls import SearchCall, SearchOutcome
 from app.search.common_names import CommonNames, common_title_words
 from app.search.knob_source import FixedKnobs
 from app.search.service import SearchService
@@ -136,6 +137,19 @@ async def test_a_projects_common_names_are_read_once_then_again_after_the_ttl() 
     assert titles.reads == [("p", common_names.TITLES_READ), ("p", common_names.TITLES_READ)]
 
 
+async def test_the_names_are_read_again_once_per_later_generation_and_kept_for_earlier_ones() -> None:
+    titles = CountingTitles(TURN_TITLES)
+    names = CommonNames(titles)
+
+    await names.of("p", min_share=0.1, generation=4)
+    await names.of("p", min_share=0.1, generation=4)
+    await names.of("p", min_share=0.1, generation=6)  # written since: read again
+    await names.of("p", min_share=0.1, generation=5)  # a search that read the generation before that write
+    await names.of("p", min_share=0.1)  # the store could not say its generation: the last read serves
+
+    assert len(titles.reads) == 2
+
+
 async def test_another_share_reads_again_and_a_share_of_zero_reads_nothing() -> None:
     titles = CountingTitles(TURN_TITLES)
     names = CommonNames(titles)
@@ -200,9 +214,11 @@ def one_chunk_document(chunk: Chunk, *, title: str) -> StoredDocument:
     )
 
 
-async def speaker_service(knobs: SearchKnobs) -> tuple[SearchService, RecordingEmbedder]:
-    """A service over 20 turns, Caroline's and Melanie's in turn, whose embedder records the texts it embeds."""
-    store, embedder = InMemoryDocumentStore(), RecordingEmbedder()
+async def speaker_service(
+    knobs: SearchKnobs, store: InMemoryDocumentStore | None = None, cache: QueryCache[SearchOutcome] | None = None
+) -> tuple[SearchService, RecordingEmbedder]:
+    """A service over 20 turns (into `store`), Caroline's and Melanie's in turn; its embedder records what it embeds."""
+    store, embedder = store if store is not None else InMemoryDocumentStore(), RecordingEmbedder()
     chunks = [turn(1, "Caroline", "I painted a sunrise"), turn(2, "Melanie", "I ran a charity race")]
     chunks += [turn(number, ("Caroline", "Melanie")[number % 2], f"small talk {number}") for number in range(3, 21)]
     for chunk in chunks:
@@ -215,6 +231,7 @@ async def speaker_service(knobs: SearchKnobs) -> tuple[SearchService, RecordingE
         embedder=embedder,
         store=store,
         knobs=FixedKnobs(knobs),
+        cache=cache,
     )
     return service, embedder
 
@@ -273,3 +290,32 @@ async def test_a_search_with_invalid_options_is_refused_before_any_title_is_read
     await service.search(replace(call, options=SearchOptions(project="memory")))  # a valid one reads them
 
     assert store.title_reads == 1
+
+
+ASKS_GINA = replace(ASKS_CAROLINE, query="What did Gina paint?")
+
+
+async def write_turns(store: InMemoryDocumentStore, numbers: range, speaker: str) -> None:
+    for number in numbers:
+        chunk = replace(turn(number, speaker, f"chat {number}"), breadcrumb=(f"2 pm on 8 June, 2023 | {speaker}",))
+        document = one_chunk_document(chunk, title=chunk.breadcrumb[0])
+        vector = await BagOfWordsEmbedder().embed_query(chunk.text)
+        await store.save_documents([(document, [EmbeddedChunk(chunk, vector, "m")])])
+
+
+@pytest.mark.parametrize("cache_ttl_s", [0, 60])
+async def test_a_turn_that_makes_a_speaker_common_counts_at_the_next_search(cache_ttl_s: int) -> None:
+    # The names were kept for five minutes whatever was written: the tenth turn of a new speaker (10 of 30
+    # titles) left the name in the semantic query until then, and so did deleting that turn.
+    store = InMemoryDocumentStore()
+    cache: QueryCache[SearchOutcome] = QueryCache(ttl_s=cache_ttl_s, max_size=100)
+    service, embedder = await speaker_service(SearchKnobs(query_cache_ttl_secs=cache_ttl_s), store, cache)
+    await write_turns(store, range(21, 30), "Gina")
+    await service.search(ASKS_GINA)  # 9 of her turns: not common
+
+    await write_turns(store, range(30, 31), "Gina")
+    await service.search(ASKS_GINA)
+    await store.delete_document("memory", "conv:D1:30")
+    await service.search(ASKS_GINA)
+
+    assert embedder.queries == ["what did gina paint?", "what did paint?", "what did gina paint?"]
