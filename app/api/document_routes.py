@@ -5,20 +5,29 @@ from __future__ import annotations
 from typing import Annotated, Any, Final
 
 from litestar import Controller, Request, Response, delete, get, post
-from litestar.datastructures import ResponseHeader, State
+from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import HeaderParameter, PathParameter, QueryParameter
+from litestar.params import PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_304_NOT_MODIFIED
 
 from app.api.cursors import encode_cursor, keyset_after
 from app.api.dependencies import Injected
 from app.api.document_bodies import decode_documents, located
 from app.api.document_schemas import (
-    DocumentIn,
     DocumentOut,
     IngestOutcomeOut,
     IngestResponse,
     document_out,
+)
+from app.api.entity_tags import (
+    ETAG_HEADER,
+    IfMatchHeader,
+    IfNoneMatchHeader,
+    ReadIfNoneMatchHeader,
+    entity_tag,
+    expected_version,
+    holds_tag,
+    version_from,
 )
 from app.api.errors import problem_responses
 from app.api.guards import ingest_guard, search_guard
@@ -41,7 +50,6 @@ from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
 from app.ingestion.admission import shared_allowance
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
-from app.ingestion.expected_versions import ANY_VERSION
 from app.ingestion.pipeline import IngestionPipeline
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
@@ -75,101 +83,6 @@ DocumentIdPath = Annotated[
     ),
 ]
 DOCUMENTS_CURSOR = "documents"
-MAX_VERSION_DIGITS = 18
-"""A document version is a PostgreSQL bigint: a longer number names no version (and `int()` caps digits)."""
-PENDING_SUFFIX = "-pending"
-"""Ends the entity tag of a document the lexical index has not taken yet (`lexically_indexed: false`)."""
-IfMatchHeader = Annotated[
-    str | None,
-    HeaderParameter(
-        name="If-Match",
-        description=(
-            'Write or delete only if the document is at this version (`7`, `"7"`, `W/"7"`, or its ETag `"7-pending"`),'
-            " or exists (`*`)"
-        ),
-        schema_extra={"pattern": rf'^\s*(\*|(W/)?"?[0-9]{{1,{MAX_VERSION_DIGITS}}}({PENDING_SUFFIX})?"?)\s*$'},
-    ),
-]
-
-IfNoneMatchHeader = Annotated[
-    str | None,
-    HeaderParameter(
-        name="If-None-Match",
-        description="`*`: write only if the document does not exist yet (as `expected_version` 0)",
-        schema_extra={"pattern": r"^\s*\*\s*$"},
-    ),
-]
-
-ReadIfNoneMatchHeader = Annotated[
-    str | None,
-    HeaderParameter(
-        name="If-None-Match",
-        description='ETags the caller holds (`"7"`, `"7-pending", W/"8"`) or `*`: 304 if the stored one is named',
-    ),
-]
-ETAG_HEADER = ResponseHeader(
-    name="ETag",
-    description=(
-        'The document\'s version as an entity tag (`"7"`; `"7-pending"` until the lexical index has it): send it back'
-        " as `If-Match` to update safely"
-    ),
-    documentation_only=True,
-)
-
-
-def entity_tag(version: int, *, lexically_indexed: bool) -> str:
-    """The `ETag` of a document at `version`: the version, quoted, marked `-pending` until it is lexically indexed.
-
-    The representation says `lexically_indexed`, which turns true with no new version: one tag for both let a
-    caller holding the pending answer be told 304 once it was indexed, and so never see it indexed.
-    `If-Match` takes either tag back as the version.
-    """
-    return f'"{version}"' if lexically_indexed else f'"{version}{PENDING_SUFFIX}"'
-
-
-def _holds_tag(if_none_match: str, tag: str) -> bool:
-    """Whether an `If-None-Match` list names `tag` (weak comparison, as RFC 9110 has it for GET) or is `*`."""
-    held = (item.strip() for item in if_none_match.split(","))
-    return any(item == "*" or item.removeprefix("W/").strip('"') == tag.strip('"') for item in held)
-
-
-def _version_from(if_match: str) -> int:
-    """The document version an `If-Match` header names: `7` or `"7"` (an ETag of the version), or `*`.
-
-    `*` is HTTP's "the document exists, at any version" (`ANY_VERSION`): update or delete only.
-    """
-    if if_match.strip() == "*":
-        return ANY_VERSION
-    value = if_match.strip().removeprefix("W/").strip('"').removesuffix(PENDING_SUFFIX)
-    # ASCII digits only: `str.isdigit` also accepts "²", which `int()` refuses.
-    if not (value.isascii() and value.isdigit()) or len(value) > MAX_VERSION_DIGITS:
-        msg = f"If-Match must be a document version (a whole number) or *, got {if_match!r}"
-        raise InvalidInputError(msg, field="If-Match")
-    return int(value)
-
-
-def _expected_version(document: DocumentIn, *, if_match: str | None, if_none_match: str | None) -> int | None:
-    """The version a one-document write expects, from its body and its conditional headers; they must agree.
-
-    `If-None-Match: *` is HTTP's "create only", `expected_version` 0; no other `If-None-Match` names a
-    version a write could expect, so it is a 400 rather than a header silently ignored.
-    """
-    if if_none_match is not None and if_none_match.strip() != "*":
-        msg = f"If-None-Match takes only * (write only if the document does not exist), got {if_none_match!r}"
-        raise InvalidInputError(msg, field="If-None-Match")
-    asked = {
-        name: version
-        for name, version in (
-            ("expected_version", document.expected_version),
-            ("If-Match", None if if_match is None else _version_from(if_match)),
-            ("If-None-Match", None if if_none_match is None else 0),
-        )
-        if version is not None
-    }
-    if len(set(asked.values())) > 1:
-        msg = f"{' and '.join(asked)} expect different versions of document {document.id!r}"
-        raise InvalidInputError(msg, field=next(name for name in asked if name != "expected_version"))
-    return next(iter(asked.values()), None)
 
 
 def _not_found(project: str, document_id: str) -> DocumentNotFoundError:
@@ -320,7 +233,7 @@ class DocumentController(Controller):
         if document is None:
             raise _not_found(project, document_id)
         headers = {ETAG_HEADER.name: entity_tag(document.version, lexically_indexed=document.lexically_indexed)}
-        if if_none_match is not None and _holds_tag(if_none_match, headers[ETAG_HEADER.name]):
+        if if_none_match is not None and holds_tag(if_none_match, headers[ETAG_HEADER.name]):
             return Response(None, status_code=HTTP_304_NOT_MODIFIED, headers=headers)  # type: ignore[arg-type]
         return Response(document_out(document), headers=headers)
 
@@ -339,7 +252,7 @@ class DocumentController(Controller):
     ) -> None:
         """Delete from PostgreSQL now; the lexical index follows through the outbox (If-Match: 409 if stale)."""
         document_id = document_id.removeprefix("/")
-        expected = None if if_match is None else _version_from(if_match)
+        expected = None if if_match is None else version_from(if_match)
         if not await pipeline.delete(project, document_id, expected_version=expected):
             raise _not_found(project, document_id)
         record_ingested(status="deleted")
@@ -366,7 +279,7 @@ async def _ingest(  # noqa: PLR0913 - the handler's own parameters, passed on
             msg = f"{header} applies to one document; give each document of a batch its expected_version"
             raise InvalidInputError(msg, field=header)
     if len(documents) == 1:
-        version = _expected_version(documents[0], if_match=if_match, if_none_match=if_none_match)
+        version = expected_version(documents[0], if_match=if_match, if_none_match=if_none_match)
         if version is not None:
             expected[documents[0].id] = version
     try:
