@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Final
+from urllib.parse import quote
 
 from litestar import Controller, Request, Response, delete, get, post
-from litestar.datastructures import State
+from litestar.datastructures import ResponseHeader, State
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_304_NOT_MODIFIED
@@ -83,6 +84,11 @@ DocumentIdPath = Annotated[
     ),
 ]
 DOCUMENTS_CURSOR = "documents"
+LOCATION_HEADER = ResponseHeader(
+    name="Location",
+    description="A one-document write: where to read (`GET`), or delete, the document it wrote. Not on a batch",
+    documentation_only=True,
+)
 
 
 def _not_found(project: str, document_id: str) -> DocumentNotFoundError:
@@ -102,6 +108,7 @@ class DocumentController(Controller):
         guards=[ingest_guard],
         opt=READS_BODY,
         request_max_body_size=MAX_INGEST_BODY_BYTES,
+        response_headers=[LOCATION_HEADER],
         responses=problem_responses(400, 401, 403, 409, 413, 415, 503, 504, 507),
     )
     async def ingest(  # noqa: PLR0913, PLR0917 - the body and each conditional header it may carry
@@ -112,7 +119,7 @@ class DocumentController(Controller):
         pipeline: Injected[IngestionPipeline],
         if_match: IfMatchHeader = None,
         if_none_match: IfNoneMatchHeader = None,
-    ) -> IngestResponse:
+    ) -> Response[IngestResponse]:
         """Body: one document `{id, text|markdown, source, title, tags, event_time, metadata, context}`, or a batch.
 
         Concurrent writes of one document apply in the order they arrived, on any replica. To update
@@ -266,7 +273,7 @@ async def _ingest(  # noqa: PLR0913 - the handler's own parameters, passed on
     *,
     if_match: str | None,
     if_none_match: str | None,
-) -> IngestResponse:
+) -> Response[IngestResponse]:
     """The ingest handler's work once its body has room (`INGEST_BODY_BYTES_IN_FLIGHT`)."""
     documents, batch = decode_documents(
         await request.body(),
@@ -290,7 +297,7 @@ async def _ingest(  # noqa: PLR0913 - the handler's own parameters, passed on
         raise located(error, documents, batch=batch) from None
     for outcome in outcomes:
         record_ingested(status=outcome.status, chunks=outcome.chunk_count if outcome.status != "unchanged" else 0)
-    return IngestResponse(
+    answer = IngestResponse(
         project=project,
         documents=[
             IngestOutcomeOut(
@@ -303,3 +310,12 @@ async def _ingest(  # noqa: PLR0913 - the handler's own parameters, passed on
             for outcome in outcomes
         ],
     )
+    # A 201 without `Location` says the target, the collection, is what it created (RFC 9110 15.3.2).
+    where = {} if batch else {LOCATION_HEADER.name: document_path(project, documents[0].id)}
+    return Response(answer, status_code=HTTP_201_CREATED, headers=where)
+
+
+def document_path(project: str, document_id: str) -> str:
+    """The path of a document's URL: its id's UTF-8 percent-encoded, `/` kept (the route reads it back as one)."""
+    collection = DocumentController.path.replace("{project:str}", quote(project, safe=""))
+    return f"{collection}/{quote(document_id, safe='/')}"

@@ -211,6 +211,24 @@ async def test_document_ids_with_slashes_work_for_get_and_delete(client, unique_
     assert (await client.get(f"/v1/projects/{unique_name}/documents/{document_id}")).status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("document_id", "path"),
+    [("runbook-1", "runbook-1"), ("runbooks/k8s/net work.md", "runbooks/k8s/net%20work.md"), ("50%", "50%25")],
+)
+async def test_a_one_document_write_answers_where_the_document_is_and_a_batch_does_not(
+    client, unique_name, document_id, path
+) -> None:
+    # A 201 without `Location` names the target, the collection, as what it created (RFC 9110 15.3.2).
+    created = await post(client, unique_name, doc(document_id))
+    unchanged = await post(client, unique_name, doc(document_id))
+    batch = await post(client, unique_name, {"documents": [doc(document_id), doc("other")]})
+
+    location = f"/v1/projects/{unique_name}/documents/{path}"
+    assert (created.headers.get("location"), unchanged.headers.get("location")) == (location, location)
+    assert (await client.get(location)).json()["id"] == document_id
+    assert "location" not in batch.headers
+
+
 async def test_get_of_an_unknown_document_is_a_404_problem(client, unique_name) -> None:
     response = await client.get(f"/v1/projects/{unique_name}/documents/nope")
 
