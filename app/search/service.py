@@ -167,20 +167,15 @@ class SearchService:
             options = replace(without_fusion_options(options), strategy=SearchStrategy.SEMANTIC)
         return build_plan(analysis, options, knobs, common_names=common_names)
 
-    def _reads_common_names(self, analysis: QueryAnalysis, call: SearchCall, share: float) -> bool:
-        """Whether the plan reads the project's common names: the query names someone, on a first page."""
-        first_page = call.page is None or call.page.speakers is None  # a later page plans with its first page's
-        return first_page and self._common is not None and bool(analysis.names) and share > 0
-
     async def _common_names(
         self, analysis: QueryAnalysis, call: SearchCall, share: float, *, generation: int | None
     ) -> frozenset[str]:
-        """The project's common title words at `generation` (`_reads_common_names`); a later page's: the first's."""
+        """The project's common title words at `generation`, if the query names someone; a later page's: the first's."""
         if call.page is not None and call.page.speakers is not None:
             return call.page.speakers
-        if self._common is None or not self._reads_common_names(analysis, call, share):
+        if self._common is None or not analysis.names:
             return frozenset()
-        return await self._common.of(call.options.project, min_share=share, generation=generation)
+        return await self._common.of(call.options.project, min_share=share, generation=generation)  # 0: reads nothing
 
     async def search(self, call: SearchCall) -> SearchOutcome:
         """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works.
@@ -254,13 +249,12 @@ class SearchService:
         if arm != CONTROL_ARM:
             record_rollout_assignment(arm, decided_by=decided_by)
         current_arm.set(arm)  # engine errors of this search count under its arm
+        # One read for the cache key and the common names: neither serves what was read before a write it has seen.
+        generation = await self._cache.generation_or_none(self._generations, options.project)
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
             share = knobs.semantic_common_name_share
-            read = self._cache.enabled or self._reads_common_names(analysis, call, share)
-            # One read for the cache key and the names: neither serves what was read before a write it has seen.
-            generation = await self._cache.generation_or_none(self._generations, options.project) if read else None
             common_names = await self._common_names(analysis, call, share, generation=generation)
             plan = self._plan(analysis, options, knobs, arm, common_names)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
