@@ -173,9 +173,11 @@ class SearchService:
         """The project's common title words at `generation`, if the query names someone; a later page's: the first's."""
         if call.page is not None and call.page.speakers is not None:
             return call.page.speakers
-        if self._common is None or not analysis.names:
+        if self._common is None or not analysis.names or share <= 0:
             return frozenset()
-        return await self._common.of(call.options.project, min_share=share, generation=generation)  # 0: reads nothing
+        if generation is None and not self._cache.enabled:  # not read for the cache key
+            generation = await self._cache.generation_or_none(self._generations, call.options.project)
+        return await self._common.of(call.options.project, min_share=share, generation=generation)
 
     async def search(self, call: SearchCall) -> SearchOutcome:
         """Answer one search; raises `InvalidQueryError` for bad input, `AllEnginesFailedError` when no leg works.
@@ -250,7 +252,9 @@ class SearchService:
             record_rollout_assignment(arm, decided_by=decided_by)
         current_arm.set(arm)  # engine errors of this search count under its arm
         # One read for the cache key and the common names: neither serves what was read before a write it has seen.
-        generation = await self._cache.generation_or_none(self._generations, options.project)
+        # With the cache off only a query naming someone needs it (`_common_names` reads it then).
+        enabled = self._cache.enabled
+        generation = await self._cache.generation_or_none(self._generations, options.project) if enabled else None
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
             analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)

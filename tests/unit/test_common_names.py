@@ -319,3 +319,27 @@ async def test_a_turn_that_makes_a_speaker_common_counts_at_the_next_search(cach
     await service.search(ASKS_GINA)
 
     assert embedder.queries == ["what did gina paint?", "what did paint?", "what did gina paint?"]
+
+
+class GenerationCountingStore(InMemoryDocumentStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.generation_reads = 0
+
+    async def project_generation(self, project_id: str) -> int:
+        self.generation_reads += 1
+        return await super().project_generation(project_id)
+
+
+async def test_with_the_cache_off_only_a_query_naming_someone_reads_the_generation() -> None:
+    # The generation serves the cache key and the common names; with the cache off a query naming nobody
+    # needs neither, and a read per search is a round trip to PostgreSQL on the hot path.
+    store = GenerationCountingStore()
+    service, _ = await speaker_service(SearchKnobs(query_cache_ttl_secs=0), store, QueryCache(ttl_s=0, max_size=100))
+    store.generation_reads = 0
+
+    await service.search(replace(ASKS_CAROLINE, query="a sunrise painting"))
+    reads_without_names = store.generation_reads
+    await service.search(ASKS_CAROLINE)
+
+    assert (reads_without_names, store.generation_reads) == (0, 1)
