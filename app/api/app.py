@@ -17,6 +17,7 @@ from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from app.api.bounded_lists import prepare_probes
 from app.api.console import console_router
 from app.api.content_codings import refuse_coded_body
+from app.api.content_negotiation import refuse_unacceptable
 from app.api.cross_site import refuse_cross_site
 from app.api.document_routes import DocumentController
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
@@ -88,6 +89,8 @@ def _catalog(state: State) -> ProjectCatalog:
 def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Awaitable[None]]:
     """Before every handler: no cross-site request without auth, no bad target, no unknown query, no coded body.
 
+    Nor an `Accept` that admits no JSON (`refuse_unacceptable`), checked before anything is read or done.
+
     A target is bad when its percent-escapes are not UTF-8; a body is coded when sent with a `Content-Encoding`
     or labelled a charset other than UTF-8. A JSON body is decoded strictly (`reject_lax_json`).
     """
@@ -97,6 +100,7 @@ def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Aw
         if without_auth:
             refuse_cross_site(request)
         reject_undecodable_target(request)
+        refuse_unacceptable(request)
         reject_unknown_query_parameters(request)
         refuse_coded_body(request)
         await reject_lax_json(request)

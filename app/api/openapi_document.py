@@ -37,6 +37,11 @@ PROJECT_PATH: Final = "/v1/projects/{project}"
 SEARCH_PATH: Final = "/v1/search"
 INGESTED_ID: Final = "$response.body#/documents/0/id"
 ANY_OPERATION_PROBLEMS: Final = {
+    HTTPStatus.NOT_ACCEPTABLE: (
+        "The request's `Accept` admits neither application/json nor application/problem+json, all an operation"
+        " answers (`q=0` refuses a type). Nothing was done with the request; send `Accept: application/json`,"
+        " `*/*`, or none. Not from /metrics, which answers its text format whatever `Accept` says"
+    ),
     HTTPStatus.REQUEST_TIMEOUT: (
         f"The request line and headers were not whole {REQUEST_HEAD_TIMEOUT_S:g} s after the connection opened (or"
         " after the first byte of a kept-alive connection's next request), or the body came slower than"
