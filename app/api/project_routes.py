@@ -49,7 +49,10 @@ SourcePrefix = Annotated[
 Tag = Annotated[
     str | None, QueryParameter(description="Only documents carrying this tag (case is ignored)", pattern=NO_NUL_PATTERN)
 ]
-TIME_RULE: Final = "ISO 8601; naive = UTC; kept to the microsecond: digits past it are dropped, not rounded"
+TIME_RULE: Final = (
+    "RFC 3339, e.g. 2024-05-08T12:00:00Z (a number is a 400); naive = UTC; send a `+` offset as %2B; kept to the"
+    " microsecond: digits past it are dropped, not rounded"
+)
 EventFrom = Annotated[datetime | None, QueryParameter(description=f"Event time at or after ({TIME_RULE})")]
 EventTo = Annotated[datetime | None, QueryParameter(description=f"Event time before ({TIME_RULE})")]
 UpdatedSince = Annotated[datetime | None, QueryParameter(description=f"Written at or after ({TIME_RULE})")]

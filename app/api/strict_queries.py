@@ -9,15 +9,23 @@ OpenAPI pages, probes and `/metrics` take no settings, and a bookmark's or a scr
 harms nothing.
 
 A whole-number parameter (`limit`, `offset`) is written in digits, as a JSON body's is: Litestar read
-`limit=5.0` as 5 and `limit=1e1` as 10, where `"limit": 5.0` in a body is a 400.
+`limit=5.0` as 5 and `limit=1e1` as 10, where `"limit": 5.0` in a body is a 400. A time parameter
+(`event_time_from`, `event_time_to`, `updated_since`) is an RFC 3339 time, as documented: Litestar read a
+number as seconds since 1970, so `?event_time_from=5` was 1970-01-01T00:00:05Z, and a delete by that filter
+deleted every document with an event time.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
+from app.api.microsecond_times import truncated_time_text
+from app.api.strict_bodies import readable_validation_message, shown_value
 from app.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -35,20 +43,21 @@ QUERY_PARAMETERS_STATE_KEY = "declared_query_parameters"
 
 @dataclass(frozen=True, slots=True)
 class DeclaredQuery:
-    """The query parameters one route handler declares (as sent), those that take several values, and whole numbers."""
+    """The query parameters one route handler declares (as sent), those that take several values, numbers, times."""
 
     names: frozenset[str]
     repeatable: frozenset[str]
     integers: frozenset[str] = frozenset()
+    times: frozenset[str] = frozenset()
 
 
-def _takes_integer(handler: HTTPRouteHandler, field_name: str) -> bool:
-    """Whether the handler's parameter is an `int` (or `int | None`); a `bool` is not."""
+def _takes(handler: HTTPRouteHandler, field_name: str, kind: type) -> bool:
+    """Whether the handler's parameter is a `kind` (or `kind | None`); for `int`, a `bool` is not."""
     field = handler.parsed_fn_signature.parameters.get(field_name)
     if field is None:
         return False
     annotations = [inner.annotation for inner in field.inner_types] if field.is_union else [field.annotation]
-    return int in annotations
+    return kind in annotations
 
 
 def declared_query_parameters(app: Litestar) -> dict[HTTPRouteHandler, DeclaredQuery]:
@@ -65,16 +74,19 @@ def declared_query_parameters(app: Litestar) -> dict[HTTPRouteHandler, DeclaredQ
                 names=frozenset(parameter.field_alias for parameter in parameters),
                 repeatable=frozenset(parameter.field_alias for parameter in parameters if parameter.is_sequence),
                 integers=frozenset(
-                    parameter.field_alias for parameter in parameters if _takes_integer(handler, parameter.field_name)
+                    parameter.field_alias for parameter in parameters if _takes(handler, parameter.field_name, int)
+                ),
+                times=frozenset(
+                    parameter.field_alias for parameter in parameters if _takes(handler, parameter.field_name, datetime)
                 ),
             )
     return declared
 
 
 def reject_unknown_query_parameters(request: Request[Any, Any, Any]) -> None:
-    """A 400 naming the first undeclared query parameter, one sent twice that takes one value, or a bad whole number.
+    """A 400 naming the first undeclared query parameter, one sent twice that takes one value, or a bad number or time.
 
-    A whole number (`int` parameter) must be written in digits.
+    A whole number (`int` parameter) must be written in digits; a time (`datetime` parameter) in RFC 3339.
 
     Nothing for routes outside the API or requests without a query string.
     """
@@ -100,3 +112,19 @@ def reject_unknown_query_parameters(request: Request[Any, Any, Any]) -> None:
             shown = text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
             msg = f"{name} must be a whole number written in digits, e.g. 10; got {shown!r}"
             raise InvalidInputError(msg, field=name)
+    for name in sorted(query.times & set(sent)):
+        _check_time_text(name, sent[name])
+
+
+def _check_time_text(name: str, text: str) -> None:
+    """A 400 naming `name` unless `text` is an RFC 3339 time (a number is not: the framework read it as epoch seconds).
+
+    Read as msgspec reads a JSON body's time, digits past the microsecond dropped first (`microsecond_times`).
+    """
+    try:
+        msgspec.convert(truncated_time_text(text), datetime)
+    except msgspec.ValidationError as error:
+        # A `+` offset not percent-encoded arrives as a space: "I did send an offset" needs the value shown.
+        hint = "; a `+` in a query string reads as a space: send it as %2B" if " " in text else ""
+        msg = f"{name}: {readable_validation_message(str(error))}; got {shown_value(text)}{hint}"
+        raise InvalidInputError(msg, field=name) from None

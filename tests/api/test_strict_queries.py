@@ -114,3 +114,58 @@ async def test_whole_numbers_in_digits_still_answer_and_bounds_still_apply(clien
     assert "at least 0" in negative.json()["detail"]
     assert paged.status_code == 200
     assert [hit["rank"] for hit in paged.json()["results"]] == [1]
+
+
+TIMED_PROJECT = "strict-query-times"
+DOCUMENTS = f"/v1/projects/{TIMED_PROJECT}/documents"
+
+
+@pytest.fixture(scope="module")
+async def timed(client):
+    response = await client.post(
+        DOCUMENTS, json={"id": "dated", "text": "Restore drill notes.", "event_time": "2024-05-01T00:00:00Z"}
+    )
+    assert response.status_code == 201
+    return client
+
+
+@pytest.mark.parametrize("name", ["event_time_from", "event_time_to", "updated_since"])
+@pytest.mark.parametrize("number", ["5", "1714521600", "1e9", "-4.5"])
+async def test_a_time_parameter_given_as_a_number_is_a_400_naming_it(timed, name, number) -> None:
+    # The framework read a number as seconds since 1970: `?event_time_from=5` was 1970-01-01T00:00:05Z, and a
+    # delete by that filter deleted every dated document.
+    listed = await timed.get(DOCUMENTS, params={name: number})
+    deleted = await timed.delete(DOCUMENTS, params={name: number})
+
+    for response in (listed, deleted):
+        assert response.status_code == 400, response.text
+        assert response.json()["field"] == name
+        assert "RFC 3339" in response.json()["detail"]
+        assert f"got {number!r}" in response.json()["detail"]
+    assert (await timed.get(f"{DOCUMENTS}/dated")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "time",
+    ["2024-05-01T00:00:00Z", "2024-05-01T00:00:00", "2024-05-01T02:00:00+02:00", "2024-04-30T23:59:59.9999999Z"],
+)
+async def test_rfc3339_time_parameters_still_answer(timed, time) -> None:
+    response = await timed.get(DOCUMENTS, params={"event_time_from": time})
+
+    assert response.status_code == 200
+    assert [item["id"] for item in response.json()["items"]] == ["dated"]
+
+
+async def test_an_offset_whose_plus_arrived_as_a_space_is_told_how_to_send_it(timed) -> None:
+    response = await timed.get(f"{DOCUMENTS}?event_time_from=2024-05-01T02:00:00+02:00")
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "event_time_from"
+    assert "%2B" in response.json()["detail"]
+
+
+async def test_a_number_as_of_is_a_400_naming_it(timed) -> None:
+    response = await timed.get("/memory/query", params={"query": "restore", "project": TIMED_PROJECT, "as_of": "5"})
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "as_of"
