@@ -24,7 +24,9 @@ from app.api.entity_tags import (
     ETAG_HEADER,
     IfMatchHeader,
     IfNoneMatchHeader,
+    ReadIfMatchHeader,
     ReadIfNoneMatchHeader,
+    check_read_precondition,
     entity_tag,
     expected_version,
     holds_tag,
@@ -219,7 +221,7 @@ class DocumentController(Controller):
             HTTP_304_NOT_MODIFIED: ResponseSpec(
                 data_container=None, description="If-None-Match names the stored version: no body, its ETag"
             ),
-            **problem_responses(400, 401, 403, 404, 503, 504),
+            **problem_responses(400, 401, 403, 404, 409, 503, 504),
         },
     )
     async def read(
@@ -227,18 +229,21 @@ class DocumentController(Controller):
         project: ProjectPath,
         document_id: DocumentIdPath,
         services: Injected[Services],
+        if_match: ReadIfMatchHeader = None,
         if_none_match: ReadIfNoneMatchHeader = None,
     ) -> Response[DocumentOut]:
         """The document as PostgreSQL holds it, chunks in order with breadcrumbs. Ids may contain `/`.
 
         Its `ETag` is its version (`"7"`), what `If-Match` takes back; `If-None-Match` naming that version
         answers 304 without the body (a caller polling a document it holds). Until the lexical index has the
-        document its tag is `"7-pending"`, so a caller holding that answer is sent the indexed one.
+        document its tag is `"7-pending"`, so a caller holding that answer is sent the indexed one. `If-Match`
+        naming another version answers 409 with `current_version`, as a write does.
         """
         document_id = document_id.removeprefix("/")
         document = await services.engines.store.get_document(project, document_id)
         if document is None:
             raise _not_found(project, document_id)
+        check_read_precondition(if_match, document_id=document_id, version=document.version)
         headers = {ETAG_HEADER.name: entity_tag(document.version, lexically_indexed=document.lexically_indexed)}
         if if_none_match is not None and holds_tag(if_none_match, headers[ETAG_HEADER.name]):
             return Response(None, status_code=HTTP_304_NOT_MODIFIED, headers=headers)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 from litestar.datastructures import ResponseHeader
 from litestar.params import HeaderParameter
 
-from app.domain.errors import InvalidInputError
+from app.domain.errors import InvalidInputError, VersionConflictError
 from app.ingestion.expected_versions import ANY_VERSION
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ MAX_VERSION_DIGITS = 18
 """A document version is a PostgreSQL bigint: a longer number names no version (and `int()` caps digits)."""
 PENDING_SUFFIX = "-pending"
 """Ends the entity tag of a document the lexical index has not taken yet (`lexically_indexed: false`)."""
+IF_MATCH_PATTERN = rf'^\s*(\*|(W/)?"?[0-9]{{1,{MAX_VERSION_DIGITS}}}({PENDING_SUFFIX})?"?)\s*$'
 IfMatchHeader = Annotated[
     str | None,
     HeaderParameter(
@@ -25,7 +26,19 @@ IfMatchHeader = Annotated[
             'Write or delete only if the document is at this version (`7`, `"7"`, `W/"7"`, or its ETag `"7-pending"`),'
             " or exists (`*`)"
         ),
-        schema_extra={"pattern": rf'^\s*(\*|(W/)?"?[0-9]{{1,{MAX_VERSION_DIGITS}}}({PENDING_SUFFIX})?"?)\s*$'},
+        schema_extra={"pattern": IF_MATCH_PATTERN},
+    ),
+]
+
+ReadIfMatchHeader = Annotated[
+    str | None,
+    HeaderParameter(
+        name="If-Match",
+        description=(
+            'Read only if the document is at this version (`7`, `"7"`, `W/"7"`, or its ETag `"7-pending"`), or'
+            " exists (`*`): 409 with `current_version` otherwise"
+        ),
+        schema_extra={"pattern": IF_MATCH_PATTERN},
     ),
 ]
 
@@ -108,3 +121,18 @@ def expected_version(document: DocumentIn, *, if_match: str | None, if_none_matc
         msg = f"{' and '.join(asked)} expect different versions of document {document.id!r}"
         raise InvalidInputError(msg, field=next(name for name in asked if name != "expected_version"))
     return next(iter(asked.values()), None)
+
+
+def check_read_precondition(if_match: str | None, *, document_id: str, version: int) -> None:
+    """Raise a 409 (`VersionConflictError`) when a read's `If-Match` names a version other than the stored one.
+
+    Evaluated before `If-None-Match`, as RFC 9110 (13.2.2) orders them. Either tag of a version names it. RFC
+    9110 (13.1.1) answers a failed precondition 412; the service's writes answer 409 with `current_version`,
+    and a read says the same thing the same way.
+    """
+    if if_match is None:
+        return
+    expected = version_from(if_match)
+    if expected not in {ANY_VERSION, version}:
+        msg = f"document {document_id!r} is at version {version}, not {expected} (If-Match)"
+        raise VersionConflictError(msg, document_id=document_id, current_version=version)

@@ -190,3 +190,36 @@ async def test_a_caller_holding_the_pending_answer_is_sent_the_indexed_one(
     assert (polled.json()["lexically_indexed"], polled.headers["etag"]) == (True, f'"{version}"')
     assert held.status_code == 304
     assert replaced.status_code == 201, replaced.text  # If-Match takes the pending tag back as its version
+
+
+async def test_a_read_with_if_match_naming_another_version_is_a_409_without_the_document(client) -> None:
+    # If-Match on a read was accepted and ignored: the document was sent whatever version the caller expected.
+    url = f"/v1/projects/{PROJECT}/documents/plain"
+    current = await client.get(url)
+    version = current.json()["version"]
+
+    stale = await client.get(url, headers={"If-Match": f'"{version + 1}"'})
+    stale_head = await client.head(url, headers={"If-Match": f'"{version + 1}"'})
+
+    assert (stale.status_code, stale_head.status_code) == (409, 409)
+    assert stale.json()["current_version"] == version
+    assert "text" not in stale.json()
+
+
+@pytest.mark.parametrize("held", ["current", "*", "weak", "bare"])
+async def test_a_read_with_if_match_naming_the_stored_version_is_answered(client, held) -> None:
+    url = f"/v1/projects/{PROJECT}/documents/plain"
+    version = (await client.get(url)).json()["version"]
+    if_match = {"current": f'"{version}"', "*": "*", "weak": f'W/"{version}"', "bare": str(version)}[held]
+
+    response = await client.get(url, headers={"If-Match": if_match})
+
+    assert response.status_code == 200
+    assert response.json()["id"] == "plain"
+
+
+async def test_a_read_with_a_malformed_if_match_is_a_400_naming_it(client) -> None:
+    response = await client.get(f"/v1/projects/{PROJECT}/documents/plain", headers={"If-Match": "latest"})
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "If-Match"
