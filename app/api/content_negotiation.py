@@ -41,7 +41,7 @@ _QUALITY: Final = re.compile(r"0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?")
 _SHOWN_CHARS: Final = 120
 
 
-def _ranges(values: Iterable[str]) -> list[tuple[str, str, float]]:
+def accepted_ranges(values: Iterable[str]) -> list[tuple[str, str, float]]:
     """The media ranges of `Accept` field values as (type, subtype, quality), lowercase; malformed ones left out.
 
     A range whose type or `q` is malformed admits nothing: it is no range at all (RFC 9110, 12.4.2, 12.5.1).
@@ -96,7 +96,7 @@ def refuse_unacceptable(request: Request[Any, Any, Any]) -> None:
     values = [value for value in request.headers.getall("accept", []) if value.strip()]
     if not values:
         return
-    ranges = _ranges(values)
+    ranges = accepted_ranges(values)
     if any(quality_of(produced, ranges) > 0 for produced in PRODUCED_MEDIA_TYPES):
         return
     sent = ", ".join(values)
