@@ -18,6 +18,7 @@ from litestar.response.file import ASGIFileResponse
 from litestar.router import Router
 from litestar.static_files import StaticFiles
 
+from app.api.file_revalidation import FileRevalidation
 from app.api.guards import public
 
 CONSOLE_PATH: Final = "/console"
@@ -30,7 +31,8 @@ def console_router() -> Router:
     """`GET /console` (the page) and `/console/<file>` (its scripts and styles): public, revalidated per load.
 
     HEAD is answered as GET without the body, as on every route (`app.api.method_semantics`): Litestar's own
-    static files router answered HEAD without a content-type.
+    static files router answered HEAD without a content-type. A revalidation that holds the file is a 304
+    (`FileRevalidation`).
     """
     files = StaticFiles(
         is_html_mode=True,
@@ -52,6 +54,7 @@ def console_router() -> Router:
         route_handlers=[get_index, get_file],
         opt=dict(public),
         cache_control=CONSOLE_CACHE_CONTROL,
+        middleware=[FileRevalidation],
         include_in_schema=False,
         tags=["console"],
     )

@@ -101,3 +101,36 @@ async def test_head_on_each_console_file_answers_like_get_without_a_body(api_cli
         assert headed.headers.get("content-type") == got.headers["content-type"], path.name
         assert headed.headers["content-length"] == got.headers["content-length"] == str(path.stat().st_size)
         assert headed.headers["cache-control"] == "no-cache", path.name
+
+
+async def test_revalidating_an_unchanged_console_file_is_a_304_without_the_body(api_client) -> None:
+    # `Cache-Control: no-cache` has a browser revalidate each load; the tag it sent back got the whole file again.
+    first = await api_client.get("/console/console.js")
+
+    by_tag = await api_client.get("/console/console.js", headers={"If-None-Match": first.headers["etag"]})
+    by_date = await api_client.get("/console/console.js", headers={"If-Modified-Since": first.headers["last-modified"]})
+    page = await api_client.get(
+        "/console", headers={"If-None-Match": (await api_client.get("/console")).headers["etag"]}
+    )
+
+    for response in (by_tag, by_date, page):
+        assert response.status_code == 304
+        assert response.content == b""
+        assert response.headers["cache-control"] == "no-cache"
+        assert "content-type" not in response.headers
+    assert by_tag.headers["etag"] == first.headers["etag"]
+
+
+async def test_a_console_file_revalidated_with_another_tag_or_an_older_date_is_sent_whole(api_client) -> None:
+    first = await api_client.get("/console/console.js")
+
+    other_tag = await api_client.get("/console/console.js", headers={"If-None-Match": '"another"'})
+    older = await api_client.get("/console/console.js", headers={"If-Modified-Since": "Thu, 01 Jan 1970 00:00:00 GMT"})
+    # If-None-Match decides when both are sent (RFC 9110, 13.2.2): a date alone would have said 304.
+    both = await api_client.get(
+        "/console/console.js",
+        headers={"If-None-Match": '"another"', "If-Modified-Since": first.headers["last-modified"]},
+    )
+
+    assert [r.status_code for r in (other_tag, older, both)] == [200, 200, 200]
+    assert other_tag.content == first.content
