@@ -41,6 +41,11 @@ from app.api.response_headers import add_response_headers
 from app.api.search_requests import BatchSearchRequest, SearchRequest
 from app.api.search_routes import SearchController
 from app.api.strict_bodies import reject_lax_json
+from app.api.strict_preconditions import (
+    DECLARED_PRECONDITIONS_STATE_KEY,
+    declared_preconditions,
+    refuse_unevaluated_preconditions,
+)
 from app.api.strict_queries import (
     QUERY_PARAMETERS_STATE_KEY,
     declared_query_parameters,
@@ -89,7 +94,8 @@ def _catalog(state: State) -> ProjectCatalog:
 def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Awaitable[None]]:
     """Before every handler: no cross-site request without auth, no bad target, no unknown query, no coded body.
 
-    Nor an `Accept` that admits no JSON (`refuse_unacceptable`), checked before anything is read or done.
+    Nor an `Accept` that admits no JSON (`refuse_unacceptable`), nor a precondition the route cannot evaluate
+    (`refuse_unevaluated_preconditions`), checked before anything is read or done.
 
     A target is bad when its percent-escapes are not UTF-8; a body is coded when sent with a `Content-Encoding`
     or labelled a charset other than UTF-8. A JSON body is decoded strictly (`reject_lax_json`).
@@ -102,6 +108,7 @@ def _strict_request(settings: Settings) -> Callable[[Request[Any, Any, Any]], Aw
         reject_undecodable_target(request)
         refuse_unacceptable(request)
         reject_unknown_query_parameters(request)
+        refuse_unevaluated_preconditions(request)
         refuse_coded_body(request)
         await reject_lax_json(request)
 
@@ -212,6 +219,7 @@ def create_app(
         debug=False,
     )
     app.state[QUERY_PARAMETERS_STATE_KEY] = declared_query_parameters(app)
+    app.state[DECLARED_PRECONDITIONS_STATE_KEY] = declared_preconditions(app)
     app.state[FAILURE_LOG_STATE_KEY] = failure_log()
     complete_openapi(
         app.openapi_schema,

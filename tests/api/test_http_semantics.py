@@ -223,3 +223,42 @@ async def test_a_read_with_a_malformed_if_match_is_a_400_naming_it(client) -> No
 
     assert response.status_code == 400
     assert response.json()["field"] == "If-Match"
+
+
+GUARDED = "http-semantics-guarded"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "header", "value"),
+    [
+        ("DELETE", f"/v1/projects/{GUARDED}/documents?tag=kept", "If-Match", '"999"'),
+        ("DELETE", f"/v1/projects/{GUARDED}", "If-Match", '"999"'),
+        ("DELETE", f"/v1/projects/{GUARDED}", "If-Unmodified-Since", "Thu, 01 Jan 1970 00:00:00 GMT"),
+        ("DELETE", f"/v1/projects/{GUARDED}/documents/kept", "If-None-Match", "*"),
+        ("DELETE", f"/v1/projects/{GUARDED}/documents/kept", "If-Unmodified-Since", "Thu, 01 Jan 1970 00:00:00 GMT"),
+        ("POST", f"/v1/projects/{GUARDED}/reindex", "If-Match", '"999"'),
+        ("GET", f"/v1/projects/{GUARDED}/documents", "If-Match", '"999"'),
+        ("GET", f"/v1/projects/{GUARDED}/documents/kept", "If-Unmodified-Since", "Thu, 01 Jan 1970 00:00:00 GMT"),
+    ],
+)
+async def test_a_precondition_a_route_cannot_evaluate_is_a_400_and_nothing_is_done(
+    client, method, path, header, value
+) -> None:
+    # Ignored, `If-Match: "999"` on a delete by filter or of a project deleted anyway: the caller's guard did nothing.
+    written = await client.post(
+        f"/v1/projects/{GUARDED}/documents", json={"id": "kept", "text": "Guarded by a precondition.", "tags": ["kept"]}
+    )
+
+    response = await client.request(method, path, headers={header: value})
+
+    assert written.status_code in {200, 201}
+    assert response.status_code == 400, response.text
+    assert response.json()["field"] == header
+    assert (await client.get(f"/v1/projects/{GUARDED}/documents/kept")).status_code == 200
+
+
+async def test_a_read_without_validators_still_takes_if_none_match(client) -> None:
+    # A tag list names no listing (it has no ETag): the condition holds and the listing is sent (RFC 9110, 13.1.2).
+    response = await client.get(f"/v1/projects/{PROJECT}/documents", headers={"If-None-Match": '"7"'})
+
+    assert response.status_code == 200
