@@ -1,6 +1,6 @@
 """A precondition a route cannot evaluate is a 400, never ignored: the caller's guard would have done nothing.
 
-Only a document has a version the conditional headers can name (`app.api.document_conditions`), yet every
+Only a document has a version the conditional headers can name (`app.api.entity_tags`), yet every
 route took them: `If-Match: "999"` on `DELETE .../documents?tag=x` or on `DELETE /v1/projects/{p}` deleted
 anyway, `If-None-Match: *` on a document's `DELETE` ("only if it does not exist") deleted the document, and
 `If-Unmodified-Since` (no resource here has a modification date) was read nowhere. RFC 9110 (13.1.1) has a
