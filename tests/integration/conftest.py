@@ -6,6 +6,7 @@ it started is stopped at teardown, and so is an embedded PostgreSQL a killed ser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -21,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+from sqlalchemy import make_url, text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -202,3 +205,19 @@ def poimen_service(tmp_path: Path, poimen_data_dir: Path) -> Iterator[Callable[.
     for service, data_dir in started:
         service.stop()
         stop_leftover_postgres(data_dir)
+
+
+async def execute_statement(url: str, statement: str) -> None:
+    """Run one statement outside a transaction (CREATE DATABASE cannot run in one)."""
+    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+def empty_database(postgres_url: str, name: str) -> str:
+    """A new, empty database `name` on the session's PostgreSQL, as a URL: a test's own, whatever others left."""
+    asyncio.run(execute_statement(postgres_url, f'CREATE DATABASE "{name}"'))
+    return make_url(postgres_url).set(database=name).render_as_string(hide_password=False)

@@ -29,7 +29,7 @@ from app.engines.migrate import run_migrations
 from app.engines.opensearch_projects import project_alias
 from app.engines.pgvector import create_postgres_engine
 from tests.contract.opensearch_servers import stop_osmem
-from tests.integration.conftest import ServiceProcess, cli_environment, free_port, poimen_executable
+from tests.integration.conftest import ServiceProcess, cli_environment, empty_database, free_port, poimen_executable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
@@ -82,9 +82,12 @@ class Replicas:
 
 @pytest.fixture(scope="module")
 def replicas(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
-    run_migrations(postgres_url, embedding_dimensions=384)
+    # A database of its own: the session's holds the contract tests' chunks of another model, which a
+    # replica refuses to serve (its start-up compares the stored embedding model with its own).
+    database_url = empty_database(postgres_url, "replicas")
+    run_migrations(database_url, embedding_dimensions=384)
     server = OsmemServer.start(japanese=False, addr="127.0.0.1:0")
-    running = Replicas(postgres_url, server.url, tmp_path_factory.mktemp("replicas"))
+    running = Replicas(database_url, server.url, tmp_path_factory.mktemp("replicas"))
     try:
         running.services = [running.start(number, free_port()) for number in range(REPLICAS)]
         for service in running.services:

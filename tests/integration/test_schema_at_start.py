@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from osmem_server import OsmemServer
-from sqlalchemy import make_url, text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.engines.migrate import run_migrations
 from tests.contract.opensearch_servers import stop_osmem
-from tests.integration.conftest import ServiceProcess, spawn_service
+from tests.integration.conftest import ServiceProcess, empty_database, execute_statement, spawn_service
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,20 +38,6 @@ def opensearch_server_url() -> Iterator[str]:
         stop_osmem(server)
 
 
-async def _execute(url: str, statement: str) -> None:
-    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(text(statement))
-    finally:
-        await engine.dispose()
-
-
-def _empty_database(postgres_url: str, name: str) -> str:
-    asyncio.run(_execute(postgres_url, f'CREATE DATABASE "{name}"'))
-    return make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-
-
 def _serve(tmp_path: Path, database_url: str, opensearch_url: str, *, index: str, **overrides: str) -> ServiceProcess:
     return spawn_service(
         tmp_path / "data",
@@ -68,7 +52,7 @@ def _serve(tmp_path: Path, database_url: str, opensearch_url: str, *, index: str
 def test_a_first_install_serves_before_its_migrations_and_works_once_they_ran(
     postgres_url: str, opensearch_server_url: str, unique_name: str, tmp_path: Path
 ) -> None:
-    database_url = _empty_database(postgres_url, unique_name)
+    database_url = empty_database(postgres_url, unique_name)
     service = _serve(tmp_path, database_url, opensearch_server_url, index=unique_name)
     try:
         service.wait_ready()
@@ -97,7 +81,7 @@ def test_the_first_write_after_the_migrations_is_found_lexically_without_waiting
     # Before the migrations every outbox cycle fails (no table) and the worker backs off, doubling from
     # OUTBOX_POLL_INTERVAL_S: by its 9th failure in a row it waits 12.8 s (OUTBOX_MAX_BACKOFF_S=600 caps nothing
     # here). Before, the first write after `poimen migrate` stayed out of the lexical leg until that wait ended.
-    database_url = _empty_database(postgres_url, unique_name)
+    database_url = empty_database(postgres_url, unique_name)
     backoff = {"OUTBOX_POLL_INTERVAL_S": "0.05", "OUTBOX_MAX_BACKOFF_S": "600"}
     service = _serve(tmp_path, database_url, opensearch_server_url, index=unique_name, **backoff)
     try:
@@ -131,9 +115,9 @@ def test_the_first_write_after_the_migrations_is_found_lexically_without_waiting
 def test_a_schema_an_older_release_migrated_stops_the_service_in_one_line(
     postgres_url: str, opensearch_server_url: str, unique_name: str, tmp_path: Path
 ) -> None:
-    database_url = _empty_database(postgres_url, unique_name)
+    database_url = empty_database(postgres_url, unique_name)
     run_migrations(database_url, embedding_dimensions=384)
-    asyncio.run(_execute(database_url, "UPDATE alembic_version SET version_num = '0007'"))
+    asyncio.run(execute_statement(database_url, "UPDATE alembic_version SET version_num = '0007'"))
     service = _serve(tmp_path, database_url, opensearch_server_url, index=unique_name)
 
     try:
