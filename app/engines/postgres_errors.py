@@ -50,7 +50,7 @@ def translate_errors(*, engine: str) -> Iterator[None]:
         if _was_cancelled_by_server(error):
             message = f"{engine} cancelled the statement (timeout)"
             raise EngineTimeoutError(message, engine=engine) from error
-        if _sqlstate_in_chain(error, DISK_FULL_SQLSTATE):
+        if sqlstate_in_chain(error, DISK_FULL_SQLSTATE):
             # Answered 503 "retry in 1 s" with the file PostgreSQL could not extend; clients retried for ever.
             message = f"{engine} has no space left on its disk: nothing can be written until space is freed"
             raise EngineStorageFullError(message, engine=engine) from error
@@ -65,10 +65,10 @@ def translate_errors(*, engine: str) -> Iterator[None]:
 
 
 def _was_cancelled_by_server(error: BaseException) -> bool:
-    return _sqlstate_in_chain(error, QUERY_CANCELED_SQLSTATE)  # asyncpg's QueryCanceledError carries it too
+    return sqlstate_in_chain(error, QUERY_CANCELED_SQLSTATE)  # asyncpg's QueryCanceledError carries it too
 
 
-def _sqlstate_in_chain(error: BaseException, sqlstate: str) -> bool:
+def sqlstate_in_chain(error: BaseException, sqlstate: str) -> bool:
     """Whether `error`, or an error it wraps (`__cause__`, SQLAlchemy's `orig`), is PostgreSQL's `sqlstate`."""
     cause: BaseException | None = error
     while cause is not None:
