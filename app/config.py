@@ -68,6 +68,11 @@ class Settings(BaseSettings, SearchKnobs):
     # Read by `poimen migrate` only (connected as the tables' owner): grant this existing role what the service
     # needs. The service then connects as it (docs/security.md "External PostgreSQL"); needs DATABASE_URL.
     database_runtime_role: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    # How long a migration waits for a table's lock before it gives up, rolls back and tries again (up to
+    # MIGRATION_LOCK_ATTEMPTS tries): serving queries of that table queue behind the waiting ALTER meanwhile, so
+    # an unbounded wait behind one long transaction stopped all traffic (docs/operations.md).
+    migration_lock_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    migration_lock_attempts: int = Field(default=5, ge=1, le=100)
     # No overflow beyond it: under load, overflow connections were opened and closed again and again.
     # At least 2: a write holds one connection for its documents' locks and takes a second for the write.
     database_pool_size: int = Field(default=16, ge=2, le=200)

@@ -3,6 +3,8 @@
 The embedding dimension is read from `-x dimensions=N`, else `config.attributes["embedding_dimensions"]`,
 else 384, and handed to the revisions through `config.attributes`. The database URL is, in order: a
 connection in `config.attributes["connection"]`, `-x url=...`, `sqlalchemy.url`, env `DATABASE_URL`.
+`config.attributes["lock_timeout"]` (a PostgreSQL interval, `5000ms`) bounds each lock wait of the
+migration's transaction; unset, they wait.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ def do_run_migrations(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata, compare_server_default=True)
     with context.begin_transaction():
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_ID})
+        # After the advisory lock, which waits for another run however long it migrates. Every later lock wait
+        # (an ALTER TABLE behind a long transaction, which serving queries then queue behind) is bounded; the
+        # caller tries again (`app.engines.migrate`, MIGRATION_LOCK_TIMEOUT_S).
+        lock_timeout = config.attributes.get("lock_timeout")
+        if lock_timeout is not None:
+            connection.execute(text("SELECT set_config('lock_timeout', :value, true)"), {"value": lock_timeout})
         context.run_migrations()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,8 @@ from alembic.util.exc import CommandError
 from sqlalchemy import text
 
 from app.config import ConfigurationError
+from app.domain.errors import EngineTimeoutError
+from app.engines.migration_locks import LockWait, is_lock_timeout, lock_holders, lock_timeout_message
 from app.engines.postgres_connect import create_asyncpg_engine
 from app.engines.postgres_errors import translate_errors
 
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS_DIR_ENV = "POIMEN_MIGRATIONS_DIR"
 logger = logging.getLogger(__name__)
+DEFAULT_LOCK_WAIT = LockWait()
 
 
 def migrations_dir() -> Path:
@@ -42,46 +46,53 @@ def migrations_dir() -> Path:
     raise ConfigurationError(message)
 
 
-def alembic_config(database_url: str, *, embedding_dimensions: int) -> Config:
-    """An alembic `Config` for `database_url` that works from any working directory."""
+def alembic_config(database_url: str, *, embedding_dimensions: int, lock_wait: LockWait | None = None) -> Config:
+    """An alembic `Config` for `database_url` that works from any working directory.
+
+    With `lock_wait`, the migration session's statements wait at most `lock_wait.timeout_s` for a lock
+    (`migrations/env.py`); without, as long as it takes.
+    """
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     # `%` would be taken for interpolation by configparser (passwords may contain it).
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     config.attributes["embedding_dimensions"] = embedding_dimensions
+    if lock_wait is not None:
+        config.attributes["lock_timeout"] = lock_wait.lock_timeout_setting
     return config
 
 
-def run_migrations(database_url: str, *, embedding_dimensions: int) -> None:
+def run_migrations(database_url: str, *, embedding_dimensions: int, lock_wait: LockWait = DEFAULT_LOCK_WAIT) -> None:
     """Run `alembic upgrade head`, then check the stored embedding dimension matches `embedding_dimensions`.
 
     Safe to call when already at head, and from several processes at once (they take turns on an
     advisory lock). Blocks; callable from inside a running event loop (it then migrates on a
-    worker thread). Raises `ConfigurationError` when the database was created for another dimension.
+    worker thread). Raises `ConfigurationError` when the database was created for another dimension,
+    and `EngineTimeoutError` naming the lock's holders when every try of `lock_wait` gave up waiting for a
+    table's lock (nothing changed then).
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        _upgrade_and_check(database_url, embedding_dimensions)
+        _upgrade_and_check(database_url, embedding_dimensions, lock_wait)
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="migrations") as executor:
-        executor.submit(_upgrade_and_check, database_url, embedding_dimensions).result()
+        executor.submit(_upgrade_and_check, database_url, embedding_dimensions, lock_wait).result()
 
 
-async def run_migrations_async(database_url: str, *, embedding_dimensions: int) -> None:
+async def run_migrations_async(
+    database_url: str, *, embedding_dimensions: int, lock_wait: LockWait = DEFAULT_LOCK_WAIT
+) -> None:
     """`run_migrations` without blocking the event loop."""
-    await asyncio.to_thread(_upgrade_and_check, database_url, embedding_dimensions)
+    await asyncio.to_thread(_upgrade_and_check, database_url, embedding_dimensions, lock_wait)
 
 
-def _upgrade_and_check(database_url: str, embedding_dimensions: int) -> None:
+def _upgrade_and_check(database_url: str, embedding_dimensions: int, lock_wait: LockWait) -> None:
     # A database that cannot be reached is an `EngineUnavailableError` naming the cause in one line (the
     # migration Job's log showed the driver's traceback).
-    config = alembic_config(database_url, embedding_dimensions=embedding_dimensions)
+    config = alembic_config(database_url, embedding_dimensions=embedding_dimensions, lock_wait=lock_wait)
     with translate_errors(engine="postgresql"):
-        try:
-            command.upgrade(config, "head")
-        except CommandError as error:
-            raise _newer_schema(config, error) from None
+        _upgrade_within_lock_wait(config, database_url, lock_wait)
         stored = asyncio.run(stored_embedding_dimensions(database_url))
     if stored != embedding_dimensions:
         message = (
@@ -90,6 +101,33 @@ def _upgrade_and_check(database_url: str, embedding_dimensions: int) -> None:
             "was built with"
         )
         raise ConfigurationError(message)
+
+
+def _upgrade_within_lock_wait(config: Config, database_url: str, lock_wait: LockWait) -> None:
+    """`alembic upgrade head`, tried again from the start (all in one transaction) when a lock wait timed out."""
+    for attempt in range(1, lock_wait.attempts + 1):
+        try:
+            command.upgrade(config, "head")
+        except CommandError as error:
+            raise _newer_schema(config, error) from None
+        except Exception as error:
+            if not is_lock_timeout(error):
+                raise
+            if attempt == lock_wait.attempts:
+                message = lock_timeout_message(lock_wait, asyncio.run(lock_holders(database_url)))
+                raise EngineTimeoutError(message, engine="postgresql") from None
+            pause_s = lock_wait.backoff_s(attempt)
+            logger.warning(
+                "the migration waited %g s for a table's lock held by another transaction and rolled back; "
+                "trying again in %g s (try %d of %d)",
+                lock_wait.timeout_s,
+                pause_s,
+                attempt + 1,
+                lock_wait.attempts,
+            )
+            time.sleep(pause_s)
+        else:
+            return
 
 
 def _newer_schema(config: Config, error: CommandError) -> Exception:

@@ -24,6 +24,7 @@ from app.engines.postgres_roles import ensure_runtime_role
 from app.engines.tantivy_folders import refill_queued
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.ingestion.reindex import queue_every_project, rebuild_project
+from app.wiring.migrate import migration_lock_wait
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -204,7 +205,10 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             # Kubernetes migrates in a Job (`poimen migrate`); the embedded default migrates itself.
             with translate_errors(engine="postgres"):  # a server killed just now: unavailable, not a traceback
                 await asyncio.to_thread(
-                    run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions
+                    run_migrations,
+                    database_url,
+                    embedding_dimensions=settings.embedding_dimensions,
+                    lock_wait=migration_lock_wait(settings),
                 )
             # Migrated as the superuser, served as a role the row-level security policies hold.
             database_url = await ensure_runtime_role(database_url)

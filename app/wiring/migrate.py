@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
+from app.engines.migration_locks import LockWait
 from app.engines.postgres_roles import grant_runtime_role
 
 if TYPE_CHECKING:
@@ -29,10 +30,20 @@ async def migrate(settings: Settings) -> int:
         embedded = EmbeddedPostgres(settings.embedded_postgres_dir)
         database_url = await asyncio.to_thread(embedded.start)
     try:
-        await asyncio.to_thread(run_migrations, database_url, embedding_dimensions=settings.embedding_dimensions)
+        await asyncio.to_thread(
+            run_migrations,
+            database_url,
+            embedding_dimensions=settings.embedding_dimensions,
+            lock_wait=migration_lock_wait(settings),
+        )
         if settings.database_runtime_role is not None:
             await grant_runtime_role(database_url, settings.database_runtime_role)
     finally:
         if embedded is not None:
             embedded.stop()
     return settings.embedding_dimensions
+
+
+def migration_lock_wait(settings: Settings) -> LockWait:
+    """How long each try waits for a table's lock, and how many tries (MIGRATION_LOCK_TIMEOUT_S, _ATTEMPTS)."""
+    return LockWait(timeout_s=settings.migration_lock_timeout_s, attempts=settings.migration_lock_attempts)
