@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError
 
 from app.config import ConfigurationError
 from app.engines.postgres_connect import create_asyncpg_engine
+from app.engines.postgres_errors import sqlstate_in_chain, translate_errors
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Row
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 RUNTIME_ROLE: Final = "poimen_runtime"
 ROLE_LOCK_ID: Final = 7_402_113_002
@@ -104,22 +107,80 @@ async def grant_runtime_role(owner_url: str, role: str) -> None:
     never created or altered here. Idempotent. Run after the migrations: the grants name their tables.
     Raises `ConfigurationError` when the role does not exist (yet), is a superuser, has `BYPASSRLS`, or is
     (or is a member of) the tables' owner: with any of these the row-level security policies would not hold it.
-    Safe from several processes at once (they take turns on `ROLE_LOCK_ID`).
+    Safe from several processes at once (they take turns on `ROLE_LOCK_ID`). Raises `ConfigurationError` too when
+    the connected user may not grant the tables (it is not their owner): PostgreSQL refused some GRANTs and
+    only warned of others ("no privileges were granted"), so each privilege is checked after granting.
     """
     engine = create_asyncpg_engine(owner_url)
     try:
-        async with engine.begin() as connection:
-            await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ROLE_LOCK_ID})
-            facts = (
-                await connection.execute(text(ROLE_FACTS), {"role": role, "tables": list(PROJECT_TABLES)})
-            ).one_or_none()
-            problem = _runtime_role_problem(role, facts)
-            if problem is not None:
-                raise ConfigurationError(problem)
-            for statement in runtime_grants(role):
-                await connection.execute(text(statement))
+        with translate_errors(engine="postgresql"):
+            async with engine.begin() as connection:
+                await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ROLE_LOCK_ID})
+                facts = (
+                    await connection.execute(text(ROLE_FACTS), {"role": role, "tables": list(PROJECT_TABLES)})
+                ).one_or_none()
+                problem = _runtime_role_problem(role, facts)
+                if problem is not None:
+                    raise ConfigurationError(problem)
+                await _grant_or_refuse(connection, role)
     finally:
         await engine.dispose()
+
+
+INSUFFICIENT_PRIVILEGE_SQLSTATE: Final = "42501"
+
+
+def runtime_privilege_checks(role_parameter: str) -> tuple[tuple[str, str], ...]:
+    """(what, SQL that is true when the role holds it) for every privilege of `runtime_grants`, one each.
+
+    One privilege per check: `has_table_privilege(role, t, 'SELECT, INSERT')` is true when either is held.
+    """
+    tables = tuple(
+        (f"{privilege} on {table}", f"has_table_privilege({role_parameter}, '{table}', '{privilege}')")
+        for table in PROJECT_TABLES
+        for privilege in ("SELECT", "INSERT", "UPDATE", "DELETE")
+    )
+    sequences = tuple(
+        (f"USAGE on {sequence}", f"has_sequence_privilege({role_parameter}, '{sequence}', 'USAGE')")
+        for sequence in ("document_version_seq", "lexical_outbox_version_seq")
+    )
+    return (
+        ("USAGE on schema public", f"has_schema_privilege({role_parameter}, 'public', 'USAGE')"),
+        *tables,
+        *sequences,
+        ("SELECT on alembic_version", f"has_table_privilege({role_parameter}, 'alembic_version', 'SELECT')"),
+    )
+
+
+MISSING_PRIVILEGES: Final = "SELECT " + ", ".join(
+    f"CASE WHEN {held} THEN NULL ELSE '{what}' END" for what, held in runtime_privilege_checks("CAST(:role AS text)")
+)
+GRANTOR_AND_OWNER: Final = (
+    "SELECT current_user, (SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = 'documents')"
+)
+
+
+async def _grant_or_refuse(connection: AsyncConnection, role: str) -> None:
+    """Run `runtime_grants(role)`, then check each privilege is held: refuse in one line when one is not."""
+    grantor, owner = (await connection.execute(text(GRANTOR_AND_OWNER))).one()
+    try:
+        for statement in runtime_grants(role):
+            await connection.execute(text(statement))
+        missing = [what for what in (await connection.execute(text(MISSING_PRIVILEGES), {"role": role})).one() if what]
+    except DBAPIError as error:
+        if not sqlstate_in_chain(error, INSUFFICIENT_PRIVILEGE_SQLSTATE):
+            raise
+        reason = str(getattr(error, "orig", error)).strip().splitlines()[0]
+    else:
+        if not missing:
+            return
+        reason = f"{len(missing)} of its privileges were not granted, first {missing[0]}"
+    message = (
+        f"DATABASE_RUNTIME_ROLE={role}: DATABASE_URL's user {grantor} may not grant it the tables ({reason}); "
+        "PostgreSQL grants only what a role owns or holds WITH GRANT OPTION: run `poimen migrate` with DATABASE_URL "
+        f"as the tables' owner ({owner})"
+    )
+    raise ConfigurationError(message)
 
 
 def _runtime_role_problem(role: str, facts: Row[Any] | None) -> str | None:

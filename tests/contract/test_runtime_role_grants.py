@@ -201,3 +201,34 @@ async def test_the_grants_of_several_migrations_at_once_take_turns(cluster: Clus
             *(grant_runtime_role(cluster.owner_url, cluster.runtime) for _ in range(6)), return_exceptions=True
         )
         assert [repr(result) for result in results if isinstance(result, BaseException)] == []
+
+
+@pytest.mark.parametrize("migrating_role", ["runtime", "stranger"])
+async def test_migrate_refuses_in_one_line_when_its_user_may_not_grant_the_tables(
+    cluster: Cluster, migrated: list[str], postgres_url: str, tmp_path: Path, migrating_role: str
+) -> None:
+    # The tables' owner must grant. `runtime` holds the privileges without GRANT OPTION: PostgreSQL only warned
+    # "no privileges were granted" and migrate said "runtime role ... granted" (exit 0, nothing granted).
+    # `stranger` may read alembic_version only: "permission denied for table documents" was a traceback.
+    assert migrated
+    suffix = uuid.uuid4().hex[:8]
+    grantee, stranger = f"grantee_{suffix}", f"stranger_{suffix}"
+    await run_as_superuser(postgres_url, f"CREATE ROLE {grantee} LOGIN", f"CREATE ROLE {stranger} LOGIN")
+    await run_as_superuser(postgres_url, f"GRANT SELECT ON alembic_version TO {stranger}", database=cluster.database)
+    user = cluster.runtime if migrating_role == "runtime" else stranger
+    try:
+        result = poimen_migrate(url_as(cluster.owner_url, user=user, database=cluster.database), grantee, tmp_path)
+        owner_engine = create_postgres_engine(cluster.owner_url, pool_size=1)
+        async with owner_engine.connect() as connection:
+            held = text("SELECT has_table_privilege(:role, 'documents', 'SELECT')")
+            granted = (await connection.execute(held, {"role": grantee})).scalar_one()
+        await owner_engine.dispose()
+    finally:
+        await run_as_superuser(postgres_url, f"DROP OWNED BY {grantee}, {stranger} CASCADE", database=cluster.database)
+        await run_as_superuser(postgres_url, f"DROP ROLE {grantee}", f"DROP ROLE {stranger}")
+
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"DATABASE_RUNTIME_ROLE={grantee}: "), result.stderr
+    assert f"as the tables' owner ({cluster.owner})" in result.stderr
+    assert granted is False
