@@ -49,16 +49,25 @@ def run_migrations_offline() -> None:
 
 
 def do_run_migrations(connection: Connection) -> None:
+    """Migrate on `connection` under the session's advisory lock; commits what the connection had begun.
+
+    The lock is the session's, not a transaction's: a migration that commits midway (0008 fills its keys
+    after committing its columns) keeps it. A run that fails leaves it to the connection's close.
+    """
+    connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_ID})
+    # After the advisory lock, which waits for another run however long it migrates. Every later lock wait
+    # (an ALTER TABLE behind a long transaction, which serving queries then queue behind) is bounded; the
+    # caller tries again (`app.engines.migrate`, MIGRATION_LOCK_TIMEOUT_S). The session's, for the same reason.
+    lock_timeout = config.attributes.get("lock_timeout")
+    if lock_timeout is not None:
+        connection.execute(text("SELECT set_config('lock_timeout', :value, false)"), {"value": lock_timeout})
+    connection.commit()  # alembic's transaction must be its own, or an autocommit block cannot commit it
     context.configure(connection=connection, target_metadata=target_metadata, compare_server_default=True)
     with context.begin_transaction():
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_ID})
-        # After the advisory lock, which waits for another run however long it migrates. Every later lock wait
-        # (an ALTER TABLE behind a long transaction, which serving queries then queue behind) is bounded; the
-        # caller tries again (`app.engines.migrate`, MIGRATION_LOCK_TIMEOUT_S).
-        lock_timeout = config.attributes.get("lock_timeout")
-        if lock_timeout is not None:
-            connection.execute(text("SELECT set_config('lock_timeout', :value, true)"), {"value": lock_timeout})
         context.run_migrations()
+    connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_ID})
+    connection.execute(text("RESET lock_timeout"))
+    connection.commit()
 
 
 async def run_async_migrations() -> None:

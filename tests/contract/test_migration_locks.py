@@ -19,7 +19,8 @@ from alembic import command
 from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.engines.migrate import alembic_config
+from app.domain.errors import EngineTimeoutError
+from app.engines.migrate import alembic_config, run_migrations
 from app.engines.migration_locks import LockWait
 
 if TYPE_CHECKING:
@@ -34,15 +35,16 @@ GUARD_S = 120.0
 """A hung migration fails the test instead of hanging the session (no assertion on time)."""
 
 
-@pytest.fixture
-def database_at_0007(postgres_url: str) -> str:
+def create_database_at_0007(postgres_url: str, *, c_locale: bool = False) -> str:
+    """A new database on the session's server, migrated to 0007; "C" as CloudNativePG creates them, if asked."""
     name = f"locks_{uuid.uuid4().hex[:8]}"
+    locale = " TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'" if c_locale else ""
 
     async def create() -> None:
         engine = create_async_engine(postgres_url, isolation_level="AUTOCOMMIT")
         try:
             async with engine.connect() as connection:
-                await connection.execute(text(f'CREATE DATABASE "{name}"'))
+                await connection.execute(text(f'CREATE DATABASE "{name}"{locale}'))
         finally:
             await engine.dispose()
 
@@ -50,6 +52,11 @@ def database_at_0007(postgres_url: str) -> str:
     url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
     command.upgrade(alembic_config(url, embedding_dimensions=384), "0007")
     return url
+
+
+@pytest.fixture
+def database_at_0007(postgres_url: str) -> str:
+    return create_database_at_0007(postgres_url)
 
 
 @pytest.fixture
@@ -139,3 +146,137 @@ def test_the_backoff_doubles_up_to_its_ceiling() -> None:
 
     assert pauses == [1.0, 2.0, 4.0, 6.0, 6.0]
     assert wait.lock_timeout_setting == "5000ms"
+
+
+CHUNK_ROWS = (
+    "INSERT INTO chunks (project_id, chunk_id, document_id, text, source, level, section_title, position, tags, "
+    "chunk_hash, embedding, embedding_model) SELECT 'p', 'c' || i, 'd1', 'x', 's', 'L0', '', 0, CAST(:tags AS text[]), "
+    "'h', CAST(array_fill(0.1, ARRAY[384]) AS vector), 'm' FROM generate_series(1, :rows) AS i"
+)
+DOCUMENT_ROWS = (
+    "INSERT INTO documents (project_id, document_id, source, title, content_hash, tags) "
+    "SELECT :project, 'd' || i, 's', 't', 'h', CAST(:tags AS text[]) FROM generate_series(1, :rows) AS i"
+)
+FILL_HELD = 4_242_001
+"""Advisory lock the test holds; a trigger makes each update of a chunk wait for it (the fill, held midway)."""
+HOLD_FILL_FUNCTION = (
+    "CREATE FUNCTION hold_fill() RETURNS trigger LANGUAGE plpgsql AS "
+    f"$$ BEGIN PERFORM pg_advisory_lock({FILL_HELD}); PERFORM pg_advisory_unlock({FILL_HELD}); RETURN NEW; END $$"
+)
+KEYS_BY_PROJECT = (
+    "SELECT project_id, array_to_string(ARRAY(SELECT unnest(tag_keys) ORDER BY 1), ','), count(*) "
+    "FROM documents GROUP BY 1, 2 ORDER BY 1, 2"
+)
+
+
+async def execute_all(url: str, *statements: tuple[str, dict[str, object]]) -> list[list[tuple[object, ...]]]:
+    """Run `statements` in one transaction under the maintenance scope; each one's rows."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("SELECT set_config('poimen.scope', 'all_projects', true)"))
+            results = [await connection.execute(text(sql), parameters) for sql, parameters in statements]
+            return [[tuple(row) for row in result.all()] if result.returns_rows else [] for result in results]
+    finally:
+        await engine.dispose()
+
+
+async def test_migration_0008_fills_the_keys_while_reads_of_chunks_go_on(postgres_url: str) -> None:
+    # Before: 0008 added tag_keys (ACCESS EXCLUSIVE) and filled it in the migrations' one transaction, so every
+    # query of chunks waited for the whole fill (about 650 rewritten rows/s on a "C" database).
+    url = await asyncio.to_thread(create_database_at_0007, postgres_url, c_locale=True)
+    await execute_all(
+        url,
+        (DOCUMENT_ROWS, {"project": "p", "tags": [], "rows": 1}),
+        (CHUNK_ROWS, {"tags": ["École", "ops"], "rows": 3}),
+        (HOLD_FILL_FUNCTION, {}),
+        ("CREATE TRIGGER hold_fill BEFORE UPDATE ON chunks FOR EACH ROW EXECUTE FUNCTION hold_fill()", {}),
+    )
+    holder_engine, reader_engine = create_async_engine(url), create_async_engine(url)
+    holder = await holder_engine.connect()
+    await holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": FILL_HELD})
+    await holder.commit()  # the session's lock stays; the holder's transaction touched no table
+    migration = asyncio.create_task(
+        asyncio.to_thread(command.upgrade, alembic_config(url, embedding_dimensions=384), "head")
+    )
+    try:
+        await wait_for_a_waiter_on(holder, FILL_HELD)
+        async with reader_engine.connect() as reader:
+            await reader.execute(text(f"SET statement_timeout = '{GUARD_S}s'"))
+            await reader.execute(text("SELECT set_config('poimen.scope', 'all_projects', false)"))
+
+            counted = (await reader.execute(text("SELECT count(*) FROM chunks"))).scalar_one()
+    finally:
+        await holder.execute(text("SELECT pg_advisory_unlock_all()"))
+        await holder.close()
+        await asyncio.wait_for(migration, GUARD_S)
+        await holder_engine.dispose()
+        await reader_engine.dispose()
+    keys = await execute_all(url, ("SELECT DISTINCT tag_keys FROM chunks", {}))
+
+    assert counted == 3
+    assert [sorted(row[0]) for row in keys[0]] == [["ops", "école"]]  # type: ignore[arg-type]
+
+
+async def wait_for_a_waiter_on(connection: AsyncConnection, advisory_key: int) -> None:
+    """Return once another session waits for the advisory lock `advisory_key` (polled, up to `GUARD_S`)."""
+    waiting = text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND (classid::bigint << 32 | objid::bigint) = :key"
+    )
+    for _ in range(int(GUARD_S * 20)):
+        if (await connection.execute(waiting, {"key": advisory_key})).scalar_one():
+            await connection.commit()
+            return
+        await connection.commit()
+        await asyncio.sleep(0.05)
+    pytest.fail("the migration never reached the fill")
+
+
+async def test_migration_0008_keys_every_row_across_its_batches(postgres_url: str) -> None:
+    url = await asyncio.to_thread(create_database_at_0007, postgres_url, c_locale=True)
+    await execute_all(
+        url,
+        (DOCUMENT_ROWS, {"project": "a", "tags": ["École"], "rows": 1500}),
+        (DOCUMENT_ROWS, {"project": "b", "tags": ["Ops", "École"], "rows": 1200}),
+        (DOCUMENT_ROWS, {"project": "c", "tags": ["ops"], "rows": 10}),
+    )
+
+    await asyncio.to_thread(command.upgrade, alembic_config(url, embedding_dimensions=384), "head")
+
+    counts = await execute_all(url, (KEYS_BY_PROJECT, {}))
+    assert counts[0] == [("a", "école", 1500), ("b", "ops,école", 1200), ("c", "", 10)]  # unkeyed: read as lower(tags)
+
+
+async def test_a_migration_stopped_during_0008s_fill_resumes_to_the_same_keys(postgres_url: str) -> None:
+    # The fill runs after 0008's columns are committed: a run stopped there (here: its lock wait timed out, as
+    # the session's lock_timeout still bounds it) leaves revision 0007 with the columns, and the next run
+    # must add them only if missing and key every row.
+    url = await asyncio.to_thread(create_database_at_0007, postgres_url, c_locale=True)
+    await execute_all(
+        url,
+        (DOCUMENT_ROWS, {"project": "p", "tags": [], "rows": 1}),
+        (CHUNK_ROWS, {"tags": ["École", "ops"], "rows": 3}),
+        (HOLD_FILL_FUNCTION, {}),
+        ("CREATE TRIGGER hold_fill BEFORE UPDATE ON chunks FOR EACH ROW EXECUTE FUNCTION hold_fill()", {}),
+    )
+    holder_engine = create_async_engine(url)
+    holder = await holder_engine.connect()
+    await holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": FILL_HELD})
+    await holder.commit()
+    stopped = LockWait(timeout_s=0.2, attempts=1)
+    try:
+        with pytest.raises(EngineTimeoutError):
+            await asyncio.to_thread(run_migrations, url, embedding_dimensions=384, lock_wait=stopped)
+    finally:
+        await holder.execute(text("SELECT pg_advisory_unlock_all()"))
+        await holder.close()
+        await holder_engine.dispose()
+    stopped_at = await revision(url)
+
+    await asyncio.to_thread(run_migrations, url, embedding_dimensions=384)
+
+    keys = await execute_all(url, ("SELECT DISTINCT tag_keys FROM chunks", {}))
+    assert stopped_at == "0007"
+    assert await revision(url) != "0007"
+    assert [sorted(row[0]) for row in keys[0]] == [["ops", "école"]]  # type: ignore[arg-type]
