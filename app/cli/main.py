@@ -55,7 +55,10 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
     import uvicorn  # noqa: PLC0415 - only the server needs it
 
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
-    from app.api.request_head import HeadLimitedHttpToolsProtocol  # noqa: PLC0415 - keeps `poimen --help` fast
+    from app.api.open_connections import (  # noqa: PLC0415 - keeps `poimen --help` fast
+        CappedHttpToolsProtocol,
+        raise_descriptor_limit,
+    )
     from app.observability.logs import configure_logging  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.wiring.vocabulary import read_query_vocabulary  # noqa: PLC0415 - keeps `poimen --help` fast
 
@@ -91,11 +94,14 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
     # uvicorn drains in-flight requests and runs the lifespan shutdown on SIGTERM, then re-raises the signal
     # to the handler it found; a no-op one makes that graceful stop exit 0 instead of dying by SIGTERM.
     signal.signal(signal.SIGTERM, lambda _signal_number, _frame: None)
+    raise_descriptor_limit()  # a container's soft limit is often 1,024 under a hard one far higher
     uvicorn.run(
         create_app(settings, on_ready=_when_ready(_first_lines(settings, bind_host, bind_port) if terminal else None)),
         host=bind_host,
         port=bind_port,
-        http=HeadLimitedHttpToolsProtocol,  # a request head over 64 KiB is a 431, not buffered whatever its size
+        # A request head over 64 KiB is a 431, not buffered whatever its size; connections stay under the
+        # descriptor limit (app/api/open_connections.py).
+        http=CappedHttpToolsProtocol,
         log_config=None,
         access_log=False,
         server_header=False,  # a version banner helps nobody but a scanner

@@ -129,6 +129,11 @@ REQUESTS_SHED_TOTAL: Final = Counter(
     ["reason"],
 )
 SHED_REASONS: Final = frozenset({"overload", "rate_limit", "refused_auth"})
+CONNECTIONS_CLOSED_TOTAL: Final = Counter(
+    "poimen_connections_closed_total",
+    "Connections closed at the open-connection cap: idle (the idlest one, for a new one) or full (the new one).",
+    ["reason"],
+)
 SHADOW_SEARCH_DURATION_SECONDS: Final = Histogram(
     "poimen_shadow_search_duration_seconds",
     "Seconds a shadow search took, by the arm it ran (off the response path; shadow mode only).",
@@ -329,6 +334,12 @@ def record_shed(reason: str) -> None:
     if not MetricsSwitch.enabled:
         return
     REQUESTS_SHED_TOTAL.labels(reason=bounded(reason, SHED_REASONS)).inc()
+
+
+def record_connection_closed(reason: str) -> None:
+    """Count one connection closed at the open-connection cap (`idle` or `full`)."""
+    if MetricsSwitch.enabled:
+        CONNECTIONS_CLOSED_TOTAL.labels(reason=bounded(reason, frozenset({"idle", "full"}))).inc()
 
 
 def record_shadow_search(arm: str, elapsed_s: float) -> None:

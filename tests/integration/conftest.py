@@ -175,12 +175,20 @@ def poimen_data_dir() -> Iterator[Path]:
         yield path
 
 
-def spawn_service(data_dir: Path, *, log_path: Path, **overrides: str) -> ServiceProcess:
-    """Start `poimen serve` on a free loopback port with its output in `log_path`; not yet waited for."""
+def spawn_service(
+    data_dir: Path, *, log_path: Path, descriptor_limit: int | None = None, **overrides: str
+) -> ServiceProcess:
+    """Start `poimen serve` on a free loopback port with its output in `log_path`; not yet waited for.
+
+    `descriptor_limit`: the process's soft and hard limit on open descriptors (`ulimit -n`), when given.
+    """
     port = free_port()
+    command = [poimen_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    if descriptor_limit is not None:  # through the shell: no preexec_fn in a process that runs threads
+        command = ["sh", "-c", f'ulimit -n {descriptor_limit} && exec "$@"', "sh", *command]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [poimen_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            command,
             cwd=data_dir.parent,  # not the checkout: its .env must not leak into the run
             env=cli_environment(data_dir, **overrides),
             stdout=log,
@@ -191,11 +199,14 @@ def spawn_service(data_dir: Path, *, log_path: Path, **overrides: str) -> Servic
 
 @pytest.fixture
 def poimen_service(tmp_path: Path, poimen_data_dir: Path) -> Iterator[Callable[..., ServiceProcess]]:
-    """`start(data_dir=poimen_data_dir, **env)`: a ready `poimen serve` subprocess; all stopped at teardown."""
+    """`start(data_dir=poimen_data_dir, descriptor_limit=None, **env)`: a ready `poimen serve`; all stopped at teardown."""
     started: list[tuple[ServiceProcess, Path]] = []
 
-    def start(data_dir: Path = poimen_data_dir, *, wait: bool = True, **overrides: str) -> ServiceProcess:
-        service = spawn_service(data_dir, log_path=tmp_path / f"serve-{len(started)}.log", **overrides)
+    def start(
+        data_dir: Path = poimen_data_dir, *, wait: bool = True, descriptor_limit: int | None = None, **overrides: str
+    ) -> ServiceProcess:
+        log_path = tmp_path / f"serve-{len(started)}.log"
+        service = spawn_service(data_dir, log_path=log_path, descriptor_limit=descriptor_limit, **overrides)
         started.append((service, data_dir))
         if wait:
             service.wait_ready()
