@@ -34,7 +34,6 @@ from app.api.entity_tags import (
 )
 from app.api.errors import problem_responses
 from app.api.guards import ingest_guard, search_guard
-from app.api.heap_release import release_free_heap
 from app.api.project_routes import (
     NO_NUL_PATTERN,
     PROJECT_ERROR_RESPONSES,
@@ -131,9 +130,8 @@ class DocumentController(Controller):
         """
         declared = _declared_bytes(request)
         async with shared_allowance(request.app.state, _BODIES_IN_FLIGHT, INGEST_BODY_BYTES_IN_FLIGHT).take(declared):
-            answer = await _ingest(request, project, settings, pipeline, if_match=if_match, if_none_match=if_none_match)
-        await release_free_heap(declared)  # else the replica's RSS stays near this request's peak
-        return answer
+            # The heap is trimmed after the answer (app.api.overload), else the replica's RSS stays near its peak.
+            return await _ingest(request, project, settings, pipeline, if_match=if_match, if_none_match=if_none_match)
 
     @get(
         "/",

@@ -27,6 +27,7 @@ from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
 
 from app.api.errors import PROBLEM_MEDIA_TYPE, RETRY_AFTER_S
+from app.api.heap_release import HeapTrimmer
 from app.observability.metrics import record_shed
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class ConcurrencyLimit:
         self._limit = limit
         self._body_timeout_s, self._body_min_rate = body_timeout_s, body_min_rate_bytes_per_s
         self._in_flight = 0  # one event loop per process: no lock needed between awaits
+        self._heap = HeapTrimmer()
         # The refusal is the same every time: built once, so shedding costs no serialisation.
         detail = f"more than {limit} requests in flight; retry shortly"
         self._refusal = json.dumps({"type": "about:blank", "title": "Overloaded", "status": 503, "detail": detail})
@@ -79,11 +81,13 @@ class ConcurrencyLimit:
             await _problem(send, 503, self._refusal.encode())
             return
         self._in_flight += 1
+        body = _BodyWithDeadline(receive, timeout_s=self._body_timeout_s, min_rate=self._body_min_rate)
         try:
-            body = _BodyWithDeadline(receive, timeout_s=self._body_timeout_s, min_rate=self._body_min_rate)
             await self._app(scope, body.receive, send)
         finally:
             self._in_flight -= 1
+        # Answered: a large body (an ingest, a batch search, a refused one alike) left the heap near its peak.
+        await self._heap.release(body.received_bytes)
 
 
 class _BodyWithDeadline:
@@ -97,6 +101,7 @@ class _BodyWithDeadline:
         self._deadline: float | None = None
         self._timeout_s, self._min_rate = timeout_s, min_rate
         self._whole = False
+        self.received_bytes = 0
 
     async def receive(self) -> ReceiveMessage:
         """The next message; raises (408, 499) rather than hand the framework a late or cut-off body."""
@@ -118,7 +123,9 @@ class _BodyWithDeadline:
             detail = "the client closed the connection before its request was read"
             raise HTTPException(status_code=CLIENT_CLOSED_REQUEST, detail=detail)
         if message["type"] == "http.request":
-            self._deadline += len(message.get("body", b"")) / self._min_rate
+            received = len(message.get("body", b""))
+            self.received_bytes += received
+            self._deadline += received / self._min_rate
             self._whole = not message.get("more_body", False)
         return message
 
