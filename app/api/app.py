@@ -231,5 +231,5 @@ def create_app(
     add_response_headers(app)
     trace_requests(app, traced=settings.tracing_enabled)
     # Shedding first: a refused request costs no routing, no metrics middleware, no span, no work.
-    guard_concurrency(app, limit=settings.max_concurrent_requests)
+    guard_concurrency(app, limit=settings.max_concurrent_requests, max_body_bytes=MAX_REQUEST_BODY_BYTES)
     return app

@@ -15,6 +15,11 @@ closed: before, a client sending its body a byte at a time (or never) held a slo
 and `MAX_CONCURRENT_REQUESTS` such clients shed everyone else. A client gone before its body was read is
 answered 499 ("client closed request", as nginx logs it), not the 500 the framework raised, so it counts
 in no server-error rate.
+
+Large bodies also share `REQUEST_BODY_BYTES_IN_FLIGHT`: a request declaring 1 MiB or more (its
+`Content-Length`, or the most a body may be when it is chunked) waits, unread and holding its slot, until its
+share fits. Ingests had such a bound and searches none: 16 search bodies of 50 MB at once (refused 400, their
+query too long) took a server from 870 to 1,700 MiB, and the 256 slots allow 16 GiB of them in a 2 GiB pod.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from litestar.exceptions import HTTPException
 
 from app.api.errors import PROBLEM_MEDIA_TYPE, RETRY_AFTER_S
 from app.api.heap_release import HeapTrimmer
+from app.ingestion.admission import Allowance
 from app.observability.metrics import record_shed
 
 if TYPE_CHECKING:
@@ -47,6 +53,10 @@ REQUEST_BODY_TIMEOUT_S: Final = 20.0
 """Seconds an admitted request's body may take, before the allowance its received bytes add."""
 REQUEST_BODY_MIN_RATE_BYTES_PER_S: Final = 16 * 1024
 """Each this many bytes received extend the body's deadline by a second: a slower body is cut off (408)."""
+REQUEST_BODY_BYTES_IN_FLIGHT: Final = 128 * 1024 * 1024
+"""Bytes of large request bodies (by `Content-Length`) one process reads at once: two of the largest a route takes."""
+CHARGED_BODY_BYTES: Final = 1024 * 1024
+"""Bodies from this size on take a share of `REQUEST_BODY_BYTES_IN_FLIGHT`; smaller ones are bounded by the slots."""
 CLIENT_CLOSED_REQUEST: Final = 499
 """nginx's status for a request whose client went away before it was read; no client ever receives it."""
 
@@ -54,16 +64,20 @@ CLIENT_CLOSED_REQUEST: Final = 499
 class ConcurrencyLimit:
     """ASGI middleware: at most `limit` HTTP requests in flight (outside `NEVER_SHED_PREFIXES`); 503 beyond."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each bound of an admitted request, defaulted but for the served two
         self,
         app: ASGIApp,
         *,
         limit: int,
+        max_body_bytes: int,
         body_timeout_s: float = REQUEST_BODY_TIMEOUT_S,
         body_min_rate_bytes_per_s: float = REQUEST_BODY_MIN_RATE_BYTES_PER_S,
+        body_bytes_in_flight: int = REQUEST_BODY_BYTES_IN_FLIGHT,
     ) -> None:
         self._app = app
         self._limit = limit
+        self._max_body_bytes = max_body_bytes
+        self._bodies = Allowance(body_bytes_in_flight)  # one app per event loop, as `Allowance` needs
         self._body_timeout_s, self._body_min_rate = body_timeout_s, body_min_rate_bytes_per_s
         self._in_flight = 0  # one event loop per process: no lock needed between awaits
         self._heap = HeapTrimmer()
@@ -83,7 +97,8 @@ class ConcurrencyLimit:
         self._in_flight += 1
         body = _BodyWithDeadline(receive, timeout_s=self._body_timeout_s, min_rate=self._body_min_rate)
         try:
-            await self._app(scope, body.receive, send)
+            async with self._bodies.take(_charged_bytes(scope, max_body_bytes=self._max_body_bytes)):
+                await self._app(scope, body.receive, send)
         finally:
             self._in_flight -= 1
         # Answered: a large body (an ingest, a batch search, a refused one alike) left the heap near its peak.
@@ -130,10 +145,24 @@ class _BodyWithDeadline:
         return message
 
 
-def guard_concurrency(app: Litestar, *, limit: int) -> None:
+def _charged_bytes(scope: Scope, *, max_body_bytes: int) -> int:
+    """What a request's body takes of the bytes in flight: 0 for a small one, or one refused 413 unread."""
+    declared = b""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            declared = value
+        elif name == b"transfer-encoding":
+            return max_body_bytes  # chunked: as large as a body may be
+    if not declared.isdigit():
+        return 0  # no body (a malformed length is refused by the HTTP parser before it gets here)
+    size = int(declared)
+    return size if CHARGED_BODY_BYTES <= size <= max_body_bytes else 0
+
+
+def guard_concurrency(app: Litestar, *, limit: int, max_body_bytes: int) -> None:
     """Put the limiter in front of `app`'s whole request handling: before routing, middleware and tracing."""
     # `asgi_handler` is what `Litestar.__call__` hands every HTTP request to, after lifespan events.
-    app.asgi_handler = ConcurrencyLimit(app.asgi_handler, limit=limit)
+    app.asgi_handler = ConcurrencyLimit(app.asgi_handler, limit=limit, max_body_bytes=max_body_bytes)
 
 
 async def _problem(send: Send, status: int, body: bytes) -> None:

@@ -65,7 +65,11 @@ def recording(app: ASGIApp) -> ASGIApp:
 def limited_app(*, min_rate: float) -> Litestar:
     app = Litestar(route_handlers=[echo, after_a_wait], exception_handlers={HTTPException: http_error_handler})
     app.asgi_handler = ConcurrencyLimit(
-        recording(app.asgi_handler), limit=1, body_timeout_s=BODY_TIMEOUT_S, body_min_rate_bytes_per_s=min_rate
+        recording(app.asgi_handler),
+        limit=1,
+        max_body_bytes=1024 * 1024,
+        body_timeout_s=BODY_TIMEOUT_S,
+        body_min_rate_bytes_per_s=min_rate,
     )
     return app
 
