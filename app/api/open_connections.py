@@ -5,10 +5,11 @@ opens. uvicorn accepts connections whatever their number: a client opening more 
 (2,000 silent connections with `ulimit -n` 1,024) took every descriptor, so for as long as they stayed open
 (`REQUEST_HEAD_TIMEOUT_S`, 20 s) `/healthz`, `/readyz` and every search were cut without an answer, the
 outbox could not open the lexical index ("Too many open files") and the engine watch took the embedded
-PostgreSQL for down. Now a process holds at most `connection_limit()` connections, leaving
-`DESCRIPTOR_RESERVE` descriptors to its engines; a new connection past the cap closes the connection that has
-been idle longest (no request being answered on it: one that sent nothing, part of a head, or a kept-alive
-one between requests), as nginx reuses its idle keep-alive connections when it runs out. A flood thus pushes
+PostgreSQL for down. Now a process holds at most `connection_limit()` connections and queues at most
+`listen_backlog()`, leaving `DESCRIPTOR_RESERVE` descriptors to its engines; a new connection past the cap
+closes the connection that has been idle longest (no request being answered on it: one that sent nothing,
+part of a head, or a kept-alive one between requests), as nginx reuses its idle keep-alive connections when
+it runs out. A flood thus pushes
 out its own older connections, and a client whose request is being answered keeps its connection. Only when
 every connection has a request in flight is the new one closed instead.
 """
@@ -29,6 +30,8 @@ DESCRIPTOR_RESERVE: Final = 256
 """Descriptors kept for the process's own files and sockets (PostgreSQL pool, index files, logs, the model)."""
 MAX_OPEN_CONNECTIONS: Final = 10_000
 """The cap whatever the descriptor limit: an idle connection costs ~2 KiB of the process's memory and kernel buffers."""
+MAX_LISTEN_BACKLOG: Final = 2048
+"""uvicorn's own backlog, kept where descriptors allow it."""
 
 
 def raise_descriptor_limit() -> int:
@@ -43,11 +46,29 @@ def raise_descriptor_limit() -> int:
     return hard
 
 
+def _connection_descriptors(descriptor_limit: int) -> int:
+    """Descriptors for connections, open or waiting to be accepted: all but a reserve, at least half."""
+    return max(descriptor_limit - DESCRIPTOR_RESERVE, descriptor_limit // 2)
+
+
+def listen_backlog(descriptor_limit: int) -> int:
+    """The listening socket's backlog: a third of the connections' descriptors, at most uvicorn's 2,048.
+
+    The event loop accepts every connection waiting in the backlog at once and closes the ones it pushes out only
+    on its next turn: with the backlog at uvicorn's 2,048 under `ulimit -n` 256, a flood that queued while the
+    loop was busy was accepted in one go and the lexical index failed "Too many open files" despite the cap.
+    """
+    if descriptor_limit == resource.RLIM_INFINITY:
+        return MAX_LISTEN_BACKLOG
+    return max(1, min(MAX_LISTEN_BACKLOG, _connection_descriptors(descriptor_limit) // 3))
+
+
 def connection_limit(descriptor_limit: int) -> int:
-    """How many connections a process with `descriptor_limit` descriptors holds: all but a reserve, at most half."""
+    """How many connections a process with `descriptor_limit` descriptors holds open: what the backlog leaves."""
     if descriptor_limit == resource.RLIM_INFINITY:
         return MAX_OPEN_CONNECTIONS
-    return max(1, min(MAX_OPEN_CONNECTIONS, max(descriptor_limit - DESCRIPTOR_RESERVE, descriptor_limit // 2)))
+    available = _connection_descriptors(descriptor_limit) - listen_backlog(descriptor_limit)
+    return max(1, min(MAX_OPEN_CONNECTIONS, available))
 
 
 class Connection(Protocol):

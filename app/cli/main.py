@@ -57,6 +57,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.api.open_connections import (  # noqa: PLC0415 - keeps `poimen --help` fast
         CappedHttpToolsProtocol,
+        listen_backlog,
         raise_descriptor_limit,
     )
     from app.observability.logs import configure_logging  # noqa: PLC0415 - keeps `poimen --help` fast
@@ -94,7 +95,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
     # uvicorn drains in-flight requests and runs the lifespan shutdown on SIGTERM, then re-raises the signal
     # to the handler it found; a no-op one makes that graceful stop exit 0 instead of dying by SIGTERM.
     signal.signal(signal.SIGTERM, lambda _signal_number, _frame: None)
-    raise_descriptor_limit()  # a container's soft limit is often 1,024 under a hard one far higher
+    descriptor_limit = raise_descriptor_limit()  # a container's soft limit is often 1,024 under a far higher hard one
     uvicorn.run(
         create_app(settings, on_ready=_when_ready(_first_lines(settings, bind_host, bind_port) if terminal else None)),
         host=bind_host,
@@ -102,6 +103,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
         # A request head over 64 KiB is a 431, not buffered whatever its size; connections stay under the
         # descriptor limit (app/api/open_connections.py).
         http=CappedHttpToolsProtocol,
+        backlog=listen_backlog(descriptor_limit),  # a flood accepted at once stays within the descriptors
         log_config=None,
         access_log=False,
         server_header=False,  # a version banner helps nobody but a scanner

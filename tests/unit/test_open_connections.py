@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.api.open_connections import DESCRIPTOR_RESERVE, MAX_OPEN_CONNECTIONS, OpenConnections, connection_limit
+from app.api.open_connections import (
+    MAX_LISTEN_BACKLOG,
+    MAX_OPEN_CONNECTIONS,
+    OpenConnections,
+    connection_limit,
+    listen_backlog,
+)
 
 
 @dataclass
@@ -96,8 +102,8 @@ def test_a_released_connection_frees_its_place() -> None:
     assert closed_names([first, second], newer) == []
 
 
-def test_the_cap_leaves_a_reserve_of_descriptors_or_half_of_a_small_limit() -> None:
-    assert connection_limit(1024) == 1024 - DESCRIPTOR_RESERVE
-    assert connection_limit(256) == 128
-    assert connection_limit(1) == 1
-    assert connection_limit(1_048_576) == MAX_OPEN_CONNECTIONS
+def test_connections_and_backlog_leave_a_reserve_of_descriptors_or_half_of_a_small_limit() -> None:
+    assert (connection_limit(1024), listen_backlog(1024)) == (512, 256)  # 768 = 1,024 - DESCRIPTOR_RESERVE
+    assert (connection_limit(256), listen_backlog(256)) == (86, 42)  # 128: half of 256
+    assert (connection_limit(1), listen_backlog(1)) == (1, 1)
+    assert (connection_limit(1_048_576), listen_backlog(1_048_576)) == (MAX_OPEN_CONNECTIONS, MAX_LISTEN_BACKLOG)
