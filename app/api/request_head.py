@@ -9,14 +9,15 @@ and Node do for their own limits: the answer is sent and the sending side shut, 
 still sending is read and dropped for up to `LINGER_S` before closing (closing with unread data would reset
 the connection and could destroy the 431 before the client reads it).
 
-A head must also arrive in time: whole within `REQUEST_HEAD_TIMEOUT_S` of the connection opening, or of
-the first byte of a kept-alive connection's next request (uvicorn closes one idle between requests after 5
-s). A connection that sent nothing by then is closed; one partway through a head is answered 408 the same
-way as a 431. uvicorn has no such timeout: a connection that never finished its head was held for good, and
-a client holding as many as the process may open descriptors shut out every other connection, the
-kubelet's probes included. The rest of a body left unread by an early answer (a 405, a 401, a shed 503) is
-read and dropped under the body's own rule (`app.api.overload`: 20 s, plus 1 s per 16 KiB received), then
-the connection is closed: a client trickling it held the connection for good.
+A head must also arrive in time: whole within `REQUEST_HEAD_TIMEOUT_S` of the connection opening, or of the
+first byte of a kept-alive connection's next request (one idle between requests closes after
+`app.api.open_connections.KEEP_ALIVE_TIMEOUT_S`). A connection that sent nothing by then is closed; one
+partway through a head is answered 408 the same way as a 431. uvicorn has no such timeout: a connection that
+never finished its head was held for good, and a client holding as many as the process may open descriptors
+shut out every other connection, the kubelet's probes included. The rest of a body left unread by an early
+answer (a 405, a 401, a shed 503) is read and dropped under the body's own rule (`app.api.overload`: 20 s,
+plus 1 s per 16 KiB received), then the connection is closed: a client trickling it held the connection for
+good.
 
 An answer must be read: a connection whose client takes nothing of it for `RESPONSE_SEND_TIMEOUT_S` while
 the answer waits in the process's write buffer is dropped (nginx's `send_timeout`: the time between two

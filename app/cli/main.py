@@ -56,6 +56,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
 
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.api.open_connections import (  # noqa: PLC0415 - keeps `poimen --help` fast
+        KEEP_ALIVE_TIMEOUT_S,
         CappedHttpToolsProtocol,
         listen_backlog,
         raise_descriptor_limit,
@@ -103,6 +104,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
         # A request head over 64 KiB is a 431, not buffered whatever its size; connections stay under the
         # descriptor limit (app/api/open_connections.py).
         http=CappedHttpToolsProtocol,
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S,  # longer than an ingress keeps an idle upstream connection
         backlog=listen_backlog(descriptor_limit),  # a flood accepted at once stays within the descriptors
         log_config=None,
         access_log=False,
