@@ -11,6 +11,7 @@ answers the flag's last good value, else the env/settings default, and a provide
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from openfeature.provider import FeatureProvider
 
     from app.config import Settings
+    from app.engines.flagd_definitions import FlagdDefinitionsGate
     from app.search.knob_source import FlagContext
 
 logger = logging.getLogger(__name__)
@@ -103,8 +105,16 @@ class OpenFeatureKnobs:
 
     name = "openfeature"
 
-    def __init__(self, settings: Settings, *, provider: FeatureProvider, wait_s: float | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        provider: FeatureProvider,
+        wait_s: float | None = None,
+        definitions: FlagdDefinitionsGate | None = None,
+    ) -> None:
         self._settings = settings
+        self._definitions = definitions
         self._defaults = knobs_from_settings(settings)
         self._default_values = self._defaults.model_dump()
         self._domain = f"poimen-flags-{next(_domains)}"
@@ -181,22 +191,38 @@ class OpenFeatureKnobs:
             "provider_name": provider,
             "status": self._client.get_provider_status().value,
             "version": self._version,
-            "last_error": self.last_error,
+            "file": str(self._definitions.source) if self._definitions is not None else None,
+            "last_error": self.problem(),
             "flags": flags,
         }
 
     def problem(self) -> str | None:
-        """The provider's last error while it has not recovered, else None."""
-        return self.last_error
+        """Why the flag file was refused (its last good definitions stay), else the provider's unrecovered error."""
+        refused = self._definitions.last_error if self._definitions is not None else None
+        return refused or self.last_error
+
+    def check_definitions(self) -> bool:
+        """Read the flag file once (see `FlagdDefinitionsGate.check`); True when flagd is handed new definitions."""
+        return self._definitions.check() if self._definitions is not None else False
 
     async def run(self) -> None:
-        """Nothing to poll: the provider watches its file or stream on its own threads."""
+        """Check the flag file every `FLAGS_POLL_INTERVAL_S`; flagd watches the checked copy on its own thread."""
+        if self._definitions is None:
+            return
+        while True:
+            await asyncio.sleep(self._settings.flags_poll_interval_s)
+            try:
+                await asyncio.to_thread(self._definitions.check)
+            except Exception as error:  # noqa: BLE001 - one failed read must not end hot reload for good
+                self._report(f"reading {self._definitions.source} failed: {type(error).__name__}: {error}")
 
     def close(self) -> None:
         """Stop listening and hand the domain to a no-op provider; the SDK shuts the real one down."""
         for event, handler in self._handlers:
             self._client.remove_handler(event, handler)
         api.set_provider(NoOpProvider(), domain=self._domain)
+        if self._definitions is not None:
+            self._definitions.close()
 
     def _default_origin(self, name: str) -> FlagOrigin:
         return "env" if name in self._settings.model_fields_set else "default"

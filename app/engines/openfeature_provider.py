@@ -18,10 +18,12 @@ from openfeature.contrib.provider.flagd import FlagdProvider
 from openfeature.contrib.provider.flagd.config import ResolverType
 from openfeature.hook import Hook
 
+from app.engines.flagd_definitions import FlagdDefinitionsGate
 from app.observability.metrics import record_flag_evaluation
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from openfeature.flag_evaluation import FlagEvaluationDetails, FlagValueType
     from openfeature.hook import HookContext, HookHints
@@ -43,10 +45,21 @@ def flagd_resolver(settings: Settings) -> ResolverType:
     return ResolverType.IN_PROCESS if settings.flagd_offline_flag_source_path is not None else ResolverType.RPC
 
 
-def build_provider(settings: Settings) -> FeatureProvider:
-    """The provider `OPENFEATURE_PROVIDER` names, configured from settings; raises `ProviderConfigurationError`."""
+def definitions_gate(settings: Settings) -> FlagdDefinitionsGate | None:
+    """The checked copy of `FLAGD_OFFLINE_FLAG_SOURCE_PATH` flagd's provider is to watch; None without a flag file."""
+    path = settings.flagd_offline_flag_source_path
+    if settings.openfeature_provider != FLAGD_PROVIDER or path is None or flagd_resolver(settings) == ResolverType.RPC:
+        return None
+    return FlagdDefinitionsGate(path)
+
+
+def build_provider(settings: Settings, *, definitions_path: Path | None = None) -> FeatureProvider:
+    """The provider `OPENFEATURE_PROVIDER` names, configured from settings; raises `ProviderConfigurationError`.
+
+    `definitions_path`: the file flagd watches instead of `FLAGD_OFFLINE_FLAG_SOURCE_PATH` (a gate's checked copy).
+    """
     if settings.openfeature_provider == FLAGD_PROVIDER:
-        path = settings.flagd_offline_flag_source_path
+        path = definitions_path or settings.flagd_offline_flag_source_path
         return FlagdProvider(
             resolver_type=flagd_resolver(settings),
             offline_flag_source_path=str(path) if path is not None else None,

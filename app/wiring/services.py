@@ -15,7 +15,7 @@ from app.auth.tokens import TokenVerifier
 from app.domain.errors import SearchServiceError
 from app.domain.models import OutboxStats
 from app.engines.openfeature_flags import OpenFeatureKnobs
-from app.engines.openfeature_provider import build_provider
+from app.engines.openfeature_provider import build_provider, definitions_gate
 from app.ingestion.catalog import ProjectCatalog
 from app.ingestion.chunking import ChunkingPolicy
 from app.ingestion.outbox import OutboxWorker
@@ -123,7 +123,9 @@ async def _refresh_backlog_gauge(engines: Engines) -> None:
 def build_flag_source(settings: Settings) -> FlagSource:
     """The knobs' source `FLAGS_PROVIDER` selects: the flags file over env (default) or an OpenFeature provider."""
     if settings.flags_provider == "openfeature":
-        return OpenFeatureKnobs(settings, provider=build_provider(settings))
+        gate = definitions_gate(settings)
+        provider = build_provider(settings, definitions_path=gate.staging if gate is not None else None)
+        return OpenFeatureKnobs(settings, provider=provider, definitions=gate)
     return FlagStore(settings, path=settings.poimen_flags_file, poll_interval_s=settings.flags_poll_interval_s)
 
 
