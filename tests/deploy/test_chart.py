@@ -199,6 +199,15 @@ def test_a_knob_set_in_config_and_in_flags_is_refused() -> None:
 
 
 @requires_helm
+@pytest.mark.parametrize("setting", ["config.QUERY_OPTIMIZATION_ENABLED=false", "config.HYBRID_ROLLOUT_PERCENT=0"])
+def test_a_knob_set_to_false_or_zero_in_config_and_in_flags_is_refused(setting: str) -> None:
+    # `false` and 0 passed as unset (`default ""`), yet the ConfigMap rendered them and the flag overrode them.
+    knob = setting.split(".", 1)[1].split("=", 1)[0]
+
+    assert f"config.{knob} and flags.{knob.lower()} are one knob" in refused_render(setting)
+
+
+@requires_helm
 def test_a_knob_set_under_its_reference_name_and_ours_is_refused() -> None:
     # The pod exited at start ("FINAL_RESULT_K=20 and RRF_FINAL_K=10 disagree"), the chart's RRF_FINAL_K being 10.
     assert "set RRF_FINAL_K only" in refused_render("config.FINAL_RESULT_K=20")

@@ -15,7 +15,7 @@ from app.engines.openfeature_flags import OpenFeatureKnobs
 from app.engines.openfeature_provider import build_provider
 from app.search.knob_source import FlagContext
 from tests.deploy.conftest import HELM_DEPS
-from tests.deploy.test_chart import HELM, INSTALL_HINT, Manifest, find, helm_template, main_container
+from tests.deploy.test_chart import HELM, INSTALL_HINT, Manifest, find, helm_fails, helm_template, main_container
 from tests.deploy.test_chart_stack import unknown_fields
 
 OPENFEATURE_CRDS = HELM_DEPS / "open-feature-operator-0.9.2-crds.yaml"
@@ -104,6 +104,32 @@ def test_disabled_by_default_leaves_the_flags_config_map_path_alone() -> None:
     assert [m for m in manifests if m["apiVersion"].startswith(GROUP)] == []
     assert "FLAGS_PROVIDER" not in env_values(manifests)
     assert not any(key.startswith("openfeature.dev/") for key in pod_annotations(manifests))
+
+
+LEXICAL_FUZZINESS_FLAG = (
+    "--set-json",
+    'openfeature.flags.lexical-fuzziness={"state": "ENABLED", "variants": {"on": true}, "defaultVariant": "on"}',
+)
+
+
+def test_a_knob_set_in_config_and_as_a_feature_flag_is_refused() -> None:
+    # Both rendered: the flag won while the pods ran, and config.LEXICAL_FUZZINESS changed nothing.
+    render()  # skips without helm
+
+    refusal = helm_fails(
+        "--set", "openfeature.enabled=true", *LEXICAL_FUZZINESS_FLAG, "--set", "config.LEXICAL_FUZZINESS=false"
+    )
+
+    assert "config.LEXICAL_FUZZINESS and openfeature.flags.lexical-fuzziness are one knob" in refusal
+    assert "set it in openfeature.flags only" in refusal
+
+
+def test_a_knob_only_in_the_unused_flags_file_may_be_set_in_config() -> None:
+    # With OpenFeature the flags ConfigMap is unused: a knob in `flags` but no feature flag is the env's to set
+    # (the chart refused config.RRF_K_CONSTANT, pointing at flags.rrf_k_constant, which the pods never read).
+    manifests = render("--set", "config.RRF_K_CONSTANT=30")
+
+    assert find(manifests, "ConfigMap", "-env")["data"]["RRF_K_CONSTANT"] == "30"
 
 
 def test_the_default_feature_flag_is_a_flagd_file_the_service_reads(tmp_path: Any) -> None:
