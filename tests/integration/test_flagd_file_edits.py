@@ -231,3 +231,23 @@ def test_a_configmap_data_symlink_swap_is_applied(tmp_path: Path, monkeypatch: p
     replica.source.close()
 
     assert (before, after) == ("hybrid", "lexical")
+
+
+def test_a_process_started_on_a_refused_file_runs_on_the_env_knobs_until_it_is_fixed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "flags.flagd.json"
+    rename_into_place(path, json.dumps({"flag": definitions(rrf_percent=10, strategy="lexical")["flags"]}))
+    errors = reload_errors()
+    replica = Served(flags_settings(path, monkeypatch), path)
+    at_start = (replica.strategy(), replica.source.problem())
+
+    rename_into_place(path, json.dumps(definitions(rrf_percent=10, strategy="lexical")))
+    replica.poll()
+    fixed = (replica.strategy(), replica.source.problem())
+    replica.source.close()
+
+    assert at_start[0] == "hybrid"  # the env default
+    assert '"flags" mapping' in (at_start[1] or "")
+    assert reload_errors() == errors + 1
+    assert fixed == ("lexical", None)
