@@ -70,9 +70,10 @@ class FlagdFileDefinitions:
     def __init__(self, settings: Settings, path: Path) -> None:
         self.path = path
         path.write_text(json.dumps(flagd_definitions({})))
-        self.openfeature = build_flag_source(settings)
-        assert isinstance(self.openfeature, OpenFeatureKnobs)
-        self.source: FlagSource = self.openfeature
+        source = build_flag_source(settings)
+        assert isinstance(source, OpenFeatureKnobs)
+        self.openfeature = source
+        self.source: FlagSource = source
 
     def write(self, values: Mapping[str, object]) -> None:
         version = self.source.version

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
 from app.engines.flagd_definitions import FlagdDefinitionsError, check_definitions
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
-def flag(variants: dict[str, object], default: str, targeting: object = None) -> dict[str, object]:
+def flag(variants: Mapping[str, object], default: str, targeting: object = None) -> dict[str, object]:
     spec: dict[str, object] = {"state": "ENABLED", "variants": variants, "defaultVariant": default}
     if targeting is not None:
         spec["targeting"] = targeting
