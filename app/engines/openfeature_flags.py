@@ -254,6 +254,8 @@ class OpenFeatureKnobs:
     def _evaluate_flag(self, name: str, key: str, context: EvaluationContext) -> FlagValue | None:
         fallback = self._last_good.get(name, self._default_values[name])
         details = self._details(name, key, fallback, context)
+        if details.reason == Reason.DISABLED:
+            return None  # a flag turned off leaves its knob to env, as no flag does (flagd answers our fallback)
         if details.reason != Reason.ERROR:
             return FlagValue(details.value, "openfeature", details.variant, str(details.reason))
         if details.error_code == ErrorCode.FLAG_NOT_FOUND:

@@ -8,10 +8,11 @@ older than the one it replaces) is applied without a restart.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from prometheus_client import REGISTRY
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 PROJECTS = [f"project-{number}" for number in range(400)]
 
 
-def definitions(*, rrf_percent: int, strategy: str = "hybrid") -> dict[str, object]:
+def definitions(*, rrf_percent: int, strategy: str = "hybrid") -> dict[str, Any]:
     """`ranking-algorithm` split by project (`rrf_percent` % of projects on RRF), `search-strategy` static."""
     return {
         "$schema": "https://flagd.dev/schema/v0/flags.json",
@@ -131,7 +132,7 @@ def test_a_tenth_of_projects_get_the_new_fusion_the_same_on_every_replica(
         {
             "flags": {
                 "ranking-algorithm": {
-                    **definitions(rrf_percent=50)["flags"]["ranking-algorithm"],  # type: ignore[index]
+                    **definitions(rrf_percent=50)["flags"]["ranking-algorithm"],
                     "targeting": {"fractional": [["rrf", 50], ["zcore", 50]]},
                 }
             }
@@ -251,3 +252,24 @@ def test_a_process_started_on_a_refused_file_runs_on_the_env_knobs_until_it_is_f
     assert '"flags" mapping' in (at_start[1] or "")
     assert reload_errors() == errors + 1
     assert fixed == ("lexical", None)
+
+
+def test_a_disabled_flag_leaves_its_knob_to_the_env_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Turning a flag off answered its last value forever (9), /admin/flags naming `openfeature` its source.
+    path = tmp_path / "flags.flagd.json"
+    enabled = definitions(rrf_percent=10, strategy="lexical")
+    rename_into_place(path, json.dumps(enabled))
+    replica = Served(flags_settings(path, monkeypatch), path)
+    before = replica.strategy()
+
+    disabled = copy.deepcopy(enabled)
+    disabled["flags"]["search-strategy"]["state"] = "DISABLED"
+    rename_into_place(path, json.dumps(disabled))
+    replica.poll()
+    after = replica.strategy()
+    described: Any = replica.source.describe()["flags"]
+    source = described["search_strategy"]["source"]
+    replica.source.close()
+
+    assert (before, after) == ("lexical", "hybrid")
+    assert source == "default"
