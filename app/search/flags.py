@@ -146,7 +146,8 @@ class FlagStore:
     """`FlagSource` of `FLAGS_PROVIDER=file` (the default): env defaults from `settings`, overridden by `path`.
 
     `path` defaults to `POIMEN_FLAGS_FILE`, `poll_interval_s` to `FLAGS_POLL_INTERVAL_S`. The file is
-    read once on construction; `run()` re-reads it every poll. A file that cannot be applied keeps
+    read once on construction; `run()` re-reads it every poll (a file rewritten in place, not renamed over,
+    once more first: see `_read_settled`). A file that cannot be applied keeps
     the last good flags (the env defaults at start), logs one line and counts
     `poimen_flags_reload_errors_total`. Reads (`current`, `version`) are lock-free: they see one
     immutable snapshot, replaced whole by a successful reload. Every caller gets the same knobs.
@@ -161,6 +162,8 @@ class FlagStore:
         self._defaults = knobs_from_settings(settings)
         self._snapshot = _Snapshot(flags=self._defaults, file_keys=frozenset(), version=0)
         self._last_digest: str | None = None
+        self._pending_digest: str | None = None
+        self._file_id: tuple[int, int] | None = None  # (device, inode) of the file last read
         self.last_error: str | None = None
         self._reload_lock = threading.Lock()
         self._publish()
@@ -209,18 +212,9 @@ class FlagStore:
         if self.path is None:
             return False
         with self._reload_lock:
-            try:
-                content = self.path.read_bytes()
-            except OSError as error:
-                digest = f"unreadable:{type(error).__name__}"
-                if digest != self._last_digest:
-                    self._last_digest = digest
-                    self._reject(f"cannot read: {error.strerror or error}")
+            content = self._read_settled(self.path)
+            if content is None:
                 return False
-            digest = hashlib.sha256(content).hexdigest()
-            if digest == self._last_digest:
-                return False
-            self._last_digest = digest
             try:
                 flags, file_keys = parse_flags_file(
                     content, base=self._defaults, json_only=self.path.suffix.lower() == ".json"
@@ -239,6 +233,31 @@ class FlagStore:
                 "flags version %d from %s: changed %s", self._snapshot.version, self.path, ", ".join(changed) or "none"
             )
             return True
+
+    def _read_settled(self, path: Path) -> bytes | None:
+        """The file's content when it changed and is not maybe mid-write; None when unchanged, unreadable or pending."""
+        try:
+            status = path.stat()
+            content = path.read_bytes()
+        except OSError as error:
+            digest = f"unreadable:{type(error).__name__}"
+            self._file_id = None
+            if digest != self._last_digest:
+                self._last_digest = digest
+                self._reject(f"cannot read: {error.strerror or error}")
+            return None
+        digest = hashlib.sha256(content).hexdigest()
+        if digest == self._last_digest:
+            self._pending_digest = None
+            return None
+        file_id = (status.st_dev, status.st_ino)
+        if file_id == self._file_id and digest != self._pending_digest:
+            # The same file rewritten in place, not one renamed over it: read between its truncation and its
+            # last write it is empty or cut at a line, which parses. Applied when the next poll reads it unchanged.
+            self._pending_digest = digest
+            return None
+        self._file_id, self._pending_digest, self._last_digest = file_id, None, digest
+        return content
 
     def problem(self) -> str | None:
         """Why the last flags file was rejected (the last good flags stay in force), or None."""

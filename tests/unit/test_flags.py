@@ -39,7 +39,10 @@ def settings(monkeypatch: pytest.MonkeyPatch) -> Settings:
 
 
 def write(path: Path, text: str) -> Path:
-    path.write_text(text)
+    """Write `text` beside `path` and rename it over `path`, as `mv` and a ConfigMap update do (in place: below)."""
+    staging = path.with_name(path.name + ".next")
+    staging.write_text(text)
+    staging.replace(path)
     return path
 
 
@@ -219,6 +222,35 @@ def test_rewriting_the_same_values_does_not_bump_the_version(settings: Settings,
 
     assert store.reload() is False
     assert store.version == 1
+
+
+def test_an_edit_in_place_caught_half_written_is_not_applied(settings: Settings, tmp_path: Path) -> None:
+    # Rewritten in place (`cat > flags.yaml`, an editor saving in place), a poll between the truncation and
+    # the write read an empty file and applied it: the env's HYBRID_ROLLOUT_PERCENT (25) for a poll.
+    path = write(tmp_path / "flags.yaml", "hybrid_rollout_percent: 10\n")
+    store = FlagStore(settings, path=path)
+
+    path.write_text("")
+    store.reload()
+    while_truncated = store.current().hybrid_rollout_percent
+    path.write_text("hybrid_rollout_percent: 20\n")
+    store.reload()
+    store.reload()
+
+    assert while_truncated == 10
+    assert store.current().hybrid_rollout_percent == 20
+    assert store.version == 2  # 10, then 20: never the env's 25 in between
+
+
+def test_a_file_renamed_into_place_applies_at_the_first_poll(settings: Settings, tmp_path: Path) -> None:
+    path = write(tmp_path / "flags.yaml", "hybrid_rollout_percent: 10\n")
+    store = FlagStore(settings, path=path)
+
+    write(tmp_path / "next.yaml", "hybrid_rollout_percent: 20\n").replace(path)
+    changed = store.reload()
+
+    assert changed is True
+    assert store.current().hybrid_rollout_percent == 20
 
 
 async def test_run_sees_a_rewrite_within_two_polls(settings: Settings, tmp_path: Path) -> None:
