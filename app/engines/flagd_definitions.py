@@ -211,8 +211,9 @@ class FlagdDefinitionsGate:
     `check()` reads `source` by content (a ConfigMap's `..data` symlink swap, a rename, an edit in place or a
     file deleted and recreated are all seen, whatever their mtime). A file that cannot be applied keeps the
     last good definitions in `staging` (none yet: no flags, the env knobs), is counted into
-    `poimen_flags_reload_errors_total` and logged once, when the next check reads it again unchanged, so an
-    edit caught half-written is not reported (at start there is nothing to keep: it is reported at once).
+    `poimen_flags_reload_errors_total` and logged once. The same file rewritten in place (not renamed over)
+    is judged when the next check reads it unchanged, so an edit caught half-written is neither applied
+    nor reported.
     """
 
     def __init__(self, source: Path) -> None:
@@ -224,6 +225,7 @@ class FlagdDefinitionsGate:
         self._applied_digest: str | None = None
         self._pending_digest: str | None = None
         self._reported_digest: str | None = None
+        self._file_id: tuple[int, int] | None = None  # (device, inode) of the file last judged
         self._staged_ns = 0
         self._lock = threading.Lock()
         self._stage(EMPTY_DEFINITIONS)
@@ -233,21 +235,30 @@ class FlagdDefinitionsGate:
         """Read the source once; return True when new definitions were handed to flagd."""
         with self._lock:
             try:
+                status = self.source.stat()
                 content = self.source.read_bytes()
             except OSError as error:
+                self._file_id = None
                 return self._refuse(f"unreadable:{type(error).__name__}", f"cannot read: {error.strerror or error}")
             digest = hashlib.sha256(content).hexdigest()
             if digest == self._applied_digest:
                 self._pending_digest = self._reported_digest = None
                 self.last_error = None
                 return False
+            file_id = (status.st_dev, status.st_ino)
+            if file_id == self._file_id and digest != self._pending_digest:
+                # The same file rewritten in place, not one renamed over it: maybe read mid-write (a YAML file cut
+                # at a line parses). Judged when the next check reads it unchanged.
+                self._pending_digest = digest
+                return False
+            self._file_id, self._pending_digest = file_id, None
             try:
                 definitions = check_definitions(content, yaml_file=self.source.suffix.lower() in {".yaml", ".yml"})
             except FlagdDefinitionsError as error:
                 return self._refuse(digest, str(error))
             self._stage(json.dumps(definitions).encode())
             self._applied_digest = digest
-            self._pending_digest = self._reported_digest = None
+            self._reported_digest = None
             self.last_error = None
             return True
 
@@ -256,9 +267,6 @@ class FlagdDefinitionsGate:
 
     def _refuse(self, digest: str, reason: str) -> bool:
         if digest == self._reported_digest:
-            return False
-        if digest != self._pending_digest and self._applied_digest is not None:
-            self._pending_digest = digest  # maybe caught mid-write: judge it at the next check
             return False
         self._reported_digest = digest
         self.last_error = reason

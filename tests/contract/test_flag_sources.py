@@ -87,7 +87,7 @@ class FlagdFileDefinitions:
         assert self.source.problem() is not None, "the broken file was not reported"
 
     def two_polls(self) -> bool:
-        """Check the file as `run()` does at two polls (a file that does not parse is judged at the second)."""
+        """Check the file as `run()` does at two polls (a file rewritten in place is judged at the second)."""
         return self.openfeature.check_definitions() or self.openfeature.check_definitions()
 
 

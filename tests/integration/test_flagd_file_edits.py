@@ -15,6 +15,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import yaml
 from prometheus_client import REGISTRY
 
 from app.config import Settings
@@ -273,3 +274,24 @@ def test_a_disabled_flag_leaves_its_knob_to_the_env_value(tmp_path: Path, monkey
 
     assert (before, after) == ("lexical", "hybrid")
     assert source == "default"
+
+
+def test_a_yaml_file_read_cut_at_a_line_while_rewritten_in_place_is_not_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # JSON cut short never parses; YAML cut at a line does: here without its search-strategy flag (env: hybrid).
+    path = tmp_path / "flags.flagd.yaml"
+    rename_into_place(path, yaml.safe_dump(definitions(rrf_percent=10, strategy="lexical"), sort_keys=False))
+    replica = Served(flags_settings(path, monkeypatch), path)
+    semantic = yaml.safe_dump(definitions(rrf_percent=10, strategy="semantic"), sort_keys=False)
+
+    path.write_text(semantic[: semantic.index("  search-strategy:")])
+    replica.source.check_definitions()
+    eventually(lambda: False, timeout_s=1.0)  # two of flagd's polls, had it been handed the cut file
+    while_cut = replica.strategy()
+    path.write_text(semantic)
+    replica.poll()
+    after = replica.strategy()
+    replica.source.close()
+
+    assert (while_cut, after) == ("lexical", "semantic")
