@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
+from app.domain.moments import EARLIEST, LATEST, as_utc
 from app.ingestion.pipeline import chunk_hash, embedding_text
 from app.ingestion.validation import is_unicode_text, metadata_strings, size_problem
 
@@ -23,14 +24,12 @@ MAX_DOCUMENT_ID_CHARS: Final = 256
 """As the API takes them (`app.api.document_schemas.DocumentId`)."""
 MAX_VERSION: Final = 2**53
 """Above any version a store counts to, and what a JSON number holds exactly in every client."""
+MAX_POSITION: Final = 2**31
+"""Past the last position PostgreSQL's `integer` column holds (a chunker never counts near it)."""
 
 
 def _time(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
-
-
-def _parsed_time(value: object) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
 def document_record(document: StoredDocument, chunks: Iterable[EmbeddedChunk]) -> dict[str, Any]:
@@ -120,16 +119,45 @@ def _texts(record: dict[str, Any], key: str, *, path: str = "") -> tuple[str, ..
 
 
 def _moment(record: dict[str, Any], key: str, *, path: str = "") -> datetime | None:
+    """An optional time: null or an ISO 8601 string (naive: UTC, as the API takes it), in UTC."""
     value = record.get(key)
-    if value is not None and not isinstance(value, str):
+    if value is None:
+        return None
+    if not isinstance(value, str):
         raise _wrong(path + key, value, "a string or null")
-    return _parsed_time(value)
+    return _utc_moment(value, path=path + key)
+
+
+def _required_moment(record: dict[str, Any], key: str) -> datetime:
+    value = record[key]
+    if not isinstance(value, str):
+        raise _wrong(key, value, "a string")
+    return _utc_moment(value, path=key)
+
+
+def _utc_moment(value: str, *, path: str) -> datetime:
+    """The time `value` names, in UTC; `ValueError` for no ISO 8601 time or one PostgreSQL's driver cannot send.
+
+    A naive time was sent in the machine's local time zone; one whose offset carries it past the range of
+    `datetime` (0001-01-01T00:00:00+14:00) failed its write in the driver, after the batches before it.
+    """
+    moment = as_utc(datetime.fromisoformat(value))
+    if not EARLIEST < moment < LATEST:
+        msg = (
+            f"the field {path!r} is {value}, not a time after 0001-01-01T00:00:00Z and before "
+            "9999-12-31T23:59:59.999999Z"
+        )
+        raise ValueError(msg)
+    return moment
 
 
 def _position(item: dict[str, Any], *, path: str) -> int:
     value = item["position"]
     if not _is(value, int):
         raise _wrong(path + "position", value, "an integer")
+    if not 0 <= value < MAX_POSITION:  # over it, PostgreSQL refused the write after the batches before it
+        msg = f"the field {path + 'position'!r} is {value}, not a position from 0 to 2**31 - 1"
+        raise ValueError(msg)
     return int(value)
 
 
@@ -179,7 +207,8 @@ def document_from_record(record: object, *, project_id: str) -> tuple[StoredDocu
     """The document and embedded chunks of one document line, placed in `project_id`.
 
     Raises `KeyError` for a missing field, `RecordFieldError` for one of another JSON type, `ValueError`
-    for a time that is no ISO 8601 one.
+    for a time that is no ISO 8601 one or past what PostgreSQL's driver sends, and for a position or a
+    version out of range.
     """
     if not isinstance(record, dict):
         msg = f"the line is {_kind(record)}, not an object"
@@ -190,11 +219,8 @@ def document_from_record(record: object, *, project_id: str) -> tuple[StoredDocu
         _chunk(item, document_id=document_id, project_id=project_id, path=f"chunks[{number}].")
         for number, item in enumerate(items)
     ]
-    created_at = _parsed_time(record["created_at"])
-    updated_at = _parsed_time(record["updated_at"])
-    if created_at is None or updated_at is None:
-        msg = f"document {document_id!r} has no created_at/updated_at"
-        raise InvalidInputError(msg, field="created_at")
+    created_at = _required_moment(record, "created_at")
+    updated_at = _required_moment(record, "updated_at")
     document = StoredDocument(
         project_id=project_id,
         document_id=document_id,

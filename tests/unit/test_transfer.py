@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -161,6 +162,11 @@ def _corrupt(line: str, change: object) -> str:
     return json.dumps(record)
 
 
+def _move_chunks(record: dict, first_position: int) -> None:
+    for offset, chunk in enumerate(record["chunks"]):
+        chunk.update(position=first_position + offset, id=f"{record['id']}#{first_position + offset}")
+
+
 def _set_first_embedding_value(record: dict, value: object) -> None:
     record["chunks"][0]["embedding"][0] = value
 
@@ -183,6 +189,15 @@ def _set_first_embedding_value(record: dict, value: object) -> None:
         (lambda r: r["chunks"][0].update(text="lone \ud800 surrogate"), "a lone surrogate"),
         (lambda r: r.update(title="lone \udfff"), "a lone surrogate"),
         (lambda r: r.update(metadata={"\ud800": 1}), "a lone surrogate"),
+        # Each passed the check and failed the write in PostgreSQL, after the batches before it were written.
+        (lambda r: _move_chunks(r, 2**31), r"'chunks\[0\].position' is 2147483648, not a position from 0 to 2\*\*31"),
+        (lambda r: _move_chunks(r, -1), r"'chunks\[0\].position' is -1, not a position from 0"),
+        (
+            lambda r: r.update(event_time="0001-01-01T00:00:00+14:00"),
+            "'event_time' is 0001-01-01T00:00:00.14:00, not a",
+        ),
+        (lambda r: r.update(created_at="9999-12-31T23:59:59-12:00"), "'created_at' is 9999-12-31T23:59:59-12:00, not"),
+        (lambda r: r["chunks"][0].update(event_time="0001-01-01T00:00:00Z"), r"'chunks\[0\].event_time' is 0001-01"),
     ],
 )
 async def test_a_record_the_store_would_refuse_part_way_is_refused_before_anything_is_written(
@@ -359,3 +374,34 @@ async def test_export_and_import_pages_hold_at_most_the_chunk_budget_unless_one_
     assert pages == [[900, 900], [900], [2_500], [10, 1_000], [1_000, 1]]  # 200 documents a page before
     assert target.page_chunks == pages  # an import writes in the same bounds
     assert (report.documents, report.chunks) == (len(sizes), sum(sizes))
+
+
+async def test_a_time_without_an_offset_is_imported_as_utc_as_the_api_takes_it() -> None:
+    # It reached PostgreSQL's driver naive, which sends a naive time in the machine's local time zone.
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, end = await exported(source, "p")
+    naive = _corrupt(document, lambda r: r.update(event_time="2024-05-08T12:00:00", created_at="2024-05-01T08:00:00"))
+
+    await import_lines(target, [header, naive, end], model_name=MODEL, dimensions=DIMENSIONS)
+
+    stored = await target.get_document("p", "a")
+    assert stored is not None
+    assert stored.event_time == datetime(2024, 5, 8, 12, tzinfo=UTC)
+    assert stored.created_at == datetime(2024, 5, 1, 8, tzinfo=UTC)
+
+
+async def test_a_record_without_a_creation_time_names_its_line() -> None:
+    # Was "document 'a' has no created_at/updated_at" for the field "created_at": no line named.
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, end = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError, match=r"line 2: .*the field 'updated_at' is null, not a string") as refused:
+        check_export(
+            [header, _corrupt(document, lambda r: r.update(updated_at=None)), end],
+            model_name=MODEL,
+            dimensions=DIMENSIONS,
+        )
+
+    assert refused.value.field == "line 2"
