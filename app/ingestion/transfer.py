@@ -99,9 +99,29 @@ def within_chunk_budget(chunk_counts: Sequence[int]) -> Sequence[int]:
     return chunk_counts
 
 
+class NotJsonError(ValueError):
+    """A line that Python's JSON reader takes but JSON does not hold, or that it cannot read."""
+
+
+def _refuse_constant(name: str) -> float:
+    # Python reads NaN and Infinity; JSON has no such numbers, and PostgreSQL's JSONB refused them
+    # in the write, after the batches before it were written.
+    msg = f"{name} is no JSON number"
+    raise NotJsonError(msg)
+
+
+def _parsed_line(line: str) -> object:
+    """The JSON value of one line; `ValueError` (a `NotJsonError` for what JSON cannot hold) when it is none."""
+    try:
+        return json.loads(line, parse_constant=_refuse_constant)
+    except RecursionError:
+        msg = "its arrays or objects are nested too deeply to read"
+        raise NotJsonError(msg) from None
+
+
 def _checked_header(line: str, *, model_name: str, dimensions: int) -> dict[str, Any]:
     try:
-        header = json.loads(line)
+        header = _parsed_line(line)
     except ValueError:
         header = None
     if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
@@ -144,7 +164,7 @@ def _documents(
     rest = iter(lines)
     for number, line in enumerate(rest, start=2):
         try:
-            record = json.loads(line)
+            record = _parsed_line(line)
         except ValueError as error:
             raise _not_a_record(number, error) from None
         if ends and isinstance(record, dict) and record.get("kind") == "end":
@@ -174,6 +194,8 @@ def _not_a_record(number: int, error: Exception) -> InvalidInputError:
         reason = str(error)
     elif isinstance(error, json.JSONDecodeError):
         reason = f"not JSON ({error.msg} at column {error.colno})"
+    elif isinstance(error, NotJsonError):
+        reason = f"not JSON ({error})"
     elif isinstance(error, ValueError):  # an event time or a date that is no ISO 8601 one, named with its value
         reason = f"a value cannot be read ({error})"
     else:

@@ -15,7 +15,13 @@ from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.domain.moments import EARLIEST, LATEST, as_utc
 from app.ingestion.pipeline import chunk_hash, embedding_text
-from app.ingestion.validation import is_unicode_text, metadata_strings, size_problem
+from app.ingestion.validation import (
+    MAX_METADATA_DEPTH,
+    is_unicode_text,
+    metadata_strings,
+    nesting_depth,
+    size_problem,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -270,6 +276,8 @@ class RecordCheck:
             return f"the id must be 1 to {MAX_DOCUMENT_ID_CHARS} characters"
         if not embedded:
             return "has no chunks"
+        if (metadata := metadata_problem(document.metadata)) is not None:
+            return metadata
         tags = [*document.tags, *(tag for item in embedded for tag in item.chunk.tags)]
         if not all(isinstance(tag, str) and tag.strip() for tag in tags):
             return "a tag is not a string of 1 or more characters"
@@ -291,6 +299,29 @@ class RecordCheck:
         if not all(map(is_unicode_text, texts)):
             return "a text holds a lone surrogate (such as \\ud800), which is not Unicode text"
         return chunk_problem(document.document_id, embedded)
+
+
+def metadata_problem(metadata: object) -> str | None:
+    """What PostgreSQL's JSONB or the API would refuse in metadata: nesting past the API's bound, no finite number.
+
+    A number past a double's range (1e999) reads as infinity, which the write then refused after the batches
+    before it; metadata nested past `MAX_METADATA_DEPTH` is refused by the API, so no export holds it.
+    """
+    if nesting_depth(metadata) > MAX_METADATA_DEPTH:  # checked first: the walk below recurses
+        return f"metadata nests deeper than {MAX_METADATA_DEPTH} levels"
+    if not _all_finite(metadata):
+        return "metadata holds a number past the range of a double (such as 1e999)"
+    return None
+
+
+def _all_finite(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_all_finite(item) for item in value)
+    return True
 
 
 def chunk_problem(document_id: str, embedded: list[EmbeddedChunk]) -> str | None:

@@ -51,7 +51,7 @@ def validate_documents(documents: Sequence[Document], *, max_document_bytes: int
             msg = f"document {document.document_id!r} appears twice in one batch"
             raise InvalidInputError(msg, field="document_id", document_id=document.document_id)
         seen.add(key)
-        if _nesting_depth(document.metadata) > MAX_METADATA_DEPTH:
+        if nesting_depth(document.metadata) > MAX_METADATA_DEPTH:
             msg = f"document {document.document_id!r}: metadata nests deeper than {MAX_METADATA_DEPTH} levels"
             raise InvalidInputError(msg, field="metadata", document_id=document.document_id)
         _check_texts(document)
@@ -161,7 +161,7 @@ def _text_fields(document: Document) -> Iterator[tuple[str, str]]:
     yield from metadata_strings(document.metadata)
 
 
-def _nesting_depth(value: object) -> int:
+def nesting_depth(value: object) -> int:
     """How many objects and arrays lie within one another in `value` (a scalar is 0), without recursing."""
     deepest = 0
     pending: list[tuple[object, int]] = [(value, 0)]

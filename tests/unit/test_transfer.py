@@ -162,6 +162,13 @@ def _corrupt(line: str, change: object) -> str:
     return json.dumps(record)
 
 
+def _nested(depth: int) -> dict:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return {"nested": value}
+
+
 def _move_chunks(record: dict, first_position: int) -> None:
     for offset, chunk in enumerate(record["chunks"]):
         chunk.update(position=first_position + offset, id=f"{record['id']}#{first_position + offset}")
@@ -174,7 +181,7 @@ def _set_first_embedding_value(record: dict, value: object) -> None:
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        (lambda r: _set_first_embedding_value(r, float("nan")), "the embedding is not 384 finite numbers"),
+        (lambda r: _set_first_embedding_value(r, float("nan")), r"not JSON \(NaN is no JSON number\)"),
         (lambda r: r["chunks"][0].update(embedding=[0.0] * 10), "the embedding is not 384 finite numbers"),
         (lambda r: r["chunks"][0].update(text="nul \x00 here"), "a text holds a NUL character"),
         (lambda r: r.update(metadata={"note": ["nul \x00"]}), "a text holds a NUL character"),
@@ -190,6 +197,9 @@ def _set_first_embedding_value(record: dict, value: object) -> None:
         (lambda r: r.update(title="lone \udfff"), "a lone surrogate"),
         (lambda r: r.update(metadata={"\ud800": 1}), "a lone surrogate"),
         # Each passed the check and failed the write in PostgreSQL, after the batches before it were written.
+        (lambda r: r.update(metadata={"ratio": float("nan")}), "not JSON .*NaN"),
+        (lambda r: r.update(metadata={"ratio": [float("-inf")]}), "not JSON .*-Infinity"),
+        (lambda r: r.update(metadata=_nested(33)), "metadata nests deeper than 32"),
         (lambda r: _move_chunks(r, 2**31), r"'chunks\[0\].position' is 2147483648, not a position from 0 to 2\*\*31"),
         (lambda r: _move_chunks(r, -1), r"'chunks\[0\].position' is -1, not a position from 0"),
         (
@@ -403,5 +413,37 @@ async def test_a_record_without_a_creation_time_names_its_line() -> None:
             model_name=MODEL,
             dimensions=DIMENSIONS,
         )
+
+    assert refused.value.field == "line 2"
+
+
+async def test_a_line_nested_too_deeply_to_read_is_refused_not_a_traceback() -> None:
+    # Python's JSON reader raised RecursionError: a traceback, exit 1, instead of a refusal naming the line.
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, end = await exported(source, "p")
+    nested = document.replace('"metadata": {', '"metadata": {"deep": ' + "[" * 100_000 + "]" * 100_000 + ", ", 1)
+
+    with pytest.raises(InvalidInputError, match=r"line 2: not a document record: not JSON .*nested") as refused:
+        check_export([header, nested, end], model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert refused.value.field == "line 2"
+
+
+@pytest.mark.parametrize("field", ["metadata", "embedding"])
+async def test_a_number_past_the_range_of_a_double_is_refused(field: str) -> None:
+    # 1e999 is JSON, but reads as infinity: in metadata the write to JSONB failed after the batches before it.
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, end = await exported(source, "p")
+    record = json.loads(document)
+    if field == "metadata":
+        record["metadata"] = {"big": "HUGE"}
+    else:
+        record["chunks"][0]["embedding"][0] = "HUGE"
+    huge = json.dumps(record).replace('"HUGE"', "1e999")
+
+    with pytest.raises(InvalidInputError, match=r"past the range of a double|not 384 finite numbers") as refused:
+        check_export([header, huge, end], model_name=MODEL, dimensions=DIMENSIONS)
 
     assert refused.value.field == "line 2"
