@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any, Final
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
-from app.ingestion.transfer_records import RecordCheck, RecordFieldError, document_from_record, document_record
+from app.ingestion.transfer_records import (
+    RecordCheck,
+    RecordFieldError,
+    document_from_record,
+    document_record,
+    json_kind,
+)
 from app.ingestion.validation import is_addressable
 
 if TYPE_CHECKING:
@@ -136,6 +142,12 @@ def _checked_header(line: str, *, model_name: str, dimensions: int) -> dict[str,
             f"embeds with {model_name!r} ({dimensions}): set EMBEDDING_MODEL to match, or re-ingest the documents"
         )
         raise InvalidInputError(msg, field="embedding_model")
+    if "project" not in header:  # a KeyError out of the import (a traceback), and `--project` or not, no export
+        msg = "the header names no project: not a header `poimen export` writes"
+        raise InvalidInputError(msg, field="project")
+    if not isinstance(header["project"], str):  # converted: 123 was imported into the project "123"
+        msg = f"the header's project is {json_kind(header['project'])}, not a string"
+        raise InvalidInputError(msg, field="project")
     return header
 
 
@@ -148,7 +160,7 @@ def _read_export(
     """
     remaining = (line for line in lines if line.strip())
     header = _checked_header(next(remaining, ""), model_name=model_name, dimensions=dimensions)
-    target = project_id or str(header["project"])
+    target: str = project_id or header["project"]
     if not is_project_id(target):
         msg = f"project id {target!r} is not {PROJECT_ID_RULE}"
         raise InvalidInputError(msg, field="project")

@@ -85,7 +85,7 @@ _JSON_KINDS: Final = ((bool, "a boolean"), (int | float, "a number"), (str, "a s
 _ABSENT: Final = object()
 
 
-def _kind(value: object) -> str:
+def json_kind(value: object) -> str:
     """What JSON calls `value`'s type, with its article."""
     if value is None:
         return "null"
@@ -97,7 +97,7 @@ def _is(value: object, kind: type | tuple[type, ...]) -> bool:
 
 
 def _wrong(path: str, value: object, expected: str) -> RecordFieldError:
-    return RecordFieldError(f"the field {path!r} is {_kind(value)}, not {expected}")
+    return RecordFieldError(f"the field {path!r} is {json_kind(value)}, not {expected}")
 
 
 def _text(record: dict[str, Any], key: str, *, path: str = "", default: object = _ABSENT) -> str:
@@ -115,7 +115,7 @@ def _list(
         raise _wrong(path + key, value, expected)
     for item in value:
         if not _is(item, kind):
-            msg = f"the field {path + key!r} is a list holding {_kind(item)}, not {expected}"
+            msg = f"the field {path + key!r} is a list holding {json_kind(item)}, not {expected}"
             raise RecordFieldError(msg)
     return value
 
@@ -217,7 +217,7 @@ def document_from_record(record: object, *, project_id: str) -> tuple[StoredDocu
     version out of range.
     """
     if not isinstance(record, dict):
-        msg = f"the line is {_kind(record)}, not an object"
+        msg = f"the line is {json_kind(record)}, not an object"
         raise RecordFieldError(msg)
     document_id = _text(record, "id")
     items = _list(record, "chunks", dict, "a list of objects")

@@ -447,3 +447,22 @@ async def test_a_number_past_the_range_of_a_double_is_refused(field: str) -> Non
         check_export([header, huge, end], model_name=MODEL, dimensions=DIMENSIONS)
 
     assert refused.value.field == "line 2"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda h: h.pop("project"), "the header names no project"),  # was a KeyError traceback
+        (lambda h: h.update(project=123), "the header's project is a number, not a string"),  # was written to "123"
+    ],
+)
+async def test_a_header_that_names_no_project_as_a_string_is_refused(change: object, reason: str) -> None:
+    source, target = InMemoryDocumentStore(), InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, document, end = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError, match=reason) as refused:
+        await import_lines(target, [_corrupt(header, change), document, end], model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert refused.value.field == "project"
+    assert await target.project_ids() == []
