@@ -158,8 +158,10 @@ def _read_export(
 
     The documents raise `InvalidInputError` at the first line that is not one (or whose id no URL reaches).
     """
-    remaining = (line for line in lines if line.strip())
-    header = _checked_header(next(remaining, ""), model_name=model_name, dimensions=dimensions)
+    # Numbered before blank lines are skipped, so an error names the line an editor shows.
+    remaining = ((number, line) for number, line in enumerate(lines, start=1) if line.strip())
+    _, first = next(remaining, (1, ""))
+    header = _checked_header(first, model_name=model_name, dimensions=dimensions)
     target: str = project_id or header["project"]
     if not is_project_id(target):
         msg = f"project id {target!r} is not {PROJECT_ID_RULE}"
@@ -169,15 +171,19 @@ def _read_export(
 
 
 def _documents(
-    lines: Iterable[str], target: str, *, ends: bool, checked: RecordCheck
+    lines: Iterable[tuple[int, str]], target: str, *, ends: bool, checked: RecordCheck
 ) -> Iterator[tuple[StoredDocument, list[EmbeddedChunk]]]:
-    """The documents of the lines after the header; with `ends`, the file must close with its end line."""
+    """The documents of the numbered non-blank lines after the header; with `ends`, closed by the end line."""
     count = 0
     rest = iter(lines)
-    for number, line in enumerate(rest, start=2):
+    for number, line in rest:
         try:
             record = _parsed_line(line)
         except ValueError as error:
+            if not line.endswith("\n") and next(rest, None) is None:
+                # A file cut inside its last line: say so, not that line N is corrupted.
+                msg = f"line {number}: the file ends inside this line: cut off (was the export complete?)"
+                raise InvalidInputError(msg, field=f"line {number}") from None
             raise _not_a_record(number, error) from None
         if ends and isinstance(record, dict) and record.get("kind") == "end":
             _check_end(record, count, number, rest)
@@ -216,7 +222,7 @@ def _not_a_record(number: int, error: Exception) -> InvalidInputError:
     return InvalidInputError(msg, field=f"line {number}")
 
 
-def _check_end(record: dict[str, Any], count: int, number: int, rest: Iterable[str]) -> None:
+def _check_end(record: dict[str, Any], count: int, number: int, rest: Iterable[tuple[int, str]]) -> None:
     """The end line says `count` documents came before it, and nothing follows it."""
     stated = record.get("documents")
     if not isinstance(stated, int) or isinstance(stated, bool):  # "the end line counts '2' documents, ... holds 2"
@@ -225,7 +231,7 @@ def _check_end(record: dict[str, Any], count: int, number: int, rest: Iterable[s
     if stated != count:
         msg = f"line {number}: the end line counts {stated} documents, the file holds {count}"
         raise InvalidInputError(msg, field="end")
-    if any(line.strip() for line in rest):
+    if next(iter(rest), None) is not None:  # blank lines are not in `rest`
         msg = f"line {number}: lines follow the end line"
         raise InvalidInputError(msg, field="end")
 

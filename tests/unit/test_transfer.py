@@ -466,3 +466,28 @@ async def test_a_header_that_names_no_project_as_a_string_is_refused(change: obj
 
     assert refused.value.field == "project"
     assert await target.project_ids() == []
+
+
+async def test_a_file_cut_inside_its_last_line_says_it_is_cut_off() -> None:
+    # Was "line 3: not a document record: not JSON (Unterminated string ...)": read as a corrupted line.
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1), entry("p", "b", 1)])
+    header, first, second, _ = await exported(source, "p")
+    lines = [header + "\n", first + "\n", second[: len(second) // 2]]
+
+    with pytest.raises(InvalidInputError, match=r"line 3: the file ends inside this line: cut off") as refused:
+        check_export(lines, model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert refused.value.field == "line 3"
+
+
+async def test_a_refused_line_is_named_by_its_number_in_the_file_blank_lines_counted() -> None:
+    # Blank lines are skipped, and were not counted: the line named was not the one to look at.
+    source = InMemoryDocumentStore()
+    await source.save_documents([entry("p", "a", 1)])
+    header, _, end = await exported(source, "p")
+
+    with pytest.raises(InvalidInputError, match=r"^line 4: not a document record: not JSON") as refused:
+        check_export([header + "\n", "\n", "   \n", "{oops\n", end + "\n"], model_name=MODEL, dimensions=DIMENSIONS)
+
+    assert refused.value.field == "line 4"
