@@ -287,7 +287,8 @@ class RecordCheck:
         for item in embedded:
             if item.embedding_model != self.model_name:
                 return (
-                    f"chunk {item.chunk.chunk_id!r} was embedded with {item.embedding_model!r}, the file's model is not"
+                    f"chunk {item.chunk.chunk_id!r} was embedded with {item.embedding_model!r},"
+                    f" not the header's {self.model_name!r}"
                 )
             if len(item.embedding) != self.dimensions or not all(map(math.isfinite, item.embedding)):
                 return f"chunk {item.chunk.chunk_id!r}: the embedding is not {self.dimensions} finite numbers"

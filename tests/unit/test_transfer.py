@@ -189,7 +189,10 @@ def _set_first_embedding_value(record: dict, value: object) -> None:
         (lambda r: r.update(tags=["  "]), "a tag is not a string of 1 or more characters"),
         (lambda r: r.update(id="x" * 3000), "the id must be 1 to 256 characters"),
         (lambda r: r.update(chunks=[]), "has no chunks"),
-        (lambda r: r["chunks"][0].update(embedding_model="other"), "was embedded with 'other'"),
+        (
+            lambda r: r["chunks"][0].update(embedding_model="other"),
+            "was embedded with 'other', not the header's 'test-model'",
+        ),
         (lambda r: r["chunks"][0].update(id="a#0"), "is not named '<document id>#0'"),
         (lambda r: r["chunks"][1].update(position=0, id="b#0"), "two chunks have the same position"),
         (lambda r: r["chunks"][0].update(text="edited after the export"), "its chunk_hash is not of its text"),
