@@ -209,6 +209,14 @@ async def import_project(settings: Settings, *, path: Path, project: str | None)
     """
     # The model's name and size as configured: open_engines checks the loaded model against both.
     model_name, dimensions = configured_model(settings)
+    if path.exists() and not path.is_file():  # noqa: ASYNC240 - once, before any engine starts
+        # Read twice, a pipe is empty the second time: the import stopped "part-way" having read nothing.
+        print(
+            f"cannot read {path}: {path} is not a regular file (a pipe or standard input?); an import reads its file"
+            " twice, checked then written: write the export to a file first",
+            file=sys.stderr,
+        )
+        return 2
     try:
         # utf-8-sig: an export opened and saved by an editor may start with a byte order mark; export writes none.
         with path.open(encoding="utf-8-sig") as source:

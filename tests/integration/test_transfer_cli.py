@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from tests.integration.conftest import run_cli
+from tests.integration.conftest import cli_environment, poimen_executable, run_cli
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -123,6 +124,29 @@ def test_import_reads_a_file_an_editor_saved_with_a_byte_order_mark(data_dirs, t
     # The header is read as a header (then refused for its model), not taken for some other file.
     assert result.returncode == 2
     assert "EMBEDDING_MODEL" in result.stderr, result.stderr
+
+
+def test_an_import_from_a_pipe_is_refused_before_anything_starts(data_dirs) -> None:
+    # Read twice (checked, then written), a pipe was empty the second time: "import stopped part-way (earlier
+    # batches are written; run it again): not a poimen-export file", exit 1, with a data directory created.
+    _, fresh = data_dirs
+    header = {"kind": "header", "format": "poimen-export", "version": 1, "project": "p"}
+    export = json.dumps(header | {"embedding_model": "all-MiniLM-L6-v2", "dimensions": 384}) + "\n"
+
+    result = subprocess.run(
+        [poimen_executable(), "import", "/dev/stdin"],
+        input=export,
+        cwd=fresh.parent,
+        env=cli_environment(fresh),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert "/dev/stdin is not a regular file" in result.stderr
+    assert not fresh.exists()
 
 
 def renamed(record: dict, document_id: str) -> dict:
