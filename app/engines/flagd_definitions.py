@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import copy
-import hashlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from app.knobs import KNOB_NAMES, SearchKnobs
 from app.misspelt_settings import closest_name
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL
 from app.search.knob_source import FLAG_KINDS, flag_key
+from app.search.settled_files import FileState, SettledFile
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -223,9 +223,8 @@ class FlagdDefinitionsGate:
         self.staging = self._folder / "definitions.json"
         self.last_error: str | None = None
         self._applied_digest: str | None = None
-        self._pending_digest: str | None = None
         self._reported_digest: str | None = None
-        self._file_id: tuple[int, int] | None = None  # (device, inode) of the file last judged
+        self._file = SettledFile(source)
         self._staged_ns = 0
         self._lock = threading.Lock()
         self._stage(EMPTY_DEFINITIONS)
@@ -234,24 +233,16 @@ class FlagdDefinitionsGate:
     def check(self) -> bool:
         """Read the source once; return True when new definitions were handed to flagd."""
         with self._lock:
-            try:
-                status = self.source.stat()
-                content = self.source.read_bytes()
-            except OSError as error:
-                self._file_id = None
-                return self._refuse(f"unreadable:{type(error).__name__}", f"cannot read: {error.strerror or error}")
-            digest = hashlib.sha256(content).hexdigest()
-            if digest == self._applied_digest:
-                self._pending_digest = self._reported_digest = None
+            read = self._file.read(settled_digest=self._applied_digest)
+            if read.state is FileState.UNREADABLE:
+                return self._refuse(read.digest, read.error)
+            if read.state is FileState.UNCHANGED:
+                self._reported_digest = None
                 self.last_error = None
                 return False
-            file_id = (status.st_dev, status.st_ino)
-            if file_id == self._file_id and digest != self._pending_digest:
-                # The same file rewritten in place, not one renamed over it: maybe read mid-write (a YAML file cut
-                # at a line parses). Judged when the next check reads it unchanged.
-                self._pending_digest = digest
+            if read.state is FileState.PENDING:
                 return False
-            self._file_id, self._pending_digest = file_id, None
+            content, digest = read.content, read.digest
             try:
                 definitions = check_definitions(content, yaml_file=self.source.suffix.lower() in {".yaml", ".yml"})
             except FlagdDefinitionsError as error:

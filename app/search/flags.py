@@ -7,7 +7,6 @@ symlink, so the file is re-read by content on every poll instead of trusting mti
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import threading
@@ -21,6 +20,7 @@ from app.knobs import KNOB_ALIASES, KNOB_NAMES, SearchKnobs, knob_name
 from app.misspelt_settings import closest_name
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, publish_flags
 from app.search.knob_source import ResolvedKnobs
+from app.search.settled_files import FileState, SettledFile
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -147,7 +147,7 @@ class FlagStore:
 
     `path` defaults to `POIMEN_FLAGS_FILE`, `poll_interval_s` to `FLAGS_POLL_INTERVAL_S`. The file is
     read once on construction; `run()` re-reads it every poll (a file rewritten in place, not renamed over,
-    once more first: see `_read_settled`). A file that cannot be applied keeps
+    once more first: `app.search.settled_files`). A file that cannot be applied keeps
     the last good flags (the env defaults at start), logs one line and counts
     `poimen_flags_reload_errors_total`. Reads (`current`, `version`) are lock-free: they see one
     immutable snapshot, replaced whole by a successful reload. Every caller gets the same knobs.
@@ -162,8 +162,7 @@ class FlagStore:
         self._defaults = knobs_from_settings(settings)
         self._snapshot = _Snapshot(flags=self._defaults, file_keys=frozenset(), version=0)
         self._last_digest: str | None = None
-        self._pending_digest: str | None = None
-        self._file_id: tuple[int, int] | None = None  # (device, inode) of the file last read
+        self._file = None if self.path is None else SettledFile(self.path)
         self.last_error: str | None = None
         self._reload_lock = threading.Lock()
         self._publish()
@@ -209,10 +208,10 @@ class FlagStore:
 
         Unchanged content is not parsed again, so a bad file is reported once, not on every poll.
         """
-        if self.path is None:
+        if self._file is None or self.path is None:
             return False
         with self._reload_lock:
-            content = self._read_settled(self.path)
+            content = self._read_settled(self._file)
             if content is None:
                 return False
             try:
@@ -234,30 +233,18 @@ class FlagStore:
             )
             return True
 
-    def _read_settled(self, path: Path) -> bytes | None:
+    def _read_settled(self, file: SettledFile) -> bytes | None:
         """The file's content when it changed and is not maybe mid-write; None when unchanged, unreadable or pending."""
-        try:
-            status = path.stat()
-            content = path.read_bytes()
-        except OSError as error:
-            digest = f"unreadable:{type(error).__name__}"
-            self._file_id = None
-            if digest != self._last_digest:
-                self._last_digest = digest
-                self._reject(f"cannot read: {error.strerror or error}")
+        read = file.read(settled_digest=self._last_digest)
+        if read.state is FileState.UNREADABLE:
+            if read.digest != self._last_digest:
+                self._last_digest = read.digest
+                self._reject(read.error)
             return None
-        digest = hashlib.sha256(content).hexdigest()
-        if digest == self._last_digest:
-            self._pending_digest = None
+        if read.state is not FileState.CHANGED:
             return None
-        file_id = (status.st_dev, status.st_ino)
-        if file_id == self._file_id and digest != self._pending_digest:
-            # The same file rewritten in place, not one renamed over it: read between its truncation and its
-            # last write it is empty or cut at a line, which parses. Applied when the next poll reads it unchanged.
-            self._pending_digest = digest
-            return None
-        self._file_id, self._pending_digest, self._last_digest = file_id, None, digest
-        return content
+        self._last_digest = read.digest
+        return read.content
 
     def problem(self) -> str | None:
         """Why the last flags file was rejected (the last good flags stay in force), or None."""
