@@ -70,7 +70,8 @@ def test_backoff_retries_stop_at_the_deadline_not_at_max_attempts(server: Script
         client.project_stats("p")
 
     assert 1 < len(server.arrivals) < 1000
-    assert raised.value.sends == len(server.arrivals)
+    # The last send may be cut by the deadline before the server has read it.
+    assert raised.value.sends - len(server.arrivals) in {0, 1}
 
 
 def test_an_answer_within_the_deadline_is_returned_after_retries(server: ScriptedServer) -> None:
@@ -169,7 +170,8 @@ async def test_the_async_client_stops_backoff_retries_at_the_deadline(server: Sc
             await client.project_stats("p")
 
     assert 1 < len(server.arrivals) < 1000
-    assert raised.value.sends == len(server.arrivals)
+    # The last send may be cut by the deadline before the server has read it.
+    assert raised.value.sends - len(server.arrivals) in {0, 1}
 
 
 async def test_the_async_deadline_is_per_call_not_per_client(server: ScriptedServer) -> None:
