@@ -134,3 +134,12 @@ async def wait_indexed(
         await asyncio.sleep(0.05)
     msg = f"{document_id} not lexically indexed within {timeout_s} s"
     raise AssertionError(msg)
+
+
+async def with_backup_note(client: AsyncTestClient[Litestar], project: str) -> AsyncTestClient[Litestar]:
+    """`client` once `project` holds one short note on backups (a search then has something to answer)."""
+    response = await client.post(
+        f"/v1/projects/{project}/documents", json={"id": "backup", "text": "Nightly backups run at 02:00."}
+    )
+    assert response.status_code == 201
+    return client

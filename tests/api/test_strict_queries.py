@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.api.conftest import with_backup_note
+
 PROJECT = "strict-queries"
 
 
 @pytest.fixture(scope="module")
 async def client(api_client):
-    response = await api_client.post(
-        f"/v1/projects/{PROJECT}/documents", json={"id": "backup", "text": "Nightly backups run at 02:00."}
-    )
-    assert response.status_code == 201
-    return api_client
+    return await with_backup_note(api_client, PROJECT)
 
 
 @pytest.mark.parametrize(
