@@ -44,7 +44,8 @@ SPAN_ATTRIBUTE_REQUEST_ID: Final = "http.request.id"
 _VALID_REQUEST_ID: Final = re.compile(rb"[A-Za-z0-9._:@/+=-]{1,128}")
 """A caller's id is kept when it is this: long enough for a UUID or a trace id, nothing a log line could
 mistake for its own structure (no space, quote or control character). Anything else is replaced, not refused."""
-_TRACE_HEADERS: Final = frozenset({b"traceparent", b"tracestate"})
+TRACEPARENT_HEADER: Final = b"traceparent"
+TRACESTATE_HEADER: Final = b"tracestate"
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
 _SERVER_ERROR: Final = 500
 
@@ -55,6 +56,27 @@ def caller_request_id(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
         if name == REQUEST_ID_HEADER and _VALID_REQUEST_ID.fullmatch(value):
             return value.decode("ascii")
     return None
+
+
+def trace_carrier(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
+    """The caller's trace headers as the propagator reads them, or nothing when there is no single `traceparent`.
+
+    uvicorn hands every header line over on its own. Two `traceparent` lines name no parent: the request
+    starts a new trace (the W3C Trace Context test suite, `test_traceparent_duplicated`; taking either one
+    would attach the request to a trace chosen by whichever proxy added the last line). Several `tracestate`
+    lines are one list, in order (RFC 9110 5.3: the propagator joins them with commas); keeping only the
+    last dropped the vendors named in the others.
+    """
+    parents: list[str] = []
+    states: list[str] = []
+    for name, value in headers:
+        if name == TRACEPARENT_HEADER:
+            parents.append(value.decode("latin-1"))
+        elif name == TRACESTATE_HEADER:
+            states.append(value.decode("latin-1"))
+    if len(parents) != 1:
+        return {}
+    return {"traceparent": parents, "tracestate": states} if states else {"traceparent": parents}
 
 
 def traceresponse(span_context: trace.SpanContext) -> str:
@@ -86,9 +108,7 @@ class RequestTracing:
 
     async def _traced_request(self, scope: HTTPScope, receive: Receive, send: Send, request_id: str) -> None:
         method = scope["method"]
-        # Names compared as the bytes they arrive in: only the two trace headers are decoded.
-        headers = scope["headers"]
-        carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers if name in _TRACE_HEADERS}
+        carrier = trace_carrier(scope["headers"])
         attributes = {HTTP_REQUEST_METHOD: method, URL_PATH: scope["path"], SPAN_ATTRIBUTE_REQUEST_ID: request_id}
         with current_tracer().start_as_current_span(
             method,
