@@ -124,6 +124,10 @@ THROTTLED_LIBRARY_LOGGERS: Final = ("opensearch",)
 LIBRARY_FAILURE_LOG_INTERVAL_S: Final = 10.0
 
 INVALID_REQUEST_LOG_INTERVAL_S: Final = 10.0
+TRACE_HEADER_LOGGERS: Final = ("opentelemetry.trace.propagation.tracecontext", "opentelemetry.trace.span")
+"""Where OpenTelemetry warns of a caller's refused `traceparent` or `tracestate` (too long, more than 32
+members, a member it cannot read, echoed whole): one WARNING per request, before any token is checked.
+Filters only see records logged on their own logger, so these are the modules that log them, not a parent."""
 SERVER_LOGGER: Final = "uvicorn.error"
 """Where the server logs a failed start-up: Litestar hands it the formatted traceback as the message."""
 _EXCEPTION_LINE: Final = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:: .*)?")
@@ -201,6 +205,11 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
         for installed in [f for f in throttled.filters if isinstance(f, ThrottledMessage)]:
             throttled.removeFilter(installed)
         throttled.addFilter(ThrottledMessage(prefix, interval_s=INVALID_REQUEST_LOG_INTERVAL_S))
+    for name in TRACE_HEADER_LOGGERS:
+        throttled = logging.getLogger(name)
+        for previous in [f for f in throttled.filters if isinstance(f, ThrottledRecords)]:
+            throttled.removeFilter(previous)
+        throttled.addFilter(ThrottledRecords(interval_s=INVALID_REQUEST_LOG_INTERVAL_S))
 
 
 class Throttle:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from app.observability.logs import THIRD_PARTY_LOGGERS
+from app.observability.logs import THIRD_PARTY_LOGGERS, TRACE_HEADER_LOGGERS
 
 
 @pytest.fixture
@@ -15,7 +15,8 @@ def restore_root_logger():
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     libraries = {
-        name: (logging.getLogger(name).level, list(logging.getLogger(name).filters)) for name in THIRD_PARTY_LOGGERS
+        name: (logging.getLogger(name).level, list(logging.getLogger(name).filters))
+        for name in THIRD_PARTY_LOGGERS + TRACE_HEADER_LOGGERS
     }
     yield root
     root.handlers[:] = handlers

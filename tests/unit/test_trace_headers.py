@@ -7,6 +7,8 @@ middleware with a raw scope instead.
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -15,6 +17,7 @@ from opentelemetry.trace import SpanKind
 
 from app.api.request_tracing import RequestTracing
 from app.config import Settings
+from app.observability.logs import configure_logging
 from app.observability.tracing import configure_tracing
 
 CALLER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -89,3 +92,26 @@ def test_tracestate_sent_in_several_headers_is_kept_whole(spans: InMemorySpanExp
     (server,) = (span for span in spans.get_finished_spans() if span.kind == SpanKind.SERVER)
     assert format(server.context.trace_id, "032x") == CALLER_TRACE_ID
     assert server.context.trace_state.to_header() == "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+
+
+def test_refused_trace_headers_are_logged_once_per_kind_and_interval(spans, restore_root_logger) -> None:
+    # OpenTelemetry logs a WARNING for every refused header, echoing the member: anyone who can reach the
+    # port wrote a line per request, each up to 8 KB of their text, before any token is checked.
+    stream = io.StringIO()
+    configure_logging("INFO", json=True, stream=stream)
+    bad_state = [
+        (b"traceparent", f"00-{CALLER_TRACE_ID}-{CALLER_SPAN_ID}-01".encode()),
+        (b"tracestate", b"BAD KEY=@@@"),
+    ]
+    too_long = [(b"traceparent", f"00-{CALLER_TRACE_ID}-{CALLER_SPAN_ID}-01".encode() + b"0" * 600)]
+
+    for _ in range(5):
+        serve(bad_state)
+        serve(too_long)
+
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    library_lines = [line for line in lines if line["logger"].startswith("opentelemetry")]
+    assert [line["message"][:40] for line in library_lines] == [
+        "Member doesn't match the w3c identifiers",
+        "traceparent header exceeded the maximum ",
+    ]
