@@ -66,16 +66,27 @@ class JsonFormatter(logging.Formatter):
 
 
 _TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_TERMINAL_CONTROLS: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Characters a terminal acts on (ESC, CR, BEL, the C1 set with CSI 0x9b), tab and newline aside: a message
+quoting a caller (OpenTelemetry echoes a refused `tracestate`, whose bytes 0x80-0xff uvicorn lets through)
+could otherwise move the cursor, recolour or clear the operator's terminal, or overwrite a line with CR."""
+
+
+def _escaped_control(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
 
 
 class TextFormatter(logging.Formatter):
-    """Plain lines for a terminal: `time LEVEL logger: message`, then the request and trace ids when there are."""
+    r"""Plain lines for a terminal: `time LEVEL logger: message`, then the request and trace ids when there are.
+
+    Terminal control characters are written as `\xNN` (`_TERMINAL_CONTROLS`); JSON lines escape them already.
+    """
 
     def __init__(self) -> None:
         super().__init__(_TEXT_FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:  # noqa: D102 - documented on the class
-        line = super().format(record)
+        line = _TERMINAL_CONTROLS.sub(_escaped_control, super().format(record))
         ids = [
             f"{name}={value}" for name in ("request_id", "trace_id", "span_id") if (value := getattr(record, name, ""))
         ]

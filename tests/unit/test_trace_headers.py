@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
+import re
 
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -115,3 +117,18 @@ def test_refused_trace_headers_are_logged_once_per_kind_and_interval(spans, rest
         "Member doesn't match the w3c identifiers",
         "traceparent header exceeded the maximum ",
     ]
+
+
+def test_a_text_line_shows_a_callers_terminal_controls_escaped(spans, restore_root_logger) -> None:
+    # uvicorn lets bytes 0x80-0xff through in a header; 0x9b read as latin-1 is the C1 CSI, which starts an
+    # escape sequence in a terminal just like ESC [. Text lines are for terminals (LOG_JSON=auto).
+    stream = io.StringIO()
+    configure_logging("INFO", json=False, stream=stream)
+
+    serve([(b"traceparent", f"00-{CALLER_TRACE_ID}-{CALLER_SPAN_ID}-01".encode()), (b"tracestate", b"k=\x9b2J")])
+    logging.getLogger("poimen.test").warning("caller sent %s\r", "\x1b[31mred")
+
+    text = stream.getvalue()
+    assert "k=\\x9b2J" in text
+    assert "\\x1b[31mred" in text
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)
