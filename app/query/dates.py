@@ -1,40 +1,33 @@
 """Dates in a query: years, month names, relative expressions, and the event-time range they describe. Pure.
 
-The clock is a parameter (`now`), never read here, so a relative date resolves against whichever moment
-the caller means: the request's time today, a memory's own clock for temporal questions.
+Relative expressions and their ranges are read in `app/query/relative_dates.py`. The clock is a parameter
+(`now`), never read here, so a relative date resolves against whichever moment the caller means: the request's
+time today, a memory's own clock for temporal questions.
 """
 
 from __future__ import annotations
 
-import re
-from calendar import monthrange
-from datetime import MAXYEAR, MINYEAR, UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from app.domain.moments import EARLIEST, LATEST, as_utc
+from app.domain.moments import as_utc
+from app.query.calendar_arithmetic import month_start, next_month_start
+from app.query.date_words import DAY_OF_MONTH, ORDINAL_DAY, is_last_month, is_year
+from app.query.relative_dates import relative_positions, relative_range
 from app.query.vocabulary import (
     DATE_PREPOSITIONS,
     DATES_AFTER_WORDS,
     DATES_BEFORE_WORDS,
-    MONTH_NAMES,
     MONTHS,
     NEGATION_WORDS,
     PLAIN_MONTHS,
-    RELATIVE_DAY_WORDS,
-    RELATIVE_PREFIXES,
-    RELATIVE_UNITS,
     SPAN_CLOSING_WORDS,
     SPAN_OPENING_WORDS,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-MIN_YEAR: Final = 2000
-MAX_YEAR: Final = 2100
-_DAY_OF_MONTH: Final = re.compile(r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?")
-_ORDINAL_DAY: Final = re.compile(r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)")
 
 
 class DateDirection(StrEnum):
@@ -49,11 +42,6 @@ class DateSpan(StrEnum):
 
     ABSOLUTE_TO_RELATIVE = "absolute_to_relative"
     RELATIVE_TO_ABSOLUTE = "relative_to_absolute"
-
-
-def is_year(word: str) -> bool:
-    """Whether a word is a four-digit year the service reads as a date (2000-2100)."""
-    return len(word) == 4 and word.isdigit() and MIN_YEAR <= int(word) <= MAX_YEAR  # noqa: PLR2004 - YYYY
 
 
 def months_named(words: Sequence[str]) -> tuple[int, ...]:
@@ -76,28 +64,12 @@ def _month_positions(words: Sequence[str]) -> list[int]:
         previous = words[index - 1] if index > 0 else ""
         dated = (
             is_year(following)
-            or bool(_ORDINAL_DAY.fullmatch(following) or _ORDINAL_DAY.fullmatch(previous))
-            or bool(_DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
+            or bool(ORDINAL_DAY.fullmatch(following) or ORDINAL_DAY.fullmatch(previous))
+            or bool(DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
         )
-        if (word in PLAIN_MONTHS or dated or previous in DATE_PREPOSITIONS) and not _is_last_month(words, index):
+        if (word in PLAIN_MONTHS or dated or previous in DATE_PREPOSITIONS) and not is_last_month(words, index):
             positions.append(index)
     return positions
-
-
-def _is_last_month(words: Sequence[str], index: int) -> bool:
-    """Whether the month at `index` is "last March": relative, its latest occurrence before the current month.
-
-    Not "the last march of the parade" or "at last may ...", nor "last December 2022", which its year dates.
-    """
-    following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
-    dated_by_year = is_year(following) or bool(_DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
-    return (
-        index > 0
-        and words[index - 1] == "last"
-        and (index == 1 or words[index - 2] not in {"the", "at"})  # "at last may the builds pass"
-        and words[index] in MONTHS
-        and not dated_by_year
-    )
 
 
 def date_direction(words: Sequence[str]) -> DateDirection | None:
@@ -108,7 +80,7 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
     them, not a side; nor does a negated one ("not before April").
     """
     months = _month_positions(words)
-    relative = [index for index, _ in _relative_positions(words)]
+    relative = [index for index, _ in relative_positions(words)]
     if len(relative) > 1 or (relative and (months or _distinct_years(words))):
         return None
     starts = _date_starts(words)
@@ -132,7 +104,7 @@ def date_span(words: Sequence[str]) -> DateSpan | None:
     closes it ("until", "to", "and"). None when there is no such pair, or both dates are of one kind (the
     range of several months, years or relative dates is already their span).
     """
-    relative = {index for index, _ in _relative_positions(words)}
+    relative = {index for index, _ in relative_positions(words)}
     opening = {
         start in relative for start in _date_starts(words) if start > 0 and words[start - 1] in SPAN_OPENING_WORDS
     }
@@ -150,11 +122,11 @@ def _date_starts(words: Sequence[str]) -> list[int]:
     """Where each date of the query starts: a month (or the day before it), a year, a relative date."""
     return [
         *(
-            index - 1 if index > 0 and _DAY_OF_MONTH.fullmatch(words[index - 1]) else index
+            index - 1 if index > 0 and DAY_OF_MONTH.fullmatch(words[index - 1]) else index
             for index in _month_positions(words)
         ),
         *(index for index, word in enumerate(words) if is_year(word)),
-        *(index for index, _ in _relative_positions(words)),
+        *(index for index, _ in relative_positions(words)),
     ]
 
 
@@ -164,108 +136,7 @@ def _distinct_years(words: Sequence[str]) -> set[str]:
 
 def relative_dates_named(words: Sequence[str]) -> tuple[str, ...]:
     """Relative date expressions, normalised: "today", "yesterday", "this week", "last month", ..."""
-    return tuple(dict.fromkeys(expression for _, expression in _relative_positions(words)))
-
-
-def _relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
-    """Where each relative date starts, with its normalised expression, in the order the query says them.
-
-    "last week of August 2023" is no relative date: it is the end of the period the words after it name.
-    """
-    found: list[tuple[int, str]] = []
-    for index, word in enumerate(words):
-        if word in RELATIVE_DAY_WORDS:
-            found.append((index, word))
-        elif index + 1 < len(words) and _is_last_month(words, index + 1):
-            found.append((index, f"last {MONTH_NAMES[MONTHS[words[index + 1]] - 1]}"))
-        elif (
-            word in RELATIVE_PREFIXES
-            and index + 1 < len(words)
-            and words[index + 1] in RELATIVE_UNITS
-            and tuple(words[index + 2 : index + 3]) != ("of",)
-        ):
-            found.append((index, f"{_relative_prefix(words, index)} {words[index + 1]}"))
-    return found
-
-
-def _relative_prefix(words: Sequence[str], index: int) -> str:
-    """How the prefix at `index` is normalised: "this"; "past" (also "the last": "in the last year"); "last"."""
-    word = words[index]
-    if word == "this":
-        return "this"
-    if word == "past" or (word == "last" and index > 0 and words[index - 1] == "the"):
-        return "past"
-    return "last"
-
-
-def _moment(year: int, month: int, day: int, zone: tzinfo) -> datetime:
-    """Midnight starting that day in `zone`, or the nearest end of `datetime`'s range for a year outside it."""
-    if year < MINYEAR:
-        return EARLIEST
-    if year > MAXYEAR:
-        return LATEST
-    return datetime(year, month, day, tzinfo=zone)
-
-
-def _months_before(day: datetime, months: int, zone: tzinfo) -> datetime:
-    """Midnight of `day`'s day of the month `months` months earlier, or that month's last day where it has none.
-
-    A month before March 31 is February 29 (or 28), a year before February 29 is February 28.
-    """
-    year, month_index = divmod(day.year * 12 + day.month - 1 - months, 12)
-    if year < MINYEAR:
-        return EARLIEST
-    return _moment(year, month_index + 1, min(day.day, monthrange(year, month_index + 1)[1]), zone)
-
-
-def _month_start(year: int, month: int, zone: tzinfo) -> datetime:
-    return _moment(year, month, 1, zone)
-
-
-def _next_month_start(year: int, month: int, zone: tzinfo) -> datetime:
-    return _month_start(year + 1, 1, zone) if month == 12 else _month_start(year, month + 1, zone)  # noqa: PLR2004
-
-
-def _days_after(moment: datetime, days: int) -> datetime:
-    """`moment` moved by `days` (negative: before), stopping at the ends of `datetime`'s range."""
-    try:
-        return moment + timedelta(days=days)
-    except OverflowError:
-        return EARLIEST if days < 0 else LATEST
-
-
-def _relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
-    """The `[from, to)` range of one relative day/week/month expression, in `now`'s own time zone.
-
-    "last March" is the latest March before the current month: asked in March 2025, March 2024. "past week"
-    ("the last week") runs from that weekday a week ago to the end of today; "past month" and "past year" from
-    the same day of the month (`_months_before`).
-    """
-    zone = now.tzinfo or UTC
-    today = _moment(now.year, now.month, now.day, zone)
-    week_start = _days_after(today, -today.weekday())  # ISO weeks start on Monday
-    days = {
-        "today": (today, _days_after(today, 1)),
-        "yesterday": (_days_after(today, -1), today),
-        "this week": (week_start, _days_after(week_start, 7)),
-        "last week": (_days_after(week_start, -7), week_start),
-    }
-    if expression in days:
-        return days[expression]
-    if expression.startswith("past "):
-        months_back = {"month": 1, "year": 12}.get(expression.removeprefix("past "))
-        start = _days_after(today, -7) if months_back is None else _months_before(today, months_back, zone)
-        return start, _days_after(today, 1)
-    named_month = expression.removeprefix("last ")
-    if named_month in MONTHS:
-        month = MONTHS[named_month]
-        year = now.year if month < now.month else now.year - 1
-        return _month_start(year, month, zone), _next_month_start(year, month, zone)
-    this_month = _month_start(now.year, now.month, zone)
-    if expression == "this month":
-        return this_month, _next_month_start(now.year, now.month, zone)
-    previous = (now.year - 1, 12) if now.month == 1 else (now.year, now.month - 1)
-    return _month_start(*previous, zone), this_month
+    return tuple(dict.fromkeys(expression for _, expression in relative_positions(words)))
 
 
 def event_time_range(  # noqa: PLR0913 - each piece the query's words tell, named
@@ -309,16 +180,16 @@ def _dates_range(
     absolute: tuple[datetime, datetime] | None = None
     if months and all_years:
         absolute = (
-            _month_start(min(all_years), min(months), zone),
-            _next_month_start(max(all_years), max(months), zone),
+            month_start(min(all_years), min(months), zone),
+            next_month_start(max(all_years), max(months), zone),
         )
     elif months:
         occurrences = [(now.year if month <= now.month else now.year - 1, month) for month in months]
-        absolute = (_month_start(*min(occurrences), zone), _next_month_start(*max(occurrences), zone))
+        absolute = (month_start(*min(occurrences), zone), next_month_start(*max(occurrences), zone))
     elif all_years:
-        absolute = (_month_start(min(all_years), 1, zone), _month_start(max(all_years) + 1, 1, zone))
+        absolute = (month_start(min(all_years), 1, zone), month_start(max(all_years) + 1, 1, zone))
     relative_ranges = [
-        _relative_range(expression, now) for expression in relative_dates if expression not in relative_years
+        relative_range(expression, now) for expression in relative_dates if expression not in relative_years
     ]
     relative = (
         (min(start for start, _ in relative_ranges), max(end for _, end in relative_ranges))

@@ -23,11 +23,11 @@ from app.domain.models import (
 from app.domain.tags import tag_key
 from app.domain.text_forms import canonical_text, lower_as_analyzers
 from app.query.abbreviations import load_abbreviations
+from app.query.date_words import is_year
 from app.query.dates import (
     date_direction,
     date_span,
     event_time_range,
-    is_year,
     months_named,
     relative_dates_named,
 )
