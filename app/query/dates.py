@@ -80,7 +80,7 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
     them, not a side; nor does a negated one ("not before April").
     """
     months = _month_positions(words)
-    relative = [index for index, _ in relative_positions(words)]
+    relative = [index for index, _ in _relative_positions(words)]
     if len(relative) > 1 or (relative and (months or _distinct_years(words))):
         return None
     starts = _date_starts(words)
@@ -104,7 +104,7 @@ def date_span(words: Sequence[str]) -> DateSpan | None:
     closes it ("until", "to", "and"). None when there is no such pair, or both dates are of one kind (the
     range of several months, years or relative dates is already their span).
     """
-    relative = {index for index, _ in relative_positions(words)}
+    relative = {index for index, _ in _relative_positions(words)}
     opening = {
         start in relative for start in _date_starts(words) if start > 0 and words[start - 1] in SPAN_OPENING_WORDS
     }
@@ -126,7 +126,7 @@ def _date_starts(words: Sequence[str]) -> list[int]:
             for index in _month_positions(words)
         ),
         *(index for index, word in enumerate(words) if is_year(word)),
-        *(index for index, _ in relative_positions(words)),
+        *(index for index, _ in _relative_positions(words)),
     ]
 
 
@@ -134,9 +134,14 @@ def _distinct_years(words: Sequence[str]) -> set[str]:
     return {word for word in words if is_year(word)}
 
 
+def _relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
+    """The relative dates of `relative_positions`; a count back beside a named month or year counts from it."""
+    return relative_positions(words, beside_named_date=bool(_month_positions(words) or _distinct_years(words)))
+
+
 def relative_dates_named(words: Sequence[str]) -> tuple[str, ...]:
     """Relative date expressions, normalised: "today", "yesterday", "this week", "last month", ..."""
-    return tuple(dict.fromkeys(expression for _, expression in relative_positions(words)))
+    return tuple(dict.fromkeys(expression for _, expression in _relative_positions(words)))
 
 
 def event_time_range(  # noqa: PLR0913 - each piece the query's words tell, named

@@ -5,24 +5,47 @@ The moment is a parameter (`now`), never read here: the request's `as_of` or the
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from app.query.calendar_arithmetic import days_after, midnight, month_start, months_before, next_month_start
 from app.query.date_words import is_last_month
-from app.query.vocabulary import MONTH_NAMES, MONTHS, RELATIVE_DAY_WORDS, RELATIVE_PREFIXES, RELATIVE_UNITS
+from app.query.vocabulary import (
+    AGO_UNITS,
+    COUNT_WORDS,
+    MONTH_NAMES,
+    MONTHS,
+    RELATIVE_DAY_WORDS,
+    RELATIVE_PREFIXES,
+    RELATIVE_UNITS,
+    VAGUE_COUNTS,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+_DIGITS: Final = re.compile(r"[0-9]+")
+_COUNT_EXPRESSION: Final = re.compile(r"(?P<fewest>[0-9]+)(?: to (?P<most>[0-9]+))? (?P<unit>day|week|month)s? ago")
+"""A count back as `relative_positions` names it: "3 days ago", "1 week ago", "2 to 5 months ago"."""
 
-def relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
+
+def relative_positions(words: Sequence[str], *, beside_named_date: bool = False) -> list[tuple[int, str]]:
     """Where each relative date starts, with its normalised expression, in the order the query says them.
 
     "last week of August 2023" is no relative date: it is the end of the period the words after it name.
+    With `beside_named_date` (the query names a month or a year) a count back ("3 days ago") counts from that
+    date, not from the clock ("last Friday on 23 January, 2022"), and is not read: the named date stands alone.
     """
     found: list[tuple[int, str]] = []
-    for index, word in enumerate(words):
+    index = 0
+    while index < len(words):
+        spoken = None if beside_named_date else _count_back_at(words, index)
+        if spoken is not None:
+            start, expression, index = spoken
+            found.append((start, expression))
+            continue
+        word = words[index]
         if word in RELATIVE_DAY_WORDS:
             found.append((index, word))
         elif index + 1 < len(words) and is_last_month(words, index + 1):
@@ -34,7 +57,56 @@ def relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
             and tuple(words[index + 2 : index + 3]) != ("of",)
         ):
             found.append((index, f"{_relative_prefix(words, index)} {words[index + 1]}"))
+        index += 1
     return found
+
+
+def _count_back_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:
+    """A count of units back starting at `index`, as (start, expression, index after it), or None.
+
+    "3 days ago" -> "3 days ago", "a fortnight ago" -> "2 weeks ago", "a few weeks ago" -> "2 to 5 weeks ago",
+    "the week before last" -> "2 weeks ago".
+    """
+    counted = _count_at(words, index)
+    if counted is not None:
+        (fewest, most), position = counted
+        unit, size = AGO_UNITS.get(_word(words, position), ("", 0))
+        if size and fewest > 0 and _word(words, position + 1) == "ago":
+            return index, _count_expression(fewest * size, most * size, unit), position + 2
+    unit = _word(words, index)
+    if (
+        unit in {"week", "month"}
+        and words[index + 1 : index + 3] == ["before", "last"]
+        and not _is_date_word(_word(words, index + 3))  # "the week before last Friday" counts from Friday
+    ):
+        start = index - 1 if _word(words, index - 1) == "the" else index
+        return start, _count_expression(2, 2, unit), index + 3
+    return None
+
+
+def _count_at(words: Sequence[str], index: int) -> tuple[tuple[int, int], int] | None:
+    """The fewest and most a count starting at `index` means ("3", "three", "a couple of"), and where it ends."""
+    word = _word(words, index)
+    if word == "a" and _word(words, index + 1) in VAGUE_COUNTS:
+        index, word = index + 1, words[index + 1]
+    if word in VAGUE_COUNTS:
+        return VAGUE_COUNTS[word], index + (2 if _word(words, index + 1) == "of" else 1)
+    count = int(word) if _DIGITS.fullmatch(word) else COUNT_WORDS.get(word)
+    return None if count is None else ((count, count), index + 1)
+
+
+def _count_expression(fewest: int, most: int, unit: str) -> str:
+    if fewest == most:
+        return f"{fewest} {unit}{'' if fewest == 1 else 's'} ago"
+    return f"{fewest} to {most} {unit}s ago"
+
+
+def _word(words: Sequence[str], index: int) -> str:
+    return words[index] if 0 <= index < len(words) else ""
+
+
+def _is_date_word(word: str) -> bool:
+    return word in RELATIVE_UNITS or word in MONTHS or word in RELATIVE_DAY_WORDS
 
 
 def _relative_prefix(words: Sequence[str], index: int) -> str:
@@ -52,10 +124,33 @@ def relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
 
     "last March" is the latest March before the current month: asked in March 2025, March 2024. "past week"
     ("the last week") runs from that weekday a week ago to the end of today; "past month" and "past year" from
-    the same day of the month (`months_before`).
+    the same day of the month (`months_before`). A count back ("3 days ago", "2 to 5 weeks ago") is the day,
+    the ISO week or the calendar month holding the moment that many units back, so "1 week ago" is "last week".
     """
     zone = now.tzinfo or UTC
     today = midnight(now.year, now.month, now.day, zone)
+    counted = _COUNT_EXPRESSION.fullmatch(expression)
+    if counted is None:
+        return _named_range(expression, today)
+    fewest, most = int(counted["fewest"]), int(counted["most"] or counted["fewest"])
+    return _count_back_range(fewest, most, counted["unit"], today)
+
+
+def _count_back_range(fewest: int, most: int, unit: str, today: datetime) -> tuple[datetime, datetime]:
+    """From the day, ISO week or month `most` units before `today`'s to the end of the one `fewest` units before."""
+    if unit == "day":
+        return days_after(today, -most), days_after(today, 1 - fewest)
+    if unit == "week":
+        week_start = days_after(today, -today.weekday())
+        return days_after(week_start, -7 * most), days_after(week_start, 7 - 7 * fewest)
+    zone = today.tzinfo or UTC
+    this_month = month_start(today.year, today.month, zone)
+    return months_before(this_month, most, zone), months_before(this_month, fewest - 1, zone)
+
+
+def _named_range(expression: str, today: datetime) -> tuple[datetime, datetime]:
+    """The range of a relative date without a count: "today", "last week", "past month", "last March", ..."""
+    zone = today.tzinfo or UTC
     week_start = days_after(today, -today.weekday())  # ISO weeks start on Monday
     days = {
         "today": (today, days_after(today, 1)),
@@ -72,10 +167,10 @@ def relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
     named_month = expression.removeprefix("last ")
     if named_month in MONTHS:
         month = MONTHS[named_month]
-        year = now.year if month < now.month else now.year - 1
+        year = today.year if month < today.month else today.year - 1
         return month_start(year, month, zone), next_month_start(year, month, zone)
-    this_month = month_start(now.year, now.month, zone)
+    this_month = month_start(today.year, today.month, zone)
     if expression == "this month":
-        return this_month, next_month_start(now.year, now.month, zone)
-    previous = (now.year - 1, 12) if now.month == 1 else (now.year, now.month - 1)
+        return this_month, next_month_start(today.year, today.month, zone)
+    previous = (today.year - 1, 12) if today.month == 1 else (today.year, today.month - 1)
     return month_start(*previous, zone), this_month

@@ -53,6 +53,20 @@ RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous", "past"})
 seven days up to today."""
 RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})
 
+COUNT_WORDS: Final[Mapping[str, int]] = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+}  # fmt: skip
+"""Counts spelled out before a unit and "ago": "two weeks ago", "a month ago"."""
+VAGUE_COUNTS: Final[Mapping[str, tuple[int, int]]] = {"couple": (1, 3), "few": (2, 5), "several": (3, 7)}
+"""The fewest and most units a vague count may mean: "a couple of days ago" is one to three days back."""
+AGO_UNITS: Final[Mapping[str, tuple[str, int]]] = {
+    "day": ("day", 1), "days": ("day", 1), "week": ("week", 1), "weeks": ("week", 1),
+    "fortnight": ("week", 2), "fortnights": ("week", 2), "month": ("month", 1), "months": ("month", 1),
+}  # fmt: skip
+"""Units a count before "ago" is read in, as (unit, how many of it): years are not (a fact of someone's past,
+"moved here 4 years ago", is told long after it happened, so that year's range would drop the telling)."""
+
 PROCEDURAL_FIRST: Final = frozenset({"how", "steps", "guide", "howto", "tutorial"})
 FACTUAL_FIRST: Final = frozenset({"what", "define", "when", "who", "which", "whats", "what's"})
 COMPARATIVE_WORDS: Final = frozenset({"compare", "comparison", "difference", "differences", "vs", "versus"})

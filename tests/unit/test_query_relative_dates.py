@@ -1,0 +1,137 @@
+"""Relative dates a person says to a memory ("3 days ago", "last Tuesday"), read against the clock (`as_of`).
+
+The clock is Wednesday 2025-03-12 15:30 UTC unless a test says otherwise; its ISO week began Monday 03-10.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from app.domain.moments import EARLIEST
+from app.query.optimizer import QueryOptimizer
+
+NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)  # a Wednesday
+
+
+def utc(year: int, month: int, day: int) -> datetime:
+    return datetime(year, month, day, tzinfo=UTC)
+
+
+def read_range(query: str, now: datetime = NOW) -> tuple[datetime | None, datetime | None]:
+    analysis = QueryOptimizer(clock=lambda: now).analyze(query)
+    return analysis.event_time_from, analysis.event_time_to
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        # Days: that day. Weeks: the ISO week holding the day that many weeks back. Months: that calendar month.
+        ("what did I do 3 days ago", utc(2025, 3, 9), utc(2025, 3, 10)),
+        ("what did I eat a day ago", utc(2025, 3, 11), utc(2025, 3, 12)),
+        ("what did we talk about three weeks ago", utc(2025, 2, 17), utc(2025, 2, 24)),
+        ("what did she say a week ago", utc(2025, 3, 3), utc(2025, 3, 10)),
+        ("who called two months ago", utc(2025, 1, 1), utc(2025, 2, 1)),
+        ("who called 14 months ago", utc(2024, 1, 1), utc(2024, 2, 1)),
+        ("what did he fix a fortnight ago", utc(2025, 2, 24), utc(2025, 3, 3)),
+        ("what did he fix the week before last", utc(2025, 2, 24), utc(2025, 3, 3)),
+        ("what did he fix the month before last", utc(2025, 1, 1), utc(2025, 2, 1)),
+    ],
+)
+def test_a_count_of_days_weeks_or_months_ago_is_that_day_week_or_month(
+    query: str, start: datetime, end: datetime
+) -> None:
+    assert read_range(query) == (start, end)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        # "a couple" is one to three units back, "a few" two to five, "several" three to seven.
+        ("what happened a couple of days ago", utc(2025, 3, 9), utc(2025, 3, 12)),
+        ("what happened a couple days ago", utc(2025, 3, 9), utc(2025, 3, 12)),
+        ("what happened a few weeks ago", utc(2025, 2, 3), utc(2025, 3, 3)),
+        ("what happened several months ago", utc(2024, 8, 1), utc(2025, 1, 1)),
+    ],
+)
+def test_a_vague_count_ago_is_the_span_it_may_mean(query: str, start: datetime, end: datetime) -> None:
+    assert read_range(query) == (start, end)
+
+
+@pytest.mark.parametrize(
+    ("query", "expression"),
+    [
+        ("what did I do 3 days ago", "3 days ago"),
+        ("what did I eat a day ago", "1 day ago"),
+        ("what did he fix a fortnight ago", "2 weeks ago"),
+        ("what did he fix the week before last", "2 weeks ago"),
+        ("what happened a few weeks ago", "2 to 5 weeks ago"),
+    ],
+)
+def test_a_count_ago_is_named_by_its_number_of_units(query: str, expression: str) -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
+
+    assert analysis.entities.relative_dates == (expression,)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # Years ago tell a fact of someone's past, told long after it (LoCoMo conv-26: "I moved from Sweden 4 years
+        # ago" said in June 2023); the words find it, a range of that year would drop it.
+        "Where did Caroline move from 4 years ago?",
+        "What activity did Evan start one year ago?",
+        "what hobby did he start a few years ago",
+        "what did he start painting years ago",
+        "How long ago was Caroline's 18th birthday?",
+        "what did we say 0 days ago",
+        "what did we say days ago",
+        "the build finished an hour ago",
+    ],
+)
+def test_years_ago_and_ago_without_a_count_of_days_weeks_or_months_are_no_dates(query: str) -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
+
+    assert not analysis.has_date_filters
+    assert read_range(query) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        # Said beside a named date, a relative one counts back from it, not from the clock: the named date alone.
+        ("what did she finish 3 days ago in January 2022", utc(2022, 1, 1), utc(2022, 2, 1)),
+        ("what did he fix two weeks ago, as mentioned on November 6, 2023", utc(2023, 11, 1), utc(2023, 12, 1)),
+    ],
+)
+def test_a_count_ago_beside_a_named_date_leaves_the_named_date(query: str, start: datetime, end: datetime) -> None:
+    assert read_range(query) == (start, end)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("errors since 3 days ago", utc(2025, 3, 9), None),
+        ("errors until two weeks ago", None, utc(2025, 3, 3)),
+        ("from two months ago to last week", utc(2025, 1, 1), utc(2025, 3, 10)),
+    ],
+)
+def test_a_count_ago_takes_a_side_or_a_span_like_any_relative_date(
+    query: str, start: datetime | None, end: datetime | None
+) -> None:
+    assert read_range(query) == (start, end)
+
+
+def test_days_ago_are_days_of_the_clocks_own_offset() -> None:
+    tokyo = timezone(timedelta(hours=9))
+    now = datetime(2025, 3, 12, 8, 0, tzinfo=tokyo)  # still 2025-03-11 in UTC
+
+    start, end = read_range("what did I do 3 days ago", now)
+
+    assert (start, end) == (datetime(2025, 3, 9, tzinfo=tokyo), datetime(2025, 3, 10, tzinfo=tokyo))
+
+
+@pytest.mark.parametrize("query", ["the deploy 99999999999 days ago", "the deploy 99999999 months ago"])
+def test_a_count_ago_past_year_one_is_the_empty_range_there(query: str) -> None:
+    assert read_range(query) == (EARLIEST, EARLIEST)
