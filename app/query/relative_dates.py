@@ -16,6 +16,7 @@ from app.query.vocabulary import (
     COUNT_WORDS,
     MONTH_NAMES,
     MONTHS,
+    PARTS_OF_DAY,
     RELATIVE_DAY_WORDS,
     RELATIVE_PREFIXES,
     RELATIVE_UNITS,
@@ -40,7 +41,7 @@ def relative_positions(words: Sequence[str], *, beside_named_date: bool = False)
     found: list[tuple[int, str]] = []
     index = 0
     while index < len(words):
-        spoken = None if beside_named_date else _count_back_at(words, index)
+        spoken = _day_phrase_at(words, index) or (None if beside_named_date else _count_back_at(words, index))
         if spoken is not None:
             start, expression, index = spoken
             found.append((start, expression))
@@ -59,6 +60,24 @@ def relative_positions(words: Sequence[str], *, beside_named_date: bool = False)
             found.append((index, f"{_relative_prefix(words, index)} {words[index + 1]}"))
         index += 1
     return found
+
+
+def _day_phrase_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:
+    """A day said in words starting at `index`, as (start, expression, index after it), or None.
+
+    "the day before yesterday"; "this morning", "this afternoon", "this evening", "tonight" -> "today"; "last
+    night" (not "the last night of the trip"); "earlier this week" ("month", "year"): up to today.
+    """
+    word, following = _word(words, index), _word(words, index + 1)
+    if (word, following, _word(words, index + 2)) == ("day", "before", "yesterday"):
+        return (index - 1 if _word(words, index - 1) == "the" else index), "the day before yesterday", index + 3
+    if word == "tonight" or (word == "this" and following in PARTS_OF_DAY):
+        return index, "today", index + (1 if word == "tonight" else 2)
+    if (word, following) == ("last", "night") and _word(words, index - 1) not in {"the", "at"}:
+        return None if _word(words, index + 2) == "of" else (index, "last night", index + 2)
+    if (word, following) == ("earlier", "this") and _word(words, index + 2) in RELATIVE_UNITS:
+        return index, f"earlier this {words[index + 2]}", index + 3
+    return None
 
 
 def _count_back_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:
@@ -152,11 +171,17 @@ def _named_range(expression: str, today: datetime) -> tuple[datetime, datetime]:
     """The range of a relative date without a count: "today", "last week", "past month", "last March", ..."""
     zone = today.tzinfo or UTC
     week_start = days_after(today, -today.weekday())  # ISO weeks start on Monday
+    tomorrow = days_after(today, 1)
     days = {
-        "today": (today, days_after(today, 1)),
+        "today": (today, tomorrow),
         "yesterday": (days_after(today, -1), today),
+        "the day before yesterday": (days_after(today, -2), days_after(today, -1)),
+        "last night": (days_after(today, -1), tomorrow),  # the evening before and the small hours of today
         "this week": (week_start, days_after(week_start, 7)),
         "last week": (days_after(week_start, -7), week_start),
+        "earlier this week": (week_start, tomorrow),
+        "earlier this month": (month_start(today.year, today.month, zone), tomorrow),
+        "earlier this year": (month_start(today.year, 1, zone), tomorrow),
     }
     if expression in days:
         return days[expression]

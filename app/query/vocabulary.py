@@ -52,6 +52,8 @@ RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous", "past"})
 """Before a unit: "this week"; "last"/"previous" week, the calendar one before; "past week"/"the last week", the
 seven days up to today."""
 RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})
+PARTS_OF_DAY: Final = frozenset({"morning", "afternoon", "evening"})
+"""After "this": today ("this morning"); "tonight" is today too."""
 
 COUNT_WORDS: Final[Mapping[str, int]] = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,

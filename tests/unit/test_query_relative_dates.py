@@ -135,3 +135,38 @@ def test_days_ago_are_days_of_the_clocks_own_offset() -> None:
 @pytest.mark.parametrize("query", ["the deploy 99999999999 days ago", "the deploy 99999999 months ago"])
 def test_a_count_ago_past_year_one_is_the_empty_range_there(query: str) -> None:
     assert read_range(query) == (EARLIEST, EARLIEST)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end", "expression"),
+    [
+        ("what did we decide the day before yesterday", utc(2025, 3, 10), utc(2025, 3, 11), "the day before yesterday"),
+        ("what did I eat this morning", utc(2025, 3, 12), utc(2025, 3, 13), "today"),
+        ("who called this afternoon", utc(2025, 3, 12), utc(2025, 3, 13), "today"),
+        ("what are we cooking tonight", utc(2025, 3, 12), utc(2025, 3, 13), "today"),
+        # The night runs past midnight: the evening before and the small hours of today.
+        ("what did we talk about last night", utc(2025, 3, 11), utc(2025, 3, 13), "last night"),
+        # Up to the end of today, from the start of the week, month or year.
+        ("what did I buy earlier this week", utc(2025, 3, 10), utc(2025, 3, 13), "earlier this week"),
+        ("what did I buy earlier this month", utc(2025, 3, 1), utc(2025, 3, 13), "earlier this month"),
+        ("what happened earlier this year", utc(2025, 1, 1), utc(2025, 3, 13), "earlier this year"),
+    ],
+)
+def test_days_said_in_words_are_read_against_the_clock(
+    query: str, start: datetime, end: datetime, expression: str
+) -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+    assert analysis.entities.relative_dates == (expression,)
+
+
+def test_since_the_day_before_yesterday_opens_the_range_after_it() -> None:
+    assert read_range("errors since the day before yesterday") == (utc(2025, 3, 10), None)
+
+
+@pytest.mark.parametrize(
+    "query", ["the last night of the trip", "last night of the festival", "what do we eat at night", "every morning"]
+)
+def test_nights_and_mornings_that_are_not_today_or_last_night_are_no_dates(query: str) -> None:
+    assert read_range(query) == (None, None)
