@@ -21,6 +21,7 @@ from app.query.vocabulary import (
     RELATIVE_PREFIXES,
     RELATIVE_UNITS,
     VAGUE_COUNTS,
+    WEEKDAYS,
 )
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ def relative_positions(words: Sequence[str], *, beside_named_date: bool = False)
     found: list[tuple[int, str]] = []
     index = 0
     while index < len(words):
-        spoken = _day_phrase_at(words, index) or (None if beside_named_date else _count_back_at(words, index))
+        spoken = _day_phrase_at(words, index) or (
+            None if beside_named_date else _count_back_at(words, index) or _last_weekday_at(words, index)
+        )
         if spoken is not None:
             start, expression, index = spoken
             found.append((start, expression))
@@ -103,6 +106,19 @@ def _count_back_at(words: Sequence[str], index: int) -> tuple[int, str, int] | N
     return None
 
 
+def _last_weekday_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:
+    """The "last Friday" starting at `index`, as (start, expression, index after it); not "the last Friday of May"."""
+    weekday = _word(words, index + 1)
+    if (
+        words[index] != "last"
+        or weekday not in WEEKDAYS
+        or _word(words, index - 1) in {"the", "at"}
+        or _word(words, index + 2) == "of"
+    ):
+        return None
+    return index, f"last {weekday}", index + 2
+
+
 def _count_at(words: Sequence[str], index: int) -> tuple[tuple[int, int], int] | None:
     """The fewest and most a count starting at `index` means ("3", "three", "a couple of"), and where it ends."""
     word = _word(words, index)
@@ -125,7 +141,7 @@ def _word(words: Sequence[str], index: int) -> str:
 
 
 def _is_date_word(word: str) -> bool:
-    return word in RELATIVE_UNITS or word in MONTHS or word in RELATIVE_DAY_WORDS
+    return word in RELATIVE_UNITS or word in MONTHS or word in RELATIVE_DAY_WORDS or word in WEEKDAYS
 
 
 def _relative_prefix(words: Sequence[str], index: int) -> str:
@@ -189,6 +205,11 @@ def _named_range(expression: str, today: datetime) -> tuple[datetime, datetime]:
         months_back = {"month": 1, "year": 12}.get(expression.removeprefix("past "))
         start = days_after(today, -7) if months_back is None else months_before(today, months_back, zone)
         return start, days_after(today, 1)
+    weekday = WEEKDAYS.get(expression.removeprefix("last "))
+    if weekday is not None:
+        # From its day of last week to the latest one before today, where that one is this week's.
+        latest = days_after(today, -((today.weekday() - weekday - 1) % 7 + 1))
+        return days_after(week_start, weekday - 7), days_after(latest, 1)
     named_month = expression.removeprefix("last ")
     if named_month in MONTHS:
         month = MONTHS[named_month]

@@ -52,6 +52,10 @@ RELATIVE_PREFIXES: Final = frozenset({"this", "last", "previous", "past"})
 """Before a unit: "this week"; "last"/"previous" week, the calendar one before; "past week"/"the last week", the
 seven days up to today."""
 RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})
+WEEKDAYS: Final[Mapping[str, int]] = {
+    "monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5, "sunday": 6,
+}  # fmt: skip
+"""ISO weekday numbers, Monday 0. Read only after "last": a weekday alone may lie ahead or be a habit."""
 PARTS_OF_DAY: Final = frozenset({"morning", "afternoon", "evening"})
 """After "this": today ("this morning"); "tonight" is today too."""
 

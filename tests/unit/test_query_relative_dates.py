@@ -170,3 +170,57 @@ def test_since_the_day_before_yesterday_opens_the_range_after_it() -> None:
 )
 def test_nights_and_mornings_that_are_not_today_or_last_night_are_no_dates(query: str) -> None:
     assert read_range(query) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("query", "now", "start", "end"),
+    [
+        # Its day of last week, through the latest one before today where that one is this week's: on a
+        # Wednesday "last Tuesday" may be yesterday or the Tuesday of last week, and both are kept.
+        ("what did we do last Friday", NOW, utc(2025, 3, 7), utc(2025, 3, 8)),
+        ("what did we do last Wednesday", NOW, utc(2025, 3, 5), utc(2025, 3, 6)),
+        ("what did we do last Tuesday", NOW, utc(2025, 3, 4), utc(2025, 3, 12)),
+        ("what did we do last Monday", NOW, utc(2025, 3, 3), utc(2025, 3, 11)),
+        ("what did we do last Friday night", NOW, utc(2025, 3, 7), utc(2025, 3, 8)),
+        ("what did we do last sunday", utc(2025, 3, 10), utc(2025, 3, 9), utc(2025, 3, 10)),
+        ("what did we do last monday", utc(2025, 3, 10), utc(2025, 3, 3), utc(2025, 3, 4)),
+        ("what did we do last saturday", utc(2025, 3, 16), utc(2025, 3, 8), utc(2025, 3, 16)),
+    ],
+)
+def test_last_and_a_weekday_is_that_day_of_last_week_or_the_latest_one(
+    query: str, now: datetime, start: datetime, end: datetime
+) -> None:
+    assert read_range(query, now) == (start, end)
+
+
+def test_last_and_a_weekday_is_named_and_takes_a_side() -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze("errors since last Tuesday")
+
+    assert analysis.entities.relative_dates == ("last tuesday",)
+    assert (analysis.event_time_from, analysis.event_time_to) == (utc(2025, 3, 4), None)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # A weekday alone may lie ahead, and a plan for it is told before it (LoCoMo conv-44: "What type of date is
+        # Andrew going on Sunday?" is answered by a turn of the Saturday before), or be a habit.
+        "what did she say on Monday",
+        "Monday's standup notes",
+        "since Monday",
+        "what is planned this Friday",
+        "What type of date is Andrew going on Sunday?",
+        "the last Friday of the month",
+        "what did we eat the last Friday we met",
+    ],
+)
+def test_a_weekday_without_last_is_no_date(query: str) -> None:
+    assert read_range(query) == (None, None)
+
+
+def test_last_and_a_weekday_beside_a_named_date_leaves_the_named_date() -> None:
+    # LoCoMo conv-42: the Friday before 23 January 2022, not the one before the clock.
+    assert read_range("What did Joanna just finish last Friday on 23 January, 2022?") == (
+        utc(2022, 1, 1),
+        utc(2022, 2, 1),
+    )
