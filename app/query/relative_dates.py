@@ -43,7 +43,9 @@ def relative_positions(words: Sequence[str], *, beside_named_date: bool = False)
     index = 0
     while index < len(words):
         spoken = _day_phrase_at(words, index) or (
-            None if beside_named_date else _count_back_at(words, index) or _last_weekday_at(words, index)
+            None
+            if beside_named_date
+            else _count_back_at(words, index) or _last_weekday_at(words, index) or _last_weekend_at(words, index)
         )
         if spoken is not None:
             start, expression, index = spoken
@@ -119,6 +121,19 @@ def _last_weekday_at(words: Sequence[str], index: int) -> tuple[int, str, int] |
     return index, f"last {weekday}", index + 2
 
 
+def _last_weekend_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:
+    """The "last weekend" ("this past weekend", "the past weekend") starting at `index`, as in `_last_weekday_at`.
+
+    Not "the last weekend of the trip"; nor "this weekend" or "over the weekend", as often ahead as behind.
+    """
+    word, following = words[index], _word(words, index + 1)
+    if word in {"this", "the"} and (following, _word(words, index + 2)) == ("past", "weekend"):
+        return index, "last weekend", index + 3
+    if (word, following) != ("last", "weekend") or _word(words, index - 1) in {"the", "at"}:
+        return None
+    return None if _word(words, index + 2) == "of" else (index, "last weekend", index + 2)
+
+
 def _count_at(words: Sequence[str], index: int) -> tuple[tuple[int, int], int] | None:
     """The fewest and most a count starting at `index` means ("3", "three", "a couple of"), and where it ends."""
     word = _word(words, index)
@@ -141,7 +156,7 @@ def _word(words: Sequence[str], index: int) -> str:
 
 
 def _is_date_word(word: str) -> bool:
-    return word in RELATIVE_UNITS or word in MONTHS or word in RELATIVE_DAY_WORDS or word in WEEKDAYS
+    return word in RELATIVE_UNITS or word in MONTHS or word in WEEKDAYS or word in {*RELATIVE_DAY_WORDS, "weekend"}
 
 
 def _relative_prefix(words: Sequence[str], index: int) -> str:
@@ -195,6 +210,7 @@ def _named_range(expression: str, today: datetime) -> tuple[datetime, datetime]:
         "last night": (days_after(today, -1), tomorrow),  # the evening before and the small hours of today
         "this week": (week_start, days_after(week_start, 7)),
         "last week": (days_after(week_start, -7), week_start),
+        "last weekend": (days_after(week_start, -2), week_start),
         "earlier this week": (week_start, tomorrow),
         "earlier this month": (month_start(today.year, today.month, zone), tomorrow),
         "earlier this year": (month_start(today.year, 1, zone), tomorrow),

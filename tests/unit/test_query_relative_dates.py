@@ -224,3 +224,41 @@ def test_last_and_a_weekday_beside_a_named_date_leaves_the_named_date() -> None:
         utc(2022, 1, 1),
         utc(2022, 2, 1),
     )
+
+
+@pytest.mark.parametrize(
+    ("query", "now", "start", "end"),
+    [
+        # The Saturday and Sunday of last week: on a weekend day, the one before it.
+        ("what did we do last weekend", NOW, utc(2025, 3, 8), utc(2025, 3, 10)),
+        ("what did we do last weekend", utc(2025, 3, 15), utc(2025, 3, 8), utc(2025, 3, 10)),
+        ("what did we do last weekend", utc(2025, 3, 17), utc(2025, 3, 15), utc(2025, 3, 17)),
+        ("what did we do this past weekend", NOW, utc(2025, 3, 8), utc(2025, 3, 10)),
+        ("what did we do the past weekend", NOW, utc(2025, 3, 8), utc(2025, 3, 10)),
+    ],
+)
+def test_last_weekend_is_the_weekend_of_last_week(query: str, now: datetime, start: datetime, end: datetime) -> None:
+    analysis = QueryOptimizer(clock=lambda: now).analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+    assert analysis.entities.relative_dates == ("last weekend",)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # "this weekend" and "over the weekend" name the coming weekend as often as the last one.
+        "plans for this weekend",
+        "what are they doing over the weekend",
+        "What is Dave doing to relax on weekends?",
+        "What sports activity did Evan and his partner try in a recent weekend?",
+        "the last weekend of the trip",
+    ],
+)
+def test_other_weekends_are_no_dates(query: str) -> None:
+    assert read_range(query) == (None, None)
+
+
+def test_last_weekend_beside_a_named_date_leaves_the_named_date() -> None:
+    # LoCoMo conv-41: the weekend before April 10, 2023, not the one before the clock.
+    assert read_range("What did Maria participate in last weekend before April 10, 2023?") == (None, utc(2023, 5, 1))
