@@ -114,6 +114,29 @@ async def test_a_range_from_this_month_until_yesterday_runs_from_the_month_to_ye
     assert {hit["id"].split("#")[0] for hit in answer["results"]} == {*IN_LAST_WEEK, "this-week"}
 
 
+@pytest.mark.parametrize(
+    ("when", "expected_range", "expected_ids"),
+    [
+        # As of Thursday 15 June 2023: Friday 9 June; last week; Wednesday 14 June and Thursday 15 June.
+        ("last Friday", ("2023-06-09T00:00:00Z", "2023-06-10T00:00:00Z"), {"more-9"}),
+        ("a week ago", LAST_WEEK, IN_LAST_WEEK),
+        ("last night", ("2023-06-14T00:00:00Z", "2023-06-16T00:00:00Z"), {"this-week"}),
+    ],
+)
+async def test_spoken_relative_dates_narrow_the_search_against_as_of(
+    api_client, project, when: str, expected_range: tuple[str, str], expected_ids: set[str]
+) -> None:
+    response = await api_client.post(
+        "/v1/search",
+        json={"query": f"what did we paint {when}", "project": project, "as_of": AS_OF, "explain": True, "limit": 20},
+    )
+
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert event_range(answer) == expected_range
+    assert {hit["id"].split("#")[0] for hit in answer["results"]} == expected_ids
+
+
 @pytest.mark.parametrize("as_of", ["0001-01-01T00:00:00Z", "0001-01-20T05:00:00+09:00", "9999-12-31T23:00:00Z"])
 @pytest.mark.parametrize("when", ["yesterday", "last week", "this week", "last month", "last year", "in december"])
 async def test_an_as_of_at_the_ends_of_the_calendar_answers(api_client, project, as_of: str, when: str) -> None:
