@@ -17,6 +17,7 @@ from app.query.vocabulary import (
     MONTH_NAMES,
     MONTHS,
     PARTS_OF_DAY,
+    PAST_UNITS,
     RELATIVE_DAY_WORDS,
     RELATIVE_PREFIXES,
     RELATIVE_UNITS,
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 _DIGITS: Final = re.compile(r"[0-9]+")
 _COUNT_EXPRESSION: Final = re.compile(r"(?P<fewest>[0-9]+)(?: to (?P<most>[0-9]+))? (?P<unit>day|week|month)s? ago")
 """A count back as `relative_positions` names it: "3 days ago", "1 week ago", "2 to 5 months ago"."""
+_PAST_EXPRESSION: Final = re.compile(r"past (?P<count>[0-9]+) (?P<unit>day|week|month|year)s?")
+"""A count up to today as `relative_positions` names it: "past 3 days", "past 1 year"."""
 
 
 def relative_positions(words: Sequence[str], *, beside_named_date: bool = False) -> list[tuple[int, str]]:
@@ -45,7 +48,10 @@ def relative_positions(words: Sequence[str], *, beside_named_date: bool = False)
         spoken = _day_phrase_at(words, index) or (
             None
             if beside_named_date
-            else _count_back_at(words, index) or _last_weekday_at(words, index) or _last_weekend_at(words, index)
+            else _count_back_at(words, index)
+            or _past_count_at(words, index)
+            or _last_weekday_at(words, index)
+            or _last_weekend_at(words, index)
         )
         if spoken is not None:
             start, expression, index = spoken
@@ -106,6 +112,22 @@ def _count_back_at(words: Sequence[str], index: int) -> tuple[int, str, int] | N
         start = index - 1 if _word(words, index - 1) == "the" else index
         return start, _count_expression(2, 2, unit), index + 3
     return None
+
+
+def _past_count_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:
+    """The "past 3 days" ("the last two weeks", "the previous few months") starting at `index`, or None.
+
+    A vague count is read as the most it may mean ("the past few days": 5). Not "the last two weeks of August
+    2023", the end of the named period, nor "the last 3 releases".
+    """
+    counted = _count_at(words, index + 1) if words[index] in {"last", "past", "previous"} else None
+    if counted is None:
+        return None
+    (_, most), position = counted
+    unit, size = PAST_UNITS.get(_word(words, position), ("", 0))
+    if not size or most == 0 or _word(words, position + 1) in {"of", "ago"}:
+        return None
+    return index, f"past {most * size} {unit}{'' if most * size == 1 else 's'}", position + 1
 
 
 def _last_weekday_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:
@@ -179,6 +201,9 @@ def relative_range(expression: str, now: datetime) -> tuple[datetime, datetime]:
     """
     zone = now.tzinfo or UTC
     today = midnight(now.year, now.month, now.day, zone)
+    past = _PAST_EXPRESSION.fullmatch(expression)
+    if past is not None:
+        return _past_range(int(past["count"]), past["unit"], today)
     counted = _COUNT_EXPRESSION.fullmatch(expression)
     if counted is None:
         return _named_range(expression, today)
@@ -196,6 +221,16 @@ def _count_back_range(fewest: int, most: int, unit: str, today: datetime) -> tup
     zone = today.tzinfo or UTC
     this_month = month_start(today.year, today.month, zone)
     return months_before(this_month, most, zone), months_before(this_month, fewest - 1, zone)
+
+
+def _past_range(count: int, unit: str, today: datetime) -> tuple[datetime, datetime]:
+    """From `count` units before `today` (that day of the month for months and years) to the end of today."""
+    zone = today.tzinfo or UTC
+    if unit in {"day", "week"}:
+        start = days_after(today, -count * (7 if unit == "week" else 1))
+    else:
+        start = months_before(today, count * (12 if unit == "year" else 1), zone)
+    return start, days_after(today, 1)
 
 
 def _named_range(expression: str, today: datetime) -> tuple[datetime, datetime]:

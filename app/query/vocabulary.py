@@ -61,7 +61,8 @@ PARTS_OF_DAY: Final = frozenset({"morning", "afternoon", "evening"})
 
 COUNT_WORDS: Final[Mapping[str, int]] = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
+    "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
 }  # fmt: skip
 """Counts spelled out before a unit and "ago": "two weeks ago", "a month ago"."""
 VAGUE_COUNTS: Final[Mapping[str, tuple[int, int]]] = {"couple": (1, 3), "few": (2, 5), "several": (3, 7)}
@@ -72,6 +73,8 @@ AGO_UNITS: Final[Mapping[str, tuple[str, int]]] = {
 }  # fmt: skip
 """Units a count before "ago" is read in, as (unit, how many of it): years are not (a fact of someone's past,
 "moved here 4 years ago", is told long after it happened, so that year's range would drop the telling)."""
+PAST_UNITS: Final[Mapping[str, tuple[str, int]]] = {**AGO_UNITS, "year": ("year", 1), "years": ("year", 1)}
+"""Units after "the last"/"past" and a count ("the past two years"): a span up to today holds a late telling."""
 
 PROCEDURAL_FIRST: Final = frozenset({"how", "steps", "guide", "howto", "tutorial"})
 FACTUAL_FIRST: Final = frozenset({"what", "define", "when", "who", "which", "whats", "what's"})

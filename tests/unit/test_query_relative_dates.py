@@ -262,3 +262,49 @@ def test_other_weekends_are_no_dates(query: str) -> None:
 def test_last_weekend_beside_a_named_date_leaves_the_named_date() -> None:
     # LoCoMo conv-41: the weekend before April 10, 2023, not the one before the clock.
     assert read_range("What did Maria participate in last weekend before April 10, 2023?") == (None, utc(2023, 5, 1))
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end", "expression"),
+    [
+        # Up to the end of today, from that many units before today (as "the past week" is from a week before).
+        ("what did we discuss in the last two weeks", utc(2025, 2, 26), utc(2025, 3, 13), "past 2 weeks"),
+        ("errors over the past 3 days", utc(2025, 3, 9), utc(2025, 3, 13), "past 3 days"),
+        ("deploys in the previous 6 months", utc(2024, 9, 12), utc(2025, 3, 13), "past 6 months"),
+        ("who visited over the past two years", utc(2023, 3, 12), utc(2025, 3, 13), "past 2 years"),
+        # A vague count reaches as far back as it may mean.
+        ("what happened in the past few days", utc(2025, 3, 7), utc(2025, 3, 13), "past 5 days"),
+        ("what happened over the last couple of weeks", utc(2025, 2, 19), utc(2025, 3, 13), "past 3 weeks"),
+    ],
+)
+def test_the_last_or_past_count_of_units_runs_up_to_today(
+    query: str, start: datetime, end: datetime, expression: str
+) -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+    assert analysis.entities.relative_dates == (expression,)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        # LoCoMo conv-50: the end of August 2023, not the two weeks before the clock.
+        ("Where was Dave in the last two weeks of August 2023?", utc(2023, 8, 1), utc(2023, 9, 1)),
+        ("what were the last 3 releases", None, None),
+        ("the past 3 days in January 2022", utc(2022, 1, 1), utc(2022, 2, 1)),
+    ],
+)
+def test_the_last_count_of_a_named_period_or_of_other_things_is_no_relative_date(
+    query: str, start: datetime | None, end: datetime | None
+) -> None:
+    assert read_range(query) == (start, end)
+
+
+def test_counts_up_to_thirty_are_read_in_words() -> None:
+    assert read_range("what did I do twenty days ago") == (utc(2025, 2, 20), utc(2025, 2, 21))
+
+
+@pytest.mark.parametrize("query", ["errors in the past 99999999999 days", "errors in the past 99999999 years"])
+def test_the_past_count_reaching_before_year_one_starts_there(query: str) -> None:
+    assert read_range(query) == (EARLIEST, utc(2025, 3, 13))
