@@ -1,6 +1,8 @@
-"""Relative dates in a query ("yesterday", "last week", "last March") and the range each means at a moment. Pure.
+"""Relative dates in a query ("yesterday", "last week", "3 days ago", "last Friday") and the range each means. Pure.
 
-The moment is a parameter (`now`), never read here: the request's `as_of` or the server's clock.
+The moment is a parameter (`now`), never read here: the request's `as_of` or the server's clock. What is
+deliberately no date (a weekday without "last", "this weekend", "4 years ago") is listed in the README,
+"Dates in a query": a date read wrongly filters the evidence out.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ def relative_positions(words: Sequence[str], *, beside_named_date: bool = False)
     """Where each relative date starts, with its normalised expression, in the order the query says them.
 
     "last week of August 2023" is no relative date: it is the end of the period the words after it name.
-    With `beside_named_date` (the query names a month or a year) a count back ("3 days ago") counts from that
-    date, not from the clock ("last Friday on 23 January, 2022"), and is not read: the named date stands alone.
+    With `beside_named_date` (the query names a month or a year) a count back ("3 days ago", "the past 3 days")
+    and "last Friday" or "last weekend" count from that date, not from the clock ("last Friday on 23 January,
+    2022"), and are not read: the named date stands alone. Days said in words ("the day before yesterday",
+    "tonight") are read either way, as "yesterday" is.
     """
     found: list[tuple[int, str]] = []
     index = 0

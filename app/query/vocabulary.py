@@ -64,7 +64,7 @@ COUNT_WORDS: Final[Mapping[str, int]] = {
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
     "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
 }  # fmt: skip
-"""Counts spelled out before a unit and "ago": "two weeks ago", "a month ago"."""
+"""Counts spelled out before a unit: "two weeks ago", "a month ago", "the past three days"."""
 VAGUE_COUNTS: Final[Mapping[str, tuple[int, int]]] = {"couple": (1, 3), "few": (2, 5), "several": (3, 7)}
 """The fewest and most units a vague count may mean: "a couple of days ago" is one to three days back."""
 AGO_UNITS: Final[Mapping[str, tuple[str, int]]] = {
