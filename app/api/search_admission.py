@@ -48,7 +48,7 @@ def search_bytes(call: SearchCall, *, default_limit: int) -> int:
     """What one search is charged: its query's characters and the hits it ranks.
 
     A paged search (`offset`, `cursor`) ranks `PAGE_DEPTH` hits whatever its page size; without a
-    `limit` a search ranks `default_limit` (`RRF_FINAL_K`).
+    `limit` a search ranks `default_limit` (`RRF_FINAL_K` as the flags give it to this caller).
     """
     limit = call.options.limit if call.options.limit is not None else default_limit
     hits = PAGE_DEPTH if call.page is not None else limit
@@ -58,9 +58,15 @@ def search_bytes(call: SearchCall, *, default_limit: int) -> int:
 def admit_searches(state: State, calls: Sequence[SearchCall]) -> AbstractAsyncContextManager[None]:
     """Hold the searches' share for the block, waiting until it fits; given back on exit, error or cancel.
 
-    The default limit is read from the app's settings on its state, so the search handlers take no dependency more.
+    The flags are resolved only for a call that leaves its size to them (no `limit`, no page): a flags file
+    or flagd may set `rrf_final_k` up to 100, ten times the environment's default; the environment's value
+    charged such a search a tenth of what it ranks.
     """
     services: Services = state.services
-    default_limit = services.settings.rrf_final_k
-    amount = sum(search_bytes(call, default_limit=default_limit) for call in calls)
+    amount = 0
+    for call in calls:
+        default_limit = 0
+        if call.options.limit is None and call.page is None:
+            default_limit = services.flags.resolve(call.flag_context).knobs.rrf_final_k
+        amount += search_bytes(call, default_limit=default_limit)
     return searches_in_flight(state).take(amount)

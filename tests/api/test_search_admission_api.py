@@ -140,3 +140,28 @@ async def test_a_search_refused_by_the_service_gives_its_share_back(tmp_path: Pa
     assert (refused.status_code, refused.json()["field"]) == (400, "queries[1].query")
     assert after.status_code == 200
     assert shares.taken == 0
+
+
+async def test_a_search_without_limit_is_charged_the_hits_the_flags_give_it(tmp_path: Path) -> None:
+    """`rrf_final_k` from the flags file, not the environment's 10, is what a search without `limit` ranks."""
+    flags_file = tmp_path / "flags.yaml"
+    flags_file.write_text("rrf_final_k: 50\n")
+    embedder = GatedEmbedder()
+    store = InMemoryDocumentStore()
+    engines = Engines(embedder=embedder, vector=InMemoryVectorIndex(store), lexical=InMemoryLexicalIndex(), store=store)
+    settings = api_settings(
+        tmp_path, query_cache_ttl_secs=0, embedding_query_cache_size=0, poimen_flags_file=flags_file
+    )
+    app = create_app(settings, engines=engines)
+    app.state[SEARCHES_IN_FLIGHT] = shares = Allowance(BATCH_CHARGE)
+    unlimited = {"project": PROJECT, "query": "bound", "strategy": "semantic"}
+    async with same_loop_client(app) as client:
+        held = asyncio.create_task(client.post("/v1/search", json=unlimited))
+        await until(lambda: embedder.calls == 1)
+
+        assert shares.taken == len("bound") * SEARCH_BYTES_PER_QUERY_CHAR + 50 * SEARCH_BYTES_PER_HIT
+        embedder.gate.set()
+        answer = await held
+
+    assert answer.status_code == 200
+    assert shares.taken == 0
