@@ -19,15 +19,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+from app.auth.verification_keys import (
+    VerificationKey,
+    hs256_secret_keys,
+    jwks_json_keys,
+    public_key_pem_keys,
+    read_key_file,
+)
 from app.config import ConfigurationError
 from app.domain.errors import AuthenticationError, PermissionDeniedError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from pathlib import Path
 
     from app.config import Settings
 
@@ -39,7 +43,6 @@ SCOPE_ADMIN: Final = "admin"
 """`admin` grants every scope; `search` reads, `ingest` writes documents."""
 KNOWN_SCOPES: Final = frozenset({SCOPE_SEARCH, SCOPE_INGEST, SCOPE_ADMIN})
 ALL_PROJECTS: Final = "*"
-MIN_RSA_KEY_BITS: Final = 2048
 BEARER_PREFIX: Final = "bearer "
 
 
@@ -111,14 +114,6 @@ def cache_scope(principal: Principal) -> str:
     return "grants:" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-@dataclass(frozen=True, slots=True)
-class _VerificationKey:
-    """One key and the single algorithm it verifies."""
-
-    key: Any = field(repr=False)
-    algorithm: str
-
-
 class TokenVerifier:
     """Verifies `Authorization: Bearer <JWT>` headers against keys fixed at start.
 
@@ -129,7 +124,7 @@ class TokenVerifier:
 
     def __init__(
         self,
-        keys: Mapping[str | None, _VerificationKey] | None,
+        keys: Mapping[str | None, VerificationKey] | None,
         *,
         issuer: str | None = None,
         audience: str | None = None,
@@ -156,51 +151,17 @@ class TokenVerifier:
     @classmethod
     def from_hs256_secret(cls, secret: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
         """HS256 with a shared secret (at least 32 characters, RFC 7518 §3.2)."""
-        return cls({None: _VerificationKey(secret.encode(), "HS256")}, **options)
+        return cls(hs256_secret_keys(secret), **options)
 
     @classmethod
     def from_public_key_pem(cls, pem: bytes, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
         """RS256 (RSA >= 2048 bits) or ES256 (P-256), decided by the key type."""
-        try:
-            key = load_pem_public_key(pem)
-        except (ValueError, TypeError):
-            msg = "JWT_PUBLIC_KEY_FILE does not hold a PEM public key"
-            raise ConfigurationError(msg) from None
-        return cls({None: _VerificationKey(key, _algorithm_for_key(key, "JWT_PUBLIC_KEY_FILE"))}, **options)
+        return cls(public_key_pem_keys(pem), **options)
 
     @classmethod
     def from_jwks_json(cls, text: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
-        """RSA and EC keys of a JWK Set, picked by `kid`; symmetric (`oct`) keys are refused.
-
-        Keys marked `"use": "enc"` are left out: they encrypt, and a signature made with one is not the
-        issuer's (identity providers publish both in one set). Two signing keys with one `kid` (or two
-        without) are refused: a token could not say which one signed it, and the later one silently won.
-        """
-        try:
-            key_set = jwt.PyJWKSet.from_json(text)
-        except (jwt.PyJWKSetError, jwt.InvalidKeyError, ValueError):
-            msg = "JWT_JWKS_FILE is not a usable JWK Set"
-            raise ConfigurationError(msg) from None
-        keys: dict[str | None, _VerificationKey] = {}
-        for jwk in key_set.keys:
-            if jwk.public_key_use == "enc":
-                continue
-            if jwk.key_id in keys:
-                which = f"kid {jwk.key_id!r}" if jwk.key_id is not None else "no kid"
-                msg = f"JWT_JWKS_FILE has two signing keys with {which}: give each key its own kid"
-                raise ConfigurationError(msg)
-            if jwk.key_type not in {"RSA", "EC"}:
-                msg = f"JWT_JWKS_FILE key {jwk.key_id!r} has type {jwk.key_type!r}; only RSA and EC keys are accepted"
-                raise ConfigurationError(msg)
-            algorithm = _algorithm_for_key(jwk.key, "JWT_JWKS_FILE")
-            if jwk.algorithm_name != algorithm:  # the JWK's own `alg`, or derived from kty/crv
-                msg = f"JWT_JWKS_FILE key {jwk.key_id!r} declares alg {jwk.algorithm_name!r}; expected {algorithm}"
-                raise ConfigurationError(msg)
-            keys[jwk.key_id] = _VerificationKey(jwk.key, algorithm)
-        if not keys:
-            msg = 'JWT_JWKS_FILE holds no signing key (every key is marked "use": "enc")'
-            raise ConfigurationError(msg)
-        return cls(keys, **options)
+        """RSA and EC keys of a JWK Set, picked by `kid` (`app.auth.verification_keys.jwks_json_keys`)."""
+        return cls(jwks_json_keys(text), **options)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenVerifier:
@@ -232,9 +193,10 @@ class TokenVerifier:
         if settings.jwt_secret is not None:
             return cls.from_hs256_secret(settings.jwt_secret.get_secret_value(), **options)
         if settings.jwt_public_key_file is not None:
-            return cls.from_public_key_pem(_read(settings.jwt_public_key_file, "JWT_PUBLIC_KEY_FILE"), **options)
+            pem = read_key_file(settings.jwt_public_key_file, "JWT_PUBLIC_KEY_FILE")
+            return cls.from_public_key_pem(pem, **options)
         assert settings.jwt_jwks_file is not None  # noqa: S101 - exactly one is set, checked above
-        return cls.from_jwks_json(_read(settings.jwt_jwks_file, "JWT_JWKS_FILE").decode(), **options)
+        return cls.from_jwks_json(read_key_file(settings.jwt_jwks_file, "JWT_JWKS_FILE").decode(), **options)
 
     def verify(self, authorization_header: str | None) -> Principal:
         """Return the caller of a request from its `Authorization` header.
@@ -273,7 +235,7 @@ class TokenVerifier:
             token=token,
         )
 
-    def _key_for(self, token: str) -> _VerificationKey:
+    def _key_for(self, token: str) -> VerificationKey:
         keys = self._keys or {}
         if len(keys) == 1 and None in keys:
             return keys[None]
@@ -289,7 +251,7 @@ class TokenVerifier:
         msg = "the bearer token is signed with an unknown key"
         raise AuthenticationError(msg)
 
-    def _decode(self, token: str, verification_key: _VerificationKey) -> dict[str, Any]:
+    def _decode(self, token: str, verification_key: VerificationKey) -> dict[str, Any]:
         required = ["exp", "sub"] + (["iss"] if self._issuer else []) + (["aud"] if self._audience else [])
         try:
             return jwt.decode(
@@ -303,29 +265,6 @@ class TokenVerifier:
             )
         except jwt.PyJWTError as error:
             raise AuthenticationError(_describe(error)) from None
-
-
-def _algorithm_for_key(key: object, variable: str) -> str:
-    if isinstance(key, rsa.RSAPublicKey):
-        if key.key_size < MIN_RSA_KEY_BITS:
-            msg = f"{variable}: RSA keys must have at least {MIN_RSA_KEY_BITS} bits"
-            raise ConfigurationError(msg)
-        return "RS256"
-    if isinstance(key, ec.EllipticCurvePublicKey):
-        if not isinstance(key.curve, ec.SECP256R1):
-            msg = f"{variable}: EC keys must be on P-256 (ES256)"
-            raise ConfigurationError(msg)
-        return "ES256"
-    msg = f"{variable}: only RSA (RS256) and P-256 EC (ES256) public keys are accepted"
-    raise ConfigurationError(msg)
-
-
-def _read(path: Path, variable: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        msg = f"{variable}: cannot read {path}: {error.strerror}"
-        raise ConfigurationError(msg) from None
 
 
 MAX_TOKEN_CHARS: Final = 16_384
