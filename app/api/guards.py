@@ -71,7 +71,7 @@ def _scope_guard(scope: str) -> Guard:
         services: Services = connection.app.state.services
         with refusals_limited(connection):
             # The token first: a caller without one learns nothing, not even which project ids are well formed.
-            principal = services.verifier.verify(connection.headers.get("authorization"))
+            principal = services.verifier.verify(connection.headers.getall("authorization", []))
             project = connection.path_params.get("project") or connection.query_params.get("project")
             if project is not None:
                 check_project_id(project)

@@ -31,7 +31,7 @@ from app.config import ConfigurationError
 from app.domain.errors import AuthenticationError, PermissionDeniedError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from app.config import Settings
 
@@ -198,18 +198,18 @@ class TokenVerifier:
         assert settings.jwt_jwks_file is not None  # noqa: S101 - exactly one is set, checked above
         return cls.from_jwks_json(read_key_file(settings.jwt_jwks_file, "JWT_JWKS_FILE").decode(), **options)
 
-    def verify(self, authorization_header: str | None) -> Principal:
-        """Return the caller of a request from its `Authorization` header.
+    def verify(self, authorization: str | Sequence[str] | None) -> Principal:
+        """Return the caller of a request from its `Authorization` header (or all of the request's).
 
         Raises:
-            AuthenticationError: no header, not `Bearer`, a token that does not decode, a bad
+            AuthenticationError: no header, more than one, not `Bearer`, a token that does not decode, a bad
                 signature, a refused algorithm, expired or not yet valid, wrong issuer or audience,
                 an unknown `kid`, or malformed claims.
         """
         if self._keys is None:
             return ANONYMOUS
         try:
-            return self._verified(authorization_header)
+            return self._verified(_single_header(authorization))
         except AuthenticationError as error:
             # The reason is one of this module's fixed messages: it never quotes the token.
             logger.info("bearer token refused: %s", error.message)
@@ -270,6 +270,20 @@ class TokenVerifier:
 MAX_TOKEN_CHARS: Final = 16_384
 """Longer tokens are refused before they are decoded: a 32 MB one took 1.8 s and hundreds of MB to refuse,
 and no caller needed a token. Real JWTs, a few claims and a signature, are under 2,000 characters."""
+
+
+def _single_header(authorization: str | Sequence[str] | None) -> str | None:
+    """The request's one `Authorization` value; two are refused, never one of them picked.
+
+    The field takes one value (RFC 9110 §11.6.2), and a proxy or gateway in front may have read the other:
+    the service read the first, so it could authenticate a caller other than the one they checked.
+    """
+    if authorization is None or isinstance(authorization, str):
+        return authorization
+    if len(authorization) > 1:
+        msg = "the request has more than one Authorization header"
+        raise AuthenticationError(msg)
+    return authorization[0] if authorization else None
 
 
 def _bearer_token(authorization_header: str | None) -> str:
