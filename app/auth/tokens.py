@@ -335,7 +335,8 @@ def _projects(value: object) -> frozenset[str] | None:
         return None
     if value is None:
         return frozenset()  # a token naming no project reaches none
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+    # "*" in a list is refused, not read as a project's name: `["*"]` granted nothing, `["*", "a"]` only `a`.
+    if isinstance(value, list) and all(isinstance(item, str) and item != ALL_PROJECTS for item in value):
         return frozenset(value)
     _malformed("projects")
 

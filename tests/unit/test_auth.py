@@ -227,7 +227,17 @@ def test_missing_projects_claim_grants_no_project() -> None:
 
 
 @pytest.mark.parametrize(
-    ("claim", "value"), [("projects", "alpha"), ("projects", [1, 2]), ("scope", 7), ("sub", ""), ("sub", "   ")]
+    ("claim", "value"),
+    [
+        ("projects", "alpha"),
+        ("projects", [1, 2]),
+        # "*" is the whole claim or nothing: in a list it granted no project, silently (["*"]: none at all).
+        ("projects", ["*"]),
+        ("projects", ["*", "alpha"]),
+        ("scope", 7),
+        ("sub", ""),
+        ("sub", "   "),
+    ],
 )
 def test_malformed_claims_are_refused(claim: str, value: object) -> None:
     token = jwt.encode(claims(**{claim: value}), SECRET, algorithm="HS256")
