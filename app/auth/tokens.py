@@ -309,6 +309,8 @@ _ERROR_DESCRIPTIONS: Final[tuple[tuple[type[jwt.PyJWTError], str], ...]] = (
     (jwt.InvalidAudienceError, "the bearer token is not meant for this service (audience)"),
     (jwt.InvalidIssuerError, "the bearer token comes from an untrusted issuer"),
     (jwt.MissingRequiredClaimError, "the bearer token lacks a required claim"),
+    (jwt.InvalidIssuedAtError, "the bearer token has a malformed 'iat' claim"),  # not a number
+    (jwt.exceptions.InvalidSubjectError, "the bearer token has a malformed 'sub' claim"),  # not a string
     (jwt.InvalidAlgorithmError, "the bearer token uses an algorithm this service does not accept"),
     (jwt.InvalidSignatureError, "the bearer token signature is invalid"),
     (jwt.DecodeError, "the bearer token is not a well-formed JWT"),

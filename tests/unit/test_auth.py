@@ -237,6 +237,7 @@ def test_missing_projects_claim_grants_no_project() -> None:
         ("scope", 7),
         ("sub", ""),
         ("sub", "   "),
+        ("sub", 5),  # PyJWT's own check answered "the bearer token is invalid", naming no claim
     ],
 )
 def test_malformed_claims_are_refused(claim: str, value: object) -> None:
@@ -597,7 +598,8 @@ def test_jwks_with_two_keys_under_one_kid_is_a_configuration_error(
         ("exp", "99999999999", "malformed 'exp' claim"),  # PyJWT compared int("99999999999"): it never expired
         ("nbf", "0", "malformed 'nbf' claim"),
         ("exp", True, "expired"),
-        ("iat", [1], "invalid"),
+        ("iat", [1], "malformed 'iat' claim"),  # PyJWT's own check: "the bearer token is invalid"
+        ("iat", "now", "malformed 'iat' claim"),
     ],
 )
 def test_a_time_claim_that_is_not_a_number_is_refused(claim: str, value: object, reason: str) -> None:
