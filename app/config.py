@@ -153,6 +153,8 @@ class Settings(BaseSettings, SearchKnobs):
     jwt_secret: SecretStr | None = None
     jwt_public_key_file: Path | None = None
     jwt_jwks_file: Path | None = None
+    # How often the key file above is re-read, so a rotated Secret's keys apply without a restart.
+    jwt_key_file_poll_interval_s: float = Field(default=10.0, gt=0)
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     # Clock skew tolerated on `exp`/`nbf`: minutes at most (a day of leeway is an expiry turned off).

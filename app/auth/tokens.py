@@ -23,6 +23,7 @@ import jwt
 from app.auth.verification_keys import (
     VerificationKey,
     hs256_secret_keys,
+    jwks_file_keys,
     jwks_json_keys,
     public_key_pem_keys,
     read_key_file,
@@ -115,7 +116,7 @@ def cache_scope(principal: Principal) -> str:
 
 
 class TokenVerifier:
-    """Verifies `Authorization: Bearer <JWT>` headers against keys fixed at start.
+    """Verifies `Authorization: Bearer <JWT>` headers against the configured keys.
 
     `exp` is required; `iss` and `aud` are checked when configured; `nbf`, `exp` and `iat` allow
     `leeway_s` of clock skew. With several keys (a JWKS), the token's `kid` picks the key.
@@ -137,6 +138,16 @@ class TokenVerifier:
 
     def __repr__(self) -> str:
         return f"TokenVerifier(enabled={self.enabled}, keys={len(self._keys or {})})"
+
+    def replace_keys(self, keys: Mapping[str | None, VerificationKey]) -> None:
+        """Verify with `keys` from now on (a key file re-read: `app.wiring.key_files`); never with none.
+
+        Requests verify against the set in force when they started (one reference, swapped whole).
+        """
+        if self._keys is None or not keys:
+            msg = "keys are replaced only in a verifier that has some (AUTH_MODE=jwt), and never by none"
+            raise ValueError(msg)
+        self._keys = dict(keys)
 
     @property
     def enabled(self) -> bool:
@@ -167,7 +178,8 @@ class TokenVerifier:
     def from_settings(cls, settings: Settings) -> TokenVerifier:
         """Build from `AUTH_MODE` and exactly one of `JWT_SECRET`, `JWT_PUBLIC_KEY_FILE`, `JWT_JWKS_FILE`.
 
-        Key files are read once, here. Raises `ConfigurationError` naming the variable on a bad key.
+        Key files are read here, and re-read while serving by `app.wiring.key_files`. Raises
+        `ConfigurationError` naming the variable on a bad key.
         """
         if settings.auth_mode == "off":
             return cls.disabled()
@@ -196,7 +208,7 @@ class TokenVerifier:
             pem = read_key_file(settings.jwt_public_key_file, "JWT_PUBLIC_KEY_FILE")
             return cls.from_public_key_pem(pem, **options)
         assert settings.jwt_jwks_file is not None  # noqa: S101 - exactly one is set, checked above
-        return cls.from_jwks_json(read_key_file(settings.jwt_jwks_file, "JWT_JWKS_FILE").decode(), **options)
+        return cls(jwks_file_keys(read_key_file(settings.jwt_jwks_file, "JWT_JWKS_FILE")), **options)
 
     def verify(self, authorization: str | Sequence[str] | None) -> Principal:
         """Return the caller of a request from its `Authorization` header (or all of the request's).

@@ -83,6 +83,16 @@ def jwks_json_keys(text: str) -> VerificationKeys:
     return keys
 
 
+def jwks_file_keys(content: bytes) -> VerificationKeys:
+    """`jwks_json_keys` of a JWKS file's bytes; bytes that are not UTF-8 are no usable JWK Set either."""
+    try:
+        text = content.decode()
+    except UnicodeDecodeError:
+        msg = "JWT_JWKS_FILE is not a usable JWK Set"
+        raise ConfigurationError(msg) from None
+    return jwks_json_keys(text)
+
+
 def _algorithm_for_key(key: object, variable: str) -> str:
     if isinstance(key, rsa.RSAPublicKey):
         if key.key_size < MIN_RSA_KEY_BITS:

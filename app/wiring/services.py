@@ -27,6 +27,7 @@ from app.search.flags import FlagStore
 from app.search.rate_limit import CallerRateLimit
 from app.search.service import SearchService
 from app.wiring.engines import Engines, open_engines
+from app.wiring.key_files import KeyFileWatcher
 from app.wiring.rerankers import build_second_stage
 from app.wiring.vocabulary import build_query_optimizer
 
@@ -175,6 +176,9 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
             refused_auth_limit=CallerRateLimit(),
         )
         background = [asyncio.create_task(flags.run()), asyncio.create_task(_refresh_backlog_gauge(live))]
+        key_file = KeyFileWatcher.for_settings(settings, services.verifier)
+        if key_file is not None:
+            background.append(asyncio.create_task(key_file.run()))
         worker.start()
         logger.info("poimen ready: lexical=%s vector=%s", live.lexical.name, live.vector.name)
         try:
