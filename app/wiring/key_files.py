@@ -99,8 +99,10 @@ class KeyFileWatcher:
             return False
         self._verifier.replace_keys(keys)
         # Key ids are public (a token's header names its own); the keys themselves are never logged.
-        kids = sorted(str(kid) for kid in keys)
-        logger.info("JWT keys re-read from %s (%s): kid %s", self._file.path, self._variable, kids)
+        kids = ", ".join(sorted(kid for kid in keys if kid is not None)) or "none"  # a PEM file's one key has none
+        logger.info(
+            "JWT keys re-read from %s (%s): %d key(s), kid %s", self._file.path, self._variable, len(keys), kids
+        )
         return True
 
     def _keep(self, reason: str) -> None:

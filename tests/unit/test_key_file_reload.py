@@ -166,11 +166,12 @@ def test_a_deleted_key_file_keeps_the_keys_and_its_return_is_taken(
 
 
 def test_a_replaced_public_key_file_is_re_read_too(
-    tmp_path: Path, old_key: rsa.RSAPrivateKey, new_key: rsa.RSAPrivateKey
+    tmp_path: Path, old_key: rsa.RSAPrivateKey, new_key: rsa.RSAPrivateKey, caplog: pytest.LogCaptureFixture
 ) -> None:
     pem_file = tmp_path / "public.pem"
     pem_file.write_bytes(public_pem(old_key))
     verifier, watcher = watched(Settings(auth_mode="jwt", jwt_public_key_file=pem_file))
+    caplog.set_level(logging.INFO, logger="poimen.auth")
 
     replace_file(pem_file, public_pem(new_key)[:40])  # cut: kept out
     cut = watcher.reload()
@@ -180,6 +181,9 @@ def test_a_replaced_public_key_file_is_re_read_too(
     assert (cut, whole) == (False, True)
     assert accepts(verifier, bearer(new_key, None))
     assert not accepts(verifier, bearer(old_key, None))
+    taken = [record.getMessage() for record in caplog.records if "JWT keys re-read" in record.getMessage()]
+    assert len(taken) == 1
+    assert taken[0].endswith("(JWT_PUBLIC_KEY_FILE): 1 key(s), kid none")  # the one key has no kid (was "['None']")
 
 
 def test_no_watcher_without_a_key_file() -> None:
