@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Final
 from urllib.parse import quote
 
@@ -52,7 +53,7 @@ from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
 from app.ingestion.admission import shared_allowance
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
-from app.ingestion.pipeline import IngestionPipeline
+from app.ingestion.pipeline import IngestionPipeline, IngestOutcome
 from app.observability.metrics import record_ingested
 from app.wiring.services import Services
 
@@ -110,7 +111,13 @@ class DocumentController(Controller):
         opt=READS_BODY,
         request_max_body_size=MAX_INGEST_BODY_BYTES,
         response_headers=[LOCATION_HEADER],
-        responses=problem_responses(400, 401, 403, 409, 413, 415, 503, 504, 507),
+        responses={
+            HTTP_200_OK: ResponseSpec(
+                data_container=IngestResponse,
+                description="Nothing created: every document was replaced (`updated`) or found `unchanged`",
+            ),
+            **problem_responses(400, 401, 403, 409, 413, 415, 503, 504, 507),
+        },
     )
     async def ingest(  # noqa: PLR0913, PLR0917 - the body and each conditional header it may carry
         self,
@@ -127,6 +134,7 @@ class DocumentController(Controller):
         safely, send the version last read (`expected_version`, or `If-Match` for a single document):
         a document stored at another version answers 409 and nothing of the request is written.
         `If-None-Match: *` (or `expected_version` 0) writes a document only if it does not exist yet.
+        201 when a document was created, 200 when none was (each replaced, or found unchanged).
         """
         declared = _declared_bytes(request)
         async with shared_allowance(request.app.state, _BODIES_IN_FLIGHT, INGEST_BODY_BYTES_IN_FLIGHT).take(declared):
@@ -315,7 +323,16 @@ async def _ingest(  # noqa: PLR0913 - the handler's own parameters, passed on
     )
     # A 201 without `Location` says the target, the collection, is what it created (RFC 9110 15.3.2).
     where = {} if batch else {LOCATION_HEADER.name: document_path(project, documents[0].id)}
-    return Response(answer, status_code=HTTP_201_CREATED, headers=where)
+    return Response(answer, status_code=written_status(outcomes), headers=where)
+
+
+def written_status(outcomes: Sequence[IngestOutcome]) -> int:
+    """201 when the write created a document; 200 when it only replaced some or found them unchanged.
+
+    RFC 9110 15.3.2: 201 says the request created a resource. Re-sending a document (a retry, a sync that
+    sends everything) created nothing, and a client counting what it created read every retry as a creation.
+    """
+    return HTTP_201_CREATED if any(outcome.status == "created" for outcome in outcomes) else HTTP_200_OK
 
 
 def document_path(project: str, document_id: str) -> str:
