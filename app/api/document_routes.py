@@ -93,6 +93,16 @@ LOCATION_HEADER = ResponseHeader(
 )
 
 
+WRITTEN_ETAG_HEADER = ResponseHeader(
+    name="ETag",
+    description=(
+        'A one-document write: the ETag of the document at `Location` as a `GET` would give it now (`"7-pending"`'
+        " until the lexical index has that version), to send back as `If-Match`. Not on a batch"
+    ),
+    documentation_only=True,
+)
+
+
 def _not_found(project: str, document_id: str) -> DocumentNotFoundError:
     return DocumentNotFoundError(f"no document {document_id!r} in project {project!r}")
 
@@ -110,7 +120,7 @@ class DocumentController(Controller):
         guards=[ingest_guard],
         opt=READS_BODY,
         request_max_body_size=MAX_INGEST_BODY_BYTES,
-        response_headers=[LOCATION_HEADER],
+        response_headers=[LOCATION_HEADER, WRITTEN_ETAG_HEADER],
         responses={
             HTTP_200_OK: ResponseSpec(
                 data_container=IngestResponse,
@@ -322,8 +332,21 @@ async def _ingest(  # noqa: PLR0913 - the handler's own parameters, passed on
         ],
     )
     # A 201 without `Location` says the target, the collection, is what it created (RFC 9110 15.3.2).
-    where = {} if batch else {LOCATION_HEADER.name: document_path(project, documents[0].id)}
+    where = {} if batch else _written_document_headers(project, outcomes[0])
     return Response(answer, status_code=written_status(outcomes), headers=where)
+
+
+def _written_document_headers(project: str, outcome: IngestOutcome) -> dict[str, str]:
+    """`Location` of the one document a write names, and the `ETag` a `GET` of it would give now.
+
+    RFC 9110 15.3.2: validators on a 201 are those of the representation the request created, here the
+    document at `Location`; a 200 names the same. A caller updating next sends it back as `If-Match`
+    without a `GET` first. Pending until the lexical index has the version, as `GET`'s is.
+    """
+    return {
+        LOCATION_HEADER.name: document_path(project, outcome.document_id),
+        ETAG_HEADER.name: entity_tag(outcome.version, lexically_indexed=outcome.lexically_indexed),
+    }
 
 
 def written_status(outcomes: Sequence[IngestOutcome]) -> int:

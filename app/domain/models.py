@@ -152,10 +152,12 @@ DocumentKey: TypeAlias = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class DocumentState:
-    """What a writer needs to know of a stored document: its content hash and version."""
+    """What a writer needs to know of a stored document: its content hash, version, and whether it is indexed."""
 
     content_hash: str
     version: int
+    lexically_indexed: bool
+    """As `StoredDocument.lexically_indexed`: a write that finds it unchanged answers its ETag from it."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq from `Mapping`: equal to a dict of the same versions

@@ -178,7 +178,10 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         ...
 
     async def document_states(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]:
-        """Return the content hash and version of each listed document that exists (absent ones are left out)."""
+        """Return the content hash, version and lexical state of each listed document that exists (absent: left out).
+
+        `lexically_indexed` is `get_document`'s: the outbox may turn it true while a lock is held, never false.
+        """
         ...
 
     def lock_documents(self, keys: Sequence[DocumentKey]) -> AbstractAsyncContextManager[None]:

@@ -85,10 +85,12 @@ class InMemoryDocumentStore:
         return replace(document, chunks=self._ordered_chunks(key), lexically_indexed=key not in self._outbox)
 
     async def document_states(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]:
-        """Return the content hash and version of each listed document that exists."""
+        """Return the content hash, version and lexical state of each listed document that exists."""
         self._check_available()
         return {
-            key: DocumentState(content_hash=document.content_hash, version=document.version)
+            key: DocumentState(
+                content_hash=document.content_hash, version=document.version, lexically_indexed=key not in self._outbox
+            )
             for key in keys
             if (document := self._documents.get(key)) is not None
         }

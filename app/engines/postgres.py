@@ -112,14 +112,16 @@ class PostgresDocumentStore:
         )
 
     async def document_states(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]:
-        """Return the stored content hash and version of each listed document that exists."""
+        """Return the stored content hash, version and lexical state of each listed document that exists."""
         if not keys:
             return {}
         with translate_errors(engine=self.name):
             async with project_transaction(self._engine, {key[0] for key in keys}) as connection:
                 rows = (await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(keys))).all()
         return {
-            (row.project_id, row.document_id): DocumentState(content_hash=row.content_hash, version=row.version)
+            (row.project_id, row.document_id): DocumentState(
+                content_hash=row.content_hash, version=row.version, lexically_indexed=row.lexically_indexed
+            )
             for row in rows
         }
 

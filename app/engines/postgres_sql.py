@@ -216,11 +216,14 @@ SELECT_DOCUMENT_CHUNKS: Final = (
 )
 
 SELECT_DOCUMENT_STATES: Final = (
-    "SELECT project_id, document_id, content_hash, version FROM documents "
+    "SELECT project_id, document_id, content_hash, version, "
+    "NOT EXISTS (SELECT 1 FROM lexical_outbox o WHERE o.project_id = d.project_id "
+    "AND o.document_id = d.document_id) AS lexically_indexed "
+    "FROM documents d "
     "JOIN unnest(CAST(:projects AS text[]), CAST(:documents AS text[])) AS asked(project_id, document_id) "
     "USING (project_id, document_id)"
 )
-"""The stored content hash and version of each asked document that exists."""
+"""The stored content hash, version and lexical state (as SELECT_DOCUMENT reads it) of each asked document."""
 
 LOCK_DOCUMENTS: Final = (
     "SELECT count(pg_advisory_xact_lock(key)) FROM (SELECT DISTINCT hashtextextended(name, 0) AS key "

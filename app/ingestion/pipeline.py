@@ -61,6 +61,8 @@ class IngestOutcome:
     embedded_count: int
     version: int
     """The document's version after this call (unchanged documents keep theirs)."""
+    lexically_indexed: bool
+    """Whether the lexical index has this version: never yet for one this call wrote (the outbox follows)."""
 
 
 def embedding_text(chunk: Chunk | ChunkDraft) -> str:
@@ -259,17 +261,22 @@ class IngestionPipeline:
             saved = await self._store.save_documents(writes, replacing=replacing)
             versions.update(saved)
             created = saved.created
-        return [
-            IngestOutcome(
-                document_id=plan.document.document_id,
-                # Found stored, then removed by a delete by selection (no document lock) before the save: a new one.
-                status="created" if (plan.document.project_id, plan.document.document_id) in created else plan.status,
-                chunk_count=len(plan.chunks),
-                embedded_count=embedded_by.get((plan.document.project_id, plan.document.document_id), 0),
-                version=versions.get((plan.document.project_id, plan.document.document_id), 0),
+        outcomes = []
+        for plan in plans:
+            key = (plan.document.project_id, plan.document.document_id)
+            # Found stored, then removed by a delete by selection (no document lock) before the save: a new one.
+            status: IngestStatus = "created" if key in created else plan.status
+            outcomes.append(
+                IngestOutcome(
+                    document_id=plan.document.document_id,
+                    status=status,
+                    chunk_count=len(plan.chunks),
+                    embedded_count=embedded_by.get(key, 0),
+                    version=versions.get(key, 0),
+                    lexically_indexed=status == "unchanged" and states[key].lexically_indexed,
+                )
             )
-            for plan in plans
-        ]
+        return outcomes
 
     def _plan(self, documents: Sequence[Document], stored_hashes: Sequence[str | None]) -> list[_DocumentPlan]:
         model = self._embedder.model_name

@@ -137,6 +137,7 @@ class DocumentStoreContract:
         assert set(states) == {(project, "doc")}
         assert states[project, "doc"].content_hash == "abc"
         assert states[project, "doc"].version == versions[project, "doc"]
+        assert states[project, "doc"].lexically_indexed is False  # until the outbox has it, as get_document says
 
     async def test_versions_grow_with_every_write_and_across_a_delete(self, store, project) -> None:
         first = (await store.save_documents([entry(project, "doc", 1)]))[project, "doc"]

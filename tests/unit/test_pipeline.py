@@ -66,7 +66,7 @@ class FakeStore:
 
     async def document_states(self, keys):
         return {
-            key: DocumentState(content_hash=stored.content_hash, version=stored.version)
+            key: DocumentState(content_hash=stored.content_hash, version=stored.version, lexically_indexed=True)
             for key in keys
             if (stored := self.documents.get(key)) is not None
         }
@@ -145,7 +145,11 @@ async def test_new_documents_are_created_with_ids_hashes_and_embeddings(store, e
 
     outcomes = await ingestion.ingest([doc("a", "# One\nFirst.\n# Two\nSecond.")])
 
-    assert outcomes == [IngestOutcome(document_id="a", status="created", chunk_count=2, embedded_count=2, version=1)]
+    assert outcomes == [
+        IngestOutcome(
+            document_id="a", status="created", chunk_count=2, embedded_count=2, version=1, lexically_indexed=False
+        )
+    ]
     stored = store.documents[("p", "a")]
     assert [c.chunk_id for c in stored.chunks] == ["a#0", "a#1"]
     assert stored.chunks[0].text == "First."
@@ -162,7 +166,9 @@ async def test_unchanged_document_writes_nothing_and_embeds_nothing(store, embed
     outcomes = await ingestion.ingest([doc("a", "Some text.")])
 
     assert outcomes == [
-        IngestOutcome(document_id="a", status="unchanged", chunk_count=1, embedded_count=0, version=1)
+        IngestOutcome(
+            document_id="a", status="unchanged", chunk_count=1, embedded_count=0, version=1, lexically_indexed=True
+        )
     ]  # kept
     assert embedder.calls == []
     assert len(store.save_calls) == 1
@@ -175,7 +181,11 @@ async def test_updated_document_re_embeds_only_changed_chunk_text(store, embedde
 
     outcomes = await ingestion.ingest([doc("a", "# One\nStays the same.\n# Two\nNew text.")])
 
-    assert outcomes == [IngestOutcome(document_id="a", status="updated", chunk_count=2, embedded_count=1, version=2)]
+    assert outcomes == [
+        IngestOutcome(
+            document_id="a", status="updated", chunk_count=2, embedded_count=1, version=2, lexically_indexed=False
+        )
+    ]
     assert embedder.embedded_texts == ["Title > Two\nNew text."]
     assert [c.text for c in store.documents[("p", "a")].chunks] == ["Stays the same.", "New text."]
 
