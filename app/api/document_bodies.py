@@ -14,7 +14,7 @@ from app.api.bounded_lists import LIST_TOO_LONG, refuse_long_lists, refuse_over_
 from app.api.document_schemas import DocumentBatchIn, DocumentIn
 from app.api.heavy_metadata import refuse_heavy_metadata
 from app.api.json_keys import refuse_repeated_keys
-from app.api.microsecond_times import may_hold_past_microseconds, retruncated, truncated_time_text
+from app.api.microsecond_times import decoded_times_truncated, may_hold_past_microseconds, retruncated
 from app.api.strict_bodies import EMPTY_BODY, TOO_DEEP, invalid_input_of, malformed_json
 from app.domain.errors import InvalidInputError
 from app.ingestion.validation import refuse_oversized
@@ -62,26 +62,11 @@ def _decoded(body: bytes, *, batch: bool) -> list[DocumentIn]:
     """The body's documents; an `event_time` that msgspec rounds past year 9999 is truncated first.
 
     `9999-12-31T23:59:59.9999999+01:00` truncated is 22:59:59.999999 UTC, but msgspec rounds it (before its
-    offset) to year 10000 and refuses it as no date-time. Only a body that fails to decode and may hold such a
-    time is decoded again, as plain JSON with its `event_time` texts truncated.
+    offset) to year 10000 and refuses it as no date-time (`decoded_times_truncated`).
     """
-    try:
-        return (
-            msgspec.json.decode(body, type=DocumentBatchIn).documents
-            if batch
-            else [msgspec.json.decode(body, type=DocumentIn)]
-        )
-    except msgspec.ValidationError:
-        if not may_hold_past_microseconds(body):
-            raise
-        loaded = msgspec.json.decode(body)
-        items = loaded.get("documents") if batch and isinstance(loaded, dict) else [loaded]
-        for item in items if isinstance(items, list) else ():
-            if isinstance(item, dict) and isinstance(item.get("event_time"), str):
-                item["event_time"] = truncated_time_text(item["event_time"])
-        if batch:
-            return msgspec.convert(loaded, DocumentBatchIn).documents
-        return [msgspec.convert(loaded, DocumentIn)]
+    if batch:
+        return decoded_times_truncated(body, DocumentBatchIn, DocumentBatchIn.time_paths).documents
+    return [decoded_times_truncated(body, DocumentIn, DocumentIn.time_paths)]
 
 
 class _EventTimeText(msgspec.Struct):

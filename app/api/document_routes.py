@@ -159,7 +159,6 @@ class DocumentController(Controller):
     )
     async def list_documents(  # noqa: PLR0913, PLR0917 - one parameter per query-string field
         self,
-        request: Request[Any, Any, State],
         project: ProjectPath,
         catalog: Injected[ProjectCatalog],
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE_SIZE, description="Page size")] = 100,
@@ -179,7 +178,6 @@ class DocumentController(Controller):
             event_time_from=event_time_from,
             event_time_to=event_time_to,
             updated_since=updated_since,
-            query=request.query_params,
         )
         page = await catalog.page(selection, after=after, limit=limit)
         return DocumentListOut(
@@ -199,7 +197,6 @@ class DocumentController(Controller):
     )
     async def remove_matching(  # noqa: PLR0913, PLR0917 - one parameter per filter
         self,
-        request: Request[Any, Any, State],
         project: ProjectPath,
         catalog: Injected[ProjectCatalog],
         source_prefix: SourcePrefix = None,
@@ -216,7 +213,6 @@ class DocumentController(Controller):
             event_time_from=event_time_from,
             event_time_to=event_time_to,
             updated_since=updated_since,
-            query=request.query_params,
         )
         if selection.is_everything:
             msg = (

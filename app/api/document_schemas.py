@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 import msgspec
 
+from app.api.microsecond_times import TimePaths
 from app.config import MAX_BATCH_DOCUMENTS_CEILING
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, Document, StoredDocument
@@ -72,6 +73,7 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     context: Annotated[str, msgspec.Meta(max_length=MAX_CONTEXT_CHARS, description=CONTEXT_DESCRIPTION)] = ""
     expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
     """Write only if the stored version is this one (0: only if the document does not exist yet); else 409."""
+    time_paths: ClassVar[TimePaths] = (("event_time",),)
 
     def body(self) -> str:
         """The document's text, whichever field carried it; both given is an `InvalidInputError`."""
@@ -103,6 +105,7 @@ class DocumentBatchIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     # The setting (`MAX_BATCH_DOCUMENTS`) is checked after decoding; the schema bounds the decoding itself.
     documents: Annotated[list[DocumentIn], msgspec.Meta(min_length=1, max_length=MAX_BATCH_DOCUMENTS_CEILING)]
+    time_paths: ClassVar[TimePaths] = (("documents", "*", "event_time"),)
     """`app.api.openapi_document` states this server's bound (`MAX_BATCH_DOCUMENTS`) as the list's `maxItems`."""
 
 

@@ -13,7 +13,7 @@ ingest token cannot wipe a project by mistake (a filter that selects everything 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import Annotated, Any, Final
 
 from litestar import Controller, Request, delete, get
 from litestar.datastructures import State
@@ -24,17 +24,14 @@ from app.api.cursors import encode_cursor, keyset_after
 from app.api.dependencies import Injected
 from app.api.errors import problem_responses
 from app.api.guards import admin_guard, principal_of, search_guard
-from app.api.microsecond_times import retruncated
 from app.api.project_schemas import DeletedOut, ProjectListOut, ProjectOut, ProjectStatsOut, stats_out
+from app.api.strict_queries import request_time
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
 from app.domain.moments import as_utc
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.observability.metrics import record_ingested
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 ProjectPath = Annotated[str, PathParameter(description=f"Project id: {PROJECT_ID_RULE}", pattern=PROJECT_ID_PATTERN)]
 PROJECT_ERROR_RESPONSES = problem_responses(400, 401, 403, 503, 504)
@@ -53,9 +50,18 @@ TIME_RULE: Final = (
     "RFC 3339, e.g. 2024-05-08T12:00:00Z (a number is a 400); naive = UTC; send a `+` offset as %2B; kept to the"
     " microsecond: digits past it are dropped, not rounded"
 )
-EventFrom = Annotated[datetime | None, QueryParameter(description=f"Event time at or after ({TIME_RULE})")]
-EventTo = Annotated[datetime | None, QueryParameter(description=f"Event time before ({TIME_RULE})")]
-UpdatedSince = Annotated[datetime | None, QueryParameter(description=f"Written at or after ({TIME_RULE})")]
+# Read as text, then by `request_time` as every request's time is: the framework's own parsing rounded
+# `9999-12-31T23:59:59.9999999Z` to year 10000 and refused it, where a search's body or `as_of` took it.
+EventFrom = Annotated[
+    str | None,
+    QueryParameter(description=f"Event time at or after ({TIME_RULE})", schema_extra={"format": "date-time"}),
+]
+EventTo = Annotated[
+    str | None, QueryParameter(description=f"Event time before ({TIME_RULE})", schema_extra={"format": "date-time"})
+]
+UpdatedSince = Annotated[
+    str | None, QueryParameter(description=f"Written at or after ({TIME_RULE})", schema_extra={"format": "date-time"})
+]
 
 
 def document_selection(  # noqa: PLR0913 - one parameter per filter
@@ -63,15 +69,14 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
     *,
     source_prefix: str | None,
     tag: str | None,
-    event_time_from: datetime | None,
-    event_time_to: datetime | None,
-    updated_since: datetime | None,
-    query: Mapping[str, str],
+    event_time_from: str | None,
+    event_time_to: str | None,
+    updated_since: str | None,
 ) -> DocumentSelection:
     """The selection the query-string filters name; naive times are UTC; an empty time range is a 400.
 
-    The times are truncated to the microsecond as `query` (the query string) writes them: Litestar's parsing
-    rounded them, so `event_time_to=2024-12-31T23:59:59.9999999Z` held a document written at that instant.
+    The times are read by `request_time`, truncated to the microsecond: Litestar's parsing rounded them, so
+    `event_time_to=2024-12-31T23:59:59.9999999Z` held a document written at that instant.
 
     An empty or blank tag (`?tag=`, white space only) is a 400: no stored tag is blank, so it could only
     select nothing, and taking it for no filter widened a filtered delete to every tag.
@@ -79,8 +84,8 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
     if tag is not None and not tag.strip():
         msg = "tag is empty or blank (only white space)"
         raise InvalidInputError(msg, field="tag")
-    start = as_utc(retruncated(event_time_from, query.get("event_time_from")))
-    end = as_utc(retruncated(event_time_to, query.get("event_time_to")))
+    start = _time(event_time_from, field="event_time_from")
+    end = _time(event_time_to, field="event_time_to")
     if start is not None and end is not None and start >= end:
         msg = "event_time_from must be before event_time_to"
         raise InvalidInputError(msg, field="event_time_from")
@@ -90,8 +95,13 @@ def document_selection(  # noqa: PLR0913 - one parameter per filter
         tag=tag or None,
         event_time_from=start,
         event_time_to=end,
-        updated_since=as_utc(retruncated(updated_since, query.get("updated_since"))),
+        updated_since=_time(updated_since, field="updated_since"),
     )
+
+
+def _time(text: str | None, *, field: str) -> datetime | None:
+    """A filter's time in UTC (naive: UTC), read as every request's time is; None when not given."""
+    return None if text is None else as_utc(request_time(text, field=field))
 
 
 PROJECTS_CURSOR: Final = "projects"

@@ -2,21 +2,20 @@
 
 Decoding validates them (types, bounds, unknown fields refused); `as_of_from_text` applies the body's
 `as_of` rule to the GET endpoint's query string. Their times are kept to the microsecond, truncated
-(`truncate_search_times`, `app.api.microsecond_times`). Responses are in `app.api.search_schemas`.
+(each type's `time_paths`, `app.api.microsecond_times`). Responses are in `app.api.search_schemas`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 import msgspec
 
 from app.api.document_schemas import Tag
-from app.api.microsecond_times import may_hold_past_microseconds, retruncated, truncated_time_text
-from app.api.strict_bodies import readable_validation_message, shown_value
+from app.api.microsecond_times import TimePaths
+from app.api.strict_queries import request_time
 from app.config import SEARCH_BATCH_MAX_QUERIES_CEILING
-from app.domain.errors import InvalidQueryError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.domain.tags import MAX_DOCUMENT_TAGS
 from app.query.planner import MAX_QUERY_CHARS
@@ -143,12 +142,14 @@ class SearchFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class SearchRequest(SearchFields, kw_only=True, forbid_unknown_fields=True):
     """Body of `POST /v1/search`."""
 
+    time_paths: ClassVar[TimePaths] = (("as_of",), ("filters", "date_from"), ("filters", "date_to"))
     project: ProjectId
 
 
 class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Body of `POST /v1/search/batch`: several searches of one project, answered in order."""
 
+    time_paths: ClassVar[TimePaths] = tuple(("queries", "*", *path) for path in SearchRequest.time_paths)
     project: ProjectId
     # The setting (`SEARCH_BATCH_MAX_QUERIES`) is checked after decoding; the schema bounds the decoding itself.
     queries: Annotated[list[SearchFields], msgspec.Meta(min_length=1, max_length=SEARCH_BATCH_MAX_QUERIES_CEILING)]
@@ -156,45 +157,4 @@ class BatchSearchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
 
 def as_of_from_text(text: str) -> datetime:
     """`as_of` of a query string, validated and worded as a JSON body's `as_of`; a 400 naming `as_of` otherwise."""
-    try:
-        return msgspec.convert(truncated_time_text(text), AsOf)
-    except msgspec.ValidationError as error:
-        # A `+` offset not percent-encoded arrives as a space: "I did send an offset" needs the value shown.
-        hint = "; a `+` in a query string reads as a space: send it as %2B" if " " in text else ""
-        msg = f"as_of: {readable_validation_message(str(error))}; got {shown_value(text)}{hint}"
-        raise InvalidQueryError(msg, field="as_of") from None
-
-
-class _FilterTimeTexts(msgspec.Struct):
-    date_from: str | None = None
-    date_to: str | None = None
-
-
-class _SearchTimeTexts(msgspec.Struct):
-    filters: _FilterTimeTexts | None = None
-    as_of: str | None = None
-
-
-class _BatchTimeTexts(msgspec.Struct):
-    queries: list[_SearchTimeTexts] = []
-
-
-def truncate_search_times(body: bytes, request: SearchRequest | BatchSearchRequest) -> None:
-    """Each time of `request` (`as_of`, `filters.date_from` and `date_to`) as `body` writes it, truncated.
-
-    msgspec rounded them: `date_to` 2024-12-31T23:59:59.9999999Z ended at 2025's first midnight and held a
-    note written at the very instant it names (the end is excluded). The texts are read again only when
-    the body may hold a time with digits past the microsecond (`may_hold_past_microseconds`).
-    """
-    if not may_hold_past_microseconds(body):
-        return
-    searches: list[SearchFields]
-    if isinstance(request, BatchSearchRequest):
-        searches, texts = list(request.queries), msgspec.json.decode(body, type=_BatchTimeTexts).queries
-    else:
-        searches, texts = [request], [msgspec.json.decode(body, type=_SearchTimeTexts)]
-    for search, text in zip(searches, texts, strict=True):
-        search.as_of = retruncated(search.as_of, text.as_of, AsOf)
-        if search.filters is not None and text.filters is not None:
-            search.filters.date_from = retruncated(search.filters.date_from, text.filters.date_from)
-            search.filters.date_to = retruncated(search.filters.date_to, text.filters.date_to)
+    return request_time(text, field="as_of", time_type=AsOf)

@@ -25,7 +25,6 @@ from app.api.search_requests import (
     SearchFields,
     SearchRequest,
     as_of_from_text,
-    truncate_search_times,
 )
 from app.api.search_schemas import BatchSearchResponse, SearchResponse, search_response
 from app.api.strict_bodies import unknown_choice
@@ -215,7 +214,6 @@ class SearchController(Controller):
         data: JSONBody[SearchRequest],
     ) -> SearchResponse:
         """Search with explicit filters, strategy, fusion, weights, collapse and min_score."""
-        truncate_search_times(await request.body(), data)
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
         options = _options(data.project, data)
         paging = search_paging(data.query, options, as_of=data.as_of, offset=data.offset, cursor=data.cursor)
@@ -244,7 +242,6 @@ class SearchController(Controller):
         fields of `POST /v1/search` but `project`; an invalid one fails the batch with a 400 naming it.
         While other searches hold the process's search memory, a batch waits for room; it is not refused for it.
         """
-        truncate_search_times(await request.body(), data)
         principal = authorize_project(request, data.project, scope=SCOPE_SEARCH)
         if len(data.queries) > settings.search_batch_max_queries:
             msg = f"{len(data.queries)} queries in one batch; at most {settings.search_batch_max_queries}"

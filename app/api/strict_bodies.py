@@ -19,6 +19,7 @@ from litestar import Request
 
 from app.api.bounded_lists import MAX_SHAPE_DEPTH, refuse_over_bound_lists
 from app.api.json_keys import refuse_repeated_keys
+from app.api.microsecond_times import TimePaths, decoded_times_truncated, may_hold_past_microseconds, truncate_times_at
 from app.domain.errors import InvalidInputError
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 
@@ -237,6 +238,8 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     """Before a handler with a msgspec Struct body: a 400 naming the field if the body is not strictly valid.
 
     A key given twice in one object is a 400 too (`refuse_repeated_keys`): msgspec would keep the last.
+    The times at the body type's `time_paths` are truncated to the microsecond, never rounded
+    (`app.api.microsecond_times`), before the handler's `data` is made of them.
 
     An empty or malformed body is a 400 naming `body`, worded as the ingest route words it (Litestar's
     own parsing answered "Input data was truncated" titled `ClientException`, and "data: 'data'" for
@@ -251,9 +254,10 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
     body = await request.body()
     if not body.strip():
         raise InvalidInputError(EMPTY_BODY, field="body")
+    time_paths: TimePaths = getattr(body_type, "time_paths", ())
     try:
         refuse_over_bound_lists(body, body_type)
-        msgspec.json.decode(body, type=body_type, strict=True)
+        decoded_times_truncated(body, body_type, time_paths)
         refuse_repeated_keys(body)
     except msgspec.ValidationError as error:
         raise invalid_input_of(error, default_field="body", body_type=body_type, body=body) from None
@@ -261,6 +265,9 @@ async def reject_lax_json(request: Request[Any, Any, Any]) -> None:
         raise malformed_json(error, body) from None
     except RecursionError:
         raise InvalidInputError(TOO_DEEP, field="body") from None
+    if time_paths and may_hold_past_microseconds(body):
+        # Litestar converts this decoding into the handler's `data`, and would round what it holds.
+        truncate_times_at(await request.json(), time_paths)
 
 
 async def reject_unread_body(request: Request[Any, Any, Any]) -> None:

@@ -113,18 +113,21 @@ def reject_unknown_query_parameters(request: Request[Any, Any, Any]) -> None:
             msg = f"{name} must be a whole number written in digits, e.g. 10; got {shown!r}"
             raise InvalidInputError(msg, field=name)
     for name in sorted(query.times & set(sent)):
-        _check_time_text(name, sent[name])
+        request_time(sent[name], field=name)
 
 
-def _check_time_text(name: str, text: str) -> None:
-    """A 400 naming `name` unless `text` is an RFC 3339 time (a number is not: the framework read it as epoch seconds).
+def request_time(text: str, *, field: str, time_type: Any = datetime) -> datetime:  # noqa: ANN401 - a datetime type, constrained (`AsOf`) or not
+    """A query string's time, read as a JSON body's is: RFC 3339, digits past the microsecond dropped, never rounded.
 
-    Read as msgspec reads a JSON body's time, digits past the microsecond dropped first (`microsecond_times`).
+    A 400 naming `field` otherwise (a number too: the framework read one as seconds since 1970). `time_type`
+    is the field's type, so a constrained one (an offset required, `AsOf`) is checked as in a body. Every
+    route takes its query-string times through here, so one text gets one answer wherever it is sent.
     """
     try:
-        msgspec.convert(truncated_time_text(text), datetime)
+        time: datetime = msgspec.convert(truncated_time_text(text), time_type)
     except msgspec.ValidationError as error:
         # A `+` offset not percent-encoded arrives as a space: "I did send an offset" needs the value shown.
         hint = "; a `+` in a query string reads as a space: send it as %2B" if " " in text else ""
-        msg = f"{name}: {readable_validation_message(str(error))}; got {shown_value(text)}{hint}"
-        raise InvalidInputError(msg, field=name) from None
+        msg = f"{field}: {readable_validation_message(str(error))}; got {shown_value(text)}{hint}"
+        raise InvalidInputError(msg, field=field) from None
+    return time
