@@ -14,6 +14,7 @@ from app.domain.models import Chunk, Document, StoredDocument
 from app.domain.moments import as_utc
 from app.domain.tags import MAX_DOCUMENT_TAGS, MAX_TAG_CHARS, MAX_TITLE_CHARS, distinct_tags
 from app.ingestion.front_matter import front_matter_fields
+from app.ingestion.titles import document_title
 
 MAX_CONTEXT_CHARS = 8192
 DocumentId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -66,7 +67,13 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     text: Annotated[str | None, msgspec.Meta(description=TEXT_DESCRIPTION)] = None
     markdown: Annotated[str | None, msgspec.Meta(description="A synonym of `text`: give one, not both")] = None
     source: Annotated[str, msgspec.Meta(max_length=1024, description=SOURCE_DESCRIPTION)] = ""
-    title: Annotated[str, msgspec.Meta(max_length=MAX_TITLE_CHARS, description="Stored in Unicode NFC")] = ""
+    title: Annotated[
+        str,
+        msgspec.Meta(
+            max_length=MAX_TITLE_CHARS,
+            description="Stored in Unicode NFC. Absent or empty: front matter's `title`, else the first heading",
+        ),
+    ] = ""
     tags: Annotated[list[Tag], msgspec.Meta(max_length=MAX_DOCUMENT_TAGS, description=TAGS_DESCRIPTION)] = []
     event_time: Annotated[datetime | None, msgspec.Meta(description=EVENT_TIME_DESCRIPTION)] = None
     metadata: Annotated[dict[str, Any], msgspec.Meta(description=METADATA_DESCRIPTION)] = {}
@@ -91,7 +98,7 @@ class DocumentIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             project_id=project_id,
             document_id=self.id,
             source=self.source or self.id,
-            title=self.title or front.title or "",
+            title=document_title(self.title, text=text, front_title=front.title),
             text=text,
             tags=distinct_tags(self.tags) or front.tags,
             event_time=as_utc(self.event_time) or front.event_time,

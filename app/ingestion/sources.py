@@ -6,14 +6,15 @@ Accepted paths:
   (a link may lead out of the folder: to a secret, or to a note ingested twice). Document id
   and source are both the path relative to the folder, with `/` separators and the extension kept
   (`runbooks/port-forward.md`), so `a.md` and `a.txt` never collide and a hit names its file. Title:
-  front matter `title`, else the first heading, else the file stem. Front matter `tags` become tags,
+  front matter `title`, else the first heading, else the file stem (`app.ingestion.titles`, the HTTP
+  API's rule, which has no file stem). Front matter `tags` become tags,
   `date` (ISO 8601; UTC when no offset is given) the event time, and every front matter field is kept
   in metadata.
 - a single such file: the same, relative to its own folder.
 - a BEIR corpus: a `*.jsonl` file, or a folder holding `corpus.jsonl`. One document per line: id
   `_id`, `title`, `text`; a `metadata` object and any other fields pass through as metadata. Source
   is `<corpus folder name>/<_id>` so a source prefix selects one corpus. A record with no text uses
-  its title as text.
+  its title as text; one with no title is titled as an HTTP body is (front matter, first heading).
 Files that hold nothing to index (empty, only whitespace, or binary with NUL bytes), symlinked files and
 symlinked folders below a folder are skipped and reported to `on_skip(path, reason)`; a path named
 itself (the folder, or a single file) is read even when it is a link: the caller chose it. A note that is
@@ -31,8 +32,8 @@ from typing import TYPE_CHECKING, Final
 from app.domain.errors import InvalidInputError
 from app.domain.models import Document
 from app.ingestion.beir_records import beir_records, record_id, text_field
-from app.ingestion.chunking import first_heading
-from app.ingestion.front_matter import document_fields, split_front_matter
+from app.ingestion.front_matter import document_fields, front_matter_fields, split_front_matter
+from app.ingestion.titles import document_title
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -129,7 +130,7 @@ def read_note(
         project_id=project_id,
         document_id=relative,
         source=relative,
-        title=front.title or first_heading(body) or file_path.stem,
+        title=document_title("", text=body, front_title=front.title, file_stem=file_path.stem),
         text=text,
         tags=front.tags,
         event_time=front.event_time,
@@ -149,8 +150,8 @@ def read_beir_corpus(
     source_prefix = corpus.parent.name or corpus.stem
     for where, record in beir_records(corpus):
         document_id = record_id(record, where)
-        title = text_field(record, "title", where)
-        text = text_field(record, "text", where) or title
+        given_title = text_field(record, "title", where)
+        text = text_field(record, "text", where) or given_title
         if not text.strip():
             line_number = where.rsplit(":", 1)[1]
             _report(on_skip, corpus, f"line {line_number}: record {document_id!r} has no text")
@@ -165,7 +166,7 @@ def read_beir_corpus(
             project_id=project_id,
             document_id=document_id,
             source=f"{source_prefix}/{document_id}",
-            title=title,
+            title=document_title(given_title, text=text, front_title=front_matter_fields(text).title),
             text=text,
             metadata={**(nested or {}), **metadata},
         )
