@@ -121,7 +121,8 @@ async def reindex(settings: Settings, *, project: str) -> int:
     A project without documents (a misspelt name) is 1, as `export` of one is: a script must not take
     "0 documents queued" for a project rebuilt.
     """
-    async with open_engines(settings) as engines:
+    # The lexical index is rebuilt from stored text: nothing is embedded, so the model is not loaded.
+    async with open_engines(settings, load_model_at_start=False) as engines:
         queued = await rebuild_project(engines.store, project)
         if not queued:
             print(f"project {project!r} holds no documents; nothing to reindex", file=sys.stderr)

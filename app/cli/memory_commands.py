@@ -167,7 +167,8 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
     target = None if output is None else output.resolve()  # noqa: ASYNC240 - once, before any engine starts
     in_place = target is not None and target.exists() and not target.is_file()
     partial = None if target is None or in_place else target.with_name(f".{target.name}.partial")
-    async with open_engines(settings) as engines:
+    # The model's name and dimensions go in the header; no text is embedded, so the model is not loaded.
+    async with open_engines(settings, load_model_at_start=False) as engines:
         known = await engines.store.project_ids()
         if project not in known:
             print(
@@ -227,7 +228,8 @@ async def import_project(settings: Settings, *, path: Path, project: str | None)
     except SearchServiceError as error:
         print(f"import refused, nothing written: {error.message}", file=sys.stderr)
         return 2
-    async with open_engines(settings) as engines:
+    # The file carries every vector: nothing is embedded, so the model (~0.5-1 GiB) is not loaded.
+    async with open_engines(settings, load_model_at_start=False) as engines:
         model_name, dimensions = engines.embedder.model_name, engines.embedder.dimensions
         status = 0
         try:

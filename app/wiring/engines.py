@@ -24,6 +24,7 @@ from app.engines.postgres_roles import ensure_runtime_role
 from app.engines.tantivy_folders import refill_queued
 from app.engines.tantivy_index import TantivyLexicalIndex
 from app.ingestion.reindex import queue_every_project, rebuild_project
+from app.wiring.deferred_embedder import DeferredEmbedder
 from app.wiring.migrate import migration_lock_wait
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from app.config import Settings
     from app.domain.ports import DocumentStore, Embedder, LexicalIndex, VectorIndex
+    from app.engines.embedder import ServingEmbedder
 
 logger = logging.getLogger("poimen.engines")
 
@@ -174,16 +176,18 @@ def embedder_options(settings: Settings) -> EmbedderOptions:
 
 
 @asynccontextmanager
-async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
-    """Start or connect every engine, migrate in embedded mode, and close them all on exit."""
+async def open_engines(settings: Settings, *, load_model_at_start: bool = True) -> AsyncIterator[Engines]:
+    """Start or connect every engine, migrate in embedded mode, and close them all on exit.
+
+    Without `load_model_at_start` (a command that moves or indexes stored vectors and embeds nothing),
+    the embedder is a `DeferredEmbedder`: the model loads at the first embedding, if one ever comes.
+    """
     async with AsyncExitStack() as stack:
         settings.poimen_data_dir.mkdir(parents=True, exist_ok=True)
         embedded: EmbeddedPostgres | None = None
         database_url = settings.database_url
         # The model loads in a thread while PostgreSQL starts: both take about a second.
-        model_task = asyncio.create_task(
-            asyncio.to_thread(load_embedder, settings.embedding_model, options=embedder_options(settings))
-        )
+        model_task = asyncio.create_task(_start_embedder(settings, load_model_at_start=load_model_at_start))
         if database_url is None:
             embedded = EmbeddedPostgres(settings.embedded_postgres_dir)
             database_url = await asyncio.to_thread(embedded.start)
@@ -199,8 +203,9 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
                 f"{embedder.dimensions} dimensions: set EMBEDDING_DIMENSIONS={embedder.dimensions}"
             )
             raise ConfigurationError(msg)
-        # The first encode pays for lazy initialisation (~0.3 s); pay it now, not on a caller's query.
-        await embedder.embed_query("warm up")
+        if load_model_at_start:
+            # The first encode pays for lazy initialisation (~0.3 s); pay it now, not on a caller's query.
+            await embedder.embed_query("warm up")
         if embedded is not None:
             # Kubernetes migrates in a Job (`poimen migrate`); the embedded default migrates itself.
             with translate_errors(engine="postgres"):  # a server killed just now: unavailable, not a traceback
@@ -236,6 +241,12 @@ async def open_engines(settings: Settings) -> AsyncIterator[Engines]:
             close_lexical=close_lexical,
             lexical_refill_projects=refill_projects,
         )
+
+
+async def _start_embedder(settings: Settings, *, load_model_at_start: bool) -> ServingEmbedder | DeferredEmbedder:
+    if not load_model_at_start:
+        return DeferredEmbedder(settings, options=embedder_options(settings))
+    return await asyncio.to_thread(load_embedder, settings.embedding_model, options=embedder_options(settings))
 
 
 def configured_model(settings: Settings) -> tuple[str, int]:

@@ -87,6 +87,25 @@ def test_export_then_import_into_a_fresh_directory_answers_identically_and_embed
     assert all(len(chunk["embedding"]) == header["dimensions"] for d in documents for chunk in d["chunks"])
 
 
+def test_export_import_and_reindex_load_no_embedding_model(data_dirs, tmp_path) -> None:
+    # They embed nothing, yet loaded the model: an import of 300 SciFact abstracts peaked at 991 MB RSS in a
+    # fresh data folder (its first start exports the model to ONNX, which loads torch), 462 MB in one with the
+    # export. Loading the model is what writes that export, so its folder shows whether the model was loaded.
+    source, fresh = data_dirs
+    export_file, model_folder = tmp_path / "notes.jsonl", tmp_path / "onnx-export"
+    assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=source).returncode == 0
+
+    elsewhere = {"EMBEDDING_ONNX_DIR": str(model_folder)}
+    exported = run_cli("export", "--project", PROJECT, "--output", str(export_file), data_dir=source, **elsewhere)
+    imported = run_cli("import", str(export_file), data_dir=fresh, **elsewhere)
+    reindexed = run_cli("reindex", "--project", PROJECT, data_dir=fresh, **elsewhere)
+
+    assert [exported.returncode, imported.returncode, reindexed.returncode] == [0, 0, 0], imported.stderr
+    assert "4 created" in imported.stderr
+    assert not model_folder.exists()
+    assert answers(fresh) == answers(source)
+
+
 def test_query_prints_a_table_by_default(data_dirs) -> None:
     source, _ = data_dirs
     assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=source).returncode == 0
