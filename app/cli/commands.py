@@ -24,10 +24,15 @@ if TYPE_CHECKING:
     from app.domain.models import Document
 
 OUTBOX_DRAIN_TIMEOUT_S = 30.0
+"""How long a command waits for the lexical index to take anything before it leaves the rest to a server.
+
+Not a bound on the whole wait: the command drains while batches go in, so it returns with everything it
+wrote searchable on both legs (it bounded the whole wait, and an import of 25,000 chunks exited 0 with
+6,318 of its 18,118 documents missing from lexical search)."""
 
 
 async def drain_or_explain(worker: OutboxWorker) -> None:
-    """Let the outbox worker index what this command queued; say so, or why it is deferred."""
+    """Index what this command queued lexically, to the end while it makes progress; say so, or why it is deferred."""
     try:
         indexed = await worker.drain(OUTBOX_DRAIN_TIMEOUT_S)
     except EngineError as error:

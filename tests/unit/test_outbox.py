@@ -169,6 +169,31 @@ async def test_drain_gives_up_after_its_timeout_and_keeps_the_entries() -> None:
     assert store.outbox == {("p", "a"): 1}
 
 
+class SlowLexical(FlakyLexical):
+    """A lexical index that takes `batch_s` for each batch, as a real one takes time per document."""
+
+    def __init__(self, batch_s: float) -> None:
+        super().__init__()
+        self.batch_s = batch_s
+
+    async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
+        await asyncio.sleep(self.batch_s)
+        await super().replace_documents(documents)
+
+
+async def test_drain_runs_past_its_timeout_while_each_batch_makes_progress() -> None:
+    # The timeout bounded the whole drain: `poimen import` of 25,000 chunks stopped draining after 30 s with
+    # 6,318 of 18,118 documents queued, exited 0, and a search right after missed them on the lexical leg.
+    store, lexical = OutboxStore(), SlowLexical(batch_s=0.01)
+    for number in range(200):  # 100 batches of 2: at least 1 s in all, 0.01 s each
+        store.write("p", f"d{number}", "text")
+
+    indexed = await worker(store, lexical).drain(timeout_s=0.5)
+
+    assert indexed == 200
+    assert store.outbox == {}
+
+
 async def test_deletes_reach_the_index() -> None:
     store, lexical = OutboxStore(), FlakyLexical()
     store.write("p", "a", "text")
