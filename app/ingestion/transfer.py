@@ -7,7 +7,10 @@ whole line is refused as one cut inside a line is. Importing writes through `Doc
 exactly what was exported (content hashes included, so a later ingest of an unchanged document stays
 "unchanged", and each document's version as a floor for its new one), queues the lexical index as any write
 does, and calls no embedder. A file made with another
-model or dimension is refused: vectors of two models are not comparable.
+model or dimension is refused: vectors of two models are not comparable. Each document line carries a
+`record_hash` over the rest of it (the header's `record_hashes` says so), and a line edited since the export is
+refused: its content hash would vouch for text it no longer holds (`app.ingestion.record_hashes`). Files from
+before record hashes are read unverified, and readers from before them skip the field: the version stays 2.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
+from app.ingestion.record_hashes import RECORD_HASH_ALGORITHM, record_hash, record_hash_problem
 from app.ingestion.transfer_records import (
     RecordCheck,
     RecordFieldError,
@@ -75,6 +79,7 @@ async def export_lines(
         "project": project_id,
         "embedding_model": model_name,
         "dimensions": dimensions,
+        "record_hashes": RECORD_HASH_ALGORITHM,
     }
     yield json.dumps(header)
     after: str | None = None
@@ -83,7 +88,9 @@ async def export_lines(
         project_id, after=after, limit=await _page_limit(store, project_id, after)
     ):
         for document, chunks in page:
-            yield json.dumps(document_record(document, chunks), ensure_ascii=False)
+            record = document_record(document, chunks)
+            record["record_hash"] = record_hash(record)
+            yield json.dumps(record, ensure_ascii=False)
         documents += len(page)
         after = page[-1][0].document_id
     yield json.dumps({"kind": "end", "documents": documents})
@@ -148,6 +155,9 @@ def _checked_header(line: str, *, model_name: str, dimensions: int) -> dict[str,
     if not isinstance(header["project"], str):  # converted: 123 was imported into the project "123"
         msg = f"the header's project is {json_kind(header['project'])}, not a string"
         raise InvalidInputError(msg, field="project")
+    if header.get("record_hashes", RECORD_HASH_ALGORITHM) != RECORD_HASH_ALGORITHM:
+        msg = f"the header's record_hashes is {header['record_hashes']!r}; this service reads {RECORD_HASH_ALGORITHM!r}"
+        raise InvalidInputError(msg, field="record_hashes")
     return header
 
 
@@ -167,13 +177,18 @@ def _read_export(
         msg = f"project id {target!r} is not {PROJECT_ID_RULE}"
         raise InvalidInputError(msg, field="project")
     checked = RecordCheck(model_name=model_name, dimensions=dimensions)
-    return target, _documents(remaining, target, ends=header["version"] != 1, checked=checked)
+    hashed = "record_hashes" in header
+    return target, _documents(remaining, target, ends=header["version"] != 1, hashed=hashed, checked=checked)
 
 
 def _documents(
-    lines: Iterable[tuple[int, str]], target: str, *, ends: bool, checked: RecordCheck
+    lines: Iterable[tuple[int, str]], target: str, *, ends: bool, hashed: bool, checked: RecordCheck
 ) -> Iterator[tuple[StoredDocument, list[EmbeddedChunk]]]:
-    """The documents of the numbered non-blank lines after the header; with `ends`, closed by the end line."""
+    """The documents of the numbered non-blank lines after the header; with `ends`, closed by the end line.
+
+    With `hashed`, each line's `record_hash` is checked last, so a line that is wrong in a way a field names
+    is refused for that.
+    """
     count = 0
     rest = iter(lines)
     for number, line in rest:
@@ -197,6 +212,9 @@ def _documents(
             msg = f"line {number}: document id {document.document_id!r} has an empty, '.' or '..' part"
             raise InvalidInputError(msg, field=f"line {number}")
         checked(document, embedded, number)
+        if hashed and isinstance(record, dict) and (problem := record_hash_problem(record)) is not None:
+            msg = f"line {number}: document {document.document_id[:80]!r}: {problem}"
+            raise InvalidInputError(msg, field=f"line {number}")
         count += 1
         yield replace(document, project_id=target), embedded
     if ends:

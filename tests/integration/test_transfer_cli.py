@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from app.ingestion.record_hashes import record_hash
 from tests.integration.conftest import cli_environment, poimen_executable, run_cli
 
 if TYPE_CHECKING:
@@ -169,9 +170,10 @@ def test_an_import_from_a_pipe_is_refused_before_anything_starts(data_dirs) -> N
 
 
 def renamed(record: dict, document_id: str) -> dict:
-    """An exported document record under another id, its chunks named after it as ingest names them."""
+    """An exported document record under another id, its chunks named after it as ingest names them, rehashed."""
     chunks = [chunk | {"id": f"{document_id}#{chunk['position']}"} for chunk in record["chunks"]]
-    return record | {"id": document_id, "chunks": chunks}
+    copy = record | {"id": document_id, "chunks": chunks}
+    return copy | {"record_hash": record_hash(copy)}
 
 
 def test_an_export_cut_off_after_many_documents_imports_nothing(data_dirs, tmp_path) -> None:
