@@ -187,6 +187,15 @@ def _metadata(record: dict[str, Any], *, path: str = "") -> dict[str, Any]:
     return value
 
 
+def _embedding(item: dict[str, Any], *, path: str) -> list[float]:
+    values = _list(item, "embedding", (int, float), "a list of numbers", path=path)
+    try:
+        return [float(value) for value in values]
+    except OverflowError:  # an integer of 309 digits or more: JSON, but past a double, as 1e999 is
+        msg = f"the field {path + 'embedding'!r} holds a number past the range of a double"
+        raise ValueError(msg) from None
+
+
 def _chunk(item: dict[str, Any], *, document_id: str, project_id: str, path: str) -> EmbeddedChunk:
     return EmbeddedChunk(
         Chunk(
@@ -204,7 +213,7 @@ def _chunk(item: dict[str, Any], *, document_id: str, project_id: str, path: str
             chunk_hash=_text(item, "chunk_hash", path=path),
             context=_text(item, "context", path=path, default=""),
         ),
-        [float(value) for value in _list(item, "embedding", (int, float), "a list of numbers", path=path)],
+        _embedding(item, path=path),
         _text(item, "embedding_model", path=path),
     )
 
@@ -213,8 +222,8 @@ def document_from_record(record: object, *, project_id: str) -> tuple[StoredDocu
     """The document and embedded chunks of one document line, placed in `project_id`.
 
     Raises `KeyError` for a missing field, `RecordFieldError` for one of another JSON type, `ValueError`
-    for a time that is no ISO 8601 one or past what PostgreSQL's driver sends, and for a position or a
-    version out of range.
+    for a time that is no ISO 8601 one or past what PostgreSQL's driver sends, for a position or a
+    version out of range, and for an embedding number past a double's range.
     """
     if not isinstance(record, dict):
         msg = f"the line is {json_kind(record)}, not an object"

@@ -438,9 +438,12 @@ async def test_a_line_nested_too_deeply_to_read_is_refused_not_a_traceback() -> 
     assert refused.value.field == "line 2"
 
 
-@pytest.mark.parametrize("field", ["metadata", "embedding"])
-async def test_a_number_past_the_range_of_a_double_is_refused(field: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "number"), [("metadata", "1e999"), ("embedding", "1e999"), ("embedding", "1" + "0" * 400)]
+)
+async def test_a_number_past_the_range_of_a_double_is_refused(field: str, number: str) -> None:
     # 1e999 is JSON, but reads as infinity: in metadata the write to JSONB failed after the batches before it.
+    # An integer of 400 digits in an embedding was an OverflowError out of the check: a traceback, exit 1.
     source = InMemoryDocumentStore()
     await source.save_documents([entry("p", "a", 1)])
     header, document, end = await exported(source, "p")
@@ -449,7 +452,7 @@ async def test_a_number_past_the_range_of_a_double_is_refused(field: str) -> Non
         record["metadata"] = {"big": "HUGE"}
     else:
         record["chunks"][0]["embedding"][0] = "HUGE"
-    huge = json.dumps(record).replace('"HUGE"', "1e999")
+    huge = json.dumps(record).replace('"HUGE"', number)
 
     with pytest.raises(InvalidInputError, match=r"past the range of a double|not 384 finite numbers") as refused:
         check_export([header, huge, end], model_name=MODEL, dimensions=DIMENSIONS)
