@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
+from app.domain.mark_characters import MARK_CHARACTERS
 from app.domain.models import (
     LexicalQuery,
     QueryAnalysis,
@@ -66,8 +67,9 @@ CONFIDENCE_PASSAGE: Final = 0.85
 CONFIDENCE_NAVIGATIONAL: Final = 0.85
 CONFIDENCE_DEFAULT: Final = 0.8
 
-# Word-like tokens: `k8s`, `ci/cd`, `port-forward`, `node.js`, `c++`, `#tag`, `@team`, `don't`.
-_TOKEN: Final = re.compile(r"[#@]?\w+(?:[./+'&-]\w+)*\+*")
+# Word-like tokens: `k8s`, `ci/cd`, `port-forward`, `node.js`, `c++`, `#tag`, `@team`, `don't`, `किताब`, `مُحَمَّد`.
+_WORD_RUN: Final = rf"\w[\w{MARK_CHARACTERS}]*"  # `\w` holds no mark: a vowel sign or haraka would cut the word
+_TOKEN: Final = re.compile(rf"[#@]?{_WORD_RUN}(?:[./+'&-]{_WORD_RUN})*\+*")
 _PHRASE: Final = re.compile(r'"([^"]*)"')
 _WHITESPACE: Final = re.compile(r"\s+")
 _NUMBER: Final = re.compile(r"\d+(?:\.\d+)*")

@@ -64,6 +64,21 @@ def test_a_decomposed_query_reads_as_its_precomposed_form(optimizer: QueryOptimi
     assert decomposed.entities.tags == ("zürich",)
 
 
+def test_a_word_keeps_its_combining_marks_in_every_script(optimizer: QueryOptimizer) -> None:
+    # A vowel sign, tone mark, virama, haraka or point is part of the word, as in Lucene's and tantivy's words:
+    # the query cut `किताब` into `क त ब` and `مُحَمَّد` into `م ح د`, words no document holds.
+    words = (
+        *("किताब", "हिंदी", "पढ़ना"),  # Hindi: vowel signs, anusvara, nukta
+        *("ข้าวผัด", "ເຂົ້າໜຽວ", "មិត្តភក្តិ", "ထမင်း"),  # Thai, Lao, Khmer, Burmese
+        *("مُحَمَّد", "שָׁלוֹם", "q\u0303"),  # Arabic harakat, Hebrew points, an accent NFC cannot compose
+    )
+    analysis = optimizer.analyze(" ".join(words) + ' "ข้าวผัด กับ" -हिंदी')
+
+    assert analysis.tokens[: len(words)] == words
+    assert analysis.lexical_query.phrases == ("ข้าวผัด กับ",)
+    assert analysis.lexical_query.excluded_terms == ("हिंदी",)
+
+
 def test_capitals_lower_letter_by_letter_as_the_lexical_engines_index_them(optimizer: QueryOptimizer) -> None:
     # Lucene and tantivy index `ΟΔΟΣ` as `οδοσ` and `İstanbul` as `istanbul`; `str.lower` gives `οδος`, `i̇stanbul`.
     analysis = optimizer.analyze('ΟΔΟΣ İstanbul "ΟΔΟΣ Ερμού" -ΚΟΣΜΟΣ')
