@@ -19,6 +19,10 @@ right-to-left text carries) is dropped, so `Kubernetes<LRM>` and `micro<ZWJ>serv
 reader sees (Lucene's tokenizer kept the mark inside the token, tantivy split the word at it); `İ` is read
 as `I` (tantivy lowered it to `i` and a combining dot, which no typed query holds) and a final sigma as
 the other (U+03C2 as U+03C3), so a word in capitals (`ΟΔΟΣ`, lowered `οδοσ`) and in running text (`οδος`) are one word.
+Marks and letter forms people leave out when they type are read without them, as Latin accents are folded
+(`app.domain.ascii_folding`): Arabic harakat and the tatweel, Hebrew points (`DIACRITICS`), the Greek tonos and
+dialytika and the Russian `ё` (`FOLDED_LETTERS`), so `محمد` finds `مُحَمَّد`, `שלום` finds `שָׁלוֹם`, `Αθηνα` finds
+`Αθήνα` and `елка` finds `ёлка`, and the other way round.
 """
 
 from __future__ import annotations
@@ -57,11 +61,35 @@ FORMAT_CHARACTERS: Final = (
     "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
 )
 """Every format character (general category Cf, Unicode 14), as ranges for a regular expression's class."""
-ANALYSIS_LETTERS: Final = {"\u0130": "I", "\u03c2": "\u03c3"}
-"""Letters the analyzers read as another: `İ` as `I` (lowered to `i`), a final sigma (U+03C2) as the other (U+03C3)."""
+DIACRITICS: Final = (
+    "\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"
+    "\u0610-\u061a\u0640\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed"
+)
+"""Every mark of the Hebrew block (points, cantillation) and of the Arabic block (harakat, Quranic marks), and the
+tatweel (U+0640, a stroke that stretches a word): day-to-day Hebrew and Arabic are typed without them. Lucene's
+ArabicNormalizer drops harakat and the tatweel too."""
+FOLDED_LETTERS: Final = {
+    "\u03b1": "\u03ac\u0386",
+    "\u03b5": "\u03ad\u0388",
+    "\u03b7": "\u03ae\u0389",
+    "\u03b9": "\u03af\u038a\u03ca\u03aa\u0390",
+    "\u03bf": "\u03cc\u038c",
+    "\u03c5": "\u03cd\u038e\u03cb\u03ab\u03b0",
+    "\u03c9": "\u03ce\u038f",
+    "\u0435": "\u0451\u0401",
+}
+"""Plain lowercase letter -> the letters read as it: Greek vowels with a tonos or dialytika (`ά` and `Ά` as alpha),
+the Russian `ё` and `Ё` as `\u0435`."""
+ANALYSIS_LETTERS: Final = {
+    "\u0130": "I",
+    "\u03c2": "\u03c3",
+    **{letter: plain for plain, letters in FOLDED_LETTERS.items() for letter in letters},
+}
+"""Letters the analyzers read as another: `İ` as `I` (lowered to `i`), a final sigma (U+03C2) as the other (U+03C3),
+and `FOLDED_LETTERS`."""
 _ANALYSIS_TABLE: Final = str.maketrans(
     {
-        **{chr(code): None for code in _code_points(FORMAT_CHARACTERS)},
+        **{chr(code): None for code in _code_points(FORMAT_CHARACTERS + DIACRITICS)},
         **ANALYSIS_LETTERS,
     }
 )
@@ -75,7 +103,7 @@ def canonical_text(text: str) -> str:
 
 
 def analysis_form(text: str) -> str:
-    """`text` as the lexical engines analyze it, stored or searched: format characters dropped, `ANALYSIS_LETTERS`.
+    """`text` as the lexical engines read it: format characters and `DIACRITICS` dropped, letters mapped.
 
     Every lexical adapter indexes and queries this form (OpenSearch with char and token filters of the same
     effect, `app.engines.opensearch_mapping`); the stored text keeps the marks, which change how it renders.

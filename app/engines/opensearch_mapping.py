@@ -66,15 +66,19 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   so `kubernetes` did not find `Kubernetes<LRM>`; `İ` is read as `I` (`dotted_capital_i`: Lucene lowers it
   to `i`, the emulators did not); and a final sigma as the other after lowercasing (`final_sigma`), so `οδος`
   and `ΟΔΟΣ` (lowered `οδοσ`) are one word. A version 11 index is upgraded by `_reindex`.
+- Schema version 13 folds what people leave out when they type, as `analysis_form` does: Arabic harakat, the tatweel
+  and Hebrew points are dropped (`diacritics_dropped`), a Greek vowel with a tonos or dialytika and the Russian `ё`
+  are read as the plain letter (a `pattern_replace` per plain letter, `folded_as_<code point>`: osmem-server
+  ignores a `mapping` char filter). A version 12 index is upgraded by `_reindex`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from app.domain.text_forms import FORMAT_CHARACTERS
+from app.domain.text_forms import DIACRITICS, FOLDED_LETTERS, FORMAT_CHARACTERS
 
-SCHEMA_VERSION: Final = 12
+SCHEMA_VERSION: Final = 13
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>_-v<N>`, reindexes and swaps (per project)."""
 FIRST_UNAMBIGUOUS_VERSION: Final = 10
 """The first schema version whose index name no project's alias can equal (`versioned_index_name`)."""
@@ -83,6 +87,10 @@ WORD_JOINERS_AS_SPACE: Final = "word_joiners_as_space"
 FORMAT_CHARACTERS_DROPPED: Final = "format_characters_dropped"
 DOTTED_CAPITAL_I: Final = "dotted_capital_i"
 FINAL_SIGMA: Final = "final_sigma"
+DIACRITICS_DROPPED: Final = "diacritics_dropped"
+_FOLDED_LETTER_FILTERS: Final = {
+    f"folded_as_{ord(plain):04x}": (plain, letters) for plain, letters in FOLDED_LETTERS.items()
+}
 
 _ENGLISH_FILTERS: Final[dict[str, Any]] = {
     FINAL_SIGMA: {"type": "pattern_replace", "pattern": "\u03c2", "replacement": "\u03c3"},
@@ -91,7 +99,10 @@ _ENGLISH_FILTERS: Final[dict[str, Any]] = {
 }
 _ENGLISH_FOLDED: Final[dict[str, Any]] = {
     "type": "custom",
-    "char_filter": [WORD_JOINERS_AS_SPACE, FORMAT_CHARACTERS_DROPPED, DOTTED_CAPITAL_I],
+    "char_filter": [
+        *(WORD_JOINERS_AS_SPACE, FORMAT_CHARACTERS_DROPPED, DOTTED_CAPITAL_I, DIACRITICS_DROPPED),
+        *_FOLDED_LETTER_FILTERS,
+    ],
     "tokenizer": "standard",
     "filter": ["apostrophe", "lowercase", FINAL_SIGMA, "asciifolding", "english_stop", "english_stemmer"],
 }
@@ -136,6 +147,11 @@ def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
                         "replacement": "",
                     },
                     DOTTED_CAPITAL_I: {"type": "pattern_replace", "pattern": "\u0130", "replacement": "I"},
+                    DIACRITICS_DROPPED: {"type": "pattern_replace", "pattern": f"[{DIACRITICS}]", "replacement": ""},
+                    **{
+                        name: {"type": "pattern_replace", "pattern": f"[{letters}]", "replacement": plain}
+                        for name, (plain, letters) in _FOLDED_LETTER_FILTERS.items()
+                    },
                 },
                 "filter": _ENGLISH_FILTERS,
                 "analyzer": {

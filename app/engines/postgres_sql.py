@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import COMBINING_MARKS, UNDECOMPOSABLE, fold_to_ascii
 from app.domain.tags import tag_keys
-from app.domain.text_forms import ANALYSIS_LETTERS, FORMAT_CHARACTERS, analysis_form
+from app.domain.text_forms import ANALYSIS_LETTERS, DIACRITICS, FORMAT_CHARACTERS, analysis_form
 from app.engines.cjk import CJK_CHARACTERS, spaced_cjk
 
 if TYPE_CHECKING:
@@ -90,15 +90,15 @@ def _words(expression: str) -> str:
 def _comparable(expression: str) -> str:
     """`expression` as the lexical engines read it, in SQL: folded to ASCII, CJK characters words of their own.
 
-    In `app.domain.text_forms.analysis_form` first (format characters dropped, `İ` as `I`, a final sigma as
-    the other), then folded as `app.domain.ascii_folding` folds, each Han or Hiragana character spaced
+    In `app.domain.text_forms.analysis_form` first (format characters and diacritics dropped, `ANALYSIS_LETTERS`
+    mapped), then folded as `app.domain.ascii_folding` folds, each Han or Hiragana character spaced
     (`app.engines.cjk`). Before `_words`, so folded words are ASCII whatever the database's locale says a
     letter is. `normalize` needs a UTF-8 database (what CloudNativePG and the embedded PostgreSQL create).
     """
     single = {letter: ascii_form for letter, ascii_form in UNDECOMPOSABLE.items() if len(ascii_form) == 1}
     single.update(ANALYSIS_LETTERS)
     original = expression
-    expression = f"regexp_replace({expression}, '[{FORMAT_CHARACTERS}]', '', 'g')"
+    expression = f"regexp_replace({expression}, '[{FORMAT_CHARACTERS}{DIACRITICS}]', '', 'g')"
     for letter, ascii_form in UNDECOMPOSABLE.items():
         if len(ascii_form) > 1:
             expression = f"replace({expression}, '{letter}', '{ascii_form}')"

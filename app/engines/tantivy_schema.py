@@ -4,8 +4,8 @@ Analysis is English: split on non-alphanumerics, each Han or Hiragana character 
 Lucene's standard tokenizer splits Chinese and Japanese), drop tokens over 40 chars, lowercase, fold to ASCII
 (`résumé` is `resume`, `Đoković` is `dokovic`), Lucene's 33 English stop words, Snowball English stemmer
 (close to the OpenSearch adapter's `english_folded` analyzer: `app.engines.opensearch_mapping`). Text reaches
-it, filed or searched, in `app.domain.text_forms.analysis_form`: format characters dropped, `İ` as `I`, a final
-sigma as U+03C3.
+it, filed or searched, in `app.domain.text_forms.analysis_form`: format characters and Arabic and Hebrew
+diacritics dropped, `İ` as `I`, a final sigma as U+03C3, a Greek tonos and the Russian `ё` folded.
 
 The content field holds the chunk's breadcrumb and text in one field, and a low-boost `context`
 field its own context (`app.engines.lexical_context`). Chunk tags are searched as words too
@@ -41,7 +41,7 @@ WORD_PATTERN: Final = r"[\p{Han}\p{Hiragana}]|[[\p{Alphabetic}\p{N}]--[\p{Han}\p
 this is tantivy's `simple` tokenizer exactly (`char::is_alphanumeric` is Alphabetic or Numeric): every
 SciFact and LoCoMo text, corpus and queries, analyzes to the same terms with either."""
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 """What the adapter files in its folder. 1: title fields apart and neighbour context (no version file).
 2: one index for every project. 3: an index per project (`app.engines.tantivy_folders`). 4: the `tags`
 filter field holds each tag's key (`app.domain.tags`), so tag filters ignore case. 5: terms are folded
@@ -50,7 +50,8 @@ and Hiragana character is a word (`WORD_PATTERN`), so `東京` finds `東京で�
 uppercase letter (`app.engines.tantivy_folder_names`), so `Acme` and `acme` never share one where case is ignored;
 files are as in 6, and a version 6 root has its folders renamed at open, not rebuilt. 8: text is analyzed in
 `analysis_form`, so `istanbul` finds `İstanbul`, `οδος` finds `ΟΔΟΣ` and `microservice` finds `micro<ZWJ>service`;
-a root of any older version is rebuilt."""
+a root of any older version is rebuilt. 9: `analysis_form` also drops Arabic harakat, the tatweel and Hebrew points and
+folds a Greek tonos and the Russian `ё`, so `محمد` finds `مُحَمَّد`; an older root is rebuilt."""
 SCHEMA_VERSION_FILE: Final = "poimen-schema-version"
 
 # Fields searched by the free text; each is analyzed with the English analyzer.

@@ -329,6 +329,29 @@ class LexicalIndexContract:
         assert sorted(await search_ids(index, "", phrases=("οδος ερμου",))) == ["c-capitals", "c-small"]
         assert await search_ids(index, "ερμου", excluded_terms=("οδος",)) == []
 
+    async def test_marks_and_letter_forms_left_out_when_typing_are_folded_both_ways(self, index: LexicalIndex) -> None:
+        # Arabic harakat and the tatweel, Hebrew points, the Greek tonos and the Russian `ё` are left out by most
+        # people typing a query, and written in by others: either way the word is one word.
+        await index_chunks(
+            index,
+            make_chunk("c-arabic", "ذَهَبَ مُحَمَّدٌ إِلَى المَكْتَبَةِ مـــع صديقه"),
+            make_chunk("c-hebrew", "שָׁלוֹם לְכָל מִשְׁפָּחָה"),
+            make_chunk("c-greek", "Η ΣΥΝΑΝΤΗΣΗ στην Αθήνα"),  # noqa: RUF001
+            make_chunk("c-russian", "Ёлка стоит в зале"),
+            make_chunk("c-plain", "ذهب علي إلى البيت שלום Αθηνα ελκα елка"),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert await search_ids(index, "محمد") == ["c-arabic"]
+        assert await search_ids(index, "المكتبة مع") == ["c-arabic"]  # harakat left out; the tatweel too
+        assert set(await search_ids(index, "ذَهَبَ")) == {"c-arabic", "c-plain"}
+        assert await search_ids(index, "משפחה") == ["c-hebrew"]
+        assert set(await search_ids(index, "שָׁלוֹם")) == {"c-hebrew", "c-plain"}
+        assert set(await search_ids(index, "αθηνα")) == {"c-greek", "c-plain"}
+        assert await search_ids(index, "συναντηση") == ["c-greek"]
+        assert set(await search_ids(index, "ёлка")) == {"c-russian", "c-plain"}
+        assert await search_ids(index, "", phrases=("елка стоит",)) == ["c-russian"]
+
     async def test_format_characters_next_to_or_inside_a_word_do_not_hide_it(self, index: LexicalIndex) -> None:
         # Invisible marks that stay in stored text because they change how it renders: a left-to-right mark after
         # a Latin word in right-to-left text, bidi embeddings around a word, a zero-width joiner pasted into one.

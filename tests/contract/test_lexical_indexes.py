@@ -222,7 +222,7 @@ class TestTantivyOnDisk:
 
     # Each older layout: version 1 (no version file) before tags were searched as words, before the
     # context field, and with the title fields apart; and a version file naming an older version
-    # (2: the same fields, one index for every project).
+    # (2: the same fields, one index for every project; 8: text filed with Arabic and Hebrew diacritics kept).
     @pytest.mark.parametrize(
         ("text_fields", "version"),
         [
@@ -231,6 +231,7 @@ class TestTantivyOnDisk:
             (V1_TEXT_FIELDS, None),
             (TEXT_FIELDS, "1"),
             (TEXT_FIELDS, "2"),  # one index for every project, at the root
+            (TEXT_FIELDS, "8"),
         ],
     )
     async def test_a_folder_of_an_older_schema_is_recreated_empty(

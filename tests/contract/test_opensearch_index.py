@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import random
 import socket
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from app.domain.ports import LexicalIndex
 
 pytestmark = pytest.mark.opensearch
+
+VERSION_12_CHAR_FILTERS = ("word_joiners_as_space", "format_characters_dropped", "dotted_capital_i")
 
 # Contract cases osmem-server 0.1.6 cannot run, each with the exact reason. They run on a real cluster.
 EMULATOR_GAPS: dict[str, str] = {
@@ -188,6 +191,31 @@ async def test_a_version_7_index_moved_to_the_current_one_filters_its_tags_ignor
 
     tagged = Filters(project_id=PROJECT, tags=("kubernetes",))
     assert await search_ids(index, "carried", filters=tagged) == ["c-1"]
+
+
+async def test_a_version_12_index_moved_to_the_current_one_finds_a_word_typed_without_its_diacritics(
+    opensearch_client: AsyncOpenSearch, opensearch_alias: str
+) -> None:
+    # Version 12 analyzed Arabic harakat, Hebrew points and the Greek tonos as part of the word: `_reindex` into
+    # the current index analyzes `_source` again, so a chunk written before the upgrade is found the new way.
+    alias = project_alias(opensearch_alias, PROJECT)
+    old_body = copy.deepcopy(index_body(shards=1, replicas=0))  # it shares the analyzer's dict with later calls
+    analysis = old_body["settings"]["analysis"]
+    analysis["char_filter"] = {
+        name: char_filter for name, char_filter in analysis["char_filter"].items() if name in VERSION_12_CHAR_FILTERS
+    }
+    analysis["analyzer"][TEXT_ANALYZER]["char_filter"] = list(VERSION_12_CHAR_FILTERS)
+    old_body["mappings"]["_meta"] = {"schema_version": 12}
+    old_body["aliases"] = {alias: {}}
+    await opensearch_client.indices.create(index=versioned_index_name(alias, 12), body=old_body)
+    index = OpenSearchLexicalIndex(opensearch_client, index=opensearch_alias)
+    await index_chunks(index, make_chunk("c-1", "ذَهَبَ مُحَمَّدٌ إِلَى المَكْتَبَةِ في Αθήνα"))
+    assert await search_ids(index, "محمد") == []
+
+    await ensure_index(opensearch_client, alias=alias, shards=1, replicas=0)
+
+    assert await search_ids(index, "محمد") == ["c-1"]
+    assert await search_ids(index, "αθηνα") == ["c-1"]
 
 
 async def test_ensure_index_refuses_a_concrete_index_named_like_the_alias(

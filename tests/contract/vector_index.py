@@ -248,6 +248,22 @@ class VectorIndexContract:
         assert await kept(index, project, "istanbul") == ["joined#0", "greek#0"]
         assert await kept(index, project, "οδος") == ["joined#0", "turkish#0"]
 
+    async def test_excluded_terms_ignore_arabic_and_hebrew_diacritics_and_greek_accents_as_the_lexical_leg_does(
+        self, store, index, project
+    ) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "arabic", 0, text="ذَهَبَ مُحَمَّدٌ إِلَى المَكْتَبَةِ"), embedding(1.0)),
+                (chunk(project, "hebrew", 0, text="שָׁלוֹם לְכָל מִשְׁפָּחָה"), embedding(1.0, 0.1)),
+                (chunk(project, "greek", 0, text="Συνάντηση στην Αθήνα"), embedding(1.0, 0.2)),
+            ],
+        )
+
+        assert await kept(index, project, "محمد") == ["hebrew#0", "greek#0"]
+        assert await kept(index, project, "שלום") == ["arabic#0", "greek#0"]
+        assert await kept(index, project, "αθηνα") == ["arabic#0", "hebrew#0"]
+
     async def test_an_excluded_chinese_or_japanese_word_excludes_the_chunk_saying_it(
         self, store, index, project
     ) -> None:

@@ -6,7 +6,7 @@ import sys
 import unicodedata
 
 from app.domain.models import Document
-from app.domain.text_forms import analysis_form, canonical_document, canonical_text
+from app.domain.text_forms import ANALYSIS_LETTERS, analysis_form, canonical_document, canonical_text
 
 PRECOMPOSED = "Zoë visited Zürich"
 DECOMPOSED = unicodedata.normalize("NFD", PRECOMPOSED)
@@ -61,9 +61,13 @@ def test_invisible_characters_inside_words_are_dropped_and_visible_joiners_kept(
 def test_format_characters_are_every_character_of_category_cf() -> None:
     listed = {ord(character) for character in analysis_form("".join(map(chr, range(sys.maxunicode + 1))))}
 
-    dropped = {code for code in range(sys.maxunicode + 1) if code not in listed} - {0x130, 0x3C2}
+    dropped = {code for code in range(sys.maxunicode + 1) if code not in listed} - set(map(ord, ANALYSIS_LETTERS))
+    diacritics = {code for code in range(0x590, 0x700) if unicodedata.category(chr(code)).startswith("M")} | {0x640}
 
-    assert dropped == {code for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cf"}
+    assert dropped - diacritics == {
+        code for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cf"
+    }
+    assert diacritics <= dropped
 
 
 def test_the_analysis_form_drops_format_characters_and_reads_dotted_i_and_final_sigma_as_lowered_alone() -> None:
@@ -71,3 +75,7 @@ def test_the_analysis_form_drops_format_characters_and_reads_dotted_i_and_final_
 
     assert analysis_form(marked) == "Kubernetes microservice Istanbul \u03bf\u03b4\u03bf\u03c3"
     assert analysis_form("plain ascii") == "plain ascii"
+
+
+def test_the_analysis_form_drops_arabic_and_hebrew_diacritics_and_folds_greek_accents_and_yo() -> None:
+    assert analysis_form("مُحَمَّـــدٌ שָׁלוֹם Αθήνα ΆΪΰ Ёлка") == "محمد שלום Αθηνα αιυ елка"  # noqa: RUF001
