@@ -22,11 +22,16 @@ the other (U+03C2 as U+03C3), so a word in capitals (`ΟΔΟΣ`, lowered `οδο
 Marks and letter forms people leave out when they type are read without them, as Latin accents are folded
 (`app.domain.ascii_folding`): Arabic harakat and the tatweel, Hebrew points (`DIACRITICS`), the Greek tonos and
 dialytika and the Russian `ё` (`FOLDED_LETTERS`), so `محمد` finds `مُحَمَّد`, `שלום` finds `שָׁלוֹם`, `Αθηνα` finds
-`Αθήνα` and `елка` finds `ёлка`, and the other way round.
+`Αθήνα` and `елка` finds `ёлка`, and the other way round. Thai, Lao, Khmer and Burmese are written without spaces
+between words and no dictionary segments them here: each of their letters, with the vowel signs and tone marks
+that follow it, is read as a word of its own (a space before each, `SOUTH_EAST_ASIAN_LETTERS`), as each Han
+character is, so `ข้าวผัด` finds a note saying `ฉันชอบกินข้าวผัดกับเพื่อน` and a quoted `"ข้าวผัด"` only the notes
+holding those letters in that order.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
@@ -95,6 +100,16 @@ _ANALYSIS_TABLE: Final = str.maketrans(
 )
 
 
+SOUTH_EAST_ASIAN_LETTERS: Final = (
+    "\u0e01-\u0e30\u0e32\u0e33\u0e3f-\u0e46\u0e4f-\u0e5b"
+    "\u0e81\u0e82\u0e84\u0e86-\u0e8a\u0e8c-\u0ea3\u0ea5\u0ea7-\u0eb0\u0eb2\u0eb3\u0ebd\u0ec0-\u0ec4\u0ec6\u0ed0-\u0ed9"
+    "\u0edc-\u0edf\u1000-\u102a\u103f-\u1055\u105a-\u105d\u1061\u1065\u1066\u106e-\u1070\u1075-\u1081\u108e"
+    "\u1090-\u1099\u109e\u109f\u1780-\u17b3\u17d4-\u17dc\u17e0-\u17e9\u17f0-\u17f9"
+)
+"""Every assigned character of the Thai, Lao, Myanmar and Khmer blocks but their marks: what starts a term there."""
+_SOUTH_EAST_ASIAN_LETTER: Final = re.compile(f"([{SOUTH_EAST_ASIAN_LETTERS}])")
+
+
 def canonical_text(text: str) -> str:
     """`text` in NFC without `INVISIBLE_IN_WORDS`; the same object when it already is (a few scans)."""
     if any(character in text for character in INVISIBLE_IN_WORDS):
@@ -103,12 +118,14 @@ def canonical_text(text: str) -> str:
 
 
 def analysis_form(text: str) -> str:
-    """`text` as the lexical engines read it: format characters and `DIACRITICS` dropped, letters mapped.
+    """`text` as the lexical engines read it: format characters, `DIACRITICS` dropped, letters mapped, Thai spaced.
 
     Every lexical adapter indexes and queries this form (OpenSearch with char and token filters of the same
     effect, `app.engines.opensearch_mapping`); the stored text keeps the marks, which change how it renders.
     """
-    return text if text.isascii() else text.translate(_ANALYSIS_TABLE)
+    if text.isascii():
+        return text
+    return _SOUTH_EAST_ASIAN_LETTER.sub(r" \1", text.translate(_ANALYSIS_TABLE))
 
 
 def lower_as_analyzers(text: str) -> str:

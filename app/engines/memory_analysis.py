@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import fold_to_ascii
+from app.domain.mark_characters import MARK_CHARACTERS
 from app.domain.text_forms import analysis_form, lower_as_analyzers
 from app.engines.cjk import CJK_CHARACTERS
 
@@ -28,7 +29,9 @@ ENGLISH_STOP_WORDS: Final = frozenset(
         *("to", "was", "will", "with"),
     )
 )
-_WORD = re.compile(f"[{CJK_CHARACTERS}]|[^\\W_{CJK_CHARACTERS}]+")  # a Han or Hiragana character is a word
+_LETTER: Final = f"[^\\W_{CJK_CHARACTERS}]"
+# A Han or Hiragana character is a word; a mark (a vowel sign, a virama) is part of the word it follows.
+_WORD = re.compile(f"[{CJK_CHARACTERS}]|{_LETTER}(?:{_LETTER}|[{MARK_CHARACTERS}])*")
 _VOWELS = frozenset("aeiouy")
 _UNDOUBLED_ENDINGS = frozenset("lsz")
 

@@ -70,15 +70,19 @@ Deviations from the reference mapping (`hybrid-search-design.md` §2.2), each on
   and Hebrew points are dropped (`diacritics_dropped`), a Greek vowel with a tonos or dialytika and the Russian `ё`
   are read as the plain letter (a `pattern_replace` per plain letter, `folded_as_<code point>`: osmem-server
   ignores a `mapping` char filter). A version 12 index is upgraded by `_reindex`.
+- Schema version 14 puts a space before each Thai, Lao, Khmer and Burmese letter (`south_east_asian_spaced`), as
+  `analysis_form` does for tantivy: the standard tokenizer kept a whole run of such letters, a sentence written
+  without spaces, one token, so no word inside it was found. A letter keeps the marks that follow it. A version
+  13 index is upgraded by `_reindex`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from app.domain.text_forms import DIACRITICS, FOLDED_LETTERS, FORMAT_CHARACTERS
+from app.domain.text_forms import DIACRITICS, FOLDED_LETTERS, FORMAT_CHARACTERS, SOUTH_EAST_ASIAN_LETTERS
 
-SCHEMA_VERSION: Final = 13
+SCHEMA_VERSION: Final = 14
 """Bump when `index_body()` changes: `ensure_index` then builds `<alias>_-v<N>`, reindexes and swaps (per project)."""
 FIRST_UNAMBIGUOUS_VERSION: Final = 10
 """The first schema version whose index name no project's alias can equal (`versioned_index_name`)."""
@@ -88,6 +92,7 @@ FORMAT_CHARACTERS_DROPPED: Final = "format_characters_dropped"
 DOTTED_CAPITAL_I: Final = "dotted_capital_i"
 FINAL_SIGMA: Final = "final_sigma"
 DIACRITICS_DROPPED: Final = "diacritics_dropped"
+SOUTH_EAST_ASIAN_SPACED: Final = "south_east_asian_spaced"
 _FOLDED_LETTER_FILTERS: Final = {
     f"folded_as_{ord(plain):04x}": (plain, letters) for plain, letters in FOLDED_LETTERS.items()
 }
@@ -102,6 +107,7 @@ _ENGLISH_FOLDED: Final[dict[str, Any]] = {
     "char_filter": [
         *(WORD_JOINERS_AS_SPACE, FORMAT_CHARACTERS_DROPPED, DOTTED_CAPITAL_I, DIACRITICS_DROPPED),
         *_FOLDED_LETTER_FILTERS,
+        SOUTH_EAST_ASIAN_SPACED,
     ],
     "tokenizer": "standard",
     "filter": ["apostrophe", "lowercase", FINAL_SIGMA, "asciifolding", "english_stop", "english_stemmer"],
@@ -151,6 +157,11 @@ def index_body(*, shards: int = 1, replicas: int = 1) -> dict[str, Any]:
                     **{
                         name: {"type": "pattern_replace", "pattern": f"[{letters}]", "replacement": plain}
                         for name, (plain, letters) in _FOLDED_LETTER_FILTERS.items()
+                    },
+                    SOUTH_EAST_ASIAN_SPACED: {
+                        "type": "pattern_replace",
+                        "pattern": f"([{SOUTH_EAST_ASIAN_LETTERS}])",
+                        "replacement": " $1",
                     },
                 },
                 "filter": _ENGLISH_FILTERS,

@@ -1,11 +1,12 @@
 """What the tantivy lexical index files: its schema, its English analyzer and the document of a chunk.
 
-Analysis is English: split on non-alphanumerics, each Han or Hiragana character a word of its own (as
-Lucene's standard tokenizer splits Chinese and Japanese), drop tokens over 40 chars, lowercase, fold to ASCII
+Analysis is English: split on anything but letters, digits and marks, each Han or Hiragana character a word of its
+own (as Lucene's standard tokenizer splits Chinese and Japanese), drop tokens over 40 chars, lowercase, fold to ASCII
 (`résumé` is `resume`, `Đoković` is `dokovic`), Lucene's 33 English stop words, Snowball English stemmer
 (close to the OpenSearch adapter's `english_folded` analyzer: `app.engines.opensearch_mapping`). Text reaches
 it, filed or searched, in `app.domain.text_forms.analysis_form`: format characters and Arabic and Hebrew
-diacritics dropped, `İ` as `I`, a final sigma as U+03C3, a Greek tonos and the Russian `ё` folded.
+diacritics dropped, `İ` as `I`, a final sigma as U+03C3, a Greek tonos and the Russian `ё` folded, each Thai,
+Lao, Khmer and Burmese letter a word with its marks.
 
 The content field holds the chunk's breadcrumb and text in one field, and a low-boost `context`
 field its own context (`app.engines.lexical_context`). Chunk tags are searched as words too
@@ -36,12 +37,18 @@ if TYPE_CHECKING:
 ANALYZER_NAME: Final = "poimen_english"
 DOCUMENT_KEY_SEPARATOR: Final = "\x1f"  # project ids are [A-Za-z0-9._-], so the key cannot be ambiguous
 MAX_TOKEN_CHARS: Final = 40  # longer "words" are hashes, base64 or URLs: noise for BM25
-WORD_PATTERN: Final = r"[\p{Han}\p{Hiragana}]|[[\p{Alphabetic}\p{N}]--[\p{Han}\p{Hiragana}]]+"
-"""A word: one Han or Hiragana character, or a run of other letters and digits. Outside Chinese and Japanese
-this is tantivy's `simple` tokenizer exactly (`char::is_alphanumeric` is Alphabetic or Numeric): every
-SciFact and LoCoMo text, corpus and queries, analyzes to the same terms with either."""
+WORD_PATTERN: Final = (
+    r"[\p{Han}\p{Hiragana}]"
+    r"|[[\p{Alphabetic}\p{N}]--[\p{Han}\p{Hiragana}]]"  # a letter or digit starts a word
+    r"[[\p{Alphabetic}\p{N}\p{M}]--[\p{Han}\p{Hiragana}]]*"
+)
+"""A word: one Han or Hiragana character, or a run of other letters, digits and combining marks. Outside Chinese and
+Japanese and text holding a mark this is tantivy's `simple` tokenizer exactly (`char::is_alphanumeric` is Alphabetic
+or Numeric): every SciFact and LoCoMo text, corpus and queries, analyzes to the same terms with either. A mark
+(a virama, a nukta, a Thai tone mark) is part of the word it follows, as in Lucene's word rules (`simple` cut `पढ़ना`
+at it); a mark after no letter (an emoji's variation selector) is no word."""
 
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 """What the adapter files in its folder. 1: title fields apart and neighbour context (no version file).
 2: one index for every project. 3: an index per project (`app.engines.tantivy_folders`). 4: the `tags`
 filter field holds each tag's key (`app.domain.tags`), so tag filters ignore case. 5: terms are folded
@@ -51,7 +58,9 @@ uppercase letter (`app.engines.tantivy_folder_names`), so `Acme` and `acme` neve
 files are as in 6, and a version 6 root has its folders renamed at open, not rebuilt. 8: text is analyzed in
 `analysis_form`, so `istanbul` finds `İstanbul`, `οδος` finds `ΟΔΟΣ` and `microservice` finds `micro<ZWJ>service`;
 a root of any older version is rebuilt. 9: `analysis_form` also drops Arabic harakat, the tatweel and Hebrew points and
-folds a Greek tonos and the Russian `ё`, so `محمد` finds `مُحَمَّد`; an older root is rebuilt."""
+folds a Greek tonos and the Russian `ё`, so `محمد` finds `مُحَمَّد`; an older root is rebuilt. 10: each Thai, Lao, Khmer
+and Burmese letter is a word with its marks (`analysis_form`) and a mark never cuts a word (`WORD_PATTERN`), so a Thai
+word inside a run is found; an older root is rebuilt."""
 SCHEMA_VERSION_FILE: Final = "poimen-schema-version"
 
 # Fields searched by the free text; each is analyzed with the English analyzer.

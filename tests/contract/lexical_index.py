@@ -386,6 +386,29 @@ class LexicalIndexContract:
         assert await search_ids(index, "データベース") == ["c-katakana"]  # a katakana run is one word
         assert await search_ids(index, "北京", phrases=("北京",)) == ["c-beijing"]
 
+    async def test_thai_lao_khmer_and_burmese_words_inside_a_run_are_found(self, index: LexicalIndex) -> None:
+        # Written without spaces between words: each letter with its vowel signs and tone marks is a term, as each
+        # Han character is, so a word inside a longer run is found, and ranks the chunk holding it first.
+        await index_chunks(
+            index,
+            make_chunk("c-thai", "ฉันชอบกินข้าวผัดกับเพื่อนที่ร้านอาหาร"),
+            make_chunk("c-thai-other", "วันนี้ฝนตกหนักมาก"),
+            make_chunk("c-lao", "ຂ້ອຍມັກກິນເຂົ້າໜຽວກັບໝູ່"),
+            make_chunk("c-khmer", "ខ្ញុំចូលចិត្តញ៉ាំបាយជាមួយមិត្តភក្តិ"),
+            make_chunk("c-burmese", "ကျွန်တော်ထမင်းစားတယ်"),
+            make_chunk("c-other", "Plain ascii text."),
+        )
+
+        assert (await search_ids(index, "ข้าวผัด"))[0] == "c-thai"
+        assert (await search_ids(index, "เพื่อน"))[0] == "c-thai"
+        assert await search_ids(index, "", phrases=("ข้าวผัด",)) == ["c-thai"]
+        assert await search_ids(index, "", phrases=("ผัดข้าว",)) == []  # the same letters in another order
+        assert (await search_ids(index, "ເຂົ້າໜຽວ"))[0] == "c-lao"
+        assert (await search_ids(index, "បាយ"))[0] == "c-khmer"
+        assert (await search_ids(index, "ထမင်း"))[0] == "c-burmese"
+        assert await search_ids(index, "", phrases=("ฝนตก",)) == ["c-thai-other"]
+        assert "c-thai" not in await search_ids(index, "ร้านอาหาร", excluded_terms=("ข้าวผัด",))
+
     async def test_a_possessive_finds_the_name(self, index: LexicalIndex) -> None:
         await index_chunks(
             index,

@@ -222,7 +222,8 @@ class TestTantivyOnDisk:
 
     # Each older layout: version 1 (no version file) before tags were searched as words, before the
     # context field, and with the title fields apart; and a version file naming an older version
-    # (2: the same fields, one index for every project; 8: text filed with Arabic and Hebrew diacritics kept).
+    # (2: the same fields, one index for every project; 8: text filed with Arabic and Hebrew diacritics kept; 9: a run
+    # of Thai letters filed as one word).
     @pytest.mark.parametrize(
         ("text_fields", "version"),
         [
@@ -232,6 +233,7 @@ class TestTantivyOnDisk:
             (TEXT_FIELDS, "1"),
             (TEXT_FIELDS, "2"),  # one index for every project, at the root
             (TEXT_FIELDS, "8"),
+            (TEXT_FIELDS, "9"),
         ],
     )
     async def test_a_folder_of_an_older_schema_is_recreated_empty(

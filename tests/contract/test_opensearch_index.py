@@ -50,6 +50,10 @@ VERSION_12_CHAR_FILTERS = ("word_joiners_as_space", "format_characters_dropped",
 
 # Contract cases osmem-server 0.1.6 cannot run, each with the exact reason. They run on a real cluster.
 EMULATOR_GAPS: dict[str, str] = {
+    "test_thai_lao_khmer_and_burmese_words_inside_a_run_are_found": (
+        "it finds no Thai, Lao, Khmer or Burmese word at all, not even a note holding nothing but the query's word"
+        " nor one searched with its whole text, though its _analyze gives the mapping's terms; noida-db (Lucene) passes"
+    ),
     "test_fuzzy_keeps_the_exact_match_first": (
         "its BM25 is not Lucene's and scores a fuzzy expansion like an exact term, so the misspelt 'clustre' "
         "ranks first; on Lucene-exact BM25 the same request ranks the exact match first "

@@ -264,6 +264,18 @@ class VectorIndexContract:
         assert await kept(index, project, "שלום") == ["arabic#0", "greek#0"]
         assert await kept(index, project, "αθηνα") == ["arabic#0", "hebrew#0"]
 
+    async def test_an_excluded_thai_word_excludes_the_chunk_saying_it_inside_a_run(self, store, index, project) -> None:
+        await save(
+            store,
+            [
+                (chunk(project, "fried-rice", 0, text="ฉันชอบกินข้าวผัดกับเพื่อน"), embedding(1.0)),
+                (chunk(project, "rain", 0, text="วันนี้ฝนตกหนักมาก"), embedding(1.0, 0.1)),
+            ],
+        )
+
+        assert await kept(index, project, "ข้าวผัด") == ["rain#0"]
+        assert await kept(index, project, "ผัดข้าว") == ["fried-rice#0", "rain#0"]  # its letters in another order
+
     async def test_an_excluded_chinese_or_japanese_word_excludes_the_chunk_saying_it(
         self, store, index, project
     ) -> None:

@@ -18,7 +18,7 @@ from opensearchpy.exceptions import (
 
 from app.domain.errors import EngineRejectedError, EngineTimeoutError, EngineUnavailableError
 from app.domain.models import Chunk, DocumentChunks, Filters, LexicalQuery
-from app.domain.text_forms import DIACRITICS, FOLDED_LETTERS, FORMAT_CHARACTERS
+from app.domain.text_forms import DIACRITICS, FOLDED_LETTERS, FORMAT_CHARACTERS, SOUTH_EAST_ASIAN_LETTERS
 from app.engines.opensearch_bodies import (
     MAX_QUERY_TOKENS,
     SEARCH_FIELDS,
@@ -99,6 +99,11 @@ def test_index_body_is_the_pinned_mapping() -> None:
                         }
                         for plain, letters in FOLDED_LETTERS.items()
                     },
+                    "south_east_asian_spaced": {
+                        "type": "pattern_replace",
+                        "pattern": f"([{SOUTH_EAST_ASIAN_LETTERS}])",
+                        "replacement": " $1",
+                    },
                 },
                 "filter": {
                     "final_sigma": {"type": "pattern_replace", "pattern": "\u03c2", "replacement": "\u03c3"},
@@ -112,6 +117,7 @@ def test_index_body_is_the_pinned_mapping() -> None:
                             *("word_joiners_as_space", "format_characters_dropped", "dotted_capital_i"),
                             "diacritics_dropped",
                             *(f"folded_as_{ord(plain):04x}" for plain in FOLDED_LETTERS),
+                            "south_east_asian_spaced",
                         ],
                         "tokenizer": "standard",
                         "filter": [
@@ -826,10 +832,11 @@ def test_tags_are_searched_as_words_and_filtered_by_their_keys() -> None:
     # Version 1 had no `tags.text`, 2 no `context`, 3 no `titled_content`, 4 no `outbox_version`,
     # 5 no version markers, 6 was one index for every project, 7 no `tags.key`, 8 no ASCII folding, 9 kept
     # `a:b` one word and named its index like an alias could be, 10 kept `a.b` and `a_b` one word, 11 kept a
-    # format character in a word and a final sigma apart, 12 kept Arabic and Hebrew diacritics and the Greek tonos:
+    # format character in a word and a final sigma apart, 12 kept Arabic and Hebrew diacritics and the Greek tonos,
+    # 13 kept a run of Thai letters one word:
     # a project index of an older version is reindexed and its alias swapped by ensure_index; the shared one is
     # rebuilt from PostgreSQL.
-    assert SCHEMA_VERSION == 13
+    assert SCHEMA_VERSION == 14
     assert tags == {
         "type": "keyword",
         "fields": {

@@ -79,3 +79,7 @@ def test_the_analysis_form_drops_format_characters_and_reads_dotted_i_and_final_
 
 def test_the_analysis_form_drops_arabic_and_hebrew_diacritics_and_folds_greek_accents_and_yo() -> None:
     assert analysis_form("مُحَمَّـــدٌ שָׁלוֹם Αθήνα ΆΪΰ Ёлка") == "محمد שלום Αθηνα αιυ елка"  # noqa: RUF001
+
+
+def test_the_analysis_form_puts_a_space_before_each_thai_lao_khmer_and_burmese_letter_keeping_its_marks() -> None:
+    assert analysis_form("ข้าวผัด ເຂົ້າ បាយ ထမင်း") == " ข้ า ว ผั ด  ເ ຂົ້ າ  បា យ  ထ မ င်း"
