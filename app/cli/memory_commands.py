@@ -17,6 +17,7 @@ from app.api.search_schemas import response_json, search_response
 from app.cli.commands import drain_or_explain
 from app.config import ConfigurationError
 from app.domain.errors import SearchServiceError
+from app.domain.text_cuts import shortened
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.transfer import check_export, export_lines, import_lines
 from app.query.planner import SearchOptions
@@ -49,9 +50,7 @@ def results_table(query: str, result: SearchResult, *, total_ms: float) -> str:
         lines.append("degraded: " + ", ".join(result.degraded_reasons))
     lines.append(f"{'rank':>4}  {'score':>8}  {'sem':>4}  {'lex':>4}  {'document':<32}  text")
     for rank, hit in enumerate(result.hits, start=1):
-        snippet = " ".join(hit.chunk.text.split())
-        if len(snippet) > SNIPPET_CHARS:
-            snippet = snippet[: SNIPPET_CHARS - 1] + "…"
+        snippet = shortened(" ".join(hit.chunk.text.split()), max_chars=SNIPPET_CHARS)
         semantic, lexical = (str(hit.ranks.get(leg, "-")) for leg in ("semantic", "lexical"))
         lines.append(
             f"{rank:>4}  {hit.readable_score:>8.4f}  {semantic:>4}  {lexical:>4}"

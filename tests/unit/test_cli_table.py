@@ -38,3 +38,31 @@ def test_the_table_shows_the_final_score_the_api_returns_not_the_fusion_score() 
     assert lines[2].split()[:5] == ["1", "0.4321", "1", "2", "kafka"]
     assert lines[3].split()[:5] == ["2", "0.1234", "2", "-", "pg"]
     assert lines[2].endswith("When consumer lag grows, check the rebalance.")
+
+
+def table_text_of(text: str) -> str:
+    chunk = Chunk(
+        chunk_id="d#0", document_id="d", project_id="p", text=text, source="d.md", level="L1", breadcrumb=(),
+        section_title="", position=0,
+    )  # fmt: skip
+    result = SearchResult(
+        hits=(FusedHit(chunk=chunk, score=1.0, ranks={"lexical": 1}, leg_scores={}, contributions={}, relevance=1.0),),
+        strategy=SearchStrategy.LEXICAL,
+        fusion_method=FusionMethod.RRF,
+        legs={},
+        stage_ms={},
+    )
+    return results_table("q", result, total_ms=1.0).splitlines()[2].split("  ")[-1].strip()
+
+
+def test_a_long_text_is_cut_between_characters_as_they_are_seen_never_inside_one() -> None:
+    # Cut at 69 code points, the Thai letter kept its place and lost its tone mark (another word), and the
+    # emoji sequence kept a dangling zero-width joiner.
+    thai = "a" * 68 + "\u0e02\u0e49\u0e32\u0e27 and more text"
+    emoji = "a" * 67 + "\U0001f469\u200d\U0001f4bb and more text"
+    hindi = "a" * 67 + "\u0915\u093f\u0924\u093e\u092c and more text"
+
+    assert table_text_of(thai) == "a" * 68 + "\u2026"
+    assert table_text_of(emoji) == "a" * 67 + "\u2026"
+    assert table_text_of(hindi) == "a" * 67 + "\u0915\u093f\u2026"
+    assert table_text_of("b" * 80) == "b" * 69 + "\u2026"
