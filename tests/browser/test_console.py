@@ -121,6 +121,14 @@ def test_a_long_query_is_cut_short_in_the_page_title(page: Page) -> None:
     expect(page).to_have_title(searched_title(f"{'lake ' * 11}lake…"))
 
 
+def test_a_long_query_is_cut_in_the_page_title_between_characters_as_they_are_seen(page: Page) -> None:
+    # The cut counted UTF-16 units: it kept half of the emoji (a lone surrogate) or a Thai letter without its mark.
+    search(page, "a" * 58 + "\U0001f469\u200d\U0001f4bb dev")
+    expect(page).to_have_title(searched_title("a" * 58 + "\U0001f469\u200d\U0001f4bb…"))
+    search(page, "a" * 58 + "\u0e02\u0e49\u0e32\u0e27 and more")
+    expect(page).to_have_title(searched_title("a" * 58 + "\u0e02\u0e49…"))
+
+
 def searched_title(query: str) -> str:
     """The page's title after a search: its query isolated (FSI ... PDI), as the status line's <bdi> does."""
     return f"“\u2068{query}\u2069” \u2013 Poimen search console"  # an en dash

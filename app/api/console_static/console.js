@@ -160,11 +160,17 @@ async function openDocument(project, documentId, chunkId, opener) {
 
 const TITLE = document.title;
 const TITLE_QUERY_CHARS = 60;  // a tab or a history menu shows little more
+const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: "grapheme" });
 
 /** The page's title for a search of `query`: each history entry names its own (Back, the history menu). */
 function searchTitle(query) {
   const oneLine = query.replace(/\s+/g, " ").trim();
-  const shown = oneLine.length > TITLE_QUERY_CHARS ? `${oneLine.slice(0, TITLE_QUERY_CHARS - 1).trimEnd()}…` : oneLine;
+  // Counted and cut in characters as they are seen: a UTF-16 cut split an emoji into a lone surrogate, or kept a
+  // Thai letter without its tone mark.
+  const characters = Array.from(GRAPHEMES.segment(oneLine), (part) => part.segment);
+  const shown = characters.length > TITLE_QUERY_CHARS
+    ? `${characters.slice(0, TITLE_QUERY_CHARS - 1).join("").trimEnd()}…`
+    : oneLine;
   // Isolated (FSI ... PDI), as the status line's <bdi>: a right-to-left override in it would reorder the rest.
   return `“\u2068${shown}\u2069” – ${TITLE}`;
 }
