@@ -5,9 +5,11 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from app.cli.commands import drain_or_explain
 from app.cli.interrupts import run_interruptibly
 from app.evaluation.cli import evaluate
 from app.evaluation.ingest import EvaluationEngines
+from app.ingestion.outbox import OutboxWorker
 from app.wiring.engines import open_engines
 from app.wiring.rerankers import build_second_stage
 
@@ -20,9 +22,15 @@ if TYPE_CHECKING:
 
 @asynccontextmanager
 async def open_evaluation_engines(settings: Settings) -> AsyncIterator[EvaluationEngines]:
-    """The same engines the server runs (embedded by default), under `settings.poimen_data_dir`."""
+    """The same engines the server runs (embedded by default), under `settings.poimen_data_dir`.
+
+    A lexical index emptied at open by a format upgrade is refilled first: a corpus the marker says is ingested
+    is not indexed again, and its lexical leg scored 0.
+    """
     second_stage = build_second_stage(settings)
     async with open_engines(settings) as engines:
+        if engines.lexical_refill_projects:
+            await drain_or_explain(OutboxWorker.from_settings(settings, store=engines.store, lexical=engines.lexical))
         yield EvaluationEngines(
             embedder=engines.embedder,
             vector=engines.vector,

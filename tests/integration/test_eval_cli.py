@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.__main__ import main
+from app.engines.tantivy_schema import SCHEMA_VERSION, SCHEMA_VERSION_FILE
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "eval"
 
@@ -53,6 +54,25 @@ def test_eval_writes_results_in_the_issue_shape_and_reuses_the_corpus(
     assert run_lines
     assert all(len(line.split()) == 6 for line in run_lines)
     assert run_lines[0].split()[1::2] == ["Q0", "1", "lexical"]  # qid Q0 docid rank score run: rank 1 first
+
+
+def test_eval_after_a_lexical_format_upgrade_indexes_the_corpus_again_before_scoring(
+    eval_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = eval_env / "out"
+    arguments = ["eval", "--dataset", str(FIXTURES / "tiny-beir"), "--output", str(output)]
+    assert main([*arguments, "--strategies", "lexical", "--fusions", "rrf"]) == 0
+    # As an older version left the folder: emptied at open, its projects queued; the corpus marker still matches.
+    (version_file,) = (eval_env / "data").rglob(SCHEMA_VERSION_FILE)
+    version_file.write_text(f"{SCHEMA_VERSION - 1}\n", encoding="ascii")
+    capsys.readouterr()
+
+    status = main([*arguments, "--strategies", "lexical", "--fusions", "rrf"])
+
+    assert status == 0
+    assert "already ingested" in capsys.readouterr().err
+    assert json.loads((output / "results.json").read_text())["runs"]["lexical"]["Recall@10"] == 1.0
+    assert version_file.read_text(encoding="ascii").strip() == str(SCHEMA_VERSION)
 
 
 def test_eval_on_a_conversational_dataset_reports_categories(eval_env: Path) -> None:
