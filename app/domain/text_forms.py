@@ -92,9 +92,11 @@ ANALYSIS_LETTERS: Final = {
 }
 """Letters the analyzers read as another: `İ` as `I` (lowered to `i`), a final sigma (U+03C2) as the other (U+03C3),
 and `FOLDED_LETTERS`."""
+ANALYSIS_DROPPED: Final = FORMAT_CHARACTERS + DIACRITICS
+"""What `analysis_form` drops, as ranges for a regular expression's class."""
 _ANALYSIS_TABLE: Final = str.maketrans(
     {
-        **{chr(code): None for code in _code_points(FORMAT_CHARACTERS + DIACRITICS)},
+        **{chr(code): None for code in _code_points(ANALYSIS_DROPPED)},
         **ANALYSIS_LETTERS,
     }
 )

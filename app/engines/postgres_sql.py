@@ -11,13 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import COMBINING_MARKS, UNDECOMPOSABLE, fold_to_ascii
 from app.domain.tags import tag_keys
-from app.domain.text_forms import (
-    ANALYSIS_LETTERS,
-    DIACRITICS,
-    FORMAT_CHARACTERS,
-    SOUTH_EAST_ASIAN_LETTERS,
-    analysis_form,
-)
+from app.domain.text_forms import ANALYSIS_DROPPED, ANALYSIS_LETTERS, SOUTH_EAST_ASIAN_LETTERS, analysis_form
 from app.engines.cjk import CJK_CHARACTERS, spaced_cjk
 
 if TYPE_CHECKING:
@@ -96,23 +90,21 @@ def _words(expression: str) -> str:
 def _comparable(expression: str) -> str:
     """`expression` as the lexical engines read it, in SQL: folded to ASCII, CJK characters words of their own.
 
-    In `app.domain.text_forms.analysis_form` first (format characters and diacritics dropped, `ANALYSIS_LETTERS`
-    mapped), then folded as `app.domain.ascii_folding` folds, each Han or Hiragana character spaced
-    (`app.engines.cjk`), and each Thai, Lao, Khmer or Burmese letter (`SOUTH_EAST_ASIAN_LETTERS`). Before
-    `_words`, so folded words are ASCII whatever the database's locale says a letter is. `normalize` needs a
-    UTF-8 database (what CloudNativePG and the embedded PostgreSQL create).
+    In `app.domain.text_forms.analysis_form` first (format characters and diacritics dropped, letters mapped, a
+    space before each Thai, Lao, Khmer or Burmese letter), then folded as `app.domain.ascii_folding` folds, each
+    Han or Hiragana character spaced (`app.engines.cjk`). Before `_words`, so folded words are ASCII whatever the
+    database's locale says a letter is. `normalize` needs a UTF-8 database (CloudNativePG's, the embedded one's).
     """
     single = {letter: ascii_form for letter, ascii_form in UNDECOMPOSABLE.items() if len(ascii_form) == 1}
     single.update(ANALYSIS_LETTERS)
     original = expression
-    expression = f"regexp_replace({expression}, '[{FORMAT_CHARACTERS}{DIACRITICS}]', '', 'g')"
+    expression = f"regexp_replace({expression}, '[{ANALYSIS_DROPPED}]', '', 'g')"
     for letter, ascii_form in UNDECOMPOSABLE.items():
         if len(ascii_form) > 1:
             expression = f"replace({expression}, '{letter}', '{ascii_form}')"
     translated = f"translate({expression}, '{''.join(single)}', '{''.join(single.values())}')"
     folded = f"regexp_replace(normalize({translated}, NFKD), '[{COMBINING_MARKS}]', '', 'g')"
     spaced = f"regexp_replace({folded}, '([{CJK_CHARACTERS}])', ' \\1 ', 'g')"
-    # A Thai letter keeps the marks that follow it (`analysis_form`): a space before it only.
     spaced = f"regexp_replace({spaced}, '([{SOUTH_EAST_ASIAN_LETTERS}])', ' \\1', 'g')"
     # ASCII text (one byte per character) has nothing to fold or space: most chunks skip the work.
     return f"CASE WHEN octet_length({original}) = char_length({original}) THEN {original} ELSE {spaced} END"
