@@ -8,7 +8,6 @@ mid-write leaves the keys as they were.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING
 
@@ -16,6 +15,8 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.unit.test_key_file_reload import key_set
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,14 +27,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30.0  # for a poll every 0.2 s to have happened: a bound on the wait, not a timing asserted
-
-
-def key_set(*entries: tuple[str, rsa.RSAPrivateKey]) -> str:
-    keys = []
-    for kid, key in entries:
-        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
-        keys.append(jwk | {"kid": kid, "use": "sig", "alg": "RS256"})
-    return json.dumps({"keys": keys})
 
 
 def status_with(service: ServiceProcess, key: rsa.RSAPrivateKey, kid: str) -> int:

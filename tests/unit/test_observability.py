@@ -5,11 +5,11 @@ import json
 import logging
 import shutil
 import subprocess
+from typing import TYPE_CHECKING
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import StatusCode
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,6 +20,9 @@ from app.config import Settings
 from app.observability.logs import configure_logging, last_exception_line
 from app.observability.metrics import fallback_reason, record_search
 from app.observability.tracing import configure_tracing, phase
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 # The metric contract the Grafana dashboard is built on: exposed family name -> (type, label names).
 CONTRACT = {
@@ -46,17 +49,6 @@ CONTRACT = {
 
 def sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
-
-
-@pytest.fixture
-def spans() -> InMemorySpanExporter:
-    exporter = InMemorySpanExporter()
-    configure_tracing(
-        Settings(_env_file=None, otel_exporter_otlp_endpoint=None, tracing_enabled=True),
-        span_processors=[SimpleSpanProcessor(exporter)],
-        set_global=False,
-    )
-    return exporter
 
 
 def run_traced_search() -> None:

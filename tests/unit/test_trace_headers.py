@@ -11,31 +11,19 @@ import io
 import json
 import logging
 import re
+from typing import TYPE_CHECKING
 
-import pytest
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from app.api.request_tracing import RequestTracing
-from app.config import Settings
 from app.observability.logs import configure_logging
-from app.observability.tracing import configure_tracing
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 CALLER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 OTHER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4737"
 CALLER_SPAN_ID = "00f067aa0ba902b7"
-
-
-@pytest.fixture
-def spans() -> InMemorySpanExporter:
-    exporter = InMemorySpanExporter()
-    configure_tracing(
-        Settings(_env_file=None, otel_exporter_otlp_endpoint=None, tracing_enabled=True),
-        span_processors=[SimpleSpanProcessor(exporter)],
-        set_global=False,
-    )
-    return exporter
 
 
 async def answer_ok(scope, receive, send) -> None:
