@@ -33,15 +33,15 @@ loses its folder (`app.engines.project_pruning`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections import defaultdict
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from app.domain.errors import EngineUnavailableError
 from app.engines.lexical_context import DEFAULT_CONTEXT_MAX_CHARS
 from app.engines.project_pruning import PruneSchedule, emptying_projects
+from app.engines.tantivy_errors import raise_unavailable, reraise_unless_panic
 from app.engines.tantivy_folders import (
     folder_identity,
     prepare_root,
@@ -55,6 +55,8 @@ from app.engines.tantivy_projects import (
     DEFAULT_MAX_OPEN_WRITERS,
     ENGINE_NAME,
     ProjectIndexes,
+    abandon_batch,
+    close_writers,
 )
 from app.engines.tantivy_query import FieldBoosts, TantivyQueryBuilder, top_hits
 from app.engines.tantivy_schema import (
@@ -76,7 +78,6 @@ if TYPE_CHECKING:
 
     from app.domain.models import DocumentChunks, Filters, LexicalQuery, ScoredHit
     from app.engines.project_pruning import HoldsDocuments, ProjectsWithDocuments
-    from app.engines.tantivy_projects import ProjectIndex
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class TantivyLexicalIndex:
             self._recreated = prepare_root(path)
             self._identity: tuple[int, int] | None = folder_identity(path)
         except (OSError, ValueError) as error:
-            _raise_unavailable(f"cannot open the lexical index in {path}", error)
+            raise_unavailable(f"cannot open the lexical index in {path}", error)
         self._attached = True
 
     @property
@@ -175,10 +176,10 @@ class TantivyLexicalIndex:
                 return []
             hits = top_hits(opened.index.searcher(), tantivy_query, top_k=top_k, filters=filters)
         except (ValueError, RuntimeError, OSError) as error:
-            _raise_unavailable("lexical search failed", error)
+            raise_unavailable("lexical search failed", error)
         except BaseException as error:  # noqa: BLE001 - pyo3's PanicException is a BaseException with no importable name
-            _reraise_unless_panic(error)
-            _raise_unavailable("lexical search failed", error)
+            reraise_unless_panic(error)
+            raise_unavailable("lexical search failed", error)
         hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
         return hits
 
@@ -245,11 +246,11 @@ class TantivyLexicalIndex:
         with self._state_lock:
             self._attach_root()
             writer = self._projects.forget(project_id)
-        _close_writers([writer] if writer is not None else [])
+        close_writers([writer] if writer is not None else [])
         try:
             remove_project_folder(self._path, project_id)
         except OSError as error:
-            _raise_unavailable(f"deleting project {project_id!r} from the lexical index failed", error)
+            raise_unavailable(f"deleting project {project_id!r} from the lexical index failed", error)
 
     async def ping(self) -> None:
         """Return when the root folder is the one opened and usable; raise `EngineUnavailableError` otherwise."""
@@ -266,7 +267,7 @@ class TantivyLexicalIndex:
             with self._state_lock:
                 self._closed = True
                 writers = self._projects.forget_all()
-            await asyncio.to_thread(_close_writers, writers)
+            await asyncio.to_thread(close_writers, writers)
 
     # --- writing -------------------------------------------------------------------------------
 
@@ -280,23 +281,23 @@ class TantivyLexicalIndex:
             self._attach_root()
             opened = self._projects.get(project_id, create=True)
             if opened is None:  # `create=True` always opens one; kept for the type checker
-                _raise_unavailable(failure, RuntimeError("no project index"))
+                raise_unavailable(failure, RuntimeError("no project index"))
             writer, surplus = self._projects.take_writer(project_id, opened)
-        _close_writers(surplus)
+        close_writers(surplus)
         try:
             operations(writer)
             writer.commit()
         except (ValueError, RuntimeError, OSError) as error:
-            _abandon_batch(opened, writer)
-            _raise_unavailable(failure, error)
+            abandon_batch(opened, writer)
+            raise_unavailable(failure, error)
         except BaseException as error:  # noqa: BLE001 - see `search`
-            _reraise_unless_panic(error)
-            _abandon_batch(opened, writer)
-            _raise_unavailable(failure, error)
+            reraise_unless_panic(error)
+            abandon_batch(opened, writer)
+            raise_unavailable(failure, error)
         try:
             opened.index.reload()
         except (ValueError, RuntimeError, OSError) as error:
-            _raise_unavailable("the lexical index committed but readers did not refresh", error)
+            raise_unavailable("the lexical index committed but readers did not refresh", error)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -334,7 +335,7 @@ class TantivyLexicalIndex:
             identity = folder_identity(self._path)
             version = stored_root_version(self._path)
         except (OSError, ValueError) as error:
-            _raise_unavailable(unavailable, error)
+            raise_unavailable(unavailable, error)
         if version != SCHEMA_VERSION:
             message = f"{unavailable}: it holds no index of this schema"
             raise EngineUnavailableError(message, engine=ENGINE_NAME)
@@ -362,29 +363,3 @@ async def _finish_in_thread(work: Coroutine[Any, Any, None]) -> None:
         if not task.cancelled():
             task.exception()  # retrieved, so asyncio does not log it as never retrieved
         raise
-
-
-def _abandon_batch(opened: ProjectIndex, writer: tantivy.IndexWriter) -> None:
-    """Drop the uncommitted operations; if even that fails, drop the writer so the next write reopens it."""
-    try:
-        writer.rollback()
-    except (ValueError, RuntimeError, OSError):
-        opened.writer = None
-
-
-def _close_writers(writers: Sequence[tantivy.IndexWriter]) -> None:
-    """Finish merges and free each writer's lockfile. A failure is ignored: the lock goes with the writer object."""
-    for writer in writers:
-        with contextlib.suppress(ValueError, RuntimeError, OSError):
-            writer.wait_merging_threads()
-
-
-def _raise_unavailable(message: str, error: BaseException) -> NoReturn:
-    detail = f"{message}: {error}"
-    raise EngineUnavailableError(detail, engine=ENGINE_NAME) from error
-
-
-def _reraise_unless_panic(error: BaseException) -> None:
-    """Let everything but a tantivy Rust panic propagate (pyo3's PanicException is a BaseException)."""
-    if type(error).__name__ != "PanicException":
-        raise error

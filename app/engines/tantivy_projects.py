@@ -11,6 +11,7 @@ Not thread-safe: the adapter holds its state lock around every call.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from app.engines.tantivy_folders import INDEX_META_FILE, folder_identity, projec
 from app.engines.tantivy_schema import ANALYZER_NAME
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -144,3 +146,18 @@ class ProjectIndexes:
         idle = [key for key, opened in self._open.items() if opened.writer is None][:excess]
         for key in idle:
             del self._open[key]
+
+
+def abandon_batch(opened: ProjectIndex, writer: tantivy.IndexWriter) -> None:
+    """Drop the uncommitted operations; if even that fails, drop the writer so the next write reopens it."""
+    try:
+        writer.rollback()
+    except (ValueError, RuntimeError, OSError):
+        opened.writer = None
+
+
+def close_writers(writers: Sequence[tantivy.IndexWriter]) -> None:
+    """Finish merges and free each writer's lockfile. A failure is ignored: the lock goes with the writer object."""
+    for writer in writers:
+        with contextlib.suppress(ValueError, RuntimeError, OSError):
+            writer.wait_merging_threads()
