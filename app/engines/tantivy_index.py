@@ -27,7 +27,8 @@ present), and a search or write that of its project's folder too (two `stat` cal
 is not, every project index and writer is dropped and every call raises `EngineUnavailableError`
 (searches degrade to the semantic leg, `/readyz` answers 200 `degraded`, the outbox keeps writes pending)
 until a root of this schema is back at the path; it is then reopened. A project that holds no document
-loses its folder (`app.engines.project_pruning`).
+loses its folder (`app.engines.project_pruning`); one whose folder is lost or damaged under the process is
+refilled from PostgreSQL (`app.engines.tantivy_repair`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from app.engines.tantivy_projects import (
     close_writers,
 )
 from app.engines.tantivy_query import FieldBoosts, TantivyQueryBuilder, top_hits
+from app.engines.tantivy_repair import ProjectRepairs, is_damage
 from app.engines.tantivy_schema import (
     DOCUMENT_KEY,
     SCHEMA_VERSION,
@@ -70,7 +72,7 @@ from app.engines.tantivy_schema import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -104,8 +106,12 @@ class TantivyLexicalIndex:
         max_open_writers: int = DEFAULT_MAX_OPEN_WRITERS,
         holds_documents: HoldsDocuments | None = None,
         projects_with_documents: ProjectsWithDocuments | None = None,
+        refill: Callable[[str], Awaitable[int]] | None = None,
     ) -> None:
         """Open the root in `path`, creating the folder when missing.
+
+        `refill(project_id)` queues a project's documents again (`app.engines.tantivy_repair`); without it a
+        project lost or damaged under the process fails its searches until its next write.
 
         Raises:
             EngineUnavailableError: the folder cannot be used (unreadable, or built with another schema).
@@ -122,6 +128,7 @@ class TantivyLexicalIndex:
             writer_heap_bytes=writer_heap_bytes,
             max_open_indexes=max_open_indexes,
             max_open_writers=max_open_writers,
+            repairs=ProjectRepairs(refill),
         )
         self._write_lock = asyncio.Lock()
         self._holds_documents, self._projects_with_documents = holds_documents, projects_with_documents
@@ -162,7 +169,11 @@ class TantivyLexicalIndex:
         self._check_open()
         if top_k <= 0:
             return []
-        return await asyncio.to_thread(self._search_blocking, query, top_k, filters)
+        try:
+            return await asyncio.to_thread(self._search_blocking, query, top_k, filters)
+        except EngineUnavailableError:
+            await self._repair()
+            raise
 
     def _search_blocking(self, query: LexicalQuery, top_k: int, filters: Filters) -> list[ScoredHit]:
         with self._state_lock:
@@ -176,6 +187,7 @@ class TantivyLexicalIndex:
                 return []
             hits = top_hits(opened.index.searcher(), tantivy_query, top_k=top_k, filters=filters)
         except (ValueError, RuntimeError, OSError) as error:
+            self._note_damage(filters.project_id, error)
             raise_unavailable("lexical search failed", error)
         except BaseException as error:  # noqa: BLE001 - pyo3's PanicException is a BaseException with no importable name
             reraise_unless_panic(error)
@@ -193,6 +205,7 @@ class TantivyLexicalIndex:
         if not documents:
             self._check_open()
             await asyncio.to_thread(self._check_root_blocking)
+            await self._repair()
             if self._prune_schedule.due():
                 await self.prune_emptied_projects()
             return
@@ -242,10 +255,10 @@ class TantivyLexicalIndex:
             self._check_open()
             await _finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id))
 
-    def _delete_project_blocking(self, project_id: str) -> None:
+    def _delete_project_blocking(self, project_id: str, *, discarded: bool = False) -> None:
         with self._state_lock:
             self._attach_root()
-            writer = self._projects.forget(project_id)
+            writer = self._projects.forget(project_id, discarded=discarded)
         close_writers([writer] if writer is not None else [])
         try:
             remove_project_folder(self._path, project_id)
@@ -272,9 +285,25 @@ class TantivyLexicalIndex:
     # --- writing -------------------------------------------------------------------------------
 
     async def _write(self, project_id: str, operations: Callable[[tantivy.IndexWriter], None], failure: str) -> None:
-        async with self._write_lock:
-            self._check_open()
-            await _finish_in_thread(asyncio.to_thread(self._write_blocking, project_id, operations, failure))
+        try:
+            async with self._write_lock:
+                self._check_open()
+                await _finish_in_thread(asyncio.to_thread(self._write_blocking, project_id, operations, failure))
+        except EngineUnavailableError:
+            await self._repair()  # a damaged project discarded now: the outbox's retry writes it anew
+            raise
+
+    def _note_damage(self, project_id: str, error: BaseException) -> None:
+        if is_damage(error):
+            with self._state_lock:
+                self._projects.repairs.mark_damaged(project_id)
+
+    async def _repair(self) -> None:
+        async def discard(project_id: str) -> None:
+            async with self._write_lock:
+                await _finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id, discarded=True))
+
+        await self._projects.repairs.run(discard=discard, state_lock=self._state_lock)
 
     def _write_blocking(self, project_id: str, operations: Callable[[tantivy.IndexWriter], None], failure: str) -> None:
         with self._state_lock:
@@ -289,6 +318,7 @@ class TantivyLexicalIndex:
             writer.commit()
         except (ValueError, RuntimeError, OSError) as error:
             abandon_batch(opened, writer)
+            self._note_damage(project_id, error)
             raise_unavailable(failure, error)
         except BaseException as error:  # noqa: BLE001 - see `search`
             reraise_unless_panic(error)
@@ -298,6 +328,8 @@ class TantivyLexicalIndex:
             opened.index.reload()
         except (ValueError, RuntimeError, OSError) as error:
             raise_unavailable("the lexical index committed but readers did not refresh", error)
+        with self._state_lock:
+            self._projects.repairs.awaiting_write.discard(project_id)  # committed and read: searches may use it
 
     def _check_open(self) -> None:
         if self._closed:

@@ -21,6 +21,7 @@ import tantivy
 
 from app.domain.errors import EngineUnavailableError
 from app.engines.tantivy_folders import INDEX_META_FILE, folder_identity, project_folder, still_attached
+from app.engines.tantivy_repair import ProjectRepairs, is_damage
 from app.engines.tantivy_schema import ANALYZER_NAME
 
 if TYPE_CHECKING:
@@ -55,8 +56,10 @@ class ProjectIndexes:
         writer_heap_bytes: int,
         max_open_indexes: int = DEFAULT_MAX_OPEN_INDEXES,
         max_open_writers: int = DEFAULT_MAX_OPEN_WRITERS,
+        repairs: ProjectRepairs | None = None,
     ) -> None:
         self._root = root
+        self.repairs = repairs or ProjectRepairs(None)
         self._schema = schema
         self._analyzer = analyzer
         self._writer_heap_bytes = writer_heap_bytes
@@ -77,6 +80,10 @@ class ProjectIndexes:
             EngineUnavailableError: the project's open folder was removed or replaced by something other
                 than `delete_project` (its documents may be missing), or it cannot be opened.
         """
+        if not create and project_id in self.repairs.awaiting_write:
+            # Even when open: the refill's write may have made the folder and not committed yet.
+            message = f"the lexical index of project {project_id!r} is being refilled from PostgreSQL"
+            raise EngineUnavailableError(message, engine=ENGINE_NAME)
         folder = project_folder(self._root, project_id)
         opened = self._open.get(project_id)
         if opened is not None:
@@ -84,8 +91,9 @@ class ProjectIndexes:
                 self._open.move_to_end(project_id)
                 return opened
             del self._open[project_id]  # drops its writer too: the outbox still holds what it had not committed
+            self.repairs.mark_lost(project_id)
             logger.error("the lexical index folder %s is gone or was replaced under the process", folder)
-            message = f"the lexical index folder {folder} is gone or was replaced; reindex project {project_id!r}"
+            message = f"the lexical index folder {folder} is gone or was replaced; refilling project {project_id!r}"
             raise EngineUnavailableError(message, engine=ENGINE_NAME)
         if not create and not (folder / INDEX_META_FILE).is_file():
             return None
@@ -95,6 +103,8 @@ class ProjectIndexes:
             index.register_tokenizer(ANALYZER_NAME, self._analyzer)
             opened = ProjectIndex(index=index, identity=folder_identity(folder))
         except (OSError, ValueError, RuntimeError) as error:
+            if is_damage(error):
+                self.repairs.mark_damaged(project_id)
             message = f"cannot open the lexical index in {folder}: {error}"
             raise EngineUnavailableError(message, engine=ENGINE_NAME) from error
         self._open[project_id] = opened
@@ -115,6 +125,8 @@ class ProjectIndexes:
             try:
                 opened.writer = opened.index.writer(heap_size=self._writer_heap_bytes, num_threads=1)
             except ValueError as error:
+                if is_damage(error):
+                    self.repairs.mark_damaged(project_id)
                 folder = project_folder(self._root, project_id)
                 message = f"cannot take the lexical index writer in {folder}: {error}"
                 raise EngineUnavailableError(message, engine=ENGINE_NAME) from error
@@ -127,9 +139,10 @@ class ProjectIndexes:
         self._close_idle_indexes()
         return opened.writer, to_close
 
-    def forget(self, project_id: str) -> tantivy.IndexWriter | None:
+    def forget(self, project_id: str, *, discarded: bool = False) -> tantivy.IndexWriter | None:
         """Close the project's index (before its folder is removed); its writer is returned for the caller to close."""
         opened = self._open.pop(project_id, None)
+        self.repairs.forget(project_id, discarded=discarded)
         return None if opened is None else opened.writer
 
     def forget_all(self) -> list[tantivy.IndexWriter]:

@@ -120,6 +120,8 @@ async def _open_lexical(
         settings.poimen_data_dir / "lexical",
         holds_documents=lambda project_id: holds_documents(store, project_id),
         projects_with_documents=store.project_ids,
+        # A project's index lost or damaged under the process is refilled from PostgreSQL, the source of truth.
+        refill=lambda project_id: rebuild_project(store, project_id),
     )
     stack.push_async_callback(tantivy_index.close)
     return tantivy_index, tantivy_index.close

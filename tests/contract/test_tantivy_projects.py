@@ -106,18 +106,29 @@ async def test_projects_stay_searchable_and_writable_past_the_open_bounds(data_d
         await unbounded.close()
 
 
-async def test_a_project_folder_removed_under_the_process_is_refused_once(data_dir: Path) -> None:
+async def test_a_project_folder_removed_under_the_process_is_refilled_and_refused_until_written(data_dir: Path) -> None:
     root = data_dir / "lexical"
-    index = TantivyLexicalIndex(root)
+    refilled: list[str] = []
+
+    async def refill(project_id: str) -> int:
+        refilled.append(project_id)
+        return 1
+
+    index = TantivyLexicalIndex(root, refill=refill)
     try:
         await index_chunks(index, make_chunk("a-1", "tau written"))
         shutil.rmtree(project_folder(root, PROJECT))  # not through delete_project: its documents are missing
 
-        with pytest.raises(EngineUnavailableError, match="reindex project"):
+        with pytest.raises(EngineUnavailableError, match="refilling project"):
             await search_ids(index, "tau")
-        # Known limit: the next call finds no folder, which reads as a project without chunks.
-        assert await search_ids(index, "tau") == []
+        # Not an empty answer that reads as "nothing matches": refused until the refill's write commits.
+        with pytest.raises(EngineUnavailableError, match="being refilled from PostgreSQL"):
+            await search_ids(index, "tau")
         await index.ping()  # the root itself is intact
+        await index_chunks(index, make_chunk("a-1", "tau written"))  # what the outbox writes for the refill
+
+        assert await search_ids(index, "tau") == ["a-1"]
+        assert refilled == [PROJECT]
     finally:
         await index.close()
 
