@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 from typing import TYPE_CHECKING
 
 from app.cli.arguments import build_parser
@@ -39,6 +40,28 @@ def _address_in_use(host: str, port: int) -> str | None:
             probe.bind(address)
     except OSError as error:
         return error.strerror or str(error)
+    return None
+
+
+def _unwritable_data_dir(settings: Settings) -> str | None:
+    """Why `POIMEN_DATA_DIR` (or its `postgres`/`lexical` folders) cannot be written by this process, or None.
+
+    Read-only, another user's, immutable, or a file in the way. A probe file with no name (`O_TMPFILE` where
+    the system has it) is opened in each folder there is; the folder is created when missing, as a start would.
+    """
+    folder = settings.poimen_data_dir
+    probed = folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for probed in (folder, folder / "postgres", folder / "lexical"):
+            if probed == folder or probed.is_dir():
+                with tempfile.TemporaryFile(dir=probed):
+                    pass
+    except OSError as error:
+        return (
+            f"cannot use POIMEN_DATA_DIR {probed}: {error.strerror or error};"
+            " make it a folder this user can write, or set POIMEN_DATA_DIR to one"
+        )
     return None
 
 
@@ -88,6 +111,11 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
             )
             return EXIT_CONFIGURATION
         serve_logger.warning("auth is off (AUTH_MODE=off): serving on %s:%d, loopback only", bind_host, bind_port)
+    unusable = _unwritable_data_dir(settings)
+    if unusable is not None:
+        # Before the port, the engines and the model (10 s or more): it failed as uvicorn's start-up, exit 3.
+        serve_logger.error("%s", unusable)
+        return EXIT_CONFIGURATION
     taken = _address_in_use(bind_host, bind_port)
     if taken is not None:
         # Before the engines and the model start (10 s or more), not after them.

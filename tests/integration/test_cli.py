@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from app.engines.tantivy_schema import SCHEMA_VERSION, SCHEMA_VERSION_FILE
-from tests.integration.conftest import cli_environment, poimen_executable, run_cli
+from tests.integration.conftest import cli_environment, free_port, poimen_executable, run_cli
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -381,6 +381,31 @@ def test_a_data_dir_under_a_file_is_one_line_naming_it(tmp_path: Path) -> None:
 
     assert result.returncode == 1, result.stderr
     assert f"poimen ingest: cannot use {blocker / 'data'}: Not a directory" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_on_a_data_dir_it_cannot_write_says_so_in_one_line_before_starting_anything(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    port = free_port()
+
+    result = subprocess.run(
+        [poimen_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path,
+        env=cli_environment(blocker / "data"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+    assert result.returncode == 2, result.stderr  # was 3, after the model had loaded: uvicorn's start-up failure
+    errors = [json.loads(line) for line in result.stderr.splitlines() if '"ERROR"' in line]
+    expected = (
+        f"cannot use POIMEN_DATA_DIR {blocker / 'data'}: Not a directory; make it a folder this user can write,"
+        " or set POIMEN_DATA_DIR to one"
+    )
+    assert [error["message"] for error in errors] == [expected]
     assert "Traceback" not in result.stderr
 
 
