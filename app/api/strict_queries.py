@@ -10,9 +10,10 @@ harms nothing.
 
 A whole-number parameter (`limit`, `offset`) is written in digits, as a JSON body's is: Litestar read
 `limit=5.0` as 5 and `limit=1e1` as 10, where `"limit": 5.0` in a body is a 400. A time parameter
-(`event_time_from`, `event_time_to`, `updated_since`) is an RFC 3339 time, as documented: Litestar read a
-number as seconds since 1970, so `?event_time_from=5` was 1970-01-01T00:00:05Z, and a delete by that filter
-deleted every document with an event time.
+(`event_time_from`, `event_time_to`, `updated_since`, `as_of`) is declared as text and read by
+`request_time` in its route, as an RFC 3339 time: Litestar read a number as seconds since 1970, so
+`?event_time_from=5` was 1970-01-01T00:00:05Z, and a delete by that filter deleted every document with an
+event time.
 """
 
 from __future__ import annotations
@@ -43,12 +44,11 @@ QUERY_PARAMETERS_STATE_KEY = "declared_query_parameters"
 
 @dataclass(frozen=True, slots=True)
 class DeclaredQuery:
-    """The query parameters one route handler declares (as sent), those that take several values, numbers, times."""
+    """The query parameters one route handler declares (as sent), those that take several values, and numbers."""
 
     names: frozenset[str]
     repeatable: frozenset[str]
     integers: frozenset[str] = frozenset()
-    times: frozenset[str] = frozenset()
 
 
 def _takes(handler: HTTPRouteHandler, field_name: str, kind: type) -> bool:
@@ -76,17 +76,14 @@ def declared_query_parameters(app: Litestar) -> dict[HTTPRouteHandler, DeclaredQ
                 integers=frozenset(
                     parameter.field_alias for parameter in parameters if _takes(handler, parameter.field_name, int)
                 ),
-                times=frozenset(
-                    parameter.field_alias for parameter in parameters if _takes(handler, parameter.field_name, datetime)
-                ),
             )
     return declared
 
 
 def reject_unknown_query_parameters(request: Request[Any, Any, Any]) -> None:
-    """A 400 naming the first undeclared query parameter, one sent twice that takes one value, or a bad number or time.
+    """A 400 naming the first undeclared query parameter, one sent twice that takes one value, or a bad number.
 
-    A whole number (`int` parameter) must be written in digits; a time (`datetime` parameter) in RFC 3339.
+    A whole number (`int` parameter) must be written in digits; times are the routes' own (`request_time`).
 
     Nothing for routes outside the API or requests without a query string.
     """
@@ -112,8 +109,6 @@ def reject_unknown_query_parameters(request: Request[Any, Any, Any]) -> None:
             shown = text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
             msg = f"{name} must be a whole number written in digits, e.g. 10; got {shown!r}"
             raise InvalidInputError(msg, field=name)
-    for name in sorted(query.times & set(sent)):
-        request_time(sent[name], field=name)
 
 
 def request_time(text: str, *, field: str, time_type: Any = datetime) -> datetime:  # noqa: ANN401 - a datetime type, constrained (`AsOf`) or not
