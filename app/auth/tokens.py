@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import jwt
 
+from app.auth.claims import ALL_PROJECTS, check_time_claims, granted_projects, granted_scopes, subject
 from app.auth.verification_keys import (
     VerificationKey,
     hs256_secret_keys,
@@ -32,7 +33,7 @@ from app.config import ConfigurationError
 from app.domain.errors import AuthenticationError, PermissionDeniedError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from app.config import Settings
 
@@ -43,7 +44,6 @@ SCOPE_INGEST: Final = "ingest"
 SCOPE_ADMIN: Final = "admin"
 """`admin` grants every scope; `search` reads, `ingest` writes documents."""
 KNOWN_SCOPES: Final = frozenset({SCOPE_SEARCH, SCOPE_INGEST, SCOPE_ADMIN})
-ALL_PROJECTS: Final = "*"
 BEARER_PREFIX: Final = "bearer "
 
 
@@ -231,19 +231,11 @@ class TokenVerifier:
         token = _bearer_token(authorization_header)
         verification_key = self._key_for(token)
         claims = self._decode(token, verification_key)
-        for claim in ("exp", "nbf", "iat"):
-            # RFC 7519 NumericDate: PyJWT took `"exp": "99999999999"` (a string) and compared its int().
-            value = claims.get(claim)
-            if claim in claims and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                _malformed(claim)
+        check_time_claims(claims)
         return Principal(
-            # A blank `sub` names nobody: refusals could not name the caller, and its rate limit fell back to
-            # the `X-Client-Id` the caller picks.
-            subject=claims["sub"]
-            if isinstance(claims.get("sub"), str) and claims["sub"].strip()
-            else _malformed("sub"),
-            projects=_projects(claims.get("projects")),
-            scopes=_scopes(claims.get("scope")),
+            subject=subject(claims),
+            projects=granted_projects(claims.get("projects")),
+            scopes=granted_scopes(claims.get("scope")),
             token=token,
         )
 
@@ -337,28 +329,3 @@ def _describe(error: jwt.PyJWTError) -> str:
                 return f"{description}: {error.claim}"
             return description
     return "the bearer token is invalid"
-
-
-def _malformed(claim: str) -> NoReturn:
-    msg = f"the bearer token has a malformed {claim!r} claim"
-    raise AuthenticationError(msg)
-
-
-def _projects(value: object) -> frozenset[str] | None:
-    if value == ALL_PROJECTS:
-        return None
-    if value is None:
-        return frozenset()  # a token naming no project reaches none
-    # "*" in a list is refused, not read as a project's name: `["*"]` granted nothing, `["*", "a"]` only `a`.
-    if isinstance(value, list) and all(isinstance(item, str) and item != ALL_PROJECTS for item in value):
-        return frozenset(value)
-    _malformed("projects")
-
-
-def _scopes(value: object) -> frozenset[str]:
-    if value is None:
-        return frozenset()
-    items: Iterable[object] = value.split() if isinstance(value, str) else value if isinstance(value, list) else [None]
-    if not all(isinstance(item, str) for item in items):
-        _malformed("scope")
-    return frozenset(str(item) for item in items)
