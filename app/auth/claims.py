@@ -1,8 +1,9 @@
-"""The claims of a verified JWT read into what a `Principal` holds, each malformed one refused naming it.
+"""The header and claims of a verified JWT read into what a `Principal` holds, each bad one refused naming it.
 
 PyJWT has checked the signature, the algorithm and the registered claims it knows (`exp`, `nbf`, `iat`,
-`iss`, `aud`) before these run; what is left is what it lets through: the time claims' types, a blank or
-non-string `sub`, and this service's own `projects` and `scope` claims. Messages never quote the token.
+`iss`, `aud`) before these run; what is left is what it lets through: the `typ` header, the time claims'
+types, a blank or non-string `sub`, and this service's own `projects` and `scope` claims. Messages never
+quote the token.
 """
 
 from __future__ import annotations
@@ -15,6 +16,30 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 ALL_PROJECTS: Final = "*"
+ACCESS_TOKEN_TYPES: Final = frozenset({"jwt", "at+jwt"})
+"""`typ` values of an access token, lowercased and without `application/` (RFC 7515 §4.1.9 allows either).
+
+`at+jwt` is RFC 9068's; `JWT` (or none) is what most identity providers put on access tokens. OpenID
+Connect ID tokens mostly say `JWT` too: the audience (`JWT_AUDIENCE`) is what refuses those."""
+
+
+def check_token_type(header: dict[str, Any]) -> None:
+    """Refuse a token whose `typ` header names another kind of JWT than an access token (RFC 8725 §3.11).
+
+    A logout token (`logout+jwt`), a security event (`secevent+jwt`) or a DPoP proof (`dpop+jwt`) of the same
+    issuer is signed with the same keys and may carry the same `sub`, `aud` and `exp`: without this check it
+    was served as its subject's access token. No `typ` at all is accepted (RFC 7519 makes it optional).
+    """
+    if "typ" not in header:
+        return
+    typ = header["typ"]
+    if not isinstance(typ, str) or not typ:
+        msg = "the bearer token has a malformed 'typ' header"
+        raise AuthenticationError(msg)
+    media_type = typ.lower().removeprefix("application/")  # media types are case-insensitive (RFC 2045)
+    if media_type not in ACCESS_TOKEN_TYPES:
+        msg = "the bearer token's 'typ' header names another kind of token than an access token (JWT or at+jwt)"
+        raise AuthenticationError(msg)
 
 
 def check_time_claims(claims: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import jwt
 
-from app.auth.claims import ALL_PROJECTS, check_time_claims, granted_projects, granted_scopes, subject
+from app.auth.claims import ALL_PROJECTS, check_time_claims, check_token_type, granted_projects, granted_scopes, subject
 from app.auth.verification_keys import (
     VerificationKey,
     hs256_secret_keys,
@@ -230,7 +230,8 @@ class TokenVerifier:
     def _verified(self, authorization_header: str | None) -> Principal:
         token = _bearer_token(authorization_header)
         verification_key = self._key_for(token)
-        claims = self._decode(token, verification_key)
+        header, claims = self._decode(token, verification_key)
+        check_token_type(header)
         check_time_claims(claims)
         return Principal(
             subject=subject(claims),
@@ -255,10 +256,11 @@ class TokenVerifier:
         msg = "the bearer token is signed with an unknown key"
         raise AuthenticationError(msg)
 
-    def _decode(self, token: str, verification_key: VerificationKey) -> dict[str, Any]:
+    def _decode(self, token: str, verification_key: VerificationKey) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The verified token's header and claims."""
         required = ["exp", "sub"] + (["iss"] if self._issuer else []) + (["aud"] if self._audience else [])
         try:
-            return jwt.decode(
+            decoded = jwt.decode_complete(
                 token,
                 verification_key.key,
                 algorithms=[verification_key.algorithm],
@@ -269,6 +271,7 @@ class TokenVerifier:
             )
         except jwt.PyJWTError as error:
             raise AuthenticationError(_describe(error)) from None
+        return decoded["header"], decoded["payload"]
 
 
 MAX_TOKEN_CHARS: Final = 16_384

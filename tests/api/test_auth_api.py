@@ -69,6 +69,11 @@ def hs256(secret: str | bytes = SECRET, **overrides: Any) -> str:
     return jwt.encode({key: value for key, value in claims.items() if value is not None}, secret, algorithm="HS256")
 
 
+def hs256_typed(typ: str) -> str:
+    """A token valid in every claim whose `typ` header says it is another kind of JWT than an access token."""
+    return jwt.encode(jwt.decode(hs256(), options={"verify_signature": False}), SECRET, headers={"typ": typ})
+
+
 def hmac_token_signed_with(key_bytes: bytes, claims: dict[str, Any]) -> str:
     """An HS256 token whose HMAC key is `key_bytes` (PyJWT refuses to sign with a PEM, so by hand)."""
 
@@ -113,6 +118,10 @@ def matrix() -> dict[str, Refusal]:
         ),
         "wrong audience": Refusal(hs256(aud="someone-else"), 401),
         "wrong issuer": Refusal(hs256(iss="https://evil.example"), 401),
+        # The same issuer's other JWTs (RFC 8725 §3.11): signed with the same key, for the same audience.
+        "logout token": Refusal(hs256_typed("logout+jwt"), 401),
+        "security event token": Refusal(hs256_typed("secevent+jwt"), 401),
+        "DPoP proof": Refusal(hs256_typed("dpop+jwt"), 401),
         "wrong project": Refusal(hs256(projects=[BETA], scope="search ingest"), 403),
         "no project": Refusal(hs256(projects=None), 403),
         "missing scope (ingest-only searching)": Refusal(hs256(scope="ingest"), 403),
