@@ -159,6 +159,8 @@ class Settings(BaseSettings, SearchKnobs):
     jwt_audience: str | None = None
     # Clock skew tolerated on `exp`/`nbf`: minutes at most (a day of leeway is an expiry turned off).
     jwt_leeway_s: float = Field(default=30.0, ge=0, le=300)
+    # The longest a token may be valid (`exp - iat`, or `exp - now` without `iat`): a leaked one stops working.
+    jwt_max_lifetime_s: float = Field(default=86400.0, gt=0, le=366 * 86400)
 
     # Serving and observability.
     # Requests in flight per process before the next is shed with 503 + Retry-After (probes never are).

@@ -51,6 +51,25 @@ def check_time_claims(claims: dict[str, Any]) -> None:
             malformed(claim)
 
 
+def check_lifetime(claims: dict[str, Any], *, max_lifetime_s: float, leeway_s: float, now_s: float) -> None:
+    """Refuse a token valid for longer than `max_lifetime_s` (`JWT_MAX_LIFETIME_S`).
+
+    The lifetime is `exp - iat` when the token says when it was issued (PyJWT has refused an `iat` in the
+    future), else `exp - now`, which allows `leeway_s` for an issuer's clock running ahead. `exp` 100 years
+    ahead, or past any date (`10**30`), was accepted: a leaked token never stopped working.
+    """
+    if "iat" in claims:
+        if claims["exp"] - claims["iat"] > max_lifetime_s:
+            _too_long(max_lifetime_s, "exp - iat")
+    elif claims["exp"] - now_s > max_lifetime_s + leeway_s:
+        _too_long(max_lifetime_s, "exp - now, the token has no iat")
+
+
+def _too_long(max_lifetime_s: float, measured: str) -> NoReturn:
+    msg = f"the bearer token lives longer than the {max_lifetime_s:.0f} s this service accepts ({measured})"
+    raise AuthenticationError(msg)
+
+
 def subject(claims: dict[str, Any]) -> str:
     """The caller's name; a blank `sub` names nobody.
 

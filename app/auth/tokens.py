@@ -15,12 +15,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import jwt
 
-from app.auth.claims import ALL_PROJECTS, check_time_claims, check_token_type, granted_projects, granted_scopes, subject
+from app.auth.claims import (
+    ALL_PROJECTS,
+    check_lifetime,
+    check_time_claims,
+    check_token_type,
+    granted_projects,
+    granted_scopes,
+    subject,
+)
 from app.auth.verification_keys import (
     VerificationKey,
     hs256_secret_keys,
@@ -119,7 +128,8 @@ class TokenVerifier:
     """Verifies `Authorization: Bearer <JWT>` headers against the configured keys.
 
     `exp` is required; `iss` and `aud` are checked when configured; `nbf`, `exp` and `iat` allow
-    `leeway_s` of clock skew. With several keys (a JWKS), the token's `kid` picks the key.
+    `leeway_s` of clock skew; a token valid for longer than `max_lifetime_s` is refused. With several keys
+    (a JWKS), the token's `kid` picks the key.
     A disabled verifier (`AUTH_MODE=off`) returns `ANONYMOUS` for every request.
     """
 
@@ -130,11 +140,13 @@ class TokenVerifier:
         issuer: str | None = None,
         audience: str | None = None,
         leeway_s: float = 30.0,
+        max_lifetime_s: float = 86400.0,
     ) -> None:
         self._keys = dict(keys) if keys is not None else None
         self._issuer = issuer
         self._audience = audience
         self._leeway_s = leeway_s
+        self._max_lifetime_s = max_lifetime_s
 
     def __repr__(self) -> str:
         return f"TokenVerifier(enabled={self.enabled}, keys={len(self._keys or {})})"
@@ -160,17 +172,17 @@ class TokenVerifier:
         return cls(None)
 
     @classmethod
-    def from_hs256_secret(cls, secret: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
+    def from_hs256_secret(cls, secret: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s/max_lifetime_s
         """HS256 with a shared secret (at least 32 characters, RFC 7518 §3.2)."""
         return cls(hs256_secret_keys(secret), **options)
 
     @classmethod
-    def from_public_key_pem(cls, pem: bytes, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
+    def from_public_key_pem(cls, pem: bytes, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s/max_lifetime_s
         """RS256 (RSA >= 2048 bits) or ES256 (P-256), decided by the key type."""
         return cls(public_key_pem_keys(pem), **options)
 
     @classmethod
-    def from_jwks_json(cls, text: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s
+    def from_jwks_json(cls, text: str, **options: Any) -> TokenVerifier:  # noqa: ANN401 - issuer/audience/leeway_s/max_lifetime_s
         """RSA and EC keys of a JWK Set, picked by `kid` (`app.auth.verification_keys.jwks_json_keys`)."""
         return cls(jwks_json_keys(text), **options)
 
@@ -187,6 +199,7 @@ class TokenVerifier:
             "issuer": settings.jwt_issuer,
             "audience": settings.jwt_audience,
             "leeway_s": settings.jwt_leeway_s,
+            "max_lifetime_s": settings.jwt_max_lifetime_s,
         }
         configured = [
             name
@@ -233,6 +246,7 @@ class TokenVerifier:
         header, claims = self._decode(token, verification_key)
         check_token_type(header)
         check_time_claims(claims)
+        check_lifetime(claims, max_lifetime_s=self._max_lifetime_s, leeway_s=self._leeway_s, now_s=time.time())
         return Principal(
             subject=subject(claims),
             projects=granted_projects(claims.get("projects")),

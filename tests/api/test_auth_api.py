@@ -107,6 +107,7 @@ def matrix() -> dict[str, Refusal]:
         "expired": Refusal(hs256(exp=now - 3600, iat=now - 7200), 401),
         "not yet valid": Refusal(hs256(nbf=now + 3600), 401),
         "no exp": Refusal(hs256(exp=None), 401),
+        "a century long": Refusal(hs256(exp=now + 100 * 365 * 24 * 3600), 401),  # over JWT_MAX_LIFETIME_S
         "wrong key": Refusal(hs256(OTHER_SECRET), 401),
         "alg none": Refusal(
             jwt.encode(
