@@ -168,6 +168,10 @@ FLAGS_RELOAD_ERRORS_TOTAL: Final = Counter(
     "Flag definitions rejected (flags file or flagd file: parse error, unknown key, invalid value) or a flag"
     " provider failing or unreachable; the last good flags stay in force.",
 )
+JWT_KEY_FILE_RELOAD_ERRORS_TOTAL: Final = Counter(
+    "poimen_jwt_key_file_reload_errors_total",
+    "New contents of the JWT key file refused (unreadable, half written, no usable key); the keys before stay.",
+)
 FLAGS_VERSION: Final = Gauge(
     "poimen_flags_version",
     "Version of the flags in force; increases by one on every successful change this process applied.",

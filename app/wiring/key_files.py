@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from app.auth.verification_keys import jwks_file_keys, public_key_pem_keys
 from app.config import ConfigurationError
+from app.observability.metrics import JWT_KEY_FILE_RELOAD_ERRORS_TOTAL
 from app.search.settled_files import FileState, SettledFile
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ class KeyFileWatcher:
         return True
 
     def _keep(self, reason: str) -> None:
+        # Counted as well as logged: a Secret rotated to a bad file is otherwise seen only in one log line per pod,
+        # while every pod goes on with the old keys and refuses the new key's tokens.
+        JWT_KEY_FILE_RELOAD_ERRORS_TOTAL.inc()
         logger.warning(
             "JWT key file %s (%s) not used, the keys read before stay in force: %s",
             self._file.path,

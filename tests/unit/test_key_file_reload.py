@@ -16,6 +16,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from prometheus_client import REGISTRY
 
 from app.auth.tokens import TokenVerifier
 from app.config import Settings
@@ -59,6 +60,10 @@ def accepts(verifier: TokenVerifier, header: str) -> bool:
     except AuthenticationError:
         return False
     return True
+
+
+def refused_key_files() -> float:
+    return REGISTRY.get_sample_value("poimen_jwt_key_file_reload_errors_total") or 0.0
 
 
 def replace_file(path: Path, content: str | bytes) -> None:
@@ -123,6 +128,7 @@ def test_content_that_cannot_be_used_keeps_the_keys_in_force(
 ) -> None:
     verifier, watcher = watched(Settings(auth_mode="jwt", jwt_jwks_file=jwks_file))
     caplog.set_level(logging.WARNING, logger="poimen.auth")
+    before = refused_key_files()
 
     replace_file(jwks_file, content)
     polls = [watcher.reload() for _ in range(3)]
@@ -131,6 +137,7 @@ def test_content_that_cannot_be_used_keeps_the_keys_in_force(
     assert accepts(verifier, bearer(old_key, "old"))
     refusals = [record for record in caplog.records if "not used, the keys read before stay in force" in record.message]
     assert len(refusals) == 1  # once per content, not once per poll
+    assert refused_key_files() == before + 1  # counted as it is logged: an alert needs no log search
 
 
 def test_a_file_rewritten_in_place_is_taken_only_once_whole(
@@ -154,14 +161,16 @@ def test_a_deleted_key_file_keeps_the_keys_and_its_return_is_taken(
     jwks_file: Path, old_key: rsa.RSAPrivateKey, new_key: rsa.RSAPrivateKey
 ) -> None:
     verifier, watcher = watched(Settings(auth_mode="jwt", jwt_jwks_file=jwks_file))
+    before = refused_key_files()
 
     jwks_file.unlink()
-    gone = watcher.reload()
+    gone = [watcher.reload(), watcher.reload()]
     kept = accepts(verifier, bearer(old_key, "old"))
     replace_file(jwks_file, key_set(("new", new_key)))
     back = watcher.reload()
 
-    assert (gone, kept, back) == (False, True, True)
+    assert (gone, kept, back) == ([False, False], True, True)
+    assert refused_key_files() == before + 1  # a file that stays gone is counted once
     assert accepts(verifier, bearer(new_key, "new"))
 
 
