@@ -591,3 +591,24 @@ async def test_asymmetric_keys_work_end_to_end(
         assert response.json()["results"][0]["document_id"] == SECRET_DOCUMENT_ID
     for token in (confusion, wrong_key):
         assert_token_not_logged(caplog, token)
+
+
+async def test_a_token_for_a_deleted_project_reads_nothing_of_it_not_even_from_the_cache(
+    jwt_client: AsyncTestClient[Litestar],
+) -> None:
+    gamma = f"gamma-{SUFFIX}"
+    writer = hs256(projects=[gamma], scope="search ingest")
+    created = await jwt_client.post(f"/v1/projects/{gamma}/documents", json=secret_document(), headers=bearer(writer))
+    await wait_lexically_indexed(jwt_client, gamma, SECRET_DOCUMENT_ID, writer)
+    reader = hs256(projects=[gamma])
+    before = await read_everything(jwt_client, gamma, reader)  # every read path answered, so cached
+
+    deleted = await jwt_client.delete(f"/v1/projects/{gamma}", headers=bearer(hs256(projects=[gamma], scope="admin")))
+    after = await read_everything(jwt_client, gamma, reader)
+
+    assert created.status_code == 201, created.text
+    assert all(SECRET_WORD in text for _, text, _ in before.values())
+    assert deleted.status_code in {200, 202, 204}, deleted.text
+    for path, (status, text, _) in after.items():
+        assert status == (404 if path == "get_document" else 200), (path, text)
+        assert SECRET_WORD not in text, path
