@@ -191,7 +191,7 @@ class TokenVerifier:
         """Build from `AUTH_MODE` and exactly one of `JWT_SECRET`, `JWT_PUBLIC_KEY_FILE`, `JWT_JWKS_FILE`.
 
         Key files are read here, and re-read while serving by `app.wiring.key_files`. Raises
-        `ConfigurationError` naming the variable on a bad key.
+        `ConfigurationError` naming the variable on a bad key; logs a WARNING when `JWT_AUDIENCE` is unset.
         """
         if settings.auth_mode == "off":
             return cls.disabled()
@@ -215,6 +215,12 @@ class TokenVerifier:
                 f"AUTH_MODE=jwt needs exactly one of JWT_SECRET, JWT_PUBLIC_KEY_FILE, JWT_JWKS_FILE (got {configured})"
             )
             raise ConfigurationError(msg)
+        if settings.jwt_audience is None:
+            # RFC 8725 §3.9. An ID token says `typ: JWT` as an access token does: only `aud` refuses it.
+            logger.warning(
+                "AUTH_MODE=jwt without JWT_AUDIENCE: every token these keys verify is accepted, whatever it was "
+                "issued for (an ID token, another API's access token); set JWT_AUDIENCE to this service's audience"
+            )
         if settings.jwt_secret is not None:
             return cls.from_hs256_secret(settings.jwt_secret.get_secret_value(), **options)
         if settings.jwt_public_key_file is not None:

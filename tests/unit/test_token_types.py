@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 
 import jwt
 import pytest
 
+from app.auth.tokens import TokenVerifier
+from app.config import Settings
 from tests.unit.test_auth import SECRET, assert_refused, b64url, bearer, claims, hs_verifier
 
 
@@ -57,3 +60,18 @@ def test_a_token_without_typ_is_accepted() -> None:
 
     assert "typ" not in jwt.get_unverified_header(token)
     assert hs_verifier().verify(bearer(token)).subject == "agent-7"
+
+
+def test_jwt_without_an_audience_warns_at_start_that_any_applications_token_is_accepted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An ID token says `typ: JWT` like an access token: only `aud` tells it (or another API's token) apart.
+    caplog.set_level(logging.WARNING, logger="poimen.auth")
+
+    TokenVerifier.from_settings(Settings(auth_mode="jwt", jwt_secret=SECRET))
+    TokenVerifier.from_settings(Settings(auth_mode="jwt", jwt_secret=SECRET, jwt_audience="poimen"))
+    TokenVerifier.from_settings(Settings(auth_mode="off"))
+
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "without JWT_AUDIENCE" in warnings[0]
