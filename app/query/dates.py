@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from app.domain.moments import as_utc
 from app.query.calendar_arithmetic import month_start, next_month_start
 from app.query.date_words import DAY_OF_MONTH, ORDINAL_DAY, is_last_month, is_year
 from app.query.relative_dates import relative_positions, relative_range
 from app.query.vocabulary import (
+    DATE_EXCLUSIONS,
+    DATE_NEGATIONS,
     DATE_PREPOSITIONS,
     DATES_AFTER_WORDS,
     DATES_BEFORE_WORDS,
     MONTHS,
-    NEGATION_WORDS,
     PLAIN_MONTHS,
     SPAN_CLOSING_WORDS,
     SPAN_OPENING_WORDS,
@@ -42,6 +43,36 @@ class DateSpan(StrEnum):
 
     ABSOLUTE_TO_RELATIVE = "absolute_to_relative"
     RELATIVE_TO_ABSOLUTE = "relative_to_absolute"
+
+
+_BEFORE_A_NEGATED_DATE: Final = DATE_PREPOSITIONS | SPAN_OPENING_WORDS | {"on", "at", "for"}
+"""Words that may stand between a negation and its date: "not in March", "not since last Friday"."""
+
+
+def without_negated_dates(words: Sequence[str]) -> list[str]:
+    """`words` with every word from a negated date on blanked (""), so no date is read there.
+
+    A date is negated after an exclusion ("anything except yesterday", "everything except the notes from last
+    week") or right after "not", "never", "without" or a "-n't" word, prepositions between ("not 3 days ago",
+    "not in March"). Reading it as a range would keep only what was asked to be left out, and the words of a
+    negated date do not say what is wanted instead, so the query reads no date from there on: dates said
+    before it stand ("in March 2025, not last week" is March). "who did not come yesterday" negates the verb.
+    """
+    cut = len(words)
+    for index in range(len(words)):
+        if any(tuple(words[index : index + len(exclusion)]) == exclusion for exclusion in DATE_EXCLUSIONS):
+            cut = index
+            break
+    starts = set(_date_starts(words[:cut]))
+    for index, word in enumerate(words[:cut]):
+        if word in DATE_NEGATIONS or word.endswith("n't"):
+            following = index + 1
+            while following < cut and words[following] in _BEFORE_A_NEGATED_DATE:
+                following += 1
+            if following in starts:
+                cut = index
+                break
+    return [*words[:cut], *("" for _ in words[cut:])]
 
 
 def months_named(words: Sequence[str]) -> tuple[int, ...]:
@@ -77,7 +108,7 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
 
     Read from the word just before the first date ("before the 10th of May" has none); a query naming
     several dates ("from March to June", "since May 2024 until yesterday") asks about the span between
-    them, not a side; nor does a negated one ("not before April").
+    them, not a side. A negated one ("not before April") is no date (`without_negated_dates`).
     """
     months = _month_positions(words)
     relative = [index for index, _ in _relative_positions(words)]
@@ -88,8 +119,6 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
         return None
     first = min(starts)
     previous = words[first - 1] if first > 0 else ""
-    if first > 1 and words[first - 2] in NEGATION_WORDS:
-        return None
     if previous in DATES_BEFORE_WORDS or (previous == "to" and first > 1 and words[first - 2] == "prior"):
         return DateDirection.BEFORE
     if previous in DATES_AFTER_WORDS:

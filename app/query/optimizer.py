@@ -31,6 +31,7 @@ from app.query.dates import (
     event_time_range,
     months_named,
     relative_dates_named,
+    without_negated_dates,
 )
 from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
 from app.query.vocabulary import (
@@ -159,7 +160,7 @@ class QueryOptimizer:
         mentions = _dedupe(word.lower() for sigil, word in sigils if sigil == "@")
         plain_words = [token.text for token in entity_tokens if token.text[0] not in "#@"]
         # A year in a paragraph is a fact, not a filter. "yesterday's notes", "2024's roadmap" name their date.
-        date_words = [] if is_passage else [word.removesuffix("'s") for word in plain_words]
+        date_words = [] if is_passage else without_negated_dates([word.removesuffix("'s") for word in plain_words])
         years = tuple(int(word) for word in _dedupe(date_words) if is_year(word))
         numbers = _dedupe(word for word in plain_words if _NUMBER.fullmatch(word) and not is_year(word))
         months = months_named(date_words)

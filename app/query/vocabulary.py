@@ -21,6 +21,14 @@ STOPWORDS: Final = frozenset({
 """Words dropped from the lexical text (kept when nothing else is left): they only add noise to BM25."""
 
 NEGATION_WORDS: Final = frozenset({"not", "no", "without"})
+DATE_NEGATIONS: Final = frozenset({"not", "never", "without"})
+"""Right before a date (a preposition between allowed): "not 3 days ago", "not in March". Not "no" ("no yesterday"
+is no English), nor before other words: "who did not come yesterday" asks about yesterday."""
+DATE_EXCLUSIONS: Final = (
+    ("except",), ("excepting",), ("excluding",), ("exclude",), ("other", "than"), ("apart", "from"), ("aside", "from"),
+    ("anything", "but"), ("everything", "but"),
+)  # fmt: skip
+"""Words after which a date is left out, wherever it stands: "everything except the notes from last week"."""
 
 MONTHS: Final[Mapping[str, int]] = {
     "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
