@@ -24,6 +24,7 @@ from app.query.vocabulary import (
     RELATIVE_PREFIXES,
     RELATIVE_UNITS,
     VAGUE_COUNTS,
+    WEEKDAY_NAMES,
     WEEKDAYS,
 )
 
@@ -135,7 +136,10 @@ def _past_count_at(words: Sequence[str], index: int) -> tuple[int, str, int] | N
 
 
 def _last_weekday_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:
-    """The "last Friday" starting at `index`, as (start, expression, index after it); not "the last Friday of May"."""
+    """The "last Friday" ("last fri") starting at `index`, as (start, expression, index after it).
+
+    Not "the last Friday of May".
+    """
     weekday = _word(words, index + 1)
     if (
         words[index] != "last"
@@ -144,7 +148,7 @@ def _last_weekday_at(words: Sequence[str], index: int) -> tuple[int, str, int] |
         or _word(words, index + 2) == "of"
     ):
         return None
-    return index, f"last {weekday}", index + 2
+    return index, f"last {WEEKDAY_NAMES[WEEKDAYS[weekday]]}", index + 2
 
 
 def _last_weekend_at(words: Sequence[str], index: int) -> tuple[int, str, int] | None:

@@ -62,8 +62,12 @@ seven days up to today."""
 RELATIVE_UNITS: Final = frozenset({"week", "month", "year"})
 WEEKDAYS: Final[Mapping[str, int]] = {
     "monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5, "sunday": 6,
+    "mon": 0, "tue": 1, "tues": 1, "wed": 2, "weds": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4, "sun": 6,
 }  # fmt: skip
-"""ISO weekday numbers, Monday 0. Read only after "last": a weekday alone may lie ahead or be a habit."""
+"""ISO weekday numbers, Monday 0. Read only after "last": a weekday alone may lie ahead or be a habit. Not "sat",
+as often the verb ("the bench where she last sat")."""
+WEEKDAY_NAMES: Final = tuple(list(WEEKDAYS)[:7])
+"""The full weekday names, Monday first: how "last fri" is normalised ("last friday")."""
 PARTS_OF_DAY: Final = frozenset({"morning", "afternoon", "evening"})
 """After "this": today ("this morning"); "tonight" is today too."""
 

@@ -193,6 +193,33 @@ def test_last_and_a_weekday_is_that_day_of_last_week_or_the_latest_one(
     assert read_range(query, now) == (start, end)
 
 
+@pytest.mark.parametrize(
+    ("query", "start", "end", "expression"),
+    [
+        ("what did we do last fri", utc(2025, 3, 7), utc(2025, 3, 8), "last friday"),
+        ("what did we do last Tues", utc(2025, 3, 4), utc(2025, 3, 12), "last tuesday"),
+        ("what did we do last tue", utc(2025, 3, 4), utc(2025, 3, 12), "last tuesday"),
+        ("what did we do last thurs.", utc(2025, 3, 6), utc(2025, 3, 7), "last thursday"),
+        ("what did we do last Thu", utc(2025, 3, 6), utc(2025, 3, 7), "last thursday"),
+        ("what did we do last wed", utc(2025, 3, 5), utc(2025, 3, 6), "last wednesday"),
+        ("what did we do last mon", utc(2025, 3, 3), utc(2025, 3, 11), "last monday"),
+        ("what did we do last sun", utc(2025, 3, 9), utc(2025, 3, 10), "last sunday"),
+    ],
+)
+def test_last_and_an_abbreviated_weekday_is_that_weekday(
+    query: str, start: datetime, end: datetime, expression: str
+) -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
+
+    assert (analysis.event_time_from, analysis.event_time_to) == (start, end)
+    assert analysis.entities.relative_dates == (expression,)
+
+
+def test_last_sat_is_no_date() -> None:
+    # "sat" is as often the verb: "the bench where she last sat".
+    assert read_range("the bench where she last sat") == (None, None)
+
+
 def test_last_and_a_weekday_is_named_and_takes_a_side() -> None:
     analysis = QueryOptimizer(clock=lambda: NOW).analyze("errors since last Tuesday")
 
