@@ -106,13 +106,24 @@ class QueryIntent:
 
 
 def read_intent(
-    raw_query: str, *, known_names: Collection[str] = (), listed: ListedNames = NO_LISTED_NAMES
+    raw_query: str,
+    *,
+    known_names: Collection[str] = (),
+    listed: ListedNames = NO_LISTED_NAMES,
+    ago_read_as_date: bool = False,
 ) -> QueryIntent:
-    """Read `raw_query`'s intent. `known_names` (lowercase) and `listed` names are found in any case."""
+    """Read `raw_query`'s intent. `known_names` (lowercase) and `listed` names are found in any case.
+
+    `ago_read_as_date`: the query's "ago" ends a count back the date reader took as a range ("3 days ago"). It
+    then names the question's time instead of asking it ("what did we talk about 3 days ago"): the range holds
+    the evidence, and the boost for turns whose text carries a date would only favour any turn saying
+    "yesterday" in it. An "ago" that is no date ("4 years ago", "how long ago") still asks *when*: its answer is
+    a telling that says "4 years ago".
+    """
     words = [match.group() for match in _WORD.finditer(raw_query)]
     lowered = [word.lower() for word in words]
-    asks_when = any(tuple(lowered[: len(opening)]) == opening for opening in WHEN_OPENINGS) or bool(
-        WHEN_ANYWHERE.intersection(lowered)
+    asks_when = any(tuple(lowered[: len(opening)]) == opening for opening in WHEN_OPENINGS) or (
+        not ago_read_as_date and bool(WHEN_ANYWHERE.intersection(lowered))
     )
     asks_latest = bool(LATEST_WORDS.intersection(lowered))
     names = named_entities(words, known_names=known_names, listed=listed)

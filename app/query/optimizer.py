@@ -204,7 +204,8 @@ class QueryOptimizer:
             direction=date_direction(date_words),
             span=date_span(date_words),
         )
-        intent = read_intent(collapsed, listed=self._listed_names)
+        counted_back = any(expression.endswith(" ago") for expression in relative_dates)  # "3 days ago" read
+        intent = read_intent(collapsed, listed=self._listed_names, ago_read_as_date=counted_back)
         return QueryAnalysis(
             raw_query=raw_query,
             normalized=normalized,

@@ -123,6 +123,25 @@ def test_a_count_ago_takes_a_side_or_a_span_like_any_relative_date(
     assert read_range(query) == (start, end)
 
 
+@pytest.mark.parametrize(
+    ("query", "asks_when"),
+    [
+        # A count back read as a date names the question's time: the range holds the evidence, and a boost for
+        # turns whose text carries a date would favour any turn saying "yesterday" inside it.
+        ("what did we talk about 3 days ago", False),
+        ("who called two months ago", False),
+        ("what did I fix a few weeks ago", False),
+        # It still asks when where its words do, or where "ago" is no date: the telling says "4 years ago".
+        ("When did we talk about the budget 3 days ago?", True),
+        ("How long ago was Caroline's 18th birthday?", True),
+        ("Where did Caroline move from 4 years ago?", True),
+        ("what did she say two weeks ago, as mentioned on November 6, 2023", True),
+    ],
+)
+def test_a_count_ago_read_as_a_date_does_not_ask_when(query: str, *, asks_when: bool) -> None:
+    assert QueryOptimizer(clock=lambda: NOW).analyze(query).asks_when is asks_when
+
+
 def test_days_ago_are_days_of_the_clocks_own_offset() -> None:
     tokyo = timezone(timedelta(hours=9))
     now = datetime(2025, 3, 12, 8, 0, tzinfo=tokyo)  # still 2025-03-11 in UTC
