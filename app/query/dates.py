@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 from app.domain.moments import as_utc
-from app.query.calendar_arithmetic import month_start, next_month_start
+from app.query.calendar_arithmetic import days_after, midnight, month_start, next_month_start
 from app.query.date_words import DAY_OF_MONTH, ORDINAL_DAY, is_last_month, is_year
 from app.query.relative_dates import relative_positions, relative_range
 from app.query.vocabulary import (
@@ -199,10 +199,24 @@ def event_time_range(  # noqa: PLR0913 - each piece the query's words tell, name
     up to the end of April, "since June" from the start of June, since a memory written in the month it
     names often tells of what came before or after it ("the weekend before April 10" was told on the 10th).
     """
+    if direction is None and not years and not months and tuple(relative_dates) == ("last year",):
+        return _last_year_and_its_telling(now)
     start, end = _dates_range(years=years, months=months, relative_dates=relative_dates, now=now, span=span)
     if start is None or end is None or direction is None:
         return start, end
     return (None, end) if direction is DateDirection.BEFORE else (start, None)
+
+
+def _last_year_and_its_telling(now: datetime) -> tuple[datetime, datetime]:
+    """The "last year" alone: from its first day to the end of today, in `now`'s time zone.
+
+    A thing of last year is often told this year, and the year alone would drop the telling: each of LoCoMo's
+    six "last year" questions ("our camping trip last year", said in July 2023) is answered by a turn of the
+    year after. Beside a month, a side or another date it is the calendar year ("december last year").
+    """
+    zone = now.tzinfo or UTC
+    today = midnight(now.year, now.month, now.day, zone)
+    return as_utc(month_start(now.year - 1, 1, zone)), as_utc(days_after(today, 1))
 
 
 def _dates_range(
