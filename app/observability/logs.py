@@ -210,8 +210,8 @@ def configure_logging(level: str | int = "INFO", *, json: bool = True, stream: T
     server.removeFilter(_STARTUP_FAILURE)
     if quiet:
         server.addFilter(_STARTUP_FAILURE)
-    # Both written once per request by anyone who can reach the port, without a token.
-    for name, prefix in ((SERVER_LOGGER, INVALID_REQUEST_MESSAGE), (AUTH_LOGGER, REFUSED_BEARER_PREFIX)):
+    # Written once per request by anyone who can reach the port (without a token; a 403 with any valid one).
+    for name, prefix in ((SERVER_LOGGER, INVALID_REQUEST_MESSAGE), (AUTH_LOGGER, REFUSAL_PREFIXES)):
         throttled = logging.getLogger(name)
         for installed in [f for f in throttled.filters if isinstance(f, ThrottledMessage)]:
             throttled.removeFilter(installed)
@@ -295,20 +295,25 @@ class ThrottledLog:
 AUTH_LOGGER: Final = "poimen.auth"
 REFUSED_BEARER_PREFIX: Final = "bearer token refused: "
 """How `app.auth.tokens` logs a 401; its reasons are fixed texts, never the token."""
+REFUSED_REQUEST_PREFIX: Final = "request refused: "
+"""How `app.auth.tokens` logs a 403; its reasons are fixed texts (the scope's name at most), never the project."""
+REFUSAL_PREFIXES: Final = (REFUSED_BEARER_PREFIX, REFUSED_REQUEST_PREFIX)
 INVALID_REQUEST_MESSAGE: Final = "Invalid HTTP request received."
 """uvicorn's warning for a request its parser refuses (a NUL or a CR in a header): one line per request,
 so anyone who can reach the port wrote a line per request, unauthenticated."""
 
 
 class ThrottledMessage(logging.Filter):
-    """Lets each message starting with `prefix` through at most once every `interval_s`, counting the rest.
+    """Lets each message starting with `prefix` (or one of several) through once every `interval_s`, counting the rest.
 
     Each distinct message is throttled on its own (`bearer token refused: the bearer token has expired` and
     `...: is not a well-formed JWT` each get their line); only fixed texts should start with `prefix`, so the
     messages, and the throttle's keys, stay a short list.
     """
 
-    def __init__(self, prefix: str, *, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, prefix: str | tuple[str, ...], *, interval_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__()
         self._prefix = prefix
         self._throttle = Throttle(interval_s=interval_s, clock=clock)
