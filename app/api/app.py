@@ -51,6 +51,7 @@ from app.api.strict_queries import (
     declared_query_parameters,
     reject_unknown_query_parameters,
 )
+from app.api.unmatched_routes import count_unmatched_routes
 from app.config import Settings, get_settings
 from app.domain.errors import SearchServiceError
 from app.ingestion.catalog import ProjectCatalog
@@ -229,6 +230,8 @@ def create_app(
     )
     complete_methods(app)
     add_response_headers(app)
+    if settings.metrics_enabled:
+        count_unmatched_routes(app, prometheus)
     trace_requests(app, traced=settings.tracing_enabled)
     # Shedding first: a refused request costs no routing, no metrics middleware, no span, no work.
     guard_concurrency(app, limit=settings.max_concurrent_requests, max_body_bytes=MAX_REQUEST_BODY_BYTES)

@@ -1,4 +1,4 @@
-"""What an SRE sees of each request: 403 refusals held to a line per reason and interval."""
+"""What an SRE sees of each request: unmatched routes in the HTTP metrics, 403 refusals held to a line per interval."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from app.observability.logs import (
     TRACE_HEADER_LOGGERS,
     configure_logging,
 )
+from tests.ops.conftest import sample
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -71,3 +72,30 @@ async def test_403_refusals_are_logged_once_per_reason_and_interval(ops_app, uni
         ("request refused: the token does not grant access to this project", "agent-7", unique_name),
         ("request refused: the token does not grant the 'search' scope", "agent-7", unique_name),
     ]
+
+
+async def test_requests_no_route_matches_are_counted_under_one_bounded_route_label(ops_app) -> None:
+    unmatched = {"app_name": "poimen", "path": "<unmatched>"}
+    not_found_before = sample("poimen_http_requests_total", method="GET", status_code="404", **unmatched)
+    not_allowed_before = sample("poimen_http_requests_total", method="DELETE", status_code="405", **unmatched)
+    other_before = sample("poimen_http_requests_total", method="other", status_code="404", **unmatched)
+    durations_before = sample(
+        "poimen_http_request_duration_seconds_count", method="GET", status_code="404", **unmatched
+    )
+    async with ops_app.client() as client:
+        for number in range(3):
+            assert (await client.get(f"/wp-admin/{number}.php")).status_code == 404
+        assert (await client.delete("/healthz")).status_code == 405
+        assert (await client.request("PROPFIND", "/somewhere")).status_code == 404
+        scrape = (await client.get("/metrics")).text
+
+    assert sample("poimen_http_requests_total", method="GET", status_code="404", **unmatched) == not_found_before + 3
+    assert sample("poimen_http_requests_total", method="DELETE", status_code="405", **unmatched) == (
+        not_allowed_before + 1
+    )
+    assert sample("poimen_http_requests_total", method="other", status_code="404", **unmatched) == other_before + 1
+    assert sample("poimen_http_request_duration_seconds_count", method="GET", status_code="404", **unmatched) == (
+        durations_before + 3
+    )
+    assert "wp-admin" not in scrape
+    assert "PROPFIND" not in scrape
