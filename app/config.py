@@ -174,6 +174,8 @@ class Settings(BaseSettings, SearchKnobs):
     otel_service_name: str = "poimen-memory"
     metrics_enabled: bool = True
     tracing_enabled: bool = True
+    # One INFO line per request (`poimen.access`: route, status, duration, bytes, project, subject); off, none is made.
+    access_log_enabled: bool = False
     # The search console at /console (a static page; its API calls carry the token pasted into it).
     console_enabled: bool = True
 

@@ -14,6 +14,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.config import OpenAPIConfig
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
+from app.api.access_log import log_requests
 from app.api.bounded_lists import prepare_probes
 from app.api.console import console_router
 from app.api.content_codings import refuse_coded_body
@@ -232,6 +233,8 @@ def create_app(
     add_response_headers(app)
     if settings.metrics_enabled:
         count_unmatched_routes(app, prometheus)
+    if settings.access_log_enabled:  # inside the tracing: its lines carry the request id and the server span's
+        log_requests(app)
     trace_requests(app, traced=settings.tracing_enabled)
     # Shedding first: a refused request costs no routing, no metrics middleware, no span, no work.
     guard_concurrency(app, limit=settings.max_concurrent_requests, max_body_bytes=MAX_REQUEST_BODY_BYTES)

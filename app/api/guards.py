@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 
 PRINCIPAL_STATE_KEY: Final = "principal"
+PROJECT_STATE_KEY: Final = "project"
+"""The project a request names (path, query or body), once its id is well formed; read by the access log."""
 PUBLIC_OPT_KEY: Final = "public"
 SCOPE_OPT_KEY: Final = "scope"
 _PROJECT_ID: Final = re.compile(PROJECT_ID_PATTERN)
@@ -72,13 +74,14 @@ def _scope_guard(scope: str) -> Guard:
         with refusals_limited(connection):
             # The token first: a caller without one learns nothing, not even which project ids are well formed.
             principal = services.verifier.verify(connection.headers.getall("authorization", []))
+            # Kept before authorizing: the access log names who was refused (a 403) and what they asked for.
+            connection.state[PRINCIPAL_STATE_KEY] = principal
             project = connection.path_params.get("project") or connection.query_params.get("project")
             if project is not None:
-                check_project_id(project)
+                connection.state[PROJECT_STATE_KEY] = check_project_id(project)
                 authorize(principal, project=project, scope=scope)
             else:
                 authorize_scope(principal, scope=scope)
-        connection.state[PRINCIPAL_STATE_KEY] = principal
         _within_rate(services, request_caller_key(connection, principal))
         if services.settings.opensearch_auth == "forward_jwt":
             forwarded_token.set(principal.token)
@@ -150,6 +153,7 @@ def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
 def authorize_project(connection: ASGIConnection[Any, Any, Any, Any], project: str, *, scope: str) -> Principal:
     """For a project named in a body: check the guard's caller may use `scope` on it; return the caller."""
     principal = principal_of(connection)
+    connection.state[PROJECT_STATE_KEY] = project
     with refusals_limited(connection):
         authorize(principal, project=project, scope=scope)
     return principal

@@ -1,4 +1,4 @@
-"""What an SRE sees of each request: unmatched routes in the HTTP metrics, 403 refusals held to a line per interval."""
+"""What an SRE sees of each request: the opt-in access log, unmatched routes in the HTTP metrics, 403s held."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import jwt
 import pytest
 
+from app.api.access_log import ACCESS_LOGGER
 from app.observability.logs import (
     AUTH_LOGGER,
     SERVER_LOGGER,
@@ -18,11 +19,13 @@ from app.observability.logs import (
     TRACE_HEADER_LOGGERS,
     configure_logging,
 )
-from tests.ops.conftest import sample
+from tests.ops.conftest import CORPUS, sample
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+CALLER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+SECRET_WORD = "quokkaheronSECRET"
 SECRET = "access-log-secret-" + "0123456789abcdef" * 3
 JWT_SETTINGS: dict[str, Any] = {
     "auth_mode": "jwt",
@@ -42,6 +45,7 @@ def log_stream() -> Iterator[io.StringIO]:
     stream = io.StringIO()
     configure_logging("INFO", json=True, stream=stream)
     loggers[AUTH_LOGGER].propagate = True
+    logging.getLogger(ACCESS_LOGGER).propagate = True
     yield stream
     root.handlers[:] = handlers
     root.setLevel(level)
@@ -51,10 +55,87 @@ def log_stream() -> Iterator[io.StringIO]:
         loggers[name].propagate = propagate
 
 
+def access_lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    return [entry for entry in entries if entry["logger"] == ACCESS_LOGGER]
+
+
 def token(**claims: Any) -> dict[str, str]:
     now = int(time.time())
     body = {"sub": "agent-7", "iat": now, "exp": now + 600, "scope": "search ingest", **claims}
     return {"authorization": "Bearer " + jwt.encode(body, SECRET, algorithm="HS256")}
+
+
+async def test_no_access_line_is_written_by_default(ops_app, unique_name, log_stream) -> None:
+    async with ops_app.client() as client:
+        await client.get("/healthz")
+        await client.get(f"/v1/projects/{unique_name}/documents/missing")
+
+    assert access_lines(log_stream) == []
+
+
+async def test_each_request_is_one_line_by_route_template_status_duration_and_bytes(
+    ops_app, unique_name, log_stream
+) -> None:
+    async with ops_app.client(access_log_enabled=True) as client:
+        written = await client.post(f"/v1/projects/{unique_name}/documents", json={"documents": [CORPUS[0]]})
+        read = await client.get(
+            f"/v1/projects/{unique_name}/documents/cache",
+            headers={"traceparent": f"00-{CALLER_TRACE_ID}-00f067aa0ba902b7-01", "x-request-id": "agent-run-9"},
+        )
+        searched = await client.get("/memory/query", params={"query": SECRET_WORD, "project": unique_name})
+        unknown = await client.get(f"/v1/nowhere/{SECRET_WORD}")
+        wrong_method = await client.put("/healthz")
+        head = await client.head("/healthz")
+
+    lines = access_lines(log_stream)
+    assert [(line["method"], line["route"], line["status"]) for line in lines] == [
+        ("POST", "/v1/projects/{project}/documents", 201),
+        ("GET", "/v1/projects/{project}/documents/{document_id}", 200),
+        ("GET", "/memory/query", 200),
+        ("GET", "<unmatched>", 404),
+        ("PUT", "<unmatched>", 405),
+        ("HEAD", "/healthz", 200),
+    ]
+    responses = (written, read, searched, unknown, wrong_method, head)
+    assert [line["response_bytes"] for line in lines] == [len(response.content) for response in responses]
+    assert [line["request_id"] for line in lines] == [response.headers["x-request-id"] for response in responses]
+    assert lines[1]["request_id"] == "agent-run-9"
+    assert lines[1]["trace_id"] == CALLER_TRACE_ID
+    assert [line["project"] for line in lines] == [unique_name, unique_name, unique_name, None, None, None]
+    assert all(line["subject"] is None for line in lines)  # AUTH_MODE=off: nobody authenticated
+    assert all(line["duration_ms"] >= 0 for line in lines)
+    assert head.content == b""
+    # The caller's words and ids stay out: the route's template, never the path or the query string.
+    assert SECRET_WORD.lower() not in log_stream.getvalue().lower()
+    assert "cache" not in json.dumps(lines[1])
+
+
+JWT_SETTINGS: dict[str, Any] = {
+    "auth_mode": "jwt",
+    "jwt_secret": SECRET,
+    "rate_limit_refused_auth_per_address_rps": 0.0,
+}
+
+
+async def test_the_line_names_the_authenticated_subject_and_the_project(ops_app, unique_name, log_stream) -> None:
+    async with ops_app.client(access_log_enabled=True, **JWT_SETTINGS) as client:
+        allowed = await client.get(f"/v1/projects/{unique_name}/documents/x", headers=token(projects=[unique_name]))
+        refused = [
+            await client.get(f"/v1/projects/{unique_name}/documents/x", headers=token(projects=["elsewhere"]))
+            for _ in range(20)
+        ]
+        anonymous = await client.get(f"/v1/projects/{unique_name}/documents/x")
+
+    assert allowed.status_code == 404
+    assert {response.status_code for response in refused} == {403}
+    assert anonymous.status_code == 401
+    lines = access_lines(log_stream)
+    assert [(line["status"], line["subject"], line["project"]) for line in lines] == [
+        (404, "agent-7", unique_name),
+        *[(403, "agent-7", unique_name)] * 20,
+        (401, None, None),
+    ]
 
 
 async def test_403_refusals_are_logged_once_per_reason_and_interval(ops_app, unique_name, log_stream) -> None:
