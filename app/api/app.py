@@ -31,7 +31,7 @@ from app.api.errors import (
     validation_error_handler,
 )
 from app.api.guards import public
-from app.api.method_semantics import complete_methods
+from app.api.method_semantics import complete_methods, sent_method
 from app.api.openapi_document import complete_openapi
 from app.api.operator_routes import AdminController, HealthController
 from app.api.overload import guard_concurrency
@@ -176,6 +176,7 @@ def create_app(
         group_path=True,
         exclude=[METRICS_PATH_PATTERN],
         buckets=list(HTTP_DURATION_BUCKETS_S),
+        labels={"method": sent_method},  # replaces the middleware's own: HEAD, not the GET that serves it
     )
     handlers: list[type | Router] = [
         SearchController,

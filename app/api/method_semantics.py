@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from litestar.enums import ScopeType
 from litestar.routes import HTTPRoute
@@ -23,11 +23,23 @@ from app.api.errors import PROBLEM_MEDIA_TYPE, framework_title
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from litestar import Litestar
+    from litestar import Litestar, Request
     from litestar.types import ASGIApp, HTTPScope, Message, Receive, Scope, Send
 
 _ROUTING_KEYS: Final = ("route_handler", "path_template", "path_params")
 """What routing sets on the scope it is given, for the middleware around this one (tracing names spans by it)."""
+SENT_METHOD_STATE_KEY: Final = "sent_method"
+"""Set on a HEAD routed as its GET: the method the client sent (`sent_method`)."""
+
+
+def sent_method(request: Request[Any, Any, Any]) -> str:
+    """The method the client sent: HEAD for a HEAD served as its GET, else the request's own.
+
+    The HTTP metrics' `method` label: Litestar's middleware sees the routed copy, and counted every HEAD
+    (a load balancer's health check) as a GET.
+    """
+    sent: str = (request.scope.get("state") or {}).get(SENT_METHOD_STATE_KEY, request.method)
+    return sent
 
 
 class MethodSemantics:
@@ -49,6 +61,8 @@ class MethodSemantics:
             await self._app(scope, receive, self._allowing(scope, send))
             return
         # A copy: the server reads the method from its own scope, and leaves out a HEAD answer's body by it.
+        # The state stays shared: the metrics read the method sent from it, the access log the guards' findings.
+        scope.setdefault("state", {})[SENT_METHOD_STATE_KEY] = "HEAD"
         routed: HTTPScope = {**scope, "method": "GET"}
         await self._app(routed, receive, self._allowing(routed, _without_body(send)))
         for key in _ROUTING_KEYS:

@@ -180,3 +180,15 @@ async def test_requests_no_route_matches_are_counted_under_one_bounded_route_lab
     )
     assert "wp-admin" not in scrape
     assert "PROPFIND" not in scrape
+
+
+async def test_a_head_is_counted_as_head_not_as_the_get_that_serves_it(ops_app) -> None:
+    head = {"app_name": "poimen", "path": "/healthz", "status_code": "200"}
+    heads_before = sample("poimen_http_requests_total", method="HEAD", **head)
+    gets_before = sample("poimen_http_requests_total", method="GET", **head)
+    async with ops_app.client() as client:
+        for _ in range(3):
+            assert (await client.head("/healthz")).status_code == 200
+
+    assert sample("poimen_http_requests_total", method="HEAD", **head) == heads_before + 3
+    assert sample("poimen_http_requests_total", method="GET", **head) == gets_before  # was counted as 3 GETs
