@@ -1,8 +1,10 @@
 """The second stage: a `Reranker` re-scores the fused top-N of a hybrid search; the rest keeps fusion's order.
 
-It runs after fusion, collapsing and the score floor, so it sees the candidates the caller could get, and
-before the cut to the page. A reranker that fails or runs past its deadline never fails the search: the
-fused order stands and the result names `rerank_unavailable` / `rerank_timeout` in its degraded reasons.
+It runs after fusion and collapsing, on the candidates as they would be without `min_score`, and before the
+floor and the cut to the page: the floor then drops the hits below it and never re-orders the rest (shown
+fewer candidates, a ranker that normalises over them would order the same hits otherwise). A reranker that
+fails or runs past its deadline never fails the search: the fused order stands and the result names
+`rerank_unavailable` / `rerank_timeout` in its degraded reasons.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ and timeouts count as engine failures: any other exception is a bug and propagat
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeAlias
@@ -81,10 +82,11 @@ class HybridSearcher:
 
         After ranking, the plan's evidence boosts, neighbour sharing and per-session cap re-order the hits; then they
         are collapsed to `plan.max_chunks_per_document` per document (when set), then those below `plan.min_score`
-        dropped, then cut to `plan.limit`. When collapsing left the page short although a leg returned all it was
-        asked for, the search runs again deeper (`app/retrieval/widening.py`), reusing the query's embedding; its
-        stage times then add up both searches; a deeper page that `min_score` leaves with fewer hits is dropped for
-        the first. `stage_ms` holds "embed", "semantic" (vector search alone), "lexical",
+        dropped, then cut to `plan.limit`; a second stage re-orders the collapsed hits before the floor drops any.
+        When collapsing left the page short although a leg returned all it was asked for, the search runs again
+        deeper (`app/retrieval/widening.py`), reusing the query's embedding; its stage times then add up both
+        searches; a deeper page that `min_score` leaves with fewer hits is dropped for the first. `stage_ms` holds
+        "embed", "semantic" (vector search alone), "lexical",
         "fusion" (fusion and post-processing), "rerank" (the second stage, when one is configured and the plan is
         hybrid) for the stages that ran, and always "total". `legs` holds each attempted leg; the semantic leg's time
         includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
@@ -93,7 +95,7 @@ class HybridSearcher:
         second_stage = self._second_stage if self._second_stage and self._second_stage.applies_to(plan) else None
         depth = plan.limit if second_stage is None else max(plan.limit, second_stage.top_n)
         run = SearchRun(query_embedding=query_embedding)
-        page = await self._page(plan, run, depth=depth)
+        page, head = await self._page(plan, run, depth=depth, unfloored_head=second_stage is not None)
         searched = plan
         while needs_deeper_candidates(page, searched, run):
             deeper = deeper_plan(searched)
@@ -101,7 +103,9 @@ class HybridSearcher:
                 break
             deeper_run = SearchRun(query_embedding=run.embedding)
             try:
-                deeper_page = await self._page(deeper, deeper_run, depth=depth)
+                deeper_page, deeper_head = await self._page(
+                    deeper, deeper_run, depth=depth, unfloored_head=second_stage is not None
+                )
             except AllEnginesFailedError:
                 break
             if deeper_run.reasons:  # a deeper search that lost a leg answers no better: the first one stands
@@ -110,10 +114,15 @@ class HybridSearcher:
                 # `min_score` ended it sooner: a deeper hit ranked above one the page held caps the relevance
                 # below it, so asking for more documents would return fewer. The first one stands.
                 break
-            run, page, searched = merged_runs(run, deeper_run), deeper_page, deeper
+            run, page, head, searched = merged_runs(run, deeper_run), deeper_page, deeper_head, deeper
         hits = page.hits
         if second_stage is not None:
-            hits = await self._rerank(second_stage, plan, hits, run)
+            # The second stage orders the hits as if there were no floor, then the floor drops those below it:
+            # the learned ranker normalises over the candidates it is shown, so shown only those `min_score`
+            # kept it ordered (and scored) them otherwise. The floor's hits are the head's above it, in any order.
+            reranked = await self._rerank(second_stage, plan, head, run)
+            kept = {hit.chunk_id for hit in hits}
+            hits = [hit for hit in reranked if hit.chunk_id in kept]
         run.stage_ms[STAGE_TOTAL] = elapsed_ms(started)
         return SearchResult(
             hits=tuple(hits[: plan.limit]),
@@ -125,8 +134,14 @@ class HybridSearcher:
             leg_hits=dict(run.leg_hits),
         )
 
-    async def _page(self, plan: SearchPlan, run: SearchRun, *, depth: int) -> ReturnedPage:
-        """Run the plan's strategy, rank, and keep the first `depth` hits after collapsing and the floor."""
+    async def _page(
+        self, plan: SearchPlan, run: SearchRun, *, depth: int, unfloored_head: bool = False
+    ) -> tuple[ReturnedPage, list[FusedHit]]:
+        """Run the plan's strategy, rank, and keep the first `depth` hits after collapsing and the floor.
+
+        Also returns the first `depth` hits as collapsing alone keeps them (`unfloored_head`, for the second
+        stage), or the page's hits again: the floor's are a prefix of them, the relevance never rising down.
+        """
         strategy_runs = {
             SearchStrategy.HYBRID: self._hybrid,
             SearchStrategy.SEMANTIC: self._semantic_only,
@@ -147,9 +162,12 @@ class HybridSearcher:
                 hits, legs=tuple(run.leg_hits), weights=plan.fusion.weights, bm25_half=bm25_half
             )
             collapse = plan.max_chunks_per_document or None
+            floored = unfloored_head and plan.min_score is not None
+            readable, unfloored = itertools.tee(readable) if floored else (readable, iter(()))
             page = returned_page(readable, limit=depth, max_per_document=collapse, min_score=plan.min_score)
+            head = returned_page(unfloored, limit=depth, max_per_document=collapse).hits if floored else page.hits
         run.stage_ms[STAGE_FUSION] = elapsed_ms(fusion_started)
-        return page
+        return page, head
 
     @staticmethod
     async def _rerank(stage: SecondStage, plan: SearchPlan, hits: list[FusedHit], run: SearchRun) -> list[FusedHit]:
