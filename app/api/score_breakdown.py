@@ -43,9 +43,11 @@ class RelevanceBreakdown(msgspec.Struct, kw_only=True):
 
     `semantic`: cosine clamped to [0, 1]; `lexical`: BM25 / (BM25 + h), h 55 for a query of 9 words (less for
     fewer, more for more); null for a leg that did not answer. `mean`: their weighted mean, what this hit reads
-    on its own. `final_score` is the lowest `mean` of this hit and every hit ranked above it (one `collapse`
-    left out included), so it never rises down the list: a hit ranked below one that reads 0 (no lexical
-    match, a cosine of 0 or less) reads 0 too, even one the lexical leg found.
+    on its own: weighted by the request's `weights`, else the knobs' (0.45 / 0.55), equally for `rrf` without
+    `weights`, over the legs that answered (one that missed the hit adds 0). `final_score` is the lowest `mean`
+    of this hit and every hit fusion ranked above it (one `collapse` left out included), so it never rises down
+    the fused list (a `RERANKER` re-orders its top N by `rerank_score`): a hit ranked below one that reads 0 (no
+    lexical match, a cosine of 0 or less) reads 0 too, even one the lexical leg found.
     """
 
     semantic: float | None
