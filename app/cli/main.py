@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.arguments import build_parser
 from app.cli.interrupts import EXIT_INTERRUPTED, run_interruptibly
+from app.cli.serve_lock import DataDirInUseError, ServeLock
 from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
 from app.domain.errors import EngineError
 from app.misspelt_settings import misspelt_settings_lines
@@ -62,6 +63,21 @@ def _unwritable_data_dir(settings: Settings) -> str | None:
             f"cannot use POIMEN_DATA_DIR {probed}: {error.strerror or error};"
             " make it a folder this user can write, or set POIMEN_DATA_DIR to one"
         )
+    return None
+
+
+def _take_serve_lock(serve_lock: ServeLock, settings: Settings) -> str | None:
+    """Why this server may not serve its data folder (another server holds it), or None once the lock is held.
+
+    Only where an engine is embedded (PostgreSQL or tantivy in `POIMEN_DATA_DIR`): with both external, the
+    folder holds only the exported model, and any number of servers may share it.
+    """
+    if settings.database_url is not None and settings.opensearch_url is not None:
+        return None
+    try:
+        serve_lock.acquire()
+    except DataDirInUseError as error:
+        return str(error)
     return None
 
 
@@ -116,10 +132,17 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
         # Before the port, the engines and the model (10 s or more): it failed as uvicorn's start-up, exit 3.
         serve_logger.error("%s", unusable)
         return EXIT_CONFIGURATION
+    serve_lock = ServeLock(settings.poimen_data_dir)
+    in_use = _take_serve_lock(serve_lock, settings)
+    if in_use is not None:
+        # Before the port (the same port is the usual second mistake) and the model, in one line.
+        serve_logger.error("%s", in_use)
+        return EXIT_CONFIGURATION
     taken = _address_in_use(bind_host, bind_port)
     if taken is not None:
         # Before the engines and the model start (10 s or more), not after them.
         serve_logger.error("cannot serve on %s:%d: %s", bind_host, bind_port, taken)
+        serve_lock.release()
         return EXIT_FAILURE
     # uvicorn drains in-flight requests and runs the lifespan shutdown on SIGTERM, then re-raises the signal
     # to the handler it found; a no-op one makes that graceful stop exit 0 instead of dying by SIGTERM.
@@ -139,6 +162,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
         server_header=False,  # a version banner helps nobody but a scanner
         timeout_graceful_shutdown=20,
     )
+    serve_lock.release()  # after the engines closed: the embedded PostgreSQL stopped with them
     return 0
 
 

@@ -1,0 +1,53 @@
+"""The serve lock of a data folder: one holder at a time, named to the next; released, taken again."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.cli.serve_lock import SERVE_LOCK_FILE, DataDirInUseError, ServeLock
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_a_held_lock_refuses_another_holder_naming_the_holders_pid(tmp_path: Path) -> None:
+    holder = ServeLock(tmp_path)
+    holder.acquire()
+
+    with pytest.raises(DataDirInUseError) as refused:
+        ServeLock(tmp_path).acquire()
+
+    assert refused.value.holder_pid == os.getpid()
+    assert f"in use by poimen serve (pid {os.getpid()})" in str(refused.value)
+    assert str(tmp_path) in str(refused.value)
+    holder.release()
+
+
+def test_a_released_lock_is_taken_again_over_the_stale_pid_file(tmp_path: Path) -> None:
+    (tmp_path / SERVE_LOCK_FILE).write_text("999999999\n", encoding="ascii")  # a killed holder's file
+    first = ServeLock(tmp_path)
+    first.acquire()
+    first.release()
+    second = ServeLock(tmp_path)
+
+    second.acquire()
+
+    assert (tmp_path / SERVE_LOCK_FILE).read_text(encoding="ascii") == f"{os.getpid()}\n"
+    second.release()
+    second.release()  # idempotent
+
+
+def test_a_holder_that_has_not_written_its_pid_yet_is_still_refused(tmp_path: Path) -> None:
+    holder = ServeLock(tmp_path)
+    holder.acquire()
+    (tmp_path / SERVE_LOCK_FILE).write_text("", encoding="ascii")
+
+    with pytest.raises(DataDirInUseError) as refused:
+        ServeLock(tmp_path).acquire()
+
+    assert refused.value.holder_pid is None
+    assert "in use by another poimen serve" in str(refused.value)
+    holder.release()
