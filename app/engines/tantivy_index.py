@@ -1,24 +1,20 @@
 """The embedded BM25 lexical index: tantivy in process, one index per project under one root folder.
 
-Scores are tantivy's BM25 (k1=1.2, b=0.75), on the same scale as OpenSearch's default similarity.
-Each project has an index of its own (`app.engines.tantivy_folders`), so its BM25 statistics (document
-count, average field lengths, document frequencies) are its own: another project's documents never
-change its scores. A search names one project (`Filters.project_id`), so scores of different projects
-are never merged. What is filed is defined in `app.engines.tantivy_schema`, how a query is built in
-`app.engines.tantivy_query`, which project indexes stay open in `app.engines.tantivy_projects`; this
-module owns the root folder, the writes and the worker threads.
+Scores are tantivy's BM25 (k1=1.2, b=0.75), on OpenSearch's default scale. Each project has an index of its
+own (`app.engines.tantivy_folders`), so its BM25 statistics (document count, average field lengths, document
+frequencies) are its own, and a search names one project (`Filters.project_id`). What is filed is defined in
+`app.engines.tantivy_schema`, how a query is built in `app.engines.tantivy_query`, which project indexes stay
+open in `app.engines.tantivy_projects`; this module owns the root folder, the writes and the worker threads.
 
-The root records the version of what the adapter files in it (`SCHEMA_VERSION_FILE`). A root written
-by an older version is emptied and recreated at open, with a warning: PostgreSQL is the source of
-truth, and the service re-queues every project (or `poimen reindex --project <id>` refills one); one of
-version 6 has its folders renamed instead (case-safe names, `app.engines.tantivy_folders`). A
-root from a newer version is refused rather than downgraded, and a folder holding some other tantivy
-index is never touched.
+The root records the version of what the adapter files in it (`SCHEMA_VERSION_FILE`). A root of an older
+version is emptied and recreated at open, with a warning, and the service re-queues every project from
+PostgreSQL (`app.engines.tantivy_folders`); a root from a newer version, or holding some other tantivy index,
+is refused and never touched.
 
-One process owns a project's writer (tantivy's lockfile refuses a second one, in any process); it is
-opened on the project's first write and kept while few projects are written (`max_open_writers`). A
-refused or failed write raises `EngineUnavailableError` and the next write tries again, so a writer
-freed later is picked up without a restart. The embedded engines are for one process.
+One process owns a project's writer (tantivy's lockfile refuses a second one, in any process); it is opened
+on the project's first write and kept while few projects are written (`max_open_writers`). A refused or
+failed write raises `EngineUnavailableError` and the next write tries again, so a writer freed later (a CLI
+command beside the server) is picked up without a restart. One server a folder (`app.cli.serve_lock`).
 
 The root can go away under a running service (a volume detached or failed, the folder moved): tantivy
 would go on answering from the segments it has open and only fail at the next commit. So every search,
@@ -27,8 +23,8 @@ present), and a search or write that of its project's folder too (two `stat` cal
 is not, every project index and writer is dropped and every call raises `EngineUnavailableError`
 (searches degrade to the semantic leg, `/readyz` answers 200 `degraded`, the outbox keeps writes pending)
 until a root of this schema is back at the path; it is then reopened. A project that holds no document
-loses its folder (`app.engines.project_pruning`); one whose folder is lost or damaged under the process is
-refilled from PostgreSQL (`app.engines.tantivy_repair`).
+loses its folder (`app.engines.project_pruning`); one whose folder is lost or damaged, under the process or
+while none ran (`refill_missing_projects` at start), is refilled from PostgreSQL (`app.engines.tantivy_repair`).
 """
 
 from __future__ import annotations
@@ -87,10 +83,9 @@ DEFAULT_WRITER_HEAP_BYTES = 50_000_000  # tantivy needs >= 15 MB per indexing th
 
 
 class TantivyLexicalIndex:
-    """`LexicalIndex` on on-disk tantivy indexes, one per project, under a root (e.g. `POIMEN_DATA_DIR/lexical`).
+    """`LexicalIndex` on tantivy indexes, one per project, under a root (`POIMEN_DATA_DIR/lexical`).
 
-    Searches and writes (fsync on commit) run in worker threads; writes one at a time. After `close()` every call
-    raises `EngineUnavailableError`.
+    Searches and writes (fsync on commit) run in threads, writes one at a time; after `close()` every call fails.
     """
 
     name = ENGINE_NAME
@@ -162,9 +157,8 @@ class TantivyLexicalIndex:
     async def search(self, query: LexicalQuery, *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """Return at most `top_k` chunks of `filters.project_id` matching `query`, best BM25 first.
 
-        Scores use the project's own statistics. The search runs in a worker thread: tantivy releases
-        the GIL, so it overlaps the query embedding, and a caller's deadline can abandon a slow search
-        instead of waiting for it.
+        Scores use the project's own statistics. It runs in a thread: tantivy releases the GIL, so it overlaps
+        the query embedding, and a caller's deadline can abandon a slow search instead of waiting for it.
         """
         self._check_open()
         if top_k <= 0:
@@ -233,6 +227,15 @@ class TantivyLexicalIndex:
         listed = await asyncio.to_thread(project_folder_ids, self._path)
         emptied = sorted(set(listed) - set(await self._projects_with_documents()))
         return [project_id for project_id in emptied if await self._prune_if_emptied(project_id)]
+
+    async def refill_missing_projects(self) -> list[str]:
+        """Queue again from PostgreSQL each project holding documents that has no folder; those projects, sorted."""
+        held = await self._projects_with_documents() if self._projects_with_documents is not None else ()
+        listed = await asyncio.to_thread(project_folder_ids, self._path)
+        with self._state_lock:  # marked first: their searches degrade from now until the refill's write commits
+            missing = self._projects.repairs.mark_missing(with_documents=held, with_folders=listed)
+        await self._repair()
+        return missing
 
     async def _prune_if_emptied(self, project_id: str) -> bool:
         """Delete the project's folder if PostgreSQL holds no document of it, asked under the write lock.

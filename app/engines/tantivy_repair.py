@@ -20,7 +20,7 @@ from app.domain.errors import EngineError
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Collection
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,19 @@ class ProjectRepairs:
         """Tantivy cannot read the project's index: discard its folder, refill it, and fail its searches until then."""
         self.damaged.add(project_id)
         self.awaiting_write.add(project_id)
+
+    def mark_missing(self, *, with_documents: Collection[str], with_folders: Collection[str]) -> list[str]:
+        """Mark lost every project holding documents that has no folder (lost while no process ran); them, sorted.
+
+        Without this such a project read at the next start as one without chunks: searches found nothing and
+        said nothing (not degraded) until `poimen reindex`. A project whose first write is still queued has no
+        folder yet either: its refill only queues its documents again, and its searches wait for the write.
+        """
+        missing = sorted(set(with_documents) - set(with_folders))
+        for project_id in missing:
+            logger.warning("the lexical index of project %r has no folder (lost, or not written yet)", project_id)
+            self.mark_lost(project_id)
+        return missing
 
     def forget(self, project_id: str, *, discarded: bool = False) -> None:
         """The project's folder was deleted on purpose: the project deleted or emptied, or (`discarded`) damaged."""

@@ -52,7 +52,7 @@ class Engines:
     store: DocumentStore
     embedded_postgres: EmbeddedPostgres | None = None
     close_lexical: Callable[[], Awaitable[None]] | None = None
-    lexical_refill_projects: int = 0  # projects queued at open because an index-format upgrade emptied the index
+    lexical_refill_projects: int = 0  # projects queued at open: a format upgrade emptied the index, or folders lost
 
 
 async def _open_lexical(
@@ -152,11 +152,15 @@ async def holds_documents(store: DocumentStore, project_id: str) -> bool:
 async def refill_recreated_lexical_index(lexical: LexicalIndex, store: DocumentStore) -> int:
     """After an index-format upgrade emptied the embedded index, queue every project to be indexed again.
 
-    Returns how many projects were queued (0: nothing was recreated). A server's outbox worker indexes them;
-    a command that searches drains the outbox first (`Engines.lexical_refill_projects`).
+    Otherwise queue again each project whose folder is missing (lost while no process ran, or `lexical/`
+    removed): it read as a project without chunks, its searches empty and not degraded, until `poimen reindex`.
+    Returns how many projects were queued (0: none). A server's outbox worker indexes them; a command that
+    searches drains the outbox first (`Engines.lexical_refill_projects`).
     """
-    if not (isinstance(lexical, TantivyLexicalIndex) and lexical.recreated):
+    if not isinstance(lexical, TantivyLexicalIndex):
         return 0
+    if not lexical.recreated:
+        return len(await lexical.refill_missing_projects())
     projects = await queue_every_project(store)
     refill_queued(lexical.path)  # only now: a start that dies before this queues every project again
     logger.warning("lexical index format upgraded: %d project(s) queued for indexing from PostgreSQL", projects)

@@ -12,8 +12,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from app.domain.errors import EngineUnavailableError
+from app.engines.tantivy_folders import project_folder
 from app.engines.tantivy_index import TantivyLexicalIndex
-from tests.contract.lexical_index import assert_unavailable, index_chunks, make_chunk, search_ids
+from tests.contract.lexical_index import (
+    OTHER_PROJECT,
+    PROJECT,
+    assert_unavailable,
+    index_chunks,
+    make_chunk,
+    search_ids,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -71,3 +79,34 @@ async def test_a_copy_put_in_its_place_is_reopened_and_written(data_dir: Path) -
         assert await search_ids(left_behind, "kestrel") == []  # the write went to the copy at the path
     finally:
         await left_behind.close()
+
+
+async def test_a_project_folder_lost_while_closed_is_refilled_at_the_next_open(data_dir: Path) -> None:
+    path = data_dir / "lexical"
+    first = TantivyLexicalIndex(path)
+    await index_chunks(
+        first, make_chunk("lost", "kestrel notes"), make_chunk("kept", "kestrel notes", project_id=OTHER_PROJECT)
+    )
+    await first.close()
+    shutil.rmtree(project_folder(path, PROJECT))
+    refilled: list[str] = []
+
+    async def refill(project_id: str) -> int:
+        refilled.append(project_id)
+        return 1
+
+    async def projects_with_documents() -> list[str]:
+        return [PROJECT, OTHER_PROJECT]
+
+    second = TantivyLexicalIndex(path, refill=refill, projects_with_documents=projects_with_documents)
+    try:
+        missing = await second.refill_missing_projects()
+        with pytest.raises(EngineUnavailableError, match="being refilled"):
+            await search_ids(second, "kestrel")  # not an empty answer that reads as "nothing matches"
+        await index_chunks(second, make_chunk("lost", "kestrel notes"))  # the refill's write, through the outbox
+
+        assert missing == [PROJECT]
+        assert refilled == [PROJECT]
+        assert await search_ids(second, "kestrel") == ["lost"]
+    finally:
+        await second.close()

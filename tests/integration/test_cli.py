@@ -52,7 +52,7 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
     # first start that exports the model (its library drew a "Loading weights" bar).
     first_start = {"XDG_RUNTIME_DIR": "", "EMBEDDING_ONNX_DIR": str(tmp_path / "onnx")}
     ingested = run_cli("ingest", str(notes), "--project", PROJECT, data_dir=poimen_data_dir, **first_start)
-    # Losing the lexical index entirely is what `reindex` is for: PostgreSQL still has everything.
+    # Losing the lexical index entirely: PostgreSQL still has everything (every start refills it; `reindex` too).
     shutil.rmtree(poimen_data_dir / "lexical")
     reindexed = run_cli("reindex", "--project", PROJECT, data_dir=poimen_data_dir)
     migrated = run_cli("migrate", data_dir=poimen_data_dir)

@@ -106,3 +106,23 @@ def test_a_damaged_project_index_is_rebuilt_and_blocks_no_other_project(
 
     assert first["degraded"]
     assert sorted(found(lexical_search(service, PROJECT, "worker"))) == sorted([*WORDS, "newtcreek"])
+
+
+def test_a_project_folder_lost_while_the_service_was_stopped_is_refilled_at_start(
+    poimen_service: Callable[..., ServiceProcess], poimen_data_dir: Path
+) -> None:
+    first = poimen_service(QUERY_CACHE_MAX_SIZE="0")
+    write(first, PROJECT, WORDS)
+    write(first, OTHER_PROJECT, ["wombatridge"])
+    wait_until_every_word_is_found_lexically(first, PROJECT, WORDS)
+    wait_until_every_word_is_found_lexically(first, OTHER_PROJECT, ["wombatridge"])
+    first.stop()
+
+    shutil.rmtree(project_folder(poimen_data_dir / "lexical", PROJECT))  # a restore of `postgres/` alone, say
+    second = poimen_service(QUERY_CACHE_MAX_SIZE="0")
+    silent_misses = wait_until_every_word_is_found_lexically(second, PROJECT, WORDS)
+
+    assert silent_misses == []
+    assert sorted(found(lexical_search(second, PROJECT, "worker"))) == sorted(WORDS)
+    assert found(lexical_search(second, OTHER_PROJECT, "wombatridge")) == ["wombatridge"]
+    assert "queued again from PostgreSQL: 5 documents" in second.log_path.read_text(errors="replace")
