@@ -1,4 +1,4 @@
-"""In-memory reference adapters: `InMemoryDocumentStore` and `InMemoryVectorIndex` (exact cosine search).
+"""In-memory reference adapter `InMemoryDocumentStore` (its vector index: `app.engines.memory_vectors`).
 
 First-class fakes for unit tests of the use cases: they pass the same contract suites as the
 PostgreSQL adapters. Setting `available = False` makes every call raise `EngineUnavailableError`,
@@ -24,10 +24,9 @@ from app.domain.models import (
     EmbeddedChunk,
     OutboxStats,
     SavedVersions,
-    ScoredHit,
     StoredDocument,
 )
-from app.engines.memory_filters import chunk_matches, cosine_similarity, document_selected
+from app.engines.memory_filters import chunk_matches, document_selected
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
@@ -357,39 +356,3 @@ class InMemoryDocumentStore:
         return tuple(
             stored.chunk for stored in sorted(stored_chunks, key=lambda s: (s.chunk.position, s.chunk.chunk_id))
         )
-
-
-class InMemoryVectorIndex:
-    """`VectorIndex` over an `InMemoryDocumentStore`'s chunks: exact cosine, ties by chunk id."""
-
-    name = "memory"
-
-    def __init__(self, store: InMemoryDocumentStore) -> None:
-        self.available = True
-        self._store = store
-
-    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
-        """Return at most `top_k` chunks matching `filters`, best first; `score` is cosine similarity."""
-        await self.ping()
-        if top_k <= 0:
-            return []
-        hits = [
-            ScoredHit(chunk=chunk, score=cosine_similarity(embedding, vector))
-            for chunk, vector in self._store.embedded_chunks(filters.project_id)
-            if chunk_matches(chunk, filters)
-        ]
-        hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))
-        return hits[:top_k]
-
-    async def search_confirming(
-        self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
-    ) -> tuple[list[ScoredHit], dict[str, str]]:
-        """`search`, and chunk id -> chunk hash for those of `chunk_ids` the project holds (its store's chunks)."""
-        hits = await self.search(embedding, top_k=top_k, filters=filters)
-        return hits, await self._store.existing_chunks(filters.project_id, chunk_ids, filters=filters)
-
-    async def ping(self) -> None:
-        """Return, or raise `EngineUnavailableError` when marked unavailable."""
-        if not self.available:
-            message = "memory vector index marked unavailable"
-            raise EngineUnavailableError(message, engine=self.name)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from prometheus_client import REGISTRY
 
 from app.api.app import create_app
-from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory import InMemoryDocumentStore
 from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.engines.memory_vectors import InMemoryVectorIndex
 from app.search.rate_limit import CallerRateLimit
 from app.wiring.engines import Engines
 from tests.api.conftest import api_settings, app_client

@@ -16,8 +16,9 @@ import httpx
 
 from app.api.app import create_app
 from app.api.search_admission import SEARCH_BYTES_PER_HIT, SEARCH_BYTES_PER_QUERY_CHAR, SEARCHES_IN_FLIGHT
-from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory import InMemoryDocumentStore
 from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.engines.memory_vectors import InMemoryVectorIndex
 from app.ingestion.admission import Allowance
 from app.wiring.engines import Engines
 from tests.api.conftest import api_settings

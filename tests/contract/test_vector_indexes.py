@@ -13,7 +13,8 @@ from app.domain.errors import EngineUnavailableError
 from app.domain.models import Filters
 from app.engines import pgvector
 from app.engines.embedded_postgres import EmbeddedPostgres
-from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory import InMemoryDocumentStore
+from app.engines.memory_vectors import InMemoryVectorIndex
 from app.engines.migrate import run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
 from app.engines.postgres import PostgresDocumentStore

@@ -20,8 +20,9 @@ from prometheus_client import REGISTRY
 
 from app.config import Settings
 from app.domain.models import SearchStrategy
-from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory import InMemoryDocumentStore
 from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.engines.memory_vectors import InMemoryVectorIndex
 from app.engines.openfeature_flags import OpenFeatureKnobs
 from app.engines.openfeature_provider import build_provider
 from app.knobs import KNOB_NAMES

@@ -11,8 +11,9 @@ import pytest
 
 from app.domain.errors import EngineUnavailableError, InvalidQueryError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
-from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory import InMemoryDocumentStore
 from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.engines.memory_vectors import InMemoryVectorIndex
 from app.knobs import SearchKnobs
 from app.query.intent import title_names, without_names
 from app.query.optimizer import QueryOptimizer

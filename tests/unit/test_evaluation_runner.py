@@ -14,8 +14,9 @@ import pytest
 from app.config import Settings
 from app.domain.errors import EngineTimeoutError
 from app.domain.models import FusionMethod, SearchStrategy
-from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory import InMemoryDocumentStore
 from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.engines.memory_vectors import InMemoryVectorIndex
 from app.evaluation.datasets import load_dataset, project_id_for
 from app.evaluation.ingest import EvaluationEngines, ensure_ingested
 from app.evaluation.report import markdown_table, results_document, trec_run_lines

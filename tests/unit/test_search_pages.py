@@ -10,8 +10,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, SearchStrategy, StoredDocument
-from app.engines.memory import InMemoryDocumentStore, InMemoryVectorIndex
+from app.engines.memory import InMemoryDocumentStore
 from app.engines.memory_lexical import InMemoryLexicalIndex
+from app.engines.memory_vectors import InMemoryVectorIndex
 from app.knobs import SearchKnobs
 from app.query.planner import SearchOptions
 from app.search.cache import QueryCache
