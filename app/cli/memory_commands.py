@@ -10,7 +10,7 @@ write and read a project as JSON lines with its embeddings (`app.ingestion.trans
 from __future__ import annotations
 
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, aclosing
 from typing import TYPE_CHECKING, Final, TextIO
 
 from app.api.search_schemas import response_json, search_response
@@ -180,15 +180,17 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
                 sink: TextIO = (
                     sys.stdout if destination is None else stack.enter_context(destination.open("w", encoding="utf-8"))
                 )
+                # Closed however the loop ends (a closed pipe, Ctrl-C), so its snapshot ends before the engines do.
                 lines = export_lines(
                     engines.store,
                     project,
                     model_name=engines.embedder.model_name,
                     dimensions=engines.embedder.dimensions,
                 )
-                async for line in lines:
-                    sink.write(line + "\n")
-                    documents += 1
+                async with aclosing(lines):
+                    async for line in lines:
+                        sink.write(line + "\n")
+                        documents += 1
             if partial is not None and target is not None:
                 partial.replace(target)
         except OSError as error:

@@ -164,6 +164,25 @@ class DocumentTitles(Protocol):
         ...
 
 
+class ProjectSnapshot(Protocol):
+    """One project's documents as they stood at one moment (`DocumentStore.project_snapshot`).
+
+    Each method reads as the `DocumentStore` method of its name does, of that moment, and of the project alone.
+    """
+
+    async def list_documents(
+        self, selection: DocumentSelection, *, after: str | None, limit: int
+    ) -> list[DocumentSummary]:
+        """As `DocumentStore.list_documents`."""
+        ...
+
+    async def embedded_documents(
+        self, project_id: str, *, after: str | None, limit: int
+    ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
+        """As `DocumentStore.embedded_documents`."""
+        ...
+
+
 class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
     """The source of truth for documents, chunks, embeddings and the lexical outbox.
 
@@ -281,6 +300,15 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         """Return up to `limit` documents with their chunks and stored embeddings, by id after `after` (export).
 
         Each pair is what `save_documents` takes, so writing it back reproduces the document without embedding.
+        """
+        ...
+
+    def project_snapshot(self, project_id: str) -> AbstractAsyncContextManager[ProjectSnapshot]:
+        """Read the project as it stood at one moment: every read through the snapshot sees that moment.
+
+        Pages read one by one from the store itself each see their own moment, so a document created behind
+        the pages already read and one deleted ahead of them were both missing (a state that never existed).
+        Writes go on meanwhile and are not seen; leaving the context ends the snapshot and frees what it holds.
         """
         ...
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import time
 from contextlib import asynccontextmanager
@@ -295,6 +296,16 @@ class InMemoryDocumentStore:
                 (document, [EmbeddedChunk(s.chunk, list(s.embedding), s.embedding_model) for s in stored_chunks])
             )
         return exported
+
+    @asynccontextmanager
+    async def project_snapshot(self, project_id: str) -> AsyncIterator[InMemoryDocumentStore]:
+        """The project at one moment: a copy of its documents and chunks, which later writes do not change."""
+        self._check_available()
+        snapshot = copy.copy(self)  # with containers of its own: writes to this store change none of them
+        snapshot._documents = {key: value for key, value in self._documents.items() if key[0] == project_id}  # noqa: SLF001 - its own class
+        snapshot._chunks = {key: dict(value) for key, value in self._chunks.items() if key[0] == project_id}  # noqa: SLF001 - its own class
+        snapshot._outbox = dict(self._outbox)  # noqa: SLF001 - its own class
+        yield snapshot
 
     async def delete_documents(self, selection: DocumentSelection) -> int:
         """Delete every selected document and its chunks, queue their lexical deletes; return how many."""

@@ -31,6 +31,7 @@ from app.engines.postgres_rows import (
     outbox_parameters,
 )
 from app.engines.postgres_scope import all_projects_transaction, project_transaction
+from app.engines.postgres_snapshots import project_snapshot
 from app.engines.postgres_sql import (
     BUMP_GENERATIONS,
     CLAIM_QUEUED,
@@ -54,11 +55,13 @@ from app.engines.postgres_sql import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
     from app.domain.models import DocumentKey, EmbeddedChunk, Filters
+    from app.engines.postgres_snapshots import PostgresProjectSnapshot
 
 VECTOR_ENGINE: Final = "pgvector"
 STORE_ENGINE: Final = "postgres"
@@ -360,6 +363,10 @@ class PostgresDocumentStore:
         return await postgres_catalog.embedded_documents(
             self._engine, project_id, after=after, limit=limit, store_name=self.name
         )
+
+    def project_snapshot(self, project_id: str) -> AbstractAsyncContextManager[PostgresProjectSnapshot]:
+        """The project at one moment: one `REPEATABLE READ`, `READ ONLY` transaction (`postgres_snapshots`)."""
+        return project_snapshot(self._engine, project_id, store_name=self.name)
 
     async def delete_documents(self, selection: DocumentSelection) -> int:
         """Delete the selected documents and their chunks, queue their lexical deletes; return how many."""

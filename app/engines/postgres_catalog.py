@@ -99,15 +99,22 @@ async def list_documents(
     engine: AsyncEngine, selection: DocumentSelection, *, after: str | None, limit: int, store_name: str
 ) -> list[DocumentSummary]:
     """Up to `limit` selected documents by id (code point order) after `after`, with chunk counts."""
+    with translate_errors(engine=store_name):
+        async with project_transaction(engine, [selection.project_id]) as connection:
+            return await listed_documents(connection, selection, after=after, limit=limit)
+
+
+async def listed_documents(
+    connection: AsyncConnection, selection: DocumentSelection, *, after: str | None, limit: int
+) -> list[DocumentSummary]:
+    """`list_documents` in the caller's transaction (a snapshot's); driver errors are the caller's to translate."""
     parameters: dict[str, object] = {}
     page = _page_sql(selection_sql(selection, parameters), after, parameters, limit)
     statement = (
         f"SELECT {_DOCUMENT_COLUMNS}, (SELECT count(*) FROM chunks c WHERE c.project_id = d.project_id "  # noqa: S608 - only our own fragments
         f"AND c.document_id = d.document_id) AS chunk_count FROM documents d WHERE {page}"
     )
-    with translate_errors(engine=store_name):
-        async with project_transaction(engine, [selection.project_id]) as connection:
-            rows = (await connection.execute(text(statement), parameters)).all()
+    rows = (await connection.execute(text(statement), parameters)).all()
     return [
         DocumentSummary(
             document_id=row.document_id,
@@ -129,23 +136,30 @@ async def embedded_documents(
     engine: AsyncEngine, project_id: str, *, after: str | None, limit: int, store_name: str
 ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
     """Up to `limit` documents by id after `after`, each with its chunks and their stored embeddings."""
-    parameters: dict[str, object] = {"project_id": project_id}
-    page = _page_sql("d.project_id = :project_id", after, parameters, limit)
     with translate_errors(engine=store_name):
         async with project_transaction(engine, [project_id], isolation_level="REPEATABLE READ") as connection:
-            documents = (
-                await connection.execute(text(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE {page}"), parameters)  # noqa: S608 - only our own fragments
-            ).all()
-            chunk_rows = (
-                await connection.execute(
-                    text(
-                        f"SELECT {STORED_CHUNK_COLUMNS}, CAST(embedding AS text) AS embedding_text, embedding_model "  # noqa: S608 - constant column list
-                        "FROM chunks WHERE project_id = :project_id AND document_id = ANY(CAST(:ids AS text[])) "
-                        "ORDER BY document_id, position, chunk_id"
-                    ),
-                    {"project_id": project_id, "ids": [row.document_id for row in documents]},
-                )
-            ).all()
+            return await documents_with_embeddings(connection, project_id, after=after, limit=limit)
+
+
+async def documents_with_embeddings(
+    connection: AsyncConnection, project_id: str, *, after: str | None, limit: int
+) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
+    """`embedded_documents` in the caller's transaction: it must be `REPEATABLE READ`, as its two reads are one page."""
+    parameters: dict[str, object] = {"project_id": project_id}
+    page = _page_sql("d.project_id = :project_id", after, parameters, limit)
+    documents = (
+        await connection.execute(text(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE {page}"), parameters)  # noqa: S608 - only our own fragments
+    ).all()
+    chunk_rows = (
+        await connection.execute(
+            text(
+                f"SELECT {STORED_CHUNK_COLUMNS}, CAST(embedding AS text) AS embedding_text, embedding_model "  # noqa: S608 - constant column list
+                "FROM chunks WHERE project_id = :project_id AND document_id = ANY(CAST(:ids AS text[])) "
+                "ORDER BY document_id, position, chunk_id"
+            ),
+            {"project_id": project_id, "ids": [row.document_id for row in documents]},
+        )
+    ).all()
     chunks: dict[str, list[tuple[Chunk, Any]]] = defaultdict(list)
     for row in chunk_rows:
         chunks[row.document_id].append((chunk_from_row(row), row))

@@ -58,12 +58,13 @@ async def project_transaction(
     *,
     write: bool = False,
     isolation_level: IsolationLevel = "READ COMMITTED",
+    read_only: bool = False,
 ) -> AsyncIterator[AsyncConnection]:
     """A transaction that sees only the rows of `project_ids`; committed at the end when `write`, else rolled back.
 
-    With no project ids it sees nothing at all.
+    With no project ids it sees nothing at all. `read_only` (not with `write`) starts it `READ ONLY`.
     """
-    async with _transaction(engine, write=write, isolation_level=isolation_level) as connection:
+    async with _transaction(engine, write=write, isolation_level=isolation_level, read_only=read_only) as connection:
         await connection.execute(text(SET_LOCAL_PROJECTS), {"projects": sorted(set(project_ids))})
         yield connection
 
@@ -81,7 +82,7 @@ async def all_projects_transaction(
 
 @asynccontextmanager
 async def _transaction(
-    engine: AsyncEngine, *, write: bool, isolation_level: IsolationLevel
+    engine: AsyncEngine, *, write: bool, isolation_level: IsolationLevel, read_only: bool = False
 ) -> AsyncIterator[AsyncConnection]:
     if write:
         async with engine.begin() as connection:
@@ -89,8 +90,10 @@ async def _transaction(
         return
     async with engine.connect() as plain_connection:
         connection = plain_connection
-        if isolation_level != "READ COMMITTED":
-            connection = await plain_connection.execution_options(isolation_level=isolation_level)
+        if isolation_level != "READ COMMITTED" or read_only:
+            connection = await plain_connection.execution_options(
+                isolation_level=isolation_level, postgresql_readonly=read_only
+            )
         yield connection
         # On an error the pool's reset-on-return rolls back; here it is explicit and cheap.
         await connection.rollback()

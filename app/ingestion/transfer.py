@@ -33,10 +33,10 @@ from app.ingestion.transfer_records import (
 from app.ingestion.validation import is_addressable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+    from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
 
     from app.domain.models import EmbeddedChunk, StoredDocument
-    from app.domain.ports import DocumentStore
+    from app.domain.ports import DocumentStore, ProjectSnapshot
 
 EXPORT_FORMAT: Final = "poimen-export"
 EXPORT_VERSION: Final = 2
@@ -70,8 +70,13 @@ class ImportReport:
 
 async def export_lines(
     store: DocumentStore, project_id: str, *, model_name: str, dimensions: int
-) -> AsyncIterator[str]:
-    """The export of a project, one JSON line at a time (header first), paging through it by document id."""
+) -> AsyncGenerator[str]:
+    """The export of a project, one JSON line at a time (header first), paging through it by document id.
+
+    Every page is read from one snapshot (`DocumentStore.project_snapshot`): the export is the project as it
+    stood when the first document line was read, whatever is written meanwhile. Close the iterator (`aclosing`)
+    when not reading it to the end, so the snapshot ends then and not when the iterator is collected.
+    """
     header = {
         "kind": "header",
         "format": EXPORT_FORMAT,
@@ -84,21 +89,22 @@ async def export_lines(
     yield json.dumps(header)
     after: str | None = None
     documents = 0
-    while page := await store.embedded_documents(
-        project_id, after=after, limit=await _page_limit(store, project_id, after)
-    ):
-        for document, chunks in page:
-            record = document_record(document, chunks)
-            record["record_hash"] = record_hash(record)
-            yield json.dumps(record, ensure_ascii=False)
-        documents += len(page)
-        after = page[-1][0].document_id
+    async with store.project_snapshot(project_id) as snapshot:
+        while page := await snapshot.embedded_documents(
+            project_id, after=after, limit=await _page_limit(snapshot, project_id, after)
+        ):
+            for document, chunks in page:
+                record = document_record(document, chunks)
+                record["record_hash"] = record_hash(record)
+                yield json.dumps(record, ensure_ascii=False)
+            documents += len(page)
+            after = page[-1][0].document_id
     yield json.dumps({"kind": "end", "documents": documents})
 
 
-async def _page_limit(store: DocumentStore, project_id: str, after: str | None) -> int:
+async def _page_limit(snapshot: ProjectSnapshot, project_id: str, after: str | None) -> int:
     """How many documents after `after` the next page takes: up to `PAGE_SIZE` within `PAGE_CHUNKS`, at least 1."""
-    listed = await store.list_documents(DocumentSelection(project_id=project_id), after=after, limit=PAGE_SIZE)
+    listed = await snapshot.list_documents(DocumentSelection(project_id=project_id), after=after, limit=PAGE_SIZE)
     return len(within_chunk_budget([summary.chunk_count for summary in listed])) or 1
 
 

@@ -16,8 +16,19 @@ from app.engines.memory import InMemoryDocumentStore
 from app.engines.postgres import PostgresDocumentStore
 from app.engines.postgres_scope import project_transaction
 from app.ingestion.outbox import OutboxWorker
+from app.ingestion.transfer import export_lines
 from tests.contract.document_catalog import DocumentCatalogContract
-from tests.contract.document_store import DocumentStoreContract, chunk, claimed, document, embedding, entry
+from tests.contract.document_store import (
+    DIMENSIONS,
+    MODEL,
+    DocumentStoreContract,
+    chunk,
+    claimed,
+    document,
+    embedding,
+    entry,
+)
+from tests.contract.project_transfer import ProjectTransferContract
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,7 +50,7 @@ class CountingLexicalIndex:
         self.indexed.extend((document.project_id, document.document_id) for document in documents)
 
 
-class TestInMemoryDocumentStore(DocumentStoreContract, DocumentCatalogContract):
+class TestInMemoryDocumentStore(DocumentStoreContract, DocumentCatalogContract, ProjectTransferContract):
     @pytest.fixture
     def store(self):
         return InMemoryDocumentStore()
@@ -52,10 +63,22 @@ class TestInMemoryDocumentStore(DocumentStoreContract, DocumentCatalogContract):
 
 
 @pytest.mark.integration
-class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract):
+class TestPostgresDocumentStore(DocumentStoreContract, DocumentCatalogContract, ProjectTransferContract):
     @pytest.fixture
     def store(self, postgres_engine):
         return PostgresDocumentStore(postgres_engine)
+
+    async def test_an_export_closed_part_way_holds_no_connection_or_transaction(
+        self, store, project, postgres_engine
+    ) -> None:
+        await store.save_documents([entry(project, f"d{number}", 1) for number in range(3)])
+        lines = export_lines(store, project, model_name=MODEL, dimensions=DIMENSIONS)
+        await anext(lines), await anext(lines)  # the header and the first document: the snapshot is open
+        held = postgres_engine.pool.checkedout()
+
+        await lines.aclose()  # what `poimen export` does when its reader goes away (a closed pipe)
+
+        assert (held, postgres_engine.pool.checkedout()) == (1, 0)
 
     async def test_failed_batch_writes_nothing(self, store, project) -> None:
         bad = chunk(project, "bad", 0)
