@@ -167,7 +167,7 @@ class DocumentTitles(Protocol):
 class ProjectSnapshot(Protocol):
     """One project's documents as they stood at one moment (`DocumentStore.project_snapshot`).
 
-    Each method reads as the `DocumentStore` method of its name does, of that moment, and of the project alone.
+    `list_documents` reads as `DocumentStore.list_documents` does; both read that moment, of the project alone.
     """
 
     async def list_documents(
@@ -179,7 +179,11 @@ class ProjectSnapshot(Protocol):
     async def embedded_documents(
         self, project_id: str, *, after: str | None, limit: int
     ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
-        """As `DocumentStore.embedded_documents`."""
+        """Return up to `limit` documents with their chunks and stored embeddings, by id after `after` (export).
+
+        Each pair is what `DocumentStore.save_documents` takes, so writing it back reproduces the document
+        without embedding.
+        """
         ...
 
 
@@ -291,15 +295,6 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
 
         Ordered by id (code point order), so paging with the last id seen never repeats or skips a
         document that exists throughout. An unknown project lists nothing.
-        """
-        ...
-
-    async def embedded_documents(
-        self, project_id: str, *, after: str | None, limit: int
-    ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
-        """Return up to `limit` documents with their chunks and stored embeddings, by id after `after` (export).
-
-        Each pair is what `save_documents` takes, so writing it back reproduces the document without embedding.
         """
         ...
 

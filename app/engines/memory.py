@@ -283,7 +283,7 @@ class InMemoryDocumentStore:
     async def embedded_documents(
         self, project_id: str, *, after: str | None, limit: int
     ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
-        """Return up to `limit` documents with chunks and embeddings, by id after `after`."""
+        """Return up to `limit` documents with chunks and embeddings, by id after `after` (`ProjectSnapshot`'s)."""
         self._check_available()
         keys = sorted(key for key in self._documents if key[0] == project_id and (after is None or key[1] > after))
         exported = []

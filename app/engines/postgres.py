@@ -356,14 +356,6 @@ class PostgresDocumentStore:
             self._engine, selection, after=after, limit=limit, store_name=self.name
         )
 
-    async def embedded_documents(
-        self, project_id: str, *, after: str | None, limit: int
-    ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
-        """Return up to `limit` documents with chunks and stored embeddings, by id after `after` (one snapshot)."""
-        return await postgres_catalog.embedded_documents(
-            self._engine, project_id, after=after, limit=limit, store_name=self.name
-        )
-
     def project_snapshot(self, project_id: str) -> AbstractAsyncContextManager[PostgresProjectSnapshot]:
         """The project at one moment: one `REPEATABLE READ`, `READ ONLY` transaction (`postgres_snapshots`)."""
         return project_snapshot(self._engine, project_id, store_name=self.name)

@@ -132,19 +132,10 @@ async def listed_documents(
     ]
 
 
-async def embedded_documents(
-    engine: AsyncEngine, project_id: str, *, after: str | None, limit: int, store_name: str
-) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
-    """Up to `limit` documents by id after `after`, each with its chunks and their stored embeddings."""
-    with translate_errors(engine=store_name):
-        async with project_transaction(engine, [project_id], isolation_level="REPEATABLE READ") as connection:
-            return await documents_with_embeddings(connection, project_id, after=after, limit=limit)
-
-
 async def documents_with_embeddings(
     connection: AsyncConnection, project_id: str, *, after: str | None, limit: int
 ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
-    """`embedded_documents` in the caller's transaction: it must be `REPEATABLE READ`, as its two reads are one page."""
+    """`ProjectSnapshot.embedded_documents` in the caller's transaction: `REPEATABLE READ`, its two reads one page."""
     parameters: dict[str, object] = {"project_id": project_id}
     page = _page_sql("d.project_id = :project_id", after, parameters, limit)
     documents = (

@@ -47,7 +47,7 @@ class PostgresProjectSnapshot:
     async def embedded_documents(
         self, project_id: str, *, after: str | None, limit: int
     ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
-        """As `PostgresDocumentStore.embedded_documents`, at the snapshot's moment."""
+        """Up to `limit` documents by id after `after`, each with its chunks and their stored embeddings."""
         with translate_errors(engine=self._store_name):
             return await documents_with_embeddings(self._connection, project_id, after=after, limit=limit)
 

@@ -137,12 +137,14 @@ class DocumentCatalogContract:
     async def test_exported_documents_write_back_identically(self, store, project) -> None:
         await self._three(store, project)
 
-        exported = await store.embedded_documents(project, after=None, limit=2)
-        rest = await store.embedded_documents(project, after=exported[-1][0].document_id, limit=2)
+        async with store.project_snapshot(project) as snapshot:
+            exported = await snapshot.embedded_documents(project, after=None, limit=2)
+            rest = await snapshot.embedded_documents(project, after=exported[-1][0].document_id, limit=2)
         await store.delete_documents(DocumentSelection(project_id=project))
         await store.save_documents([*exported, *rest])
 
-        again = await store.embedded_documents(project, after=None, limit=10)
+        async with store.project_snapshot(project) as snapshot:
+            again = await snapshot.embedded_documents(project, after=None, limit=10)
         assert [d.document_id for d, _ in exported + rest] == ["a", "b", "c/1"]
         assert [(d.document_id, d.chunks, d.created_at) for d, _ in again] == [
             (d.document_id, d.chunks, d.created_at) for d, _ in exported + rest
