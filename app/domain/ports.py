@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         LexicalQuery,
         OutboxStats,
         RerankQuery,
+        RestoreFloor,
         SavedVersions,
         ScoredHit,
         StoredDocument,
@@ -230,6 +231,7 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
         *,
         replacing: Mapping[DocumentKey, int] | None = None,
+        restoring: RestoreFloor | None = None,
     ) -> SavedVersions:
         """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
 
@@ -243,6 +245,9 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         `replacing` names, for conditional writes, the version each document must still be stored at (0:
         absent), checked atomically with the write: a delete by selection or of the project takes no document
         lock, so it may have run since the caller's check. Otherwise `VersionConflictError`, nothing written.
+        `restoring` (an import's later saves): while its project's generation is still `restoring.left`, a
+        document new to it is counted past `restoring.before` instead of past the generation; the generation
+        still moves on and reaches every version given, and `generations` says where it stands after the save.
         """
         ...
 

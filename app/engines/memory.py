@@ -24,6 +24,7 @@ from app.domain.models import (
     DocumentState,
     EmbeddedChunk,
     OutboxStats,
+    RestoreFloor,
     SavedVersions,
     StoredDocument,
 )
@@ -124,6 +125,7 @@ class InMemoryDocumentStore:
         documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
         *,
         replacing: Mapping[DocumentKey, int] | None = None,
+        restoring: RestoreFloor | None = None,
     ) -> SavedVersions:
         """Replace each document and its whole chunk set and queue it; all or nothing (`replacing` checked first)."""
         self._check_available()
@@ -140,7 +142,10 @@ class InMemoryDocumentStore:
             previous = self._documents.get(key)
             created_at = document.created_at if previous is None else previous.created_at
             # Counted per project, past the document's own version (as the PostgreSQL store counts them).
-            counted = max(self._generations.get(key[0], 0), previous.version if previous else 0) + 1
+            generation = self._generations.get(key[0], 0)
+            if restoring is not None and restoring.project_id == key[0] and generation == restoring.left:
+                generation = restoring.before  # only the import wrote since it began: as if in one save
+            counted = max(generation, previous.version if previous else 0) + 1
             versions[key] = max(counted, document.version)  # at least the version it carries (an import's)
             self._documents[key] = replace(
                 document, chunks=(), lexically_indexed=False, created_at=created_at, version=versions[key]
@@ -159,7 +164,7 @@ class InMemoryDocumentStore:
         self._bump({key[0] for key in versions})
         for (project_id, _), version in versions.items():
             self._generations[project_id] = max(self._generations[project_id], version)
-        return SavedVersions(versions, frozenset(created))
+        return SavedVersions(versions, frozenset(created), {key[0]: self._generations[key[0]] for key in versions})
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
-    from app.domain.models import DocumentKey, EmbeddedChunk, Filters
+    from app.domain.models import DocumentKey, EmbeddedChunk, Filters, RestoreFloor
     from app.engines.postgres_snapshots import PostgresProjectSnapshot
 
 VECTOR_ENGINE: Final = "pgvector"
@@ -180,6 +180,7 @@ class PostgresDocumentStore:
         documents: Sequence[tuple[StoredDocument, Sequence[EmbeddedChunk]]],
         *,
         replacing: Mapping[DocumentKey, int] | None = None,
+        restoring: RestoreFloor | None = None,
     ) -> SavedVersions:
         """Atomically replace each document and its whole chunk set, and queue it for lexical indexing.
 
@@ -192,7 +193,7 @@ class PostgresDocumentStore:
         latest = {(document.project_id, document.document_id): (document, chunks) for document, chunks in documents}
         if not latest:
             return SavedVersions({})
-        document_rows = [document_parameters(document) for document, _ in latest.values()]
+        document_rows = [document_parameters(document, restoring=restoring) for document, _ in latest.values()]
         chunk_rows = {
             (document.project_id, embedded.chunk.chunk_id): chunk_parameters(document, embedded)
             for document, chunks in latest.values()
@@ -220,8 +221,8 @@ class PostgresDocumentStore:
                 await _queue(connection, list(latest))
                 versions = await connection.execute(text(SELECT_DOCUMENT_STATES), key_parameters(list(latest)))
                 saved = {(row.project_id, row.document_id): int(row.version) for row in versions}
-                await postgres_versions.bump_generations_past(connection, saved)
-        return SavedVersions(saved, frozenset(latest.keys() - stored.keys()))
+                generations = await postgres_versions.bump_generations_past(connection, saved)
+        return SavedVersions(saved, frozenset(latest.keys() - stored.keys()), generations)
 
     async def delete_document(self, project_id: str, document_id: str) -> bool:
         """Delete the document and its chunks and queue the lexical delete; False when it did not exist."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Row
 
-    from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, StoredDocument
+    from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, RestoreFloor, StoredDocument
 
 ANY_VERSION: Final = 2**63 - 1
 """Completes an outbox entry whatever its version (a `DocumentChunks` without `outbox_version`)."""
@@ -81,9 +81,12 @@ def vector_literal(embedding: Sequence[float]) -> str:
     return "[" + ",".join(map(_NINE_DIGITS, embedding)) + "]"
 
 
-def document_parameters(document: StoredDocument) -> Mapping[str, object]:
-    """The bound parameters of `UPSERT_DOCUMENT` for one document."""
+def document_parameters(document: StoredDocument, *, restoring: RestoreFloor | None = None) -> Mapping[str, object]:
+    """The bound parameters of `UPSERT_DOCUMENT` for one document (an import's `RestoreFloor` for its project)."""
+    floor = restoring if restoring is not None and restoring.project_id == document.project_id else None
     return {
+        "restore_left": None if floor is None else floor.left,
+        "restore_before": None if floor is None else floor.before,
         "project_id": document.project_id,
         "document_id": document.document_id,
         "source": document.source,

@@ -327,7 +327,8 @@ UPSERT_DOCUMENT: Final = (
     "INSERT INTO documents AS d (project_id, document_id, source, title, content_hash, tags, tag_keys, event_time, "
     "metadata, created_at, updated_at, version) VALUES (:project_id, :document_id, :source, :title, :content_hash, "
     "CAST(:tags AS text[]), CAST(:tag_keys AS text[]), :event_time, CAST(:metadata AS jsonb), :created_at, "
-    ":updated_at, greatest(:version, (SELECT coalesce(max(generation), 0) + 1 FROM project_generations "
+    ":updated_at, greatest(:version, (SELECT CASE WHEN coalesce(max(generation), 0) = CAST(:restore_left AS bigint) "
+    "THEN CAST(:restore_before AS bigint) ELSE coalesce(max(generation), 0) END + 1 FROM project_generations "
     "WHERE project_id = :project_id))) ON CONFLICT (project_id, document_id) DO UPDATE SET source = EXCLUDED.source, "
     "title = EXCLUDED.title, content_hash = EXCLUDED.content_hash, tags = EXCLUDED.tags, tag_keys = EXCLUDED.tag_keys, "
     "event_time = EXCLUDED.event_time, metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at, "
@@ -335,7 +336,9 @@ UPSERT_DOCUMENT: Final = (
 )
 """Insert or replace a document; a replaced document keeps its first `created_at` and gets a new version, per
 project: past its project's generation (moved on under the project's write lock, `postgres_versions`), its own,
-and at least the one it carries (an import's). One sequence told a tenant how many documents the others wrote."""
+and at least the one it carries (an import's). One sequence told a tenant how many documents the others wrote.
+An import's later saves (`restore_left`, `restore_before`: a `RestoreFloor`; null otherwise) count a new document
+past the generation before the import while nothing else has moved it since (`DocumentStore.save_documents`)."""
 
 DELETE_REPLACED_CHUNKS: Final = (
     "DELETE FROM chunks c USING unnest(CAST(:document_projects AS text[]), CAST(:document_ids AS text[])) "

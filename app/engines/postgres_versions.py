@@ -42,9 +42,11 @@ BUMP_GENERATIONS_PAST: Final = (
     "WITH raised AS (INSERT INTO project_generations AS g (project_id, generation) "
     "SELECT project_id, floor FROM unnest(CAST(:projects AS text[]), CAST(:floors AS bigint[])) "
     "AS f(project_id, floor) ORDER BY project_id "
-    "ON CONFLICT (project_id) DO UPDATE SET generation = greatest(g.generation + 1, EXCLUDED.generation)) "
-    "SELECT count(nextval('document_version_seq')) FROM generate_series(1, least(CAST(:steps AS bigint), "
-    "CAST(:top AS bigint) - coalesce(pg_sequence_last_value('document_version_seq'), 0)))"
+    "ON CONFLICT (project_id) DO UPDATE SET generation = greatest(g.generation + 1, EXCLUDED.generation) "
+    "RETURNING g.project_id, g.generation), "
+    "stepped AS (SELECT count(nextval('document_version_seq')) AS steps FROM generate_series(1, least("
+    "CAST(:steps AS bigint), CAST(:top AS bigint) - coalesce(pg_sequence_last_value('document_version_seq'), 0)))) "
+    "SELECT raised.project_id, raised.generation FROM raised CROSS JOIN stepped"
 )
 """`BUMP_GENERATIONS` (`app.engines.postgres_sql`) for a save: each project's generation also reaches its highest
 new document version (`floors`), and `document_version_seq` the highest of all (`top`), by up to `steps`."""
@@ -72,10 +74,11 @@ def check_replacing(stored: Mapping[DocumentKey, int], replacing: Mapping[Docume
             )
 
 
-async def bump_generations_past(connection: AsyncConnection, versions: Mapping[DocumentKey, int]) -> None:
+async def bump_generations_past(connection: AsyncConnection, versions: Mapping[DocumentKey, int]) -> dict[str, int]:
     """Move each project's generation on, to at least its highest of `versions` (the versions just written).
 
     And the release before's version sequence up to the highest of them (see the module's docstring).
+    Returns each project's generation now.
     """
     floors: dict[str, int] = {}
     for (project_id, _), version in versions.items():
@@ -86,4 +89,5 @@ async def bump_generations_past(connection: AsyncConnection, versions: Mapping[D
         "top": max(floors.values(), default=0),
         "steps": SEQUENCE_STEPS_PER_SAVE,
     }
-    await connection.execute(text(BUMP_GENERATIONS_PAST), parameters)
+    rows = await connection.execute(text(BUMP_GENERATIONS_PAST), parameters)
+    return {row.project_id: int(row.generation) for row in rows}

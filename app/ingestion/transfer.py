@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import InvalidInputError
+from app.domain.models import RestoreFloor
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 from app.ingestion.record_hashes import RECORD_HASH_ALGORITHM, record_hash, record_hash_problem
 from app.ingestion.transfer_records import (
@@ -286,9 +287,13 @@ async def import_lines(
     counts = {"documents": 0, "chunks": 0, "created": 0, "updated": 0, "unchanged": 0}
     batch: list[tuple[StoredDocument, list[EmbeddedChunk]]] = []
     batch_chunks = 0
+    # The batches count versions as one save would: each new document its exported version where the project
+    # had not counted past it before the import, not one past the highest version of the batches before.
+    generation = await store.project_generation(target)
+    floor = RestoreFloor(project_id=target, before=generation, left=generation)
 
     async def flush() -> None:
-        nonlocal batch_chunks
+        nonlocal batch_chunks, floor
         keys = [(document.project_id, document.document_id) for document, _ in batch]
         async with store.lock_documents(keys):
             states = await store.document_states(keys)
@@ -302,7 +307,9 @@ async def import_lines(
                     counts["chunks"] += len(embedded)
             if changed:
                 # What the save created, not what was read: a delete by selection takes no document lock.
-                created = len((await store.save_documents(changed)).created)
+                saved = await store.save_documents(changed, restoring=floor)
+                floor = replace(floor, left=saved.generations.get(target, floor.left))
+                created = len(saved.created)
                 counts["created"] += created
                 counts["updated"] += len(changed) - created
         batch.clear()

@@ -7,15 +7,40 @@ The projects here hold more than one page (`PAGE_SIZE`) of documents: what goes 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from app.ingestion.transfer import PAGE_SIZE, export_lines
+from app.domain.models import EmbeddedChunk, RestoreFloor
+from app.ingestion.pipeline import chunk_hash, embedding_text
+from app.ingestion.transfer import PAGE_SIZE, export_lines, import_lines
 from tests.contract.document_store import DIMENSIONS, MODEL, entry
+
+if TYPE_CHECKING:
+    from app.domain.models import StoredDocument
+    from app.domain.ports import DocumentStore
 
 PAGES_OF_DOCUMENTS = 2 * PAGE_SIZE + 50
 
 
 def document_ids(count: int) -> list[str]:
     return [f"d{number:04}" for number in range(count)]
+
+
+def importable(project_id: str, document_id: str, **kwargs: str) -> tuple[StoredDocument, list[EmbeddedChunk]]:
+    """The contract suite's one-chunk document, its chunk hashed as ingest hashes it (an import checks the hash)."""
+    document, [item] = entry(project_id, document_id, 1, **kwargs)
+    hashed = replace(item.chunk, chunk_hash=chunk_hash(embedding_text(item.chunk)))
+    return replace(document, chunks=(hashed,)), [EmbeddedChunk(hashed, item.embedding, item.embedding_model)]
+
+
+def versioned(project_id: str, document_id: str, version: int) -> tuple[StoredDocument, list[EmbeddedChunk]]:
+    """An imported document: it carries its exported version."""
+    document, embedded = importable(project_id, document_id)
+    return replace(document, version=version), embedded
+
+
+async def exported(store: DocumentStore, project_id: str) -> list[str]:
+    return [line async for line in export_lines(store, project_id, model_name=MODEL, dimensions=DIMENSIONS)]
 
 
 class ProjectTransferContract:
@@ -34,3 +59,50 @@ class ProjectTransferContract:
         # As the project stood when the export began: the deleted document in, the created one out.
         assert [record["id"] for record in records[1:-1]] == ids
         assert records[-1] == {"kind": "end", "documents": PAGES_OF_DOCUMENTS}
+
+    async def test_a_round_trip_of_more_than_a_page_through_an_empty_project_is_byte_identical(
+        self, store, project
+    ) -> None:
+        ids = document_ids(PAGES_OF_DOCUMENTS)
+        await store.save_documents([importable(project, document_id) for document_id in ids])  # one version for all
+        await store.save_documents([importable(project, ids[0], content_hash="content-2")])  # and one past it
+        first = await exported(store, project)
+
+        copy = f"{project}_copy"
+        report = await import_lines(store, first, project_id=copy, model_name=MODEL, dimensions=DIMENSIONS)
+        second = await exported(store, copy)
+
+        assert report.created == PAGES_OF_DOCUMENTS
+        assert json.loads(second[0]) == {**json.loads(first[0]), "project": copy}
+        # The versions included: the documents after the first page got one past the first page's highest.
+        assert [json.loads(line).get("version") for line in second[1:]] == [
+            json.loads(line).get("version") for line in first[1:]
+        ]
+        assert second[1:] == first[1:]
+
+    async def test_saves_restoring_one_import_count_from_the_generation_before_it(self, store, project) -> None:
+        start = await store.project_generation(project)
+        floor = RestoreFloor(project_id=project, before=start, left=start)
+        first = await store.save_documents([versioned(project, "a", start + 5)], restoring=floor)
+
+        floor = replace(floor, left=first.generations[project])
+        second = await store.save_documents([versioned(project, "b", start + 2)], restoring=floor)
+
+        assert (first[project, "a"], second[project, "b"]) == (start + 5, start + 2)
+        assert second.generations[project] == await store.project_generation(project) > start + 5
+
+    async def test_a_save_restoring_an_import_after_another_write_counts_past_the_generation(
+        self, store, project
+    ) -> None:
+        start = await store.project_generation(project)
+        floor = RestoreFloor(project_id=project, before=start, left=start)
+        first = await store.save_documents([versioned(project, "a", start + 5)], restoring=floor)
+        # Another writer between the import's saves: "b" had versions the import's one may not take again.
+        await store.save_documents([importable(project, "b")])
+        assert await store.delete_document(project, "b")
+        generation = await store.project_generation(project)
+
+        floor = replace(floor, left=first.generations[project])
+        second = await store.save_documents([versioned(project, "b", start + 2)], restoring=floor)
+
+        assert second[project, "b"] == generation + 1
