@@ -199,10 +199,15 @@ class SavedVersions(Mapping[DocumentKey, int]):
 
 @dataclass(frozen=True, slots=True)
 class OutboxStats:
-    """The lexical outbox: documents waiting, and seconds the oldest has waited (0 when none)."""
+    """The lexical outbox: documents waiting, and seconds the oldest has waited (0 when none).
+
+    `newest_version`: the outbox version of the latest queued change (0 when none); a drain waits for the
+    changes up to it (`DocumentStore.outbox_stats(through=...)`), not for those queued after it began.
+    """
 
     backlog: int
     oldest_age_s: float
+    newest_version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -278,8 +278,11 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
         """
         ...
 
-    async def outbox_stats(self) -> OutboxStats:
-        """Return how many documents await lexical indexing and how long the oldest has waited."""
+    async def outbox_stats(self, *, through: int | None = None) -> OutboxStats:
+        """Return how many documents await lexical indexing and how long the oldest has waited.
+
+        With `through`, `backlog` counts only changes queued at or before that outbox version.
+        """
         ...
 
     async def project_generation(self, project_id: str) -> int:

@@ -216,11 +216,13 @@ class InMemoryDocumentStore:
 
         self._bump({document.project_id for document in documents})
 
-    async def outbox_stats(self) -> OutboxStats:
-        """Return how many documents await lexical indexing and how long the oldest has waited."""
+    async def outbox_stats(self, *, through: int | None = None) -> OutboxStats:
+        """Return how many documents await lexical indexing (queued by `through`), how long the oldest has waited."""
         self._check_available()
         oldest = min(self._queued_at.values(), default=None)
-        return OutboxStats(backlog=len(self._outbox), oldest_age_s=0.0 if oldest is None else self._clock() - oldest)
+        backlog = sum(1 for version in self._outbox.values() if through is None or version <= through)
+        age_s = 0.0 if oldest is None else self._clock() - oldest
+        return OutboxStats(backlog=backlog, oldest_age_s=age_s, newest_version=max(self._outbox.values(), default=0))
 
     async def project_generation(self, project_id: str) -> int:
         """Return the project's generation (0 until its first write)."""

@@ -304,12 +304,12 @@ class PostgresDocumentStore:
                 # The lexical leg now answers differently: cached answers of these projects are stale.
                 await _bump_generations(connection, projects)
 
-    async def outbox_stats(self) -> OutboxStats:
-        """Return how many documents await lexical indexing and how long the oldest has waited."""
+    async def outbox_stats(self, *, through: int | None = None) -> OutboxStats:
+        """Return how many documents await lexical indexing (queued by `through`), how long the oldest has waited."""
         with translate_errors(engine=self.name):
             async with all_projects_transaction(self._engine, reason="outbox stats") as connection:
-                row = (await connection.execute(text(SELECT_OUTBOX_STATS))).one()
-        return OutboxStats(backlog=int(row.backlog), oldest_age_s=float(row.oldest_age_s))
+                row = (await connection.execute(text(SELECT_OUTBOX_STATS), {"through": through})).one()
+        return OutboxStats(int(row.backlog), float(row.oldest_age_s), newest_version=int(row.newest_version))
 
     async def project_generation(self, project_id: str) -> int:
         """Return the project's generation: it moves on with every write that changes its answers (0: none yet)."""

@@ -273,8 +273,9 @@ BUMP_GENERATIONS: Final = (
 """One new generation per listed project; run last in a write's transaction (it locks the project's row)."""
 
 SELECT_OUTBOX_STATS: Final = (
-    "SELECT count(*) AS backlog, coalesce(extract(epoch FROM now() - min(queued_at)), 0) AS oldest_age_s "
-    "FROM lexical_outbox"
+    "SELECT count(*) FILTER (WHERE version <= coalesce(CAST(:through AS bigint), version)) AS backlog, "
+    "coalesce(extract(epoch FROM now() - min(queued_at)), 0) AS oldest_age_s, "
+    "coalesce(max(version), 0) AS newest_version FROM lexical_outbox"
 )
 
 SELECT_CACHED_EMBEDDINGS: Final = (

@@ -58,6 +58,7 @@ class OutboxWorker:
             msg = "poll_interval_s and max_backoff_s must be positive"
             raise ValueError(msg)
         self._store, self._lexical = store, lexical
+        self._drained_through: int | None = None  # the newest change the last drain waited for
         self._batch_size = batch_size
         self._poll_interval_s, self._max_backoff_s = poll_interval_s, max_backoff_s
         self._on_indexed, self._on_error = on_indexed, on_error
@@ -172,7 +173,11 @@ class OutboxWorker:
         return None
 
     async def drain(self, timeout_s: float) -> int:
-        """Run cycles until the outbox is empty; return how many documents were indexed.
+        """Run cycles until what was queued when it began is indexed; return how many documents were indexed.
+
+        Changes queued after it began are indexed as the cycles reach them, but not waited for: beside a
+        writer that kept the outbox from emptying (another client, a second import), a drain that ran until
+        the outbox was empty made progress every cycle, so its timeout never came, and it never ended.
 
         `timeout_s` bounds the time without progress, not the whole drain: a cycle that indexes something
         starts it again, so a large backlog (an import of 25,000 chunks takes about a minute on two cores)
@@ -188,8 +193,11 @@ class OutboxWorker:
         indexed, failures = 0, 0
         last_error: EngineError | None = None
         refused: dict[tuple[str, str], EngineRejectedError] = {}
+        through: int | None = None  # the newest change queued when the drain began, read at its first cycle
         while True:
             try:
+                if through is None:
+                    through = self._drained_through = (await self._store.outbox_stats()).newest_version
                 count = await self.run_once()
             except EngineError as error:
                 failures, last_error = failures + 1, error
@@ -211,13 +219,21 @@ class OutboxWorker:
             indexed += count
             failures = 0
             deadline = time.monotonic() + timeout_s
+            try:
+                if (await self._store.outbox_stats(through=through)).backlog == 0:
+                    return indexed
+            except EngineError as error:  # asked again after the next cycle, which retries the store
+                last_error = error
         reason = f": {last_error.message}" if last_error is not None else ""
         msg = f"lexical outbox: nothing indexed for {timeout_s:g} s, after indexing {indexed} documents{reason}"
         raise EngineTimeoutError(msg, engine=self._lexical.name)
 
     async def backlog(self) -> int:
-        """Documents still queued, whoever holds them (another process's lease, a refusal's)."""
-        return (await self._store.outbox_stats()).backlog
+        """Documents still queued, whoever holds them (another process's lease, a refusal's).
+
+        After a `drain`, those it waited for: queued before it began.
+        """
+        return (await self._store.outbox_stats(through=self._drained_through)).backlog
 
     async def run(self) -> None:
         """Loop until `stop()`: drain in cycles, wait `poll_interval_s` (or a `wake()`) when idle.

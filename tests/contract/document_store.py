@@ -215,6 +215,16 @@ class DocumentStoreContract:
         async with store.lock_documents([(project, "other")]):
             events.append("other in")
 
+    async def test_outbox_stats_through_a_version_count_only_what_was_queued_by_then(self, store, project) -> None:
+        await store.save_documents([entry(project, "a", 1)])
+        through = (await store.outbox_stats()).newest_version
+        await store.save_documents([entry(project, "b", 1)])
+
+        everything, by_then = await store.outbox_stats(), await store.outbox_stats(through=through)
+
+        assert everything.newest_version > through
+        assert by_then.backlog == everything.backlog - 1  # "b" (a shared database holds other tests' entries)
+
     async def test_writes_and_deletes_move_the_project_generation_on(self, store, project) -> None:
         start = await store.project_generation(project)
         await store.save_documents([entry(project, "doc", 1)])

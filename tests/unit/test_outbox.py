@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from app.domain.errors import EngineRejectedError, EngineTimeoutError, EngineUnavailableError
-from app.domain.models import Chunk, DocumentChunks, ScoredHit, StoredDocument
+from app.domain.models import Chunk, DocumentChunks, OutboxStats, ScoredHit, StoredDocument
 from app.ingestion.outbox import OutboxWorker
 
 if TYPE_CHECKING:
@@ -85,6 +85,10 @@ class OutboxStore:
     async def queue_project_for_reindex(self, project_id: str) -> int:
         raise NotImplementedError
 
+    async def outbox_stats(self, *, through: int | None = None) -> OutboxStats:
+        versions = [version for version in self.outbox.values() if through is None or version <= through]
+        return OutboxStats(backlog=len(versions), oldest_age_s=0.0, newest_version=max(self.outbox.values(), default=0))
+
     async def ping(self) -> None:
         return None
 
@@ -142,6 +146,37 @@ async def test_drain_indexes_everything_in_batches() -> None:
     assert lexical.attempts == 3  # batches of 2, 2, 1
     assert store.outbox == {}
     assert lexical.indexed == {("p", n): (f"text {n}",) for n in "abcde"}
+
+
+class WritingLexical(FlakyLexical):
+    """A lexical index beside a writer that never stops: each batch it indexes, one more document is queued."""
+
+    def __init__(self, store: OutboxStore, *, writes: int) -> None:
+        super().__init__()
+        self.store, self.writes = store, writes
+
+    async def replace_documents(self, documents: Sequence[DocumentChunks]) -> None:
+        await super().replace_documents(documents)
+        if self.writes:
+            self.writes -= 1
+            self.store.write("other", f"written-{self.writes}", "written meanwhile")
+
+
+async def test_drain_waits_for_what_was_queued_when_it_began_not_for_a_writer_that_keeps_queueing() -> None:
+    # It ran until the outbox was empty: each cycle made progress, so its timeout (time without progress)
+    # never came, and beside a writer that never stopped it never ended (here: until the 1,000 writes ran out).
+    store = OutboxStore()
+    for name in "abcde":
+        store.write("p", name, f"text {name}")
+    lexical = WritingLexical(store, writes=1_000)
+
+    outbox = worker(store, lexical)
+    indexed = await outbox.drain(timeout_s=5)
+
+    assert {("p", name) for name in "abcde"} <= lexical.indexed.keys()
+    assert indexed == 6  # batches of 2: a b, c d, e and the first document written meanwhile
+    assert lexical.writes == 1_000 - 3
+    assert (await outbox.backlog(), len(store.outbox)) == (0, 2)  # what the drain waited for; what it did not
 
 
 async def test_drain_survives_failures_and_loses_nothing() -> None:
