@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final, TextIO
 from app.api.search_schemas import response_json, search_response
 from app.cli.commands import drain_or_explain
 from app.config import ConfigurationError
-from app.domain.errors import SearchServiceError
+from app.domain.errors import DocumentNotFoundError, SearchServiceError
 from app.domain.text_cuts import shortened
 from app.ingestion.outbox import OutboxWorker
 from app.ingestion.transfer import check_export, export_lines, import_lines
@@ -197,6 +197,11 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
             if partial is not None:
                 partial.unlink(missing_ok=True)
             print(f"cannot write {output or 'stdout'}: {error}; nothing exported", file=sys.stderr)
+            return 1
+        except DocumentNotFoundError:  # deleted since `project_ids`: nothing was written but the temporary file
+            if partial is not None:
+                partial.unlink(missing_ok=True)
+            print(f"project {project!r} holds no documents (deleted just now); nothing exported", file=sys.stderr)
             return 1
     print(f"{documents - 2} documents of {project!r} exported", file=sys.stderr)  # less the header and end lines
     return 0

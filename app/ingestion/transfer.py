@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.catalog import DocumentSelection
-from app.domain.errors import InvalidInputError
+from app.domain.errors import DocumentNotFoundError, InvalidInputError
 from app.domain.models import RestoreFloor
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 from app.ingestion.record_hashes import RECORD_HASH_ALGORITHM, record_hash, record_hash_problem
@@ -75,8 +75,11 @@ async def export_lines(
     """The export of a project, one JSON line at a time (header first), paging through it by document id.
 
     Every page is read from one snapshot (`DocumentStore.project_snapshot`): the export is the project as it
-    stood when the first document line was read, whatever is written meanwhile. Close the iterator (`aclosing`)
+    stood when the first line was asked for, whatever is written meanwhile. Close the iterator (`aclosing`)
     when not reading it to the end, so the snapshot ends then and not when the iterator is collected.
+
+    Raises `DocumentNotFoundError`, before the header, when the project holds no documents at that moment
+    (deleted since the caller checked: an empty export would pass for a backup).
     """
     header = {
         "kind": "header",
@@ -87,20 +90,29 @@ async def export_lines(
         "dimensions": dimensions,
         "record_hashes": RECORD_HASH_ALGORITHM,
     }
-    yield json.dumps(header)
-    after: str | None = None
     documents = 0
     async with store.project_snapshot(project_id) as snapshot:
-        while page := await snapshot.embedded_documents(
-            project_id, after=after, limit=await _page_limit(snapshot, project_id, after)
-        ):
+        page = await _next_page(snapshot, project_id, after=None)
+        if not page:
+            msg = f"project {project_id!r} holds no documents"
+            raise DocumentNotFoundError(msg)
+        yield json.dumps(header)
+        while page:
             for document, chunks in page:
                 record = document_record(document, chunks)
                 record["record_hash"] = record_hash(record)
                 yield json.dumps(record, ensure_ascii=False)
             documents += len(page)
-            after = page[-1][0].document_id
+            page = await _next_page(snapshot, project_id, after=page[-1][0].document_id)
     yield json.dumps({"kind": "end", "documents": documents})
+
+
+async def _next_page(
+    snapshot: ProjectSnapshot, project_id: str, *, after: str | None
+) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
+    return await snapshot.embedded_documents(
+        project_id, after=after, limit=await _page_limit(snapshot, project_id, after)
+    )
 
 
 async def _page_limit(snapshot: ProjectSnapshot, project_id: str, after: str | None) -> int:

@@ -10,6 +10,10 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import pytest
+
+from app.domain.catalog import DocumentSelection
+from app.domain.errors import DocumentNotFoundError
 from app.domain.models import EmbeddedChunk, RestoreFloor
 from app.ingestion.pipeline import chunk_hash, embedding_text
 from app.ingestion.transfer import PAGE_SIZE, export_lines, import_lines
@@ -106,3 +110,15 @@ class ProjectTransferContract:
         second = await store.save_documents([versioned(project, "b", start + 2)], restoring=floor)
 
         assert second[project, "b"] == generation + 1
+
+    async def test_an_export_of_a_project_deleted_as_it_begins_is_refused_not_an_empty_file(
+        self, store, project
+    ) -> None:
+        # `poimen export` checks that the project holds documents, then exports: a delete of the project in
+        # between gave a header and an end line counting 0, exit 0: an empty backup taken for a good one.
+        await store.save_documents([entry(project, document_id, 1) for document_id in document_ids(3)])
+        lines = export_lines(store, project, model_name=MODEL, dimensions=DIMENSIONS)
+        assert await store.delete_documents(DocumentSelection(project_id=project)) == 3
+
+        with pytest.raises(DocumentNotFoundError, match="holds no documents"):
+            await anext(lines)  # not even the header: nothing reaches the file or standard output
