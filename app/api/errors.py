@@ -278,6 +278,8 @@ def framework_title(status: int) -> str:
     """The title of a framework error's problem: the status phrase in sentence case; 400 as the service's own."""
     if status == HTTPStatus.BAD_REQUEST:
         return "Invalid request"
+    if status == HTTPStatus.REQUEST_URI_TOO_LONG:
+        return "URI too long"  # RFC 9110's phrase; Python keeps RFC 2616's "Request-URI Too Long"
     try:
         return HTTPStatus(status).phrase.capitalize()
     except ValueError:

@@ -7,7 +7,7 @@
   convert as one untagged union); its body is described here from the same Structs it is decoded with.
 - OpenAPI links tie the write path together (ingest -> read / list / stats / search -> delete -> read),
   so stateful clients and fuzzers (schemathesis) can follow a document through its life.
-- 408 and 431 come from the HTTP layer on any route (`app.api.request_head`, `app.api.overload`): described
+- 408, 414 and 431 come from the HTTP layer on any route (`app.api.request_head`, `app.api.overload`): described
   once, as `components.responses` named after their status phrase and in the document's description, rather
   than on every operation.
 """
@@ -48,6 +48,10 @@ ANY_OPERATION_PROBLEMS: Final = {
         f" {REQUEST_BODY_MIN_RATE_BYTES_PER_S / 1024:g} KiB/s after its first {REQUEST_BODY_TIMEOUT_S:g} s. Nothing"
         " was done with the request, and the connection is closed; the same request over as slow a link would be"
         " cut off again"
+    ),
+    HTTPStatus.REQUEST_URI_TOO_LONG: (
+        f"The request target (the URL, its query string included) alone is over the {MAX_REQUEST_HEAD_BYTES} bytes"
+        " a request line and headers may hold together. The request reaches no route, and the connection is closed"
     ),
     HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE: (
         f"The request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes (a bearer token is at most"

@@ -1,13 +1,14 @@
-"""A cap on a request's head (request line and headers): over `MAX_REQUEST_HEAD_BYTES` it is a 431, not memory.
+"""A cap on a request's head (request line and headers): over `MAX_REQUEST_HEAD_BYTES` it is a 431 or 414, not memory.
 
 uvicorn's httptools parser buffers a header whatever its length (a 64 MB header was read in whole), and
 Litestar sees the request only once its head is complete, so the cap has to sit in the HTTP protocol itself.
 Two counts hold it: the bytes received while a head is being read (bounds memory even when one header never
 ends) and the exact lengths of the URL and each header as the parser hands them over (holds the limit for a
 head that arrives in one read). Either refuses with a problem+json 431 and ends the connection, as nginx
-and Node do for their own limits: the answer is sent and the sending side shut, then whatever the client is
-still sending is read and dropped for up to `LINGER_S` before closing (closing with unread data would reset
-the connection and could destroy the 431 before the client reads it).
+and Node do for their own limits (a 414 when the cap is crossed before the request line ended: the URL is what
+is too long, RFC 9110 15.5.15, and a 431 sent a client looking through its headers): the answer is sent and the
+sending side shut, then whatever the client is still sending is read and dropped for up to `LINGER_S` before
+closing (closing with unread data would reset the connection and could destroy the 431 before the client reads it).
 
 A head must also arrive in time: whole within `REQUEST_HEAD_TIMEOUT_S` of the connection opening, or of the
 first byte of a kept-alive connection's next request (one idle between requests closes after
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 MAX_REQUEST_HEAD_BYTES = 64 * 1024
 """The request line and all headers together; a bearer token is at most 16,384 characters (app.auth.tokens)."""
 LINGER_S = 2.0
-"""After a 431 or 408, how long the rest of the client's request is read and dropped before the connection closes."""
+"""After a refused head (414, 431, 408), how long the rest of the request is read and dropped before closing."""
 REQUEST_HEAD_TIMEOUT_S = 20.0
 """Seconds from a connection's opening (or its next request's first byte) to the end of the request head."""
 RESPONSE_SEND_TIMEOUT_S = 20.0
@@ -55,7 +56,7 @@ class _HeadTooLargeError(Exception):
 
 
 class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, refusing a request head over `MAX_REQUEST_HEAD_BYTES` (431) or late (408)."""
+    """uvicorn's httptools protocol: a head over `MAX_REQUEST_HEAD_BYTES` is a 431 (414: the URL alone), late a 408."""
 
     head_timeout_s = REQUEST_HEAD_TIMEOUT_S
     unread_body_timeout_s = REQUEST_BODY_TIMEOUT_S
@@ -67,6 +68,8 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     _head_bytes_received = 0
     _head_bytes_parsed = 0
     _head_too_large = False
+    _request_line_ended = False
+    _target_too_long = False
     _refused = False
     _head_timer: TimerHandle | None = None
     _body_bytes_received = 0
@@ -99,11 +102,13 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         """Count what arrives while a head is read; over the cap, refuse it."""
         if self._refused:
-            return  # the 431 or 408 is sent; the rest of this request is dropped unread by the parser
+            return  # the refusal is sent; the rest of this request is dropped unread by the parser
         if self._reading_head:
             if self._head_timer is None:  # a kept-alive connection's next request: timed from its first byte
                 self._start_head_timer()
             self._head_bytes_received += len(data)
+            if not self._request_line_ended and b"\n" in data:
+                self._request_line_ended = True
         else:
             self._body_bytes_received += len(data)
         super().data_received(data)
@@ -119,7 +124,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_url(self, url: bytes) -> None:
         """Count the request target."""
-        self._count_parsed(len(url))
+        self._count_parsed(len(url), target=True)
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -139,6 +144,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         """A kept-alive connection's next request starts with its head."""
         super().on_message_complete()
         self._reading_head = True
+        self._request_line_ended = False
         self._stop_unread_body_timer()
         if self.cycle is not None and self.cycle.response_complete and self._head_timer is None:
             # The rest of an answered request's body came: uvicorn times nothing now, so the next head is timed.
@@ -158,10 +164,11 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         else:
             super().send_400_response(msg)
 
-    def _count_parsed(self, size_bytes: int) -> None:
+    def _count_parsed(self, size_bytes: int, *, target: bool = False) -> None:
         self._head_bytes_parsed += size_bytes
         if self._head_bytes_parsed > MAX_REQUEST_HEAD_BYTES:
             self._head_too_large = True
+            self._target_too_long = target
             raise _HeadTooLargeError
 
     def _start_head_timer(self) -> None:
@@ -219,6 +226,10 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         self._send_timer = asyncio.get_running_loop().call_later(self.send_timeout_s, self._watch_send, buffered)
 
     def _refuse_head(self) -> None:
+        if self._target_too_long or not self._request_line_ended:
+            detail = f"the request target (the URL) is over the {MAX_REQUEST_HEAD_BYTES} bytes a request head may hold"
+            self._refuse(414, detail)
+            return
         detail = f"the request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes"
         self._refuse(431, detail)
 

@@ -200,7 +200,7 @@ def test_every_guarded_operation_declares_401_and_403(openapi) -> None:
     assert missing == []
 
 
-def test_406_408_and_431_are_described_once_as_answers_any_operation_may_give(openapi) -> None:
+def test_406_408_414_and_431_are_described_once_as_answers_any_operation_may_give(openapi) -> None:
     # The HTTP layer answers them on any route (a late head or body, a head over 64 KiB, an `Accept` without
     # JSON); the document said none. Described once, in `components.responses` and the document's description.
     responses = openapi["components"]["responses"]
@@ -208,8 +208,10 @@ def test_406_408_and_431_are_described_once_as_answers_any_operation_may_give(op
     not_acceptable = responses["NotAcceptable"]
     declared = {status for _, _, operation in operations(openapi) for status in operation["responses"]}
 
-    assert set(responses) == {"NotAcceptable", "RequestTimeout", "RequestHeaderFieldsTooLarge"}
-    for response in (timeout, too_large, not_acceptable):
+    uri_too_long = responses["Request-URITooLong"]
+
+    assert set(responses) == {"NotAcceptable", "RequestTimeout", "Request-URITooLong", "RequestHeaderFieldsTooLarge"}
+    for response in (timeout, uri_too_long, too_large, not_acceptable):
         assert set(response["content"]) == {"application/problem+json"}
         assert {"type", "title", "status", "detail"} <= set(
             component(openapi, response["content"]["application/problem+json"]["schema"])["required"]
@@ -217,14 +219,16 @@ def test_406_408_and_431_are_described_once_as_answers_any_operation_may_give(op
     assert "20 s" in timeout["description"]
     assert "16 KiB/s" in timeout["description"]
     assert "65536 bytes" in too_large["description"]
+    assert "65536 bytes" in uri_too_long["description"]
     assert "/metrics" in not_acceptable["description"]
     for status, name in (
         ("406", "NotAcceptable"),
         ("408", "RequestTimeout"),
+        ("414", "Request-URITooLong"),
         ("431", "RequestHeaderFieldsTooLarge"),
     ):
         assert f"{status} (`#/components/responses/{name}`)" in openapi["info"]["description"]
-    assert {"406", "408", "431"} & declared == set()
+    assert {"406", "408", "414", "431"} & declared == set()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""`HeadLimitedHttpToolsProtocol` in a real uvicorn on loopback: a head over the cap is a 431, a late one a 408."""
+"""`HeadLimitedHttpToolsProtocol` in a real uvicorn on loopback: a head over the cap is a 431 (a URL over it a 414), a late one a 408."""
 
 from __future__ import annotations
 
@@ -137,6 +137,46 @@ async def test_a_header_that_never_ends_is_refused_once_the_cap_is_received(port
 
     assert statuses(answer) == [431]
     assert served_paths == []
+
+
+async def test_a_url_over_the_cap_in_one_write_is_a_414_problem_and_reaches_no_handler(port: int) -> None:
+    # The URL is what is too long: a 431 ("headers too large") sent the client looking through its headers.
+    answer = await exchange(port, head("/long?q=" + "x" * (MAX_REQUEST_HEAD_BYTES + 10), 10))
+
+    assert statuses(answer) == [414]
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert body["status"] == 414
+    assert body["title"] == framework_title(414)
+    assert "URL" in body["detail"]
+    assert served_paths == []
+
+
+async def test_a_url_that_never_ends_is_a_414_once_the_cap_is_received(port: int) -> None:
+    writes = [b"GET /endless?q="] + [b"x" * 16_384] * 64
+    answer = await exchange(port, *writes)
+
+    assert statuses(answer) == [414]
+    assert served_paths == []
+
+
+async def test_a_kept_alive_connections_next_request_with_a_long_url_is_a_414(port: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(head("/first", 10))
+        first_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
+        length = next(
+            int(line.split(b":")[1]) for line in first_head.split(b"\r\n") if line.startswith(b"content-length")
+        )
+        await reader.readexactly(length)
+        for piece in [b"GET /second?q="] + [b"x" * 16_384] * 4:  # the second URL in pieces, none ending a line
+            writer.write(piece)
+            await writer.drain()
+        second = await asyncio.wait_for(reader.read(), timeout=10.0)
+    finally:
+        writer.close()
+
+    assert statuses(first_head + second) == [200, 414]
+    assert served_paths == ["/first"]
 
 
 async def test_each_request_on_a_kept_alive_connection_has_its_own_cap(port: int) -> None:

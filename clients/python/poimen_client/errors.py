@@ -112,9 +112,9 @@ class InvalidRequestError(ServiceError):
 
 
 class PayloadTooLargeError(InvalidRequestError):
-    """413: a document (or the whole body) is over the service's size limit; 431: the request's headers are."""
+    """413: a document (or the whole body) is over the service's size limit; 414: the URL is; 431: the headers are."""
 
-    status_codes = frozenset({413, 431})
+    status_codes = frozenset({413, 414, 431})
 
 
 class RequestTimeoutError(ServiceError):
