@@ -50,7 +50,7 @@ def _whole_number(low: int, high: int | None = None, *, named: str | None = None
 EPILOG = (
     "Settings come from the environment (POIMEN_DATA_DIR, DATABASE_URL, OPENSEARCH_URL, EMBEDDING_MODEL, ...: "
     "README.md). Exit status: 0 done; 1 failed; 2 bad arguments or settings, or a file `import` or `eval` "
-    "refuses; 130 interrupted."
+    "refuses; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM)."
 )
 PROJECT_HELP = f"project id: {PROJECT_ID_RULE}"
 

@@ -7,6 +7,8 @@ its protocol awaits, in a `finally`, a reply PostgreSQL will not send before the
 on a 6,000-document export. Here the first SIGINT also starts a deadline; a command still running
 `INTERRUPT_GRACE_S` later says so, releases what `atexit` holds (the embedded PostgreSQL, which rolls
 back the open transaction) and exits 130. Every batch is its own transaction: what was committed stands.
+SIGTERM (`kill`, `timeout`, a closed terminal) stops a command the same way and exits 143: Python's default
+ended the process at once, without its `atexit` handlers, and the embedded PostgreSQL it had started ran on.
 """
 
 from __future__ import annotations
@@ -24,10 +26,16 @@ if TYPE_CHECKING:
     from types import FrameType
 
 EXIT_INTERRUPTED: Final = 130
+EXIT_TERMINATED: Final = 143
+"""128 + SIGTERM, the shells' status for a process SIGTERM ended."""
 INTERRUPT_GRACE_S: Final = 10.0
 """How long a command may take to stop after the first Ctrl-C before the process ends without it."""
 
 Result = TypeVar("Result")
+
+
+class TerminatedError(KeyboardInterrupt):
+    """The command was stopped by SIGTERM; handled as a Ctrl-C is, and the exit status is `EXIT_TERMINATED`."""
 
 
 def run_interruptibly(
@@ -37,6 +45,10 @@ def run_interruptibly(
     deadline = _Deadline(command, grace_s)
     try:
         return asyncio.run(_armed_on_interrupt(coroutine, deadline))
+    except KeyboardInterrupt:
+        if deadline.signal_number == signal.SIGTERM:
+            raise TerminatedError from None
+        raise
     finally:
         deadline.disarm()  # stopped in time, the engines closed and the loop too: the status is the command's
 
@@ -48,9 +60,12 @@ class _Deadline:
         self._command = command
         self._grace_s = grace_s
         self._timer: threading.Timer | None = None
+        self.signal_number: int | None = None
+        """The first signal that stopped the command: SIGINT or SIGTERM."""
 
-    def arm(self) -> None:
+    def arm(self, signal_number: int) -> None:
         if self._timer is None:
+            self.signal_number = signal_number
             self._timer = threading.Timer(self._grace_s, self._end_process)
             self._timer.daemon = True
             self._timer.start()
@@ -60,8 +75,10 @@ class _Deadline:
             self._timer.cancel()
 
     def _end_process(self) -> None:
+        terminated = self.signal_number == signal.SIGTERM
+        stopped = "terminated (SIGTERM)" if terminated else "interrupted"
         print(
-            f"poimen {self._command}: interrupted; it did not stop within {self._grace_s:g} s (a database write "
+            f"poimen {self._command}: {stopped}; it did not stop within {self._grace_s:g} s (a database write "
             "still in flight), so it ends now: what was committed stands",
             file=sys.stderr,
             flush=True,
@@ -69,14 +86,15 @@ class _Deadline:
         # What the stuck task says once its connection closes under it is not news ("stopped part-way").
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
         atexit._run_exitfuncs()  # noqa: SLF001 - the embedded PostgreSQL's handle, as a normal exit releases it
-        os._exit(EXIT_INTERRUPTED)
+        os._exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
 
 
 async def _armed_on_interrupt(coroutine: Coroutine[Any, Any, Result], deadline: _Deadline) -> Result:
     """Await `coroutine` with a SIGINT handler that starts `deadline`, then does what asyncio's does.
 
     Installed from inside the loop: `asyncio.run` sets its own handler (cancel the task; at a second
-    SIGINT, raise `KeyboardInterrupt`) only where it finds Python's default one.
+    SIGINT, raise `KeyboardInterrupt`) only where it finds Python's default one. SIGTERM, where it has
+    Python's default (ending the process at once), gets the same handler.
     """
     if threading.current_thread() is not threading.main_thread():
         return await coroutine
@@ -85,11 +103,16 @@ async def _armed_on_interrupt(coroutine: Coroutine[Any, Any, Result], deadline: 
         return await coroutine
 
     def on_interrupt(signal_number: int, frame: FrameType | None) -> None:
-        deadline.arm()
+        deadline.arm(signal_number)
         asyncio_handler(signal_number, frame)
 
     signal.signal(signal.SIGINT, on_interrupt)
+    terminate_handler = signal.getsignal(signal.SIGTERM)
+    if terminate_handler is signal.SIG_DFL:  # one set by the caller, or SIGTERM ignored, is left as it is
+        signal.signal(signal.SIGTERM, on_interrupt)
     try:
         return await coroutine
     finally:
         signal.signal(signal.SIGINT, asyncio_handler)
+        if terminate_handler is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, terminate_handler)

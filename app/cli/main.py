@@ -13,7 +13,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from app.cli.arguments import build_parser
-from app.cli.interrupts import EXIT_INTERRUPTED, run_interruptibly
+from app.cli.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, TerminatedError, run_interruptibly
 from app.cli.serve_lock import DataDirInUseError, ServeLock
 from app.config import ConfigurationError, Settings, load_settings, shared_database_problem
 from app.domain.errors import EngineError
@@ -326,11 +326,13 @@ def _run(command: str, run: Callable[[], int]) -> int:
         # An engine that cannot be reached (a wrong URL, a server down or restarting): one line, not a traceback.
         print(f"poimen {command}: {error.message}", file=sys.stderr)
         return EXIT_FAILURE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         # Ctrl-C: what was committed stands (each batch is a transaction) and the data folder stays usable;
-        # one line instead of asyncio's forty of traceback. 130 is the shells' status for SIGINT.
-        print(f"poimen {command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        # one line instead of asyncio's forty of traceback. 130 is the shells' status for SIGINT, 143 for
+        # SIGTERM (a `TerminatedError`), which stops a command the same way.
+        terminated = isinstance(interruption, TerminatedError)
+        print(f"poimen {command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`poimen export | head`): what was written stands, the rest is not wanted.
         # Nothing more goes to that pipe, Python's exit flush included; a failure status, as the output is cut.

@@ -37,7 +37,9 @@ STUCK = "finally:\n        await loop.create_future()"
 STOPS = "except asyncio.CancelledError:\n        return 3"
 
 
-def run_then_interrupt(after_cancel: str, *, grace_s: float) -> subprocess.CompletedProcess[str]:
+def run_then_interrupt(
+    after_cancel: str, *, grace_s: float, signal_number: int = signal.SIGINT
+) -> subprocess.CompletedProcess[str]:
     script = COMMAND.replace("AFTER_CANCEL", after_cancel).replace("GRACE_S", str(grace_s))
     process = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -51,7 +53,7 @@ def run_then_interrupt(after_cancel: str, *, grace_s: float) -> subprocess.Compl
     )
     assert process.stdout is not None
     assert process.stdout.readline() == "writing\n"
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signal_number)
     try:
         stdout, stderr = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -77,3 +79,21 @@ def test_a_command_that_stops_when_interrupted_keeps_its_own_outcome() -> None:
 
     assert result.returncode == 3, result.stderr  # not the deadline's 130: it stopped in time, its own way
     assert "did not stop" not in result.stderr
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_does_and_ends_with_143() -> None:
+    # `kill`, a closed terminal's session manager, `timeout`: Python's default ended the process at once,
+    # without its atexit handlers, so the embedded PostgreSQL it had started kept running with no one using it.
+    result = run_then_interrupt(STUCK, grace_s=0.5, signal_number=signal.SIGTERM)
+
+    assert result.returncode == 143, result.stderr
+    assert "poimen import: terminated (SIGTERM); it did not stop within 0.5 s" in result.stderr
+    assert result.stdout == "released\n"
+    assert "Traceback" not in result.stderr
+
+
+def test_sigterm_lets_a_command_that_stops_keep_its_own_outcome() -> None:
+    result = run_then_interrupt(STOPS, grace_s=60, signal_number=signal.SIGTERM)
+
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == "released\n"
