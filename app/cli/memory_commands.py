@@ -194,15 +194,15 @@ async def export_project(settings: Settings, *, project: str, output: Path | Non
             if partial is not None and target is not None:
                 partial.replace(target)
         except OSError as error:
-            if partial is not None:
-                partial.unlink(missing_ok=True)
             print(f"cannot write {output or 'stdout'}: {error}; nothing exported", file=sys.stderr)
             return 1
         except DocumentNotFoundError:  # deleted since `project_ids`: nothing was written but the temporary file
-            if partial is not None:
-                partial.unlink(missing_ok=True)
             print(f"project {project!r} holds no documents (deleted just now); nothing exported", file=sys.stderr)
             return 1
+        finally:
+            # Renamed when complete; removed when not: a failed write, and a Ctrl-C or SIGTERM part-way.
+            if partial is not None:
+                partial.unlink(missing_ok=True)
     print(f"{documents - 2} documents of {project!r} exported", file=sys.stderr)  # less the header and end lines
     return 0
 
