@@ -365,45 +365,46 @@ def test_ingest_holds_max_document_bytes_and_refuses_unwritable_text_in_one_line
     assert not data_dir.exists()  # refused before any engine started
 
 
-def test_a_data_dir_under_a_file_is_one_line_naming_it(tmp_path: Path) -> None:
+@pytest.fixture
+def run_on_a_data_dir_under_a_file(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`run(*arguments)`: `poimen ARGUMENTS` with POIMEN_DATA_DIR at `tmp_path/a-file/data`, under a file."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder", encoding="utf-8")
 
-    result = subprocess.run(
-        [poimen_executable(), "ingest", str(NOTES), "--project", PROJECT],
-        cwd=tmp_path,
-        env=cli_environment(blocker / "data"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    def run(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [poimen_executable(), *arguments],
+            cwd=tmp_path,  # not the data dir's parent (run_cli's): that is the file
+            env=cli_environment(blocker / "data"),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    return run
+
+
+def test_a_data_dir_under_a_file_is_one_line_naming_it(
+    run_on_a_data_dir_under_a_file: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    result = run_on_a_data_dir_under_a_file("ingest", str(NOTES), "--project", PROJECT)
 
     assert result.returncode == 1, result.stderr
-    assert f"poimen ingest: cannot use {blocker / 'data'}: Not a directory" in result.stderr
+    assert f"poimen ingest: cannot use {tmp_path / 'a-file' / 'data'}: Not a directory" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_serve_on_a_data_dir_it_cannot_write_says_so_in_one_line_before_starting_anything(tmp_path: Path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder", encoding="utf-8")
-    port = free_port()
-
-    result = subprocess.run(
-        [poimen_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=tmp_path,
-        env=cli_environment(blocker / "data"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+def test_serve_on_a_data_dir_it_cannot_write_says_so_in_one_line_before_starting_anything(
+    run_on_a_data_dir_under_a_file: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    result = run_on_a_data_dir_under_a_file("serve", "--host", "127.0.0.1", "--port", str(free_port()))
 
     assert result.returncode == 2, result.stderr  # was 3, after the model had loaded: uvicorn's start-up failure
     errors = [json.loads(line) for line in result.stderr.splitlines() if '"ERROR"' in line]
     expected = (
-        f"cannot use POIMEN_DATA_DIR {blocker / 'data'}: Not a directory; make it a folder this user can write,"
-        " or set POIMEN_DATA_DIR to one"
+        f"cannot use POIMEN_DATA_DIR {tmp_path / 'a-file' / 'data'}: Not a directory;"
+        " make it a folder this user can write, or set POIMEN_DATA_DIR to one"
     )
     assert [error["message"] for error in errors] == [expected]
     assert "Traceback" not in result.stderr
