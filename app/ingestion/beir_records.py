@@ -19,11 +19,19 @@ if TYPE_CHECKING:
 
 def beir_records(path: Path) -> Iterator[tuple[str, dict[str, object]]]:
     """Each non-blank line as (`file:line`, the object it holds); `InvalidInputError` for any other line."""
-    with path.open(encoding="utf-8-sig") as lines:
-        for line_number, line in enumerate(lines, start=1):
+    # Decoded a line at a time: a file decoded as a whole said only "'utf-8' codec can't decode byte 0xe9 in
+    # position 56", an offset into a read buffer, with no line to look at.
+    with path.open("rb") as lines:
+        for line_number, raw_line in enumerate(lines, start=1):
+            where = f"{path}:{line_number}"
+            try:
+                # utf-8-sig: a file an editor saved may start with a byte order mark.
+                line = raw_line.decode("utf-8-sig" if line_number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                msg = f"{where}: not valid UTF-8 (first at byte offset {error.start})"
+                raise InvalidInputError(msg, field="path") from None
             if not line.strip():
                 continue
-            where = f"{path}:{line_number}"
             try:
                 record = json.loads(line)
             except ValueError as error:

@@ -1,4 +1,4 @@
-"""The `poimen` command line on the paths a laptop has: folders with spaces, quotes and letters beyond ASCII."""
+"""The `poimen` command line on the paths and files a laptop has: spaces, quotes, letters beyond ASCII, other encodings."""
 
 from __future__ import annotations
 
@@ -33,3 +33,25 @@ def test_a_data_dir_whose_path_has_spaces_and_quotes_starts_the_embedded_databas
     assert result.returncode == 0, result.stderr
     assert "schema at head" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_corpus_that_is_not_utf8_is_refused_naming_its_file_and_line(tmp_path: Path) -> None:
+    # Both said only "'utf-8' codec can't decode byte 0xe9 in position 23: invalid continuation byte".
+    dataset = tmp_path / "latin1-set"
+    (dataset / "qrels").mkdir(parents=True)
+    corpus = dataset / "corpus.jsonl"
+    latin1_line = b'{"_id": "d2", "text": "caf\xe9 notes"}'
+    corpus.write_bytes(b'{"_id": "d1", "text": "fine"}\n' + latin1_line + b"\n")
+    (dataset / "queries.jsonl").write_text('{"_id": "q1", "text": "cafe"}\n', encoding="utf-8")
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n", encoding="utf-8")
+    data_dir = tmp_path / "data"
+
+    ingested = run_cli("ingest", str(corpus), "--project", "p", data_dir=data_dir)
+    evaluated = run_cli("eval", "--dataset", str(dataset), data_dir=data_dir)
+
+    expected = f"{corpus}:2: not valid UTF-8 (first at byte offset {latin1_line.index(0xE9)})"
+    assert ingested.returncode == 1, ingested.stderr
+    assert f"cannot ingest {corpus}: {expected}; nothing written" in ingested.stderr
+    assert evaluated.returncode == 2, evaluated.stderr
+    assert expected in evaluated.stderr
+    assert not data_dir.exists()
