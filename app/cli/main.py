@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import ipaddress
 import logging
@@ -60,7 +61,7 @@ def _unwritable_data_dir(settings: Settings) -> str | None:
                     pass
     except OSError as error:
         return (
-            f"cannot use POIMEN_DATA_DIR {probed}: {error.strerror or error};"
+            f"cannot use POIMEN_DATA_DIR {probed}: {_os_reason(error)};"
             " make it a folder this user can write, or set POIMEN_DATA_DIR to one"
         )
     return None
@@ -79,6 +80,16 @@ def _take_serve_lock(serve_lock: ServeLock, settings: Settings) -> str | None:
     except DataDirInUseError as error:
         return str(error)
     return None
+
+
+def _os_reason(error: OSError) -> str:
+    """Why a path could not be used, in the system's words; but a file where a folder must be says so.
+
+    `mkdir` of a folder whose name a file holds says "File exists", which reads as if the folder were fine.
+    """
+    if isinstance(error, FileExistsError) and error.filename and not os.path.isdir(error.filename):  # noqa: PTH112 - a str or bytes name
+        return f"{os.strerror(errno.ENOTDIR)} (a file has its name)"
+    return error.strerror or str(error)
 
 
 def _is_loopback(host: str) -> bool:
@@ -341,7 +352,7 @@ def _run(command: str, run: Callable[[], int]) -> int:
     except OSError as error:
         # A path the command cannot use (POIMEN_DATA_DIR under a file, a folder it may not write): one line.
         where = f" {error.filename}" if error.filename else ""
-        print(f"poimen {command}: cannot use{where}: {error.strerror or error}", file=sys.stderr)
+        print(f"poimen {command}: cannot use{where}: {_os_reason(error)}", file=sys.stderr)
         return EXIT_FAILURE
 
 

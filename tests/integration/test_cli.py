@@ -410,6 +410,22 @@ def test_serve_on_a_data_dir_it_cannot_write_says_so_in_one_line_before_starting
     assert "Traceback" not in result.stderr
 
 
+def test_a_data_dir_that_is_a_file_is_said_to_be_no_folder(tmp_path: Path) -> None:
+    # mkdir's own words, "File exists", read as if the folder were fine.
+    data_file = tmp_path / "data"
+    data_file.write_text("not a folder", encoding="utf-8")
+
+    ingested = run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=data_file)
+    served = run_cli("serve", "--host", "127.0.0.1", "--port", str(free_port()), data_dir=data_file)
+
+    assert ingested.returncode == 1, ingested.stderr
+    assert f"poimen ingest: cannot use {data_file}: Not a directory (a file has its name)" in ingested.stderr
+    assert served.returncode == 2, served.stderr
+    assert f"cannot use POIMEN_DATA_DIR {data_file}: Not a directory (a file has its name);" in served.stderr
+    for result in (ingested, served):
+        assert "File exists" not in result.stderr
+
+
 def test_ingest_of_a_path_without_documents_fails_and_creates_nothing(tmp_path: Path) -> None:
     # "0 created" with exit 0: a script took an unmounted (empty) notes volume for a good ingest.
     empty_folder = tmp_path / "empty"
