@@ -24,6 +24,14 @@ def _project_id(text: str) -> str:
     return text
 
 
+def _host(text: str) -> str:
+    """`--host`: a bind address or name; an empty one is refused (it served on POIMEN_HOST instead, in silence)."""
+    if not text.strip():
+        msg = f"{text!r} is not a host: give an address (127.0.0.1, 0.0.0.0, ::) or a name"
+        raise argparse.ArgumentTypeError(msg)
+    return text
+
+
 def _whole_number(low: int, high: int | None = None, *, named: str | None = None) -> Callable[[str], int]:
     """An argparse type for a whole number in `[low, high]` (no upper bound when `high` is None).
 
@@ -70,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = _command(commands, "serve", "run the HTTP service (embedded engines unless URLs are set)")
-    serve.add_argument("--host", default=None, help="bind address (default POIMEN_HOST, 127.0.0.1)")
+    serve.add_argument("--host", type=_host, default=None, help="bind address (default POIMEN_HOST, 127.0.0.1)")
     serve.add_argument(
         "--port",
         type=_whole_number(1, MAX_PORT, named=f"a port (1-{MAX_PORT})"),

@@ -274,6 +274,22 @@ def test_serve_on_a_port_in_use_says_so_before_starting_anything(poimen_data_dir
     assert not (poimen_data_dir / "postgres").exists()  # refused before the engines (and the model) started
 
 
+def test_serve_refuses_an_empty_host_instead_of_serving_elsewhere(poimen_data_dir: Path) -> None:
+    # `--host "$HOST"` with HOST unset served on POIMEN_HOST (127.0.0.1) in silence: accepted and ignored.
+    with socket.socket() as taken:  # were the empty host taken as POIMEN_HOST, it would fail on this port instead
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        result = run_cli("serve", "--host", "", "--port", str(port), data_dir=poimen_data_dir)
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "poimen serve: error: argument --host: '' is not a host: give an address (127.0.0.1, 0.0.0.0, ::) or a name"
+    )
+    assert not poimen_data_dir.exists()
+
+
 def test_a_query_of_a_project_that_holds_nothing_says_so(poimen_data_dir: Path) -> None:
     assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir).returncode == 0
 
