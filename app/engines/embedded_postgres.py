@@ -25,6 +25,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from app.domain.errors import EngineUnavailableError
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -150,8 +152,11 @@ def _start_with_retries(server: PostgresServer, *, data_dir: Path) -> None:
         try:
             server.start()
         # AssertionError: the wheel asserts on a `postmaster.pid` caught mid-write (a loaded machine).
-        except (subprocess.SubprocessError, OSError, AssertionError):
+        except (subprocess.SubprocessError, OSError, AssertionError) as error:
             if attempt == START_ATTEMPTS:
+                if isinstance(error, subprocess.SubprocessError):
+                    # pg_ctl's whole command line in a traceback told no one what to do: the log does.
+                    raise _not_started(data_dir) from error
                 raise
             _logger.warning("embedded postgres failed to start, retrying", extra={"attempt": attempt})
             if not initialised:
@@ -159,6 +164,17 @@ def _start_with_retries(server: PostgresServer, *, data_dir: Path) -> None:
             time.sleep(RETRY_PAUSE_S * attempt)
         else:
             return
+
+
+def _not_started(data_dir: Path) -> EngineUnavailableError:
+    """The embedded server did not start: the last line of its log (a damaged folder, a full disk), and where."""
+    log = data_dir / "log"
+    try:
+        reason = next(line for line in reversed(log.read_text(errors="replace").splitlines()) if line.strip())
+    except (OSError, StopIteration):
+        reason = "no log written"
+    msg = f"the embedded PostgreSQL under {data_dir} did not start ({reason.strip()}); its log: {log}"
+    return EngineUnavailableError(msg, engine="postgres")
 
 
 def _import_wheel_quietly() -> None:

@@ -55,3 +55,20 @@ def test_a_corpus_that_is_not_utf8_is_refused_naming_its_file_and_line(tmp_path:
     assert evaluated.returncode == 2, evaluated.stderr
     assert expected in evaluated.stderr
     assert not data_dir.exists()
+
+
+def test_an_embedded_database_that_cannot_start_is_one_line_naming_its_log(poimen_data_dir: Path) -> None:
+    # A damaged folder (a restore cut short: PG_VERSION and nothing else), a full disk, a read-only one: four
+    # tries, then a CalledProcessError traceback of pg_ctl's command line.
+    cluster = poimen_data_dir / "postgres"
+    cluster.mkdir(parents=True)
+    (cluster / "PG_VERSION").write_text("18\n", encoding="utf-8")
+
+    result = run_cli("migrate", data_dir=poimen_data_dir)
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        f"migrate failed: the embedded PostgreSQL under {cluster} did not start ("
+    )
+    assert f"its log: {cluster / 'log'}" in result.stderr.splitlines()[-1]
+    assert "Traceback" not in result.stderr
