@@ -320,9 +320,8 @@ PROJECT_IDS: Final = (
     "ORDER BY d.project_id LIMIT 1) FROM listed WHERE listed.project_id IS NOT NULL) "
     "SELECT project_id FROM listed WHERE project_id IS NOT NULL"
 )
-"""Every project holding a document, sorted: one primary-key descent per project (a loose index scan).
-`SELECT DISTINCT` read every document's key: 500,000 documents in 200 projects 37.9 -> 2.3 ms, in 5,000
-projects 39.7 -> 33.1 ms (`scripts/bench_project_ids.py`): it costs what the projects cost, not the documents."""
+"""Every project holding a document, sorted: one primary-key descent per project (a loose index scan). `SELECT
+DISTINCT` read every document's key: 500,000 documents in 200 projects 37.9 -> 2.3 ms, in 5,000 39.7 -> 33.1 ms."""
 
 UPSERT_DOCUMENT: Final = (
     "INSERT INTO documents AS d (project_id, document_id, source, title, content_hash, tags, tag_keys, event_time, "
@@ -335,11 +334,9 @@ UPSERT_DOCUMENT: Final = (
     "event_time = EXCLUDED.event_time, metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at, "
     "version = greatest(d.version + 1, EXCLUDED.version)"
 )
-"""Insert or replace a document; a replaced document keeps its first `created_at` and gets a new version, per
-project: past its project's generation (moved on under the project's write lock, `postgres_versions`), its own,
-and at least the one it carries (an import's). One sequence told a tenant how many documents the others wrote.
-An import's later saves (`restore_left`, `restore_before`: a `RestoreFloor`; null otherwise) count a new document
-past the generation before the import while nothing else has moved it since (`DocumentStore.save_documents`)."""
+"""Insert or replace a document (keeping its first `created_at`); its version, per project (one sequence told a tenant
+how many documents the others wrote), is past its own, its project's generation (or an import's `RestoreFloor`:
+`restore_left`, `restore_before`, `DocumentStore.save_documents`) and at least the one it carries (an import's)."""
 
 DELETE_REPLACED_CHUNKS: Final = (
     "DELETE FROM chunks c USING unnest(CAST(:document_projects AS text[]), CAST(:document_ids AS text[])) "
