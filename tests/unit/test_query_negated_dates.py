@@ -5,22 +5,15 @@ The clock is Wednesday 2025-03-12 15:30 UTC; its ISO week began Monday 03-10.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pytest
 
 from app.query.optimizer import QueryOptimizer
+from tests.unit.test_query_relative_dates import NOW, read_range, utc
 
-NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)  # a Wednesday
-
-
-def utc(year: int, month: int, day: int) -> datetime:
-    return datetime(year, month, day, tzinfo=UTC)
-
-
-def read_range(query: str) -> tuple[datetime | None, datetime | None]:
-    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
-    return analysis.event_time_from, analysis.event_time_to
+if TYPE_CHECKING:
+    from datetime import datetime
 
 
 @pytest.mark.parametrize(

@@ -96,6 +96,14 @@ async def exchange(port: int, *writes: bytes) -> bytes:
         writer.close()
 
 
+async def read_answer_head_and_body(reader: asyncio.StreamReader) -> bytes:
+    """One answer of a kept-alive connection: its head returned, its body (by `content-length`) read past."""
+    answer_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
+    length = next(int(line.split(b":")[1]) for line in answer_head.split(b"\r\n") if line.startswith(b"content-length"))
+    await reader.readexactly(length)
+    return answer_head
+
+
 def statuses(answer: bytes) -> list[int]:
     return [int(line.split()[1]) for line in answer.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
 
@@ -163,11 +171,7 @@ async def test_a_kept_alive_connections_next_request_with_a_long_url_is_a_414(po
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(head("/first", 10))
-        first_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
-        length = next(
-            int(line.split(b":")[1]) for line in first_head.split(b"\r\n") if line.startswith(b"content-length")
-        )
-        await reader.readexactly(length)
+        first_head = await read_answer_head_and_body(reader)
         for piece in [b"GET /second?q="] + [b"x" * 16_384] * 4:  # the second URL in pieces, none ending a line
             writer.write(piece)
             await writer.drain()
@@ -184,11 +188,7 @@ async def test_each_request_on_a_kept_alive_connection_has_its_own_cap(port: int
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(head("/first", near_half))
-        first_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
-        length = next(
-            int(line.split(b":")[1]) for line in first_head.split(b"\r\n") if line.startswith(b"content-length")
-        )
-        await reader.readexactly(length)
+        first_head = await read_answer_head_and_body(reader)
         writer.write(head("/second", near_half, extra="Connection: close\r\n"))
         second = await asyncio.wait_for(reader.read(), timeout=10.0)
     finally:
@@ -254,11 +254,7 @@ async def test_a_request_answered_slower_than_the_head_timeout_keeps_its_connect
     reader, writer = await asyncio.open_connection("127.0.0.1", quick_port)
     try:
         writer.write(head("/slow", 10))
-        first_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10.0)
-        length = next(
-            int(line.split(b":")[1]) for line in first_head.split(b"\r\n") if line.startswith(b"content-length")
-        )
-        await reader.readexactly(length)
+        first_head = await read_answer_head_and_body(reader)
         writer.write(head("/next", 10, extra="Connection: close\r\n"))
         second = await asyncio.wait_for(reader.read(), timeout=10.0)
     finally:
