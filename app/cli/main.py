@@ -70,10 +70,11 @@ def _unwritable_data_dir(settings: Settings) -> str | None:
 def _take_serve_lock(serve_lock: ServeLock, settings: Settings) -> str | None:
     """Why this server may not serve its data folder (another server holds it), or None once the lock is held.
 
-    Only where an engine is embedded (PostgreSQL or tantivy in `POIMEN_DATA_DIR`): with both external, the
-    folder holds only the exported model, and any number of servers may share it.
+    Only where the lexical index is embedded (tantivy in `POIMEN_DATA_DIR`: readers and writers in the process,
+    so what one server writes another finds lexically only seconds later, through the outbox). The embedded
+    PostgreSQL is a server several processes share: replicas on it with `OPENSEARCH_URL` set are served.
     """
-    if settings.database_url is not None and settings.opensearch_url is not None:
+    if settings.opensearch_url is not None:
         return None
     try:
         serve_lock.acquire()

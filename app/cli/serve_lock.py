@@ -3,7 +3,8 @@
 A second `poimen serve` on the same folder started and worked: both attached to the one embedded
 PostgreSQL, each with its own tantivy readers and outbox worker, the writer of each project held by
 whichever took it first (the other's writes reached it only through the outbox, seconds later). The
-embedded engines are for one server process, so the second is refused at start, naming the first's pid.
+embedded lexical index is for one server process, so the second is refused at start, naming the first's pid
+(not with `OPENSEARCH_URL` set: the embedded PostgreSQL is a server several processes share).
 
 The lock is `flock` on `SERVE_LOCK_FILE`: the kernel releases it when the holder exits however it exits
 (SIGKILL, the OOM killer, a crash), so a stale file never blocks a restart; the pid written in the file is

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from app.cli.main import _take_serve_lock
 from app.cli.serve_lock import SERVE_LOCK_FILE, DataDirInUseError, ServeLock
+from app.config import Settings
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,4 +52,34 @@ def test_a_holder_that_has_not_written_its_pid_yet_is_still_refused(tmp_path: Pa
 
     assert refused.value.holder_pid is None
     assert "in use by another poimen serve" in str(refused.value)
+    holder.release()
+
+
+@pytest.mark.parametrize(
+    ("environment", "refused"),
+    [
+        ({}, True),
+        ({"DATABASE_URL": "postgresql://u:p@db.internal:5432/poimen"}, True),  # tantivy is still in the folder
+        # Replicas on one embedded PostgreSQL and one OpenSearch (../shared/checks/replicas) share the folder.
+        ({"OPENSEARCH_URL": "http://127.0.0.1:9200"}, False),
+        (
+            {"DATABASE_URL": "postgresql://u:p@db.internal:5432/poimen", "OPENSEARCH_URL": "http://127.0.0.1:9200"},
+            False,
+        ),
+    ],
+)
+def test_only_a_server_with_the_embedded_lexical_index_is_refused_a_held_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], *, refused: bool
+) -> None:
+    for name in ("DATABASE_URL", "OPENSEARCH_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("POIMEN_DATA_DIR", str(tmp_path))
+    holder = ServeLock(tmp_path)
+    holder.acquire()
+
+    reason = _take_serve_lock(ServeLock(tmp_path), Settings(_env_file=None))
+
+    assert (reason is not None) is refused
     holder.release()
