@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.integration.conftest import cli_environment, poimen_executable, run_cli
+from tests.integration.conftest import cli_environment, fresh_data_dir, poimen_executable, run_cli
 from tests.integration.test_transfer_cli import NOTES, PROJECT, renamed
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -21,19 +22,34 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 COPIES = 1500  # enough documents that an export is still writing when the signal comes
 
 
+@pytest.fixture(scope="module")
+def many_documents_original(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A data folder holding the notes and `COPIES` copies of one, imported (nothing embedded but the notes).
+
+    Built once per module: three CLI runs and 1,500 imported documents took longer than the tests themselves.
+    """
+    work = tmp_path_factory.mktemp("many-documents")
+    export_file, copies_file = work / "notes.jsonl", work / "copies.jsonl"
+    with fresh_data_dir() as data_dir:
+        assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=data_dir).returncode == 0
+        exported = run_cli("export", "--project", PROJECT, "--output", str(export_file), data_dir=data_dir)
+        assert exported.returncode == 0, exported.stderr
+        header, record = export_file.read_text().splitlines()[:2]
+        copies = [json.dumps(renamed(json.loads(record), f"copy-{number}.md")) for number in range(COPIES)]
+        end = json.dumps({"kind": "end", "documents": COPIES})
+        copies_file.write_text("\n".join([header, *copies, end]) + "\n")
+        imported = run_cli("import", str(copies_file), data_dir=data_dir)
+        assert imported.returncode == 0, imported.stderr
+        yield data_dir
+
+
 @pytest.fixture
-def many_documents(poimen_data_dir: Path, tmp_path: Path) -> Path:
-    """`poimen_data_dir` holding the notes and `COPIES` copies of one, imported (nothing embedded but the notes)."""
-    export_file, copies_file = tmp_path / "notes.jsonl", tmp_path / "copies.jsonl"
-    assert run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=poimen_data_dir).returncode == 0
-    exported = run_cli("export", "--project", PROJECT, "--output", str(export_file), data_dir=poimen_data_dir)
-    assert exported.returncode == 0, exported.stderr
-    header, record = export_file.read_text().splitlines()[:2]
-    copies = [json.dumps(renamed(json.loads(record), f"copy-{number}.md")) for number in range(COPIES)]
-    end = json.dumps({"kind": "end", "documents": COPIES})
-    copies_file.write_text("\n".join([header, *copies, end]) + "\n")
-    imported = run_cli("import", str(copies_file), data_dir=poimen_data_dir)
-    assert imported.returncode == 0, imported.stderr
+def many_documents(many_documents_original: Path, poimen_data_dir: Path) -> Path:
+    """`poimen_data_dir` as a copy of `many_documents_original`, its stopped PostgreSQL included.
+
+    `cp -a` keeps the owner: as root the PostgreSQL files belong to the `pgserver` user that runs the server.
+    """
+    subprocess.run(["cp", "-a", str(many_documents_original), str(poimen_data_dir)], check=True)
     return poimen_data_dir
 
 
