@@ -14,7 +14,14 @@ export PATH="${TOOLS_BIN}:${PATH}"
 
 mkdir -p "${CHART}/charts"
 if [[ -d "${DEPS}" ]]; then
-    cp "${DEPS}/cluster-0.8.1.tgz" "${DEPS}/opensearch-3.6.0.tgz" "${CHART}/charts/"
+    for package in cluster-0.8.1.tgz opensearch-3.6.0.tgz; do
+        # Replaced by a rename, and only when it differs: a test run in parallel (pytest -n) may be reading
+        # it with helm, which an in-place `cp` would hand a truncated archive. Helm skips dot-named files.
+        if ! cmp -s "${DEPS}/${package}" "${CHART}/charts/${package}"; then
+            cp "${DEPS}/${package}" "${CHART}/charts/.${package}.partial-$$"
+            mv -f "${CHART}/charts/.${package}.partial-$$" "${CHART}/charts/${package}"
+        fi
+    done
 else
     helm repo add cnpg https://cloudnative-pg.github.io/charts >/dev/null
     helm repo add opensearch https://opensearch-project.github.io/helm-charts/ >/dev/null

@@ -7,6 +7,7 @@ packaged charts come from `../shared/helm-deps` beside the repository (CI) or $H
 
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
 from pathlib import Path
@@ -19,6 +20,19 @@ HELM_DEPS = Path(os.environ.get("HELM_DEPS_DIR", ROOT.parent / "shared" / "helm-
 DEPENDENCY_PACKAGES = ("cluster-0.8.1.tgz", "opensearch-3.6.0.tgz")
 
 
+def replace_if_different(source: Path, target: Path) -> None:
+    """Put a copy of `source` at `target` by a rename, and only when the content differs.
+
+    Test workers run in parallel (pytest -n): another one may be rendering the chart with helm meanwhile,
+    and an in-place copy would hand it a truncated archive. Helm skips dot-named files in charts/.
+    """
+    if target.exists() and filecmp.cmp(source, target, shallow=False):
+        return
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    shutil.copyfile(source, partial)
+    partial.replace(target)
+
+
 def copy_chart_dependencies() -> list[str]:
     """Copy the packaged dependency charts into the chart's charts/ folder; return those still missing."""
     target = CHART / "charts"
@@ -27,7 +41,7 @@ def copy_chart_dependencies() -> list[str]:
     for package in DEPENDENCY_PACKAGES:
         source = HELM_DEPS / package
         if source.exists():
-            shutil.copyfile(source, target / package)
+            replace_if_different(source, target / package)
         elif not (target / package).exists():
             missing.append(package)
     return missing
