@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -40,7 +41,12 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def embedder() -> Iterator[ServingEmbedder]:
     """The real default model (all-MiniLM-L6-v2 from its pip package) on the default backend, loaded once."""
     options = EmbedderOptions(backend="onnx", onnx_dir=ONNX_DIR, batch_size=32)
-    embedder = load_embedder("all-MiniLM-L6-v2", options=options)
+    ONNX_DIR.mkdir(parents=True, exist_ok=True)
+    # Parallel workers (pytest -n) take turns: the first exports, the others find its file instead of each
+    # spending a core on the same export (the export's rename keeps a concurrent one correct, only wasteful).
+    with (ONNX_DIR / ".export.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        embedder = load_embedder("all-MiniLM-L6-v2", options=options)
     assert embedder.backend == "onnx", "the ONNX export failed (see the log): tests would run the fallback"
     yield embedder
     embedder.close()
