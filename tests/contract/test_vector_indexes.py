@@ -23,6 +23,9 @@ from app.engines.postgres_sql import SELECT_PROJECT_SIZE, exact_search_sql, filt
 from tests.contract.document_store import chunk, embedding
 from tests.contract.vector_index import VectorIndexContract, save
 
+BACKEND_EXIT_TIMEOUT_S = 30.0
+"""How long a terminated PostgreSQL backend may take to leave pg_stat_activity."""
+
 
 class TestInMemoryVectorIndex(VectorIndexContract):
     @pytest.fixture
@@ -193,11 +196,17 @@ class TestPgVectorIndex(VectorIndexContract):
                 killed = (
                     await connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": backend})
                 ).scalar()
+                deadline = asyncio.get_running_loop().time() + BACKEND_EXIT_TIMEOUT_S
                 while (
                     await connection.execute(
                         text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": backend}
                     )
                 ).scalar():
+                    # A transaction reads pg_stat_activity once and keeps that snapshot: polled in one, a
+                    # backend still there at the first read stayed there forever (a hang under load).
+                    await connection.rollback()
+                    if asyncio.get_running_loop().time() > deadline:
+                        pytest.fail(f"backend {backend} still runs {BACKEND_EXIT_TIMEOUT_S} s after its termination")
                     await asyncio.sleep(0.05)
             with pytest.raises(EngineUnavailableError) as failed:
                 await index.search(embedding(1.0), top_k=1, filters=filters)
