@@ -1,13 +1,17 @@
 """The header and claims of a verified JWT read into what a `Principal` holds, each bad one refused naming it.
 
-PyJWT has checked the signature, the algorithm and the registered claims it knows (`exp`, `nbf`, `iat`,
-`iss`, `aud`) before these run; what is left is what it lets through: the `typ` header, the time claims'
-types, a blank or non-string `sub`, and this service's own `projects` and `scope` claims. Messages never
-quote the token.
+PyJWT has checked the signature, the algorithm and the registered claims it knows (`exp`, `nbf`, `iss`,
+`aud`) before these run; what is left is what it lets through: the `typ` header, the time claims' types, a
+blank or non-string `sub`, and this service's own `projects` and `scope` claims. Two it checks are checked
+here first, for a reason naming them: the `crit` header (before the signature, as PyJWT does) and an `iat` in
+the future. Messages never quote the token.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from app.domain.errors import AuthenticationError
@@ -21,6 +25,40 @@ ACCESS_TOKEN_TYPES: Final = frozenset({"jwt", "at+jwt"})
 
 `at+jwt` is RFC 9068's; `JWT` (or none) is what most identity providers put on access tokens. OpenID
 Connect ID tokens mostly say `JWT` too: the audience (`JWT_AUDIENCE`) is what refuses those."""
+
+
+UNDERSTOOD_CRITICAL_EXTENSIONS: Final = frozenset({"b64"})
+"""Header extensions a token may mark critical (`crit`): RFC 7797's, the one PyJWT implements."""
+
+
+def unverified_header(token: str) -> dict[str, Any]:
+    """The JOSE header of `token`, decoded but not verified: read for the checks made before the signature's."""
+    segment = token.split(".", 1)[0]
+    try:
+        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except (binascii.Error, ValueError):  # bad base64, UTF-8 or JSON alike
+        header = None
+    if not isinstance(header, dict):
+        msg = "the bearer token is not a well-formed JWT"
+        raise AuthenticationError(msg)
+    return header
+
+
+def check_critical_extensions(header: dict[str, Any]) -> None:
+    """Refuse a token marking critical (`crit`) a header extension this service does not support (RFC 7515 §4.1.11).
+
+    PyJWT refuses the same tokens, with a reason that named nothing ("the bearer token is invalid", or "not a
+    well-formed JWT" when the `kid` picks the key): the issuer could not tell what to change.
+    """
+    if "crit" not in header:
+        return
+    crit = header["crit"]
+    if not isinstance(crit, list) or not crit or not all(isinstance(name, str) for name in crit):
+        msg = "the bearer token has a malformed 'crit' header (a non-empty list of names)"
+        raise AuthenticationError(msg)
+    if not UNDERSTOOD_CRITICAL_EXTENSIONS.issuperset(crit):
+        msg = "the bearer token's 'crit' header names an extension this service does not support"
+        raise AuthenticationError(msg)
 
 
 def check_token_type(header: dict[str, Any]) -> None:
@@ -51,11 +89,21 @@ def check_time_claims(claims: dict[str, Any]) -> None:
             malformed(claim)
 
 
+def check_issued_at(claims: dict[str, Any], *, leeway_s: float, now_s: float) -> None:
+    """Refuse an `iat` more than `leeway_s` in the future: the issuer's clock, or the token, is wrong.
+
+    PyJWT's own check gave the reason of a future `nbf` ("not valid yet"), sending the issuer looking at `nbf`.
+    """
+    if "iat" in claims and claims["iat"] > now_s + leeway_s:
+        msg = "the bearer token's 'iat' claim is in the future"
+        raise AuthenticationError(msg)
+
+
 def check_lifetime(claims: dict[str, Any], *, max_lifetime_s: float, leeway_s: float, now_s: float) -> None:
     """Refuse a token valid for longer than `max_lifetime_s` (`JWT_MAX_LIFETIME_S`).
 
-    The lifetime is `exp - iat` when the token says when it was issued (PyJWT has refused an `iat` in the
-    future), else `exp - now`, which allows `leeway_s` for an issuer's clock running ahead. `exp` 100 years
+    The lifetime is `exp - iat` when the token says when it was issued (`check_issued_at` has refused an `iat`
+    in the future), else `exp - now`, which allows `leeway_s` for an issuer's clock running ahead. `exp` 100 years
     ahead, or past any date (`10**30`), was accepted: a leaked token never stopped working.
     """
     if "iat" in claims:

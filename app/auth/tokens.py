@@ -23,12 +23,15 @@ import jwt
 
 from app.auth.claims import (
     ALL_PROJECTS,
+    check_critical_extensions,
+    check_issued_at,
     check_lifetime,
     check_time_claims,
     check_token_type,
     granted_projects,
     granted_scopes,
     subject,
+    unverified_header,
 )
 from app.auth.verification_keys import (
     VerificationKey,
@@ -248,11 +251,14 @@ class TokenVerifier:
 
     def _verified(self, authorization_header: str | None) -> Principal:
         token = _bearer_token(authorization_header)
+        check_critical_extensions(unverified_header(token))
         verification_key = self._key_for(token)
         header, claims = self._decode(token, verification_key)
         check_token_type(header)
         check_time_claims(claims)
-        check_lifetime(claims, max_lifetime_s=self._max_lifetime_s, leeway_s=self._leeway_s, now_s=time.time())
+        now_s = time.time()
+        check_issued_at(claims, leeway_s=self._leeway_s, now_s=now_s)
+        check_lifetime(claims, max_lifetime_s=self._max_lifetime_s, leeway_s=self._leeway_s, now_s=now_s)
         return Principal(
             subject=subject(claims),
             projects=granted_projects(claims.get("projects")),
@@ -287,7 +293,8 @@ class TokenVerifier:
                 issuer=self._issuer,
                 audience=self._audience,
                 leeway=self._leeway_s,
-                options={"require": required, "verify_aud": self._audience is not None},
+                # `iat` is checked by `check_issued_at`, for a reason naming it (PyJWT's is a future `nbf`'s).
+                options={"require": required, "verify_aud": self._audience is not None, "verify_iat": False},
             )
         except jwt.PyJWTError as error:
             raise AuthenticationError(_describe(error)) from None
@@ -336,7 +343,6 @@ _ERROR_DESCRIPTIONS: Final[tuple[tuple[type[jwt.PyJWTError], str], ...]] = (
     (jwt.InvalidAudienceError, "the bearer token is not meant for this service (audience)"),
     (jwt.InvalidIssuerError, "the bearer token comes from an untrusted issuer"),
     (jwt.MissingRequiredClaimError, "the bearer token lacks a required claim"),
-    (jwt.InvalidIssuedAtError, "the bearer token has a malformed 'iat' claim"),  # not a number
     (jwt.exceptions.InvalidSubjectError, "the bearer token has a malformed 'sub' claim"),  # not a string
     (jwt.InvalidAlgorithmError, "the bearer token uses an algorithm this service does not accept"),
     (jwt.InvalidSignatureError, "the bearer token signature is invalid"),

@@ -69,9 +69,14 @@ def hs256(secret: str | bytes = SECRET, **overrides: Any) -> str:
     return jwt.encode({key: value for key, value in claims.items() if value is not None}, secret, algorithm="HS256")
 
 
+def hs256_with_header(**header: object) -> str:
+    """A token valid in every claim, with `header` added to its JOSE header."""
+    return jwt.encode(jwt.decode(hs256(), options={"verify_signature": False}), SECRET, headers=header)
+
+
 def hs256_typed(typ: str) -> str:
     """A token valid in every claim whose `typ` header says it is another kind of JWT than an access token."""
-    return jwt.encode(jwt.decode(hs256(), options={"verify_signature": False}), SECRET, headers={"typ": typ})
+    return hs256_with_header(typ=typ)
 
 
 def hmac_token_signed_with(key_bytes: bytes, claims: dict[str, Any]) -> str:
@@ -106,6 +111,8 @@ def matrix() -> dict[str, Refusal]:
         "not a jwt at all": Refusal("not-a-token", 401),
         "expired": Refusal(hs256(exp=now - 3600, iat=now - 7200), 401),
         "not yet valid": Refusal(hs256(nbf=now + 3600), 401),
+        "issued in the future": Refusal(hs256(iat=now + 3600, exp=now + 4200), 401),
+        "unknown critical extension": Refusal(hs256_with_header(crit=["exp-ext"]), 401),
         "no exp": Refusal(hs256(exp=None), 401),
         "a century long": Refusal(hs256(exp=now + 100 * 365 * 24 * 3600), 401),  # over JWT_MAX_LIFETIME_S
         "wrong key": Refusal(hs256(OTHER_SECRET), 401),

@@ -137,6 +137,34 @@ def test_not_yet_valid_token_is_refused() -> None:
     assert_refused(hs_verifier(), bearer(token), "not valid yet")
 
 
+def test_token_issued_in_the_future_is_refused_naming_iat() -> None:
+    # PyJWT's reason was the one of a future `nbf`: "not valid yet", which sent the issuer looking at `nbf`.
+    token = jwt.encode(claims(iat=int(time.time()) + 600, exp=int(time.time()) + 900), SECRET, algorithm="HS256")
+
+    assert_refused(hs_verifier(), bearer(token), "the bearer token's 'iat' claim is in the future")
+
+
+def test_token_issued_within_the_leeway_ahead_is_accepted() -> None:
+    token = jwt.encode(claims(iat=int(time.time()) + 10), SECRET, algorithm="HS256")
+
+    assert hs_verifier().verify(bearer(token)).subject == "agent-7"
+
+
+def test_token_with_an_unknown_critical_header_extension_is_refused_naming_crit() -> None:
+    # RFC 7515 §4.1.11: an extension the recipient must understand and does not is a refusal; PyJWT's
+    # reason left the caller with "the bearer token is invalid".
+    token = jwt.encode(claims(), SECRET, algorithm="HS256", headers={"crit": ["exp-ext"], "exp-ext": 1})
+
+    assert_refused(hs_verifier(), bearer(token), "'crit' header names an extension this service does not support")
+
+
+@pytest.mark.parametrize("crit", ["exp-ext", [], [5]])
+def test_a_malformed_critical_header_is_refused_naming_crit(crit: object) -> None:
+    token = jwt.encode(claims(), SECRET, algorithm="HS256", headers={"crit": crit})
+
+    assert_refused(hs_verifier(), bearer(token), "malformed 'crit' header")
+
+
 def test_token_signed_with_another_key_is_refused() -> None:
     token = jwt.encode(claims(), OTHER_SECRET, algorithm="HS256")
 
@@ -350,6 +378,16 @@ def test_jwks_refuses_a_key_used_under_the_wrong_kid(
     token = jwt.encode(claims(), other_rsa_key, algorithm="RS256", headers={"kid": "rsa-1"})
 
     assert_refused(verifier, bearer(token), "signature is invalid")
+
+
+def test_jwks_refuses_an_unknown_critical_header_extension_naming_crit(
+    rsa_key: rsa.RSAPrivateKey, other_rsa_key: rsa.RSAPrivateKey
+) -> None:
+    # With several keys the `kid` is read first: PyJWT's reason there was "not a well-formed JWT".
+    verifier = TokenVerifier.from_jwks_json(jwks(("rsa-1", rsa_key), ("rsa-2", other_rsa_key)))
+    token = jwt.encode(claims(), rsa_key, algorithm="RS256", headers={"kid": "rsa-1", "crit": ["exp-ext"]})
+
+    assert_refused(verifier, bearer(token), "'crit' header names an extension this service does not support")
 
 
 def test_jwks_with_a_symmetric_key_is_a_configuration_error() -> None:
