@@ -406,6 +406,21 @@ def shedding_row() -> list[timeseries.Panel | stat.Panel]:
     ]
 
 
+def refusals_row() -> list[timeseries.Panel | stat.Panel]:
+    key_file_errors = "poimen_jwt_key_file_reload_errors_total"
+    return [
+        single_stat(
+            "JWT key file refusals (range)",
+            f"{key_file_errors}: new contents of JWT_JWKS_FILE or JWT_PUBLIC_KEY_FILE refused (half written, not "
+            "a key, no signing key); the pods keep the keys they had, so tokens of a key only the new file holds "
+            "are refused (401). Must stay 0; alert PoimenJwtKeyFileRefused.",
+            [query(f"sum(increase({key_file_errors}{{{SELECTOR}}}[$__range]))", "refusals")],
+            unit="short",
+            thresholds=[Threshold(color="green"), Threshold(value=1, color="red")],
+        ),
+    ]
+
+
 def build() -> DashboardModel:
     """The dashboard model; `json.dumps(build(), cls=JSONEncoder)` is the importable JSON."""
     datasource = (
@@ -455,6 +470,7 @@ def build() -> DashboardModel:
         ("Cache, fallbacks and engines", engines_row()),
         ("Ingestion", ingestion_row()),
         ("Load shedding", shedding_row()),
+        ("Refused requests and auth keys", refusals_row()),
     )
     panel_id = 0
     for title, panels in rows:

@@ -750,6 +750,7 @@ def test_every_alert_passes_promtool_unit_tests(tmp_path: Path) -> None:
             "PoimenSearchLatencyOverBudget",
             "PoimenLexicalOutboxLagging",
             "PoimenReadinessFlapping",
+            "PoimenJwtKeyFileRefused",
         }
     )
 

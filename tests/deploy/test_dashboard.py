@@ -42,6 +42,7 @@ METRIC_CONTRACT: dict[str, MetricType] = {
     "poimen_lexical_outbox_oldest_age_seconds": "gauge",
     "poimen_query_results": "histogram",
     "poimen_flags_reload_errors_total": "counter",
+    "poimen_jwt_key_file_reload_errors_total": "counter",
     "poimen_flags_version": "gauge",
     "poimen_rollout_hybrid_percent": "gauge",
     "poimen_rollout_assignments_total": "counter",
@@ -260,6 +261,7 @@ def test_dashboard_covers_what_a_rollout_is_watched_by() -> None:
     assert uses("poimen_lexical_outbox_oldest_age_seconds"), "outbox lag"
     assert uses("sum by (arm) (rate(poimen_rollout_assignments_total"), "rollout share"
     assert uses("poimen_rollout_hybrid_percent"), "configured rollout percent"
+    assert uses("poimen_jwt_key_file_reload_errors_total"), "refused JWT key files (new keys not taken)"
 
 
 def test_committed_dashboard_is_what_the_generator_builds() -> None:
