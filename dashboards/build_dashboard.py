@@ -256,7 +256,7 @@ def traffic_row() -> list[timeseries.Panel | stat.Panel]:
             "HTTP requests by status",
             "poimen_http_requests_total from the HTTP middleware, every route. Requests shed for overload (503, "
             "MAX_CONCURRENT_REQUESTS) never reach the middleware and are not counted here: see 'Requests shed by "
-            "reason'.",
+            "reason'; nor are heads the server refuses (400, 408, 414, 431): see 'Requests refused before the app'.",
             [query(f"sum by (status_code) ({rate('poimen_http_requests_total')})", "{{status_code}}")],
             unit="reqps",
             width=12,
@@ -408,6 +408,7 @@ def shedding_row() -> list[timeseries.Panel | stat.Panel]:
 
 def refusals_row() -> list[timeseries.Panel | stat.Panel]:
     key_file_errors = "poimen_jwt_key_file_reload_errors_total"
+    refused = "poimen_http_requests_refused_total"
     return [
         single_stat(
             "JWT key file refusals (range)",
@@ -417,6 +418,16 @@ def refusals_row() -> list[timeseries.Panel | stat.Panel]:
             [query(f"sum(increase({key_file_errors}{{{SELECTOR}}}[$__range]))", "refusals")],
             unit="short",
             thresholds=[Threshold(color="green"), Threshold(value=1, color="red")],
+        ),
+        series(
+            "Requests refused before the app",
+            f"{refused} per second, answered by the HTTP protocol before routing: malformed (400, a head the "
+            "parser cannot read), head_timeout (408, a head not whole in 20 s), target_too_long (414, a URL over "
+            "the 64 KiB head cap), head_too_large (431). In no other HTTP panel; a steady rate is a client or a "
+            "proxy sending what the server refuses.",
+            [query(f"sum by (status, reason) ({rate(refused)})", "{{status}} {{reason}}")],
+            unit="reqps",
+            width=18,
         ),
     ]
 

@@ -11,7 +11,10 @@ accepted).
 The route, not the path: a path holds project and document ids a caller chose, which are the caller's
 content (docs/security.md: memory stays out of logs) and would give every line its own value. Nor the query
 string (a search's text), a body or a header (a token). A request shed for overload (`poimen_requests_shed_total`)
-and a head the server refuses (431, 408) never reach the app: no line.
+never reaches the app: no line. A request the HTTP protocol refuses before the app (a malformed head 400, a late
+one 408, a URL over the head cap 414, a head over it 431: `app.api.request_head`) has its line all the same,
+under the route `<refused>`, its `method` null when none was read, `duration_ms` from its head's first byte (or
+the connection's opening) and no project or subject.
 
 Off, the middleware is not installed: a request pays nothing for it.
 """
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
     from app.auth.tokens import Principal
 
 ACCESS_LOGGER: Final = "poimen.access"
+REFUSED_ROUTE: Final = "<refused>"
+"""The route of a request the HTTP protocol refused before the app (`app.api.request_head`)."""
 logger = logging.getLogger(ACCESS_LOGGER)
 
 
@@ -79,14 +84,36 @@ def _log(scope: HTTPScope, *, status: int, duration_ms: float, response_bytes: i
     # Routing and the guards left what they learnt on the scope (the state dict is shared with a HEAD's copy).
     state: dict[str, Any] = scope.get("state") or {}
     principal: Principal | None = state.get(PRINCIPAL_STATE_KEY)
+    write_access_line(
+        method=scope["method"],
+        route=scope.get("path_template") or UNMATCHED_ROUTE,
+        status=status,
+        duration_ms=duration_ms,
+        response_bytes=response_bytes,
+        project=state.get(PROJECT_STATE_KEY),
+        subject=None if principal is None or principal is ANONYMOUS else principal.subject,
+    )
+
+
+def write_access_line(  # noqa: PLR0913 - one argument per field of the line
+    *,
+    method: str | None,
+    route: str,
+    status: int,
+    duration_ms: float,
+    response_bytes: int,
+    project: str | None = None,
+    subject: str | None = None,
+) -> None:
+    """Log one request's line (the fields of the module's docstring), as the middleware and the protocol do."""
     fields = {
-        "method": scope["method"],
-        "route": scope.get("path_template") or UNMATCHED_ROUTE,
+        "method": method,
+        "route": route,
         "status": status,
         "duration_ms": round(duration_ms, 3),
         "response_bytes": response_bytes,
-        "project": state.get(PROJECT_STATE_KEY),
-        "subject": None if principal is None or principal is ANONYMOUS else principal.subject,
+        "project": project,
+        "subject": subject,
     }
     logger.info(
         "%s %s %s %.1f ms %d bytes project=%s subject=%s",

@@ -186,3 +186,9 @@ class CappedHttpToolsProtocol(HeadLimitedHttpToolsProtocol):
         if limit is None:
             limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         return open_connections(self.server_state, limit=connection_limit(limit))
+
+
+class AccessLoggedHttpToolsProtocol(CappedHttpToolsProtocol):
+    """The served protocol with `ACCESS_LOG_ENABLED`: each request it refuses before the app is one access line."""
+
+    access_log_enabled = True

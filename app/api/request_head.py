@@ -20,6 +20,10 @@ answer (a 405, a 401, a shed 503) is read and dropped under the body's own rule 
 plus 1 s per 16 KiB received), then the connection is closed: a client trickling it held the connection for
 good.
 
+Each refusal (the 400 of a head the parser cannot read included) is counted in
+`poimen_http_requests_refused_total{status,reason}` and, with `access_log_enabled` (`ACCESS_LOG_ENABLED`), written
+as one access line under the route `<refused>`: they never reach the app, whose metrics and access log saw none.
+
 An answer must be read: a connection whose client takes nothing of it for `RESPONSE_SEND_TIMEOUT_S` while
 the answer waits in the process's write buffer is dropped (nginx's `send_timeout`: the time between two
 successive writes, not for the whole answer, so a slow client reading steadily gets all of it). uvicorn
@@ -35,8 +39,17 @@ from typing import TYPE_CHECKING
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from app.api.access_log import REFUSED_ROUTE, write_access_line
 from app.api.errors import framework_title
 from app.api.overload import REQUEST_BODY_MIN_RATE_BYTES_PER_S, REQUEST_BODY_TIMEOUT_S
+from app.observability.refused_requests import (
+    HEAD_TIMEOUT,
+    HEAD_TOO_LARGE,
+    MALFORMED,
+    REFUSAL_STATUSES,
+    TARGET_TOO_LONG,
+    record_request_refused,
+)
 
 if TYPE_CHECKING:
     from asyncio import TimerHandle
@@ -62,6 +75,8 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     unread_body_timeout_s = REQUEST_BODY_TIMEOUT_S
     unread_body_min_rate_bytes_per_s = REQUEST_BODY_MIN_RATE_BYTES_PER_S
     send_timeout_s = RESPONSE_SEND_TIMEOUT_S
+    access_log_enabled = False
+    """Write an access line for each refusal (`ACCESS_LOG_ENABLED`; `poimen serve` picks the class)."""
 
     # Per connection; set on the instance as requests come (class defaults: a new connection reads a head).
     _reading_head = True
@@ -72,6 +87,8 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     _target_too_long = False
     _refused = False
     _head_timer: TimerHandle | None = None
+    _head_started_s = 0.0  # loop time the head being read began: for a refusal's access line
+    _method: str | None = None  # the request line's method, once the parser read one
     _body_bytes_received = 0
     _unread_body_timer: TimerHandle | None = None
     _send_timer: TimerHandle | None = None
@@ -121,9 +138,12 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         """A new request: its parsed head starts at zero."""
         super().on_message_begin()
         self._head_bytes_parsed = 0
+        self._method = None
 
     def on_url(self, url: bytes) -> None:
         """Count the request target."""
+        if self._method is None:  # the target follows the method: the parser has it now
+            self._method = self.parser.get_method().decode("ascii")
         self._count_parsed(len(url), target=True)
         super().on_url(url)
 
@@ -163,6 +183,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
             self._refuse_head()
         else:
             super().send_400_response(msg)
+            self._record_refusal(MALFORMED, response_bytes=len(msg))
 
     def _count_parsed(self, size_bytes: int, *, target: bool = False) -> None:
         self._head_bytes_parsed += size_bytes
@@ -171,8 +192,11 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
             self._target_too_long = target
             raise _HeadTooLargeError
 
-    def _start_head_timer(self) -> None:
-        self._head_timer = asyncio.get_running_loop().call_later(self.head_timeout_s, self._head_timed_out)
+    def _start_head_timer(self, *, new_head: bool = True) -> None:
+        loop = asyncio.get_running_loop()
+        if new_head:
+            self._head_started_s = loop.time()
+        self._head_timer = loop.call_later(self.head_timeout_s, self._head_timed_out)
 
     def _stop_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -184,13 +208,13 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing() or self._refused:
             return
         if self.cycle is not None and not self.cycle.response_complete:
-            self._start_head_timer()  # a request is still being answered here: its answer comes first
+            self._start_head_timer(new_head=False)  # a request is still being answered here: its answer comes first
             return
         if self._head_bytes_received == 0:
             self.transport.close()  # nothing was asked: nothing to answer
             return
         detail = f"the request line and headers did not arrive within {self.head_timeout_s:g} s"
-        self._refuse(408, detail)
+        self._refuse(HEAD_TIMEOUT, detail)
 
     def _watch_unread_body(self, since: float) -> None:
         """Close unless the body is whole by `since` + 1 s per `unread_body_min_rate_bytes_per_s` bytes."""
@@ -228,15 +252,28 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
     def _refuse_head(self) -> None:
         if self._target_too_long or not self._request_line_ended:
             detail = f"the request target (the URL) is over the {MAX_REQUEST_HEAD_BYTES} bytes a request head may hold"
-            self._refuse(414, detail)
+            self._refuse(TARGET_TOO_LONG, detail)
             return
         detail = f"the request line and headers together are over {MAX_REQUEST_HEAD_BYTES} bytes"
-        self._refuse(431, detail)
+        self._refuse(HEAD_TOO_LARGE, detail)
 
-    def _refuse(self, status: int, detail: str) -> None:
-        """Answer `status` as problem+json, titled as the service titles the framework's errors, and close."""
+    def _record_refusal(self, reason: str, *, response_bytes: int) -> None:
+        """Count the refusal and, with the access log on, write its line: the app never saw this request."""
+        record_request_refused(reason)
+        if self.access_log_enabled:
+            write_access_line(
+                method=self._method,
+                route=REFUSED_ROUTE,
+                status=REFUSAL_STATUSES[reason],
+                duration_ms=(asyncio.get_running_loop().time() - self._head_started_s) * 1000.0,
+                response_bytes=response_bytes,
+            )
+
+    def _refuse(self, reason: str, detail: str) -> None:
+        """Answer `reason`'s status as problem+json, titled as the service titles the framework's errors; close."""
         self._refused = True
         self._stop_head_timer()
+        status = REFUSAL_STATUSES[reason]
         title = framework_title(status)
         body = json.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail}).encode()
         content = [STATUS_LINE[status]]
@@ -252,6 +289,7 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
             ]
         )
         self.transport.write(b"".join(content))
+        self._record_refusal(reason, response_bytes=len(body))
         if self.transport.can_write_eof():
             self.transport.write_eof()
             asyncio.get_running_loop().call_later(LINGER_S, self.transport.close)

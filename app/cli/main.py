@@ -108,6 +108,7 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
     from app.api.app import create_app  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.api.open_connections import (  # noqa: PLC0415 - keeps `poimen --help` fast
         KEEP_ALIVE_TIMEOUT_S,
+        AccessLoggedHttpToolsProtocol,
         CappedHttpToolsProtocol,
         listen_backlog,
         raise_descriptor_limit,
@@ -165,8 +166,8 @@ def _serve(settings: Settings, *, host: str | None, port: int | None, warnings: 
         host=bind_host,
         port=bind_port,
         # A request head over 64 KiB is a 431, not buffered whatever its size; connections stay under the
-        # descriptor limit (app/api/open_connections.py).
-        http=CappedHttpToolsProtocol,
+        # descriptor limit (app/api/open_connections.py). What it refuses before the app is access-logged too.
+        http=AccessLoggedHttpToolsProtocol if settings.access_log_enabled else CappedHttpToolsProtocol,
         timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S,  # longer than an ingress keeps an idle upstream connection
         backlog=listen_backlog(descriptor_limit),  # a flood accepted at once stays within the descriptors
         log_config=None,

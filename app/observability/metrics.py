@@ -1,4 +1,4 @@
-"""Every Prometheus metric object and the functions that record into them.
+"""Every Prometheus metric object and the functions that record into them (but `refused_requests.py`'s one).
 
 Metric names are a contract with the Grafana dashboard (`dashboards/`): change one only together with it.
 All metrics live in prometheus-client's default registry. Label values come from the bounded sets

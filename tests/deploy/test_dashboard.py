@@ -21,7 +21,9 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import app.observability.metrics  # noqa: F401 - importing it registers the `poimen_` metric objects
+# Importing these registers the `poimen_` metric objects.
+import app.observability.metrics
+import app.observability.refused_requests  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
@@ -43,6 +45,7 @@ METRIC_CONTRACT: dict[str, MetricType] = {
     "poimen_query_results": "histogram",
     "poimen_flags_reload_errors_total": "counter",
     "poimen_jwt_key_file_reload_errors_total": "counter",
+    "poimen_http_requests_refused_total": "counter",  # ours (app/observability/refused_requests.py)
     "poimen_flags_version": "gauge",
     "poimen_rollout_hybrid_percent": "gauge",
     "poimen_rollout_assignments_total": "counter",
@@ -262,6 +265,7 @@ def test_dashboard_covers_what_a_rollout_is_watched_by() -> None:
     assert uses("sum by (arm) (rate(poimen_rollout_assignments_total"), "rollout share"
     assert uses("poimen_rollout_hybrid_percent"), "configured rollout percent"
     assert uses("poimen_jwt_key_file_reload_errors_total"), "refused JWT key files (new keys not taken)"
+    assert uses("sum by (status, reason) (rate(poimen_http_requests_refused_total"), "heads refused before the app"
 
 
 def test_committed_dashboard_is_what_the_generator_builds() -> None:
