@@ -39,6 +39,7 @@ from app.api.project_routes import ProjectController, ProjectListController
 from app.api.request_target import reject_undecodable_target
 from app.api.request_tracing import trace_requests
 from app.api.response_headers import add_response_headers
+from app.api.route_metrics import RouteMetrics
 from app.api.search_requests import BatchSearchRequest, SearchRequest
 from app.api.search_routes import SearchController
 from app.api.strict_bodies import reject_lax_json
@@ -177,6 +178,7 @@ def create_app(
         exclude=[METRICS_PATH_PATTERN],
         buckets=list(HTTP_DURATION_BUCKETS_S),
         labels={"method": sent_method},  # replaces the middleware's own: HEAD, not the GET that serves it
+        middleware_class=RouteMetrics,  # a request cut before its answer is the 500 sent, not a 200
     )
     handlers: list[type | Router] = [
         SearchController,
