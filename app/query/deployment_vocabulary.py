@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from app.query.abbreviations import load_abbreviations
 from app.query.intent import is_readable_name, name_words
-from app.query.optimizer import is_query_word
+from app.query.query_tokens import is_query_word
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
-from app.domain.mark_characters import MARK_CHARACTERS
 from app.domain.models import (
     LexicalQuery,
     QueryAnalysis,
@@ -22,7 +20,6 @@ from app.domain.models import (
     SearchStrategy,
 )
 from app.domain.tags import tag_key
-from app.domain.text_forms import canonical_text, lower_as_analyzers
 from app.query.abbreviations import load_abbreviations
 from app.query.date_words import is_year
 from app.query.dates import (
@@ -34,6 +31,7 @@ from app.query.dates import (
     without_negated_dates,
 )
 from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
+from app.query.query_tokens import QueryToken, as_prose, as_written, collapsed_query, quoted_phrases, tokenize
 from app.query.vocabulary import (
     ANYWHERE_RULES,
     COMPARATIVE_WORDS,
@@ -68,45 +66,12 @@ CONFIDENCE_PASSAGE: Final = 0.85
 CONFIDENCE_NAVIGATIONAL: Final = 0.85
 CONFIDENCE_DEFAULT: Final = 0.8
 
-# Word-like tokens: `k8s`, `ci/cd`, `port-forward`, `node.js`, `c++`, `#tag`, `@team`, `don't`, `किताब`, `مُحَمَّد`.
-_WORD_RUN: Final = rf"\w[\w{MARK_CHARACTERS}]*"  # `\w` holds no mark: a vowel sign or haraka would cut the word
-_TOKEN: Final = re.compile(rf"[#@]?{_WORD_RUN}(?:[./+'&-]{_WORD_RUN})*\+*")
-_PHRASE: Final = re.compile(r'"([^"]*)"')
 _WHITESPACE: Final = re.compile(r"\s+")
 _NUMBER: Final = re.compile(r"\d+(?:\.\d+)*")
-_QUOTES: Final = str.maketrans(dict.fromkeys("\u201c\u201d\u201e\u00ab\u00bb", '"'))
-_NOT_OPERATOR: Final = "NOT"  # only the upper-case operator excludes; "not" in prose is just negation
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def is_query_word(text: str) -> bool:
-    """Whether `text` is one word as queries are split (`k8s`, `ci/cd`, `node.js`): what an abbreviation can be."""
-    return _TOKEN.fullmatch(text) is not None and text[0] not in "#@"
-
-
-@dataclass(frozen=True, slots=True)
-class _Token:
-    """One token of the whitespace-collapsed query; `start`/`end` index that string."""
-
-    text: str  # lowercase, sigil kept
-    start: int
-    end: int
-    in_phrase: bool
-    excluded: bool = False  # `-word` or the operand of `NOT`
-    operator: bool = False  # the `NOT` itself
-
-    @property
-    def word(self) -> str:
-        """The token without its `#`/`@` sigil."""
-        return self.text.lstrip("#@")
-
-    @property
-    def is_free_word(self) -> bool:
-        """A token that is neither syntax, excluded, nor part of a quoted phrase."""
-        return not (self.excluded or self.operator or self.in_phrase)
 
 
 class QueryOptimizer:
@@ -139,23 +104,23 @@ class QueryOptimizer:
         `token_count` counts every word-like token, stop words and `#tags` included (the reference counts
         `["how", "do", "i", ...]`), so "#networking @devops" is a 2-token query.
         """
-        collapsed = _WHITESPACE.sub(" ", canonical_text(raw_query).translate(_QUOTES)).strip()
+        collapsed = collapsed_query(raw_query)
         normalized = collapsed.lower()
-        tokens = _tokenize(collapsed)
+        tokens = tokenize(collapsed)
         is_passage = len(tokens) >= PASSAGE_QUERY_TOKENS
         if is_passage:
-            tokens = [_as_prose(token) for token in tokens]
+            tokens = [as_prose(token) for token in tokens]
         token_texts = tuple(token.text for token in tokens)
 
-        phrases = () if is_passage else _phrases(collapsed)
-        excluded_phrases = () if is_passage else _phrases(collapsed, excluded=True)
+        phrases = () if is_passage else quoted_phrases(collapsed)
+        excluded_phrases = () if is_passage else quoted_phrases(collapsed, excluded=True)
         excluded_terms = _dedupe(
             [*(token.word for token in tokens if token.excluded and not token.in_phrase), *excluded_phrases]
         )
         entity_tokens = [token for token in tokens if token.is_free_word]
         syntax_tokens = [] if is_passage else entity_tokens
         # Tags and mentions as written, lowered as stored tags and titles are (`tag_key`), not as words are indexed.
-        sigils = [(token.text[0], _as_written(collapsed, token)) for token in syntax_tokens if token.text[0] in "#@"]
+        sigils = [(token.text[0], as_written(collapsed, token)) for token in syntax_tokens if token.text[0] in "#@"]
         tags = _dedupe(tag_key(word) for sigil, word in sigils if sigil == "#")
         mentions = _dedupe(word.lower() for sigil, word in sigils if sigil == "@")
         plain_words = [token.text for token in entity_tokens if token.text[0] not in "#@"]
@@ -229,7 +194,7 @@ class QueryOptimizer:
             names=intent.names,
         )
 
-    def _search_text(self, collapsed: str, tokens: Sequence[_Token]) -> str:
+    def _search_text(self, collapsed: str, tokens: Sequence[QueryToken]) -> str:
         """The wording for the embedder: syntax and excluded words dropped, abbreviations expanded."""
         pieces: list[str] = []
         position = 0
@@ -246,7 +211,7 @@ class QueryOptimizer:
 
     def _lexical_query(
         self,
-        tokens: Sequence[_Token],
+        tokens: Sequence[QueryToken],
         phrases: tuple[str, ...],
         excluded_terms: tuple[str, ...],
         *,
@@ -282,74 +247,6 @@ class QueryOptimizer:
             excluded_terms=excluded_terms,
             weigh_repeats=weigh_repeats,
         )
-
-
-def _tokenize(collapsed: str) -> list[_Token]:
-    """Split into word-like tokens, marking phrase members, `-word` exclusions and `NOT word` operands."""
-    phrase_spans = [match.span(1) for match in _PHRASE.finditer(collapsed)]
-    excluded_spans = [match.span(1) for match in _PHRASE.finditer(collapsed) if _is_excluded_quote(collapsed, match)]
-    matches = list(_TOKEN.finditer(collapsed))
-    tokens: list[_Token] = []
-    exclude_next = False
-    for match in matches:
-        start, end = match.span()
-        in_phrase = any(span_start <= start < span_end for span_start, span_end in phrase_spans)
-        # A dash before a number is a sign or a list ("-5 degrees", "E2f-1, -2, -3"), not an exclusion.
-        dashed = (
-            start > 0
-            and collapsed[start - 1] == "-"
-            and (start == 1 or collapsed[start - 2] in ' ("')
-            and not match.group()[0].isdigit()
-        )
-        is_operator = not in_phrase and match.group() == _NOT_OPERATOR
-        excluded = (not in_phrase and not is_operator and (dashed or exclude_next)) or any(
-            span_start <= start < span_end for span_start, span_end in excluded_spans
-        )
-        exclude_next = is_operator
-        tokens.append(
-            _Token(
-                text=lower_as_analyzers(match.group()),  # what the lexical engines index for the word
-                start=start,
-                end=end,
-                in_phrase=in_phrase,
-                excluded=excluded,
-                operator=is_operator,
-            )
-        )
-    return tokens
-
-
-def _as_written(collapsed: str, token: _Token) -> str:
-    """The token's word as the query spells it, without its `#`/`@` sigil."""
-    return collapsed[token.start : token.end].lstrip("#@")
-
-
-def _as_prose(token: _Token) -> _Token:
-    """A passage's token as a plain word: no phrase membership, exclusion, operator or `#`/`@` sigil."""
-    return _Token(text=token.word, start=token.start, end=token.end, in_phrase=False)
-
-
-def _phrases(collapsed: str, *, excluded: bool = False) -> tuple[str, ...]:
-    """Quoted phrases to require (or with `excluded`, the `-"..."` / `NOT "..."` ones to exclude).
-
-    Lowercase and whitespace-collapsed; empty quotes are ignored.
-    """
-    found = (
-        lower_as_analyzers(_WHITESPACE.sub(" ", match.group(1)).strip())
-        for match in _PHRASE.finditer(collapsed)
-        if _is_excluded_quote(collapsed, match) == excluded
-    )
-    return _dedupe(phrase for phrase in found if _TOKEN.search(phrase))
-
-
-def _is_excluded_quote(collapsed: str, quote: re.Match[str]) -> bool:
-    """Whether a quoted phrase is written `-"..."` or `NOT "..."`: a phrase to exclude, not to require."""
-    before = collapsed[: quote.start()]
-    for marker in ("-", f"{_NOT_OPERATOR} "):
-        if before.endswith(marker):
-            preceding = before[: -len(marker)]
-            return not preceding or preceding[-1] in " ("
-    return False
 
 
 def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
