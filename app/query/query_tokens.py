@@ -13,13 +13,17 @@ from app.domain.text_forms import canonical_text, lower_as_analyzers
 _WORD_RUN: Final = rf"\w[\w{MARK_CHARACTERS}]*"  # `\w` holds no mark: a vowel sign or haraka would cut the word
 _TOKEN: Final = re.compile(rf"[#@]?{_WORD_RUN}(?:[./+'&-]{_WORD_RUN})*\+*")
 _PHRASE: Final = re.compile(r'"([^"]*)"')
-_QUOTES: Final = str.maketrans(dict.fromkeys("\u201c\u201d\u201e\u00ab\u00bb", '"'))
+_QUOTES: Final = str.maketrans({**dict.fromkeys("\u201c\u201d\u201e\u00ab\u00bb", '"'), "\u2019": "'"})
+"""Typographic double quotes as `"`; the typographic apostrophe (U+2019, what phones and word processors type) as
+`'`, so "wasn\u2019t" is one word that negates a date as "wasn't" is, not "wasn" and "t". Both lexical engines
+already read the two alike (tantivy splits at either, OpenSearch's `apostrophe` filter cuts at either). Not the
+modifier letter apostrophe (U+02BC): a letter inside Ukrainian words, which tantivy keeps in the word."""
 _NOT_OPERATOR: Final = "NOT"  # only the upper-case operator excludes; "not" in prose is just negation
 _WHITESPACE: Final = re.compile(r"\s+")
 
 
 def collapsed_query(raw_query: str) -> str:
-    """`raw_query` in canonical form, typographic double quotes as `"`, whitespace runs as one space, trimmed."""
+    """`raw_query` in canonical form, typographic quotes and apostrophes as ASCII ones, whitespace collapsed."""
     return _WHITESPACE.sub(" ", canonical_text(raw_query).translate(_QUOTES)).strip()
 
 

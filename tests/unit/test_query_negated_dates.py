@@ -38,6 +38,19 @@ def test_a_negated_date_is_no_range(query: str) -> None:
     assert read_range(query) == (None, None)
 
 
+@pytest.mark.parametrize(
+    "query",
+    ["it wasn\u2019t last week", "the deploy that isn\u2019t from yesterday", "errors that weren\u2019t in March 2025"],
+)
+def test_a_typographic_apostrophe_negates_a_date_as_a_straight_one_does(query: str) -> None:
+    # Phones and word processors type "wasn\u2019t" (U+2019); it was split at the apostrophe and negated nothing.
+    assert read_range(query) == read_range(query.replace("\u2019", "'")) == (None, None)
+
+
+def test_a_typographic_apostrophe_leaves_a_date_the_verb_negation_does_not_reach() -> None:
+    assert read_range("which tests didn\u2019t pass last week") == (utc(2025, 3, 3), utc(2025, 3, 10))
+
+
 def test_a_negated_date_leaves_the_dates_said_before_it() -> None:
     # March holds last week too, so the range is wider than asked, never the opposite of it.
     assert read_range("what happened in March 2025, not last week") == (utc(2025, 3, 1), utc(2025, 4, 1))
