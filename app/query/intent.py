@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import fold_to_ascii
-from app.query.vocabulary import MONTHS, STOPWORDS
+from app.query.vocabulary import MONTHS, STOPWORDS, WEEKDAYS
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -49,6 +49,11 @@ NOT_NAMES: Final = frozenset({
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
 })  # fmt: skip
 """Capitalised words that are question words, sentence openers, titles or calendar words, never names."""
+WEEKDAYS_ALSO_NAMES: Final = frozenset({"mon", "thu", "sun"})
+"""Short weekday forms that are people's names too (Sun Li, Thu Tran): a date only after `WEEKDAY_LEADS`. The other
+short forms ("Tues", "Weds", "Fri") are calendar words, never names, as the full weekday names are."""
+WEEKDAY_LEADS: Final = frozenset({"last", "on", "since", "until", "till", "every", "each", "next", "this"})
+"""Words after which a short weekday form is the day ("last Sun", "on Mon"), not someone ("from Sun", "by Thu")."""
 
 
 def name_words(name: str) -> tuple[str, ...]:
@@ -141,8 +146,8 @@ def named_entities(
     """Lowercase names in `words`, first seen first.
 
     A name is a listed name (its words in a row, any case; one name, words joined by a space), a
-    capitalised word that is no question word, stop word or month (a possessive `'s` dropped), or any
-    word in `known_names`, whatever its case.
+    capitalised word that is no question word, stop word, month or weekday (a possessive `'s` dropped;
+    `_is_weekday`), or any word in `known_names`, whatever its case.
     """
     bare_words = [_bare(word) for word in words]
     lowered_words = [fold_to_ascii(bare.lower()) for bare in bare_words]
@@ -159,9 +164,17 @@ def named_entities(
         if not lowered:
             continue
         capitalised = bare[0].isupper() and lowered not in NOT_NAMES and lowered not in STOPWORDS
-        if lowered in known_names or (capitalised and lowered not in MONTHS):
+        if lowered in known_names or (capitalised and lowered not in MONTHS and not _is_weekday(lowered_words, index)):
             found.append(lowered)
     return tuple(dict.fromkeys(found))
+
+
+def _is_weekday(lowered_words: Sequence[str], after: int) -> bool:
+    """Whether the word before `after` is a weekday said short: "Fri", or "Sun" after "last", "on", "since", ..."""
+    word = lowered_words[after - 1]
+    if word not in WEEKDAYS:
+        return False
+    return word not in WEEKDAYS_ALSO_NAMES or (after > 1 and lowered_words[after - 2] in WEEKDAY_LEADS)
 
 
 def title_names(title: str) -> set[str]:

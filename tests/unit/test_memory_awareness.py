@@ -70,6 +70,26 @@ def test_names_are_capitalised_words_that_are_not_question_words_or_months() -> 
     assert intent.names == ("caroline", "melanie", "paris")
 
 
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("what did Caroline say last Fri", ("caroline",)),
+        ("what happened on Tues", ()),
+        ("Weds standup notes", ()),
+        ("what did we do last Sun", ()),
+        ("notes since Mon", ()),
+        ("Sun's notes from last Thurs", ("sun",)),  # a weekday's short form that is also a name, as a name
+        ("what did Sun say", ("sun",)),
+        ("what did Thu and Mon decide", ("thu", "mon")),
+    ],
+)
+def test_a_weekday_said_short_is_a_date_not_a_name(query: str, names: tuple[str, ...]) -> None:
+    # As the full weekday names are; "Sun", "Mon" and "Thu" are also people's names, so only beside a date word.
+    analysis = QueryOptimizer(clock=lambda: MAY_8).analyze(query)
+
+    assert analysis.names == names
+
+
 def test_a_name_may_start_with_a_letter_of_any_script() -> None:
     intent = read_intent("What did Élodie tell Seán and Ørsted's Ángel yesterday?")
 
