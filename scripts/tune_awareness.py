@@ -3,7 +3,8 @@
 Step 1 (needs the engines, once per data set + split): every judged query runs through `SearchService` with
 the default configuration, its relative dates resolved against the conversation's clock, the awareness
 stages off, collapsing off and the fused top `--depth` kept; the hits are pickled to `--cache`. Step 2:
-every variant re-orders those lists with the pure functions the searcher calls
+every variant reads each query as the service does (`QueryOptimizer.analyze` at its conversation's clock)
+and re-orders those lists with the pure functions the searcher calls
 (`app.retrieval.evidence.prefer_evidence`, `app.retrieval.diversity.cap_per_session`), collapses to one
 chunk per document as the evaluation does, and is scored with ir-measures, per category, with a paired
 bootstrap against the unchanged ranking. The stages only re-order the fused list, so this equals a live run.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import pickle
 from dataclasses import dataclass, replace
@@ -32,7 +34,7 @@ from app.evaluation.datasets import project_id_for
 from app.evaluation.ingest import ensure_ingested
 from app.evaluation.metrics import per_query_scores
 from app.evaluation.runner import QueryRunner, default_run_spec, document_ranking, metric_names
-from app.query.intent import read_intent
+from app.query.optimizer import QueryOptimizer
 from app.query.planner import SearchOptions
 from app.retrieval.diversity import cap_per_session
 from app.retrieval.evidence import prefer_evidence
@@ -81,11 +83,18 @@ async def collect(arguments: argparse.Namespace) -> dict[str, CachedQuery]:
 Variant = "Callable[[CachedQuery], list[FusedHit]]"
 
 
+@functools.cache
+def _query_reader() -> QueryOptimizer:
+    """The optimizer the service reads queries with (bundled abbreviations, no listed names), built once."""
+    return QueryOptimizer()
+
+
 def variant(preferences: EvidencePreferences, session_cap: int | None = None) -> Variant:
     """Re-order one query's cached hits as the searcher would with these settings."""
 
     def apply(query: CachedQuery) -> list[FusedHit]:
-        intent = read_intent(query.text)
+        # The service's reading, clock included: a count back it reads as a range ("3 days ago") names the time.
+        intent = _query_reader().analyze(query.text, now=query.clock)
         wanted = replace(
             preferences,
             names=intent.names if preferences.entity_boost or preferences.mention_boost else (),
