@@ -230,25 +230,33 @@ def _say(message: str) -> None:
 
 
 def _read_datasets(arguments: argparse.Namespace) -> list[EvalDataset] | None:
-    """The data sets `--dataset` names, each read whole; None once a problem with one has been said."""
+    """The data sets `--dataset` names, each read whole; None once a problem with one has been said.
+
+    Each problem is one line that starts with the option and its value (`--dataset PATH: ...`), and the data
+    set's folder name when PATH holds several, so a run in CI says which argument to correct.
+    """
     folders = find_datasets(arguments.dataset)
     if not folders:
-        _say(f"{arguments.dataset}: no BEIR data set (corpus.jsonl + queries.jsonl) found")
+        _say(f"--dataset {arguments.dataset}: no BEIR data set (corpus.jsonl + queries.jsonl) found")
         return None
     datasets = []
     for folder in folders:
+        where = f"--dataset {arguments.dataset}" + ("" if folder == arguments.dataset else f": data set {folder.name}")
         try:
             dataset = load_dataset(folder, split=arguments.split)
             # The whole corpus read before any engine starts: a bad line is found now, not after an hour.
             documents = sum(1 for _ in read_corpus(dataset))
+        except FileNotFoundError as error:
+            _say(f"{where}: no file {error.filename} (read for --split {arguments.split})")
+            return None
         except (OSError, UnicodeDecodeError, InvalidInputError) as error:
-            _say(f"{folder}: {error}")
+            _say(f"{where}: {error}")
             return None
         # Nothing to score (an empty file, qrels of other ids, a qrels file not tab-separated): every run
         # scored 0.0000 with exit 0, after an ingest, and read as a retrieval that finds nothing.
         problem = _nothing_to_score(dataset, documents)
         if problem is not None:
-            _say(f"{folder}: {problem}")
+            _say(f"{where}: {problem}")
             return None
         if arguments.max_queries:
             dataset = _first_queries(dataset, arguments.max_queries)

@@ -89,10 +89,27 @@ def test_eval_on_a_conversational_dataset_reports_categories(eval_env: Path) -> 
     assert set(results["by_category"]["lexical"]) == {"1", "2", "4"}
 
 
-def test_eval_rejects_a_folder_without_a_dataset(eval_env: Path) -> None:
+def test_eval_rejects_a_folder_without_a_dataset(eval_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["eval", "--dataset", str(eval_env)])
 
     assert status == 2
+    assert f"--dataset {eval_env}: no BEIR data set (corpus.jsonl + queries.jsonl) found" in capsys.readouterr().err
+
+
+def test_a_dataset_refused_in_a_folder_of_datasets_names_the_option_and_the_dataset(
+    eval_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(FIXTURES / "tiny-beir", eval_env / "sets" / "good")
+    shutil.copytree(FIXTURES / "tiny-beir", eval_env / "sets" / "no-split")
+    (eval_env / "sets" / "no-split" / "qrels" / "test.tsv").unlink()
+
+    status = main(["eval", "--dataset", str(eval_env / "sets")])
+
+    errors = capsys.readouterr().err
+    assert status == 2
+    assert f"--dataset {eval_env / 'sets'}: data set no-split: " in errors
+    assert "qrels/test.tsv" in errors
+    assert not (eval_env / "data").exists()
 
 
 def test_a_malformed_dataset_or_an_unwritable_output_is_one_line_before_any_engine_starts(
@@ -111,6 +128,7 @@ def test_a_malformed_dataset_or_an_unwritable_output_is_one_line_before_any_engi
     unwritable_errors = capsys.readouterr().err
 
     assert malformed == 2
+    assert f"--dataset {broken}: " in malformed_errors
     assert "corpus.jsonl:8: the corpus id 'd1' appears twice" in malformed_errors
     assert unwritable == 2
     assert f"--output {blocker / 'out'}: cannot write there" in unwritable_errors
@@ -136,9 +154,9 @@ def test_a_dataset_with_nothing_to_score_is_refused_before_any_engine_starts(
     no_corpus_errors = capsys.readouterr().err
 
     assert unjudged_status == 2
-    assert f"{unjudged}: no judged queries" in unjudged_errors
+    assert f"--dataset {unjudged}: no judged queries" in unjudged_errors
     assert "qrels/test.tsv" in unjudged_errors
     assert no_corpus_status == 2
-    assert f"{no_corpus}: corpus.jsonl holds no documents" in no_corpus_errors
+    assert f"--dataset {no_corpus}: corpus.jsonl holds no documents" in no_corpus_errors
     assert "Traceback" not in unjudged_errors + no_corpus_errors
     assert not (eval_env / "data").exists()  # refused before an engine (or its database) was made
