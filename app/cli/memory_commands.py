@@ -216,6 +216,9 @@ async def import_project(settings: Settings, *, path: Path, project: str | None)
     """
     # The model's name and size as configured: open_engines checks the loaded model against both.
     model_name, dimensions = configured_model(settings)
+    if path.is_dir():  # noqa: ASYNC240 - once, before any engine starts
+        print(f"cannot read {path}: it is a folder; import reads one file written by `poimen export`", file=sys.stderr)
+        return 2
     if path.exists() and not path.is_file():  # noqa: ASYNC240 - once, before any engine starts
         # Read twice, a pipe is empty the second time: the import stopped "part-way" having read nothing.
         print(

@@ -169,6 +169,20 @@ def test_an_import_from_a_pipe_is_refused_before_anything_starts(data_dirs) -> N
     assert not fresh.exists()
 
 
+def test_an_import_of_a_folder_names_the_folder_and_asks_for_an_export_file(data_dirs, tmp_path) -> None:
+    # It said "... is not a regular file (a pipe or standard input?)": a folder is neither.
+    _, fresh = data_dirs
+    folder = tmp_path / "exports"
+    folder.mkdir()
+
+    result = run_cli("import", str(folder), data_dir=fresh)
+
+    assert result.returncode == 2, result.stderr
+    assert f"cannot read {folder}: it is a folder; import reads one file written by `poimen export`" in result.stderr
+    assert "pipe" not in result.stderr
+    assert not fresh.exists()
+
+
 def renamed(record: dict, document_id: str) -> dict:
     """An exported document record under another id, its chunks named after it as ingest names them, rehashed."""
     chunks = [chunk | {"id": f"{document_id}#{chunk['position']}"} for chunk in record["chunks"]]
