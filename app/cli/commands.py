@@ -93,7 +93,8 @@ async def ingest(settings: Settings, *, path: Path, project: str, batch_size: in
         pipeline = build_pipeline(settings, engines)
         counts = {"created": 0, "updated": 0, "unchanged": 0}
         chunks = 0
-        with tqdm(total=len(documents), unit="doc", desc=f"ingest {project}") as progress:
+        # disable=None: a bar on a terminal only; on a pipe or a CI log each redraw was one more "\r" line.
+        with tqdm(total=len(documents), unit="doc", desc=f"ingest {project}", disable=None) as progress:
             for batch in batches(documents, batch_size=batch_size, chunk_count=lambda d: len(pipeline.chunk(d))):
                 try:
                     outcomes = await pipeline.ingest(batch)

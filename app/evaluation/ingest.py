@@ -129,7 +129,8 @@ async def ensure_ingested(
     counts: dict[str, int] = defaultdict(int)
     chunks = 0
     remaining = iter(documents)
-    with tqdm(total=len(documents), unit="doc", desc=f"ingest {dataset.name}") as progress:
+    # disable=None: a bar on a terminal only; on a pipe or a CI log each redraw was one more "\r" line.
+    with tqdm(total=len(documents), unit="doc", desc=f"ingest {dataset.name}", disable=None) as progress:
         while batch := list(islice(remaining, INGEST_BATCH_DOCUMENTS)):
             for outcome in await pipeline.ingest(batch):
                 counts[outcome.status] += 1

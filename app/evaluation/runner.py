@@ -218,7 +218,8 @@ class QueryRunner:
         latencies: list[float] = []
         failed: dict[str, str] = {}
         queries = self._dataset.queries
-        for query in tqdm(queries, unit="q", desc=spec.name, disable=not progress):
+        # None: a bar on a terminal only (not on a pipe or a CI log, where each redraw was one more line).
+        for query in tqdm(queries, unit="q", desc=spec.name, disable=None if progress else True):
             try:
                 document_ids, elapsed_ms = await self.search(query, spec)
             except _QUERY_FAILURES as error:

@@ -62,8 +62,9 @@ def test_ingest_reindex_migrate_then_serve_the_notes(
     oversized_head = httpx.get(f"{service.url}/v1/projects", headers={"X-Padding": "x" * 100_000}, timeout=30.0)
 
     assert ingested.returncode == 0, ingested.stderr
-    assert "ingest notes" in ingested.stderr  # the progress bar's label
-    assert "5/5" in ingested.stderr
+    # stderr is a pipe here, as in CI: no progress bar, whose "\r" redraws filled the logs (text mode reads each
+    # "\r" as a line end, so the bar's label is what is looked for); the summary line stays.
+    assert "ingest notes" not in ingested.stderr
     assert "5 created, 0 updated, 0 unchanged" in ingested.stderr
     latin1 = notes / "latin1.txt"
     assert f"warning: {latin1}: not valid UTF-8 (first at byte offset 3): read with U+FFFD" in ingested.stderr
