@@ -56,6 +56,8 @@ def _unwritable_data_dir(settings: Settings) -> str | None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for probed in (folder, folder / "postgres", folder / "lexical"):
+            if probed != folder and probed.exists() and not probed.is_dir():  # a file where a start puts its folder
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(probed))
             if probed == folder or probed.is_dir():
                 with tempfile.TemporaryFile(dir=probed):
                     pass

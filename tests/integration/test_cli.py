@@ -427,6 +427,27 @@ def test_serve_on_a_data_dir_it_cannot_write_says_so_in_one_line_before_starting
     assert "Traceback" not in result.stderr
 
 
+def test_serve_on_a_data_dir_whose_postgres_folder_is_a_file_says_so_in_one_line_before_starting_anything(
+    tmp_path: Path,
+) -> None:
+    # The check looked into `postgres` only when it was a folder: a file there passed, the model loaded, the port
+    # was bound, and the start-up failed on ".../postgres/.handle_pids.json: Not a directory", exit 3.
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "postgres").write_text("not a folder", encoding="utf-8")
+
+    served = run_cli("serve", "--host", "127.0.0.1", "--port", str(free_port()), data_dir=data_dir)
+
+    assert served.returncode == 2, served.stderr
+    errors = [json.loads(line)["message"] for line in served.stderr.splitlines() if '"ERROR"' in line]
+    expected = (
+        f"cannot use POIMEN_DATA_DIR {data_dir / 'postgres'}: Not a directory (a file has its name);"
+        " make it a folder this user can write, or set POIMEN_DATA_DIR to one"
+    )
+    assert errors == [expected]
+    assert not (data_dir / "models").exists()  # refused before the model was loaded (or exported)
+
+
 def test_a_data_dir_that_is_a_file_is_said_to_be_no_folder(tmp_path: Path) -> None:
     # mkdir's own words, "File exists", read as if the folder were fine.
     data_file = tmp_path / "data"
