@@ -22,6 +22,13 @@ from app.engines import postgres_catalog, postgres_locks, postgres_versions
 from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
 from app.engines.postgres_errors import translate_errors
+from app.engines.postgres_outbox_sql import (
+    CLAIM_QUEUED,
+    COMPLETE_OUTBOX,
+    RELEASE_CLAIMS,
+    SELECT_OUTBOX_STATS,
+    SELECT_QUEUED_CHUNKS,
+)
 from app.engines.postgres_rows import (
     chunk_from_row,
     chunk_parameters,
@@ -34,21 +41,16 @@ from app.engines.postgres_scope import all_projects_transaction, project_transac
 from app.engines.postgres_snapshots import project_snapshot
 from app.engines.postgres_sql import (
     BUMP_GENERATIONS,
-    CLAIM_QUEUED,
-    COMPLETE_OUTBOX,
     DELETE_REPLACED_CHUNKS,
     MARK_PROJECT_NOT_INDEXED,
     QUEUE_DOCUMENTS,
     QUEUE_PROJECT,
-    RELEASE_CLAIMS,
     SELECT_CACHED_EMBEDDINGS,
     SELECT_DOCUMENT,
     SELECT_DOCUMENT_CHUNKS,
     SELECT_DOCUMENT_STATES,
     SELECT_DOCUMENT_TITLES,
     SELECT_GENERATION,
-    SELECT_OUTBOX_STATS,
-    SELECT_QUEUED_CHUNKS,
     UPSERT_CHUNK,
     UPSERT_DOCUMENT,
 )

@@ -272,43 +272,11 @@ BUMP_GENERATIONS: Final = (
 )
 """One new generation per listed project; run last in a write's transaction (it locks the project's row)."""
 
-SELECT_OUTBOX_STATS: Final = (
-    "SELECT count(*) FILTER (WHERE version <= coalesce(CAST(:through AS bigint), version)) AS backlog, "
-    "coalesce(extract(epoch FROM now() - min(queued_at)), 0) AS oldest_age_s, "
-    "coalesce(max(version), 0) AS newest_version FROM lexical_outbox"
-)
-
 SELECT_CACHED_EMBEDDINGS: Final = (
     "SELECT DISTINCT ON (chunk_hash) chunk_hash, CAST(embedding AS text) AS embedding FROM chunks "
     "WHERE project_id = :project_id AND chunk_hash = ANY(CAST(:hashes AS text[])) AND embedding_model = :model"
 )
 """One embedding `:project_id` stores per chunk hash under `:model`, as pgvector's text form."""
-
-CLAIM_QUEUED: Final = (
-    "WITH picked AS (SELECT project_id, document_id FROM lexical_outbox "
-    "WHERE claimed_until IS NULL OR claimed_until < now() ORDER BY version LIMIT :limit FOR UPDATE SKIP LOCKED) "
-    "UPDATE lexical_outbox o SET claimed_until = now() + make_interval(secs => :lease_s) FROM picked "
-    "WHERE o.project_id = picked.project_id AND o.document_id = picked.document_id "
-    "RETURNING o.project_id, o.document_id, o.version"
-)
-"""Lease up to `:limit` entries no one holds (or whose lease ran out), oldest change first.
-
-`SKIP LOCKED` lets any number of workers, in any process, claim at once without taking each other's rows.
-"""
-
-RELEASE_CLAIMS: Final = (
-    "UPDATE lexical_outbox o SET claimed_until = NULL "
-    "FROM unnest(CAST(:projects AS text[]), CAST(:documents AS text[]), CAST(:versions AS bigint[])) "
-    "AS claimed(project_id, document_id, version) "
-    "WHERE o.project_id = claimed.project_id AND o.document_id = claimed.document_id AND o.version = claimed.version"
-)
-
-SELECT_QUEUED_CHUNKS: Final = (
-    f"SELECT {STORED_CHUNK_COLUMNS} FROM chunks "  # noqa: S608 - constant column list
-    "JOIN unnest(CAST(:projects AS text[]), CAST(:documents AS text[])) "
-    "AS queued(project_id, document_id) USING (project_id, document_id) "
-    "ORDER BY project_id, document_id, position, chunk_id"
-)
 
 MARK_PROJECT_NOT_INDEXED: Final = (
     "UPDATE chunks SET lexically_indexed = false WHERE project_id = :project_id AND lexically_indexed"
@@ -387,14 +355,4 @@ QUEUE_PROJECT: Final = (
     "ON CONFLICT (project_id, document_id) DO UPDATE "
     "SET version = nextval('lexical_outbox_version_seq'), queued_at = now(), claimed_until = NULL RETURNING 1) "
     "SELECT count(*) FROM queued"
-)
-
-COMPLETE_OUTBOX: Final = (
-    "WITH done AS (DELETE FROM lexical_outbox o "
-    "USING unnest(CAST(:projects AS text[]), CAST(:documents AS text[]), CAST(:versions AS bigint[])) "
-    "AS claimed(project_id, document_id, version) "
-    "WHERE o.project_id = claimed.project_id AND o.document_id = claimed.document_id "
-    "AND o.version <= claimed.version RETURNING o.project_id, o.document_id) "
-    "UPDATE chunks c SET lexically_indexed = true FROM done "
-    "WHERE c.project_id = done.project_id AND c.document_id = done.document_id AND NOT c.lexically_indexed"
 )
