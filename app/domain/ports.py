@@ -261,8 +261,10 @@ class DocumentStore(ChunkTruth, DocumentTitles, Protocol):
     async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
         """Lease up to `limit` documents awaiting lexical indexing that no other worker holds, with their chunks.
 
-        Oldest change first. Workers in any number of processes may claim at once: none gets another's
-        entries while its lease lasts; entries of a claimer that died come back when the lease runs out.
+        Projects take turns: each project's oldest change, oldest first, then each one's second, and so on,
+        so one project's backlog never holds another's writes back. Workers in any number of processes may
+        claim at once: none gets another's entries while its lease lasts; entries of a claimer that died come
+        back when the lease runs out.
         Each entry carries `outbox_version`; its chunks are at least as new as that version.
         """
         ...

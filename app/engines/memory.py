@@ -12,6 +12,7 @@ import contextlib
 import copy
 import itertools
 import time
+from collections import Counter
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -178,11 +179,23 @@ class InMemoryDocumentStore:
         return True
 
     async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
-        """Lease up to `limit` queued documents no one holds, oldest change first, each with its current chunks."""
+        """Lease up to `limit` queued documents no one holds, each with its current chunks, as PostgreSQL does.
+
+        Projects take turns: every project's oldest change, oldest first, then every project's second (`CLAIM_QUEUED`).
+        """
         self._check_available()
         now = self._clock()
-        free = [(key, version) for key, version in self._outbox.items() if self._leases.get(key, 0.0) <= now]
-        queued = sorted(free, key=lambda item: item[1])[: max(limit, 0)]
+        free = sorted(
+            ((key, version) for key, version in self._outbox.items() if self._leases.get(key, 0.0) <= now),
+            key=lambda item: item[1],
+        )
+        turns: Counter[str] = Counter()
+        turn_of: dict[tuple[str, str], int] = {}
+        for key, _ in free:
+            turns[key[0]] += 1
+            turn_of[key] = turns[key[0]]
+        picked = sorted(free, key=lambda item: (turn_of[item[0]], item[1]))[: max(limit, 0)]
+        queued = sorted(picked, key=lambda item: item[1])
         for key, _ in queued:
             self._leases[key] = now + self._outbox_lease_s
         return [

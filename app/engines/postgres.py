@@ -243,7 +243,7 @@ class PostgresDocumentStore:
         return deleted
 
     async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
-        """Lease up to `limit` queued documents no other worker holds, oldest change first, with their chunks.
+        """Lease up to `limit` queued documents no other worker holds, projects in turns, with their chunks.
 
         The lease (`outbox_lease_s`) keeps other workers, in any process, off these entries until it runs
         out, so a crashed claimer's entries come back. The chunks are read after the claim committed, so

@@ -126,6 +126,8 @@ def build_metadata(embedding_dimensions: int = DEFAULT_EMBEDDING_DIMENSIONS) -> 
         Column("claimed_until", DateTime(timezone=True)),
         PrimaryKeyConstraint("project_id", "document_id", name="lexical_outbox_pkey"),
         Index("lexical_outbox_version_idx", "version"),
+        # Each project's oldest entries: claims take them project by project (`CLAIM_QUEUED`, migration 0011).
+        Index("lexical_outbox_project_version_idx", "project_id", "version"),
     )
     Table(
         "project_generations",

@@ -429,6 +429,25 @@ class DocumentStoreContract:
         assert len(ours) == len(set(ours))
         assert set(ours) <= {f"d{n}" for n in range(40)}
 
+    async def test_one_projects_backlog_does_not_hold_back_another_projects_entry(self, store, project) -> None:
+        # A tenant writing thousands of documents must not delay another's write until its backlog is indexed.
+        other = f"{project}-other"
+        await store.save_documents([entry(project, f"d{n}", 1) for n in range(30)])
+        await store.save_documents([entry(other, "late", 1)])
+
+        batches: list[list[tuple[str, str]]] = []
+        while batch := await store.claim_outbox(limit=5):
+            batches.append(
+                [(item.project_id, item.document_id) for item in batch if item.project_id in {project, other}]
+            )
+        [late_batch] = [number for number, claims in enumerate(batches) if (other, "late") in claims]
+        ours_claimed_first = sum(len(claims) for claims in batches[:late_batch])
+
+        assert ours_claimed_first <= 1, f"{ours_claimed_first} of the backlog claimed before the later write"
+        assert [document_id for claims in batches for project_id, document_id in claims if project_id == project] == [
+            f"d{n}" for n in range(30)
+        ]
+
     async def test_outbox_stats_count_entries_and_age_the_oldest(self, store, project) -> None:
         await store.save_documents([entry(project, "a", 1)])
 
