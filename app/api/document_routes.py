@@ -51,7 +51,7 @@ from app.api.project_schemas import DeletedOut, DocumentListOut, summary_out
 from app.api.strict_bodies import READS_BODY
 from app.config import Settings
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
-from app.ingestion.admission import shared_allowance
+from app.ingestion.admission import shared_allowance, shared_keyed_allowances
 from app.ingestion.catalog import MAX_PAGE_SIZE, ProjectCatalog
 from app.ingestion.pipeline import IngestionPipeline, IngestOutcome
 from app.observability.metrics import record_ingested
@@ -62,7 +62,11 @@ MAX_INGEST_BODY_BYTES: Final = 16 * 1024 * 1024
 request took a replica past the chart's 2 GiB (docs/operations.md "Memory per pod")."""
 INGEST_BODY_BYTES_IN_FLIGHT: Final = 2 * MAX_INGEST_BODY_BYTES
 """Ingest body bytes (as `Content-Length` declares them) one process reads and holds at once; more wait unread."""
+PROJECT_INGEST_BODY_BYTES_IN_FLIGHT: Final = MAX_INGEST_BODY_BYTES
+"""Of those, what one project's writes hold at once: its other writes wait on their own, and other projects' still
+fit. Two slow maximal bodies of one project (16 KiB/s keeps a body's deadline for 17 minutes) took it all."""
 _BODIES_IN_FLIGHT: Final = "ingest_bodies_in_flight"
+_PROJECT_BODIES_IN_FLIGHT: Final = "ingest_bodies_in_flight_per_project"
 
 
 def _declared_bytes(request: Request[Any, Any, State]) -> int:
@@ -147,7 +151,12 @@ class DocumentController(Controller):
         201 when a document was created, 200 when none was (each replaced, or found unchanged).
         """
         declared = _declared_bytes(request)
-        async with shared_allowance(request.app.state, _BODIES_IN_FLIGHT, INGEST_BODY_BYTES_IN_FLIGHT).take(declared):
+        state = request.app.state
+        own = shared_keyed_allowances(state, _PROJECT_BODIES_IN_FLIGHT, PROJECT_INGEST_BODY_BYTES_IN_FLIGHT)
+        async with (
+            own.take(project, declared),
+            shared_allowance(state, _BODIES_IN_FLIGHT, INGEST_BODY_BYTES_IN_FLIGHT).take(declared),
+        ):
             # The heap is trimmed after the answer (app.api.overload), else the replica's RSS stays near its peak.
             return await _ingest(request, project, settings, pipeline, if_match=if_match, if_none_match=if_none_match)
 

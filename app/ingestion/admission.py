@@ -68,3 +68,38 @@ def shared_allowance(state: MutableMapping[str, object], key: str, limit: int) -
     if not isinstance(allowance, Allowance):
         allowance = state[key] = Allowance(limit)
     return allowance
+
+
+class KeyedAllowances:
+    """One `Allowance` of `limit` per key (a project), kept only while a request of that key holds or awaits a share.
+
+    Taken before a shared allowance, it caps what one key's requests hold of it: a key's further requests wait
+    on their own allowance, holding nothing of the shared one, and other keys still find room there.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._allowances: dict[str, Allowance] = {}
+
+    def __len__(self) -> int:
+        """How many keys hold or await a share now."""
+        return len(self._allowances)
+
+    @contextlib.asynccontextmanager
+    async def take(self, key: str, amount: int) -> AsyncIterator[None]:
+        """Hold `amount` units of `key`'s allowance for the block, waiting until they fit."""
+        allowance = self._allowances.setdefault(key, Allowance(self.limit))
+        try:
+            async with allowance.take(amount):
+                yield
+        finally:
+            if allowance.taken == 0 and allowance.waiting == 0 and self._allowances.get(key) is allowance:
+                del self._allowances[key]
+
+
+def shared_keyed_allowances(state: MutableMapping[str, object], key: str, limit: int) -> KeyedAllowances:
+    """The `KeyedAllowances` kept in `state` under `key`, made with `limit` on first use (see `shared_allowance`)."""
+    allowances = state.get(key)
+    if not isinstance(allowances, KeyedAllowances):
+        allowances = state[key] = KeyedAllowances(limit)
+    return allowances

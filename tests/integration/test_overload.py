@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from app.api.document_routes import MAX_INGEST_BODY_BYTES
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -103,3 +105,35 @@ async def test_clients_gone_mid_body_free_their_slot_write_nothing_and_count_as_
     assert http_requests(metrics, method="POST", path=path, status=499) == CUT_CLIENTS
     assert http_requests(metrics, method="POST", path=path, status=500) == 0
     assert shed_count(metrics) == 0
+
+
+async def test_one_projects_slow_uploads_leave_room_for_another_projects_write(
+    poimen_service: Callable[..., ServiceProcess],
+) -> None:
+    # Two maximal bodies of one project, arriving slowly (a client may send 16 KiB/s for 17 minutes), took
+    # all of INGEST_BODY_BYTES_IN_FLIGHT: every other project's write waited until they were cut off.
+    service = poimen_service()
+    port = int(service.url.rsplit(":", 1)[1])
+    head = (
+        "POST /v1/projects/slow/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {MAX_INGEST_BODY_BYTES}\r\n\r\n"
+    ).encode()
+    uploads = []
+    for _ in range(2):
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(head + b'{"id": "slow", "text": "')
+        await writer.drain()
+        uploads.append(writer)
+    try:
+        await asyncio.sleep(1.0)  # both admitted, holding their share of the bodies in flight
+        async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+            # Well inside REQUEST_BODY_TIMEOUT_S (20 s), when the slow uploads are cut off at the latest.
+            other = await asyncio.wait_for(
+                client.post("/v1/projects/quick/documents", json={"id": "note", "text": "Backups run at two."}),
+                timeout=10.0,
+            )
+    finally:
+        for writer in uploads:
+            writer.close()
+
+    assert other.status_code == 201

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from app.ingestion.admission import Allowance
+from app.ingestion.admission import Allowance, KeyedAllowances
 
 
 async def test_a_share_waits_until_it_fits_and_smaller_ones_go_ahead() -> None:
@@ -66,3 +66,31 @@ async def test_a_cancelled_waiter_takes_nothing_and_a_cancelled_holder_gives_its
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Allowance(0)
+
+
+async def test_a_keys_second_share_waits_on_its_own_allowance_while_another_key_goes_ahead() -> None:
+    per_key = KeyedAllowances(10)
+    shared = Allowance(20)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def hold(key: str, amount: int, until: asyncio.Event | None = None) -> None:
+        async with per_key.take(key, amount), shared.take(amount):
+            order.append(f"in {key}")
+            if until is not None:
+                await until.wait()
+
+    first = asyncio.create_task(hold("a", 10, release))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(hold("a", 10, release))  # waits on "a", holding nothing of `shared`
+    other = asyncio.create_task(hold("b", 10))
+    await asyncio.sleep(0)
+    assert order == ["in a", "in b"]
+    assert shared.taken == 10
+    assert len(per_key) == 1  # "b" held and gave back: its allowance is gone
+
+    release.set()
+    await asyncio.gather(first, second, other)
+
+    assert order == ["in a", "in b", "in a"]
+    assert len(per_key) == 0
