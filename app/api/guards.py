@@ -21,6 +21,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Final
 
+from app.api.overload import charge_caller
 from app.auth.forwarding import forwarded_token
 from app.auth.tokens import (
     ANONYMOUS,
@@ -82,7 +83,10 @@ def _scope_guard(scope: str) -> Guard:
                 authorize(principal, project=project, scope=scope)
             else:
                 authorize_scope(principal, scope=scope)
-        _within_rate(services, request_caller_key(connection, principal))
+        caller = request_caller_key(connection, principal)
+        if principal is not ANONYMOUS:  # without auth every caller is one: the process's limit is theirs
+            charge_caller(connection.scope, caller)
+        _within_rate(services, caller)
         if services.settings.opensearch_auth == "forward_jwt":
             forwarded_token.set(principal.token)
 

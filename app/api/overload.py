@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Final
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, cast
 
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
 
 from app.api.errors import PROBLEM_MEDIA_TYPE, RETRY_AFTER_S
 from app.api.heap_release import HeapTrimmer
+from app.domain.errors import RateLimitedError
 from app.ingestion.admission import Allowance
 from app.observability.metrics import record_shed
 
@@ -58,7 +61,34 @@ REQUEST_BODY_BYTES_IN_FLIGHT: Final = 128 * 1024 * 1024
 CHARGED_BODY_BYTES: Final = 1024 * 1024
 """Bodies from this size on take a share of `REQUEST_BODY_BYTES_IN_FLIGHT`; smaller ones are bounded by the slots."""
 CLIENT_CLOSED_REQUEST: Final = 499
+CALLER_SHARE_OF_SLOTS: Final = 4
+"""A verified caller holds at most `MAX_CONCURRENT_REQUESTS` / 4 slots (at least one); its next request is a 429.
+
+A slot is held while its body arrives, and a body may take `REQUEST_BODY_TIMEOUT_S` to start: one tenant's
+token on `MAX_CONCURRENT_REQUESTS` connections that sent only their heads had every other tenant shed with 503.
+Callers are the guards' (`app.api.guards.request_caller_key`: the token's subject); without auth there is
+one caller, and no share."""
+SLOT_SCOPE_KEY: Final = "poimen.slot"
+"""Where an admitted request's `_Slot` is in its ASGI scope, for the guard to charge once it knows the caller."""
 """nginx's status for a request whose client went away before it was read; no client ever receives it."""
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One admitted request's slot, and the caller it was charged to once its guard verified one."""
+
+    limiter: ConcurrencyLimit
+    caller: str | None = None
+
+
+def charge_caller(scope: Scope, caller: str) -> None:
+    """Count the request's slot against `caller`; `RateLimitedError` when the caller holds its share already.
+
+    Nothing for a request the limiter did not admit (a probe, an app without the limiter).
+    """
+    slot = cast("dict[str, object]", scope).get(SLOT_SCOPE_KEY)
+    if isinstance(slot, _Slot) and slot.caller is None:
+        slot.limiter.charge(slot, caller)
 
 
 class ConcurrencyLimit:
@@ -80,6 +110,8 @@ class ConcurrencyLimit:
         self._bodies = Allowance(body_bytes_in_flight)  # one app per event loop, as `Allowance` needs
         self._body_timeout_s, self._body_min_rate = body_timeout_s, body_min_rate_bytes_per_s
         self._in_flight = 0  # one event loop per process: no lock needed between awaits
+        self._per_caller = max(1, limit // CALLER_SHARE_OF_SLOTS)
+        self._by_caller: Counter[str] = Counter()
         self._heap = HeapTrimmer()
         # The refusal is the same every time: built once, so shedding costs no serialisation.
         detail = f"more than {limit} requests in flight; retry shortly"
@@ -95,14 +127,29 @@ class ConcurrencyLimit:
             await _problem(send, 503, self._refusal.encode())
             return
         self._in_flight += 1
+        slot = _Slot(self)
+        cast("dict[str, object]", scope)[SLOT_SCOPE_KEY] = slot
         body = _BodyWithDeadline(receive, timeout_s=self._body_timeout_s, min_rate=self._body_min_rate)
         try:
             async with self._bodies.take(_charged_bytes(scope, max_body_bytes=self._max_body_bytes)):
                 await self._app(scope, body.receive, send)
         finally:
             self._in_flight -= 1
+            if slot.caller is not None:
+                self._by_caller[slot.caller] -= 1
+                if not self._by_caller[slot.caller]:
+                    del self._by_caller[slot.caller]
         # Answered: a large body (an ingest, a batch search, a refused one alike) left the heap near its peak.
         await self._heap.release(body.received_bytes)
+
+    def charge(self, slot: _Slot, caller: str) -> None:
+        """Count `slot` against `caller`, or raise `RateLimitedError` (429) past the caller's share."""
+        if self._by_caller[caller] >= self._per_caller:
+            record_shed("caller_in_flight")
+            msg = f"more than {self._per_caller} requests in flight from this caller; retry shortly"
+            raise RateLimitedError(msg, retry_after_s=RETRY_AFTER_S)
+        self._by_caller[caller] += 1
+        slot.caller = caller
 
 
 class _BodyWithDeadline:

@@ -124,11 +124,12 @@ ENGINE_ERRORS_TOTAL: Final = Counter(
 )
 REQUESTS_SHED_TOTAL: Final = Counter(
     "poimen_requests_shed_total",
-    "Requests refused before any work: overload (503, too many in flight), rate_limit (429, per caller) or"
-    " refused_auth (429, refused authentications per client address).",
+    "Requests refused before any work: overload (503, too many in flight), rate_limit (429, per caller),"
+    " refused_auth (429, refused authentications per client address) or caller_in_flight (429, one caller's"
+    " share of the requests in flight).",
     ["reason"],
 )
-SHED_REASONS: Final = frozenset({"overload", "rate_limit", "refused_auth"})
+SHED_REASONS: Final = frozenset({"overload", "rate_limit", "refused_auth", "caller_in_flight"})
 CONNECTIONS_CLOSED_TOTAL: Final = Counter(
     "poimen_connections_closed_total",
     "Connections closed at the open-connection cap: idle (the idlest one, for a new one) or full (the new one).",
@@ -334,7 +335,7 @@ def record_engine_error(engine: str) -> None:
 
 
 def record_shed(reason: str) -> None:
-    """Count one request refused for `reason` (`overload`, `rate_limit` or `refused_auth`)."""
+    """Count one request refused for `reason` (`overload`, `rate_limit`, `refused_auth` or `caller_in_flight`)."""
     if not MetricsSwitch.enabled:
         return
     REQUESTS_SHED_TOTAL.labels(reason=bounded(reason, SHED_REASONS)).inc()

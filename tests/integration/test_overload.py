@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import TYPE_CHECKING
 
 import httpx
+import jwt
 import pytest
 
 from app.api.document_routes import MAX_INGEST_BODY_BYTES
@@ -27,6 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CLIENTS = 16
 ROUNDS = 5
 CUT_CLIENTS = 3
+JWT_SECRET = "overload-test-secret-0123456789abcdef"
 
 
 def shed_count(metrics: str) -> float:
@@ -137,3 +140,41 @@ async def test_one_projects_slow_uploads_leave_room_for_another_projects_write(
             writer.close()
 
     assert other.status_code == 201
+
+
+def bearer(projects: list[str]) -> str:
+    now = int(time.time())
+    claims = {"sub": f"caller-of-{projects[0]}", "iat": now, "exp": now + 600, "projects": projects, "scope": "search"}
+    return jwt.encode(claims, JWT_SECRET, algorithm="HS256")
+
+
+async def test_one_caller_cannot_hold_every_slot_against_another_callers_search(
+    poimen_service: Callable[..., ServiceProcess],
+) -> None:
+    # Searches whose bodies never come hold their slot until REQUEST_BODY_TIMEOUT_S (20 s): one tenant's token
+    # on MAX_CONCURRENT_REQUESTS connections, sending nothing, had every other tenant's request shed with 503.
+    service = poimen_service(AUTH_MODE="jwt", JWT_SECRET=JWT_SECRET, MAX_CONCURRENT_REQUESTS="8")
+    port = int(service.url.rsplit(":", 1)[1])
+    head = (
+        f"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {bearer(['held'])}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    ).encode()
+    holders = []
+    for _ in range(8):
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(head)
+        await writer.drain()
+        holders.append(writer)
+    try:
+        await asyncio.sleep(1.0)  # each admitted and past its guard, waiting for its body
+        async with httpx.AsyncClient(base_url=service.url, timeout=10.0) as client:
+            other = await client.get(
+                "/memory/query",
+                params={"query": "backups", "project": "other"},
+                headers={"Authorization": f"Bearer {bearer(['other'])}"},
+            )
+    finally:
+        for writer in holders:
+            writer.close()
+
+    assert other.status_code == 200
