@@ -18,16 +18,18 @@ in no server-error rate.
 
 Large bodies also share `REQUEST_BODY_BYTES_IN_FLIGHT`: a request declaring 1 MiB or more (its
 `Content-Length`, or the most a body may be when it is chunked) waits, unread and holding its slot, until its
-share fits. Ingests had such a bound and searches none: 16 search bodies of 50 MB at once (refused 400, their
-query too long) took a server from 870 to 1,700 MiB, and the 256 slots allow 16 GiB of them in a 2 GiB pod.
+share fits, from its first read on (after its guard), and one caller's at most one largest body's worth.
+Ingests had such a bound and searches none: 16 search bodies of 50 MB at once (refused 400, their query too
+long) took a server from 870 to 1,700 MiB, and the 256 slots allow 16 GiB of them in a 2 GiB pod.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, cast
 
 from litestar.enums import ScopeType
@@ -36,10 +38,12 @@ from litestar.exceptions import HTTPException
 from app.api.errors import PROBLEM_MEDIA_TYPE, RETRY_AFTER_S
 from app.api.heap_release import HeapTrimmer
 from app.domain.errors import RateLimitedError
-from app.ingestion.admission import Allowance
+from app.ingestion.admission import Allowance, KeyedAllowances
 from app.observability.metrics import record_shed
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from litestar import Litestar
     from litestar.types import (
         ASGIApp,
@@ -75,10 +79,20 @@ SLOT_SCOPE_KEY: Final = "poimen.slot"
 
 @dataclass(slots=True)
 class _Slot:
-    """One admitted request's slot, and the caller it was charged to once its guard verified one."""
+    """One admitted request's slot, the caller it was charged to once its guard verified one, and its body's share."""
 
     limiter: ConcurrencyLimit
+    body_bytes: int = 0  # what its body takes of the bytes in flight (`_charged_bytes`)
     caller: str | None = None
+    held: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+
+    async def admit_body(self) -> None:
+        """Wait, before the body is read, until its share fits: the caller's (one largest body), then the process's."""
+        if not self.body_bytes:
+            return
+        if self.caller is not None:
+            await self.held.enter_async_context(self.limiter.caller_bodies.take(self.caller, self.body_bytes))
+        await self.held.enter_async_context(self.limiter.bodies.take(self.body_bytes))
 
 
 def charge_caller(scope: Scope, caller: str) -> None:
@@ -107,7 +121,9 @@ class ConcurrencyLimit:
         self._app = app
         self._limit = limit
         self._max_body_bytes = max_body_bytes
-        self._bodies = Allowance(body_bytes_in_flight)  # one app per event loop, as `Allowance` needs
+        self.bodies = Allowance(body_bytes_in_flight)  # one app per event loop, as `Allowance` needs
+        # Taken first, once the guard named the caller: two slow bodies of the largest size held all of `bodies`.
+        self.caller_bodies = KeyedAllowances(max_body_bytes)
         self._body_timeout_s, self._body_min_rate = body_timeout_s, body_min_rate_bytes_per_s
         self._in_flight = 0  # one event loop per process: no lock needed between awaits
         self._per_caller = max(1, limit // CALLER_SHARE_OF_SLOTS)
@@ -127,11 +143,13 @@ class ConcurrencyLimit:
             await _problem(send, 503, self._refusal.encode())
             return
         self._in_flight += 1
-        slot = _Slot(self)
+        slot = _Slot(self, body_bytes=_charged_bytes(scope, max_body_bytes=self._max_body_bytes))
         cast("dict[str, object]", scope)[SLOT_SCOPE_KEY] = slot
-        body = _BodyWithDeadline(receive, timeout_s=self._body_timeout_s, min_rate=self._body_min_rate)
+        body = _BodyWithDeadline(
+            receive, timeout_s=self._body_timeout_s, min_rate=self._body_min_rate, admit=slot.admit_body
+        )
         try:
-            async with self._bodies.take(_charged_bytes(scope, max_body_bytes=self._max_body_bytes)):
+            async with slot.held:
                 await self._app(scope, body.receive, send)
         finally:
             self._in_flight -= 1
@@ -155,8 +173,10 @@ class ConcurrencyLimit:
 class _BodyWithDeadline:
     """One admitted request's `receive`: its body must arrive in time, and a client gone before it is a 499."""
 
-    def __init__(self, receive: Receive, *, timeout_s: float, min_rate: float) -> None:
-        self._receive = receive
+    def __init__(
+        self, receive: Receive, *, timeout_s: float, min_rate: float, admit: Callable[[], Awaitable[None]]
+    ) -> None:
+        self._receive, self._admit = receive, admit
         self._loop = asyncio.get_running_loop()
         # From the handler's first read, not from admission: an ingest waits for room among the bodies in flight
         # (`INGEST_BODY_BYTES_IN_FLIGHT`) before it reads its own, and was answered 408 once that wait passed it.
@@ -170,6 +190,7 @@ class _BodyWithDeadline:
         if self._whole:  # the body is read: what comes next (a disconnect) is the framework's to see
             return await self._receive()
         if self._deadline is None:
+            await self._admit()  # the body's share of the bytes in flight, unread until it fits
             self._deadline = self._loop.time() + self._timeout_s
         try:
             # `timeout_at`, not `wait_for`: no task made per message on every request's body.
