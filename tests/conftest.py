@@ -68,6 +68,22 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _root_logger_left_alone() -> Iterator[None]:
+    """A test must not leave a third party's handler on the root logger (Litestar's default `logging_config` adds a
+    queue listener writing to the stream pytest captured): at exit the embedded PostgreSQL's clean-up logs through it
+    into a closed file, and every parallel run ended with "--- Logging error ---" tracebacks."""
+    yield
+    foreign = [
+        handler
+        for handler in logging.getLogger().handlers
+        if not type(handler).__module__.startswith(("app.", "_pytest."))
+    ]
+    for handler in foreign:  # only the test that left it fails
+        logging.getLogger().removeHandler(handler)
+    assert not foreign, f"the test left {foreign} on the root logger (pass logging_config=None to Litestar)"
+
+
+@pytest.fixture(autouse=True)
 def _fresh_log_throttles() -> None:
     """Each test starts with empty log throttles: a refusal another test logged must not hold back this one's."""
     for name in (SERVER_LOGGER, AUTH_LOGGER):

@@ -22,7 +22,7 @@ async def thing() -> dict[str, str]:
 
 @pytest.fixture
 async def port() -> AsyncIterator[int]:
-    app = Litestar([thing])
+    app = Litestar([thing], logging_config=None)  # Litestar's default config hooks the root logger
     complete_methods(app)
     async for served in serve(app):
         yield served

@@ -63,7 +63,11 @@ def recording(app: ASGIApp) -> ASGIApp:
 
 
 def limited_app(*, min_rate: float) -> Litestar:
-    app = Litestar(route_handlers=[echo, after_a_wait], exception_handlers={HTTPException: http_error_handler})
+    app = Litestar(
+        route_handlers=[echo, after_a_wait],
+        exception_handlers={HTTPException: http_error_handler},
+        logging_config=None,  # Litestar's default config hooks the root logger
+    )
     app.asgi_handler = ConcurrencyLimit(
         recording(app.asgi_handler),
         limit=1,
