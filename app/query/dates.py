@@ -83,24 +83,32 @@ def months_named(words: Sequence[str]) -> tuple[int, ...]:
 def _month_positions(words: Sequence[str]) -> list[int]:
     """Where the query names a month: a plain month name, or an ambiguous one ("may", "march") dated by its neighbours.
 
-    Dated: after a preposition ("in may"), before a year ("may 2024"), beside an ordinal ("aug 15th", "4th
-    october"), or before a day and a year ("may 3, 2023"). A bare number alone does not date it: "may 3
-    replicas be enough" and "we march 5 miles" are no dates.
+    Dated as `is_dated_by_context` says. A bare number alone does not date it: "may 3 replicas be enough" and
+    "we march 5 miles" are no dates. "last March" is a relative date (`is_last_month`), not one of these.
     """
-    positions: list[int] = []
-    for index, word in enumerate(words):
-        if word not in MONTHS:
-            continue
-        following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
-        previous = words[index - 1] if index > 0 else ""
-        dated = (
-            is_year(following)
-            or bool(ORDINAL_DAY.fullmatch(following) or ORDINAL_DAY.fullmatch(previous))
-            or bool(DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
-        )
-        if (word in PLAIN_MONTHS or dated or previous in DATE_PREPOSITIONS) and not is_last_month(words, index):
-            positions.append(index)
-    return positions
+    return [
+        index
+        for index, word in enumerate(words)
+        if word in MONTHS
+        and (word in PLAIN_MONTHS or is_dated_by_context(words, index))
+        and not is_last_month(words, index)
+    ]
+
+
+def is_dated_by_context(words: Sequence[str], index: int) -> bool:
+    """Whether the month name at `index` is a date by its neighbours alone, as an ambiguous one ("may") must be.
+
+    After a preposition ("in may"), before a year ("may 2024"), beside an ordinal ("aug 15th", "4th october"),
+    or before a day and a year ("may 3, 2023").
+    """
+    following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
+    previous = words[index - 1] if index > 0 else ""
+    return (
+        previous in DATE_PREPOSITIONS
+        or is_year(following)
+        or bool(ORDINAL_DAY.fullmatch(following) or ORDINAL_DAY.fullmatch(previous))
+        or bool(DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
+    )
 
 
 def date_direction(words: Sequence[str]) -> DateDirection | None:
