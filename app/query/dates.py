@@ -111,6 +111,23 @@ def is_dated_by_context(words: Sequence[str], index: int) -> bool:
     )
 
 
+def is_month_named_by_date(words: Sequence[str], index: int) -> bool:
+    """Whether the word at `index`, a month's name that is someone's too (a speaker May or June), is the month there.
+
+    Where its neighbours date it as they date an ambiguous month (`is_dated_by_context`: "in May", "since May
+    2024"), after "last" ("last May", `is_last_month`), or beside a day of the month ("June 3", "on 3 June"): said
+    of someone, a month's name stands by none of them. Not a month's name: False.
+    """
+    if words[index] not in MONTHS:
+        return False
+    neighbours = (words[index - 1] if index > 0 else "", words[index + 1] if index + 1 < len(words) else "")
+    return (
+        is_dated_by_context(words, index)
+        or is_last_month(words, index)
+        or any(DAY_OF_MONTH.fullmatch(word) for word in neighbours)
+    )
+
+
 def date_direction(words: Sequence[str]) -> DateDirection | None:
     """The side of the query's date it asks about: "before April 2024", "until 2023", "since last week".
 

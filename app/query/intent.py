@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import fold_to_ascii
+from app.query.dates import is_month_named_by_date
 from app.query.vocabulary import MONTHS, STOPWORDS, WEEKDAYS
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 _APOSTROPHES: Final = "'\u2019"
 _WORD: Final = re.compile(rf"[^\W\d_][\w{_APOSTROPHES}.-]*")  # a word starts with a letter, any script
 _POSSESSIVE: Final = re.compile(rf"(?:[{_APOSTROPHES}]s|[{_APOSTROPHES}])$")
+_WORD_OR_NUMBER: Final = re.compile(rf"\w[\w{_APOSTROPHES}.-]*")  # what dates a month in a title: "8 May, 2023"
 
 WHEN_OPENINGS: Final = (
     ("when",),
@@ -181,14 +183,23 @@ def title_names(title: str) -> set[str]:
     """The capitalised words of `title`, lowercase and read as `named_entities` reads a query's (`'s` dropped).
 
     Only capitalised ones: in a sentence-case title ("Cells lacking ... in sporulation") the common words are
-    plain words, and a name a query starts with by chance must not match them.
+    plain words, and a name a query starts with by chance must not match them. Nor a month its context dates
+    ("1:56 pm on 8 May, 2023 | Caroline"): a month of many turns is no speaker, and a speaker named May is.
     """
-    return {name_form(word) for word in _WORD.findall(title) if word[0].isupper()}
+    return {name_form(word) for word in _title_words_undated(title) if word[0].isupper()}
 
 
 def title_words(title: str) -> set[str]:
-    """Every word of `title`, in any case, lowercase and read as `title_names` reads them."""
-    return {name_form(word) for word in _WORD.findall(title)}
+    """Every word of `title`, in any case, lowercase and read as `title_names` reads them (dated months left out)."""
+    return {name_form(word) for word in _title_words_undated(title)}
+
+
+def _title_words_undated(title: str) -> list[str]:
+    """The words of `title` the reader sees, less the month names its numbers or prepositions date."""
+    around = list(_WORD_OR_NUMBER.finditer(title))
+    lowered = [_bare(match.group()).lower() for match in around]
+    dated = {match.start() for index, match in enumerate(around) if is_month_named_by_date(lowered, index)}
+    return [match.group() for match in _WORD.finditer(title) if match.start() not in dated]
 
 
 def without_names(text: str, names: Collection[str]) -> str:

@@ -34,7 +34,20 @@ TURN_TITLES = [f"1:56 pm on {day} May, 2023 | {speaker}" for day in range(1, 11)
 
 
 def test_title_names_are_its_capitalised_words_read_as_names_are_read() -> None:
-    assert title_names("1:56 pm on 8 May, 2023 | Caroline's") == {"may", "caroline"}
+    assert title_names("1:56 pm on 8 May, 2023 | Caroline's") == {"caroline"}  # the dated month is no name
+
+
+def test_a_title_month_is_a_name_only_where_no_date_stands_by_it() -> None:
+    assert title_names("1:56 pm on 8 May, 2023 | May") == {"may"}
+    assert title_names("Notes of June") == {"notes"}
+
+
+def test_the_month_of_many_turns_is_no_common_name_and_a_speaker_named_like_it_is() -> None:
+    # Every LoCoMo conversation had its sessions' months among its "speakers" ("may", "july", ...).
+    with_may = [*TURN_TITLES, *(f"2 pm on {day} May, 2023 | May" for day in range(1, 11))]
+
+    assert common_title_words(TURN_TITLES, min_share=0.1) == {"caroline", "melanie"}
+    assert common_title_words(with_may, min_share=0.1) == {"caroline", "melanie", "may"}
 
 
 def test_a_plain_word_common_in_sentence_case_titles_is_no_common_name() -> None:
