@@ -247,7 +247,8 @@ def analysis_out(analysis: QueryAnalysis, filters: Filters, *, unused_options: S
             "relative_dates": list(entities.relative_dates),
             "expansions": dict(entities.expansions),
             "excluded_terms": list(entities.excluded_terms),
-            # Names the evidence boosts match (capitalised words, QUERY_VOCABULARY_PATH entities), lowercase.
+            # Names the evidence boosts match (capitalised words, QUERY_VOCABULARY_PATH entities, the project's
+            # speakers named like a month or a modal word: "What did May say?"), lowercase.
             "names": list(analysis.names),
         },
         event_time_from=analysis.event_time_from,

@@ -311,10 +311,12 @@ class QueryAnalysis:
     lexical_query: LexicalQuery
     event_time_from: datetime | None = None
     event_time_to: datetime | None = None
-    # What the question is after (`app/query/intent.py`): a time, the latest state, the names it holds.
+    # What the question is after (`app/query/intent.py`): a time, the latest state, the names it holds, and the
+    # calendar or function words written as names (May, June, Will: names only where they are the project's speakers).
     asks_when: bool = False
     asks_latest: bool = False
     names: tuple[str, ...] = ()
+    name_candidates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,16 +115,25 @@ def is_month_named_by_date(words: Sequence[str], index: int) -> bool:
     """Whether the word at `index`, a month's name that is someone's too (a speaker May or June), is the month there.
 
     Where its neighbours date it as they date an ambiguous month (`is_dated_by_context`: "in May", "since May
-    2024"), after "last" ("last May", `is_last_month`), or beside a day of the month ("June 3", "on 3 June"): said
-    of someone, a month's name stands by none of them. Not a month's name: False.
+    2024"), after "last" ("last May", `is_last_month`), beside a day of the month ("June 3", "on 3 June"), after
+    "between", or closing a range a date opens ("between June and August", "from May 2024 to August"): said of
+    someone, a month's name stands by none of them ("What did June and August do?"). Not a month's name: False.
     """
     if words[index] not in MONTHS:
         return False
-    neighbours = (words[index - 1] if index > 0 else "", words[index + 1] if index + 1 < len(words) else "")
+    previous = words[index - 1] if index > 0 else ""
+    following = words[index + 1] if index + 1 < len(words) else ""
+    opened_by_date = (
+        previous in SPAN_CLOSING_WORDS
+        and index > 1
+        and (is_year(words[index - 2]) or is_month_named_by_date(words, index - 2))
+    )
     return (
         is_dated_by_context(words, index)
         or is_last_month(words, index)
-        or any(DAY_OF_MONTH.fullmatch(word) for word in neighbours)
+        or any(DAY_OF_MONTH.fullmatch(word) for word in (previous, following))
+        or previous == "between"
+        or opened_by_date
     )
 
 

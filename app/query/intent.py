@@ -56,6 +56,28 @@ WEEKDAYS_ALSO_NAMES: Final = frozenset({"mon", "thu", "sun"})
 short forms ("Tues", "Weds", "Fri") are calendar words, never names, as the full weekday names are."""
 WEEKDAY_LEADS: Final = frozenset({"last", "on", "since", "until", "till", "every", "each", "next", "this"})
 """Words after which a short weekday form is the day ("last Sun", "on Mon"), not someone ("from Sun", "by Thu")."""
+CALENDAR_OR_FUNCTION_WORDS: Final = NOT_NAMES | STOPWORDS | frozenset(MONTHS) | frozenset(WEEKDAYS)
+"""Words capitalisation alone never makes a name; one that is a project's speaker (May, June, Will) may be one
+(`names_someone`)."""
+_CAPITALISED_ANYWAY: Final = frozenset({"i", "mr", "mrs", "ms", "dr"})
+"""Words always written with a capital: theirs says nothing of a name."""
+
+
+def names_someone(written: str, words: Sequence[str], index: int, *, opens_query: bool) -> bool:
+    """Whether a calendar or function word (`CALENDAR_OR_FUNCTION_WORDS`) is written as a name at `index` of `words`.
+
+    `words` are the query's words as the date reader reads them (lowercase, numbers among them), `written` the
+    word as the query spells it, `opens_query` whether it is the query's first. Evidence, not a guess: it is
+    capitalised, is no modal or question word opening the query ("May I ...", "Will it ..."), and its context does
+    not date it ("in May", "May 3", "since May 2024", "last May", `is_month_named_by_date`; "last Sun",
+    `WEEKDAY_LEADS`). The word is then a name only where the caller knows it is one: a project's speaker.
+    """
+    word = words[index]
+    if word in _CAPITALISED_ANYWAY or not written[:1].isupper() or (opens_query and word in NOT_NAMES | STOPWORDS):
+        return False
+    if word in WEEKDAYS:
+        return not (index > 0 and words[index - 1] in WEEKDAY_LEADS)
+    return not is_month_named_by_date(words, index)
 
 
 def name_words(name: str) -> tuple[str, ...]:

@@ -30,7 +30,13 @@ from app.query.dates import (
     relative_dates_named,
     without_negated_dates,
 )
-from app.query.intent import NO_LISTED_NAMES, ListedNames, read_intent
+from app.query.intent import (
+    CALENDAR_OR_FUNCTION_WORDS,
+    NO_LISTED_NAMES,
+    ListedNames,
+    names_someone,
+    read_intent,
+)
 from app.query.query_tokens import QueryToken, as_prose, as_written, collapsed_query, quoted_phrases, tokenize
 from app.query.vocabulary import (
     ANYWHERE_RULES,
@@ -42,7 +48,7 @@ from app.query.vocabulary import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 SHORT_QUERY_TOKENS: Final = 3
 """The reference routes queries with fewer tokens than this to LEXICAL. We do not: on a held-out
@@ -94,12 +100,27 @@ class QueryOptimizer:
         self._abbreviations: dict[str, str] = {key.lower(): value.lower() for key, value in table.items()}
         names = tuple(listed_names)
         self._listed_names: ListedNames = ListedNames.of(names) if names else NO_LISTED_NAMES
+        # A listed name that is a month's ("April Tours" is two words; "April" alone one) is not a date where named.
+        self._listed_words = frozenset(
+            words[0] for group in self._listed_names.by_first_word.values() for words in group if len(words) == 1
+        )
 
-    def analyze(self, raw_query: str, *, now: datetime | None = None, classify: bool = True) -> QueryAnalysis:
+    def analyze(
+        self,
+        raw_query: str,
+        *,
+        now: datetime | None = None,
+        classify: bool = True,
+        known_names: Collection[str] = (),
+    ) -> QueryAnalysis:
         """Read `raw_query` and decide how to search it. Never raises; validation belongs to the planner.
 
         `now` resolves relative dates ("last week") in its own time zone; None means the optimizer's clock.
         With `classify` False (`QUERY_QUESTION_CLASSIFICATION=false`) every query is of type `open`.
+        `known_names` (lowercase): names the caller knows, such as a project's speakers. Each is a name wherever
+        the query says it; one that is a calendar or function word too (May, June, Will) only where written as a
+        name (`names_someone`: capitalised, undated by its context), and there it is no date ("What did April
+        say?" names no month). The words that would be such names are `name_candidates`, whoever is known.
 
         `token_count` counts every word-like token, stop words and `#tags` included (the reference counts
         `["how", "do", "i", ...]`), so "#networking @devops" is a 2-token query.
@@ -123,9 +144,19 @@ class QueryOptimizer:
         sigils = [(token.text[0], as_written(collapsed, token)) for token in syntax_tokens if token.text[0] in "#@"]
         tags = _dedupe(tag_key(word) for sigil, word in sigils if sigil == "#")
         mentions = _dedupe(word.lower() for sigil, word in sigils if sigil == "@")
-        plain_words = [token.text for token in entity_tokens if token.text[0] not in "#@"]
-        # A year in a paragraph is a fact, not a filter. "yesterday's notes", "2024's roadmap" name their date.
-        date_words = [] if is_passage else without_negated_dates([word.removesuffix("'s") for word in plain_words])
+        plain_tokens = [token for token in entity_tokens if token.text[0] not in "#@"]
+        plain_words = [token.text for token in plain_tokens]
+        # "yesterday's notes", "2024's roadmap" name their date.
+        words_read = [word.removesuffix("'s") for word in plain_words]
+        candidates = self._name_candidates(collapsed, plain_tokens, words_read, first=tokens[0] if tokens else None)
+        known = frozenset(known_names) | self._listed_words
+        named = {index for index, name in candidates.items() if name in known}
+        # A year in a paragraph is a fact, not a filter; a speaker's name is no date where it names her.
+        date_words = (
+            []
+            if is_passage
+            else without_negated_dates(["" if index in named else word for index, word in enumerate(words_read)])
+        )
         years = tuple(int(word) for word in _dedupe(date_words) if is_year(word))
         numbers = _dedupe(word for word in plain_words if _NUMBER.fullmatch(word) and not is_year(word))
         months = months_named(date_words)
@@ -170,7 +201,12 @@ class QueryOptimizer:
             span=date_span(date_words),
         )
         counted_back = any(expression.endswith(" ago") for expression in relative_dates)  # "3 days ago" read
-        intent = read_intent(collapsed, listed=self._listed_names, ago_read_as_date=counted_back)
+        names_read = {candidates[index] for index in named} | {
+            name for name in known_names if name not in CALENDAR_OR_FUNCTION_WORDS
+        }
+        intent = read_intent(
+            collapsed, known_names=names_read, listed=self._listed_names, ago_read_as_date=counted_back
+        )
         return QueryAnalysis(
             raw_query=raw_query,
             normalized=normalized,
@@ -192,7 +228,20 @@ class QueryOptimizer:
             asks_when=intent.asks_when,
             asks_latest=intent.asks_latest,
             names=intent.names,
+            name_candidates=tuple(dict.fromkeys(candidates.values())),
         )
+
+    @staticmethod
+    def _name_candidates(
+        collapsed: str, plain_tokens: Sequence[QueryToken], words_read: Sequence[str], *, first: QueryToken | None
+    ) -> dict[int, str]:
+        """Per index of `words_read`, the calendar or function words written as names there (`names_someone`)."""
+        return {
+            index: word
+            for index, (token, word) in enumerate(zip(plain_tokens, words_read, strict=True))
+            if word in CALENDAR_OR_FUNCTION_WORDS
+            and names_someone(as_written(collapsed, token), words_read, index, opens_query=token is first)
+        }
 
     def _search_text(self, collapsed: str, tokens: Sequence[QueryToken]) -> str:
         """The wording for the embedder: syntax and excluded words dropped, abbreviations expanded."""

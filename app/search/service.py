@@ -170,10 +170,10 @@ class SearchService:
     async def _common_names(
         self, analysis: QueryAnalysis, call: SearchCall, share: float, *, generation: int | None
     ) -> frozenset[str]:
-        """The project's common title words at `generation`, if the query names someone; a later page's: the first's."""
+        """The project's common title words at `generation` if the query may name anyone; a later page: the first's."""
         if call.page is not None and call.page.speakers is not None:
             return call.page.speakers
-        if self._common is None or not analysis.names or share <= 0:
+        if self._common is None or not (analysis.names or analysis.name_candidates) or share <= 0:
             return frozenset()
         if generation is None and not self._cache.enabled:  # not read for the cache key
             generation = await self._cache.generation_or_none(self._generations, call.options.project)
@@ -257,9 +257,11 @@ class SearchService:
         generation = await self._cache.generation_or_none(self._generations, options.project) if enabled else None
         with phase(SPAN_OPTIMIZE, **{SPAN_ATTRIBUTE_ARM: arm}):
             optimize_started = time.perf_counter()
-            analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=knobs.query_question_classification)
-            share = knobs.semantic_common_name_share
+            classify, share = knobs.query_question_classification, knobs.semantic_common_name_share
+            analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=classify)
             common_names = await self._common_names(analysis, call, share, generation=generation)
+            if speakers := common_names.intersection(analysis.name_candidates):  # "What did May say?": her, no month
+                analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=classify, known_names=speakers)
             plan = self._plan(analysis, options, knobs, arm, common_names)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
         key, generation = self._cache_key(call, analysis, plan, arm, resolved, generation=generation)

@@ -55,3 +55,27 @@ async def test_a_write_on_another_replica_changes_the_speakers_of_the_next_searc
     assert (written.status_code, deleted.status_code, written_here.status_code) == (201, 204, 201)
     assert (before, after_write, after_delete, after_write_here) == ([], ["gina"], [], ["gina"])
     assert (await api_client.delete(f"/v1/projects/{project}")).status_code == 200
+
+
+async def test_speakers_named_may_and_april_are_the_names_of_a_search_not_its_dates(
+    api_client: AsyncTestClient[Any],
+) -> None:
+    # "May" was never a name and "April" was read as the month: no speaker, an April filter and no boost.
+    project = "speakers-named-like-months"
+    turns = [turn(number, speaker) for number in range(10) for speaker in ("May", "April")]
+    turns.append({"id": "trip", "title": "2 pm on 11 June, 2023 | April", "text": "May, the trip to Rome was great."})
+    assert (await api_client.post(f"/v1/projects/{project}/documents", json={"documents": turns})).status_code == 201
+    query = "What did April tell May about the trip?"
+    body = {"query": query, "project": project, "limit": 3, "offset": 0, "explain": True}
+
+    response = await api_client.post("/v1/search", json=body)
+
+    assert response.status_code == 200, response.text
+    found = response.json()
+    analysis = found["query_analysis"]
+    assert (analysis["entities"]["names"], analysis["entities"]["months"]) == (["april", "may"], [])
+    assert analysis["event_time_from"] is None
+    assert decode_cursor(found["next_cursor"], kind="search")["s"] == ["april", "may"]
+    assert found["results"][0]["id"] == "trip#0"
+    assert "entity" in found["results"][0]["score_breakdown"]["fusion"]["boosts"]
+    assert (await api_client.delete(f"/v1/projects/{project}")).status_code == 200
