@@ -2,7 +2,9 @@
 
 No engines, no model: each LoCoMo question is read by `QueryOptimizer.analyze` against its conversation's
 clock (the day after its latest session, as `poimen eval` sends it as `as_of`), each SciFact claim against a
-fixed clock (`poimen eval` sends none; a claim reading a date at all is what matters). Every query of
+fixed clock (`poimen eval` sends none; a claim reading a date at all is what matters). A LoCoMo question is read
+as the service reads it: again with its conversation's speakers (its common title names) where it writes one of
+them as a name that a month or modal word spells ("What did May say?"). Every query of
 `queries.jsonl` is read, judged or not (1,986 LoCoMo, 1,109 SciFact). For a LoCoMo question whose words give
 an event-time range, the replay counts its evidence turns (`queries_meta.jsonl`) whose session lies in it.
 
@@ -23,7 +25,9 @@ from pathlib import Path
 
 from app.evaluation.datasets import load_dataset, read_corpus
 from app.evaluation.ingest import conversation_clock
+from app.knobs import SearchKnobs
 from app.query.optimizer import QueryOptimizer
+from app.search.common_names import common_title_words
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 SCIFACT_CLOCK = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)  # any fixed moment: a claim should read no date
@@ -34,17 +38,26 @@ def _jsonl(path: Path) -> list[dict[str, object]]:
         return [json.loads(line) for line in lines if line.strip()]
 
 
-def _locomo_sessions(folder: Path) -> tuple[dict[str, datetime], dict[str, datetime]]:
-    """Per conversation its clock, per turn id its session's moment."""
+def _locomo_sessions(folder: Path) -> tuple[dict[str, datetime], dict[str, datetime], dict[str, frozenset[str]]]:
+    """Per conversation its clock, per turn id its session's moment, per conversation its speakers."""
     dataset = load_dataset(folder, split="test")
     documents = list(read_corpus(dataset))
     turns = {document.document_id: document.event_time for document in documents if document.event_time}
     clocks = {project.removeprefix("eval-locomo-"): moment for project, moment in conversation_clock(documents).items()}
-    return clocks, turns
+    titles: dict[str, list[str]] = {}
+    for document in documents:
+        titles.setdefault(document.project_id.removeprefix("eval-locomo-"), []).append(document.title)
+    share = SearchKnobs().semantic_common_name_share
+    speakers = {group: common_title_words(group_titles, min_share=share) for group, group_titles in titles.items()}
+    return clocks, turns, speakers
 
 
-def _reading(optimizer: QueryOptimizer, text: str, now: datetime) -> dict[str, object]:
+def _reading(
+    optimizer: QueryOptimizer, text: str, now: datetime, speakers: frozenset[str] = frozenset()
+) -> dict[str, object]:
     analysis = optimizer.analyze(text, now=now)
+    if named := speakers.intersection(analysis.name_candidates):  # as `SearchService` reads it again
+        analysis = optimizer.analyze(text, now=now, known_names=named)
     entities = analysis.entities
     return {
         "relative_dates": list(entities.relative_dates),
@@ -60,13 +73,13 @@ def replay(datasets: Path) -> list[dict[str, object]]:
     """One reading per query of LoCoMo and SciFact, in file order."""
     optimizer = QueryOptimizer()
     rows: list[dict[str, object]] = []
-    clocks, turns = _locomo_sessions(datasets / "locomo")
+    clocks, turns, speakers = _locomo_sessions(datasets / "locomo")
     meta = {str(record["_id"]): record for record in _jsonl(datasets / "locomo" / "queries_meta.jsonl")}
     for query in _jsonl(datasets / "locomo" / "queries.jsonl"):
         query_id, text = str(query["_id"]), str(query["text"])
         group = str(meta[query_id]["sample_id"])
         row: dict[str, object] = {"dataset": "locomo", "id": query_id, "text": text}
-        row |= _reading(optimizer, text, clocks[group])
+        row |= _reading(optimizer, text, clocks[group], speakers[group])
         if row["from"] is not None or row["to"] is not None:
             evidence = [str(turn) for turn in meta[query_id].get("evidence") or []]  # type: ignore[attr-defined]
             start = datetime.fromisoformat(str(row["from"])) if row["from"] else datetime.min.replace(tzinfo=UTC)
