@@ -13,13 +13,13 @@ import asyncio
 import logging
 import os
 import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.domain.errors import EngineUnavailableError
+from app.domain.fair_eviction import ScopeFairCache
 from app.engines.embedding_batcher import MicroBatcher
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ UNBUNDLED_MODELS = frozenset({"all-mpnet-base-v2", "sentence-transformers/all-mp
 INGEST_NICENESS = 10
 """How much lower the ingest thread's CPU priority is (Linux nice): a query's pass preempts it."""
 EmbeddingBackend = Literal["onnx", "torch"]
+KEY_SEPARATOR = "\x1f"
+"""Between a query-vector key's scope, model name and text (ASCII unit separator: in none of them)."""
 
 
 def canonical_model_name(model_name: str) -> str:
@@ -106,11 +108,17 @@ class TorchEncoder:
 
 
 class QueryEmbeddingCache:
-    """LRU of query vectors keyed by scope (a project), model and normalised text; thread-safe; size 0 keeps nothing."""
+    """Query vectors keyed by scope (a project), model and normalised text; thread-safe; size 0 keeps nothing.
+
+    Full, the scope holding the most vectors gives up its least recently used one (`ScopeFairCache`), so
+    one project sending many distinct queries cannot evict another's vectors, and a project alone fills it.
+    """
 
     def __init__(self, max_entries: int, *, lowercase: bool) -> None:
-        self._entries: OrderedDict[str, list[float]] = OrderedDict()
-        self._max_entries, self._lowercase = max_entries, lowercase
+        self._entries: ScopeFairCache[str, list[float]] | None = (
+            ScopeFairCache(capacity=max_entries) if max_entries > 0 else None
+        )
+        self._lowercase = lowercase
         self._lock = threading.Lock()
 
     def key(self, model_name: str, text: str, *, scope: str = "") -> str:
@@ -119,26 +127,25 @@ class QueryEmbeddingCache:
         Never across scopes: a hit is visible to the caller (its `embed` stage takes no time).
         """
         normalised = " ".join(text.split())
-        return f"{scope}\x1f{model_name}\x1f{normalised.lower() if self._lowercase else normalised}"
+        return (
+            f"{scope}{KEY_SEPARATOR}{model_name}{KEY_SEPARATOR}{normalised.lower() if self._lowercase else normalised}"
+        )
 
     def get(self, key: str) -> list[float] | None:
         """The cached vector (a copy), or None."""
+        if self._entries is None:
+            return None
         with self._lock:
             vector = self._entries.get(key)
-            if vector is None:
-                return None
-            self._entries.move_to_end(key)
-            return list(vector)
+        return None if vector is None else list(vector)  # stored vectors are never changed in place
 
     def put(self, key: str, vector: list[float]) -> None:
-        """Remember `vector`, evicting the least recently used entry beyond the size."""
-        if self._max_entries == 0:
+        """Remember `vector` (a copy) under `key`, made by `key`: its scope is what precedes the first separator."""
+        if self._entries is None:
             return
+        scope = key.partition(KEY_SEPARATOR)[0]  # project ids cannot hold the separator (`PROJECT_ID_PATTERN`)
         with self._lock:
-            self._entries[key] = list(vector)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max_entries:
-                self._entries.popitem(last=False)
+            self._entries.put(key, list(vector), scope=scope, charge=1)
 
 
 def _lower_thread_priority() -> None:

@@ -8,9 +8,10 @@ import time
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
-from cachetools import LRUCache, TTLCache
+from cachetools import LRUCache
 
 from app.domain.errors import EngineError
+from app.domain.fair_eviction import ScopeFairCache
 from app.observability.metrics import record_cache_lookup
 
 if TYPE_CHECKING:
@@ -65,14 +66,16 @@ def plan_fingerprint(plan: SearchPlan) -> Hashable:
 
 
 class QueryCache(Generic[ValueT]):
-    """A bounded, thread-safe TTL cache of search responses (cachetools `TTLCache` behind a lock).
+    """A bounded, thread-safe TTL cache of search responses, shared fairly by projects (behind a lock).
 
     `ttl_s` is seconds an entry lives; `max_size` the most entries kept; `max_bytes` the most memory
-    the entries may hold, as `size_of` estimates it (least recently used go first under either bound).
-    An answer carries its candidates' texts, so entries are tens of kilobytes: a count alone let a full
-    cache of 10,000 grow a replica by ~0.7 GiB (docs/soak.md). Both bounds are one cachetools size:
-    each entry is charged `max(size_of(value), max_bytes // max_size)`, so the charges stay within
-    `max_bytes` and no more than `max_size` entries fit. An entry larger than `max_bytes` is not kept.
+    the entries may hold, as `size_of` estimates it. An answer carries its candidates' texts, so
+    entries are tens of kilobytes: a count alone let a full cache of 10,000 grow a replica by ~0.7 GiB
+    (docs/soak.md). Both bounds are one charge: each entry is charged `max(size_of(value), max_bytes //
+    max_size)`, so the charges stay within `max_bytes` and no more than `max_size` entries fit. An entry
+    larger than `max_bytes` is not kept. Full, the cache evicts from the project charged the most, its
+    least recently used answer first (`ScopeFairCache`): one project sending many distinct queries no
+    longer evicts every other project's answers, and a project alone still fills the cache.
     Any of `ttl_s`, `max_size`, `max_bytes` at 0 disables the cache: `get` always answers None, `put`
     keeps nothing, and nothing is counted. Lookups count into `poimen_query_cache_requests_total`. Every
     call holds the lock only for a dictionary operation, never across I/O, so it is safe from async
@@ -97,10 +100,9 @@ class QueryCache(Generic[ValueT]):
         self._highest: LRUCache[str, int] = LRUCache(maxsize=GENERATIONS_KEPT)
         self._lock = threading.Lock()
 
-    def _new_entries(self) -> TTLCache[QueryCacheKey, tuple[int, ValueT]]:
-        return TTLCache(
-            maxsize=max(self.max_bytes, 1), ttl=self.ttl_s, timer=self._clock, getsizeof=lambda entry: entry[0]
-        )
+    def _new_entries(self) -> ScopeFairCache[QueryCacheKey, ValueT]:
+        # Disabled, nothing is ever stored: any valid capacity and TTL will do.
+        return ScopeFairCache(capacity=max(self.max_bytes, 1), ttl_s=self.ttl_s if self.ttl_s > 0 else None)
 
     def set_ttl(self, ttl_s: float) -> None:
         """Apply a new TTL (the hot-reloadable `QUERY_CACHE_TTL_SECS` flag); 0 disables the cache.
@@ -182,25 +184,24 @@ class QueryCache(Generic[ValueT]):
         if not self.enabled:
             return None
         with self._lock:
-            entry = self._entries.get(key)
-        record_cache_lookup(hit=entry is not None)
-        return None if entry is None else entry[1]
+            value = self._entries.get(key, now=self._clock())
+        record_cache_lookup(hit=value is not None)
+        return value
 
     def put(self, key: QueryCacheKey, value: ValueT) -> None:
         """Store `value` under `key` for `ttl_s` seconds (nothing when disabled)."""
         if not self.enabled:
             return
         charge = max(self._size_of(value), self._min_charge)
-        if charge > self.max_bytes:
-            return
         with self._lock:
-            self._entries[key] = (charge, value)
+            self._entries.put(key, value, scope=key.project_id, charge=charge, now=self._clock())
 
     @property
     def charged_bytes(self) -> int:
         """The bytes the entries are charged, by `size_of` (at least `max_bytes // max_size` each)."""
         with self._lock:
-            return int(self._entries.currsize)
+            self._entries.expire(self._clock())
+            return self._entries.charged
 
     def clear(self) -> None:
         """Drop every entry."""
@@ -209,4 +210,5 @@ class QueryCache(Generic[ValueT]):
 
     def __len__(self) -> int:
         with self._lock:
+            self._entries.expire(self._clock())
             return len(self._entries)

@@ -106,15 +106,16 @@ def test_cache_keys_ignore_whitespace_and_case_only_for_an_uncased_model() -> No
     assert uncased.key("model-a", "q") != uncased.key("model-b", "q")
 
 
-def test_cache_evicts_the_least_recently_used_vector() -> None:
+def test_cache_evicts_the_projects_least_recently_used_vector() -> None:
     cache = QueryEmbeddingCache(2, lowercase=False)
-    cache.put("a", [1.0])
-    cache.put("b", [2.0])
-    assert cache.get("a") == [1.0]  # "a" is now the most recent
+    a, b, c = (cache.key("m", text, scope="alpha") for text in ("a", "b", "c"))
+    cache.put(a, [1.0])
+    cache.put(b, [2.0])
+    assert cache.get(a) == [1.0]  # "a" is now the most recent
 
-    cache.put("c", [3.0])
+    cache.put(c, [3.0])
 
-    assert (cache.get("a"), cache.get("b"), cache.get("c")) == ([1.0], None, [3.0])
+    assert (cache.get(a), cache.get(b), cache.get(c)) == ([1.0], None, [3.0])
 
 
 def test_a_cache_of_size_zero_keeps_nothing() -> None:
