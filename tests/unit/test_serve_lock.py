@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.cli.main import _take_serve_lock
+from app.cli.serve_command import take_serve_lock
 from app.cli.serve_lock import SERVE_LOCK_FILE, DataDirInUseError, ServeLock
 from app.config import Settings
 
@@ -79,7 +79,7 @@ def test_only_a_server_with_the_embedded_lexical_index_is_refused_a_held_folder(
     holder = ServeLock(tmp_path)
     holder.acquire()
 
-    reason = _take_serve_lock(ServeLock(tmp_path), Settings(_env_file=None))
+    reason = take_serve_lock(ServeLock(tmp_path), Settings(_env_file=None))
 
     assert (reason is not None) is refused
     holder.release()
