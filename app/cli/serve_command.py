@@ -34,6 +34,7 @@ def serve(settings: Settings, *, host: str | None, port: int | None, warnings: S
         raise_descriptor_limit,
     )
     from app.observability.logs import configure_logging  # noqa: PLC0415 - keeps `poimen --help` fast
+    from app.wiring.engines import embedded_postgres_refusal  # noqa: PLC0415 - keeps `poimen --help` fast
     from app.wiring.vocabulary import read_query_vocabulary  # noqa: PLC0415 - keeps `poimen --help` fast
 
     if settings.query_vocabulary_path is not None:
@@ -60,7 +61,9 @@ def serve(settings: Settings, *, host: str | None, port: int | None, warnings: S
             )
             return EXIT_CONFIGURATION
         serve_logger.warning("auth is off (AUTH_MODE=off): serving on %s:%d, loopback only", bind_host, bind_port)
-    unusable = unwritable_data_dir(settings)
+    # The path first: it creates nothing (the other check creates the folder). The other commands say the same
+    # line when their start raises it; serve said it as uvicorn's start-up failure, after the model, exit 3.
+    unusable = embedded_postgres_refusal(settings) or unwritable_data_dir(settings)
     if unusable is not None:
         # Before the port, the engines and the model (10 s or more): it failed as uvicorn's start-up, exit 3.
         serve_logger.error("%s", unusable)

@@ -172,20 +172,30 @@ def _start_with_retries(server: PostgresServer, *, data_dir: Path) -> None:
 def _refuse_a_path_the_shell_reads(data_dir: Path) -> None:
     """Raise `EngineUnavailableError` when `data_dir`'s path holds a character a shell reads inside double quotes.
 
+    Refused before anything is created (`path_the_shell_reads` says why). The socket folder's `-k`, unquoted,
+    is moved instead (`_shell_safe_socket_dir`).
+    """
+    refusal = path_the_shell_reads(data_dir)
+    if refusal is not None:
+        raise EngineUnavailableError(refusal, engine="postgres")
+
+
+def path_the_shell_reads(data_dir: Path) -> str | None:
+    """Why the embedded server cannot run in `data_dir` (a character a shell reads inside double quotes), or None.
+
     pg_ctl starts postgres with `/bin/sh -c 'exec postgres -D "<folder>" ... >> "<folder>/log"'`: in such a
     path `$HOME` was expanded, a backquoted word ran as a command, and a `"` ended the quote, so postgres
-    never started (four tries, then "cannot use .../log") after `initdb` had filled the folder. Refused
-    before anything is created. The socket folder's `-k`, unquoted, is moved instead (`_shell_safe_socket_dir`).
+    never started (four tries, then "cannot use .../log") after `initdb` had filled the folder. `data_dir` is
+    named as given; `EmbeddedPostgres.data_dir` is the resolved path a start would use.
     """
     held = [character for character in _SHELL_READS_IN_QUOTES if character in str(data_dir)]
     if not held:
-        return
-    msg = (
+        return None
+    return (
         f"the embedded PostgreSQL cannot use {data_dir}: its path holds {' '.join(held)}, which pg_ctl's shell"
         f" reads inside quotes; choose a POIMEN_DATA_DIR whose path has none of {' '.join(_SHELL_READS_IN_QUOTES)},"
         " or set DATABASE_URL to a PostgreSQL server"
     )
-    raise EngineUnavailableError(msg, engine="postgres")
 
 
 def _not_started(data_dir: Path) -> EngineUnavailableError:

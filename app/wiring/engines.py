@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from app.config import ConfigurationError
 from app.domain.catalog import DocumentSelection
 from app.domain.errors import EngineError, EngineTimeoutError, EngineUnavailableError
-from app.engines.embedded_postgres import EmbeddedPostgres
+from app.engines.embedded_postgres import EmbeddedPostgres, path_the_shell_reads
 from app.engines.embedder import EmbedderOptions, canonical_model_name, load_embedder
 from app.engines.migrate import check_schema_revision, run_migrations
 from app.engines.pgvector import PgVectorIndex, create_postgres_engine
@@ -247,6 +247,17 @@ async def open_engines(settings: Settings, *, load_model_at_start: bool = True) 
             close_lexical=close_lexical,
             lexical_refill_projects=refill_projects,
         )
+
+
+def embedded_postgres_refusal(settings: Settings) -> str | None:
+    """Why the embedded PostgreSQL cannot start under `POIMEN_DATA_DIR` (a path its shell reads), or None.
+
+    What a start raises (`EngineUnavailableError`), said before one: `poimen serve` checks it before the port
+    and the model. None with `DATABASE_URL` set. Creates nothing.
+    """
+    if settings.database_url is not None:
+        return None
+    return path_the_shell_reads(EmbeddedPostgres(settings.embedded_postgres_dir).data_dir)
 
 
 async def _start_embedder(settings: Settings, *, load_model_at_start: bool) -> ServingEmbedder | DeferredEmbedder:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.integration.conftest import run_cli, stop_leftover_postgres
+from tests.integration.conftest import free_port, run_cli, stop_leftover_postgres
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -54,6 +55,27 @@ def test_a_data_dir_whose_path_a_shell_would_expand_is_refused_in_one_line_and_r
     assert "choose a POIMEN_DATA_DIR" in last_line
     assert "set DATABASE_URL" in last_line
     assert "Traceback" not in ingested.stderr
+    assert not (data_dir / "postgres").exists()
+
+
+def test_serve_on_a_data_dir_whose_path_a_shell_would_expand_is_refused_as_the_other_commands_are(
+    tmp_path: Path,
+) -> None:
+    # The other commands refuse such a path before anything starts; `poimen serve` bound the port, exported the
+    # model into the folder and then exited 3 on "application start-up failed: EngineUnavailableError: ...".
+    parent = tmp_path / 'notes $HOME "q" `touch ran`'
+    parent.mkdir()
+    data_dir = parent / "data"
+
+    served = run_cli("serve", "--host", "127.0.0.1", "--port", str(free_port()), data_dir=data_dir)
+    ingested = run_cli("ingest", str(NOTES), "--project", "p", data_dir=data_dir)
+
+    assert served.returncode == 2, served.stderr  # as every other data folder serve cannot use
+    errors = [json.loads(line)["message"] for line in served.stderr.splitlines() if '"ERROR"' in line]
+    assert errors == [ingested.stderr.splitlines()[-1].removeprefix("poimen ingest: ")], served.stderr
+    assert errors[0].startswith(f"the embedded PostgreSQL cannot use {data_dir / 'postgres'}: its path holds $")
+    assert "Traceback" not in served.stderr
+    assert not (data_dir / "models").exists()  # refused before the model was loaded (or exported)
     assert not (data_dir / "postgres").exists()
 
 
