@@ -13,7 +13,7 @@ from app.cli.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, TerminatedErro
 from app.cli.quiet_libraries import quiet_libraries
 from app.cli.serve_command import serve
 from app.config import ConfigurationError, load_settings, shared_database_problem
-from app.domain.errors import EngineError
+from app.domain.errors import SearchServiceError
 from app.misspelt_settings import misspelt_settings_lines
 
 if TYPE_CHECKING:
@@ -26,17 +26,11 @@ if TYPE_CHECKING:
 
 def _migrate(settings: Settings) -> int:
     # Only the schema's modules: the migration Job must not load torch or the model.
-    from app.domain.errors import SearchServiceError  # noqa: PLC0415 - only this command needs it here
     from app.wiring.migrate import migrate  # noqa: PLC0415 - heavy imports only for this command
 
-    try:
-        dimensions = run_interruptibly(migrate(settings), command="migrate")
-    except ConfigurationError as error:
-        print(str(error), file=sys.stderr)
-        return EXIT_CONFIGURATION
-    except SearchServiceError as error:  # the database cannot be reached, or refused the login
-        print(f"migrate failed: {error.message}", file=sys.stderr)
-        return EXIT_FAILURE
+    # A database that cannot be reached or refused the login, a lock that stayed held: `_run` says it, as it does
+    # for every command ("poimen migrate: ...", exit 1; a bad setting exit 2).
+    dimensions = run_interruptibly(migrate(settings), command="migrate")
     print(f"schema at head ({dimensions}-dimension embeddings)", file=sys.stderr)
     if settings.database_runtime_role is not None:
         print(f"runtime role {settings.database_runtime_role} granted", file=sys.stderr)
@@ -119,8 +113,9 @@ def _run(command: str, run: Callable[[], int]) -> int:
     except ConfigurationError as error:  # a setting read only when a command builds its services
         print(str(error), file=sys.stderr)
         return EXIT_CONFIGURATION
-    except EngineError as error:
-        # An engine that cannot be reached (a wrong URL, a server down or restarting): one line, not a traceback.
+    except SearchServiceError as error:
+        # An engine that cannot be reached (a wrong URL, a server down or restarting), or anything else the service
+        # refuses (`migrate` said these as "migrate failed: ..."): one line, not a traceback.
         print(f"poimen {command}: {error.message}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt as interruption:

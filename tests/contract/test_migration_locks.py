@@ -100,7 +100,7 @@ async def test_migrate_behind_a_long_transaction_gives_up_in_one_line_naming_it(
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     refusal = result.stderr.strip().splitlines()[-1]
-    assert refusal.startswith("migrate failed: a table the migration alters stayed locked"), refusal
+    assert refusal.startswith("poimen migrate: a table the migration alters stayed locked"), refusal
     assert f"pid {long_transaction.info['pid']} " in refusal
     assert "on chunks" in refusal
     assert await revision(database_at_0007) == "0007"

@@ -179,7 +179,7 @@ def test_migrate_against_an_unreachable_database_fails_in_one_line(poimen_data_d
     result = run_cli("migrate", data_dir=poimen_data_dir, DATABASE_URL="postgresql://app:secretpw@127.0.0.1:9/app")
 
     assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith("migrate failed: postgresql failed: ConnectionRefusedError"), result.stderr
+    assert result.stderr.startswith("poimen migrate: postgresql failed: ConnectionRefusedError"), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "secretpw" not in result.stderr
 

@@ -112,7 +112,7 @@ def test_an_embedded_database_that_cannot_start_is_one_line_naming_its_log(poime
 
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines()[-1].startswith(
-        f"migrate failed: the embedded PostgreSQL under {cluster} did not start ("
+        f"poimen migrate: the embedded PostgreSQL under {cluster} did not start ("
     )
     assert f"its log: {cluster / 'log'}" in result.stderr.splitlines()[-1]
     assert "Traceback" not in result.stderr

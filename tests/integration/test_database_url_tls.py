@@ -121,6 +121,6 @@ def test_migrate_connects_with_sslmode_prefer_and_refuses_require_in_one_line(tc
     assert migrated.returncode == 0, migrated.stderr
     assert "schema at head" in migrated.stderr
     assert refused.returncode == 1, refused.stderr
-    assert refused.stderr.startswith("migrate failed: postgresql does not offer TLS"), refused.stderr
+    assert refused.stderr.startswith("poimen migrate: postgresql does not offer TLS"), refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "secretpw" not in refused.stderr
