@@ -49,8 +49,12 @@ def no_embedded_data(settings: Settings) -> str | None:
 def os_reason(error: OSError) -> str:
     """Why a path could not be used, in the system's words; but a file where a folder must be says so.
 
-    `mkdir` of a folder whose name a file holds says "File exists", which reads as if the folder were fine.
+    `mkdir` of a folder whose name a file holds says "File exists", which reads as if the folder were fine; a
+    folder refused as "Not a directory" is said to be a file too when it is one (not when a file is above it).
     """
-    if isinstance(error, FileExistsError) and error.filename and not os.path.isdir(error.filename):  # noqa: PTH112 - a str or bytes name
+    a_file_in_its_place = isinstance(error, FileExistsError) or (
+        error.errno == errno.ENOTDIR and error.filename and os.path.lexists(error.filename)
+    )
+    if a_file_in_its_place and error.filename and not os.path.isdir(error.filename):  # noqa: PTH112 - a str or bytes name
         return f"{os.strerror(errno.ENOTDIR)} (a file has its name)"
     return error.strerror or str(error)

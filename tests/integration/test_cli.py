@@ -448,6 +448,25 @@ def test_serve_on_a_data_dir_whose_postgres_folder_is_a_file_says_so_in_one_line
     assert not (data_dir / "models").exists()  # refused before the model was loaded (or exported)
 
 
+def test_commands_on_a_data_dir_whose_postgres_folder_is_a_file_name_that_file(tmp_path: Path) -> None:
+    # serve named the folder; migrate, ingest and import said "cannot use .../postgres/.handle_pids.json: Not a
+    # directory", a file nobody made, inside the file that is in the way.
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "postgres").write_text("not a folder", encoding="utf-8")
+
+    migrated = run_cli("migrate", data_dir=data_dir)
+    ingested = run_cli("ingest", str(NOTES), "--project", PROJECT, data_dir=data_dir)
+
+    for command, result in (("migrate", migrated), ("ingest", ingested)):
+        assert result.returncode == 1, result.stderr
+        last_line = result.stderr.splitlines()[-1]
+        assert (
+            last_line == f"poimen {command}: cannot use {data_dir / 'postgres'}: Not a directory (a file has its name)"
+        )
+        assert "Traceback" not in result.stderr
+
+
 def test_a_data_dir_that_is_a_file_is_said_to_be_no_folder(tmp_path: Path) -> None:
     # mkdir's own words, "File exists", read as if the folder were fine.
     data_file = tmp_path / "data"
