@@ -84,9 +84,13 @@ def prepare_root(root: Path) -> bool:
     (`refill_queued` was not called since).
 
     Raises:
-        ValueError: `root` holds an index of a newer version, another tantivy index, or unknown files.
+        ValueError: `root` holds an index of a newer version, another tantivy index, or unknown files, or is a file.
         OSError: the folder cannot be read or written.
     """
+    if root.exists() and not root.is_dir():
+        # mkdir's own "[Errno 17] File exists" read as if the folder were fine.
+        msg = "Not a directory (a file has its name)"
+        raise ValueError(msg)
     root.mkdir(parents=True, exist_ok=True)
     pending = (root / REFILL_PENDING_FILE).is_file()
     version = stored_root_version(root)

@@ -283,6 +283,19 @@ class TestTantivyOnDisk:
             TantivyLexicalIndex(path)
         assert refused.value.engine == "tantivy"
 
+    def test_a_file_where_the_folder_goes_is_said_to_be_no_folder(self, data_dir: Path) -> None:
+        # mkdir's own "[Errno 17] File exists" read as if the folder were fine (`poimen ingest` said it so).
+        path = data_dir / "lexical"
+        path.write_text("not a folder", encoding="utf-8")
+
+        with pytest.raises(EngineUnavailableError) as refused:
+            TantivyLexicalIndex(path)
+
+        assert (
+            refused.value.message == f"cannot open the lexical index in {path}: Not a directory (a file has its name)"
+        )
+        assert path.read_text(encoding="utf-8") == "not a folder"
+
     async def test_sub_second_event_times_filter_exactly(self, data_dir: Path) -> None:
         # tantivy's date fields index whole seconds; the adapter must still honour microseconds.
         moment = datetime(2025, 3, 1, 12, 0, 0, 500_000, tzinfo=UTC)
