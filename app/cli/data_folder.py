@@ -36,9 +36,19 @@ def unwritable_data_dir(settings: Settings) -> str | None:
 
 
 def no_embedded_data(settings: Settings) -> str | None:
-    """Why the embedded default has nothing to read (no database under POIMEN_DATA_DIR yet), or None."""
+    """Why the embedded default has nothing to read (no database under POIMEN_DATA_DIR yet), or None.
+
+    Raises:
+        NotADirectoryError: a file is where POIMEN_DATA_DIR or its `postgres` folder goes (as a start raises it:
+            "no data there; ingest first" sent the user to an ingest that failed on it).
+    """
+    if settings.database_url is not None:
+        return None
+    for folder in (settings.poimen_data_dir, settings.embedded_postgres_dir):
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
     # PG_VERSION: initdb's first file; an empty folder (a failed first start, a restore not yet done) holds nothing.
-    if settings.database_url is not None or (settings.embedded_postgres_dir / "PG_VERSION").is_file():
+    if (settings.embedded_postgres_dir / "PG_VERSION").is_file():
         return None
     return (
         f"no data under {settings.poimen_data_dir} (POIMEN_DATA_DIR): nothing was ingested there; "

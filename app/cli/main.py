@@ -76,10 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = _run(command, lambda: _read_vocabulary(settings))
         if status:
             return status
-    missing = no_embedded_data(settings) if command in {"query", "export", "reindex"} else None
-    if missing is not None:
-        print(missing, file=sys.stderr)
-        return EXIT_FAILURE
+    if command in {"query", "export", "reindex"}:
+        status = _run(command, lambda: _refuse_without_data(settings))
+        if status:
+            return status
     commands: dict[str, Callable[[], int]] = {
         "serve": lambda: serve(settings, host=arguments.host, port=arguments.port, warnings=misspelt),
         "migrate": lambda: _migrate(settings),
@@ -104,6 +104,15 @@ def _read_vocabulary(settings: Settings) -> int:
     if settings.query_vocabulary_path is not None:
         read_query_vocabulary(settings.query_vocabulary_path)
     return 0
+
+
+def _refuse_without_data(settings: Settings) -> int:
+    """0 when there is data to read; else the reason on stderr and 1 (a file in the folder's place raises)."""
+    missing = no_embedded_data(settings)
+    if missing is None:
+        return 0
+    print(missing, file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def _run(command: str, run: Callable[[], int]) -> int:

@@ -467,6 +467,30 @@ def test_commands_on_a_data_dir_whose_postgres_folder_is_a_file_name_that_file(t
         assert "Traceback" not in result.stderr
 
 
+def test_commands_that_read_a_data_dir_that_is_a_file_say_so_as_the_writers_do(tmp_path: Path) -> None:
+    # query, export and reindex said "no data under ...: nothing was ingested there; check the folder, or ingest
+    # first", and the ingest it advised then failed on "cannot use ...: Not a directory (a file has its name)".
+    data_file = tmp_path / "data-file"
+    data_file.write_text("not a folder", encoding="utf-8")
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "postgres").write_text("not a folder", encoding="utf-8")
+
+    queried = run_cli("query", "--project", PROJECT, "hello", data_dir=data_file)
+    exported = run_cli("export", "--project", PROJECT, data_dir=data_dir)
+    reindexed = run_cli("reindex", "--project", PROJECT, data_dir=data_dir)
+
+    for command, result, path in (
+        ("query", queried, data_file),
+        ("export", exported, data_dir / "postgres"),
+        ("reindex", reindexed, data_dir / "postgres"),
+    ):
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.splitlines() == [
+            f"poimen {command}: cannot use {path}: Not a directory (a file has its name)"
+        ]
+
+
 def test_a_data_dir_that_is_a_file_is_said_to_be_no_folder(tmp_path: Path) -> None:
     # mkdir's own words, "File exists", read as if the folder were fine.
     data_file = tmp_path / "data"
