@@ -21,6 +21,8 @@ from app.query.vocabulary import (
     DATE_PREPOSITIONS,
     DATES_AFTER_WORDS,
     DATES_BEFORE_WORDS,
+    DAY_MONTH_LEADS,
+    MONTH_DAY_LEADS,
     MONTHS,
     PLAIN_MONTHS,
     SPAN_CLOSING_WORDS,
@@ -95,19 +97,37 @@ def _month_positions(words: Sequence[str]) -> list[int]:
     ]
 
 
-def is_dated_by_context(words: Sequence[str], index: int) -> bool:
+def is_dated_by_context(words: Sequence[str], index: int, *, capitalised: bool = False) -> bool:
     """Whether the month name at `index` is a date by its neighbours alone, as an ambiguous one ("may") must be.
 
     After a preposition ("in may"), before a year ("may 2024"), beside an ordinal ("aug 15th", "4th october"),
-    or before a day and a year ("may 3, 2023").
+    or beside a plain day of the month as `is_dated_by_day` says ("on may 3", "may 3, 2023").
     """
-    following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
+    following = words[index + 1] if index + 1 < len(words) else ""
     previous = words[index - 1] if index > 0 else ""
     return (
         previous in DATE_PREPOSITIONS
         or is_year(following)
         or bool(ORDINAL_DAY.fullmatch(following) or ORDINAL_DAY.fullmatch(previous))
-        or bool(DAY_OF_MONTH.fullmatch(following) and is_year(after_following))
+        or is_dated_by_day(words, index, capitalised=capitalised)
+    )
+
+
+def is_dated_by_day(words: Sequence[str], index: int, *, capitalised: bool) -> bool:
+    """Whether a plain day of the month beside the month name at `index` ("may 3", "3 may") makes it a date.
+
+    A day alone does not where the name is an ordinary word too: "may 3 people come", "we march 14 miles". It does
+    after a word that opens a date (`MONTH_DAY_LEADS`: "on May 3", "by dec 1"; `DAY_MONTH_LEADS`: "on 3 May"),
+    before a year ("may 3, 2023"), or where the name is written capitalised as a name would be:
+    `is_month_named_by_date` reads only such words ("What did Caroline do May 3?" names no one May). The date reader
+    sees lowercase words (`capitalised=False`), so "what happened May 3" reads no date, as "May 3 people come?".
+    """
+    previous = words[index - 1] if index > 0 else ""
+    following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
+    if DAY_OF_MONTH.fullmatch(following) and (capitalised or previous in MONTH_DAY_LEADS or is_year(after_following)):
+        return True
+    return bool(DAY_OF_MONTH.fullmatch(previous)) and (
+        capitalised or (index > 1 and words[index - 2] in DAY_MONTH_LEADS)
     )
 
 
@@ -115,23 +135,22 @@ def is_month_named_by_date(words: Sequence[str], index: int) -> bool:
     """Whether the word at `index`, a month's name that is someone's too (a speaker May or June), is the month there.
 
     Where its neighbours date it as they date an ambiguous month (`is_dated_by_context`: "in May", "since May
-    2024"), after "last" ("last May", `is_last_month`), beside a day of the month ("June 3", "on 3 June"), after
-    "between", or closing a range a date opens ("between June and August", "from May 2024 to August"): said of
-    someone, a month's name stands by none of them ("What did June and August do?"). Not a month's name: False.
+    2024"), after "last" ("last May", `is_last_month`), beside a day of the month ("June 3", "on 3 June": read as
+    written capitalised, as a name is, `is_dated_by_day`), after "between", or closing a range a date opens
+    ("between June and August", "from May 2024 to August"): said of someone, a month's name stands by none of them
+    ("What did June and August do?"). Not a month's name: False.
     """
     if words[index] not in MONTHS:
         return False
     previous = words[index - 1] if index > 0 else ""
-    following = words[index + 1] if index + 1 < len(words) else ""
     opened_by_date = (
         previous in SPAN_CLOSING_WORDS
         and index > 1
         and (is_year(words[index - 2]) or is_month_named_by_date(words, index - 2))
     )
     return (
-        is_dated_by_context(words, index)
+        is_dated_by_context(words, index, capitalised=True)
         or is_last_month(words, index)
-        or any(DAY_OF_MONTH.fullmatch(word) for word in (previous, following))
         or previous == "between"
         or opened_by_date
     )

@@ -45,6 +45,12 @@ PLAIN_MONTHS: Final = frozenset(
 DATE_PREPOSITIONS: Final = frozenset(
     {"in", "during", "since", "of", "until", "till", "before", "after", "early", "late", "mid"}
 )
+MONTH_DAY_LEADS: Final = DATE_PREPOSITIONS | {"on", "by", "from", "between"}
+"""Before a month and a plain day, they make a month that is an ordinary word too a date ("on May 3", "by dec 1"):
+no modal or verb follows them. Not "to" nor "and": "want to march 14 miles", "and may 3 replicas be enough"."""
+DAY_MONTH_LEADS: Final = frozenset({"on", "since", "until", "till", "before", "after"})
+"""Before a plain day and such a month, they make it a date ("on 3 May", "since 3 May"). Fewer than before a month
+first: a number after "of", "between", "from" or "by" is often a count a modal follows ("one of 3 may fail")."""
 DATES_BEFORE_WORDS: Final = frozenset({"before", "until", "till"})
 """Before a query's one date: what happened up to it (the named day, month or year itself included)."""
 DATES_AFTER_WORDS: Final = frozenset({"after", "since"})

@@ -59,6 +59,7 @@ def test_a_speaker_named_like_a_plain_month_is_no_date(optimizer: QueryOptimizer
         ("What did Caroline do in May?", (5,)),
         ("What did Caroline do on June 3?", (6,)),
         ("What did Caroline do on 3 June?", (6,)),
+        ("What did Caroline do on May 3?", (5,)),
         ("What has Caroline done since May 2024?", (5,)),
         ("Where did Caroline go in early August?", (8,)),
         ("Did Caroline move between June and August?", (6, 8)),

@@ -1,0 +1,72 @@
+"""A plain day of the month beside a month whose name is an ordinary word too ("may", "march", "aug").
+
+Such a month needs its neighbours to date it; a plain day does where a word that opens a date stands before it
+("on May 3", "on 3 May", "since Aug 15"), never alone ("may 3 people come", "we march 14 miles"). The day itself is
+not read: "May 3" is May. The clock is Monday 2024-06-10 12:00 UTC, so May is May 2024 and March March 2024.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from app.query.optimizer import QueryOptimizer
+from tests.unit.test_query_relative_dates import read_range, utc
+
+NOW = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("what happened on May 3", utc(2024, 5, 1), utc(2024, 6, 1)),
+        ("on March 14 we shipped", utc(2024, 3, 1), utc(2024, 4, 1)),
+        # LoCoMo writes its dates day first: "8 May, 2023".
+        ("what happened on 3 May", utc(2024, 5, 1), utc(2024, 6, 1)),
+        ("what happened on Aug 15", utc(2023, 8, 1), utc(2023, 9, 1)),
+        ("on Mar 3", utc(2024, 3, 1), utc(2024, 4, 1)),
+        ("the report due by dec 1", utc(2023, 12, 1), utc(2024, 1, 1)),
+        ("notes from March 14", utc(2024, 3, 1), utc(2024, 4, 1)),
+    ],
+)
+def test_a_day_beside_an_ambiguous_month_after_a_date_word_is_that_month(
+    query: str, start: datetime, end: datetime
+) -> None:
+    assert read_range(query, NOW) == (start, end)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("what broke since 3 May", utc(2024, 5, 1), None),
+        ("what broke before 3 May", None, utc(2024, 6, 1)),
+        ("what broke after Aug 15", utc(2023, 8, 1), None),
+    ],
+)
+def test_a_day_first_date_keeps_the_side_its_word_asks(
+    query: str, start: datetime | None, end: datetime | None
+) -> None:
+    assert read_range(query, NOW) == (start, end)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "may 3 people come to the offsite",
+        "we may 3d print the case",
+        "we march 14 miles a day",
+        "what if 3 may fail",
+        "and may 3 replicas be enough",
+        "we want to march 14 miles",
+        # A number after "of", "between", "from" or "by" is often a count, and "may" the modal after it.
+        "one of 3 may fail",
+        "choosing between 2 may take a while",
+        "results from 3 may differ",
+        "divided by 3 may overflow",
+    ],
+)
+def test_a_day_beside_an_ambiguous_month_with_no_date_word_is_no_date(query: str) -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
+
+    assert (analysis.entities.months, analysis.event_time_from, analysis.event_time_to) == ((), None, None)
