@@ -66,7 +66,7 @@ def test_order_by_scores_refuses_a_missing_or_nan_score() -> None:
 
 async def test_second_stage_reranks_only_the_top_n_and_keeps_the_tail() -> None:
     reranker = ReversingReranker()
-    stage = SecondStage(reranker, top_n=3, timeout_s=1.0)
+    stage = SecondStage(reranker, top_n=3, timeout_s=30.0)
 
     outcome = await stage.apply(make_plan(), fused("a", "b", "c", "d", "e"))
 
@@ -77,7 +77,7 @@ async def test_second_stage_reranks_only_the_top_n_and_keeps_the_tail() -> None:
 
 
 async def test_a_failing_reranker_keeps_the_fused_order_and_says_why() -> None:
-    stage = SecondStage(ReversingReranker(error=EngineUnavailableError("down", engine="x")), top_n=3, timeout_s=1.0)
+    stage = SecondStage(ReversingReranker(error=EngineUnavailableError("down", engine="x")), top_n=3, timeout_s=30.0)
 
     outcome = await stage.apply(make_plan(), fused("a", "b", "c"))
 
@@ -95,7 +95,7 @@ async def test_a_slow_reranker_times_out_and_keeps_the_fused_order() -> None:
 
 
 def test_second_stage_applies_to_hybrid_plans_only() -> None:
-    stage = SecondStage(ReversingReranker(), top_n=3, timeout_s=1.0)
+    stage = SecondStage(ReversingReranker(), top_n=3, timeout_s=30.0)
 
     assert stage.applies_to(make_plan(SearchStrategy.HYBRID))
     assert not stage.applies_to(make_plan(SearchStrategy.LEXICAL))
@@ -104,12 +104,12 @@ def test_second_stage_applies_to_hybrid_plans_only() -> None:
 
 def test_second_stage_refuses_top_n_below_one() -> None:
     with pytest.raises(ValueError, match="top_n"):
-        SecondStage(ReversingReranker(), top_n=0, timeout_s=1.0)
+        SecondStage(ReversingReranker(), top_n=0, timeout_s=30.0)
 
 
 async def test_searcher_reranks_hybrid_results_and_times_the_rerank_stage() -> None:
     vector = FakeVectorIndex(semantic_hits(("a", 0.9), ("b", 0.8), ("c", 0.7)))
-    stage = SecondStage(ReversingReranker(), top_n=10, timeout_s=1.0)
+    stage = SecondStage(ReversingReranker(), top_n=10, timeout_s=30.0)
     searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(), embedder=FakeEmbedder(), second_stage=stage)
 
     result = await searcher.search(make_plan())
@@ -122,7 +122,7 @@ async def test_searcher_reranks_hybrid_results_and_times_the_rerank_stage() -> N
 async def test_the_second_stage_sees_its_top_n_even_when_the_page_is_shorter() -> None:
     vector = FakeVectorIndex(semantic_hits(("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)))
     reranker = ReversingReranker()
-    stage = SecondStage(reranker, top_n=3, timeout_s=1.0)
+    stage = SecondStage(reranker, top_n=3, timeout_s=30.0)
     searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(), embedder=FakeEmbedder(), second_stage=stage)
 
     result = await searcher.search(make_plan(limit=2))
@@ -139,7 +139,7 @@ async def test_searcher_degrades_but_answers_when_the_reranker_fails() -> None:
         vector=vector,
         lexical=FakeLexicalIndex(),
         embedder=FakeEmbedder(),
-        second_stage=SecondStage(failing, top_n=10, timeout_s=1.0),
+        second_stage=SecondStage(failing, top_n=10, timeout_s=30.0),
     )
 
     result = await searcher.search(make_plan())
@@ -155,7 +155,7 @@ async def test_searcher_does_not_rerank_a_single_leg_strategy() -> None:
         vector=vector,
         lexical=FakeLexicalIndex(),
         embedder=FakeEmbedder(),
-        second_stage=SecondStage(reranker, top_n=10, timeout_s=1.0),
+        second_stage=SecondStage(reranker, top_n=10, timeout_s=30.0),
     )
 
     result = await searcher.search(make_plan(SearchStrategy.SEMANTIC))
