@@ -23,6 +23,7 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 import tantivy
 
 from app.domain.moments import as_utc
@@ -133,10 +134,15 @@ def encode_chunk(chunk: Chunk) -> bytes:
     return json.dumps(chunk_to_record(chunk), ensure_ascii=False).encode()
 
 
+_PAYLOAD_DECODER: Final = msgspec.json.Decoder(dict[str, Any])
+"""Every lexical hit's payload is decoded on the search path: msgspec reads a SciFact abstract's (1.8 kB) in a
+quarter of `json.loads`'s time, to the same record (`encode_chunk` writes no NaN, no infinity, no lone surrogate).
+A malformed payload raises `msgspec.DecodeError`, a `ValueError` as `json.loads`'s is."""
+
+
 def decode_chunk(payload: bytes) -> Chunk:
     """Rebuild the chunk `encode_chunk` stored."""
-    record: dict[str, Any] = json.loads(payload)
-    return chunk_from_record(record)
+    return chunk_from_record(_PAYLOAD_DECODER.decode(payload))
 
 
 def chunk_document(chunk: Chunk, *, context_max_chars: int = DEFAULT_CONTEXT_MAX_CHARS) -> tantivy.Document:

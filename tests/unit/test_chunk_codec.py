@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
+
 from app.domain.models import Chunk
 from app.engines.chunk_codec import chunk_from_record, chunk_to_record
 from app.engines.tantivy_schema import decode_chunk, encode_chunk
@@ -100,3 +102,12 @@ def test_the_tantivy_payload_bytes_are_unchanged() -> None:
         ).encode()
     )
     assert decode_chunk(payload) == make_chunk(event_time=datetime(2024, 3, 1, tzinfo=UTC), context="")
+
+
+@pytest.mark.parametrize(
+    "payload", [b'{"chunk_id": "c", "text": ', b"\xff\xfe", b"[]"], ids=["cut short", "not UTF-8", "not an object"]
+)
+def test_a_damaged_payload_raises_what_the_lexical_search_counts_as_damage(payload: bytes) -> None:
+    # `app.engines.tantivy_index` marks a project's index damaged (and repairs it) on a ValueError.
+    with pytest.raises(ValueError, match="."):
+        decode_chunk(payload)
