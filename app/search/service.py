@@ -8,19 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from app.domain.errors import AllEnginesFailedError, InvalidQueryError
 from app.domain.labels import CONTROL_ARM, HYBRID_ARM, NO_ARM, SEMANTIC_ARM, STAGE_OPTIMIZE, STAGE_TOTAL
 from app.domain.models import SearchStrategy
-from app.observability.metrics import (
-    current_arm,
-    record_rollout_assignment,
-    record_search,
-    record_shadow_overlap,
-    record_shadow_search,
-)
+from app.observability.metrics import current_arm, record_rollout_assignment, record_search
 from app.observability.spans import SPAN_ATTRIBUTE_ARM, SPAN_OPTIMIZE, SPAN_REQUEST
 from app.observability.tracing import phase
 from app.query.optimizer import QueryOptimizer
@@ -38,7 +32,9 @@ from app.search.cached_answer import cached_outcome
 from app.search.calls import ARM_BY_FLAGS, ARM_BY_REQUEST, ARM_BY_SERVICE, SearchCall, SearchOutcome
 from app.search.common_names import CommonNames
 from app.search.paging import PAGE_DEPTH, current_page_of, page_of
-from app.search.rollout import assign_arm, overlap_at_k
+from app.search.prepared import PreparedSearch, cache_key
+from app.search.rollout import assign_arm
+from app.search.shadow import ShadowSearches
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,30 +43,7 @@ if TYPE_CHECKING:
     from app.domain.ports import ChunkTruth, DocumentStore, Embedder, LexicalIndex, VectorIndex
     from app.knobs import SearchKnobs
     from app.retrieval.rerank import SecondStage
-    from app.search.cache import QueryCacheKey
     from app.search.knob_source import KnobSource, ResolvedKnobs
-
-SHADOW_OVERLAP_DEPTH = 10
-
-
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    """A search up to the cache lookup: what the batch path needs before it embeds every query at once."""
-
-    call: SearchCall
-    started: float
-    resolved: ResolvedKnobs
-    arm: str
-    decided_by: str
-    analysis: QueryAnalysis
-    plan: SearchPlan
-    optimize_ms: float
-    key: QueryCacheKey | None
-    generation: int | None
-    cached: SearchOutcome | None
-    common_names: frozenset[str] = frozenset()  # the project's speakers, as the plan read them
-    pinned: bool = False  # `cached` is the ranking of an earlier generation, which a later page is cut from
-    ranking_changed: bool = False  # a later page whose first page's ranking this replica does not hold
 
 
 class SearchService:
@@ -96,7 +69,7 @@ class SearchService:
         self._knobs = knobs
         self._cache = cache
         self._generations = generations
-        self._shadow_tasks: set[asyncio.Task[None]] = set()
+        self._shadows = ShadowSearches(searcher)
         self._applied_knobs_version = knobs.version
         self._cache.set_ttl(knobs.current().query_cache_ttl_secs)
 
@@ -209,14 +182,14 @@ class SearchService:
             finally:
                 current_arm.set(NO_ARM)
 
-    async def _prepare_item(self, index: int, call: SearchCall) -> _Prepared:
+    async def _prepare_item(self, index: int, call: SearchCall) -> PreparedSearch:
         try:
             return await self._prepare(call)
         except InvalidQueryError as error:
             # Name the query of the batch: `queries[2].query`, "queries[2]: query must not be empty".
             raise error.of_item(index, list_field="queries") from None
 
-    async def _embed_batch(self, prepared: Sequence[_Prepared]) -> dict[str, list[float]]:
+    async def _embed_batch(self, prepared: Sequence[PreparedSearch]) -> dict[str, list[float]]:
         """Embed every semantic text of the batch together, each call within the semantic leg's deadline.
 
         A call carries at most one longest query's text (`QUERY_MAX_CHARS`), so a full batch of long
@@ -239,7 +212,7 @@ class SearchService:
     async def _search(self, call: SearchCall) -> SearchOutcome:
         return await self._run(await self._prepare(call), None)
 
-    async def _prepare(self, call: SearchCall) -> _Prepared:
+    async def _prepare(self, call: SearchCall) -> PreparedSearch:
         started = time.perf_counter()
         resolved = self._apply_knobs(call)
         knobs = resolved.knobs
@@ -264,12 +237,12 @@ class SearchService:
                 analysis = self._optimizer.analyze(call.query, now=call.as_of, classify=classify, known_names=speakers)
             plan = self._plan(analysis, options, knobs, arm, common_names)
             optimize_ms = (time.perf_counter() - optimize_started) * 1000
-        key, generation = self._cache_key(call, analysis, plan, arm, resolved, generation=generation)
+        key, generation = cache_key(self._cache, call, analysis, plan, arm, resolved, generation=generation)
         cached = self._cache.get(key) if key is not None else None
         pinned = ranking_changed = False
         if call.page is not None and call.page.generation is not None and call.page.generation != generation:
             # A later page: the ranking its first page was cut from, if the cache still holds it.
-            pinned_key, _ = self._cache_key(call, analysis, plan, arm, resolved, generation=call.page.generation)
+            pinned_key, _ = cache_key(self._cache, call, analysis, plan, arm, resolved, generation=call.page.generation)
             snapshot = self._cache.get(pinned_key) if pinned_key is not None else None
             if snapshot is not None:
                 cached, generation, pinned = snapshot, call.page.generation, True
@@ -278,9 +251,9 @@ class SearchService:
         if cached is not None:
             cached = replace(cached, arm_decided_by=decided_by)
         fields = (analysis, plan, optimize_ms, key, generation, cached, common_names, pinned, ranking_changed)
-        return _Prepared(call, started, resolved, arm, decided_by, *fields)
+        return PreparedSearch(call, started, resolved, arm, decided_by, *fields)
 
-    async def _run(self, prepared: _Prepared, query_embedding: list[float] | None) -> SearchOutcome:
+    async def _run(self, prepared: PreparedSearch, query_embedding: list[float] | None) -> SearchOutcome:
         call, plan, arm = prepared.call, prepared.plan, prepared.arm
         if prepared.cached is not None:
             outcome = cached_outcome(
@@ -343,58 +316,12 @@ class SearchService:
         # Not in the cached answer: a first page served from it later has no earlier ranking to differ from.
         return page_of(replace(outcome, ranking_changed=prepared.ranking_changed), call, knobs)
 
-    def _cache_key(  # noqa: PLR0913 - the key is every input that changes the answer
-        self,
-        call: SearchCall,
-        analysis: QueryAnalysis,
-        plan: SearchPlan,
-        arm: str,
-        resolved: ResolvedKnobs,
-        *,
-        generation: int | None,
-    ) -> tuple[QueryCacheKey | None, int | None]:
-        """The cache key under the project's `generation` (read before the search) and that generation.
-
-        The key is None when not to cache: the cache is off, or the store could not say the generation
-        (None), so an answer it holds might predate a write. Reading the generation per query is what lets
-        no replica serve an answer from before a write acknowledged by another.
-        """
-        if not self._cache.enabled or generation is None:
-            return None, None
-        return self._cache.make_key(
-            query=analysis.normalized,
-            plan=plan,
-            generation=generation,
-            knobs_version=resolved.version,
-            knobs=resolved.identity,
-            arm=arm,
-            auth_scope=call.auth_scope,
-        ), generation
-
-    def _start_shadow(self, served: _Prepared, knobs: SearchKnobs, arm: str, served_ids: list[str]) -> None:
+    def _start_shadow(self, served: PreparedSearch, knobs: SearchKnobs, arm: str, served_ids: list[str]) -> None:
         other_arm = SEMANTIC_ARM if arm == HYBRID_ARM else HYBRID_ARM
         # The served search's common names: the shadow compares arms, not two readings of the query.
         plan = self._plan(served.analysis, served.call.options, knobs, other_arm, served.common_names)
-
-        async def shadow() -> None:
-            # Its own span, linked to the request by parentage; it may end after the request span.
-            current_arm.set(other_arm)
-            started = time.perf_counter()
-            with phase("search.shadow", **{SPAN_ATTRIBUTE_ARM: other_arm}):
-                try:
-                    result = await self._searcher.search(plan)
-                except AllEnginesFailedError:
-                    return
-                finally:
-                    record_shadow_search(other_arm, time.perf_counter() - started)
-            shadow_ids = [hit.chunk_id for hit in result.hits]
-            record_shadow_overlap(overlap_at_k(served_ids, shadow_ids, k=SHADOW_OVERLAP_DEPTH))
-
-        task = asyncio.get_running_loop().create_task(shadow())
-        self._shadow_tasks.add(task)
-        task.add_done_callback(self._shadow_tasks.discard)
+        self._shadows.start(plan, other_arm=other_arm, served_ids=served_ids)
 
     async def drain_shadow(self) -> None:
         """Wait for shadow searches still running (shutdown)."""
-        if self._shadow_tasks:
-            await asyncio.gather(*self._shadow_tasks, return_exceptions=True)
+        await self._shadows.drain()
