@@ -16,13 +16,11 @@ on the project's first write and kept while few projects are written (`max_open_
 failed write raises `EngineUnavailableError` and the next write tries again, so a writer freed later (a CLI
 command beside the server) is picked up without a restart. One server a folder (`app.cli.serve_lock`).
 
-The root can go away under a running service (a volume detached or failed, the folder moved): tantivy
-would go on answering from the segments it has open and only fail at the next commit. So every search,
-write and ping first checks that the root is still the one opened (same device and inode, version file
-present), and a search or write that of its project's folder too (two `stat` calls each). When the root
-is not, every project index and writer is dropped and every call raises `EngineUnavailableError`
-(searches degrade to the semantic leg, `/readyz` answers 200 `degraded`, the outbox keeps writes pending)
-until a root of this schema is back at the path; it is then reopened. A project that holds no document
+The root can go away under a running service (a volume detached or failed, the folder moved): every search,
+write and ping first checks that the root is still the one opened (`app.engines.tantivy_root`), and a search
+or write that of its project's folder too (two `stat` calls each). While it is not, every call raises
+`EngineUnavailableError` (searches degrade to the semantic leg, `/readyz` answers 200 `degraded`, the outbox
+keeps writes pending) until a root of this schema is back at the path. A project that holds no document
 loses its folder (`app.engines.project_pruning`); one whose folder is lost or damaged, under the process or
 while none ran (`refill_missing_projects` at start), is refilled from PostgreSQL (`app.engines.tantivy_repair`).
 """
@@ -30,7 +28,6 @@ while none ran (`refill_missing_projects` at start), is refilled from PostgreSQL
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING
@@ -39,14 +36,7 @@ from app.domain.errors import EngineUnavailableError
 from app.engines.lexical_context import DEFAULT_CONTEXT_MAX_CHARS
 from app.engines.project_pruning import PruneSchedule, emptying_projects
 from app.engines.tantivy_errors import raise_unavailable, reraise_unless_panic
-from app.engines.tantivy_folders import (
-    folder_identity,
-    prepare_root,
-    project_folder_ids,
-    remove_project_folder,
-    still_attached,
-    stored_root_version,
-)
+from app.engines.tantivy_folders import folder_identity, prepare_root, project_folder_ids, remove_project_folder
 from app.engines.tantivy_projects import (
     DEFAULT_MAX_OPEN_INDEXES,
     DEFAULT_MAX_OPEN_WRITERS,
@@ -57,27 +47,18 @@ from app.engines.tantivy_projects import (
 )
 from app.engines.tantivy_query import FieldBoosts, TantivyQueryBuilder, top_hits
 from app.engines.tantivy_repair import ProjectRepairs, is_damage
-from app.engines.tantivy_schema import (
-    DOCUMENT_KEY,
-    SCHEMA_VERSION,
-    SCHEMA_VERSION_FILE,
-    build_english_analyzer,
-    build_schema,
-    chunk_document,
-    document_key,
-)
+from app.engines.tantivy_root import RootAttachment
+from app.engines.tantivy_schema import DOCUMENT_KEY, build_english_analyzer, build_schema, chunk_document, document_key
+from app.engines.thread_completion import finish_in_thread
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
     from pathlib import Path
-    from typing import Any
 
     import tantivy
 
     from app.domain.models import DocumentChunks, Filters, LexicalQuery, ScoredHit
     from app.engines.project_pruning import HoldsDocuments, ProjectsWithDocuments
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_WRITER_HEAP_BYTES = 50_000_000  # tantivy needs >= 15 MB per indexing thread
 
@@ -133,10 +114,9 @@ class TantivyLexicalIndex:
         self._closed = False
         try:
             self._recreated = prepare_root(path)
-            self._identity: tuple[int, int] | None = folder_identity(path)
+            self._root = RootAttachment(path, identity=folder_identity(path))
         except (OSError, ValueError) as error:
             raise_unavailable(f"cannot open the lexical index in {path}", error)
-        self._attached = True
 
     @property
     def path(self) -> Path:
@@ -249,14 +229,14 @@ class TantivyLexicalIndex:
             self._check_open()
             if await self._holds_documents(project_id):
                 return False
-            await _finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id))
+            await finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id))
         return True
 
     async def delete_project(self, project_id: str) -> None:
         """Remove the project's index: its writer is closed and its folder deleted."""
         async with self._write_lock:
             self._check_open()
-            await _finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id))
+            await finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id))
 
     def _delete_project_blocking(self, project_id: str, *, discarded: bool = False) -> None:
         with self._state_lock:
@@ -291,7 +271,7 @@ class TantivyLexicalIndex:
         try:
             async with self._write_lock:
                 self._check_open()
-                await _finish_in_thread(asyncio.to_thread(self._write_blocking, project_id, operations, failure))
+                await finish_in_thread(asyncio.to_thread(self._write_blocking, project_id, operations, failure))
         except EngineUnavailableError:
             await self._repair()  # a damaged project discarded now: the outbox's retry writes it anew
             raise
@@ -304,7 +284,7 @@ class TantivyLexicalIndex:
     async def _repair(self) -> None:
         async def discard(project_id: str) -> None:
             async with self._write_lock:
-                await _finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id, discarded=True))
+                await finish_in_thread(asyncio.to_thread(self._delete_project_blocking, project_id, discarded=True))
 
         await self._projects.repairs.run(discard=discard, state_lock=self._state_lock)
 
@@ -351,50 +331,5 @@ class TantivyLexicalIndex:
             EngineUnavailableError: closed, or no usable root at the path (yet).
         """
         self._check_open()
-        if self._attached and still_attached(self._path, self._identity, SCHEMA_VERSION_FILE):
-            return
-        if self._attached:
-            logger.error("the lexical index folder %s is gone or was replaced: searches and writes wait", self._path)
-            # Dropping the writers frees their lockfiles; uncommitted operations go, the outbox still holds them.
-            self._projects.forget_all()
-            self._attached = False
-        self._reattach()
-
-    def _reattach(self) -> None:
-        """Take the root now at the path (lock held). Only a root of this schema is taken.
-
-        An empty folder is not: creating an index in it would hide that every document is missing.
-        """
-        unavailable = f"the lexical index folder {self._path} is unavailable"
-        try:
-            identity = folder_identity(self._path)
-            version = stored_root_version(self._path)
-        except (OSError, ValueError) as error:
-            raise_unavailable(unavailable, error)
-        if version != SCHEMA_VERSION:
-            message = f"{unavailable}: it holds no index of this schema"
-            raise EngineUnavailableError(message, engine=ENGINE_NAME)
-        if identity != self._identity:
-            # Another folder than the one opened (a volume restored from a copy): it may miss documents.
-            logger.warning(
-                "the lexical index in %s is another folder than the one opened; if it may be missing documents, "
-                "refill it from PostgreSQL with `poimen reindex --project <id>` for each project",
-                self._path,
-            )
-        logger.warning("the lexical index folder %s is back: reopened", self._path)
-        self._identity, self._attached = identity, True
-
-
-async def _finish_in_thread(work: Coroutine[Any, Any, None]) -> None:
-    """Await a write's thread; on cancellation, still wait for it (a thread cannot be stopped), then re-raise.
-
-    Keeps the write lock held until the thread ends, so two writes never share a writer.
-    """
-    task = asyncio.ensure_future(work)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait({task})
-        if not task.cancelled():
-            task.exception()  # retrieved, so asyncio does not log it as never retrieved
-        raise
+        # Dropping the writers frees their lockfiles; uncommitted operations go, the outbox still holds them.
+        self._root.attach(on_lost=self._projects.forget_all)
