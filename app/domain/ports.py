@@ -16,18 +16,15 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
+    from app.domain.document_versions import DocumentKey, DocumentState, RestoreFloor, SavedVersions
     from app.domain.models import (
         DocumentChunks,
-        DocumentKey,
-        DocumentState,
         EmbeddedChunk,
         Filters,
         FusedHit,
         LexicalQuery,
         OutboxStats,
         RerankQuery,
-        RestoreFloor,
-        SavedVersions,
         ScoredHit,
         StoredDocument,
     )

@@ -18,24 +18,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from app.domain.catalog import DocumentSummary, ProjectStats
+from app.domain.document_versions import DocumentState, RestoreFloor, SavedVersions
 from app.domain.errors import EngineUnavailableError, VersionConflictError
-from app.domain.models import (
-    Chunk,
-    DocumentChunks,
-    DocumentState,
-    EmbeddedChunk,
-    OutboxStats,
-    RestoreFloor,
-    SavedVersions,
-    StoredDocument,
-)
+from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, OutboxStats, StoredDocument
 from app.engines.memory_filters import chunk_matches, document_selected
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 
     from app.domain.catalog import DocumentSelection
-    from app.domain.models import DocumentKey, Filters
+    from app.domain.document_versions import DocumentKey
+    from app.domain.models import Filters
 
 
 @dataclass(frozen=True, slots=True)

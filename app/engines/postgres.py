@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
 
-from app.domain.models import Chunk, DocumentChunks, DocumentState, OutboxStats, SavedVersions, StoredDocument
+from app.domain.document_versions import DocumentState, SavedVersions
+from app.domain.models import Chunk, DocumentChunks, OutboxStats, StoredDocument
 from app.engines import postgres_catalog, postgres_locks, postgres_versions
 from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
@@ -62,7 +63,8 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
     from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
-    from app.domain.models import DocumentKey, EmbeddedChunk, Filters, RestoreFloor
+    from app.domain.document_versions import DocumentKey, RestoreFloor
+    from app.domain.models import EmbeddedChunk, Filters
     from app.engines.postgres_snapshots import PostgresProjectSnapshot
 
 VECTOR_ENGINE: Final = "pgvector"

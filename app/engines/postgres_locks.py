@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from app.domain.models import DocumentKey
+    from app.domain.document_versions import DocumentKey
 
 TAKE_FREED_DOCUMENT_LOCKS: Final = (
     "SELECT count(*) FROM (SELECT DISTINCT hashtextextended(name, 0) AS key "

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Row
 
-    from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, RestoreFloor, StoredDocument
+    from app.domain.document_versions import RestoreFloor
+    from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, StoredDocument
 
 ANY_VERSION: Final = 2**63 - 1
 """Completes an outbox entry whatever its version (a `DocumentChunks` without `outbox_version`)."""

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from app.domain.models import DocumentKey
+    from app.domain.document_versions import DocumentKey
 
 SEQUENCE_STEPS_PER_SAVE: Final = 100_000
 """The most `nextval` calls one save makes to bring `document_version_seq` up to its versions (about 0.1 s)."""

@@ -9,7 +9,8 @@ from app.domain.errors import VersionConflictError
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from app.domain.models import Document, DocumentKey, DocumentState
+    from app.domain.document_versions import DocumentKey, DocumentState
+    from app.domain.models import Document
 
 ANY_VERSION: Final = -1
 """An expected version meaning "whichever is stored": the document must exist (`If-Match: *`)."""

@@ -31,7 +31,7 @@ from app.ingestion.validation import validate_documents
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from app.domain.models import DocumentKey, DocumentState
+    from app.domain.document_versions import DocumentKey, DocumentState
     from app.domain.ports import DocumentStore, Embedder
 
 IngestStatus = Literal["created", "updated", "unchanged"]

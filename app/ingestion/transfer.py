@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from app.domain.catalog import DocumentSelection
+from app.domain.document_versions import RestoreFloor
 from app.domain.errors import DocumentNotFoundError, InvalidInputError
-from app.domain.models import RestoreFloor
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
 from app.ingestion.record_hashes import RECORD_HASH_ALGORITHM, record_hash, record_hash_problem
 from app.ingestion.transfer_records import (

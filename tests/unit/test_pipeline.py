@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from app.domain.document_versions import DocumentState, SavedVersions
 from app.domain.errors import DocumentTooLargeError, EngineUnavailableError, InvalidInputError, VersionConflictError
-from app.domain.models import Document, DocumentChunks, DocumentState, EmbeddedChunk, SavedVersions, StoredDocument
+from app.domain.models import Document, DocumentChunks, EmbeddedChunk, StoredDocument
 from app.engines.memory import InMemoryDocumentStore
 from app.ingestion import pipeline as pipeline_module
 from app.ingestion.chunking import ChunkingPolicy
