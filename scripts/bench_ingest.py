@@ -28,8 +28,9 @@ from pathlib import Path
 
 from app.config import load_settings
 from app.ingestion.chunking import ChunkingPolicy
+from app.ingestion.content_hashes import embedding_text
 from app.ingestion.outbox import OutboxWorker
-from app.ingestion.pipeline import IngestionPipeline, embedding_text
+from app.ingestion.pipeline import IngestionPipeline
 from app.ingestion.sources import read_beir_corpus
 from app.wiring.engines import open_engines
 

@@ -35,7 +35,7 @@ from mpnet_model import MPNET_NAME, MPNET_NAMES, extracted_mpnet_path
 from app.config import load_settings
 from app.engines.embedder import ServingEmbedder, load_embedder
 from app.ingestion.chunking import chunk_markdown
-from app.ingestion.pipeline import embedding_text
+from app.ingestion.content_hashes import embedding_text
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 

@@ -42,7 +42,7 @@ from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusionMethod, FusionSet
 from app.evaluation.datasets import project_id_for, read_corpus
 from app.evaluation.metrics import mean_scores, per_query_scores
 from app.evaluation.runner import document_ranking
-from app.ingestion.pipeline import embedding_text
+from app.ingestion.content_hashes import embedding_text
 from app.retrieval.fusion import fuse
 from app.retrieval.postprocess import collapse_per_document
 

@@ -51,7 +51,8 @@ from app.evaluation.datasets import project_id_for, read_corpus
 from app.evaluation.metrics import mean_scores, paired_bootstrap, per_query_scores
 from app.evaluation.runner import document_ranking
 from app.ingestion.chunking import ChunkingPolicy
-from app.ingestion.pipeline import IngestionPipeline, embedding_text
+from app.ingestion.content_hashes import embedding_text
+from app.ingestion.pipeline import IngestionPipeline
 from app.query.optimizer import QueryOptimizer
 from app.retrieval.fusion import fuse
 from app.retrieval.postprocess import collapse_per_document

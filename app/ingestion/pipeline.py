@@ -8,23 +8,17 @@ lexical index is fed afterwards from the store's outbox (`app.ingestion.outbox.O
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Literal
 
-from app.domain.errors import (
-    DocumentTooLargeError,
-    EngineTimeoutError,
-    IngestionError,
-    InvalidInputError,
-    VersionConflictError,
-)
-from app.domain.models import Chunk, ChunkDraft, Document, EmbeddedChunk, StoredDocument, titled_text
+from app.domain.errors import DocumentTooLargeError, InvalidInputError, VersionConflictError
+from app.domain.models import Chunk, Document, EmbeddedChunk, StoredDocument
 from app.domain.text_forms import canonical_document
 from app.ingestion.admission import Allowance
-from app.ingestion.chunking import CHUNKER_VERSION, ChunkingPolicy, chunk_markdown
+from app.ingestion.chunk_embeddings import ChunkEmbeddings
+from app.ingestion.chunking import ChunkingPolicy, chunk_markdown
+from app.ingestion.content_hashes import chunk_hash, content_hash, embedding_text
 from app.ingestion.expected_versions import check_expected_version, check_expected_versions
 from app.ingestion.validation import validate_documents
 
@@ -36,8 +30,6 @@ if TYPE_CHECKING:
 
 IngestStatus = Literal["created", "updated", "unchanged"]
 
-CACHE_LOOKUP_BATCH: Final = 1000
-"""Chunk hashes per `cached_embeddings` call, so one query never carries an unbounded list."""
 MAX_CHUNKS_PER_DOCUMENT: Final = 10_000
 """Most chunks one document may split into, each an embedding, a row and an index entry. A document at
 MAX_DOCUMENT_BYTES of prose makes about 3,800; 5.5 MB of one-line sections under alternating `#` and `##`
@@ -63,47 +55,6 @@ class IngestOutcome:
     """The document's version after this call (unchanged documents keep theirs)."""
     lexically_indexed: bool
     """Whether the lexical index has this version: never yet for one this call wrote (the outbox follows)."""
-
-
-def embedding_text(chunk: Chunk | ChunkDraft) -> str:
-    """The exact string embedded for a chunk: its `titled_text` (breadcrumb, newline, text).
-
-    The breadcrumb puts the title and section path into the vector (as BEIR embeds title + text);
-    `Chunk.text` itself stays the raw section text. A chunk with a `context` gets a newline and the
-    context appended last, so a model that truncates cuts the context, never the chunk's own words.
-    `chunk_hash` is the SHA-256 of this string.
-    """
-    text = titled_text(chunk.breadcrumb, chunk.text)
-    context = getattr(chunk, "context", "")
-    return f"{text}\n{context}" if context else text
-
-
-def chunk_hash(text: str) -> str:
-    """SHA-256 hex digest of the UTF-8 text that gets embedded."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def content_hash(document: Document, *, policy: ChunkingPolicy, embedding_model: str) -> str:
-    """SHA-256 over everything that decides a document's stored chunks and their embeddings.
-
-    Covers title, text, source, tags, event time, metadata, context (when set), the chunking policy,
-    the chunker version and the embedding model; project and document id are the key the hash is
-    stored under.
-    """
-    payload = {
-        "title": document.title,
-        "text": document.text,
-        "source": document.source,
-        "tags": list(document.tags),
-        "event_time": document.event_time.isoformat() if document.event_time is not None else None,
-        "metadata": document.metadata,
-        "policy": [policy.max_chars, policy.overlap_chars, policy.min_chars, CHUNKER_VERSION],
-        "embedding_model": embedding_model,
-    }
-    if document.context:  # only when set, so documents without context keep their stored hashes
-        payload["context"] = document.context
-    encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
 
 class IngestionPipeline:
@@ -132,8 +83,9 @@ class IngestionPipeline:
             raise ValueError(msg)
         self._store, self._embedder = store, embedder
         self.policy = policy
-        self._embed_batch_size = embed_batch_size
-        self._embed_timeout_s = embed_timeout_s
+        self._embeddings = ChunkEmbeddings(
+            store=store, embedder=embedder, batch_size=embed_batch_size, timeout_s=embed_timeout_s
+        )
         self._on_written = on_written
         self._chunks_in_flight = Allowance(MAX_CHUNKS_PER_REQUEST)
 
@@ -243,7 +195,7 @@ class IngestionPipeline:
         replacing: Mapping[DocumentKey, int],
     ) -> list[IngestOutcome]:
         model = self._embedder.model_name
-        vectors, embedded_by = await self._embeddings([chunk for plan in changed for chunk in plan.chunks])
+        vectors, embedded_by = await self._embeddings.embed([chunk for plan in changed for chunk in plan.chunks])
         versions = {key: state.version for key, state in states.items()}
         created: frozenset[DocumentKey] = frozenset()
         if changed:
@@ -309,51 +261,6 @@ class IngestionPipeline:
         if deleted:
             self._notify({project_id})
         return deleted
-
-    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
-        """Embed one batch within `embed_timeout_s`: a hung embedder fails the ingest (writing nothing)."""
-        try:
-            async with asyncio.timeout(self._embed_timeout_s):
-                return await self._embedder.embed_documents(texts)
-        except TimeoutError:
-            msg = f"embedding {len(texts)} texts took longer than {self._embed_timeout_s:g} s"
-            raise EngineTimeoutError(msg, engine="embedder") from None
-
-    async def _embeddings(self, chunks: Sequence[Chunk]) -> tuple[dict[str, list[float]], dict[tuple[str, str], int]]:
-        """Vectors by chunk hash for every chunk, embedding only hashes not cached for this model.
-
-        Also returns, per (project id, document id), how many texts were embedded on its behalf.
-        """
-        model = self._embedder.model_name
-        # Looked up in each chunk's own project only (`cached_embeddings`); within one batch, which the
-        # caller wrote whole, a text is embedded once whichever of its projects holds it.
-        hashes_by_project: dict[str, dict[str, None]] = {}
-        for chunk in chunks:
-            hashes_by_project.setdefault(chunk.project_id, {})[chunk.chunk_hash] = None
-        vectors: dict[str, list[float]] = {}
-        for project_id, project_hashes in hashes_by_project.items():
-            unique_hashes = list(project_hashes)
-            for start in range(0, len(unique_hashes), CACHE_LOOKUP_BATCH):
-                batch = unique_hashes[start : start + CACHE_LOOKUP_BATCH]
-                vectors.update(await self._store.cached_embeddings(project_id, batch, model=model))
-        missing: dict[str, Chunk] = {}
-        for chunk in chunks:
-            if chunk.chunk_hash not in vectors and chunk.chunk_hash not in missing:
-                missing[chunk.chunk_hash] = chunk
-        pending = list(missing.items())
-        for start in range(0, len(pending), self._embed_batch_size):
-            batch_items = pending[start : start + self._embed_batch_size]
-            embedded = await self._embed_batch([embedding_text(chunk) for _, chunk in batch_items])
-            if len(embedded) != len(batch_items):
-                msg = f"embedder {self._embedder.name} returned {len(embedded)} vectors for {len(batch_items)} texts"
-                raise IngestionError(msg)
-            for (hash_value, _), vector in zip(batch_items, embedded, strict=True):
-                vectors[hash_value] = vector
-        embedded_by: dict[tuple[str, str], int] = {}
-        for chunk in missing.values():
-            key = (chunk.project_id, chunk.document_id)
-            embedded_by[key] = embedded_by.get(key, 0) + 1
-        return vectors, embedded_by
 
     def _notify(self, project_ids: set[str]) -> None:
         if self._on_written is None:

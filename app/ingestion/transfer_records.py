@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk, EmbeddedChunk, StoredDocument
 from app.domain.moments import EARLIEST, LATEST, as_utc
-from app.ingestion.pipeline import chunk_hash, embedding_text
+from app.ingestion.content_hashes import chunk_hash, embedding_text
 from app.ingestion.validation import (
     MAX_METADATA_DEPTH,
     is_unicode_text,

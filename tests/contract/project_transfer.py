@@ -16,7 +16,7 @@ from app.domain.catalog import DocumentSelection
 from app.domain.document_versions import RestoreFloor
 from app.domain.errors import DocumentNotFoundError
 from app.domain.models import EmbeddedChunk
-from app.ingestion.pipeline import chunk_hash, embedding_text
+from app.ingestion.content_hashes import chunk_hash, embedding_text
 from app.ingestion.transfer import PAGE_SIZE, export_lines, import_lines
 from tests.contract.document_store import DIMENSIONS, MODEL, entry
 

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from app.domain.models import Document
 from app.ingestion.chunking import ChunkingPolicy
-from app.ingestion.pipeline import IngestionPipeline, content_hash, embedding_text
+from app.ingestion.content_hashes import content_hash, embedding_text
+from app.ingestion.pipeline import IngestionPipeline
 
 POLICY = ChunkingPolicy(max_chars=200, overlap_chars=0, min_chars=0)
 DOCUMENT = Document(project_id="p", document_id="d", source="s", title="Caroline", text="Yes, a sunrise.")

@@ -16,7 +16,8 @@ from app.domain.models import Document, DocumentChunks, EmbeddedChunk, StoredDoc
 from app.engines.memory import InMemoryDocumentStore
 from app.ingestion import pipeline as pipeline_module
 from app.ingestion.chunking import ChunkingPolicy
-from app.ingestion.pipeline import IngestionPipeline, IngestOutcome, chunk_hash, content_hash, embedding_text
+from app.ingestion.content_hashes import chunk_hash, content_hash, embedding_text
+from app.ingestion.pipeline import IngestionPipeline, IngestOutcome
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -11,7 +11,7 @@ import pytest
 from app.domain.errors import InvalidInputError
 from app.domain.models import EmbeddedChunk, StoredDocument
 from app.engines.memory import InMemoryDocumentStore
-from app.ingestion.pipeline import chunk_hash, embedding_text
+from app.ingestion.content_hashes import chunk_hash, embedding_text
 from app.ingestion.transfer import check_export, export_lines, import_lines
 from tests.contract import document_store
 

@@ -9,7 +9,7 @@ import pytest
 from app.domain.errors import InvalidInputError
 from app.domain.models import Chunk
 from app.engines.memory import InMemoryDocumentStore
-from app.ingestion.pipeline import chunk_hash, embedding_text
+from app.ingestion.content_hashes import chunk_hash, embedding_text
 from app.ingestion.record_hashes import record_hash
 from app.ingestion.transfer import check_export, import_lines
 from tests.unit.test_transfer import DIMENSIONS, MODEL, _corrupt, _unhashed, entry, exported
