@@ -17,7 +17,7 @@ from litestar.enums import ScopeType
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusMiddleware
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from app.observability.metrics import OTHER
+from app.observability.metric_labels import OTHER
 
 if TYPE_CHECKING:
     from litestar import Litestar

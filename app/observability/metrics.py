@@ -2,7 +2,8 @@
 
 Metric names are a contract with the Grafana dashboard (`dashboards/`): change one only together with it.
 All metrics live in prometheus-client's default registry. Label values come from the bounded sets
-below; anything else is recorded as `"other"`, so no caller input can grow the number of series.
+of `app.observability.metric_labels`; anything else is recorded as `"other"`, so no caller input can grow
+the number of series.
 """
 
 from __future__ import annotations
@@ -15,8 +16,23 @@ from typing import TYPE_CHECKING, Final
 from opentelemetry import trace
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
-from app.domain.labels import ARMS, HYBRID_ARM, LEXICAL_UNCONFIRMED, NO_ARM, SEMANTIC_ARM, STAGES
-from app.knobs import KNOB_NAMES
+from app.domain.labels import ARMS, HYBRID_ARM, NO_ARM, SEMANTIC_ARM
+from app.observability.metric_labels import (
+    CACHE_RESULTS,
+    ENGINE_ERROR_ARMS,
+    ENGINES,
+    FALLBACK_REASONS,
+    FLAG_KEYS,
+    FLAG_REASONS,
+    INGEST_STATUSES,
+    MAX_VARIANT_LABEL_CHARS,
+    OUTCOMES,
+    ROLLOUT_DECIDERS,
+    STRATEGIES,
+    bounded,
+    fallback_reason,
+    stage_label,
+)
 from app.observability.spans import (
     SPAN_ATTRIBUTE_ARM,
     SPAN_ATTRIBUTE_DEGRADED_REASONS,
@@ -32,58 +48,6 @@ if TYPE_CHECKING:
 
 current_arm: ContextVar[str] = ContextVar("poimen_search_arm", default=NO_ARM)
 """The rollout arm of the search this task serves; set by `SearchService`, read by engine error counts."""
-ENGINE_ERROR_ARMS: Final = ARMS | {NO_ARM}
-
-OTHER: Final = "other"
-"""The label value recorded for anything outside a label's bounded set."""
-
-STRATEGIES: Final = frozenset({"hybrid", "semantic", "lexical", "cascading"})
-OUTCOMES: Final = frozenset({"ok", "degraded", "error"})
-CACHE_RESULTS: Final = frozenset({"hit", "miss"})
-FALLBACK_REASONS: Final = frozenset(
-    {
-        "lexical_unavailable",
-        "lexical_timeout",
-        "semantic_unavailable",
-        "semantic_timeout",
-        "embedder_unavailable",
-        "embedder_timeout",
-        LEXICAL_UNCONFIRMED,
-        "rerank_unavailable",
-        "rerank_timeout",
-    }
-)
-ENGINES: Final = frozenset({"pgvector", "postgres", "tantivy", "opensearch", "embedder"})
-INGEST_STATUSES: Final = frozenset({"created", "updated", "unchanged", "deleted"})
-ROLLOUT_DECIDERS: Final = frozenset({"flags", "service"})
-FLAG_KEYS: Final = frozenset(name.replace("_", "-") for name in KNOB_NAMES)
-# OpenFeature's resolution reasons (openfeature.flag_evaluation.Reason), lower-cased.
-FLAG_REASONS: Final = frozenset(
-    {"static", "default", "targeting_match", "split", "cached", "disabled", "unknown", "stale", "error"}
-)
-# Variant names come from the flag definitions (a bounded set an operator writes); longer ones are cut.
-MAX_VARIANT_LABEL_CHARS: Final = 40
-
-# Stage names the searcher or route may use for the same stage; folded onto the dashboard's names.
-_STAGE_ALIASES: Final = {
-    "optimizer": "optimize",
-    "optimization": "optimize",
-    "embedding": "embed",
-    "vector": "semantic",
-    "fuse": "fusion",
-    "reranking": "rerank",
-}
-# Engine (adapter) names mapped to the leg whose fallback reason they cause.
-_ENGINE_LEGS: Final = {
-    "tantivy": "lexical",
-    "opensearch": "lexical",
-    "lexical": "lexical",
-    "pgvector": "semantic",
-    "postgres": "semantic",
-    "vector": "semantic",
-    "semantic": "semantic",
-    "embedder": "embedder",
-}
 
 _STAGE_BUCKETS_S: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 HTTP_DURATION_BUCKETS_S: Final = (
@@ -225,36 +189,6 @@ def configure_metrics(*, enabled: bool) -> None:
 def metrics_enabled() -> bool:
     """Whether metrics are recorded in this process (see `configure_metrics`)."""
     return MetricsSwitch.enabled
-
-
-def bounded(value: str, allowed: frozenset[str]) -> str:
-    """Return `value` lower-cased when it is in `allowed`, else `"other"`: label values stay bounded."""
-    lowered = value.strip().lower()
-    return lowered if lowered in allowed else OTHER
-
-
-def stage_label(stage: str) -> str:
-    """Map a stage name (including aliases such as `fuse` or `embedding`) to its bounded label value."""
-    lowered = stage.strip().lower()
-    return bounded(_STAGE_ALIASES.get(lowered, lowered), STAGES)
-
-
-def fallback_reason(reason: str) -> str:
-    """Map a degraded reason to its bounded label value.
-
-    Accepts the label values themselves (`lexical_timeout`) and `<engine or leg><sep><kind>` forms
-    such as `opensearch: timeout` or `pgvector_unavailable`: a kind mentioning "timeout" is a timeout,
-    any other kind is unavailability. Anything unrecognised is `"other"`.
-    """
-    normalized = reason.strip().lower().replace(":", "_").replace("-", "_").replace(" ", "_")
-    if normalized in FALLBACK_REASONS:
-        return normalized
-    source, _, kind = normalized.partition("_")
-    leg = _ENGINE_LEGS.get(source)
-    if leg is None:
-        return OTHER
-    candidate = f"{leg}_timeout" if "timeout" in kind else f"{leg}_unavailable"
-    return candidate if candidate in FALLBACK_REASONS else OTHER
 
 
 def _initialise_label_sets() -> None:

@@ -12,7 +12,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from app.domain.labels import ARMS
-from app.observability.metrics import QUERY_STAGE_DURATION_SECONDS, STRATEGIES, MetricsSwitch, bounded, stage_label
+from app.observability.metric_labels import STRATEGIES, bounded, stage_label
+from app.observability.metrics import QUERY_STAGE_DURATION_SECONDS, MetricsSwitch
 from app.observability.spans import SPAN_ATTRIBUTE_ENGINE_ERROR
 
 if TYPE_CHECKING:

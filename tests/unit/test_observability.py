@@ -18,7 +18,8 @@ import app.observability.metrics as observability_metrics
 import app.observability.tracing as observability_tracing
 from app.config import Settings
 from app.observability.logs import configure_logging, last_exception_line
-from app.observability.metrics import fallback_reason, record_search
+from app.observability.metric_labels import fallback_reason
+from app.observability.metrics import record_search
 from app.observability.tracing import configure_tracing, phase
 
 if TYPE_CHECKING:
