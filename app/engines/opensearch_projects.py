@@ -10,7 +10,7 @@ Index names must be lowercase, and project ids (`[A-Za-z0-9._-]{1,64}`) are not:
 is written `_` and its lower-case form, and `_` itself `__`. The escape is reversible, so two project ids
 never share a name (`Notes` -> `_notes`, `notes` -> `notes`, `_notes` -> `__notes`). The name starts
 with `base`, so the rule that no index name starts with `-`, `_` or `+` is `base`'s alone
-(`OPENSEARCH_INDEX_PATTERN` in `app.config`, which also keeps every name within 255 bytes).
+(`OPENSEARCH_INDEX_PATTERN` in `app.engine_settings`, which also keeps every name within 255 bytes).
 
 Deployments sharing a cluster keep apart by their bases: `Settings` refuses a base containing `-p-` or ending
 in `-p`, the only ones whose `<base>-p-` another base's `<base>-p-` is the start of (`poimen-p` + `-p-notes`

@@ -11,8 +11,9 @@ from fnmatch import fnmatchcase
 import pytest
 from pydantic import ValidationError
 
-from app.config import OPENSEARCH_INDEX_MAX_CHARS, Settings
+from app.config import Settings
 from app.domain.project_ids import PROJECT_ID_PATTERN
+from app.engine_settings import OPENSEARCH_INDEX_MAX_CHARS
 from app.engines.opensearch_mapping import SCHEMA_VERSION, versioned_index_name
 from app.engines.opensearch_projects import (
     MAX_INDEX_NAME_BYTES,
