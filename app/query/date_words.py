@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from app.query.vocabulary import MONTHS
+from app.domain.calendar_words import DAY_OF_MONTH, MONTHS, is_year
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-MIN_YEAR: Final = 2000
-MAX_YEAR: Final = 2100
-DAY_OF_MONTH: Final = re.compile(r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?")
-ORDINAL_DAY: Final = re.compile(r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)")
-
-
-def is_year(word: str) -> bool:
-    """Whether a word is a four-digit year the service reads as a date (2000-2100)."""
-    return len(word) == 4 and word.isdigit() and MIN_YEAR <= int(word) <= MAX_YEAR  # noqa: PLR2004 - YYYY
 
 
 def is_last_month(words: Sequence[str], index: int) -> bool:

@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
+from app.domain.calendar_words import DAY_OF_MONTH, MONTHS, ORDINAL_DAY, is_year
 from app.domain.moments import as_utc
 from app.query.calendar_arithmetic import days_after, midnight, month_start, next_month_start
-from app.query.date_words import DAY_OF_MONTH, ORDINAL_DAY, is_last_month, is_year
+from app.query.date_words import is_last_month
 from app.query.relative_dates import relative_positions, relative_range
 from app.query.vocabulary import (
     DATE_EXCLUSIONS,
@@ -23,7 +24,6 @@ from app.query.vocabulary import (
     DATES_BEFORE_WORDS,
     DAY_MONTH_LEADS,
     MONTH_DAY_LEADS,
-    MONTHS,
     PLAIN_MONTHS,
     SPAN_CLOSING_WORDS,
     SPAN_OPENING_WORDS,

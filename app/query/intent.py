@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import fold_to_ascii
+from app.domain.calendar_words import MONTHS
 from app.query.dates import is_month_named_by_date
-from app.query.vocabulary import MONTHS, STOPWORDS, WEEKDAYS
+from app.query.vocabulary import STOPWORDS, WEEKDAYS
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping, Sequence

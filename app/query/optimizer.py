@@ -12,6 +12,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
+from app.domain.calendar_words import is_year
 from app.domain.models import (
     LexicalQuery,
     QueryAnalysis,
@@ -21,7 +22,6 @@ from app.domain.models import (
 )
 from app.domain.tags import tag_key
 from app.query.abbreviations import load_abbreviations
-from app.query.date_words import is_year
 from app.query.dates import (
     date_direction,
     date_span,

@@ -11,13 +11,13 @@ import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
+from app.domain.calendar_words import MONTHS
 from app.query.calendar_arithmetic import days_after, midnight, month_start, months_before, next_month_start
 from app.query.date_words import is_last_month
 from app.query.vocabulary import (
     AGO_UNITS,
     COUNT_WORDS,
     MONTH_NAMES,
-    MONTHS,
     PARTS_OF_DAY,
     PAST_UNITS,
     RELATIVE_DAY_WORDS,

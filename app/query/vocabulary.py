@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from app.domain.calendar_words import MONTHS
 from app.domain.models import QuestionType
 
 if TYPE_CHECKING:
@@ -30,12 +31,6 @@ DATE_EXCLUSIONS: Final = (
 )  # fmt: skip
 """Words after which a date is left out, wherever it stands: "everything except the notes from last week"."""
 
-MONTHS: Final[Mapping[str, int]] = {
-    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
-    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
-    "oct": 10, "nov": 11, "dec": 12,
-}  # fmt: skip
 MONTH_NAMES: Final = tuple(list(MONTHS)[:12])
 """The full month names, January first: how "last dec" is normalised ("last december")."""
 PLAIN_MONTHS: Final = frozenset(
