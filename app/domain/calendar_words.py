@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 MONTHS: Final[Mapping[str, int]] = {
     "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
@@ -29,3 +29,20 @@ ORDINAL_DAY: Final = re.compile(r"(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)")
 def is_year(word: str) -> bool:
     """Whether a word is a four-digit year the service reads as a date (2000-2100)."""
     return len(word) == 4 and word.isdigit() and MIN_YEAR <= int(word) <= MAX_YEAR  # noqa: PLR2004 - YYYY
+
+
+COUNTED_UNITS: Final = frozenset({"day", "days", "week", "weeks", "month", "months", "year", "years", "times"})
+"""After a number, they make it a count, not a day of the month: "told May 3 days ago", "saw March 2 times"."""
+
+
+def has_day_of_month_beside(words: Sequence[str], index: int) -> bool:
+    """Whether a day of the month ("3", "3rd") stands right after or before the word at `index` ("May 3", "3 May").
+
+    `words` lowercase. A number a unit of time or "times" follows is a count, not a day: "May 3 days ago".
+    """
+    following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
+    previous = words[index - 1] if index > 0 else ""
+    return bool(DAY_OF_MONTH.fullmatch(following) and after_following not in COUNTED_UNITS) or bool(
+        DAY_OF_MONTH.fullmatch(previous)
+    )
+

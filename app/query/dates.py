@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
-from app.domain.calendar_words import DAY_OF_MONTH, MONTHS, ORDINAL_DAY, is_year
+from app.domain.calendar_words import DAY_OF_MONTH, MONTHS, ORDINAL_DAY, has_day_of_month_beside, is_year
 from app.domain.moments import as_utc
 from app.query.calendar_arithmetic import days_after, midnight, month_start, next_month_start
 from app.query.date_words import is_last_month
@@ -30,7 +30,7 @@ from app.query.vocabulary import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
 
 class DateDirection(StrEnum):
@@ -51,7 +51,7 @@ _BEFORE_A_NEGATED_DATE: Final = DATE_PREPOSITIONS | SPAN_OPENING_WORDS | {"on", 
 """Words that may stand between a negation and its date: "not in March", "not since last Friday"."""
 
 
-def without_negated_dates(words: Sequence[str]) -> list[str]:
+def without_negated_dates(words: Sequence[str], *, capitalised_at: Collection[int] = ()) -> list[str]:
     """`words` with every word from a negated date on blanked (""), so no date is read there.
 
     A date is negated after an exclusion ("anything except yesterday", "everything except the notes from last
@@ -59,13 +59,14 @@ def without_negated_dates(words: Sequence[str]) -> list[str]:
     "not in March"). Reading it as a range would keep only what was asked to be left out, and the words of a
     negated date do not say what is wanted instead, so the query reads no date from there on: dates said
     before it stand ("in March 2025, not last week" is March). "who did not come yesterday" negates the verb.
+    `capitalised_at`: as `months_named` reads it.
     """
     cut = len(words)
     for index in range(len(words)):
         if any(tuple(words[index : index + len(exclusion)]) == exclusion for exclusion in DATE_EXCLUSIONS):
             cut = index
             break
-    starts = set(_date_starts(words[:cut]))
+    starts = set(_date_starts(words[:cut], capitalised_at))
     for index, word in enumerate(words[:cut]):
         if word in DATE_NEGATIONS or word.endswith("n't"):
             following = index + 1
@@ -77,12 +78,16 @@ def without_negated_dates(words: Sequence[str]) -> list[str]:
     return [*words[:cut], *("" for _ in words[cut:])]
 
 
-def months_named(words: Sequence[str]) -> tuple[int, ...]:
-    """Month numbers named in the query. Ambiguous names ("may", "march", "dec") need a year or a preposition."""
-    return tuple(dict.fromkeys(MONTHS[words[index]] for index in _month_positions(words)))
+def months_named(words: Sequence[str], *, capitalised_at: Collection[int] = ()) -> tuple[int, ...]:
+    """Month numbers named in the query. Ambiguous names ("may", "march", "dec") need a date beside them.
+
+    `capitalised_at`: where the query writes a month name with a capital that says something (inside a sentence,
+    not opening one): a plain day beside it dates it there (`is_dated_by_day`: "What did Caroline do May 3?").
+    """
+    return tuple(dict.fromkeys(MONTHS[words[index]] for index in _month_positions(words, capitalised_at)))
 
 
-def _month_positions(words: Sequence[str]) -> list[int]:
+def _month_positions(words: Sequence[str], capitalised_at: Collection[int]) -> list[int]:
     """Where the query names a month: a plain month name, or an ambiguous one ("may", "march") dated by its neighbours.
 
     Dated as `is_dated_by_context` says. A bare number alone does not date it: "may 3 replicas be enough" and
@@ -92,7 +97,7 @@ def _month_positions(words: Sequence[str]) -> list[int]:
         index
         for index, word in enumerate(words)
         if word in MONTHS
-        and (word in PLAIN_MONTHS or is_dated_by_context(words, index))
+        and (word in PLAIN_MONTHS or is_dated_by_context(words, index, capitalised=index in capitalised_at))
         and not is_last_month(words, index)
     ]
 
@@ -118,17 +123,18 @@ def is_dated_by_day(words: Sequence[str], index: int, *, capitalised: bool) -> b
 
     A day alone does not where the name is an ordinary word too: "may 3 people come", "we march 14 miles". It does
     after a word that opens a date (`MONTH_DAY_LEADS`: "on May 3", "by dec 1"; `DAY_MONTH_LEADS`: "on 3 May"),
-    before a year ("may 3, 2023"), or where the name is written capitalised as a name would be:
-    `is_month_named_by_date` reads only such words ("What did Caroline do May 3?" names no one May). The date reader
-    sees lowercase words (`capitalised=False`), so "what happened May 3" reads no date, as "May 3 people come?".
+    before a year ("may 3, 2023"), or where the name is `capitalised` inside a sentence, as neither the modal nor the
+    verb is written there (`has_day_of_month_beside`, as titles and turns are read): "What did Caroline do May 3?"
+    is May and names no one May. A capital opening a sentence says nothing: "May 3 people come?" is no date. A
+    number a unit follows is a count, not a day: "What did Caroline tell May 3 days ago?".
     """
+    if capitalised:
+        return has_day_of_month_beside(words, index)
     previous = words[index - 1] if index > 0 else ""
     following, after_following = [*words[index + 1 : index + 3], "", ""][:2]
-    if DAY_OF_MONTH.fullmatch(following) and (capitalised or previous in MONTH_DAY_LEADS or is_year(after_following)):
+    if DAY_OF_MONTH.fullmatch(following) and (previous in MONTH_DAY_LEADS or is_year(after_following)):
         return True
-    return bool(DAY_OF_MONTH.fullmatch(previous)) and (
-        capitalised or (index > 1 and words[index - 2] in DAY_MONTH_LEADS)
-    )
+    return bool(DAY_OF_MONTH.fullmatch(previous)) and index > 1 and words[index - 2] in DAY_MONTH_LEADS
 
 
 def is_month_named_by_date(words: Sequence[str], index: int) -> bool:
@@ -156,18 +162,19 @@ def is_month_named_by_date(words: Sequence[str], index: int) -> bool:
     )
 
 
-def date_direction(words: Sequence[str]) -> DateDirection | None:
+def date_direction(words: Sequence[str], *, capitalised_at: Collection[int] = ()) -> DateDirection | None:
     """The side of the query's date it asks about: "before April 2024", "until 2023", "since last week".
 
     Read from the word just before the first date ("before the 10th of May" has none); a query naming
     several dates ("from March to June", "since May 2024 until yesterday") asks about the span between
-    them, not a side. A negated one ("not before April") is no date (`without_negated_dates`).
+    them, not a side. A negated one ("not before April") is no date (`without_negated_dates`). `capitalised_at`: as
+    `months_named` reads it.
     """
-    months = _month_positions(words)
-    relative = [index for index, _ in _relative_positions(words)]
+    months = _month_positions(words, capitalised_at)
+    relative = [index for index, _ in _relative_positions(words, capitalised_at)]
     if len(relative) > 1 or (relative and (months or _distinct_years(words))):
         return None
-    starts = _date_starts(words)
+    starts = _date_starts(words, capitalised_at)
     if not starts or len({MONTHS[words[index]] for index in months}) > 1 or len(_distinct_years(words)) > 1:
         return None
     first = min(starts)
@@ -179,20 +186,17 @@ def date_direction(words: Sequence[str]) -> DateDirection | None:
     return None
 
 
-def date_span(words: Sequence[str]) -> DateSpan | None:
+def date_span(words: Sequence[str], *, capitalised_at: Collection[int] = ()) -> DateSpan | None:
     """Which kind of date a query's range runs from and to: "since May 2024 until yesterday" is absolute to relative.
 
     One date follows a word that opens a range ("since", "from", "between") and another one a word that
     closes it ("until", "to", "and"). None when there is no such pair, or both dates are of one kind (the
-    range of several months, years or relative dates is already their span).
+    range of several months, years or relative dates is already their span). `capitalised_at`: as `months_named`.
     """
-    relative = {index for index, _ in _relative_positions(words)}
-    opening = {
-        start in relative for start in _date_starts(words) if start > 0 and words[start - 1] in SPAN_OPENING_WORDS
-    }
-    closing = {
-        start in relative for start in _date_starts(words) if start > 0 and words[start - 1] in SPAN_CLOSING_WORDS
-    }
+    relative = {index for index, _ in _relative_positions(words, capitalised_at)}
+    starts = _date_starts(words, capitalised_at)
+    opening = {start in relative for start in starts if start > 0 and words[start - 1] in SPAN_OPENING_WORDS}
+    closing = {start in relative for start in starts if start > 0 and words[start - 1] in SPAN_CLOSING_WORDS}
     if opening == {False} and closing == {True}:
         return DateSpan.ABSOLUTE_TO_RELATIVE
     if opening == {True} and closing == {False}:
@@ -200,15 +204,15 @@ def date_span(words: Sequence[str]) -> DateSpan | None:
     return None
 
 
-def _date_starts(words: Sequence[str]) -> list[int]:
+def _date_starts(words: Sequence[str], capitalised_at: Collection[int]) -> list[int]:
     """Where each date of the query starts: a month (or the day before it), a year, a relative date."""
     return [
         *(
             index - 1 if index > 0 and DAY_OF_MONTH.fullmatch(words[index - 1]) else index
-            for index in _month_positions(words)
+            for index in _month_positions(words, capitalised_at)
         ),
         *(index for index, word in enumerate(words) if is_year(word)),
-        *(index for index, _ in _relative_positions(words)),
+        *(index for index, _ in _relative_positions(words, capitalised_at)),
     ]
 
 
@@ -216,14 +220,15 @@ def _distinct_years(words: Sequence[str]) -> set[str]:
     return {word for word in words if is_year(word)}
 
 
-def _relative_positions(words: Sequence[str]) -> list[tuple[int, str]]:
+def _relative_positions(words: Sequence[str], capitalised_at: Collection[int]) -> list[tuple[int, str]]:
     """The relative dates of `relative_positions`; a count back beside a named month or year counts from it."""
-    return relative_positions(words, beside_named_date=bool(_month_positions(words) or _distinct_years(words)))
+    named = bool(_month_positions(words, capitalised_at) or _distinct_years(words))
+    return relative_positions(words, beside_named_date=named)
 
 
-def relative_dates_named(words: Sequence[str]) -> tuple[str, ...]:
+def relative_dates_named(words: Sequence[str], *, capitalised_at: Collection[int] = ()) -> tuple[str, ...]:
     """Relative date expressions, normalised: "today", "yesterday", "this week", "last month", ..."""
-    return tuple(dict.fromkeys(expression for _, expression in _relative_positions(words)))
+    return tuple(dict.fromkeys(expression for _, expression in _relative_positions(words, capitalised_at)))
 
 
 def event_time_range(  # noqa: PLR0913 - each piece the query's words tell, named

@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
-from app.domain.calendar_words import is_year
+from app.domain.calendar_words import MONTHS, is_year
 from app.domain.models import (
     LexicalQuery,
     QueryAnalysis,
@@ -151,16 +151,19 @@ class QueryOptimizer:
         candidates = self._name_candidates(collapsed, plain_tokens, words_read, first=tokens[0] if tokens else None)
         known = frozenset(known_names) | self._listed_words
         named = {index for index, name in candidates.items() if name in known}
+        capitalised_at = _months_capitalised_in_a_sentence(collapsed, plain_tokens, words_read)
         # A year in a paragraph is a fact, not a filter; a speaker's name is no date where it names her.
         date_words = (
             []
             if is_passage
-            else without_negated_dates(["" if index in named else word for index, word in enumerate(words_read)])
+            else without_negated_dates(
+                ["" if index in named else word for index, word in enumerate(words_read)], capitalised_at=capitalised_at
+            )
         )
         years = tuple(int(word) for word in _dedupe(date_words) if is_year(word))
         numbers = _dedupe(word for word in plain_words if _NUMBER.fullmatch(word) and not is_year(word))
-        months = months_named(date_words)
-        relative_dates = relative_dates_named(date_words)
+        months = months_named(date_words, capitalised_at=capitalised_at)
+        relative_dates = relative_dates_named(date_words, capitalised_at=capitalised_at)
         expansions = {
             token.word: self._abbreviations[token.word]
             for token in tokens
@@ -197,8 +200,8 @@ class QueryOptimizer:
             months=months,
             relative_dates=relative_dates,
             now=now or self._clock(),
-            direction=date_direction(date_words),
-            span=date_span(date_words),
+            direction=date_direction(date_words, capitalised_at=capitalised_at),
+            span=date_span(date_words, capitalised_at=capitalised_at),
         )
         counted_back = any(expression.endswith(" ago") for expression in relative_dates)  # "3 days ago" read
         names_read = {candidates[index] for index in named} | {
@@ -301,6 +304,26 @@ class QueryOptimizer:
 def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
     """Items in first-seen order without repeats."""
     return tuple(dict.fromkeys(items))
+
+
+def _months_capitalised_in_a_sentence(
+    collapsed: str, plain_tokens: Sequence[QueryToken], words_read: Sequence[str]
+) -> frozenset[int]:
+    """Indices of `words_read` that are month names written with a capital inside a sentence ("do May 3").
+
+    There the capital says the month (or a name): the modal and the verb are lowercase inside a sentence. A capital
+    opening the query or a sentence (after `.`, `!`, `?` or `:`) says nothing: "May 3 people come?".
+    """
+    return frozenset(
+        index
+        for index, (token, word) in enumerate(zip(plain_tokens, words_read, strict=True))
+        if word in MONTHS and as_written(collapsed, token)[:1].isupper() and not _opens_a_sentence(collapsed, token)
+    )
+
+
+def _opens_a_sentence(collapsed: str, token: QueryToken) -> bool:
+    before = collapsed[: token.start].rstrip(" \"'([")
+    return not before or before.endswith((".", "!", "?", ":"))
 
 
 def _classify(tokens: Sequence[str]) -> QuestionType:

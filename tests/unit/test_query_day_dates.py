@@ -70,3 +70,35 @@ def test_a_day_beside_an_ambiguous_month_with_no_date_word_is_no_date(query: str
     analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
 
     assert (analysis.entities.months, analysis.event_time_from, analysis.event_time_to) == ((), None, None)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("What did Caroline do May 3?", utc(2024, 5, 1), utc(2024, 6, 1)),
+        ("Where was Mel March 14?", utc(2024, 3, 1), utc(2024, 4, 1)),
+        ("What did Caroline paint 3 May?", utc(2024, 5, 1), utc(2024, 6, 1)),
+        ("what changed Dec 1", utc(2023, 12, 1), utc(2024, 1, 1)),
+    ],
+)
+def test_a_day_beside_an_ambiguous_month_written_capitalised_inside_a_sentence_is_that_month(
+    query: str, start: datetime, end: datetime
+) -> None:
+    # Inside a sentence neither the modal nor the verb is capitalised: "May 3", "March 14" there are dates.
+    assert read_range(query, NOW) == (start, end)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "May 3 people come to the offsite?",  # a capital opening the query is the sentence's, not the month's
+        "March 14 miles before lunch",
+        "Thanks. May 3 people come?",
+        "Quick one: May 3 replicas be enough?",
+        "what happened may 3",  # lowercase: no capital to read
+    ],
+)
+def test_a_capital_opening_a_sentence_does_not_date_an_ambiguous_month(query: str) -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
+
+    assert (analysis.entities.months, analysis.event_time_from, analysis.event_time_to) == ((), None, None)

@@ -60,6 +60,7 @@ def test_a_speaker_named_like_a_plain_month_is_no_date(optimizer: QueryOptimizer
         ("What did Caroline do on June 3?", (6,)),
         ("What did Caroline do on 3 June?", (6,)),
         ("What did Caroline do on May 3?", (5,)),
+        ("What did Caroline do May 3?", (5,)),
         ("What has Caroline done since May 2024?", (5,)),
         ("Where did Caroline go in early August?", (8,)),
         ("Did Caroline move between June and August?", (6, 8)),
@@ -126,3 +127,10 @@ def test_a_listed_name_that_is_a_month_is_no_date_where_written_as_a_name() -> N
 
     assert analysis.names == ("april",)
     assert analysis.entities.months == ()
+
+
+def test_a_count_after_may_leaves_her_a_name_and_the_count_back_a_date(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("What did Caroline tell May 3 days ago?", known_names=SPEAKERS)
+
+    assert analysis.names == ("caroline", "may")
+    assert (analysis.entities.months, analysis.entities.relative_dates) == ((), ("3 days ago",))
