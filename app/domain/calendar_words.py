@@ -33,6 +33,8 @@ def is_year(word: str) -> bool:
 
 COUNTED_UNITS: Final = frozenset({"day", "days", "week", "weeks", "month", "months", "year", "years", "times"})
 """After a number, they make it a count, not a day of the month: "told May 3 days ago", "saw March 2 times"."""
+_WORD_OR_NUMBER: Final = re.compile(r"\w[\w'\u2019.-]*")
+_POSSESSIVE_OR_STOP: Final = re.compile(r"(?:['\u2019]s?)?\.*$")
 
 
 def has_day_of_month_beside(words: Sequence[str], index: int) -> bool:
@@ -46,3 +48,22 @@ def has_day_of_month_beside(words: Sequence[str], index: int) -> bool:
         DAY_OF_MONTH.fullmatch(previous)
     )
 
+
+def is_month_dated_by_number(words: Sequence[str], index: int) -> bool:
+    """Whether the word at `index` of `words` (lowercase) is a month name a day of the month or a year beside dates.
+
+    "8 may, 2023", "may 8", "may 2023", "8th may": how titles and turns write a date. Such a month is the month,
+    whoever is named like it (a speaker May).
+    """
+    following = words[index + 1] if index + 1 < len(words) else ""
+    return words[index] in MONTHS and (has_day_of_month_beside(words, index) or is_year(following))
+
+
+def without_dated_months(text: str) -> str:
+    """`text` with each month name that `is_month_dated_by_number` says is dated there replaced by a space."""
+    found = list(_WORD_OR_NUMBER.finditer(text))
+    words = [_POSSESSIVE_OR_STOP.sub("", match.group()).lower() for match in found]
+    dated = [match.span() for index, match in enumerate(found) if is_month_dated_by_number(words, index)]
+    for start, end in reversed(dated):
+        text = f"{text[:start]} {text[end:]}"
+    return text

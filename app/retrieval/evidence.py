@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Final
 
 from app.domain.ascii_folding import fold_to_ascii
+from app.domain.calendar_words import MONTHS, without_dated_months
 from app.retrieval.fusion import best_first, with_contributions
 
 if TYPE_CHECKING:
@@ -78,9 +79,16 @@ def mentions_date_kept(text: str) -> bool:
 def names_in(text: str, names: Sequence[str]) -> bool:
     """Whether any of `names` occurs in `text` as a whole word, in any case, with or without its accents.
 
-    `names` as the query reader gives them: lowercase, folded to ASCII.
+    `names` as the query reader gives them: lowercase, folded to ASCII. A name that is a month's (a speaker May) is
+    not matched where a day of the month or a year beside it dates it (`without_dated_months`): every LoCoMo-style
+    title "1:56 pm on 8 May, 2023 | Caroline" would name her.
     """
-    return bool(names) and _names_pattern(tuple(names)).search(fold_to_ascii(text.lower())) is not None
+    if not names:
+        return False
+    folded = fold_to_ascii(text.lower())
+    if not MONTHS.keys().isdisjoint(names):
+        folded = without_dated_months(folded)
+    return _names_pattern(tuple(names)).search(folded) is not None
 
 
 @lru_cache(maxsize=1024)
