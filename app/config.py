@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path  # noqa: TC003 - pydantic reads the fields' annotations at run time
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo  # noqa: TC002 - the source's signature, as pydantic-settings declares it
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.database_url import database_url_problem
 from app.engine_settings import EngineSettings
@@ -22,6 +23,27 @@ SEARCH_BATCH_MAX_QUERIES_CEILING: Final = 1000
 MAX_BATCH_DOCUMENTS_CEILING: Final = 10_000
 """The largest values these settings take. The request schemas bound their lists by them, so a body of
 millions of items is refused while it is decoded instead of after (3,000,000 queries held 1.1 GB for 6 s)."""
+
+
+class BlankIsUnset(PydanticBaseSettingsSource):
+    """A settings source with its empty or blank values left out: every setting reads `FOO=` as not set.
+
+    Helm and compose write `FOO: ""` for a value left out: the default applies, or a source below (`.env`). A list
+    of fields missed some: `POIMEN_FLAGS_FILE=` watched the current directory, `OPENSEARCH_CA_FILE=` trusted it.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], source: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._source = source
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """The wrapped source's answer (pydantic-settings calls `__call__`; this is the abstract method)."""
+        return self._source.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        """The wrapped source's values less the empty and blank ones."""
+        values = self._source().items()
+        return {name: value for name, value in values if not (isinstance(value, str) and not value.strip())}
 
 
 class ConfigurationError(Exception):
@@ -126,28 +148,18 @@ class Settings(BaseSettings, EngineSettings, SearchKnobs):
         """Where the embedded PostgreSQL keeps its cluster (used when `DATABASE_URL` is unset)."""
         return self.poimen_data_dir / "postgres"
 
-    @field_validator(
-        "database_url",
-        "database_runtime_role",
-        "opensearch_url",
-        "jwt_secret",
-        "jwt_public_key_file",
-        "jwt_jwks_file",
-        "jwt_issuer",
-        "jwt_audience",
-        "otel_exporter_otlp_endpoint",
-        "opensearch_service_token",
-        "flagd_resolver",
-        "flagd_offline_flag_source_path",
-        "embedding_onnx_dir",
-        "reranker_model_path",
-        "query_vocabulary_path",
-        mode="before",
-    )
     @classmethod
-    def _empty_is_unset(cls, value: object) -> object:
-        # An empty variable (common in Helm values and .env files) means "not set", not an empty string.
-        return None if isinstance(value, str) and not value.strip() else value
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The usual sources in their usual order, each read with its empty values left out (`BlankIsUnset`)."""
+        sources = (init_settings, env_settings, dotenv_settings, file_secret_settings)
+        return tuple(BlankIsUnset(settings_cls, source) for source in sources)
 
     @field_validator("log_level", mode="before")
     @classmethod

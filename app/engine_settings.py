@@ -1,8 +1,9 @@
 """Where the engines are and how they are reached: PostgreSQL, the embedding model, OpenSearch.
 
 `EngineSettings` is a base of `app.config.Settings`, never built alone: each field is read from its flat env
-name (`DATABASE_URL`, `OPENSEARCH_INDEX`, ...) and is validated by `Settings` (empty values, URLs, the
-index name, the combinations of auth). Empty `DATABASE_URL` / `OPENSEARCH_URL` select the embedded defaults.
+name (`DATABASE_URL`, `OPENSEARCH_INDEX`, ...) and is validated by `Settings` (URLs, the index name, the
+combinations of auth). An empty variable is not set (`Settings`' sources leave it out, as for every setting):
+empty `DATABASE_URL` / `OPENSEARCH_URL` select the embedded defaults.
 """
 
 from __future__ import annotations
