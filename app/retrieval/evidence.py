@@ -29,10 +29,7 @@ MENTION_CONTRIBUTION: Final = "mention"
 DATE_CONTRIBUTION: Final = "date"
 RECENCY_CONTRIBUTION: Final = "recency"
 
-_MONTH_NAMES: Final = (
-    "january|february|march|april|may|june|july|august|september|october|november|december"
-    "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-)
+_MONTH_NAMES: Final = "|".join(MONTHS)
 _WEEKDAYS: Final = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _UNITS: Final = "day|days|week|weeks|weekend|weekends|month|months|year|years|night|summer|winter|spring|fall|autumn"
 DATE_MENTION: Final = re.compile(
