@@ -3,8 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from prometheus_client import REGISTRY
@@ -253,23 +252,51 @@ def test_a_file_renamed_into_place_applies_at_the_first_poll(settings: Settings,
     assert store.current().hybrid_rollout_percent == 20
 
 
+class PollCountingFlagStore(FlagStore):
+    """A store that counts its polls and notes which poll applied each change."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.polls = 0
+        self.finished_polls = 0
+        self.changes: list[tuple[int, int]] = []  # (poll, the hybrid percent it applied)
+        super().__init__(*args, **kwargs)
+
+    def reload(self) -> bool:
+        self.polls += 1  # counted as the poll starts: one in flight counts already
+        poll = self.polls
+        changed = super().reload()
+        if changed:
+            self.changes.append((poll, self.current().hybrid_rollout_percent))
+        self.finished_polls += 1
+        return changed
+
+    def poll_that_applied(self, percent: int) -> int | None:
+        return next((poll for poll, applied in self.changes if applied == percent), None)
+
+
 async def test_run_sees_a_rewrite_within_two_polls(settings: Settings, tmp_path: Path) -> None:
     path = write(tmp_path / "flags.yaml", "hybrid_rollout_percent: 10\n")
-    store = FlagStore(settings, path=path, poll_interval_s=0.2)
+    store = PollCountingFlagStore(settings, path=path, poll_interval_s=0.2)
+    construction_polls = store.polls
     poller = asyncio.create_task(store.run())
-    await asyncio.sleep(0.21)
+    # Written just after a poll of `run()` finished, so that (but on a stalled machine) none is in flight.
+    while store.finished_polls == construction_polls and not poller.done():
+        await asyncio.sleep(0.01)
 
     write(path, "hybrid_rollout_percent: 90\n")  # same size: only the content tells it apart
-    started = time.monotonic()
-    while store.current().hybrid_rollout_percent != 90 and time.monotonic() - started < 2.0:
+    # Counted after the write: every later poll starts after it. The one in flight may have read before it.
+    polls_at_write = store.polls
+    # Bounded by polls, not by time: a store that never applies the change fails after ten of them.
+    while store.poll_that_applied(90) is None and store.polls < polls_at_write + 10 and not poller.done():
         await asyncio.sleep(0.01)
-    elapsed_s = time.monotonic() - started
     poller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await poller
 
     assert store.current().hybrid_rollout_percent == 90
-    assert elapsed_s < 0.2 * 2 + 0.5  # two polls, plus slack for a loaded CI machine
+    applied_at = store.poll_that_applied(90)
+    assert applied_at is not None
+    assert applied_at <= polls_at_write + 1  # the poll in flight at the write, else the next one
     assert gauge("poimen_rollout_hybrid_percent") == 90
 
 
