@@ -59,20 +59,17 @@ async def test_ingest_into_the_project_invalidates_its_entries_at_once(ops_app, 
         await ingest(client, unique_name, list(CORPUS))
         before = await search(client, unique_name, "zebra migration season")
         cached = await search(client, unique_name, "zebra migration season")
-        started = time.monotonic()
         created = await client.post(
             f"/v1/projects/{unique_name}/documents",
             json=document("zebra", "# Zebras\n\nThe zebra migration season starts when the rains come."),
         )
         after = await search(client, unique_name, "zebra migration season")
-        elapsed_s = time.monotonic() - started
 
     assert created.status_code == 201
     assert cached["cached"] is True
     assert "zebra" not in ids(before)
-    assert after["cached"] is False
+    assert after["cached"] is False  # the search right after the write: the hour-long TTL cannot have expired it
     assert ids(after)[0] == "zebra"
-    assert elapsed_s < 10  # right after the write, not after the hour-long TTL
 
 
 async def test_entries_are_never_shared_across_projects(ops_app, unique_name) -> None:

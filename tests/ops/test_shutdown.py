@@ -88,10 +88,9 @@ def test_sigterm_drains_requests_stops_the_worker_and_the_embedded_postgres(tmp_
             )
             in_flight.start()
             time.sleep(0.05)
-            started = time.monotonic()
             process.send_signal(signal.SIGTERM)
+            # The timeout only turns a process that never exits into a failure (TimeoutExpired); nothing is timed.
             return_code = process.wait(timeout=EXIT_WAIT_S)
-            elapsed_s = time.monotonic() - started
             in_flight.join(timeout=10)
         finally:
             if process.poll() is None:
@@ -100,7 +99,6 @@ def test_sigterm_drains_requests_stops_the_worker_and_the_embedded_postgres(tmp_
 
     assert postgres_while_running, "no embedded postgres process found while serving"
     assert return_code == 0, log.read_text()[-2000:]
-    assert elapsed_s < EXIT_WAIT_S
     assert answers in ([200], []), answers  # answered if it got in before the listener closed
     deadline = time.monotonic() + 5
     while postgres_processes(data_dir) and time.monotonic() < deadline:
