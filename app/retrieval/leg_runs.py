@@ -192,7 +192,14 @@ class LegRunner:
 
     @staticmethod
     def record_lexical_hits(run: SearchRun, hits: Sequence[ScoredHit]) -> None:
-        """The lexical leg's hits once confirmed after the leg itself returned (one-read hybrid)."""
+        """The lexical leg's hits once confirmed after the leg itself returned (one-read hybrid).
+
+        `hits` are those the leg recorded less the stale ones, in order: when none was stale they are recorded
+        already, and this runs after the vector read, on the search's critical path.
+        """
+        recorded = run.leg_hits.get(LEXICAL_LEG)
+        if recorded is not None and len(recorded) == len(hits):
+            return
         run.leg_hits[LEXICAL_LEG] = _leg_hits(hits)
         run.legs[LEXICAL_LEG] = replace(run.legs[LEXICAL_LEG], result_count=len(hits))
 

@@ -93,6 +93,19 @@ async def test_hybrid_confirms_the_lexical_hits_in_the_vector_read_and_drops_sta
     assert not result.degraded
 
 
+async def test_when_every_lexical_hit_is_current_the_leg_keeps_them_all_with_their_scores() -> None:
+    current = [hashed("live", "h-live", 7.0), hashed("rewritten", "h-new", 6.5)]
+    truth = FakeTruth(STORE)
+    vector = FakeConfirmingVectorIndex(semantic_hits(("sem", 0.9)), truth=truth)
+    searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(current), embedder=FakeEmbedder(), truth=truth)
+
+    result = await searcher.search(make_plan())
+
+    assert [(hit.chunk_id, hit.score) for hit in result.leg_hits[LEXICAL_LEG]] == [("live", 7.0), ("rewritten", 6.5)]
+    assert result.legs[LEXICAL_LEG].result_count == 2
+    assert sorted(ids(result)) == ["live", "rewritten", "sem"]
+
+
 async def test_a_plain_vector_index_leaves_the_lexical_leg_to_ask_the_truth() -> None:
     truth = FakeTruth(STORE)
     vector = FakeVectorIndex(semantic_hits(("sem", 0.9)))
