@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
@@ -145,13 +146,15 @@ def create_app(
     engines: Engines | None = None,
     span_processors: Iterable[SpanProcessor] = (),
     on_ready: Callable[[], None] | None = None,
+    query_cache_clock: Callable[[], float] = time.monotonic,
 ) -> Litestar:
     """Build the app. With `engines`, use those (tests); otherwise open the configured ones at start.
 
     `METRICS_ENABLED` and `TRACING_ENABLED` apply to the whole process (metric objects and the
     tracer are process-wide). `span_processors` receive every span besides the OTLP exporter (tests
     pass an in-memory exporter). `on_ready` runs once every engine is open (`poimen serve` greets a
-    terminal with it).
+    terminal with it). `query_cache_clock` is the seconds clock the query cache's TTL reads (tests pass one
+    they move, so expiry is decided by the test and not by how fast the machine runs).
     """
     settings = settings or get_settings()
     configure_metrics(enabled=settings.metrics_enabled)
@@ -162,7 +165,7 @@ def create_app(
         # Built while the engines start, not on the first request that needs one.
         probes = asyncio.create_task(asyncio.to_thread(prepare_probes, *BOUNDED_BODIES))
         try:
-            async with open_services(settings, engines=engines) as services:
+            async with open_services(settings, engines=engines, query_cache_clock=query_cache_clock) as services:
                 await probes
                 app.state.services = services
                 if on_ready is not None:

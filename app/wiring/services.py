@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -131,8 +132,12 @@ def build_flag_source(settings: Settings) -> FlagSource:
 
 
 @asynccontextmanager
-async def open_services(settings: Settings, *, engines: Engines | None = None) -> AsyncIterator[Services]:
+async def open_services(
+    settings: Settings, *, engines: Engines | None = None, query_cache_clock: Callable[[], float] = time.monotonic
+) -> AsyncIterator[Services]:
     """Open the engines (unless given), build every service, run the background work; stop it all on exit.
+
+    `query_cache_clock` (seconds, monotonic) is what the query cache's TTL is measured on: tests move their own.
 
     Background work: the outbox worker, the flags source (file poller) and the outbox backlog gauge.
     Shutdown order: stop taking background work, finish in-flight batches, then close the engines.
@@ -144,6 +149,7 @@ async def open_services(settings: Settings, *, engines: Engines | None = None) -
             max_size=settings.query_cache_max_size,
             max_bytes=settings.query_cache_max_bytes,
             size_of=outcome_size_bytes,
+            clock=query_cache_clock,
         )
         flags = build_flag_source(settings)
         stack.callback(flags.close)
