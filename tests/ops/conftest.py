@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from tests.api.conftest import (  # noqa: F401 - re-exported fixture
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Callable, Iterable
     from pathlib import Path
 
     from litestar import Litestar
@@ -39,9 +40,16 @@ class OpsApp:
 
     @asynccontextmanager
     async def client(
-        self, *, span_processors: Iterable[SpanProcessor] = (), **overrides: Any
+        self,
+        *,
+        span_processors: Iterable[SpanProcessor] = (),
+        query_cache_clock: Callable[[], float] = time.monotonic,
+        **overrides: Any,
     ) -> AsyncIterator[AsyncTestClient[Litestar]]:
-        """A running app (lifespan included) with `api_settings(**overrides)`; `self.engines` are its engines."""
+        """A running app (lifespan included) with `api_settings(**overrides)`; `self.engines` are its engines.
+
+        `query_cache_clock` is the clock the query cache's TTL reads: a test that moves its own decides expiry.
+        """
         # Routing off unless a test turns it on: the strategy a test expects is then the configured one.
         overrides.setdefault("query_optimization_enabled", False)
         self._count += 1
@@ -50,7 +58,9 @@ class OpsApp:
             database_url=self.database_url, lexical_path=folder / "lexical", embedder=self.embedder
         ) as built:
             self.engines = built.engines
-            app = built.app(api_settings(folder, **overrides), span_processors=span_processors)
+            app = built.app(
+                api_settings(folder, **overrides), span_processors=span_processors, query_cache_clock=query_cache_clock
+            )
             async with app_client(app) as client:
                 yield client
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import jwt
@@ -10,6 +9,7 @@ from sqlalchemy import text
 
 from app.engines.pgvector import create_postgres_engine
 from tests.ops.conftest import CORPUS, document, wait_indexed
+from tests.unit.test_cache import FakeClock
 
 SECRET = "ops-cache-secret-" + "0123456789abcdef" * 3
 
@@ -44,14 +44,19 @@ async def test_a_repeated_query_is_a_miss_then_a_hit_with_the_same_results(ops_a
 
 
 async def test_an_entry_expires_after_the_ttl(ops_app, unique_name) -> None:
-    async with ops_app.client(query_cache_ttl_secs=0.5) as client:
+    """The cache's clock moves only when the test moves it: a stalled machine can neither expire nor keep an entry."""
+    clock = FakeClock()
+    async with ops_app.client(query_cache_ttl_secs=60, query_cache_clock=clock) as client:
         await ingest(client, unique_name, list(CORPUS))
         first = await search(client, unique_name, "vacuum dead tuples")
-        second = await search(client, unique_name, "vacuum dead tuples")
-        await asyncio.sleep(0.7)
-        expired = await search(client, unique_name, "vacuum dead tuples")
+        clock.now += 59.0  # a second short of the TTL
+        before_ttl = await search(client, unique_name, "vacuum dead tuples")
+        clock.now += 1.0  # the TTL since the first search cached its answer (reading it did not extend it)
+        at_ttl = await search(client, unique_name, "vacuum dead tuples")
+        after_ttl = await search(client, unique_name, "vacuum dead tuples")
 
-    assert [first["cached"], second["cached"], expired["cached"]] == [False, True, False]
+    assert [first["cached"], before_ttl["cached"], at_ttl["cached"], after_ttl["cached"]] == [False, True, False, True]
+    assert at_ttl["results"] == first["results"]
 
 
 async def test_ingest_into_the_project_invalidates_its_entries_at_once(ops_app, unique_name) -> None:
