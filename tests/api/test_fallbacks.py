@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from app.api.errors import unavailable_detail
+from app.api.operator_routes import READINESS_CACHE_S
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
 from tests.api.conftest import api_settings, app_client, build_engines, wait_indexed
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
     from app.wiring.engines import Engines
 
-READINESS_CACHE_S = 1.0  # app/api/operator_routes.py caches the readiness answer this long
 DOCUMENTS: list[dict[str, Any]] = [
     {
         "id": "ingress",

@@ -28,6 +28,7 @@ import tantivy
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
+from app.api.operator_routes import READINESS_CACHE_S
 from app.engines.embedded_postgres import EmbeddedPostgres
 from app.engines.migrate import run_migrations
 from app.engines.opensearch_mapping import versioned_index_name
@@ -51,7 +52,6 @@ BATCHES_BEFORE_OUTAGE = 3
 DRAIN_TIMEOUT_S = 45.0
 RECOVERY_TIMEOUT_S = 30.0
 OUTBOX_BATCH_DOCUMENTS = 50
-READINESS_CACHE_S = 1.0  # app/api/operator_routes.py caches the readiness answer this long
 
 
 def start_service(root: Path, name: str, **overrides: str) -> ServiceProcess:
