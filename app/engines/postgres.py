@@ -2,7 +2,8 @@
 
 It shares the SQLAlchemy `AsyncEngine` of `app.engines.pgvector` (the app lifespan owns it). The SQL
 it runs is in `app.engines.postgres_sql`, rows and parameters are mapped by `app.engines.postgres_rows`,
-and driver errors become `EngineError`s in `app.engines.postgres_errors.translate_errors()`.
+and driver errors become `EngineError`s in `app.engines.postgres_errors.translate_errors()`. Draining the
+outbox (claim, release, complete, count) is `app.engines.postgres_outbox`'s.
 """
 
 from __future__ import annotations
@@ -11,37 +12,27 @@ import asyncio
 import contextlib
 import json
 import weakref
-from collections import defaultdict
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
 
 from app.domain.document_versions import DocumentState, SavedVersions
-from app.domain.models import Chunk, DocumentChunks, OutboxStats, StoredDocument
-from app.engines import postgres_catalog, postgres_locks, postgres_versions
+from app.domain.models import DocumentChunks, OutboxStats, StoredDocument
+from app.engines import postgres_catalog, postgres_locks, postgres_outbox, postgres_versions
 from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
 from app.engines.postgres_errors import translate_errors
-from app.engines.postgres_outbox_sql import (
-    CLAIM_QUEUED,
-    COMPLETE_OUTBOX,
-    RELEASE_CLAIMS,
-    SELECT_OUTBOX_STATS,
-    SELECT_QUEUED_CHUNKS,
-)
 from app.engines.postgres_rows import (
     chunk_from_row,
     chunk_parameters,
     document_parameters,
     json_value,
     key_parameters,
-    outbox_parameters,
 )
-from app.engines.postgres_scope import all_projects_transaction, project_transaction
+from app.engines.postgres_scope import project_transaction
 from app.engines.postgres_snapshots import project_snapshot
 from app.engines.postgres_sql import (
-    BUMP_GENERATIONS,
     DELETE_REPLACED_CHUNKS,
     MARK_PROJECT_NOT_INDEXED,
     QUEUE_DOCUMENTS,
@@ -241,79 +232,26 @@ class PostgresDocumentStore:
                 deleted = result.rowcount > 0
                 if deleted:
                     await _queue(connection, [(project_id, document_id)])
-                    await _bump_generations(connection, {project_id})
+                    await postgres_versions.bump_generations(connection, {project_id})
         return deleted
 
     async def claim_outbox(self, *, limit: int) -> list[DocumentChunks]:
-        """Lease up to `limit` queued documents no other worker holds, projects in turns, with their chunks.
-
-        The lease (`outbox_lease_s`) keeps other workers, in any process, off these entries until it runs
-        out, so a crashed claimer's entries come back. The chunks are read after the claim committed, so
-        each is at least as new as its `outbox_version`. A deleted document comes back with no chunks.
-        Claiming does not dequeue: `complete_outbox` does; `release_outbox` gives entries back early.
-        """
-        if limit <= 0:
-            return []
-        with translate_errors(engine=self.name):
-            async with all_projects_transaction(self._engine, reason="drain outbox", write=True) as connection:
-                result = await connection.execute(text(CLAIM_QUEUED), {"limit": limit, "lease_s": self._outbox_lease_s})
-                queued = sorted(result.all(), key=lambda row: row.version)
-            if not queued:
-                return []
-            async with project_transaction(self._engine, {row.project_id for row in queued}) as connection:
-                chunk_rows = (
-                    await connection.execute(
-                        text(SELECT_QUEUED_CHUNKS),
-                        {
-                            "projects": [row.project_id for row in queued],
-                            "documents": [row.document_id for row in queued],
-                        },
-                    )
-                ).all()
-        chunks_by_document: dict[tuple[str, str], list[Chunk]] = defaultdict(list)
-        for row in chunk_rows:
-            chunks_by_document[row.project_id, row.document_id].append(chunk_from_row(row))
-        return [
-            DocumentChunks(
-                project_id=row.project_id,
-                document_id=row.document_id,
-                chunks=tuple(chunks_by_document.get((row.project_id, row.document_id), ())),
-                outbox_version=row.version,
-            )
-            for row in queued
-        ]
+        """Lease up to `limit` queued documents for `outbox_lease_s`, with their chunks (`postgres_outbox`)."""
+        return await postgres_outbox.claim_outbox(
+            self._engine, limit=limit, lease_s=self._outbox_lease_s, store_name=self.name
+        )
 
     async def release_outbox(self, documents: Sequence[DocumentChunks]) -> None:
         """End the lease of these claimed entries (their indexing failed): any worker may take them again."""
-        if not documents:
-            return
-        with translate_errors(engine=self.name):
-            projects = {document.project_id for document in documents}
-            async with project_transaction(self._engine, projects, write=True) as connection:
-                await connection.execute(text(RELEASE_CLAIMS), outbox_parameters(documents))
+        await postgres_outbox.release_outbox(self._engine, documents, store_name=self.name)
 
     async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
-        """Drop these documents' outbox entries at or below their claimed version; mark their chunks indexed.
-
-        A newer entry (changed after the claim) stays queued and its chunks stay unmarked. Without
-        `outbox_version`, any queued version is completed.
-        """
-        if not documents:
-            return
-        with translate_errors(engine=self.name):
-            projects = {document.project_id for document in documents}
-            async with project_transaction(self._engine, projects, write=True) as connection:
-                await postgres_catalog.lock_projects(connection, projects)
-                await connection.execute(text(COMPLETE_OUTBOX), outbox_parameters(documents))
-                # The lexical leg now answers differently: cached answers of these projects are stale.
-                await _bump_generations(connection, projects)
+        """Drop these documents' outbox entries at or below their claimed version; mark their chunks indexed."""
+        await postgres_outbox.complete_outbox(self._engine, documents, store_name=self.name)
 
     async def outbox_stats(self, *, through: int | None = None) -> OutboxStats:
         """Return how many documents await lexical indexing (queued by `through`), how long the oldest has waited."""
-        with translate_errors(engine=self.name):
-            async with all_projects_transaction(self._engine, reason="outbox stats") as connection:
-                row = (await connection.execute(text(SELECT_OUTBOX_STATS), {"through": through})).one()
-        return OutboxStats(int(row.backlog), float(row.oldest_age_s), newest_version=int(row.newest_version))
+        return await postgres_outbox.outbox_stats(self._engine, through=through, store_name=self.name)
 
     async def project_generation(self, project_id: str) -> int:
         """Return the project's generation: it moves on with every write that changes its answers (0: none yet)."""
@@ -391,7 +329,3 @@ async def _queue(connection: AsyncConnection, keys: Sequence[tuple[str, str]]) -
         text(QUEUE_DOCUMENTS),
         {"projects": [key[0] for key in keys], "documents": [key[1] for key in keys]},
     )
-
-
-async def _bump_generations(connection: AsyncConnection, project_ids: set[str]) -> None:
-    await connection.execute(text(BUMP_GENERATIONS), {"projects": sorted(project_ids)})

@@ -1,7 +1,7 @@
 """The PostgreSQL side of the memory-management use cases: list, export, delete by selection, project stats.
 
 Functions over the `AsyncEngine` that `PostgresDocumentStore` delegates to, so the store module stays
-about writes and the outbox. Documents are ordered by id in code point order (`COLLATE "C"`), the same
+about writes. Documents are ordered by id in code point order (`COLLATE "C"`), the same
 order Python sorts strings in, so the in-memory fake pages exactly like PostgreSQL.
 """
 

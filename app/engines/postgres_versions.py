@@ -26,7 +26,7 @@ from sqlalchemy import text
 
 from app.domain.errors import VersionConflictError
 from app.engines.postgres_rows import key_parameters
-from app.engines.postgres_sql import SELECT_DOCUMENT_STATES
+from app.engines.postgres_sql import BUMP_GENERATIONS, SELECT_DOCUMENT_STATES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -91,3 +91,8 @@ async def bump_generations_past(connection: AsyncConnection, versions: Mapping[D
     }
     rows = await connection.execute(text(BUMP_GENERATIONS_PAST), parameters)
     return {row.project_id: int(row.generation) for row in rows}
+
+
+async def bump_generations(connection: AsyncConnection, project_ids: set[str]) -> None:
+    """Move each project's generation on by one (`BUMP_GENERATIONS`): a delete, a completed outbox entry."""
+    await connection.execute(text(BUMP_GENERATIONS), {"projects": sorted(project_ids)})
