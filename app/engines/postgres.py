@@ -58,12 +58,9 @@ if TYPE_CHECKING:
     from app.domain.models import EmbeddedChunk, Filters
     from app.engines.postgres_snapshots import PostgresProjectSnapshot
 
-VECTOR_ENGINE: Final = "pgvector"
 STORE_ENGINE: Final = "postgres"
 DEFAULT_OUTBOX_LEASE_S: Final = 60.0
 """How long a claimed outbox entry stays with its claimer before another worker may take it."""
-MAX_HNSW_EF_SEARCH: Final = 1000
-"""pgvector's upper bound for `hnsw.ef_search`."""
 
 
 class PostgresDocumentStore:
