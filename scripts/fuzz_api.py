@@ -134,6 +134,16 @@ def _only_interpreter_bug(report: dict[str, Any], output: str) -> bool:
     return bool(errors) and not report.get("failures") and output.count(INTERPRETER_BUG) >= len(errors)
 
 
+def _read_report(path: Path, output: str) -> dict[str, Any]:
+    """schemathesis's JSON report; when it wrote none, or an empty or cut-off one (it crashed while writing it:
+    seen once in CI, an empty file), its output's tail stands as the run's one error."""
+    try:
+        report: dict[str, Any] = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {"errors": [output[-2000:]]}
+    return report
+
+
 def summarize(report: dict[str, Any], *, wall_s: float, tracebacks: int, output: str) -> dict[str, Any]:
     """The run's numbers and findings, from schemathesis's JSON report."""
     failures = [
@@ -207,9 +217,7 @@ def main() -> int:
                     check=False,
                 )
                 wall_s = time.monotonic() - started
-                report = (
-                    json.loads(report_path.read_text()) if report_path.exists() else {"errors": [run.stderr[-2000:]]}
-                )
+                report = _read_report(report_path, run.stdout + run.stderr)
                 if not _only_interpreter_bug(report, run.stdout + run.stderr) or attempt == RUNS_ON_INTERPRETER_BUG:
                     break
                 print(f"schemathesis hit {INTERPRETER_BUG!r} (CPython gh-106905), not the service: running again")
