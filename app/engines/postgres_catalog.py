@@ -21,7 +21,6 @@ from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import chunk_from_row, json_value
 from app.engines.postgres_scope import all_projects_transaction, project_transaction
 from app.engines.postgres_sql import (
-    BUMP_GENERATIONS,
     LOCK_PROJECTS,
     PROJECT_IDS,
     PROJECT_LOCK_NAMESPACE,
@@ -29,6 +28,7 @@ from app.engines.postgres_sql import (
     like_prefix,
     tag_keys_sql,
 )
+from app.engines.postgres_versions import bump_generations
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -190,7 +190,7 @@ async def delete_documents(engine: AsyncEngine, selection: DocumentSelection, *,
             await lock_projects(connection, {selection.project_id})
             deleted = int((await connection.execute(text(statement), parameters)).scalar_one())
             if deleted:
-                await connection.execute(text(BUMP_GENERATIONS), {"projects": [selection.project_id]})
+                await bump_generations(connection, {selection.project_id})
     return deleted
 
 
