@@ -18,7 +18,7 @@ from app.api.strict_queries import request_time
 from app.config import SEARCH_BATCH_MAX_QUERIES_CEILING
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
 from app.domain.tags import MAX_DOCUMENT_TAGS
-from app.query.planner import MAX_QUERY_CHARS
+from app.query.validation import MAX_QUERY_CHARS
 from app.search.paging import PAGE_DEPTH
 
 ProjectId = Annotated[str, msgspec.Meta(pattern=PROJECT_ID_PATTERN, description=PROJECT_ID_RULE)]

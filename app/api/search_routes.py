@@ -33,7 +33,8 @@ from app.config import Settings
 from app.domain.errors import InvalidInputError, InvalidQueryError
 from app.domain.models import FusionMethod, SearchStrategy
 from app.domain.project_ids import PROJECT_ID_PATTERN, PROJECT_ID_RULE
-from app.query.planner import MAX_QUERY_CHARS, REQUEST_NAMES, SearchOptions, unused_options
+from app.query.planner import SearchOptions, unused_options
+from app.query.validation import MAX_QUERY_CHARS, REQUEST_NAMES
 from app.search.calls import SearchCall, SearchOutcome
 from app.search.paging import PAGE_DEPTH
 from app.search.service import SearchService

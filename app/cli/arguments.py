@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.domain.project_ids import PROJECT_ID_RULE, is_project_id
-from app.query.planner import MAX_LIMIT, MIN_LIMIT
+from app.query.validation import MAX_LIMIT, MIN_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
-from app.query.planner import MAX_LIMIT
+from app.query.validation import MAX_LIMIT
 from app.retrieval.legs import is_current
 
 if TYPE_CHECKING:

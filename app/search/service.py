@@ -18,13 +18,8 @@ from app.observability.metrics import current_arm, record_rollout_assignment, re
 from app.observability.spans import SPAN_ATTRIBUTE_ARM, SPAN_OPTIMIZE, SPAN_REQUEST
 from app.observability.tracing import phase
 from app.query.optimizer import QueryOptimizer
-from app.query.planner import (
-    SearchOptions,
-    build_plan,
-    validate_options,
-    validate_query_text,
-    without_fusion_options,
-)
+from app.query.planner import SearchOptions, build_plan, without_fusion_options
+from app.query.validation import validate_options, validate_query_text
 from app.retrieval.searcher import HybridSearcher
 from app.search.batch_embedding import embed_batch
 from app.search.cache import Generations, QueryCache

@@ -12,7 +12,8 @@ from app.domain.errors import InvalidQueryError
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusionMethod, SearchStrategy
 from app.knobs import QUERY_MAX_CHARS_CEILING, SearchKnobs
 from app.query.optimizer import QueryOptimizer
-from app.query.planner import SearchOptions, build_plan, unused_options, validate_query_text
+from app.query.planner import SearchOptions, build_plan, unused_options
+from app.query.validation import validate_query_text
 
 NOW = datetime(2025, 3, 12, 15, 30, tzinfo=UTC)
 OPTIMIZER = QueryOptimizer(clock=lambda: NOW)
