@@ -2,7 +2,8 @@
 
 Request bodies come from `app.engines.opensearch_bodies`, the mapping from
 `app.engines.opensearch_mapping`, and responses and driver errors are read by
-`app.engines.opensearch_responses`; this module does the I/O.
+`app.engines.opensearch_responses`; this module does the I/O, the versioned writes of a batch through
+`app.engines.opensearch_writes`.
 """
 
 from __future__ import annotations
@@ -10,40 +11,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from opensearchpy.exceptions import NotFoundError
-from opensearchpy.helpers import async_bulk
 
 from app.auth.forwarding import forwarded_token
 from app.domain.chunk_filters import has_source_prefix, in_time_window
 from app.domain.errors import EngineUnavailableError
-from app.engines.opensearch_bodies import (
-    build_bulk_actions,
-    build_search_body,
-    build_stale_chunks_query,
-    document_key,
-    latest_per_document,
-    needs_exact_check,
-)
+from app.engines.opensearch_bodies import build_search_body, latest_per_document, needs_exact_check
 from app.engines.opensearch_generation import ProjectGenerations
 from app.engines.opensearch_lifecycle import indexes_behind
 from app.engines.opensearch_mapping import alias_indexes_pattern
-from app.engines.opensearch_markers import (
-    build_marker_actions,
-    build_markers_get_body,
-    overtaken_documents,
-    versioned_documents,
-)
-from app.engines.opensearch_responses import (
-    ENGINE_NAME,
-    parse_search_response,
-    raise_for_bulk_failures,
-    raise_for_by_query_failures,
-    split_version_conflicts,
-    translate_errors,
-)
+from app.engines.opensearch_responses import ENGINE_NAME, parse_search_response, translate_errors
+from app.engines.opensearch_writes import claim_markers, delete_stale_chunks, index_chunks, overtaken_documents_of
 from app.engines.project_pruning import PruneSchedule, emptying_projects
 
 if TYPE_CHECKING:
@@ -54,8 +34,6 @@ if TYPE_CHECKING:
     from app.domain.models import DocumentChunks, Filters, LexicalQuery, ScoredHit
     from app.engines.project_pruning import HoldsDocuments, ProjectsWithDocuments
 
-DELETE_CLAUSES_PER_REQUEST: Final = 200
-"""Documents per `delete_by_query`; stays well under OpenSearch's default 1024 boolean clauses."""
 IDLE_CHECK_INTERVAL_S: Final = 5.0
 """How often an empty `replace_documents` (the outbox's idle call) checks that the known project indexes are there."""
 MAX_RESULT_WINDOW: Final = 10_000
@@ -202,7 +180,13 @@ class OpenSearchLexicalIndex:
             documents = [document for document in documents if document.project_id not in absent]
             if not documents:
                 return
-            stale = await self._claim_markers(documents, options)
+            stale = await claim_markers(
+                self._client,
+                documents,
+                index_of=self.generation.alias,
+                bulk_chunk_size=self._bulk_chunk_size,
+                options=options,
+            )
             fresh = [document for document in documents if (document.project_id, document.document_id) not in stale]
             # A stale document writes no chunk and counts as superseded: its delete takes back whatever
             # an earlier, failed attempt at its version left behind after the newer writer's delete.
@@ -215,86 +199,19 @@ class OpenSearchLexicalIndex:
             for project_id in emptying_projects(documents):
                 await self._prune_if_emptied(project_id, options)
 
-    async def _claim_markers(
-        self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
-    ) -> frozenset[tuple[str, str]]:
-        """Write each versioned document's marker; return the (project_id, document_id)s a newer marker refused."""
-        actions = build_marker_actions(documents, index_of=self.generation.alias)
-        if not actions:
-            return frozenset()
-        # No refresh: the marker is only read by id (real-time), and delete_project refreshes first.
-        _, failed = await async_bulk(
-            self._client, actions, chunk_size=self._bulk_chunk_size, raise_on_error=False, require_alias=True, **options
-        )
-        conflicted, failures = split_version_conflicts(failed if isinstance(failed, list) else [])
-        raise_for_bulk_failures(failures, attempted=len(actions))
-        written = versioned_documents(documents)
-        stale = frozenset((written[key].project_id, written[key].document_id) for key in conflicted if key in written)
-        if stale:
-            logger.debug("opensearch refused stale writers", extra={"stale_documents": len(stale)})
-        return stale
-
-    async def _take_back_overtaken(
-        self,
-        documents: Sequence[DocumentChunks],
-        *,
-        superseded: frozenset[tuple[str, str]],
-        options: Mapping[str, Any],
-    ) -> None:
-        """Delete every chunk at or below its version of each document whose marker a newer writer took meanwhile.
-
-        The newer writer's delete may have run before this call's chunks were visible; superseded
-        documents had theirs deleted already.
-        """
-        pending = [
-            document
-            for document in documents
-            if document.outbox_version is not None and (document.project_id, document.document_id) not in superseded
-        ]
-        if not pending:
-            return
-        response = await self._client.mget(
-            body=build_markers_get_body(pending, index_of=self.generation.alias), realtime=True, **options
-        )
-        overtaken = overtaken_documents(pending, response)
-        if overtaken:
-            logger.debug("opensearch writers overtaken", extra={"overtaken_documents": len(overtaken)})
-            taken_back = [document for document in pending if (document.project_id, document.document_id) in overtaken]
-            await self._delete_stale_chunks(taken_back, superseded=overtaken, options=options)
-
+    # The chunk write and the stale delete stay methods: they are the steps a concurrent writer can land between,
+    # and tests/contract/test_opensearch_versions.py holds a write at either to make that race happen.
     async def _index_chunks(
         self, documents: Sequence[DocumentChunks], options: Mapping[str, Any]
     ) -> frozenset[tuple[str, str]]:
         """Bulk-index the chunks; return the (project_id, document_id)s a newer version refused."""
-        actions = build_bulk_actions(documents, index_of=self.generation.alias, indexed_at=datetime.now().astimezone())
-        if not actions:
-            return frozenset()
-        # One request for every project of the batch. `require_alias`: a write to a lost index fails
-        # instead of creating one with a dynamic mapping.
-        _, failed = await async_bulk(
+        return await index_chunks(
             self._client,
-            actions,
-            chunk_size=self._bulk_chunk_size,
-            raise_on_error=False,
-            refresh=True,
-            require_alias=True,
-            **options,
+            documents,
+            index_of=self.generation.alias,
+            bulk_chunk_size=self._bulk_chunk_size,
+            options=options,
         )
-        conflicted, failures = split_version_conflicts(failed if isinstance(failed, list) else [])
-        raise_for_bulk_failures(failures, attempted=len(actions))
-        if not conflicted:
-            return frozenset()
-        owners = {
-            document_key(chunk.project_id, chunk.chunk_id): (document.project_id, document.document_id)
-            for document in documents
-            for chunk in document.chunks
-        }
-        superseded = frozenset(owners[key] for key in conflicted if key in owners)
-        logger.debug(
-            "opensearch kept newer chunk versions",
-            extra={"refused_chunks": len(conflicted), "superseded_documents": len(superseded)},
-        )
-        return superseded
 
     async def _delete_stale_chunks(
         self,
@@ -304,18 +221,23 @@ class OpenSearchLexicalIndex:
         options: Mapping[str, Any],
     ) -> None:
         """Delete the chunks each document no longer lists (all of a superseded document's, up to its version)."""
-        for start in range(0, len(documents), DELETE_CLAUSES_PER_REQUEST):
-            batch = documents[start : start + DELETE_CLAUSES_PER_REQUEST]
-            # One request over the batch's projects: each clause names its own project anyway.
-            aliases = sorted({self.generation.alias(document.project_id) for document in batch})
-            response = await self._client.delete_by_query(
-                index=",".join(aliases),
-                body=build_stale_chunks_query(batch, superseded=superseded),
-                conflicts="proceed",  # a chunk rewritten since the query's snapshot is newer: skip it
-                refresh=True,
-                **options,
-            )
-            raise_for_by_query_failures(response)
+        await delete_stale_chunks(
+            self._client, documents, index_of=self.generation.alias, superseded=superseded, options=options
+        )
+
+    async def _take_back_overtaken(
+        self,
+        documents: Sequence[DocumentChunks],
+        *,
+        superseded: frozenset[tuple[str, str]],
+        options: Mapping[str, Any],
+    ) -> None:
+        """Delete every chunk at or below its version of each document whose marker a newer writer took meanwhile."""
+        taken_back, overtaken = await overtaken_documents_of(
+            self._client, documents, index_of=self.generation.alias, superseded=superseded, options=options
+        )
+        if overtaken:
+            await self._delete_stale_chunks(taken_back, superseded=overtaken, options=options)
 
     async def prune_emptied_projects(self) -> list[str]:
         """Delete the index of every project that holds no document in PostgreSQL; the projects pruned, sorted.
