@@ -1,5 +1,8 @@
 """In-memory reference adapter `InMemoryDocumentStore` (its vector index: `app.engines.memory_vectors`).
 
+Its lexical outbox is `app.engines.memory_outbox`'s `InMemoryOutbox`; the catalog reads (listings, export
+pages, project stats) are `app.engines.memory_catalog`'s functions of its tables.
+
 First-class fakes for unit tests of the use cases: they pass the same contract suites as the
 PostgreSQL adapters. Setting `available = False` makes every call raise `EngineUnavailableError`,
 which is how tests exercise fallbacks without killing a server.
@@ -10,29 +13,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import itertools
 import time
-from collections import Counter
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from app.domain.catalog import DocumentSummary, ProjectStats
 from app.domain.document_versions import DocumentState, RestoreFloor, SavedVersions
 from app.domain.errors import EngineUnavailableError, VersionConflictError
-from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, OutboxStats, StoredDocument
+from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, StoredDocument
+from app.engines import memory_catalog
 from app.engines.memory_filters import chunk_matches, document_selected
+from app.engines.memory_outbox import InMemoryOutbox
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 
-    from app.domain.catalog import DocumentSelection
+    from app.domain.catalog import DocumentSelection, DocumentSummary, ProjectStats
     from app.domain.document_versions import DocumentKey
-    from app.domain.models import Filters
+    from app.domain.models import Filters, OutboxStats
 
 
 @dataclass(frozen=True, slots=True)
-class _StoredChunk:
+class StoredChunk:
+    """A chunk as the store keeps it: with its embedding, the model that made it, and whether it is indexed."""
+
     chunk: Chunk
     embedding: tuple[float, ...]
     embedding_model: str
@@ -47,15 +51,10 @@ class InMemoryDocumentStore:
     def __init__(self, *, outbox_lease_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.available = True
         self._documents: dict[DocumentKey, StoredDocument] = {}
-        self._chunks: dict[DocumentKey, dict[str, _StoredChunk]] = {}
-        self._outbox: dict[DocumentKey, int] = {}
-        self._queued_at: dict[DocumentKey, float] = {}
-        self._leases: dict[DocumentKey, float] = {}
-        self._versions = itertools.count(1)
+        self._chunks: dict[DocumentKey, dict[str, StoredChunk]] = {}
+        self._outbox = InMemoryOutbox(lease_s=outbox_lease_s, clock=clock)
         self._generations: dict[str, int] = {}
         self._locks: dict[DocumentKey, asyncio.Lock] = {}
-        self._outbox_lease_s = outbox_lease_s
-        self._clock = clock
 
     def _check_available(self) -> None:
         if not self.available:
@@ -145,16 +144,16 @@ class InMemoryDocumentStore:
                 document, chunks=(), lexically_indexed=False, created_at=created_at, version=versions[key]
             )
             old_chunks = self._chunks.get(key, {})
-            new_chunks: dict[str, _StoredChunk] = {}
+            new_chunks: dict[str, StoredChunk] = {}
             for embedded in embedded_chunks:
                 chunk = replace(embedded.chunk, project_id=document.project_id, document_id=document.document_id)
                 vector = tuple(float(x) for x in embedded.embedding)
-                stored = _StoredChunk(chunk, vector, embedded.embedding_model, lexically_indexed=False)
+                stored = StoredChunk(chunk, vector, embedded.embedding_model, lexically_indexed=False)
                 old = old_chunks.get(chunk.chunk_id)
                 unchanged = old is not None and replace(old, lexically_indexed=False) == stored
                 new_chunks[chunk.chunk_id] = old if unchanged and old is not None else stored
             self._chunks[key] = new_chunks
-            self._queue(key)
+            self._outbox.queue(key)
         self._bump({key[0] for key in versions})
         for (project_id, _), version in versions.items():
             self._generations[project_id] = max(self._generations[project_id], version)
@@ -167,7 +166,7 @@ class InMemoryDocumentStore:
         if self._documents.pop(key, None) is None:
             return False
         self._chunks.pop(key, None)
-        self._queue(key)
+        self._outbox.queue(key)
         self._bump({project_id})
         return True
 
@@ -177,58 +176,30 @@ class InMemoryDocumentStore:
         Projects take turns: every project's oldest change, oldest first, then every project's second (`CLAIM_QUEUED`).
         """
         self._check_available()
-        now = self._clock()
-        free = sorted(
-            ((key, version) for key, version in self._outbox.items() if self._leases.get(key, 0.0) <= now),
-            key=lambda item: item[1],
-        )
-        turns: Counter[str] = Counter()
-        turn_of: dict[tuple[str, str], int] = {}
-        for key, _ in free:
-            turns[key[0]] += 1
-            turn_of[key] = turns[key[0]]
-        picked = sorted(free, key=lambda item: (turn_of[item[0]], item[1]))[: max(limit, 0)]
-        queued = sorted(picked, key=lambda item: item[1])
-        for key, _ in queued:
-            self._leases[key] = now + self._outbox_lease_s
         return [
             DocumentChunks(project_id, document_id, self._ordered_chunks((project_id, document_id)), version)
-            for (project_id, document_id), version in queued
+            for (project_id, document_id), version in self._outbox.claim(limit=limit)
         ]
 
     async def release_outbox(self, documents: Sequence[DocumentChunks]) -> None:
         """End the lease of these claimed entries (only of the version each claimed)."""
         self._check_available()
-        for document in documents:
-            key = (document.project_id, document.document_id)
-            if self._outbox.get(key) == document.outbox_version:
-                self._leases.pop(key, None)
+        self._outbox.release(documents)
 
     async def complete_outbox(self, documents: Sequence[DocumentChunks]) -> None:
         """Dequeue entries at or below their claimed version and mark those documents' chunks indexed."""
         self._check_available()
-        for document in documents:
-            key = (document.project_id, document.document_id)
-            version = self._outbox.get(key)
-            if version is None or (document.outbox_version is not None and version > document.outbox_version):
-                continue  # changed after the claim: stays queued
-            del self._outbox[key]
-            self._leases.pop(key, None)
-            self._queued_at.pop(key, None)
+        for key in self._outbox.complete(documents):
             chunks = self._chunks.get(key, {})
             self._chunks[key] = {
                 chunk_id: replace(stored, lexically_indexed=True) for chunk_id, stored in chunks.items()
             }
-
         self._bump({document.project_id for document in documents})
 
     async def outbox_stats(self, *, through: int | None = None) -> OutboxStats:
         """Return how many documents await lexical indexing (queued by `through`), how long the oldest has waited."""
         self._check_available()
-        oldest = min(self._queued_at.values(), default=None)
-        backlog = sum(1 for version in self._outbox.values() if through is None or version <= through)
-        age_s = 0.0 if oldest is None else self._clock() - oldest
-        return OutboxStats(backlog=backlog, oldest_age_s=age_s, newest_version=max(self._outbox.values(), default=0))
+        return self._outbox.stats(through=through)
 
     async def project_generation(self, project_id: str) -> int:
         """Return the project's generation (0 until its first write)."""
@@ -262,7 +233,7 @@ class InMemoryDocumentStore:
         self._check_available()
         keys = [key for key in self._documents if key[0] == project_id]
         for key in keys:
-            self._queue(key)
+            self._outbox.queue(key)
             chunks = self._chunks.get(key, {})
             self._chunks[key] = {cid: replace(stored, lexically_indexed=False) for cid, stored in chunks.items()}
         return len(keys)
@@ -272,43 +243,18 @@ class InMemoryDocumentStore:
     ) -> list[DocumentSummary]:
         """Return up to `limit` selected documents by id, ids strictly after `after`."""
         self._check_available()
-        selected = sorted(
-            (key, document)
-            for key, document in self._documents.items()
-            if document_selected(document, selection) and (after is None or key[1] > after)
+        return memory_catalog.list_documents(
+            self._documents, self._chunks, selection, queued=self._outbox, after=after, limit=limit
         )
-        return [
-            DocumentSummary(
-                document_id=document.document_id,
-                source=document.source,
-                title=document.title,
-                tags=document.tags,
-                event_time=document.event_time,
-                chunk_count=len(self._chunks.get(key, {})),
-                version=document.version,
-                lexically_indexed=key not in self._outbox,
-                created_at=document.created_at,
-                updated_at=document.updated_at,
-            )
-            for key, document in selected[: max(limit, 0)]
-        ]
 
     async def embedded_documents(
         self, project_id: str, *, after: str | None, limit: int
     ) -> list[tuple[StoredDocument, list[EmbeddedChunk]]]:
         """Return up to `limit` documents with chunks and embeddings, by id after `after` (`ProjectSnapshot`'s)."""
         self._check_available()
-        keys = sorted(key for key in self._documents if key[0] == project_id and (after is None or key[1] > after))
-        exported = []
-        for key in keys[: max(limit, 0)]:
-            stored_chunks = sorted(
-                self._chunks.get(key, {}).values(), key=lambda s: (s.chunk.position, s.chunk.chunk_id)
-            )
-            document = replace(self._documents[key], chunks=tuple(s.chunk for s in stored_chunks))
-            exported.append(
-                (document, [EmbeddedChunk(s.chunk, list(s.embedding), s.embedding_model) for s in stored_chunks])
-            )
-        return exported
+        return memory_catalog.documents_with_embeddings(
+            self._documents, self._chunks, project_id, after=after, limit=limit
+        )
 
     @asynccontextmanager
     async def project_snapshot(self, project_id: str) -> AsyncIterator[InMemoryDocumentStore]:
@@ -317,7 +263,7 @@ class InMemoryDocumentStore:
         snapshot = copy.copy(self)  # with containers of its own: writes to this store change none of them
         snapshot._documents = {key: value for key, value in self._documents.items() if key[0] == project_id}  # noqa: SLF001 - its own class
         snapshot._chunks = {key: dict(value) for key, value in self._chunks.items() if key[0] == project_id}  # noqa: SLF001 - its own class
-        snapshot._outbox = dict(self._outbox)  # noqa: SLF001 - its own class
+        snapshot._outbox = self._outbox.copy()  # noqa: SLF001 - its own class
         yield snapshot
 
     async def delete_documents(self, selection: DocumentSelection) -> int:
@@ -327,7 +273,7 @@ class InMemoryDocumentStore:
         for key in keys:
             del self._documents[key]
             self._chunks.pop(key, None)
-            self._queue(key)
+            self._outbox.queue(key)
         if keys:
             self._bump({selection.project_id})
         return len(keys)
@@ -335,18 +281,9 @@ class InMemoryDocumentStore:
     async def project_stats(self, project_id: str) -> ProjectStats:
         """Return the project's counts and lexical backlog; all zeros when unknown."""
         self._check_available()
-        chunks = [stored for key, by_id in self._chunks.items() if key[0] == project_id for stored in by_id.values()]
-        pending = [key for key in self._outbox if key[0] == project_id]
-        oldest = min((self._queued_at[key] for key in pending if key in self._queued_at), default=None)
-        documents = [document for key, document in self._documents.items() if key[0] == project_id]
-        return ProjectStats(
-            project_id=project_id,
-            documents=len(documents),
-            chunks=len(chunks),
-            lexically_indexed=sum(stored.lexically_indexed for stored in chunks),
-            pending=len(pending),
-            oldest_pending_age_s=0.0 if oldest is None else self._clock() - oldest,
-            last_write_at=max((document.updated_at for document in documents), default=None),
+        pending, oldest_pending_age_s = self._outbox.project_backlog(project_id)
+        return memory_catalog.project_stats(
+            self._documents, self._chunks, project_id, pending=pending, oldest_pending_age_s=oldest_pending_age_s
         )
 
     async def project_ids(self, *, among: Collection[str] | None = None) -> list[str]:
@@ -364,12 +301,6 @@ class InMemoryDocumentStore:
             if chunk_project == project_id and chunk_id in stored_chunks:
                 return stored_chunks[chunk_id].lexically_indexed
         return None
-
-    def _queue(self, key: DocumentKey) -> None:
-        """A new outbox version for the document; it ends any lease, as in PostgreSQL."""
-        self._outbox[key] = next(self._versions)
-        self._queued_at[key] = self._clock()
-        self._leases.pop(key, None)
 
     def _bump(self, project_ids: set[str]) -> None:
         for project_id in project_ids:
