@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from app.database_url import database_url_problem
 from app.engine_settings import EngineSettings
-from app.knobs import SearchKnobs
+from app.knobs import SearchKnobs, is_blank
 from app.opensearch_url import opensearch_url_problem
 
 SEARCH_BATCH_MAX_QUERIES_CEILING: Final = 1000
@@ -42,8 +42,7 @@ class BlankIsUnset(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         """The wrapped source's values less the empty and blank ones."""
-        values = self._source().items()
-        return {name: value for name, value in values if not (isinstance(value, str) and not value.strip())}
+        return {name: value for name, value in self._source().items() if not is_blank(value)}
 
 
 class ConfigurationError(Exception):

@@ -30,6 +30,14 @@ QUERY_MAX_CHARS_CEILING: Final = 100_000
 """The most `QUERY_MAX_CHARS` may allow; the HTTP schema refuses longer input before it is analysed."""
 
 
+def is_blank(value: object) -> bool:
+    """True for an empty or blank string: a value that sets nothing, as if it were not given (`FOO=` in env).
+
+    Helm and compose write `FOO: ""` for a value left out, so the default (or a source below) applies.
+    """
+    return isinstance(value, str) and not value.strip()
+
+
 class KnobConflictError(ValueError):
     """An alias and its knob were both set, to different values."""
 
