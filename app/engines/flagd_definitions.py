@@ -31,7 +31,7 @@ from openfeature.evaluation_context import EvaluationContext
 from openfeature.exception import OpenFeatureError
 from pydantic import ValidationError
 
-from app.knobs import KNOB_NAMES, SearchKnobs
+from app.knobs import KNOB_NAMES, SearchKnobs, is_blank
 from app.misspelt_settings import closest_name
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL
 from app.search.knob_source import FLAG_KINDS, flag_key
@@ -140,6 +140,8 @@ def _check_variant(key: str, variant: str, value: object) -> None:
     if wrong_type:
         message = f"{key}: variant {variant!r} is {_described(value)}, not {KIND_DESCRIPTIONS[kind]}"
         raise FlagdDefinitionsError(message)
+    if is_blank(value):
+        return  # sets nothing: the knob keeps its env value (`OpenFeatureKnobs`)
     try:
         SearchKnobs.model_validate({name: value})
     except ValidationError as error:
@@ -167,8 +169,9 @@ def check_definitions(content: bytes, *, yaml_file: bool = False) -> dict[str, A
     Raises `FlagdDefinitionsError` for: a parse error; a top level that is not a mapping, lacks `flags`
     or has a key flagd does not read; a flag that is no knob's (`did you mean`); what flagd itself
     refuses (state, variants); a default variant that is not a variant; a variant of the wrong type or
-    out of the knob's range; a `fractional` bucket that is no `[variant, whole weight >= 0]` or names an
-    unknown variant; a `var` that is not in the evaluation context; an evaluation that fails.
+    out of the knob's range (a string flag's empty or blank variant is neither: it sets nothing); a
+    `fractional` bucket that is no `[variant, whole weight >= 0]` or names an unknown variant; a `var`
+    that is not in the evaluation context; an evaluation that fails.
     """
     loaded = _parse(content, yaml_file=yaml_file)
     if not isinstance(loaded, dict) or not isinstance(loaded.get("flags"), dict):

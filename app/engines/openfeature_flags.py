@@ -2,7 +2,8 @@
 
 A knob's flag (`search-strategy`, `hybrid-rollout-percent`, `ranking-algorithm`, ...) has the env knob's
 meaning and is evaluated per request with the caller's context: targeting key = the rollout caller
-key, attributes `project` and `scopes`. A knob without a flag keeps its env/settings value.
+key, attributes `project` and `scopes`. A knob without a flag, or whose flag answers an empty or blank
+string, keeps its env/settings value.
 
 Failure never reaches a search: an evaluation that errors (provider down, wrong type, invalid value)
 answers the flag's last good value, else the env/settings default, and a provider error counts into
@@ -30,7 +31,7 @@ from openfeature.provider.no_op_provider import NoOpProvider
 from pydantic import ValidationError
 
 from app.engines.openfeature_provider import evaluation_hooks
-from app.knobs import KNOB_NAMES, SearchKnobs
+from app.knobs import KNOB_NAMES, SearchKnobs, is_blank
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, publish_flags
 from app.search.flags import knobs_from_settings
 from app.search.knob_source import FLAG_KINDS, ResolvedKnobs, flag_key
@@ -256,6 +257,8 @@ class OpenFeatureKnobs:
         details = self._details(name, key, fallback, context)
         if details.reason == Reason.DISABLED:
             return None  # a flag turned off leaves its knob to env, as no flag does (flagd answers our fallback)
+        if details.reason != Reason.ERROR and is_blank(details.value):
+            return None  # a blank string sets nothing, as an empty variable does: the env value stands
         if details.reason != Reason.ERROR:
             return FlagValue(details.value, "openfeature", details.variant, str(details.reason))
         if details.error_code == ErrorCode.FLAG_NOT_FOUND:

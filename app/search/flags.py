@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from app.knobs import KNOB_ALIASES, KNOB_NAMES, SearchKnobs, knob_name
+from app.knobs import KNOB_ALIASES, KNOB_NAMES, SearchKnobs, is_blank, knob_name
 from app.misspelt_settings import closest_name
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, publish_flags
 from app.search.knob_source import ResolvedKnobs
@@ -87,7 +87,8 @@ def parse_flags_file(
 
     Keys are knob names in any case (`RRF_K_CONSTANT` or `rrf_k_constant`, `-` for `_` too), reference
     aliases included (`FINAL_RESULT_K`). Knobs `base` left unset and the file does not set keep their
-    defaults. An empty file overrides nothing. Raises `FlagsFileError` for a parse error, a top level
+    defaults. An empty file overrides nothing, and an empty or blank value (`search_strategy: ""`) sets
+    nothing, as an empty variable does: `base`'s value stands. Raises `FlagsFileError` for a parse error, a top level
     that is not a mapping, a key set twice to different values, an unknown key, an alias that disagrees
     with its knob, or an invalid value.
     """
@@ -117,6 +118,8 @@ def parse_flags_file(
         name = knob_name(str(key))
         if name is None:
             raise FlagsFileError(_unknown_flag(key))
+        if is_blank(value):
+            continue
         if name in overrides and str(overrides[name]) != str(value):
             message = f"{spelled[name]}={overrides[name]} and {key}={value} disagree (both set {name}): set only one"
             raise FlagsFileError(message)

@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 
 from app.domain.models import SearchStrategy
 from app.knobs import KNOB_NAMES
-from app.search.knob_source import FlagContext
+from app.search.knob_source import FLAG_KINDS, FlagContext
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from app.search.knob_source import FlagSource
 
 ENV_RRF_K = 70
+ENV_ROUTING_STRATEGIES = "hybrid,lexical"
+STRING_KNOBS = tuple(name for name, kind in FLAG_KINDS.items() if kind == "string")
+OTHER_STRING_VALUES = {"search_strategy": "lexical", "ranking_algorithm": "rrf", "query_routing_strategies": "semantic"}
+"""A valid value other than the env's for every knob whose flag is a string: a new one needs its entry here."""
 CALLER = FlagContext(targeting_key="sub:alice", project="alpha", scopes=("search",))
 OTHER_CALLER = FlagContext(targeting_key="client:bot-7", project="beta")
 
@@ -190,3 +194,31 @@ class FlagSourceContract:
         assert flags["rrf_k_constant"]["value"] == 9
         assert flags["rrf_k_constant"]["source"] in {"file", "openfeature"}
         assert flags["rrf_final_k"]["source"] == "default"
+
+    def test_a_blank_routing_flag_leaves_the_env_routing_in_force(self, definitions: FlagDefinitions) -> None:
+        # `QUERY_ROUTING_STRATEGIES=` is unset, as every empty variable is, but this flag routed no query at all.
+        definitions.write({"query_routing_strategies": ""})
+
+        knobs = definitions.source.resolve(CALLER).knobs
+
+        assert knobs.routable_strategies == {SearchStrategy.HYBRID, SearchStrategy.LEXICAL}
+
+    @pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "blank"])
+    @pytest.mark.parametrize("name", STRING_KNOBS)
+    def test_a_blank_string_flag_sets_nothing(self, definitions: FlagDefinitions, name: str, blank: str) -> None:
+        # Enumerates the string knobs, so a new one cannot miss the rule: a blank `search_strategy` or
+        # `ranking_algorithm` refused the whole definitions (the last good stayed, an error counted).
+        assert name in OTHER_STRING_VALUES, f"give {name} a value in OTHER_STRING_VALUES"
+        definitions.write({})
+        env_knobs = definitions.source.resolve(CALLER).knobs
+        definitions.write({name: OTHER_STRING_VALUES[name]})
+        errors = reload_errors()
+
+        definitions.write({name: blank})
+        knobs = definitions.source.resolve(CALLER).knobs
+        described = definitions.source.describe()["flags"]
+
+        assert knobs == env_knobs
+        assert (definitions.source.problem(), reload_errors()) == (None, errors)
+        assert isinstance(described, dict)
+        assert described[name]["source"] in {"env", "default"}

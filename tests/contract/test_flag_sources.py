@@ -14,7 +14,7 @@ from app.knobs import KNOB_NAMES
 from app.search.flags import FlagStore
 from app.search.knob_source import flag_key
 from app.wiring.services import build_flag_source
-from tests.contract.flag_source import ENV_RRF_K, FlagSourceContract, eventually
+from tests.contract.flag_source import ENV_ROUTING_STRATEGIES, ENV_RRF_K, FlagSourceContract, eventually
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -29,6 +29,7 @@ def env_settings(monkeypatch: pytest.MonkeyPatch, **values: object) -> Settings:
     for name in KNOB_NAMES:
         monkeypatch.delenv(name.upper(), raising=False)
     monkeypatch.setenv("RRF_K_CONSTANT", str(ENV_RRF_K))
+    monkeypatch.setenv("QUERY_ROUTING_STRATEGIES", ENV_ROUTING_STRATEGIES)
     return Settings(_env_file=None, **values)  # type: ignore[arg-type]
 
 

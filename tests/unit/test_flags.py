@@ -408,3 +408,21 @@ def test_an_unknown_flag_like_no_knob_suggests_none() -> None:
         parse_flags_file(b"colour: blue\n", base=SearchKnobs())
 
     assert str(refused.value) == "unknown flag 'colour'"
+
+
+@pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "blank"])
+@pytest.mark.parametrize("name", KNOB_NAMES)
+def test_every_knob_blank_in_the_flags_file_is_not_set(settings: Settings, name: str, blank: str) -> None:
+    # As an empty variable is (`app/config.py` `BlankIsUnset`); enumerated, so a new knob cannot miss the rule.
+    # Before, `query_routing_strategies: ""` routed no query and any other blank knob refused the whole file.
+    env_knobs = knobs_from_settings(settings)
+
+    flags, file_keys = parse_flags_file(json.dumps({name.upper(): blank}).encode(), base=env_knobs)
+
+    assert (flags, file_keys) == (env_knobs, frozenset())
+
+
+def test_a_blank_alias_does_not_disagree_with_its_knob(settings: Settings) -> None:
+    flags, file_keys = parse_flags_file(b"FINAL_RESULT_K: ''\nRRF_FINAL_K: 7\n", base=knobs_from_settings(settings))
+
+    assert (flags.rrf_final_k, file_keys) == (7, frozenset({"rrf_final_k"}))
