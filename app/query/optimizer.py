@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from app.domain.calendar_words import MONTHS, is_year
+from app.domain.capitals import telling_capitals
 from app.domain.models import (
     LexicalQuery,
     QueryAnalysis,
@@ -149,9 +150,12 @@ class QueryOptimizer:
         # "yesterday's notes", "2024's roadmap" name their date.
         words_read = [word.removesuffix("'s") for word in plain_words]
         candidates = self._name_candidates(collapsed, plain_tokens, words_read, first=tokens[0] if tokens else None)
+        capitals = telling_capitals(collapsed)
+        telling = [_capital_tells(collapsed, token, capitals) for token in plain_tokens]
         known = frozenset(known_names) | self._listed_words
         named = {index for index, name in candidates.items() if name in known}
-        capitalised_at = _months_capitalised_in_a_sentence(collapsed, plain_tokens, words_read)
+        # A month with a capital that says something is one a plain day beside dates ("do May 3").
+        capitalised_at = frozenset(index for index, word in enumerate(words_read) if word in MONTHS and telling[index])
         # A year in a paragraph is a fact, not a filter; a speaker's name is no date where it names her.
         date_words = (
             []
@@ -306,24 +310,9 @@ def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _months_capitalised_in_a_sentence(
-    collapsed: str, plain_tokens: Sequence[QueryToken], words_read: Sequence[str]
-) -> frozenset[int]:
-    """Indices of `words_read` that are month names written with a capital inside a sentence ("do May 3").
-
-    There the capital says the month (or a name): the modal and the verb are lowercase inside a sentence. A capital
-    opening the query or a sentence (after `.`, `!`, `?` or `:`) says nothing: "May 3 people come?".
-    """
-    return frozenset(
-        index
-        for index, (token, word) in enumerate(zip(plain_tokens, words_read, strict=True))
-        if word in MONTHS and as_written(collapsed, token)[:1].isupper() and not _opens_a_sentence(collapsed, token)
-    )
-
-
-def _opens_a_sentence(collapsed: str, token: QueryToken) -> bool:
-    before = collapsed[: token.start].rstrip(" \"'([")
-    return not before or before.endswith((".", "!", "?", ":"))
+def _capital_tells(collapsed: str, token: QueryToken, telling: Collection[int]) -> bool:
+    """Whether the token's word, as written, starts at one of the `telling` offsets (its `#`/`@` sigil skipped)."""
+    return token.end - len(as_written(collapsed, token)) in telling
 
 
 def _classify(tokens: Sequence[str]) -> QuestionType:
