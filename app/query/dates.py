@@ -81,8 +81,9 @@ def without_negated_dates(words: Sequence[str], *, capitalised_at: Collection[in
 def months_named(words: Sequence[str], *, capitalised_at: Collection[int] = ()) -> tuple[int, ...]:
     """Month numbers named in the query. Ambiguous names ("may", "march", "dec") need a date beside them.
 
-    `capitalised_at`: where the query writes a month name with a capital that says something (inside a sentence,
-    not opening one): a plain day beside it dates it there (`is_dated_by_day`: "What did Caroline do May 3?").
+    `capitalised_at`: where the query writes a month name with a capital that says something
+    (`app/domain/capitals.py`: inside a sentence, in a query not in Title Case): a plain day beside it dates it there
+    (`is_dated_by_day`: "What did Caroline do May 3?").
     """
     return tuple(dict.fromkeys(MONTHS[words[index]] for index in _month_positions(words, capitalised_at)))
 
@@ -125,8 +126,9 @@ def is_dated_by_day(words: Sequence[str], index: int, *, capitalised: bool) -> b
     after a word that opens a date (`MONTH_DAY_LEADS`: "on May 3", "by dec 1"; `DAY_MONTH_LEADS`: "on 3 May"),
     before a year ("may 3, 2023"), or where the name is `capitalised` inside a sentence, as neither the modal nor the
     verb is written there (`has_day_of_month_beside`, as titles and turns are read): "What did Caroline do May 3?"
-    is May and names no one May. A capital opening a sentence says nothing: "May 3 people come?" is no date. A
-    number a unit follows is a count, not a day: "What did Caroline tell May 3 days ago?".
+    is May and names no one May. A capital opening a sentence or in a Title Case query says nothing: "May 3 people
+    come?", "How May 3 Replicas Fail" are no dates. A number a unit follows is a count, not a day: "What did Caroline
+    tell May 3 days ago?".
     """
     if capitalised:
         return has_day_of_month_beside(words, index)

@@ -64,17 +64,22 @@ _CAPITALISED_ANYWAY: Final = frozenset({"i", "mr", "mrs", "ms", "dr"})
 """Words always written with a capital: theirs says nothing of a name."""
 
 
-def names_someone(written: str, words: Sequence[str], index: int, *, opens_query: bool) -> bool:
+def names_someone(written: str, words: Sequence[str], index: int, *, capital_tells: bool) -> bool:
     """Whether a calendar or function word (`CALENDAR_OR_FUNCTION_WORDS`) is written as a name at `index` of `words`.
 
     `words` are the query's words as the date reader reads them (lowercase, numbers among them), `written` the
-    word as the query spells it, `opens_query` whether it is the query's first. Evidence, not a guess: it is
-    capitalised, is no modal or question word opening the query ("May I ...", "Will it ..."), and its context does
-    not date it ("in May", "May 3", "since May 2024", "last May", `is_month_named_by_date`; "last Sun",
+    word as the query spells it, `capital_tells` whether its capital says something (`telling_capitals`: inside a
+    sentence of a query not in Title Case). Evidence, not a guess: it is capitalised, is no modal, question or stop
+    word whose capital says nothing ("May I ...", "Thanks. Will it ...", "How May Caroline Help"), and its context
+    does not date it ("in May", "May 3", "since May 2024", "last May", `is_month_named_by_date`; "last Sun",
     `WEEKDAY_LEADS`). The word is then a name only where the caller knows it is one: a project's speaker.
     """
     word = words[index]
-    if word in _CAPITALISED_ANYWAY or not written[:1].isupper() or (opens_query and word in NOT_NAMES | STOPWORDS):
+    if (
+        word in _CAPITALISED_ANYWAY
+        or not written[:1].isupper()
+        or (not capital_tells and word in NOT_NAMES | STOPWORDS)
+    ):
         return False
     if word in WEEKDAYS:
         return not (index > 0 and words[index - 1] in WEEKDAY_LEADS)

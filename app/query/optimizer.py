@@ -149,9 +149,10 @@ class QueryOptimizer:
         plain_words = [token.text for token in plain_tokens]
         # "yesterday's notes", "2024's roadmap" name their date.
         words_read = [word.removesuffix("'s") for word in plain_words]
-        candidates = self._name_candidates(collapsed, plain_tokens, words_read, first=tokens[0] if tokens else None)
+        # One rule for where a capital says something, for names and dates alike ("Thanks. May I ask ...").
         capitals = telling_capitals(collapsed)
         telling = [_capital_tells(collapsed, token, capitals) for token in plain_tokens]
+        candidates = self._name_candidates(collapsed, plain_tokens, words_read, telling=telling)
         known = frozenset(known_names) | self._listed_words
         named = {index for index, name in candidates.items() if name in known}
         # A month with a capital that says something is one a plain day beside dates ("do May 3").
@@ -240,14 +241,17 @@ class QueryOptimizer:
 
     @staticmethod
     def _name_candidates(
-        collapsed: str, plain_tokens: Sequence[QueryToken], words_read: Sequence[str], *, first: QueryToken | None
+        collapsed: str, plain_tokens: Sequence[QueryToken], words_read: Sequence[str], *, telling: Sequence[bool]
     ) -> dict[int, str]:
-        """Per index of `words_read`, the calendar or function words written as names there (`names_someone`)."""
+        """Per index of `words_read`, the calendar or function words written as names there (`names_someone`).
+
+        `telling`: per index, whether the word's capital says something (`telling_capitals`).
+        """
         return {
             index: word
             for index, (token, word) in enumerate(zip(plain_tokens, words_read, strict=True))
             if word in CALENDAR_OR_FUNCTION_WORDS
-            and names_someone(as_written(collapsed, token), words_read, index, opens_query=token is first)
+            and names_someone(as_written(collapsed, token), words_read, index, capital_tells=telling[index])
         }
 
     def _search_text(self, collapsed: str, tokens: Sequence[QueryToken]) -> str:

@@ -102,3 +102,27 @@ def test_a_capital_opening_a_sentence_does_not_date_an_ambiguous_month(query: st
     analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
 
     assert (analysis.entities.months, analysis.event_time_from, analysis.event_time_to) == ((), None, None)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "How May 3 Replicas Fail",  # every word capitalised: the capital is the style's, not the month's
+        "Why March 14 Miles Hurt",
+        "Can Dec 1 Builds Pass on Arm",  # short words may stay lowercase in Title Case
+        "WHAT HAPPENS IF MAY 3 NODES FAIL",
+    ],
+)
+def test_a_capital_in_a_title_case_query_does_not_date_an_ambiguous_month(query: str) -> None:
+    analysis = QueryOptimizer(clock=lambda: NOW).analyze(query)
+
+    assert (analysis.entities.months, analysis.event_time_from, analysis.event_time_to) == ((), None, None)
+
+
+def test_a_date_word_still_dates_a_month_in_a_title_case_query() -> None:
+    assert read_range("What Happened on May 3", NOW) == (utc(2024, 5, 1), utc(2024, 6, 1))
+
+
+def test_two_capitalised_words_are_no_title_case_and_still_date_a_month_beside_a_day() -> None:
+    # One or two capitals in a row are as likely two names as a style: "Caroline May 3" is Caroline on May 3.
+    assert read_range("Caroline May 3", NOW) == (utc(2024, 5, 1), utc(2024, 6, 1))

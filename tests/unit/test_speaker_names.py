@@ -134,3 +134,40 @@ def test_a_count_after_may_leaves_her_a_name_and_the_count_back_a_date(optimizer
 
     assert analysis.names == ("caroline", "may")
     assert (analysis.entities.months, analysis.entities.relative_dates) == ((), ("3 days ago",))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Yes. May I see what Caroline said?",  # a modal opening a later sentence: its capital is the sentence's
+        "What did Caroline say? Will she go camping?",
+        "The trip: May I see what Caroline said?",
+    ],
+)
+def test_a_modal_word_opening_a_later_sentence_stays_a_word(optimizer: QueryOptimizer, query: str) -> None:
+    analysis = optimizer.analyze(query, known_names=SPEAKERS | {"caroline"})
+
+    assert analysis.names == ("caroline",)
+    assert analysis.name_candidates == ()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What Will Caroline Paint Next",  # every word capitalised: the capital is the style's, not a name's
+        "HOW MAY CAROLINE HELP",
+    ],
+)
+def test_a_modal_word_in_a_title_case_query_stays_a_word(optimizer: QueryOptimizer, query: str) -> None:
+    analysis = optimizer.analyze(query, known_names=SPEAKERS | {"caroline"})
+
+    assert analysis.name_candidates == ()
+    assert "caroline" in analysis.names
+    assert not {"will", "may"} & set(analysis.names)
+
+
+def test_a_title_after_a_name_ends_no_sentence(optimizer: QueryOptimizer) -> None:
+    analysis = optimizer.analyze("What did Dr. May say about the trip?", known_names=SPEAKERS)
+
+    assert analysis.name_candidates == ("may",)
+    assert "may" in analysis.names
