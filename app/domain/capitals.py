@@ -31,6 +31,8 @@ TITLES_BEFORE_NAMES: Final = frozenset({"mr", "mrs", "ms", "dr", "prof", "st"})
 _WORD: Final = re.compile(r"\w[\w'\u2019]*")
 _OPENING_MARKS: Final = " \"'(["
 _LAST_WORD: Final = re.compile(r"(\w+)\.$")
+_TITLE_WINDOW_CHARS: Final = 16
+"""Enough of the text before a full stop to hold any of `TITLES_BEFORE_NAMES` (a longer word is none of them)."""
 
 
 def telling_capitals(text: str) -> frozenset[int]:
@@ -63,10 +65,13 @@ def opens_a_sentence(text: str, start: int) -> bool:
 
     A title's full stop ("Dr.", `TITLES_BEFORE_NAMES`) ends none.
     """
-    before = text[:start].rstrip(_OPENING_MARKS)
-    if not before:
+    # Read back from the word, not `text[:start]`: a copy per capitalised word was quadratic in a long passage.
+    end = start
+    while end > 0 and text[end - 1] in _OPENING_MARKS:
+        end -= 1
+    if end == 0:
         return True
-    if not before.endswith(SENTENCE_ENDS):
+    if not text[end - 1].endswith(SENTENCE_ENDS):
         return False
-    title = _LAST_WORD.search(before)
+    title = _LAST_WORD.search(text, max(0, end - _TITLE_WINDOW_CHARS), end)
     return title is None or title.group(1).lower() not in TITLES_BEFORE_NAMES
