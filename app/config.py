@@ -15,7 +15,6 @@ from pydantic.fields import FieldInfo  # noqa: TC002 - the source's signature, a
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.database_url import database_url_problem
-from app.domain.outbox_lease import DEFAULT_OUTBOX_LEASE_S
 from app.engine_settings import EngineSettings
 from app.knobs import SearchKnobs, is_blank
 from app.opensearch_url import opensearch_url_problem
@@ -110,7 +109,7 @@ class Settings(BaseSettings, EngineSettings, SearchKnobs):
     outbox_poll_interval_s: float = Field(default=0.5, gt=0)
     outbox_max_backoff_s: float = Field(default=30.0, gt=0)
     # A claimed outbox entry stays with its worker this long; then any process may take it (a crash).
-    outbox_lease_s: float = Field(default=DEFAULT_OUTBOX_LEASE_S, gt=0, le=86400)
+    outbox_lease_s: float = Field(default=60.0, gt=0, le=86400)
 
     # Auth.
     auth_mode: Literal["off", "jwt"] = "off"

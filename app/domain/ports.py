@@ -69,21 +69,37 @@ class VectorIndex(Protocol):
         ...
 
 
+class VectorRead(Protocol):
+    """One snapshot of one project's chunks, opened before the query's embedding is known.
+
+    A search and the confirmation of other chunks (`ChunkTruth.existing_chunks`) read the same snapshot, so
+    they agree. Calls may be made from concurrent tasks: they run one at a time, in the order made.
+    """
+
+    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        """`VectorIndex.search` in this snapshot; `filters` name the read's project."""
+        ...
+
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
+        """`ChunkTruth.existing_chunks` in this snapshot; `project_id` is the read's project."""
+        ...
+
+
 @runtime_checkable
 class ConfirmingVectorIndex(VectorIndex, Protocol):
     """A vector index over the source of truth's own chunk rows (pgvector reads `chunks`).
 
-    So it can answer `ChunkTruth.existing_chunks` for other chunks in the same read as a search: one
-    round of the store per hybrid search instead of two (`app.retrieval.searcher`).
+    So a search can open its read of the store while it embeds the query, and confirm the lexical hits in
+    that read: one round of the store per hybrid search instead of two (`app.retrieval.searcher`).
     """
 
-    async def search_confirming(
-        self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
-    ) -> tuple[list[ScoredHit], dict[str, str]]:
-        """What `search` returns, and `ChunkTruth.existing_chunks` of `chunk_ids` under `filters`, from one read.
+    def read(self, project_id: str) -> AbstractAsyncContextManager[VectorRead]:
+        """A read of the project's chunks, open from entry to exit (`VectorRead`).
 
-        One snapshot answers both, so they agree. `chunk_ids` may name chunks `filters` excludes: they are
-        left out of the second answer.
+        Raises `EngineError` at entry when the store cannot be read; a call made with another project's
+        filters raises `ValueError`.
         """
         ...
 

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from app.domain.document_versions import DocumentState, RestoreFloor, SavedVersions
 from app.domain.errors import EngineUnavailableError, VersionConflictError
 from app.domain.models import Chunk, DocumentChunks, EmbeddedChunk, StoredDocument
-from app.domain.outbox_lease import DEFAULT_OUTBOX_LEASE_S
 from app.engines import memory_catalog
 from app.engines.memory_filters import chunk_matches, document_selected
 from app.engines.memory_outbox import InMemoryOutbox
@@ -49,9 +48,7 @@ class InMemoryDocumentStore:
 
     name = "memory"
 
-    def __init__(
-        self, *, outbox_lease_s: float = DEFAULT_OUTBOX_LEASE_S, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, *, outbox_lease_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.available = True
         self._documents: dict[DocumentKey, StoredDocument] = {}
         self._chunks: dict[DocumentKey, dict[str, StoredChunk]] = {}

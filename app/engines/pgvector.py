@@ -8,7 +8,9 @@ owns and disposes it. The search itself runs on the pooled asyncpg connection di
 
 from __future__ import annotations
 
+import asyncio
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -36,13 +38,15 @@ from app.engines.postgres_sql import (
 from app.engines.vector_plan import exact_scan_limit, prefers_exact_scan
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     import asyncpg
     from sqlalchemy.ext.asyncio import AsyncEngine
     from sqlalchemy.pool import Pool
 
     from app.domain.models import Filters
+    from app.domain.ports import VectorRead
 
 VECTOR_ENGINE: Final = "pgvector"
 MAX_HNSW_EF_SEARCH: Final = 1000
@@ -169,34 +173,46 @@ class PgVectorIndex:
 
     async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """Return at most `top_k` chunks matching `filters`, best first (ties by chunk id)."""
-        hits, _ = await self.search_confirming(embedding, top_k=top_k, filters=filters, chunk_ids=())
-        return hits
+        if top_k <= 0 or filters.chunk_ids == ():
+            return []
+        async with self.read(filters.project_id) as read:
+            return await read.search(embedding, top_k=top_k, filters=filters)
 
-    async def search_confirming(
-        self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
-    ) -> tuple[list[ScoredHit], dict[str, str]]:
-        """`search`, and `ChunkTruth.existing_chunks` of `chunk_ids` under `filters`, in one transaction."""
-        searching = top_k > 0 and filters.chunk_ids != ()
-        if not searching and not chunk_ids:
-            return [], {}
+    def read(self, project_id: str) -> AbstractAsyncContextManager[VectorRead]:
+        """A read-only transaction scoped to the project (`ConfirmingVectorIndex.read`), rolled back at exit."""
+        return self._read(project_id)
+
+    @asynccontextmanager
+    async def _read(self, project_id: str) -> AsyncIterator[VectorRead]:
+        with translate_errors(engine=self.name):
+            preset = await self._uses_preset_sessions()
+            try:
+                # On the driver's own connection: this read runs on every query (`app.engines.postgres_driver`).
+                async with project_read(self._engine, [project_id]) as connection:
+                    read = _PgVectorRead(self, connection, project_id, sessions_preset=preset)
+                    yield read
+                    read.check_reusable()
+            except _InterruptedReadError:
+                pass  # `project_read` dropped the connection: a statement of it failed or was cut off
+
+    async def _search_in(
+        self, connection: asyncpg.Connection, embedding: Sequence[float], *, top_k: int, filters: Filters, preset: bool
+    ) -> list[ScoredHit]:
+        """The search's statements in the caller's transaction (`preset`: the sessions carry our HNSW settings)."""
+        if top_k <= 0 or filters.chunk_ids == ():
+            return []
         parameters: dict[str, object] = {"embedding": vector_literal(embedding), "top_k": top_k}
         where = filter_sql(filters, parameters)
         ef_search = min(max(self._ef_search, top_k), MAX_HNSW_EF_SEARCH)
-        with translate_errors(engine=self.name):
-            # The sessions' own HNSW settings usually suffice: no SET LOCAL of them then.
-            preset = not searching or (top_k <= self._ef_search and await self._uses_preset_sessions())
-            # On the driver's own connection: this read runs on every query (`app.engines.postgres_driver`).
-            async with project_read(self._engine, [filters.project_id]) as connection:
-                exact = filters.chunk_ids is not None or (
-                    searching and await self._reads_exactly(connection, filters.project_id, ef_search=ef_search)
-                )
-                if not (preset or exact):
-                    await fetch(connection, SET_LOCAL_HNSW, {"ef_search": str(ef_search)})
-                statement = _exact_search_sql(filters, parameters) if exact else nearest_search_sql(where)
-                rows = await fetch(connection, statement, parameters) if searching else []
-                current = await select_existing_chunks(connection, filters.project_id, chunk_ids, filters=filters)
-        hits = [ScoredHit(chunk=chunk_from_record(row), score=1.0 - float(row["distance"])) for row in rows]
-        return hits, current
+        exact = filters.chunk_ids is not None or await self._reads_exactly(
+            connection, filters.project_id, ef_search=ef_search
+        )
+        # The sessions' own HNSW settings usually suffice: no SET LOCAL of them then.
+        if not (exact or (preset and top_k <= self._ef_search)):
+            await fetch(connection, SET_LOCAL_HNSW, {"ef_search": str(ef_search)})
+        statement = _exact_search_sql(filters, parameters) if exact else nearest_search_sql(where)
+        rows = await fetch(connection, statement, parameters)
+        return [ScoredHit(chunk=chunk_from_record(row), score=1.0 - float(row["distance"])) for row in rows]
 
     async def _reads_exactly(self, connection: asyncpg.Connection, project_id: str, *, ef_search: int) -> bool:
         """Whether the project's rows are cheaper to rank exactly than by the graph, from a recent count."""
@@ -221,6 +237,69 @@ class PgVectorIndex:
     async def ping(self) -> None:
         """Return when PostgreSQL answers; raise `EngineUnavailableError` otherwise."""
         await ping_database(self._engine, name=self.name)
+
+
+class _PgVectorRead:
+    """`VectorRead` on one pooled connection inside `project_read`'s transaction: calls take turns on it."""
+
+    def __init__(
+        self, index: PgVectorIndex, connection: asyncpg.Connection, project_id: str, *, sessions_preset: bool
+    ) -> None:
+        self._index = index
+        self._connection = connection
+        self._project_id = project_id
+        self._sessions_preset = sessions_preset
+        self._turn = asyncio.Lock()  # asyncpg runs one statement at a time on a connection
+        # A statement that failed or was cut off (a deadline, a cancellation) leaves the transaction or the
+        # connection unusable: later calls fail at once, and the connection is dropped instead of reused.
+        self.interrupted = False
+
+    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        """`VectorIndex.search` in this transaction."""
+        self._check_project(filters.project_id)
+        async with self._turn:
+            self._check_usable()
+            try:
+                with translate_errors(engine=self._index.name):
+                    return await self._index._search_in(  # noqa: SLF001 - the index's own read
+                        self._connection, embedding, top_k=top_k, filters=filters, preset=self._sessions_preset
+                    )
+            except BaseException:
+                self.interrupted = True
+                raise
+
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
+        """`ChunkTruth.existing_chunks` in this transaction."""
+        self._check_project(project_id)
+        async with self._turn:
+            self._check_usable()
+            try:
+                with translate_errors(engine=self._index.name):
+                    return await select_existing_chunks(self._connection, project_id, chunk_ids, filters=filters)
+            except BaseException:
+                self.interrupted = True
+                raise
+
+    def _check_project(self, project_id: str) -> None:
+        if project_id != self._project_id:
+            msg = f"a read of project {self._project_id!r} asked about project {project_id!r}"
+            raise ValueError(msg)
+
+    def check_reusable(self) -> None:
+        """Raise `_InterruptedReadError` when the connection must be dropped rather than rolled back and reused."""
+        if self.interrupted:
+            raise _InterruptedReadError
+
+    def _check_usable(self) -> None:
+        if self.interrupted:
+            msg = "an earlier statement of this read failed or was cut off"
+            raise EngineUnavailableError(msg, engine=self._index.name)
+
+
+class _InterruptedReadError(Exception):
+    """Ends a read whose connection must not be reused (`_PgVectorRead.interrupted`)."""
 
 
 async def ping_database(engine: AsyncEngine, *, name: str) -> None:

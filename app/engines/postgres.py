@@ -19,7 +19,6 @@ from sqlalchemy import text
 
 from app.domain.document_versions import DocumentState, SavedVersions
 from app.domain.models import DocumentChunks, OutboxStats, StoredDocument
-from app.domain.outbox_lease import DEFAULT_OUTBOX_LEASE_S
 from app.engines import postgres_catalog, postgres_locks, postgres_outbox, postgres_versions
 from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
@@ -60,6 +59,8 @@ if TYPE_CHECKING:
     from app.engines.postgres_snapshots import PostgresProjectSnapshot
 
 STORE_ENGINE: Final = "postgres"
+DEFAULT_OUTBOX_LEASE_S: Final = 60.0
+"""How long a claimed outbox entry stays with its claimer before another worker may take it."""
 
 
 class PostgresDocumentStore:

@@ -1,33 +1,38 @@
 """How a search runs each leg against its port: timed, traced, degraded on failure, recorded on the run.
 
 `LegRunner` holds the ports and runs one leg's call at a time for the searcher's strategies: embedding the
-query, the vector search (optionally confirming the lexical hits in the same read, `ConfirmingVectorIndex`),
-and the lexical search (optionally confirmed against the source of truth, `drop_stale`). Each call records
-its stage time, its `LegTiming` and its ranking on the `SearchRun`, and names a failure as a reason
-instead of raising (`attempt`), so the strategy decides what a missing leg means.
+query, the vector search, and the lexical search (confirmed against the source of truth, `drop_stale`). Each
+call records its stage time, its `LegTiming` and its ranking on the `SearchRun`, and names a failure as a
+reason instead of raising (`attempt`), so the strategy decides what a missing leg means.
+
+With a `ConfirmingVectorIndex` (pgvector), `read_ahead` opens the search's read of the store while the query
+is embedded, and both the vector search and the lexical hits' confirmation run in it: the transaction's
+opening overlaps the embedding, and the confirmation overlaps it too when the lexical leg is done first
+(it usually is), so neither waits on the search's critical path.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field, replace
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from app.domain.errors import EngineError
 from app.domain.labels import LEXICAL_UNCONFIRMED, STAGE_EMBED, STAGE_LEXICAL, STAGE_SEMANTIC
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, ScoredHit
 from app.domain.ports import ConfirmingVectorIndex
 from app.domain.results import LegHit, LegTiming
 from app.observability.tracing import phase
-from app.retrieval.legs import attempt, deadline_at, drop_stale, note_failure
+from app.retrieval.legs import EMBEDDER_STAGE, attempt, deadline_at, drop_stale, note_failure
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Sequence
 
     from app.domain.models import Filters, SearchPlan
-    from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex
+    from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex, VectorRead
 
-EMBEDDER_STAGE: Final = "embedder"
 SPAN_EMBED: Final = "search.embed"
 SPAN_ENGINE_PREFIX: Final = "search.engine."
 
@@ -50,7 +55,6 @@ class SearchRun:
     query_embedding: Sequence[float] | None = None  # embedded ahead (a batch): the embed stage is skipped
     # The query's embedding once this search has it: a deeper search for a collapsed page reuses it.
     embedding: Sequence[float] | None = None
-    confirmed_chunks: dict[str, str] | None = None  # chunk id -> hash, read with the vector search
 
 
 class LegRunner:
@@ -62,25 +66,41 @@ class LegRunner:
         self._truth = truth
         self._vector = vector
         # Decided once: a runtime Protocol check reads every member, too slow for every search.
-        self._confirming = vector if truth is not None and isinstance(vector, ConfirmingVectorIndex) else None
+        self._confirming = vector if isinstance(vector, ConfirmingVectorIndex) else None
         self._lexical = lexical
         self._embedder = embedder
 
-    @property
-    def confirms_in_one_read(self) -> bool:
-        """Whether the vector search can confirm the lexical hits in its own read of the truth."""
-        return self._confirming is not None
+    @asynccontextmanager
+    async def read_ahead(self, plan: SearchPlan) -> AsyncIterator[VectorRead | None]:
+        """The vector index's read of the plan's project, opening meanwhile; None when the index has no such read.
+
+        Pass it to `semantic`, `vector_search` and `lexical`: each waits for it to open, and fails as its opening
+        did (the search then degrades as when its vector read fails). At exit a read still opening is abandoned,
+        and a read that cannot end cleanly is dropped: the legs' answers are in by then.
+        """
+        if self._confirming is None:
+            yield None
+            return
+        read = self._confirming.read(plan.filters.project_id)
+        stack = AsyncExitStack()
+        opening = asyncio.ensure_future(stack.enter_async_context(read))
+        try:
+            yield _ReadAhead(opening)
+        finally:
+            await _close(stack, opening)
 
     async def semantic(
-        self, plan: SearchPlan, run: SearchRun, *, top_k: int, filters: Filters
+        self, plan: SearchPlan, run: SearchRun, *, top_k: int, filters: Filters, read: VectorRead | None = None
     ) -> list[ScoredHit] | None:
-        """Embed, then search vectors, both within one `semantic_timeout_s` deadline."""
+        """Embed, then search vectors (in `read` when given), both within one `semantic_timeout_s` deadline."""
         deadline = asyncio.get_running_loop().time() + plan.semantic_timeout_s
         embedding = await self.embed(plan, run, deadline=deadline)
         if embedding is None:
             self.record_semantic(run, hits=None)
             return None
-        return await self.vector_search(plan, run, embedding, top_k=top_k, filters=filters, deadline=deadline)
+        return await self.vector_search(
+            plan, run, embedding, top_k=top_k, filters=filters, deadline=deadline, read=read
+        )
 
     async def embed(self, plan: SearchPlan, run: SearchRun, *, deadline: float | None = None) -> list[float] | None:
         """The query's embedding (None when the embedder failed or ran out of time: the reason is recorded)."""
@@ -113,16 +133,14 @@ class LegRunner:
         top_k: int,
         filters: Filters,
         deadline: float | None = None,
-        confirm: Sequence[str] | None = None,
+        read: VectorRead | None = None,
     ) -> list[ScoredHit] | None:
-        """Search vectors; with `confirm`, also read which of those chunks exist into `run.confirmed_chunks`.
-
-        `confirm` is honoured by a `ConfirmingVectorIndex` only; `run.confirmed_chunks` stays None when the read fails.
-        """
+        """Search vectors, in `read` when given (`read_ahead`), else in a read of their own."""
         started = time.perf_counter()
+        searching = (read or self._vector).search(embedding, top_k=top_k, filters=filters)
         with phase(SPAN_ENGINE_PREFIX + self._vector.name) as span:
             hits, reason = await attempt(
-                self._read_vectors(embedding, top_k=top_k, filters=filters, confirm=confirm, run=run),
+                searching,
                 stage=STAGE_SEMANTIC,
                 deadline=deadline_at(deadline, plan.semantic_timeout_s),
             )
@@ -137,32 +155,12 @@ class LegRunner:
         self.record_semantic(run, hits=hits)
         return hits
 
-    async def _read_vectors(
-        self,
-        embedding: Sequence[float],
-        *,
-        top_k: int,
-        filters: Filters,
-        confirm: Sequence[str] | None,
-        run: SearchRun,
-    ) -> list[ScoredHit]:
-        if confirm is None or self._confirming is None:
-            return await self._vector.search(embedding, top_k=top_k, filters=filters)
-        hits, run.confirmed_chunks = await self._confirming.search_confirming(
-            embedding, top_k=top_k, filters=filters, chunk_ids=confirm
-        )
-        return hits
-
     async def lexical(
-        self, plan: SearchPlan, run: SearchRun, *, top_k: int, confirm: bool = True
+        self, plan: SearchPlan, run: SearchRun, *, top_k: int, read: VectorRead | None = None
     ) -> list[ScoredHit] | None:
-        """The lexical search; with `confirm`, its hits checked against the truth (else the caller checks them)."""
+        """The lexical search, its hits checked against the truth (`drop_stale`), in `read` when given."""
         started = time.perf_counter()
-        searching = (
-            self._current_lexical_hits(plan, run, top_k=top_k)
-            if confirm
-            else self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
-        )
+        searching = self._current_lexical_hits(plan, run, top_k=top_k, read=read)
         with phase(SPAN_ENGINE_PREFIX + self._lexical.name) as span:
             hits, reason = await attempt(
                 searching,
@@ -180,28 +178,18 @@ class LegRunner:
         )
         return hits
 
-    async def _current_lexical_hits(self, plan: SearchPlan, run: SearchRun, *, top_k: int) -> list[ScoredHit]:
+    async def _current_lexical_hits(
+        self, plan: SearchPlan, run: SearchRun, *, top_k: int, read: VectorRead | None
+    ) -> list[ScoredHit]:
         """The lexical leg's hits that the source of truth still holds as they were indexed (`drop_stale`)."""
         hits = await self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
         if not hits or self._truth is None:
             return hits
-        current, confirmed = await drop_stale(self._truth, plan.filters, hits)
+        # The vector index's read holds the truth's own rows (`ConfirmingVectorIndex`): one read for both legs.
+        current, confirmed = await drop_stale(read or self._truth, plan.filters, hits)
         if not confirmed:
             run.reasons.append(LEXICAL_UNCONFIRMED)
         return current
-
-    @staticmethod
-    def record_lexical_hits(run: SearchRun, hits: Sequence[ScoredHit]) -> None:
-        """The lexical leg's hits once confirmed after the leg itself returned (one-read hybrid).
-
-        `hits` are those the leg recorded less the stale ones, in order: when none was stale they are recorded
-        already, and this runs after the vector read, on the search's critical path.
-        """
-        recorded = run.leg_hits.get(LEXICAL_LEG)
-        if recorded is not None and len(recorded) == len(hits):
-            return
-        run.leg_hits[LEXICAL_LEG] = _leg_hits(hits)
-        run.legs[LEXICAL_LEG] = replace(run.legs[LEXICAL_LEG], result_count=len(hits))
 
     @staticmethod
     def record_semantic(run: SearchRun, *, hits: Sequence[ScoredHit] | None) -> None:
@@ -215,3 +203,33 @@ class LegRunner:
 
 def _leg_hits(hits: Sequence[ScoredHit] | None) -> tuple[LegHit, ...]:
     return tuple(LegHit.of(hit) for hit in hits or ())
+
+
+class _ReadAhead:
+    """A `VectorRead` that may still be opening: each call waits for it, and fails as its opening did."""
+
+    def __init__(self, opening: asyncio.Future[VectorRead]) -> None:
+        self._opening = opening
+
+    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        # Shielded: a leg that gives up waiting must not cancel the opening the other leg may still use.
+        read = await asyncio.shield(self._opening)
+        return await read.search(embedding, top_k=top_k, filters=filters)
+
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
+        read = await asyncio.shield(self._opening)
+        return await read.existing_chunks(project_id, chunk_ids, filters=filters)
+
+
+async def _close(stack: AsyncExitStack, opening: asyncio.Future[VectorRead]) -> None:
+    """End a `read_ahead` read: abandon it while it is still opening, else leave it (its rollback)."""
+    if not opening.done():
+        opening.cancel()
+    await asyncio.wait({opening})
+    if not opening.cancelled():
+        opening.exception()  # retrieved: a read that failed to open is each leg's reason already
+    # A read that cannot end cleanly drops its connection (the adapter's); the legs' answers are in.
+    with suppress(EngineError):
+        await stack.aclose()

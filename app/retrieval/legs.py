@@ -10,15 +10,16 @@ read-your-deletes check against the source of truth.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from app.domain.errors import EngineError, EngineTimeoutError
+from app.domain.labels import STAGE_LEXICAL, STAGE_SEMANTIC
 from app.observability.metrics import record_engine_error
 from app.observability.spans import SPAN_ATTRIBUTE_RESULT_COUNT
 from app.observability.tracing import mark_span_failed
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+    from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 
     from opentelemetry.trace import Span
 
@@ -40,6 +41,25 @@ def note_failure(span: Span, engine: str, reason: str | None, *, result_count: i
         return
     record_engine_error(engine)
     mark_span_failed(span, reason)
+
+
+EMBEDDER_STAGE: Final = "embedder"
+"""The query embedding's name in a failure reason (`embedder_timeout`) and in engine error counts."""
+LEG_ORDER: Final = (EMBEDDER_STAGE, STAGE_SEMANTIC, STAGE_LEXICAL)
+"""The order a search names its degradation reasons in, by the stage a reason's name starts with."""
+
+
+def in_leg_order(reasons: Iterable[str]) -> tuple[str, ...]:
+    """`reasons` by `LEG_ORDER` of their stage, then the rest, each group in the order it came.
+
+    For legs that run at once: the order they failed in is the machine's, this one is always the same.
+    """
+
+    def rank(reason: str) -> int:
+        stage = reason.split("_", 1)[0]
+        return LEG_ORDER.index(stage) if stage in LEG_ORDER else len(LEG_ORDER)
+
+    return tuple(sorted(reasons, key=rank))
 
 
 def deadline_at(deadline: float | None, timeout_s: float) -> float:

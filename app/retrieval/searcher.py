@@ -10,10 +10,10 @@ Strategies:
 
 Read-your-deletes: with a `truth` (the document store), lexical hits whose chunk PostgreSQL no longer
 holds as indexed are dropped before fusion (the lexical index lags by the outbox). When the vector index
-reads the truth's own rows (`ConfirmingVectorIndex`, pgvector), a hybrid search embeds and searches the
-lexical index concurrently, then makes one read that both searches vectors and confirms the lexical
-hits: one PostgreSQL transaction per search instead of two (the vector search waits for the lexical
-leg, which is usually done before the embedding is).
+reads the truth's own rows (`ConfirmingVectorIndex`, pgvector), a search opens that read while it embeds
+the query (`LegRunner.read_ahead`), and a hybrid search confirms the lexical hits in it as soon as the
+lexical leg is done, usually before the embedding is: one PostgreSQL transaction per search, whose
+opening and confirmation wait on no leg.
 
 Each leg's call (timed, traced, recorded on the `SearchRun`) is `app/retrieval/leg_runs.py`; this module
 decides which legs run, in what order, and what a missing one means.
@@ -26,14 +26,14 @@ and timeouts count as engine failures: any other exception is a bug and propagat
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from app.domain.errors import AllEnginesFailedError
-from app.domain.labels import LEXICAL_UNCONFIRMED, STAGE_FUSION, STAGE_RERANK, STAGE_TOTAL
+from app.domain.labels import STAGE_FUSION, STAGE_RERANK, STAGE_TOTAL
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, FusedHit, ScoredHit, SearchPlan, SearchStrategy
 from app.domain.results import SearchResult
 from app.observability.tracing import phase
@@ -41,16 +41,16 @@ from app.retrieval.diversity import cap_per_session
 from app.retrieval.evidence import prefer_evidence
 from app.retrieval.fusion import cascade_ranking, fuse, rank_single_leg
 from app.retrieval.leg_runs import LegRunner, SearchRun, elapsed_ms
-from app.retrieval.legs import both, drop_stale, still_current
+from app.retrieval.legs import both, in_leg_order
 from app.retrieval.neighbours import share_neighbour_scores
 from app.retrieval.postprocess import returned_page
 from app.retrieval.relevance import bm25_half_for, readable_relevance
 from app.retrieval.widening import deeper_plan, merged_runs, needs_deeper_candidates
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
-    from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex
+    from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex, VectorRead
     from app.retrieval.postprocess import ReturnedPage
     from app.retrieval.rerank import SecondStage
 
@@ -86,10 +86,11 @@ class HybridSearcher:
         When collapsing left the page short although a leg returned all it was asked for, the search runs again
         deeper (`app/retrieval/widening.py`), reusing the query's embedding; its stage times then add up both
         searches; a deeper page that `min_score` leaves with fewer hits is dropped for the first. `stage_ms` holds
-        "embed", "semantic" (vector search alone), "lexical",
-        "fusion" (fusion and post-processing), "rerank" (the second stage, when one is configured and the plan is
-        hybrid) for the stages that ran, and always "total". `legs` holds each attempted leg; the semantic leg's time
-        includes embedding. Raises `AllEnginesFailedError` when no leg produced results.
+        "embed", "semantic" (the vector search alone: its read of the store opens during the embedding), "lexical"
+        (the lexical search and its hits' confirmation), "fusion" (fusion and post-processing), "rerank" (the second
+        stage, when one is configured and the plan is hybrid) for the stages that ran, and always "total". `legs` holds
+        each attempted leg; the semantic leg's time includes embedding. Raises `AllEnginesFailedError` when no leg
+        produced results.
         """
         started = time.perf_counter()
         second_stage = self._second_stage if self._second_stage and self._second_stage.applies_to(plan) else None
@@ -182,13 +183,12 @@ class HybridSearcher:
     # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
 
     async def _hybrid(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
-        if self._legs.confirms_in_one_read and self._truth is not None:
-            semantic_hits, lexical_hits = await self._hybrid_in_one_read(plan, run, self._truth)
-        else:
-            semantic_hits, lexical_hits = await both(
-                self._legs.semantic(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters),
-                self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k),
-            )
+        async with self._legs.read_ahead(plan) as read:
+            with _reasons_in_leg_order(run):
+                semantic_hits, lexical_hits = await both(
+                    self._legs.semantic(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters, read=read),
+                    self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k, read=read),
+                )
         ranked = {
             leg: hits for leg, hits in ((SEMANTIC_LEG, semantic_hits), (LEXICAL_LEG, lexical_hits)) if hits is not None
         }
@@ -196,48 +196,9 @@ class HybridSearcher:
             raise _all_failed(run)
         return lambda: fuse(ranked, plan.fusion)
 
-    async def _hybrid_in_one_read(
-        self, plan: SearchPlan, run: SearchRun, truth: ChunkTruth
-    ) -> tuple[list[ScoredHit] | None, list[ScoredHit] | None]:
-        """Both legs, with the lexical hits confirmed by the vector search's own read of the store.
-
-        When that read fails, the lexical hits stand unconfirmed (as when the store cannot answer a
-        confirmation); when the embedding fails, they are confirmed on their own.
-        """
-        deadline = asyncio.get_running_loop().time() + plan.semantic_timeout_s
-        embedding, lexical_hits = await both(
-            self._legs.embed(plan, run, deadline=deadline),
-            self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k, confirm=False),
-        )
-        if embedding is None:
-            self._legs.record_semantic(run, hits=None)
-            if lexical_hits:
-                lexical_hits, confirmed = await drop_stale(
-                    truth, plan.filters, lexical_hits, timeout_s=plan.lexical_timeout_s
-                )
-                if not confirmed:
-                    run.reasons.append(LEXICAL_UNCONFIRMED)
-                self._legs.record_lexical_hits(run, lexical_hits)
-            return None, lexical_hits
-        pending = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits or ()))
-        semantic_hits = await self._legs.vector_search(
-            plan,
-            run,
-            embedding,
-            top_k=plan.semantic_retrieve_k,
-            filters=plan.filters,
-            deadline=deadline,
-            confirm=pending,
-        )
-        if lexical_hits and run.confirmed_chunks is not None:
-            lexical_hits = still_current(lexical_hits, run.confirmed_chunks)
-            self._legs.record_lexical_hits(run, lexical_hits)
-        elif lexical_hits:  # the vector read that was to confirm them failed: they stand unchecked
-            run.reasons.append(LEXICAL_UNCONFIRMED)
-        return semantic_hits, lexical_hits
-
     async def _semantic_only(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
-        hits = await self._legs.semantic(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters)
+        async with self._legs.read_ahead(plan) as read:
+            hits = await self._legs.semantic(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters, read=read)
         if hits is not None:
             return _single(hits, SEMANTIC_LEG)
         return await self._fallback_to_lexical(plan, run)
@@ -258,10 +219,15 @@ class HybridSearcher:
         return _single(hits, LEXICAL_LEG)
 
     async def _cascading(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
-        embedding, lexical_hits = await both(
-            self._legs.embed(plan, run),
-            self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k * plan.cascading_multiplier),
-        )
+        async with self._legs.read_ahead(plan) as read:
+            return await self._cascade(plan, run, read)
+
+    async def _cascade(self, plan: SearchPlan, run: SearchRun, read: VectorRead | None) -> _Ranking:
+        with _reasons_in_leg_order(run):
+            embedding, lexical_hits = await both(
+                self._legs.embed(plan, run),
+                self._legs.lexical(plan, run, top_k=plan.lexical_retrieve_k * plan.cascading_multiplier, read=read),
+            )
         if embedding is None:
             self._legs.record_semantic(run, hits=None)
             if lexical_hits is None:
@@ -269,7 +235,7 @@ class HybridSearcher:
             return _single(lexical_hits, LEXICAL_LEG)
         if lexical_hits is None:  # lexical stage failed: rank over the filters alone
             semantic_hits = await self._legs.vector_search(
-                plan, run, embedding, top_k=plan.semantic_retrieve_k, filters=plan.filters
+                plan, run, embedding, top_k=plan.semantic_retrieve_k, filters=plan.filters, read=read
             )
             if semantic_hits is None:
                 raise _all_failed(run)
@@ -277,12 +243,12 @@ class HybridSearcher:
         candidate_ids = tuple(dict.fromkeys(hit.chunk_id for hit in lexical_hits))
         if not candidate_ids:  # nothing to narrow to; semantic search still sees every matching chunk
             semantic_hits = await self._legs.vector_search(
-                plan, run, embedding, top_k=plan.semantic_retrieve_k, filters=plan.filters
+                plan, run, embedding, top_k=plan.semantic_retrieve_k, filters=plan.filters, read=read
             )
             return _single(semantic_hits, SEMANTIC_LEG) if semantic_hits is not None else _single([], LEXICAL_LEG)
         restricted = replace(plan.filters, chunk_ids=candidate_ids)
         semantic_hits = await self._legs.vector_search(
-            plan, run, embedding, top_k=len(candidate_ids), filters=restricted
+            plan, run, embedding, top_k=len(candidate_ids), filters=restricted, read=read
         )
         if semantic_hits is None:
             return _single(lexical_hits, LEXICAL_LEG)
@@ -294,6 +260,19 @@ _Ranking: TypeAlias = "Callable[[], list[FusedHit]]"
 
 def _single(hits: Sequence[ScoredHit], leg: str) -> _Ranking:
     return lambda: rank_single_leg(hits, leg=leg)
+
+
+@contextmanager
+def _reasons_in_leg_order(run: SearchRun) -> Iterator[None]:
+    """The reasons legs running at once add, in the legs' order (`in_leg_order`), not the order they failed in.
+
+    Reasons added one after the other (a single-leg strategy's fallback) keep theirs: it says what was tried first.
+    """
+    before = len(run.reasons)
+    try:
+        yield
+    finally:
+        run.reasons[before:] = in_leg_order(run.reasons[before:])
 
 
 def _all_failed(run: SearchRun) -> AllEnginesFailedError:

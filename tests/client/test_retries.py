@@ -423,17 +423,13 @@ def test_an_unreachable_service_raises_a_transport_error_naming_the_url() -> Non
 
 
 def test_retry_after_as_an_http_date_counts_seconds_from_now() -> None:
-    # An HTTP date holds whole seconds: the date sent is `when` less its fraction of a second.
-    when = (datetime.now(UTC) + timedelta(seconds=30)).replace(microsecond=0)
+    when = datetime.now(UTC) + timedelta(seconds=30)
     response = httpx.Response(503, headers={"Retry-After": format_datetime(when, usegmt=True)})
 
-    before = datetime.now(UTC)
     seconds = retry_after_seconds(response)
-    after = datetime.now(UTC)
 
-    # From `when` to the instant it was read, between `before` and `after` however long the machine stalled.
     assert seconds is not None
-    assert (when - after).total_seconds() <= seconds <= (when - before).total_seconds()
+    assert 28.0 <= seconds <= 30.0
 
 
 @pytest.mark.parametrize("value", ["soon", "-1", ""])

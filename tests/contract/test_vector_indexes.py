@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import text
@@ -21,7 +22,10 @@ from app.engines.postgres import PostgresDocumentStore
 from app.engines.postgres_roles import ensure_runtime_role
 from app.engines.postgres_sql import SELECT_PROJECT_SIZE, exact_search_sql, filter_sql, nearest_search_sql
 from tests.contract.document_store import chunk, embedding
-from tests.contract.vector_index import VectorIndexContract, save
+from tests.contract.vector_index import VectorIndexContract, ids, save
+
+if TYPE_CHECKING:
+    from app.domain.models import ScoredHit
 
 BACKEND_EXIT_TIMEOUT_S = 30.0
 """How long a terminated PostgreSQL backend may take to leave pg_stat_activity."""
@@ -150,14 +154,18 @@ class TestPgVectorIndex(VectorIndexContract):
         engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=1)
         index = PgVectorIndex(engine)
         filters = Filters(project_id=project)
+
+        async def hybrid_read() -> tuple[list[ScoredHit], dict[str, str]]:
+            async with index.read(project) as read:  # the confirmation first, as a hybrid search asks
+                existing = await read.existing_chunks(project, ["doc#5"], filters=filters)
+                return await read.search(embedding(1.0), top_k=3, filters=filters), existing
+
         try:
             await index.search(embedding(1.0), top_k=3, filters=filters)  # learns the preset sessions first
             outcomes = {"cancelled": 0, "finished": 0}
             for attempt_number in range(40):
-                task = asyncio.create_task(
-                    index.search_confirming(embedding(1.0), top_k=3, filters=filters, chunk_ids=["doc#5"])
-                )
-                for _ in range(attempt_number % 8):  # cancel after 0..7 turns of the loop
+                task = asyncio.create_task(hybrid_read())
+                for _ in range(attempt_number % 10):  # cancel after 0..9 turns of the loop
                     await asyncio.sleep(0)
                 task.cancel()
                 try:
@@ -165,9 +173,7 @@ class TestPgVectorIndex(VectorIndexContract):
                     outcomes["finished"] += 1
                 except asyncio.CancelledError:
                     outcomes["cancelled"] += 1
-            hits, existing = await index.search_confirming(
-                embedding(1.0), top_k=3, filters=filters, chunk_ids=["doc#5"]
-            )
+            hits, existing = await hybrid_read()
             async with engine.connect() as connection:
                 scope = (await connection.execute(text("SELECT current_setting('poimen.project_ids', true)"))).scalar()
                 visible = (await connection.execute(text("SELECT count(*) FROM chunks"))).scalar()
@@ -179,6 +185,50 @@ class TestPgVectorIndex(VectorIndexContract):
         assert set(existing) == {"doc#5"}
         assert scope in {None, ""}  # the search's SET LOCAL ended with its transaction
         assert visible == 0  # and so no row is visible outside one
+
+    async def test_a_call_cut_off_inside_a_read_fails_the_rest_of_it_and_the_pool_stays_clean(
+        self, store, migrated_postgres_url, project
+    ) -> None:
+        # A deadline that cuts one call off (the confirmation's, the search's) leaves the read's connection
+        # mid-statement: the read's later calls fail at once, and the connection is dropped at the read's end
+        # instead of going back to the pool still busy.
+        await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(6)])
+        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=1)
+        index = PgVectorIndex(engine)
+        filters = Filters(project_id=project)
+        outcomes = {"cut off": 0, "cancelled before it began": 0, "answered": 0}
+        refusals: list[str] = []
+        try:
+            await index.search(embedding(1.0), top_k=3, filters=filters)
+            for attempt_number in range(30):
+                async with index.read(project) as read:
+                    call = asyncio.create_task(read.existing_chunks(project, ["doc#5"], filters=filters))
+                    for _ in range(attempt_number % 6):
+                        await asyncio.sleep(0)
+                    call.cancel()
+                    try:
+                        await call
+                        outcomes["answered"] += 1
+                        assert ids(await read.search(embedding(1.0), top_k=1, filters=filters)) == ["doc#0"]
+                    except asyncio.CancelledError:
+                        try:
+                            later = await read.search(embedding(1.0), top_k=1, filters=filters)
+                        except EngineUnavailableError as error:
+                            refusals.append(str(error))
+                            outcomes["cut off"] += 1
+                        else:  # cancelled before its statement was sent: the read is whole
+                            assert ids(later) == ["doc#0"]
+                            outcomes["cancelled before it began"] += 1
+            hits = await index.search(embedding(1.0), top_k=3, filters=filters)
+            async with engine.connect() as connection:
+                scope = (await connection.execute(text("SELECT current_setting('poimen.project_ids', true)"))).scalar()
+        finally:
+            await engine.dispose()
+
+        assert outcomes["cut off"] > 0
+        assert all("cut off" in refusal for refusal in refusals)
+        assert [h.chunk_id for h in hits] == ["doc#0", "doc#1", "doc#2"]
+        assert scope in {None, ""}
 
     async def test_a_search_whose_connection_was_killed_fails_once_then_recovers(
         self, store, migrated_postgres_url, project

@@ -5,6 +5,7 @@ An index searches what its document store saved, so each adapter supplies both f
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -414,7 +415,7 @@ class VectorIndexContract:
 
         assert ids(await index.search(embedding(1.0), top_k=5, filters=Filters(project_id=project))) == ["kept#0"]
 
-    async def test_search_confirming_answers_the_search_and_which_chunks_exist(self, store, index, project) -> None:
+    async def test_a_read_answers_the_search_and_which_chunks_exist(self, store, index, project) -> None:
         other = project + "_other"
         await save(
             store, [(chunk(project, "a", 0), embedding(1.0, 0.0)), (chunk(project, "b", 0), embedding(0.0, 1.0))]
@@ -423,18 +424,17 @@ class VectorIndexContract:
         filters = Filters(project_id=project)
         asked = ["b#0", "gone#0", "c#0"]
 
-        hits, current = await index.search_confirming(embedding(1.0, 0.0), top_k=1, filters=filters, chunk_ids=asked)
+        async with index.read(project) as read:
+            hits = await read.search(embedding(1.0, 0.0), top_k=1, filters=filters)
+            current = await read.existing_chunks(project, asked)
+            nothing = await read.search(embedding(1.0, 0.0), top_k=0, filters=filters)
 
         assert ids(hits) == ids(await index.search(embedding(1.0, 0.0), top_k=1, filters=filters)) == ["a#0"]
         assert current == await store.existing_chunks(project, asked)
         assert set(current) == {"b#0"}  # never another project's chunk
-        nothing, only_current = await index.search_confirming(
-            embedding(1.0, 0.0), top_k=0, filters=filters, chunk_ids=["a#0"]
-        )
         assert nothing == []
-        assert set(only_current) == {"a#0"}
 
-    async def test_search_confirming_reports_a_hit_that_is_also_asked_in_both(self, store, index, project) -> None:
+    async def test_a_read_reports_a_hit_that_is_also_asked_in_both(self, store, index, project) -> None:
         await save(
             store,
             [
@@ -446,19 +446,19 @@ class VectorIndexContract:
         filters = Filters(project_id=project)
         asked = ["a#0", "c#0", "gone#0"]
 
-        hits, current = await index.search_confirming(embedding(1.0, 0.0), top_k=2, filters=filters, chunk_ids=asked)
-        narrowed, narrowed_current = await index.search_confirming(
-            embedding(1.0, 0.0), top_k=5, filters=Filters(project_id=project, chunk_ids=("b#0", "c#0")), chunk_ids=asked
-        )
+        async with index.read(project) as read:
+            current = await read.existing_chunks(project, asked)  # before the search, as a hybrid search asks
+            hits = await read.search(embedding(1.0, 0.0), top_k=2, filters=filters)
+            narrowed = await read.search(
+                embedding(1.0, 0.0), top_k=5, filters=Filters(project_id=project, chunk_ids=("b#0", "c#0"))
+            )
 
         assert ids(hits) == ids(await index.search(embedding(1.0, 0.0), top_k=2, filters=filters)) == ["a#0", "b#0"]
-        assert current == narrowed_current == await store.existing_chunks(project, asked)
+        assert current == await store.existing_chunks(project, asked)
         assert set(current) == {"a#0", "c#0"}
         assert ids(narrowed) == ["b#0", "c#0"]  # the filter's chunk ids and the asked ones are separate lists
 
-    async def test_search_confirming_confirms_only_chunks_meeting_the_filters_as_stored_now(
-        self, store, index, project
-    ) -> None:
+    async def test_a_read_confirms_only_chunks_meeting_the_filters_as_stored_now(self, store, index, project) -> None:
         await save(
             store,
             [
@@ -469,11 +469,39 @@ class VectorIndexContract:
         filters = Filters(project_id=project, tags=("public",))
         asked = ["public#0", "retagged#0"]
 
-        hits, current = await index.search_confirming(embedding(1.0, 0.0), top_k=5, filters=filters, chunk_ids=asked)
+        async with index.read(project) as read:
+            hits = await read.search(embedding(1.0, 0.0), top_k=5, filters=filters)
+            current = await read.existing_chunks(project, asked, filters=filters)
 
         assert ids(hits) == ["public#0"]
         assert set(current) == {"public#0"}  # a lexical index still holding "retagged" as public is not confirmed
         assert current == await store.existing_chunks(project, asked, filters=filters)
+
+    async def test_calls_on_a_read_from_concurrent_tasks_all_answer(self, store, index, project) -> None:
+        await save(store, [(chunk(project, "d", i), embedding(1.0, i / 10)) for i in range(4)])
+        filters = Filters(project_id=project)
+
+        async with index.read(project) as read:
+            first, current, second = await asyncio.gather(
+                read.search(embedding(1.0), top_k=2, filters=filters),
+                read.existing_chunks(project, ["d#3", "gone#0"]),
+                read.search(embedding(1.0), top_k=3, filters=filters),
+            )
+
+        assert ids(first) == ["d#0", "d#1"]
+        assert set(current) == {"d#3"}
+        assert ids(second) == ["d#0", "d#1", "d#2"]
+
+    async def test_a_read_refuses_another_projects_calls(self, store, index, project) -> None:
+        await save(store, [(chunk(project, "a", 0), embedding(1.0))])
+        other = Filters(project_id=project + "_other")
+
+        async with index.read(project) as read:
+            with pytest.raises(ValueError, match="project"):
+                await read.search(embedding(1.0), top_k=1, filters=other)
+            with pytest.raises(ValueError, match="project"):
+                await read.existing_chunks(other.project_id, ["a#0"])
+            assert ids(await read.search(embedding(1.0), top_k=1, filters=Filters(project_id=project))) == ["a#0"]
 
     async def test_ping_answers(self, index) -> None:
         await index.ping()

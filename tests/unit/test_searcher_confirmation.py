@@ -1,17 +1,20 @@
 """Read-your-deletes in the searcher: lexical hits the source of truth no longer holds are dropped.
 
-With a `ConfirmingVectorIndex` a hybrid search confirms the lexical hits in the vector search's own
-read (one read of the store); otherwise, and when the embedding fails, it asks the truth apart.
+With a `ConfirmingVectorIndex` a search opens its read of the store while it embeds the query, and a hybrid
+search confirms the lexical hits in that read (one read of the store) as soon as the lexical leg is done;
+otherwise the lexical leg asks the truth apart.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, ScoredHit, SearchStrategy
 from app.domain.ports import ConfirmingVectorIndex
+from app.retrieval.legs import in_leg_order
 from app.retrieval.searcher import HybridSearcher
 from tests.unit.test_searcher import (
     FakeEmbedder,
@@ -54,18 +57,72 @@ class FakeTruth:
 
 @dataclass
 class FakeConfirmingVectorIndex(FakeVectorIndex):
-    """A vector index over the truth's own rows: its confirmations come from `truth`."""
+    """A vector index over the truth's own rows: a read's confirmations come from `truth`.
+
+    `opening`: set to hold the read's opening until the event is set; `events` records what the read did.
+    """
 
     truth: FakeTruth = field(default_factory=lambda: FakeTruth({}))
     confirmations: list[tuple[str, ...]] = field(default_factory=list)
+    opening: asyncio.Event | None = None
+    exit_error: Exception | None = None
 
-    async def search_confirming(
-        self, embedding: Sequence[float], *, top_k: int, filters: Filters, chunk_ids: Sequence[str]
-    ) -> tuple[list[ScoredHit], dict[str, str]]:
-        self.confirmations.append(tuple(chunk_ids))
-        hits = await self.search(embedding, top_k=top_k, filters=filters)
-        current = {chunk_id: self.truth.current[chunk_id] for chunk_id in chunk_ids if chunk_id in self.truth.current}
-        return hits, current
+    def read(self, project_id: str) -> FakeRead:
+        return FakeRead(self, project_id)
+
+
+@dataclass
+class FakeRead:
+    index: FakeConfirmingVectorIndex
+    project_id: str
+
+    async def __aenter__(self) -> Self:
+        try:
+            if self.index.opening is not None:
+                await self.index.opening.wait()
+        except asyncio.CancelledError:
+            self.index.events.append("read abandoned while opening")
+            raise
+        if self.index.error is not None:
+            raise self.index.error
+        self.index.events.append("read opened")
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.index.events.append("read ended")
+        if self.index.exit_error is not None:
+            raise self.index.exit_error
+
+    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        assert filters.project_id == self.project_id
+        return await self.index.search(embedding, top_k=top_k, filters=filters)
+
+    async def existing_chunks(
+        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> dict[str, str]:
+        assert project_id == self.project_id
+        self.index.confirmations.append(tuple(chunk_ids))
+        self.index.events.append("confirmed")
+        current = self.index.truth.current
+        return {chunk_id: current[chunk_id] for chunk_id in chunk_ids if chunk_id in current}
+
+
+@dataclass
+class WaitingEmbedder(FakeEmbedder):
+    """Embeds only once `until` holds for the vector index's events: what a search does while it embeds."""
+
+    vector: FakeConfirmingVectorIndex | None = None
+    until: str = ""
+
+    async def embed_query(self, text: str, *, scope: str = "") -> list[float]:
+        assert self.vector is not None
+        self.vector.events.append("embedding")
+        if self.vector.opening is not None:
+            self.vector.opening.set()  # the read may open only once the embedding has begun
+        while self.until not in self.vector.events:
+            await asyncio.sleep(0.001)
+        self.vector.events.append("embedded")
+        return await super().embed_query(text, scope=scope)
 
 
 # "live" is current; "rewritten" holds other content now (another hash); "deleted" is gone.
@@ -91,6 +148,39 @@ async def test_hybrid_confirms_the_lexical_hits_in_the_vector_read_and_drops_sta
     assert [hit.chunk_id for hit in result.leg_hits[LEXICAL_LEG]] == ["live"]
     assert result.legs[LEXICAL_LEG].result_count == 1
     assert not result.degraded
+
+
+async def test_the_read_opens_and_confirms_the_lexical_hits_while_the_query_is_embedded() -> None:
+    # The embedding ends only once the lexical hits are confirmed: had the confirmation waited for the
+    # embedding (as when it ran with the vector search), the embedder would run out of time.
+    truth = FakeTruth(STORE)
+    vector = FakeConfirmingVectorIndex(semantic_hits(("sem", 0.9)), truth=truth, opening=asyncio.Event())
+    embedder = WaitingEmbedder(vector=vector, until="confirmed")
+    searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(LEXICAL), embedder=embedder, truth=truth)
+
+    async with asyncio.timeout(5):
+        result = await searcher.search(make_plan(semantic_timeout_s=2.0))
+
+    assert not result.degraded, result.degraded_reasons
+    assert vector.events == [
+        "embedding", "read opened", "confirmed", "embedded", "vector started", "vector ended", "read ended"
+    ]  # fmt: skip
+    assert sorted(ids(result)) == ["live", "sem"]
+
+
+async def test_a_semantic_search_opens_its_read_while_the_query_is_embedded() -> None:
+    # The read opens only after the embedding began, and the embedding ends only after the read opened: both
+    # at once, or neither (a read opened before embedding, or after it, would wait for ever: the test's timeout).
+    vector = FakeConfirmingVectorIndex(semantic_hits(("sem", 0.9)), opening=asyncio.Event())
+    embedder = WaitingEmbedder(vector=vector, until="read opened")
+    searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(LEXICAL), embedder=embedder)
+
+    async with asyncio.timeout(5):
+        result = await searcher.search(make_plan(SearchStrategy.SEMANTIC, semantic_timeout_s=2.0))
+
+    assert not result.degraded, result.degraded_reasons
+    assert vector.events == ["embedding", "read opened", "embedded", "vector started", "vector ended", "read ended"]
+    assert ids(result) == ["sem"]
 
 
 async def test_when_every_lexical_hit_is_current_the_leg_keeps_them_all_with_their_scores() -> None:
@@ -120,7 +210,7 @@ async def test_a_plain_vector_index_leaves_the_lexical_leg_to_ask_the_truth() ->
     assert truth.filters_seen == [plan.filters]
 
 
-async def test_when_the_embedding_fails_the_lexical_hits_are_confirmed_apart() -> None:
+async def test_when_the_embedding_fails_the_lexical_hits_are_still_confirmed_in_the_read() -> None:
     truth = FakeTruth(STORE)
     vector = FakeConfirmingVectorIndex(semantic_hits(("sem", 0.9)), truth=truth)
     embedder = FakeEmbedder(error=EngineUnavailableError("no model", engine="fake-embedder"))
@@ -129,9 +219,8 @@ async def test_when_the_embedding_fails_the_lexical_hits_are_confirmed_apart() -
     result = await searcher.search(make_plan())
 
     assert ids(result) == ["live"]
-    assert vector.confirmations == []
-    assert truth.calls == [("p", ("rewritten", "deleted", "live"))]
-    assert truth.filters_seen == [make_plan().filters]
+    assert vector.confirmations == [("rewritten", "deleted", "live")]
+    assert truth.calls == []
     assert result.degraded_reasons == ("embedder_unavailable",)
     assert result.legs[SEMANTIC_LEG].error == "embedder_unavailable"
 
@@ -146,6 +235,7 @@ async def test_when_the_store_is_down_the_lexical_hits_stand_unconfirmed() -> No
 
     assert ids(result) == ["rewritten", "deleted", "live"]
     # Unchecked, the lexical hits may hold what was deleted since: the answer says so.
+    # In the legs' order, whichever failed first: the semantic leg waits on the read as the confirmation does.
     assert result.degraded_reasons == ("semantic_unavailable", "lexical_unconfirmed")
     assert [hit.chunk_id for hit in result.leg_hits[LEXICAL_LEG]] == ["rewritten", "deleted", "live"]
 
@@ -159,8 +249,36 @@ async def test_a_failed_lexical_leg_confirms_nothing_and_the_vector_leg_still_an
     result = await searcher.search(make_plan())
 
     assert ids(result) == ["sem"]
-    assert vector.confirmations == [()]
+    assert vector.confirmations == []
     assert result.degraded_reasons == ("lexical_unavailable",)
+
+
+async def test_a_read_no_leg_used_is_abandoned_while_it_opens() -> None:
+    # The embedding failed and the lexical leg found nothing to confirm: the search answers at once, and the
+    # read still opening is given up rather than waited for.
+    vector = FakeConfirmingVectorIndex(semantic_hits(("sem", 0.9)), opening=asyncio.Event())
+    embedder = FakeEmbedder(error=EngineUnavailableError("no model", engine="fake-embedder"))
+    searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex([]), embedder=embedder, truth=FakeTruth(STORE))
+
+    result = await searcher.search(make_plan())
+
+    assert ids(result) == []
+    assert vector.events == ["read abandoned while opening"]
+    assert result.degraded_reasons == ("embedder_unavailable",)
+
+
+async def test_a_read_that_cannot_end_cleanly_does_not_fail_the_search() -> None:
+    truth = FakeTruth(STORE)
+    vector = FakeConfirmingVectorIndex(
+        semantic_hits(("sem", 0.9)), truth=truth, exit_error=EngineUnavailableError("gone", engine="fake-vector")
+    )
+    searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(LEXICAL), embedder=FakeEmbedder(), truth=truth)
+
+    result = await searcher.search(make_plan())
+
+    assert sorted(ids(result)) == ["live", "sem"]
+    assert vector.events[-1] == "read ended"
+    assert not result.degraded
 
 
 async def test_a_lexical_search_whose_hits_the_store_cannot_check_is_degraded() -> None:
@@ -174,3 +292,12 @@ async def test_a_lexical_search_whose_hits_the_store_cannot_check_is_degraded() 
     assert ids(result) == ["rewritten", "deleted", "live"]
     assert result.degraded_reasons == ("lexical_unconfirmed",)
     assert result.degraded
+
+
+def test_reasons_are_named_in_the_legs_order_whichever_failed_first() -> None:
+    came = ["lexical_unconfirmed", "rerank_timeout", "semantic_unavailable", "lexical_timeout", "embedder_timeout"]
+
+    assert in_leg_order(came) == (
+        "embedder_timeout", "semantic_unavailable", "lexical_unconfirmed", "lexical_timeout", "rerank_timeout"
+    )  # fmt: skip
+    assert in_leg_order([]) == ()
