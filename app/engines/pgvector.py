@@ -8,10 +8,9 @@ owns and disposes it. The search itself runs on the pooled asyncpg connection di
 
 from __future__ import annotations
 
-import asyncio
 import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -21,8 +20,9 @@ from app.domain.errors import EngineTimeoutError, EngineUnavailableError
 from app.domain.models import ScoredHit
 from app.domain.recent_reads import RecentReads
 from app.engines.chunk_codec import chunk_from_record
+from app.engines.pgvector_read import PgVectorRead, opens_ahead
 from app.engines.postgres_connect import create_asyncpg_engine
-from app.engines.postgres_driver import fetch, project_read
+from app.engines.postgres_driver import fetch
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import vector_literal
 from app.engines.postgres_sql import (
@@ -179,21 +179,29 @@ class PgVectorIndex:
             return await read.search(embedding, top_k=top_k, filters=filters)
 
     def read(self, project_id: str) -> AbstractAsyncContextManager[VectorRead]:
-        """A read-only transaction scoped to the project (`ConfirmingVectorIndex.read`), rolled back at exit."""
+        """A read-only transaction scoped to the project (`ConfirmingVectorIndex.read`), rolled back at exit.
+
+        It begins at entry while fewer than half the pool's connections are in use (`opens_ahead`), else at its first
+        call: a read opened ahead holds its connection while the query is embedded, and under load, searches holding
+        every connection through their embeddings would keep the others from their reads.
+        """
         return self._read(project_id)
 
     @asynccontextmanager
     async def _read(self, project_id: str) -> AsyncIterator[VectorRead]:
         with translate_errors(engine=self.name):
             preset = await self._uses_preset_sessions()
+            read = PgVectorRead(
+                self._engine, project_id, engine_name=self.name, search_in=self._search_in, sessions_preset=preset
+            )
             try:
-                # On the driver's own connection: this read runs on every query (`app.engines.postgres_driver`).
-                async with project_read(self._engine, [project_id]) as connection:
-                    read = _PgVectorRead(self, connection, project_id, sessions_preset=preset)
-                    yield read
-                    read.check_reusable()
-            except _InterruptedReadError:
-                pass  # `project_read` dropped the connection: a statement of it failed or was cut off
+                if opens_ahead(self._engine.pool):
+                    await read.begin()
+                yield read
+            except BaseException:
+                await read.end(failed=True)
+                raise
+            await read.end(failed=False)
 
     async def _search_in(
         self, connection: asyncpg.Connection, embedding: Sequence[float], *, top_k: int, filters: Filters, preset: bool
@@ -239,69 +247,6 @@ class PgVectorIndex:
         await ping_database(self._engine, name=self.name)
 
 
-class _PgVectorRead:
-    """`VectorRead` on one pooled connection inside `project_read`'s transaction: calls take turns on it."""
-
-    def __init__(
-        self, index: PgVectorIndex, connection: asyncpg.Connection, project_id: str, *, sessions_preset: bool
-    ) -> None:
-        self._index = index
-        self._connection = connection
-        self._project_id = project_id
-        self._sessions_preset = sessions_preset
-        self._turn = asyncio.Lock()  # asyncpg runs one statement at a time on a connection
-        # A statement that failed or was cut off (a deadline, a cancellation) leaves the transaction or the
-        # connection unusable: later calls fail at once, and the connection is dropped instead of reused.
-        self.interrupted = False
-
-    async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
-        """`VectorIndex.search` in this transaction."""
-        self._check_project(filters.project_id)
-        async with self._turn:
-            self._check_usable()
-            try:
-                with translate_errors(engine=self._index.name):
-                    return await self._index._search_in(  # noqa: SLF001 - the index's own read
-                        self._connection, embedding, top_k=top_k, filters=filters, preset=self._sessions_preset
-                    )
-            except BaseException:
-                self.interrupted = True
-                raise
-
-    async def existing_chunks(
-        self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
-    ) -> dict[str, str]:
-        """`ChunkTruth.existing_chunks` in this transaction."""
-        self._check_project(project_id)
-        async with self._turn:
-            self._check_usable()
-            try:
-                with translate_errors(engine=self._index.name):
-                    return await select_existing_chunks(self._connection, project_id, chunk_ids, filters=filters)
-            except BaseException:
-                self.interrupted = True
-                raise
-
-    def _check_project(self, project_id: str) -> None:
-        if project_id != self._project_id:
-            msg = f"a read of project {self._project_id!r} asked about project {project_id!r}"
-            raise ValueError(msg)
-
-    def check_reusable(self) -> None:
-        """Raise `_InterruptedReadError` when the connection must be dropped rather than rolled back and reused."""
-        if self.interrupted:
-            raise _InterruptedReadError
-
-    def _check_usable(self) -> None:
-        if self.interrupted:
-            msg = "an earlier statement of this read failed or was cut off"
-            raise EngineUnavailableError(msg, engine=self._index.name)
-
-
-class _InterruptedReadError(Exception):
-    """Ends a read whose connection must not be reused (`_PgVectorRead.interrupted`)."""
-
-
 async def ping_database(engine: AsyncEngine, *, name: str) -> None:
     """`SELECT 1`; a timeout also counts as unavailable, as the ports' `ping` contract says."""
     try:
@@ -318,38 +263,3 @@ def _exact_search_sql(filters: Filters, parameters: dict[str, object]) -> str:
     if exclusion is None:
         return exact_search_sql(filter_sql(filters, parameters))
     return exact_search_excluding_sql(filter_sql(filters, parameters, exclusions=False), exclusion)
-
-
-async def select_existing_chunks(
-    connection: asyncpg.Connection, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
-) -> dict[str, str]:
-    """Chunk id -> chunk hash of `chunk_ids` the project holds (meeting `filters`), in the caller's transaction."""
-    if not chunk_ids:
-        return {}
-    parameters: dict[str, object] = {}
-    rows = await fetch(connection, existing_chunks_sql(project_id, chunk_ids, filters, parameters), parameters)
-    return {row["chunk_id"]: row["chunk_hash"] for row in rows}
-
-
-def existing_chunks_sql(
-    project_id: str, chunk_ids: Sequence[str], filters: Filters | None, parameters: dict[str, object]
-) -> str:
-    """SELECT chunk id and hash of those of `chunk_ids` the project holds; fills `parameters`.
-
-    With `filters` (of the same project), only rows that meet them as stored now: levels, tags, source and
-    event times; not their `chunk_ids` (the ids asked are these) nor excluded terms (the lexical engine
-    checked the text, which the hash confirms).
-    """
-    if filters is None:
-        parameters["project_id"] = project_id
-        where = "project_id = :project_id"
-    else:
-        if filters.project_id != project_id:
-            msg = f"filters of project {filters.project_id!r} for chunks of {project_id!r}"
-            raise ValueError(msg)
-        where = filter_sql(replace(filters, chunk_ids=None), parameters, exclusions=False)
-    parameters["confirm_ids"] = list(chunk_ids)
-    return (
-        f"SELECT chunk_id, chunk_hash FROM chunks WHERE {where} "  # noqa: S608 - only our own fragments
-        "AND chunk_id = ANY(CAST(:confirm_ids AS text[]))"
-    )

@@ -20,7 +20,8 @@ from sqlalchemy import text
 from app.domain.document_versions import DocumentState, SavedVersions
 from app.domain.models import DocumentChunks, OutboxStats, StoredDocument
 from app.engines import postgres_catalog, postgres_locks, postgres_outbox, postgres_versions
-from app.engines.pgvector import ping_database, select_existing_chunks, writers_at_once
+from app.engines.pgvector import ping_database, writers_at_once
+from app.engines.pgvector_read import select_existing_chunks
 from app.engines.postgres_driver import fetch, pooled_driver, project_read
 from app.engines.postgres_errors import translate_errors
 from app.engines.postgres_rows import (

@@ -230,6 +230,35 @@ class TestPgVectorIndex(VectorIndexContract):
         assert [h.chunk_id for h in hits] == ["doc#0", "doc#1", "doc#2"]
         assert scope in {None, ""}
 
+    async def test_a_read_begins_at_entry_only_while_most_of_the_pool_is_free(
+        self, store, migrated_postgres_url, project
+    ) -> None:
+        await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(3)])
+        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=4)
+        index = PgVectorIndex(engine)
+        filters = Filters(project_id=project)
+        in_use: dict[str, int] = {}
+        try:
+            await index.search(embedding(1.0), top_k=1, filters=filters)
+            async with index.read(project) as read:
+                in_use["idle pool, at entry"] = engine.pool.checkedout()
+            async with engine.connect(), engine.connect():  # half the pool busy elsewhere
+                async with index.read(project) as read:
+                    in_use["half busy, at entry"] = engine.pool.checkedout()
+                    hits = await read.search(embedding(1.0), top_k=1, filters=filters)
+                    in_use["half busy, after a call"] = engine.pool.checkedout()
+                in_use["half busy, after the read"] = engine.pool.checkedout()
+        finally:
+            await engine.dispose()
+
+        assert in_use == {
+            "idle pool, at entry": 1,  # begun ahead: its connection taken before any call
+            "half busy, at entry": 2,  # not begun: it would hold a connection while the query is embedded
+            "half busy, after a call": 3,
+            "half busy, after the read": 2,
+        }
+        assert [h.chunk_id for h in hits] == ["doc#0"]
+
     async def test_a_search_whose_connection_was_killed_fails_once_then_recovers(
         self, store, migrated_postgres_url, project
     ) -> None:
