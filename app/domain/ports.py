@@ -76,6 +76,11 @@ class VectorRead(Protocol):
     they agree. Calls may be made from concurrent tasks: they run one at a time, in the order made.
     """
 
+    @property
+    def began(self) -> bool:
+        """Whether the read holds its snapshot already; one that does not takes it at its first call."""
+        ...
+
     async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
         """`VectorIndex.search` in this snapshot; `filters` name the read's project."""
         ...

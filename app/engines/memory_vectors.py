@@ -63,6 +63,8 @@ class InMemoryVectorIndex:
 class _MemoryVectorRead:
     """`VectorRead` over the in-memory index and its store (no snapshot to hold: every call reads them now)."""
 
+    began = True  # nothing to take: every call reads the index and its store as they are
+
     def __init__(self, index: InMemoryVectorIndex, store: InMemoryDocumentStore, project_id: str) -> None:
         self._index = index
         self._store = store

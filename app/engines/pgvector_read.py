@@ -61,6 +61,11 @@ class PgVectorRead:
         # connection unusable: later calls fail at once, and the connection is dropped instead of reused.
         self._interrupted = False
 
+    @property
+    def began(self) -> bool:
+        """Whether the transaction has begun (at `begin` or at a first call)."""
+        return self._connection is not None
+
     async def begin(self) -> None:
         """Begin the transaction now rather than at the first call."""
         async with self._turn:

@@ -71,12 +71,19 @@ class LegRunner:
         self._embedder = embedder
 
     @asynccontextmanager
-    async def read_ahead(self, plan: SearchPlan) -> AsyncIterator[VectorRead | None]:
+    async def read_ahead(
+        self, plan: SearchPlan, *, confirm_after_search: bool = False
+    ) -> AsyncIterator[ReadAhead | None]:
         """The vector index's read of the plan's project, opening meanwhile; None when the index has no such read.
 
         Pass it to `semantic`, `vector_search` and `lexical`: each waits for it to open, and fails as its opening
         did (the search then degrades as when its vector read fails). At exit a read still opening is abandoned,
         and a read that cannot end cleanly is dropped: the legs' answers are in by then.
+
+        `confirm_after_search`: when the read did not begin at once (the store is busy: `VectorRead.began`), the
+        lexical hits are confirmed only once `semantic` is done, in the transaction its search began; confirmed
+        before, they would begin it and hold its connection through the embedding. Not for a strategy whose
+        vector search waits for the lexical leg (cascading): that would wait for ever.
         """
         if self._confirming is None:
             yield None
@@ -85,22 +92,26 @@ class LegRunner:
         stack = AsyncExitStack()
         opening = asyncio.ensure_future(stack.enter_async_context(read))
         try:
-            yield _ReadAhead(opening)
+            yield ReadAhead(opening, confirm_after_search=confirm_after_search)
         finally:
             await _close(stack, opening)
 
     async def semantic(
-        self, plan: SearchPlan, run: SearchRun, *, top_k: int, filters: Filters, read: VectorRead | None = None
+        self, plan: SearchPlan, run: SearchRun, *, top_k: int, filters: Filters, read: ReadAhead | None = None
     ) -> list[ScoredHit] | None:
         """Embed, then search vectors (in `read` when given), both within one `semantic_timeout_s` deadline."""
-        deadline = asyncio.get_running_loop().time() + plan.semantic_timeout_s
-        embedding = await self.embed(plan, run, deadline=deadline)
-        if embedding is None:
-            self.record_semantic(run, hits=None)
-            return None
-        return await self.vector_search(
-            plan, run, embedding, top_k=top_k, filters=filters, deadline=deadline, read=read
-        )
+        try:
+            deadline = asyncio.get_running_loop().time() + plan.semantic_timeout_s
+            embedding = await self.embed(plan, run, deadline=deadline)
+            if embedding is None:
+                self.record_semantic(run, hits=None)
+                return None
+            return await self.vector_search(
+                plan, run, embedding, top_k=top_k, filters=filters, deadline=deadline, read=read
+            )
+        finally:
+            if read is not None:
+                read.searched.set()
 
     async def embed(self, plan: SearchPlan, run: SearchRun, *, deadline: float | None = None) -> list[float] | None:
         """The query's embedding (None when the embedder failed or ran out of time: the reason is recorded)."""
@@ -133,7 +144,7 @@ class LegRunner:
         top_k: int,
         filters: Filters,
         deadline: float | None = None,
-        read: VectorRead | None = None,
+        read: ReadAhead | None = None,
     ) -> list[ScoredHit] | None:
         """Search vectors, in `read` when given (`read_ahead`), else in a read of their own."""
         started = time.perf_counter()
@@ -156,7 +167,7 @@ class LegRunner:
         return hits
 
     async def lexical(
-        self, plan: SearchPlan, run: SearchRun, *, top_k: int, read: VectorRead | None = None
+        self, plan: SearchPlan, run: SearchRun, *, top_k: int, read: ReadAhead | None = None
     ) -> list[ScoredHit] | None:
         """The lexical search, its hits checked against the truth (`drop_stale`), in `read` when given."""
         started = time.perf_counter()
@@ -179,7 +190,7 @@ class LegRunner:
         return hits
 
     async def _current_lexical_hits(
-        self, plan: SearchPlan, run: SearchRun, *, top_k: int, read: VectorRead | None
+        self, plan: SearchPlan, run: SearchRun, *, top_k: int, read: ReadAhead | None
     ) -> list[ScoredHit]:
         """The lexical leg's hits that the source of truth still holds as they were indexed (`drop_stale`)."""
         hits = await self._lexical.search(plan.lexical_query, top_k=top_k, filters=plan.filters)
@@ -205,13 +216,19 @@ def _leg_hits(hits: Sequence[ScoredHit] | None) -> tuple[LegHit, ...]:
     return tuple(LegHit.of(hit) for hit in hits or ())
 
 
-class _ReadAhead:
-    """A `VectorRead` that may still be opening: each call waits for it, and fails as its opening did."""
+class ReadAhead:
+    """A `VectorRead` that may still be opening: each call waits for it, and fails as its opening did.
 
-    def __init__(self, opening: asyncio.Future[VectorRead]) -> None:
+    `searched` is set once the semantic leg is done (`LegRunner.semantic`), hits or none.
+    """
+
+    def __init__(self, opening: asyncio.Future[VectorRead], *, confirm_after_search: bool) -> None:
         self._opening = opening
+        self._confirm_after_search = confirm_after_search
+        self.searched = asyncio.Event()
 
     async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
+        """`VectorRead.search`, once the read is open."""
         # Shielded: a leg that gives up waiting must not cancel the opening the other leg may still use.
         read = await asyncio.shield(self._opening)
         return await read.search(embedding, top_k=top_k, filters=filters)
@@ -219,7 +236,10 @@ class _ReadAhead:
     async def existing_chunks(
         self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
     ) -> dict[str, str]:
+        """`VectorRead.existing_chunks`, once the read is open (and searched, when it did not begin at once)."""
         read = await asyncio.shield(self._opening)
+        if self._confirm_after_search and not read.began:
+            await self.searched.wait()
         return await read.existing_chunks(project_id, chunk_ids, filters=filters)
 
 

@@ -50,7 +50,8 @@ from app.retrieval.widening import deeper_plan, merged_runs, needs_deeper_candid
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex, VectorRead
+    from app.domain.ports import ChunkTruth, Embedder, LexicalIndex, VectorIndex
+    from app.retrieval.leg_runs import ReadAhead
     from app.retrieval.postprocess import ReturnedPage
     from app.retrieval.rerank import SecondStage
 
@@ -183,7 +184,7 @@ class HybridSearcher:
     # Each strategy returns a thunk that ranks, so that ranking is timed as the "fusion" stage.
 
     async def _hybrid(self, plan: SearchPlan, run: SearchRun) -> _Ranking:
-        async with self._legs.read_ahead(plan) as read:
+        async with self._legs.read_ahead(plan, confirm_after_search=True) as read:
             with _reasons_in_leg_order(run):
                 semantic_hits, lexical_hits = await both(
                     self._legs.semantic(plan, run, top_k=plan.semantic_retrieve_k, filters=plan.filters, read=read),
@@ -222,7 +223,7 @@ class HybridSearcher:
         async with self._legs.read_ahead(plan) as read:
             return await self._cascade(plan, run, read)
 
-    async def _cascade(self, plan: SearchPlan, run: SearchRun, read: VectorRead | None) -> _Ranking:
+    async def _cascade(self, plan: SearchPlan, run: SearchRun, read: ReadAhead | None) -> _Ranking:
         with _reasons_in_leg_order(run):
             embedding, lexical_hits = await both(
                 self._legs.embed(plan, run),

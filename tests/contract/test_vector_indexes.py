@@ -242,11 +242,14 @@ class TestPgVectorIndex(VectorIndexContract):
             await index.search(embedding(1.0), top_k=1, filters=filters)
             async with index.read(project) as read:
                 in_use["idle pool, at entry"] = engine.pool.checkedout()
+                began = [read.began]
             async with engine.connect(), engine.connect():  # half the pool busy elsewhere
                 async with index.read(project) as read:
                     in_use["half busy, at entry"] = engine.pool.checkedout()
+                    began.append(read.began)
                     hits = await read.search(embedding(1.0), top_k=1, filters=filters)
                     in_use["half busy, after a call"] = engine.pool.checkedout()
+                    began.append(read.began)
                 in_use["half busy, after the read"] = engine.pool.checkedout()
         finally:
             await engine.dispose()
@@ -257,6 +260,7 @@ class TestPgVectorIndex(VectorIndexContract):
             "half busy, after a call": 3,
             "half busy, after the read": 2,
         }
+        assert began == [True, False, True]
         assert [h.chunk_id for h in hits] == ["doc#0"]
 
     async def test_a_search_whose_connection_was_killed_fails_once_then_recovers(

@@ -11,6 +11,8 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Self
 
+import pytest
+
 from app.domain.errors import EngineUnavailableError
 from app.domain.models import LEXICAL_LEG, SEMANTIC_LEG, ScoredHit, SearchStrategy
 from app.domain.ports import ConfirmingVectorIndex
@@ -66,6 +68,7 @@ class FakeConfirmingVectorIndex(FakeVectorIndex):
     confirmations: list[tuple[str, ...]] = field(default_factory=list)
     opening: asyncio.Event | None = None
     exit_error: Exception | None = None
+    begins_at_entry: bool = True  # False: as a busy store's read, begun only at its first call
 
     def read(self, project_id: str) -> FakeRead:
         return FakeRead(self, project_id)
@@ -75,6 +78,7 @@ class FakeConfirmingVectorIndex(FakeVectorIndex):
 class FakeRead:
     index: FakeConfirmingVectorIndex
     project_id: str
+    began: bool = False
 
     async def __aenter__(self) -> Self:
         try:
@@ -86,6 +90,7 @@ class FakeRead:
         if self.index.error is not None:
             raise self.index.error
         self.index.events.append("read opened")
+        self.began = self.index.begins_at_entry
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -95,12 +100,14 @@ class FakeRead:
 
     async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
         assert filters.project_id == self.project_id
+        self.began = True
         return await self.index.search(embedding, top_k=top_k, filters=filters)
 
     async def existing_chunks(
         self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
     ) -> dict[str, str]:
         assert project_id == self.project_id
+        self.began = True
         self.index.confirmations.append(tuple(chunk_ids))
         self.index.events.append("confirmed")
         current = self.index.truth.current
@@ -166,6 +173,41 @@ async def test_the_read_opens_and_confirms_the_lexical_hits_while_the_query_is_e
         "embedding", "read opened", "confirmed", "embedded", "vector started", "vector ended", "read ended"
     ]  # fmt: skip
     assert sorted(ids(result)) == ["live", "sem"]
+
+
+async def test_a_read_that_did_not_begin_at_once_confirms_the_lexical_hits_after_the_vector_search() -> None:
+    # A busy store's read begins at its first call: confirming at once would begin it and hold its connection
+    # through the embedding, so the confirmation waits for the vector search and runs in its transaction.
+    truth = FakeTruth(STORE)
+    vector = FakeConfirmingVectorIndex(semantic_hits(("sem", 0.9)), truth=truth, begins_at_entry=False)
+    searcher = HybridSearcher(
+        vector=vector, lexical=FakeLexicalIndex(LEXICAL), embedder=FakeEmbedder(delay_s=0.05), truth=truth
+    )
+
+    result = await searcher.search(make_plan())
+
+    assert vector.events == ["read opened", "vector started", "vector ended", "confirmed", "read ended"]
+    assert sorted(ids(result)) == ["live", "sem"]
+    assert not result.degraded
+
+
+@pytest.mark.parametrize("embedder_error", [None, EngineUnavailableError("no model", engine="fake-embedder")])
+async def test_a_read_that_did_not_begin_at_once_still_confirms_when_no_search_comes_first(
+    embedder_error: Exception | None,
+) -> None:
+    # The embedding failed (no vector search at all), or cascading, whose vector search waits for the lexical
+    # leg: the confirmation must not wait for a search, or it would wait for ever.
+    truth = FakeTruth(STORE)
+    vector = FakeConfirmingVectorIndex(semantic_hits(("live", 0.9)), truth=truth, begins_at_entry=False)
+    embedder = FakeEmbedder(error=embedder_error)
+    searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(LEXICAL), embedder=embedder, truth=truth)
+    strategy = SearchStrategy.HYBRID if embedder_error else SearchStrategy.CASCADING
+
+    async with asyncio.timeout(5):
+        result = await searcher.search(make_plan(strategy))
+
+    assert vector.confirmations == [("rewritten", "deleted", "live")]
+    assert ids(result) == ["live"]
 
 
 async def test_a_semantic_search_opens_its_read_while_the_query_is_embedded() -> None:
