@@ -159,6 +159,7 @@ class PgVectorIndex:
     def __init__(self, engine: AsyncEngine, *, ef_search: int = 100) -> None:
         self._engine = engine
         self._ef_search = ef_search
+        self._reads_open = 0  # this index's reads now, for `opens_ahead`
         self._sessions_preset: bool | None = None  # learnt on first search
         self._sizes: RecentReads[str, _ProjectSize] = RecentReads(ttl_s=PROJECT_SIZE_TTL_S, max_keys=PROJECT_SIZES_KEPT)
 
@@ -181,9 +182,10 @@ class PgVectorIndex:
     def read(self, project_id: str) -> AbstractAsyncContextManager[VectorRead]:
         """A read-only transaction scoped to the project (`ConfirmingVectorIndex.read`), rolled back at exit.
 
-        It begins at entry while fewer than half the pool's connections are in use (`opens_ahead`), else at its first
-        call: a read opened ahead holds its connection while the query is embedded, and under load, searches holding
-        every connection through their embeddings would keep the others from their reads.
+        It begins at entry while few reads are open and fewer than half the pool's connections are in use
+        (`opens_ahead`), else at its first call: begun ahead, it overlaps its round trips with the query's
+        embedding, which only pays while a core is idle, and holds its connection through the embedding, which
+        under load would keep other searches from theirs.
         """
         return self._read(project_id)
 
@@ -194,13 +196,16 @@ class PgVectorIndex:
             read = PgVectorRead(
                 self._engine, project_id, engine_name=self.name, search_in=self._search_in, sessions_preset=preset
             )
+            self._reads_open += 1
             try:
-                if opens_ahead(self._engine.pool):
+                if opens_ahead(self._engine.pool, reads_open=self._reads_open):
                     await read.begin()
                 yield read
             except BaseException:
                 await read.end(failed=True)
                 raise
+            finally:
+                self._reads_open -= 1
             await read.end(failed=False)
 
     async def _search_in(

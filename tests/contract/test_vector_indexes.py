@@ -230,11 +230,11 @@ class TestPgVectorIndex(VectorIndexContract):
         assert [h.chunk_id for h in hits] == ["doc#0", "doc#1", "doc#2"]
         assert scope in {None, ""}
 
-    async def test_a_read_begins_at_entry_only_while_most_of_the_pool_is_free(
+    async def test_a_read_begins_at_entry_only_while_few_reads_are_open_and_most_of_the_pool_is_free(
         self, store, migrated_postgres_url, project
     ) -> None:
         await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(3)])
-        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=4)
+        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=8)
         index = PgVectorIndex(engine)
         filters = Filters(project_id=project)
         in_use: dict[str, int] = {}
@@ -243,7 +243,10 @@ class TestPgVectorIndex(VectorIndexContract):
             async with index.read(project) as read:
                 in_use["idle pool, at entry"] = engine.pool.checkedout()
                 began = [read.began]
-            async with engine.connect(), engine.connect():  # half the pool busy elsewhere
+            async with index.read(project) as first, index.read(project) as second, index.read(project) as third:
+                in_use["three reads open"] = engine.pool.checkedout()
+                at_once = (first.began, second.began, third.began)
+            async with engine.connect(), engine.connect(), engine.connect(), engine.connect():  # half busy
                 async with index.read(project) as read:
                     in_use["half busy, at entry"] = engine.pool.checkedout()
                     began.append(read.began)
@@ -256,11 +259,13 @@ class TestPgVectorIndex(VectorIndexContract):
 
         assert in_use == {
             "idle pool, at entry": 1,  # begun ahead: its connection taken before any call
-            "half busy, at entry": 2,  # not begun: it would hold a connection while the query is embedded
-            "half busy, after a call": 3,
-            "half busy, after the read": 2,
+            "three reads open": 2,  # a third read at once is more searches than cores to overlap them with
+            "half busy, at entry": 4,  # not begun: it would hold a connection while the query is embedded
+            "half busy, after a call": 5,
+            "half busy, after the read": 4,
         }
         assert began == [True, False, True]
+        assert at_once == (True, True, False)
         assert [h.chunk_id for h in hits] == ["doc#0"]
 
     async def test_a_search_whose_connection_was_killed_fails_once_then_recovers(
