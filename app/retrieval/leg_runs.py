@@ -6,9 +6,10 @@ call records its stage time, its `LegTiming` and its ranking on the `SearchRun`,
 reason instead of raising (`attempt`), so the strategy decides what a missing leg means.
 
 With a `ConfirmingVectorIndex` (pgvector), `read_ahead` opens the search's read of the store while the query
-is embedded, and both the vector search and the lexical hits' confirmation run in it: the transaction's
-opening overlaps the embedding, and the confirmation overlaps it too when the lexical leg is done first
-(it usually is), so neither waits on the search's critical path.
+is embedded, and both the vector search and the lexical hits' confirmation run in it. When the index lets the
+read begin at once (few searches in flight: `VectorRead.began`), the transaction's opening overlaps the
+embedding, and so does the confirmation when the lexical leg is done first (it usually is): neither waits on
+the search's critical path. Otherwise the read begins with the vector search, and hybrid confirms after it.
 """
 
 from __future__ import annotations

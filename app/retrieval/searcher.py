@@ -11,9 +11,9 @@ Strategies:
 Read-your-deletes: with a `truth` (the document store), lexical hits whose chunk PostgreSQL no longer
 holds as indexed are dropped before fusion (the lexical index lags by the outbox). When the vector index
 reads the truth's own rows (`ConfirmingVectorIndex`, pgvector), a search opens that read while it embeds
-the query (`LegRunner.read_ahead`), and a hybrid search confirms the lexical hits in it as soon as the
-lexical leg is done, usually before the embedding is: one PostgreSQL transaction per search, whose
-opening and confirmation wait on no leg.
+the query (`LegRunner.read_ahead`), and a hybrid search confirms the lexical hits in it: one PostgreSQL
+transaction per search. With few searches in flight the read begins at once, and the confirmation runs as
+soon as the lexical leg is done, usually before the embedding is; otherwise both wait for the vector search.
 
 Each leg's call (timed, traced, recorded on the `SearchRun`) is `app/retrieval/leg_runs.py`; this module
 decides which legs run, in what order, and what a missing one means.
