@@ -25,10 +25,17 @@ from tests.contract.document_store import chunk, embedding
 from tests.contract.vector_index import VectorIndexContract, ids, save
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     from app.domain.models import ScoredHit
 
 BACKEND_EXIT_TIMEOUT_S = 30.0
 """How long a terminated PostgreSQL backend may take to leave pg_stat_activity."""
+
+
+async def runtime_engine(migrated_postgres_url: str, *, pool_size: int) -> AsyncEngine:
+    """An engine of its own as the service's runtime role, with `pool_size` connections (the caller disposes it)."""
+    return create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=pool_size)
 
 
 class TestInMemoryVectorIndex(VectorIndexContract):
@@ -151,7 +158,7 @@ class TestPgVectorIndex(VectorIndexContract):
         # The read runs on the driver's connection (app/engines/postgres_driver.py): whatever await a
         # cancellation lands on, the one pooled connection must come back usable and scoped to nothing.
         await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(6)])
-        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=1)
+        engine = await runtime_engine(migrated_postgres_url, pool_size=1)
         index = PgVectorIndex(engine)
         filters = Filters(project_id=project)
 
@@ -193,7 +200,7 @@ class TestPgVectorIndex(VectorIndexContract):
         # mid-statement: the read's later calls fail at once, and the connection is dropped at the read's end
         # instead of going back to the pool still busy.
         await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(6)])
-        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=1)
+        engine = await runtime_engine(migrated_postgres_url, pool_size=1)
         index = PgVectorIndex(engine)
         filters = Filters(project_id=project)
         outcomes = {"cut off": 0, "cancelled before it began": 0, "answered": 0}
@@ -234,7 +241,7 @@ class TestPgVectorIndex(VectorIndexContract):
         self, store, migrated_postgres_url, project
     ) -> None:
         await save(store, [(chunk(project, "doc", i), embedding(1.0, i / 10)) for i in range(3)])
-        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=8)
+        engine = await runtime_engine(migrated_postgres_url, pool_size=8)
         index = PgVectorIndex(engine)
         filters = Filters(project_id=project)
         in_use: dict[str, int] = {}
@@ -272,7 +279,7 @@ class TestPgVectorIndex(VectorIndexContract):
         self, store, migrated_postgres_url, project
     ) -> None:
         await save(store, [(chunk(project, "doc", 0), embedding(1.0))])
-        engine = create_postgres_engine(await ensure_runtime_role(migrated_postgres_url), pool_size=1)
+        engine = await runtime_engine(migrated_postgres_url, pool_size=1)
         owner = create_async_engine(migrated_postgres_url)
         index = PgVectorIndex(engine)
         filters = Filters(project_id=project)
