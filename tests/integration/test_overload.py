@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import httpx
 import jwt
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.api.document_routes import MAX_INGEST_BODY_BYTES
 
@@ -29,6 +30,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CLIENTS = 16
 ROUNDS = 5
 CUT_CLIENTS = 3
+METRICS_DEADLINE_S = 30.0
 JWT_SECRET = "overload-test-secret-0123456789abcdef"
 
 
@@ -74,6 +76,34 @@ async def test_past_the_limit_requests_are_shed_with_503_and_retry_after_and_pro
 def http_requests(metrics: str, *, method: str, path: str, status: int) -> float:
     prefix = f'poimen_http_requests_total{{app_name="poimen",method="{method}",path="{path}",status_code="{status}"}}'
     return next((float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(prefix)), 0.0)
+
+
+def sample_sum(metrics: str, name: str, **labels: str) -> float:
+    """The sum of the samples `name` whose labels include `labels` (0 when there is none)."""
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    )
+
+
+def in_progress(metrics: str, *, method: str, path: str) -> float:
+    """Requests of the route being served now: admitted past the limiter and routed, not answered yet."""
+    return sample_sum(metrics, "poimen_http_requests_in_progress", method=method, path=path)
+
+
+async def metrics_once(client: httpx.AsyncClient, condition: Callable[[str], bool], *, what: str) -> str:
+    """The first `/metrics` page (never shed) on which `condition` holds; fails when none does within 30 s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + METRICS_DEADLINE_S
+    while True:
+        metrics = (await client.get("/metrics")).text
+        if condition(metrics):
+            return metrics
+        if loop.time() > deadline:
+            pytest.fail(f"not seen on /metrics within {METRICS_DEADLINE_S:g} s: {what}")
+        await asyncio.sleep(0.05)
 
 
 async def test_clients_gone_mid_body_free_their_slot_write_nothing_and_count_as_499_not_500(
@@ -122,24 +152,33 @@ async def test_one_projects_slow_uploads_leave_room_for_another_projects_write(
         f"Content-Length: {MAX_INGEST_BODY_BYTES}\r\n\r\n"
     ).encode()
     uploads = []
-    for _ in range(2):
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(head + b'{"id": "slow", "text": "')
-        await writer.drain()
-        uploads.append(writer)
-    try:
-        await asyncio.sleep(1.0)  # both admitted, holding their share of the bodies in flight
-        async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+    path = "/v1/projects/{project}/documents"
+    async with httpx.AsyncClient(base_url=service.url, timeout=60.0) as client:
+        for _ in range(2):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(head + b'{"id": "slow", "text": "')
+            await writer.drain()
+            uploads.append(writer)
+        try:
+            # Both admitted and in their handler: one holds its share of the bodies in flight, the other waits.
+            await metrics_once(
+                client,
+                lambda metrics: in_progress(metrics, method="POST", path=path) == len(uploads),
+                what="both slow uploads in flight",
+            )
             # Well inside REQUEST_BODY_TIMEOUT_S (20 s), when the slow uploads are cut off at the latest.
             other = await asyncio.wait_for(
                 client.post("/v1/projects/quick/documents", json={"id": "note", "text": "Backups run at two."}),
                 timeout=10.0,
             )
-    finally:
-        for writer in uploads:
-            writer.close()
+            after = (await client.get("/metrics")).text
+        finally:
+            for writer in uploads:
+                writer.close()
 
     assert other.status_code == 201
+    # Answered while both slow uploads were still held, not once one of them was cut off.
+    assert in_progress(after, method="POST", path=path) == len(uploads)
 
 
 def bearer(projects: list[str]) -> str:
@@ -159,22 +198,36 @@ async def test_one_caller_cannot_hold_every_slot_against_another_callers_search(
         f"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {bearer(['held'])}\r\n"
         "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
     ).encode()
+    path = "/v1/search"
+
+    def held_or_answered(metrics: str) -> float:
+        answered = sample_sum(metrics, "poimen_http_requests_total", method="POST", path=path)
+        return in_progress(metrics, method="POST", path=path) + answered
+
     holders = []
-    for _ in range(8):
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(head)
-        await writer.drain()
-        holders.append(writer)
-    try:
-        await asyncio.sleep(1.0)  # each admitted and past its guard, waiting for its body
-        async with httpx.AsyncClient(base_url=service.url, timeout=10.0) as client:
+    async with httpx.AsyncClient(base_url=service.url, timeout=10.0) as client:
+        for _ in range(8):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(head)
+            await writer.drain()
+            holders.append(writer)
+        try:
+            # Each admitted and routed: answered already (its guard refused it, its caller's share taken) or in
+            # flight, holding its slot while it waits for its body.
+            await metrics_once(
+                client, lambda metrics: held_or_answered(metrics) == len(holders), what="every held search admitted"
+            )
             other = await client.get(
                 "/memory/query",
                 params={"query": "backups", "project": "other"},
                 headers={"Authorization": f"Bearer {bearer(['other'])}"},
             )
-    finally:
-        for writer in holders:
-            writer.close()
+            after = (await client.get("/metrics")).text
+        finally:
+            for writer in holders:
+                writer.close()
 
     assert other.status_code == 200
+    # Answered while searches of the held caller still held their slots: none of them cut off (408) yet.
+    assert in_progress(after, method="POST", path=path) > 0
+    assert sample_sum(after, "poimen_http_requests_total", method="POST", path=path, status_code="408") == 0
