@@ -122,13 +122,17 @@ async def test_clients_gone_mid_body_free_their_slot_write_nothing_and_count_as_
             _, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(head + body[: len(body) // 2])
             await writer.drain()
-            await asyncio.sleep(0.2)  # admitted, its handler waiting for the rest of the body
+            await metrics_once(  # admitted, its handler waiting for the rest of the body
+                client,
+                lambda metrics: in_progress(metrics, method="POST", path=path) == 1,
+                what=f"cut client {cut} in flight",
+            )
             writer.close()
-            for _ in range(200):  # until the server has answered it (to nobody): /metrics is never shed
-                metrics = (await client.get("/metrics")).text
-                if http_requests(metrics, method="POST", path=path, status=499) == cut:
-                    break
-                await asyncio.sleep(0.05)
+            await metrics_once(  # the server answered it (to nobody)
+                client,
+                lambda metrics, answered=cut: http_requests(metrics, method="POST", path=path, status=499) == answered,
+                what=f"cut client {cut} answered 499",
+            )
         after = await client.post("/v1/projects/gone/documents", json={"id": "whole", "text": "Backups run at two."})
         listed = (await client.get("/v1/projects/gone/documents")).json()["items"]
         metrics = (await client.get("/metrics")).text
