@@ -11,7 +11,7 @@ from app.domain.models import Chunk, DocumentChunks, OutboxStats, ScoredHit, Sto
 from app.ingestion.outbox import OutboxWorker
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from app.domain.models import EmbeddedChunk, Filters, LexicalQuery
 
@@ -338,6 +338,32 @@ async def test_a_write_cuts_a_failure_backoff_short(caplog: pytest.LogCaptureFix
     assert caplog.records[0].getMessage().startswith("lexical outbox cycle failed (31 in a row), retrying in 600.0 s")
 
 
+async def test_a_burst_of_writes_during_a_backoff_is_one_early_retry(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="poimen.outbox")
+    poll_interval_s = 0.05
+    store, lexical = OutboxStore(), FlakyLexical(failures=10**6)
+    # The retry after the first failure is scheduled 10 poll intervals on: room for 9 early ones before it.
+    outbox = worker(store, lexical, poll_interval_s=poll_interval_s, max_backoff_s=10 * poll_interval_s)
+    outbox.consecutive_failures = 30
+    store.write("p", "a", "text")
+    outbox.start()
+    await lexical.started.wait()
+
+    for _ in range(1_000):
+        outbox.wake()
+    # The scheduled retry: every early retry the burst was to cause came before it.
+    await until(lambda: outbox.consecutive_failures == 32)
+    await outbox.stop(timeout_s=5)
+
+    failures = [(record.levelno, record.getMessage()) for record in caplog.records if record.name == "poimen.outbox"]
+    assert [level for level, _ in failures] == [logging.WARNING, logging.DEBUG, logging.WARNING]
+    assert failures[0][1].startswith("lexical outbox cycle failed (31 in a row)")
+    assert failures[1][1].startswith("early lexical outbox retry failed")
+    assert failures[2][1].startswith("lexical outbox cycle failed (32 in a row)")
+    assert lexical.attempts == 3
+    assert store.outbox == {("p", "a"): 1}
+
+
 async def test_writes_against_an_engine_that_stays_down_retry_at_most_once_per_poll_interval(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -349,12 +375,6 @@ async def test_writes_against_an_engine_that_stays_down_retry_at_most_once_per_p
     outbox.start()
     await lexical.started.wait()
 
-    for _ in range(1_000):  # a burst of writes is one early retry
-        outbox.wake()
-    await asyncio.wait_for(attempted(lexical, 2), timeout=5)
-    await asyncio.sleep(4 * poll_interval_s)
-    after_burst = lexical.attempts
-
     loop = asyncio.get_running_loop()
     storm_started = loop.time()
     for _ in range(200):  # a storm of writes: one every millisecond or so
@@ -363,17 +383,18 @@ async def test_writes_against_an_engine_that_stays_down_retry_at_most_once_per_p
     storm_s = loop.time() - storm_started
     await outbox.stop(timeout_s=5)
 
-    assert after_burst == 2
-    # At least one early retry during the storm, and no more than one per poll interval.
-    assert 1 <= lexical.attempts - after_burst <= storm_s / poll_interval_s + 1
+    # At least one early retry during the storm (after the first, scheduled, attempt), at most one per poll interval.
+    assert 1 <= lexical.attempts - 1 <= storm_s / poll_interval_s + 1
     assert store.outbox == {("p", "a"): 1}
     # One line for the backoff: the early retries that failed do not flood the log.
     assert len(caplog.records) == 1
 
 
-async def attempted(lexical: FlakyLexical, attempts: int) -> None:
-    while lexical.attempts < attempts:  # the fake engine sets no event per attempt
-        await asyncio.sleep(0.001)
+async def until(condition: Callable[[], bool]) -> None:
+    """Return once `condition` holds (checked every millisecond); fail after 5 s."""
+    async with asyncio.timeout(5):
+        while not condition():
+            await asyncio.sleep(0.001)
 
 
 async def test_stop_waits_for_the_in_flight_batch() -> None:
@@ -385,7 +406,7 @@ async def test_stop_waits_for_the_in_flight_batch() -> None:
     await lexical.started.wait()
 
     stopping = asyncio.create_task(outbox.stop())
-    await asyncio.sleep(0.01)
+    await until(lambda: not outbox.running)  # stop() took the loop's task, and the batch is still in flight
     assert not stopping.done()
     lexical.release.set()
     await asyncio.wait_for(stopping, timeout=5)
