@@ -296,7 +296,9 @@ async def test_wake_skips_the_idle_wait() -> None:
     indexed = asyncio.Event()
     outbox = worker(store, lexical, poll_interval_s=60, on_indexed=lambda _: indexed.set())
     outbox.start()
-    await asyncio.sleep(0.01)  # the loop finds nothing and settles into its 60 s idle wait
+    # The idle turn's empty batch comes after a claim that found nothing: from here only a wake (or the 60 s
+    # poll) reaches the next write. A sleep here let a slow start's first claim find that write itself.
+    await lexical.started.wait()
 
     store.write("p", "a", "text")
     outbox.wake()
