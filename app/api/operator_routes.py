@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from litestar import Controller, Response, get, post
 from litestar.datastructures import State
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
 READINESS_CACHE_S: Final = 1.0
+READINESS_STATE_KEY: Final = "readiness"
+"""Where the app's state keeps the last readiness answer, with the monotonic time it was checked at."""
 PING_TIMEOUT_S: Final = 2.0
 READY: Final = "ready"
 DEGRADED: Final = "degraded"
@@ -113,15 +115,25 @@ class HealthController(Controller):
         of the Service at once, for an OpenSearch outage, or one project's missing index, that the
         searches themselves survive. Cached for a second.
         """
-        now = time.monotonic()
-        cached = state.get("readiness")
-        if cached is not None and now - cached[0] < READINESS_CACHE_S:
-            body = cached[1]
-        else:
-            body = await _readiness(state.get("services"))
-            state.readiness = (now, body)
+        body = await cached_readiness(state, lambda: _readiness(state.get("services")), now_s=time.monotonic())
         status = HTTP_200_OK if body["status"] in {READY, DEGRADED} else HTTP_503_SERVICE_UNAVAILABLE
         return Response(body, status_code=status)
+
+
+async def cached_readiness(
+    state: State, check: Callable[[], Awaitable[dict[str, Any]]], *, now_s: float
+) -> dict[str, Any]:
+    """The answer `state` holds when it is under `READINESS_CACHE_S` old at `now_s` (monotonic), else `check()`'s.
+
+    A new answer is kept in `state` with `now_s`, when it was asked for: the probes of the period that follows
+    (kubelet, load balancer, an operator's curl) reuse it. Probes that come while a check runs each run their own.
+    """
+    cached = state.get(READINESS_STATE_KEY)
+    if cached is not None and now_s - cached[0] < READINESS_CACHE_S:
+        return cast("dict[str, Any]", cached[1])
+    body = await check()
+    state[READINESS_STATE_KEY] = (now_s, body)
+    return body
 
 
 async def engine_checks(pings: Mapping[str, Callable[[], Awaitable[None]]]) -> dict[str, str]:
