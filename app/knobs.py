@@ -169,6 +169,13 @@ class SearchKnobs(BaseModel):
         if unknown:
             message = f"unknown strategies {unknown}; expected a comma-separated subset of {STRATEGY_NAMES}"
             raise ValueError(message)
+        if not names:
+            # `,` routed no query, while a blank value (unset before it gets here) routes to the default's: a slip.
+            message = (
+                f"names no strategy ({value!r}); expected a comma-separated subset of {STRATEGY_NAMES}"
+                " (to route no query, set QUERY_OPTIMIZATION_ENABLED=false)"
+            )
+            raise ValueError(message)
         return ",".join(names)
 
     @model_validator(mode="after")

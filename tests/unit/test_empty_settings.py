@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.config import Settings
+from app.config import ConfigurationError, Settings, load_settings
 from app.search.flags import FlagStore
 
 if TYPE_CHECKING:
@@ -73,3 +73,18 @@ def test_an_empty_flags_file_variable_watches_no_file(clean_environment: pytest.
     store = FlagStore(Settings(_env_file=None))
 
     assert (store.path, store.problem(), store.describe()["file"]) == (None, None, None)
+
+
+@pytest.mark.parametrize("value", [",", " , ,", ",,,"])
+def test_routing_strategies_of_only_commas_stop_start_up_naming_how_to_route_none(
+    clean_environment: pytest.MonkeyPatch, value: str
+) -> None:
+    # Not blank, so not unset: it validated to "" and routed no query, while `QUERY_ROUTING_STRATEGIES=`
+    # routes to the default's (lexical). Naming no strategy is a mistake; routing none has its own switch.
+    clean_environment.setenv("QUERY_ROUTING_STRATEGIES", value)
+
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings()
+
+    assert "QUERY_ROUTING_STRATEGIES: Value error, names no strategy" in str(refused.value)
+    assert "to route no query, set QUERY_OPTIMIZATION_ENABLED=false" in str(refused.value)

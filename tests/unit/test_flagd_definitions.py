@@ -77,6 +77,7 @@ def test_the_example_in_the_operations_guide_is_accepted() -> None:
         (definitions(search_strategy=flag({"a": "lexical"}, "b")), "defaultVariant 'b'"),
         (definitions(search_strategy=flag({"a": 42}, "a")), "a whole number (42), not a string"),
         (definitions(search_strategy=flag({"a": "turbo"}, "a")), '"turbo": Input should be'),
+        (definitions(query_routing_strategies=flag({"a": ","}, "a")), '",": Value error, names no strategy'),
         (definitions(hybrid_semantic_weight=flag({"a": -1}, "a")), "greater than or equal to 0"),
         (definitions(hybrid_semantic_weight=flag({"a": 1e9}, "a")), "less than or equal to 1"),
         (definitions(rrf_k_constant=flag({"a": 7.5}, "a")), "a number (7.5), not a whole number"),

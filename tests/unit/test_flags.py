@@ -152,6 +152,8 @@ def test_describe_shows_each_value_and_its_source(settings: Settings, tmp_path: 
         ("rrf_k_constant: 0\n", "RRF_K_CONSTANT"),
         ("search_strategy: telepathy\n", "SEARCH_STRATEGY"),
         ("hybrid_rollout_percent: on\n", "HYBRID_ROLLOUT_PERCENT: Value error, a boolean (true) is not a number"),
+        # Only commas: it routed no query, while a blank value is the env's (or the default's) routing.
+        ("query_routing_strategies: ','\n", "QUERY_ROUTING_STRATEGIES: Value error, names no strategy"),
         # PyYAML keeps the last of two equal keys: a rollback line added above an old one did nothing.
         (
             "hybrid_rollout_percent: 0\nrrf_k_constant: 45\nhybrid_rollout_percent: 50\n",
