@@ -320,6 +320,47 @@ def test_rendered_flags_file_is_accepted_by_the_app(production_render: list[Mani
 
 
 @requires_helm
+@pytest.mark.parametrize("blank", ["", "   ", "\u3000"], ids=["empty", "blank", "ideographic-space"])
+def test_every_flag_blank_renders_and_sets_nothing_beside_its_config_value(tmp_path: Path, blank: str) -> None:
+    # The app reads a blank flag as not set (`app/knobs.py` is_blank), but the schema refused one for every knob
+    # but the routing list ("value must be one of", "got string, want integer"), and the template took a blank
+    # flag beside its config value (values.yaml sets RRF_FINAL_K) for the same knob set twice.
+    values = tmp_path / "blank-flags.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {"flags": dict.fromkeys((*KNOB_NAMES, *KNOB_ALIASES), blank), "config": {"SEARCH_STRATEGY": "lexical"}}
+        )
+    )
+
+    manifests = helm_template("-f", str(values))
+    content = find(manifests, "ConfigMap", "-flags")["data"]["flags.yaml"]
+    environment = find(manifests, "ConfigMap", "-env")["data"]
+    base = knobs_from_settings(Settings(_env_file=None))
+
+    assert parse_flags_file(content.encode(), base=base) == (base, frozenset())
+    assert (environment["SEARCH_STRATEGY"], environment["RRF_FINAL_K"]) == ("lexical", "10")
+
+
+@requires_helm
+@pytest.mark.parametrize(
+    ("setting", "reason"),
+    [
+        ("flags.rrf_k_constant=seven", "got string, want integer"),
+        ("flags.rrf_k_constant= 7", "got string, want integer"),
+        ("flags.search_strategy=turbo", "value must be one of"),
+        ("flags.query_optimization_enabled=yes", "got string, want boolean"),
+    ],
+)
+def test_a_flag_that_is_neither_its_type_nor_blank_is_still_refused(setting: str, reason: str) -> None:
+    knob = setting.removeprefix("flags.").split("=", 1)[0]
+
+    refusal = helm_fails("--set-string", setting)
+
+    assert f"at '/flags/{knob}'" in refusal
+    assert reason in refusal
+
+
+@requires_helm
 def test_a_query_vocabulary_is_mounted_where_the_app_reads_it_and_accepted_by_it(tmp_path: Path) -> None:
     manifests = helm_template(
         "--set", "queryVocabulary.abbreviations.pmx=poimen memory index",

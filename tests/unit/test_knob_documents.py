@@ -9,28 +9,34 @@ import types
 import typing
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 from annotated_types import Ge, Le
 
 from app.config import Settings
-from app.knobs import KNOB_ALIASES, KNOB_NAMES, SearchKnobs
+from app.knobs import KNOB_ALIASES, KNOB_NAMES, SearchKnobs, is_blank
 from app.search.flags import parse_flags_file
 from app.search.knob_source import flag_key
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "poimen-memory"
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+BLANK_REFERENCE = {"$ref": "#/definitions/blank"}
 
 
 def expected_schema(name: str) -> dict[str, object]:
-    """The JSON schema a knob's field implies: its type (null when optional), bounds and enum values."""
+    """The JSON schema a knob's field implies: its type (null when optional), bounds and enum values, or blank.
+
+    A blank string sets nothing in the flags file (`parse_flags_file`), so every knob takes one: a string knob
+    as it is, the others through `#/definitions/blank`.
+    """
     field = SearchKnobs.model_fields[name]
     annotation = field.annotation
     arguments = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
     base = next(argument for argument in arguments if argument is not type(None))
     if isinstance(base, type) and issubclass(base, enum.Enum):
-        return {"enum": [member.value for member in base]}
+        return {"anyOf": [{"enum": [member.value for member in base]}, BLANK_REFERENCE]}
     json_type = _JSON_TYPES[base]
     schema: dict[str, object] = {"type": [json_type, "null"] if type(None) in arguments else json_type}
     for constraint in field.metadata:
@@ -38,7 +44,7 @@ def expected_schema(name: str) -> dict[str, object]:
             schema["minimum"] = constraint.ge
         if isinstance(constraint, Le):
             schema["maximum"] = constraint.le
-    return schema
+    return schema if base is str else {"anyOf": [schema, BLANK_REFERENCE]}
 
 
 def env_lines(path: Path) -> dict[str, str]:
@@ -73,6 +79,20 @@ def test_chart_flags_schema_lists_every_knob_and_alias_with_its_constraints() ->
 
     assert schema["additionalProperties"] is False
     assert schema["properties"] == expected
+
+
+# Every character Python strips (`is_blank`) is below U+3001; the others are what a blank rule could wrongly take.
+_BLANK_CANDIDATES = (*map(chr, range(0x3001)), "", "   ", " \t\n ", "\u3000\u00a0", "\u200b", "\ufeff", " x ", "0")
+
+
+def test_chart_blank_is_the_apps_blank() -> None:
+    blank = json.loads((CHART / "values.schema.json").read_text())["definitions"]["blank"]
+    validator = jsonschema.Draft7Validator(blank)
+
+    disagree = [value for value in _BLANK_CANDIDATES if validator.is_valid(value) != is_blank(value)]
+
+    assert disagree == []
+    assert validator.is_valid(" \u2028 ")
 
 
 def test_chart_values_are_valid_knobs() -> None:
