@@ -28,13 +28,13 @@ import yaml
 from openfeature.contrib.tools.flagd.core import FlagdCore
 from openfeature.contrib.tools.flagd.core.model.flag_store import FlagStore
 from openfeature.evaluation_context import EvaluationContext
-from openfeature.exception import OpenFeatureError
+from openfeature.exception import ErrorCode, OpenFeatureError
 from pydantic import ValidationError
 
 from app.knobs import KNOB_NAMES, SearchKnobs, is_blank
 from app.misspelt_settings import closest_name
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL
-from app.search.knob_source import FLAG_KINDS, flag_key
+from app.search.knob_source import BLANK_PROBE_DEFAULT, FLAG_KINDS, flag_key
 from app.search.settled_files import FileState, SettledFile
 
 if TYPE_CHECKING:
@@ -129,6 +129,8 @@ def _described(value: object) -> str:
 
 
 def _check_variant(key: str, variant: str, value: object) -> None:
+    if is_blank(value):
+        return  # sets nothing, whatever the flag's type: the knob keeps its env value (`OpenFeatureKnobs`)
     name = KNOB_BY_FLAG[key]
     kind = FLAG_KINDS[name]
     wrong_type = {
@@ -140,8 +142,6 @@ def _check_variant(key: str, variant: str, value: object) -> None:
     if wrong_type:
         message = f"{key}: variant {variant!r} is {_described(value)}, not {KIND_DESCRIPTIONS[kind]}"
         raise FlagdDefinitionsError(message)
-    if is_blank(value):
-        return  # sets nothing: the knob keeps its env value (`OpenFeatureKnobs`)
     try:
         SearchKnobs.model_validate({name: value})
     except ValidationError as error:
@@ -156,11 +156,21 @@ def _trial_evaluate(key: str, core: FlagdCore) -> None:
         "float": core.resolve_float_value,
         "string": core.resolve_string_value,
     }
+    kind = FLAG_KINDS[KNOB_BY_FLAG[key]]
     try:
-        resolvers[FLAG_KINDS[KNOB_BY_FLAG[key]]](key, None, TRIAL_CONTEXT)  # no default: only a failure matters
+        resolvers[kind](key, None, TRIAL_CONTEXT)  # no default: only a failure matters
     except OpenFeatureError as error:
+        if error.error_code == ErrorCode.TYPE_MISMATCH and kind != "string" and _resolves_blank(key, core):
+            return  # a number or boolean flag's blank variant sets nothing (`OpenFeatureKnobs` asks as a string)
         message = f"{key}: {error.error_message or error.error_code}"
         raise FlagdDefinitionsError(message) from None
+
+
+def _resolves_blank(key: str, core: FlagdCore) -> bool:
+    try:
+        return is_blank(core.resolve_string_value(key, BLANK_PROBE_DEFAULT, TRIAL_CONTEXT).value)
+    except OpenFeatureError:
+        return False
 
 
 def check_definitions(content: bytes, *, yaml_file: bool = False) -> dict[str, Any]:
@@ -169,7 +179,7 @@ def check_definitions(content: bytes, *, yaml_file: bool = False) -> dict[str, A
     Raises `FlagdDefinitionsError` for: a parse error; a top level that is not a mapping, lacks `flags`
     or has a key flagd does not read; a flag that is no knob's (`did you mean`); what flagd itself
     refuses (state, variants); a default variant that is not a variant; a variant of the wrong type or
-    out of the knob's range (a string flag's empty or blank variant is neither: it sets nothing); a
+    out of the knob's range (an empty or blank variant, of any flag, is neither: it sets nothing); a
     `fractional` bucket that is no `[variant, whole weight >= 0]` or names an unknown variant; a `var`
     that is not in the evaluation context; an evaluation that fails.
     """

@@ -3,7 +3,7 @@
 A knob's flag (`search-strategy`, `hybrid-rollout-percent`, `ranking-algorithm`, ...) has the env knob's
 meaning and is evaluated per request with the caller's context: targeting key = the rollout caller
 key, attributes `project` and `scopes`. A knob without a flag, or whose flag answers an empty or blank
-string, keeps its env/settings value.
+string (a number or boolean flag's too: not a wrong type, no value), keeps its env/settings value.
 
 Failure never reaches a search: an evaluation that errors (provider down, wrong type, invalid value)
 answers the flag's last good value, else the env/settings default, and a provider error counts into
@@ -34,7 +34,7 @@ from app.engines.openfeature_provider import evaluation_hooks
 from app.knobs import KNOB_NAMES, SearchKnobs, is_blank
 from app.observability.metrics import FLAGS_RELOAD_ERRORS_TOTAL, publish_flags
 from app.search.flags import knobs_from_settings
-from app.search.knob_source import FLAG_KINDS, ResolvedKnobs, flag_key
+from app.search.knob_source import BLANK_PROBE_DEFAULT, FLAG_KINDS, ResolvedKnobs, flag_key
 
 if TYPE_CHECKING:
     from openfeature.client import OpenFeatureClient
@@ -265,6 +265,8 @@ class OpenFeatureKnobs:
             with self._lock:
                 self._absent = self._absent | {key}
             return None
+        if details.error_code == ErrorCode.TYPE_MISMATCH and FLAG_KINDS[name] != "string" and self._blank(key, context):
+            return None  # a number or boolean flag's blank variant: not a wrong value but none, as a blank string
         if self._client.get_provider_status() != ProviderStatus.READY:
             # A provider that is down (an unreachable sidecar) fails every flag, each after its deadline:
             # stop asking until it is ready again, so a search never waits on it.
@@ -273,6 +275,11 @@ class OpenFeatureKnobs:
         else:
             self._report(f"{key}: {details.error_code}: {details.error_message}")
         return self._last_good_value(name)
+
+    def _blank(self, key: str, context: EvaluationContext) -> bool:
+        """Whether flag `key` answers a blank string: the SDK reports a typed flag's one as a type mismatch only."""
+        details = self._client.get_string_details(key, BLANK_PROBE_DEFAULT, context)
+        return details.reason != Reason.ERROR and is_blank(details.value)
 
     def _details(self, name: str, key: str, fallback: Any, context: EvaluationContext) -> FlagEvaluationDetails[Any]:  # noqa: ANN401
         kind = FLAG_KINDS[name]

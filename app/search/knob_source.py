@@ -34,6 +34,9 @@ FLAG_KINDS: Final[Mapping[str, FlagKind]] = {
     name: _kind(field.annotation) for name, field in SearchKnobs.model_fields.items()
 }
 """Knob name -> the OpenFeature type its flag is resolved as (strategies and algorithms are strings)."""
+BLANK_PROBE_DEFAULT: Final = "not-blank"
+"""The default of the string evaluation that asks whether a number or boolean flag answers a blank string (which
+OpenFeature reports only as a type mismatch): not blank, so a fallback to the default is never taken for one."""
 
 
 @dataclass(frozen=True, slots=True)

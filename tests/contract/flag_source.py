@@ -10,10 +10,11 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 import pytest
+from annotated_types import Ge
 from prometheus_client import REGISTRY
 
 from app.domain.models import SearchStrategy
-from app.knobs import KNOB_NAMES
+from app.knobs import KNOB_NAMES, SearchKnobs
 from app.search.knob_source import FLAG_KINDS, FlagContext
 
 if TYPE_CHECKING:
@@ -26,6 +27,25 @@ ENV_ROUTING_STRATEGIES = "hybrid,lexical"
 STRING_KNOBS = tuple(name for name, kind in FLAG_KINDS.items() if kind == "string")
 OTHER_STRING_VALUES = {"search_strategy": "lexical", "ranking_algorithm": "rrf", "query_routing_strategies": "semantic"}
 """A valid value other than the env's for every knob whose flag is a string: a new one needs its entry here."""
+OTHER_WEIGHTS = {"hybrid_semantic_weight": 0.6, "hybrid_lexical_weight": 0.4}
+"""Not both at their lower bound: both weights 0 is refused."""
+
+
+def other_value(name: str) -> object:
+    """A valid value of knob `name` other than its default, of its flag's type; each one alone, or all together."""
+    field = SearchKnobs.model_fields[name]
+    kind = FLAG_KINDS[name]
+    if kind == "string":
+        return OTHER_STRING_VALUES[name]
+    if kind == "boolean":
+        return not field.default
+    if name in OTHER_WEIGHTS:
+        return OTHER_WEIGHTS[name]
+    lowest = next(constraint.ge for constraint in field.metadata if isinstance(constraint, Ge))
+    value = lowest + 1 if lowest == field.default else lowest
+    return float(value) if kind == "float" else int(value)
+
+
 CALLER = FlagContext(targeting_key="sub:alice", project="alpha", scopes=("search",))
 OTHER_CALLER = FlagContext(targeting_key="client:bot-7", project="beta")
 
@@ -222,3 +242,22 @@ class FlagSourceContract:
         assert (definitions.source.problem(), reload_errors()) == (None, errors)
         assert isinstance(described, dict)
         assert described[name]["source"] in {"env", "default"}
+
+    @pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "blank"])
+    def test_every_flag_blank_sets_nothing_whatever_its_type(self, definitions: FlagDefinitions, blank: str) -> None:
+        # As in the flags file and the environment. A blank number or boolean flag counted as a wrong type on
+        # OpenFeature: flagd's gate refused the whole definitions and a provider's answer kept the last good
+        # value, an error counted each way, where the file's `rrf_k_constant: ""` is the env's.
+        env_knobs = definitions.source.resolve(CALLER).knobs  # no flags yet
+        definitions.write({name: other_value(name) for name in KNOB_NAMES})
+        assert definitions.source.resolve(CALLER).knobs.rrf_k_constant != env_knobs.rrf_k_constant
+        errors = reload_errors()
+
+        definitions.write(dict.fromkeys(KNOB_NAMES, blank))
+        knobs = definitions.source.resolve(CALLER).knobs
+        described = definitions.source.describe()["flags"]
+
+        assert knobs == env_knobs
+        assert (definitions.source.problem(), reload_errors()) == (None, errors)
+        assert isinstance(described, dict)
+        assert {described[name]["source"] for name in KNOB_NAMES} <= {"env", "default"}

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from app.engines.flagd_definitions import FlagdDefinitionsError, check_definitions
+from app.knobs import KNOB_NAMES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -107,3 +108,13 @@ def test_the_charts_default_feature_flags_are_accepted() -> None:
     flags = values["openfeature"]["flags"]
 
     assert set(check_definitions(json.dumps({"flags": flags}).encode())["flags"]) == set(flags)
+
+
+@pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "blank"])
+@pytest.mark.parametrize("name", KNOB_NAMES)
+def test_a_blank_variant_of_any_flag_is_accepted_as_setting_nothing(name: str, blank: str) -> None:
+    # A number or boolean flag's "" was refused as a string ("not a whole number"), the whole file with it,
+    # while the flags file's `rrf_k_constant: ""` sets nothing. Its other variants are still checked.
+    content = definitions(**{name: flag({"unset": blank}, "unset")})
+
+    assert check_definitions(content)["flags"][name.replace("_", "-")]["variants"] == {"unset": blank}
