@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,36 @@ async def test_each_project_gets_a_folder_and_delete_project_removes_only_its_ow
         assert await search_ids(index, "omicron") == ["a-1"]
         assert await search_ids(index, "omicron", filters=in_project(OTHER_PROJECT)) == []
         await index.delete_project("never-written")  # nothing to delete is fine
+    finally:
+        await index.close()
+
+
+async def test_a_folder_holding_another_projects_chunks_answers_with_the_projects_own(
+    data_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The query names no project (each has an index of its own); a folder copied under another project's name
+    # holds the first project's chunks, which must not answer the second's search, however well they score.
+    root = data_dir / "lexical"
+    index = TantivyLexicalIndex(root)
+    try:
+        await index_chunks(
+            index,
+            make_chunk("a-1", "omicron omicron omicron", project_id=PROJECT, document_id="a"),
+            make_chunk("a-2", "omicron omicron", project_id=PROJECT, document_id="a"),
+        )
+    finally:
+        await index.close()
+    shutil.copytree(project_folder(root, PROJECT), project_folder(root, OTHER_PROJECT))
+    index = TantivyLexicalIndex(root)
+    try:
+        await index_chunks(index, make_chunk("b-1", "omicron and more words", project_id=OTHER_PROJECT))
+        with caplog.at_level(logging.WARNING, logger="app.engines.tantivy_query"):
+            best = await search_hits(index, "omicron", top_k=1, filters=in_project(OTHER_PROJECT))
+
+        assert [(hit.chunk_id, hit.chunk.project_id) for hit in best] == [("b-1", OTHER_PROJECT)]
+        assert await search_ids(index, "omicron", filters=in_project(OTHER_PROJECT)) == ["b-1"]
+        assert await search_ids(index, "omicron", filters=in_project(PROJECT)) == ["a-1", "a-2"]
+        assert f"the lexical index of project {OTHER_PROJECT!r} holds another project's chunks" in caplog.text
     finally:
         await index.close()
 
