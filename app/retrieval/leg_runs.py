@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 SPAN_EMBED: Final = "search.embed"
 SPAN_ENGINE_PREFIX: Final = "search.engine."
+CONFIRMATION_WAIT_SHARE: Final = 0.5
+"""Of the lexical leg's time (`lexical_timeout_s`), the most its hits wait for the vector search to be confirmed
+after it (`LegRunner.read_ahead`); the rest is for confirming them on their own when the embedding is slow."""
 
 
 def elapsed_ms(started: float) -> float:
@@ -82,9 +85,10 @@ class LegRunner:
         and a read that cannot end cleanly is dropped: the legs' answers are in by then.
 
         `confirm_after_search`: when the read did not begin at once (the store is busy: `VectorRead.began`), the
-        lexical hits are confirmed only once `semantic` is done, in the transaction its search began; confirmed
-        before, they would begin it and hold its connection through the embedding. Not for a strategy whose
-        vector search waits for the lexical leg (cascading): that would wait for ever.
+        lexical hits are confirmed once `semantic` is done, in the transaction its search began; confirmed
+        before, they would begin it and hold its connection through the embedding. They wait for it at most
+        `CONFIRMATION_WAIT_SHARE` of the lexical leg's time, then confirm on their own. Not for a strategy whose
+        vector search waits for the lexical leg (cascading): each would wait for the other.
         """
         if self._confirming is None:
             yield None
@@ -92,8 +96,11 @@ class LegRunner:
         read = self._confirming.read(plan.filters.project_id)
         stack = AsyncExitStack()
         opening = asyncio.ensure_future(stack.enter_async_context(read))
+        # Past this (event-loop time) the lexical hits confirm on their own rather than wait for the vector
+        # search: a slow embedding (a busy embedder) must not run the lexical leg out of its own time.
+        confirm_by = asyncio.get_running_loop().time() + plan.lexical_timeout_s * CONFIRMATION_WAIT_SHARE
         try:
-            yield ReadAhead(opening, confirm_after_search=confirm_after_search)
+            yield ReadAhead(opening, confirm_after_search=confirm_after_search, confirm_by=confirm_by)
         finally:
             await _close(stack, opening)
 
@@ -223,9 +230,12 @@ class ReadAhead:
     `searched` is set once the semantic leg is done (`LegRunner.semantic`), hits or none.
     """
 
-    def __init__(self, opening: asyncio.Future[VectorRead], *, confirm_after_search: bool) -> None:
+    def __init__(
+        self, opening: asyncio.Future[VectorRead], *, confirm_after_search: bool, confirm_by: float | None = None
+    ) -> None:
         self._opening = opening
         self._confirm_after_search = confirm_after_search
+        self._confirm_by = confirm_by  # event-loop time; None: no bound
         self.searched = asyncio.Event()
 
     async def search(self, embedding: Sequence[float], *, top_k: int, filters: Filters) -> list[ScoredHit]:
@@ -237,11 +247,21 @@ class ReadAhead:
     async def existing_chunks(
         self, project_id: str, chunk_ids: Sequence[str], *, filters: Filters | None = None
     ) -> dict[str, str]:
-        """`VectorRead.existing_chunks`, once the read is open (and searched, when it did not begin at once)."""
+        """`VectorRead.existing_chunks`, once the read is open (and searched, when it did not begin at once).
+
+        Not searched by `confirm_by`, it confirms on its own.
+        """
         read = await asyncio.shield(self._opening)
         if self._confirm_after_search and not read.began:
-            await self.searched.wait()
+            await self._searched_or_due()
         return await read.existing_chunks(project_id, chunk_ids, filters=filters)
+
+    async def _searched_or_due(self) -> None:
+        """Once the semantic leg is done, or `confirm_by` has come (whichever is first)."""
+        timeout = None if self._confirm_by is None else max(0.0, self._confirm_by - asyncio.get_running_loop().time())
+        with suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self.searched.wait()
 
 
 async def _close(stack: AsyncExitStack, opening: asyncio.Future[VectorRead]) -> None:

@@ -191,6 +191,25 @@ async def test_a_read_that_did_not_begin_at_once_confirms_the_lexical_hits_after
     assert not result.degraded
 
 
+async def test_behind_a_slow_embedding_the_lexical_hits_wait_half_their_time_then_confirm_on_their_own() -> None:
+    # A busy store's read: the confirmation waits for the vector search. It waited with no bound, so a slow
+    # embedding (a busy embedder) ran the lexical leg out of its time and the search lost it though its hits
+    # were in: here every leg, 503 (the embedder ends only once they are confirmed).
+    truth = FakeTruth(STORE)
+    vector = FakeConfirmingVectorIndex(semantic_hits(("sem", 0.9)), truth=truth, begins_at_entry=False)
+    embedder = WaitingEmbedder(vector=vector, until="confirmed")
+    searcher = HybridSearcher(vector=vector, lexical=FakeLexicalIndex(LEXICAL), embedder=embedder, truth=truth)
+
+    async with asyncio.timeout(5):
+        result = await searcher.search(make_plan(lexical_timeout_s=0.2, semantic_timeout_s=2.0))
+
+    assert vector.events == [
+        "read opened", "embedding", "confirmed", "embedded", "vector started", "vector ended", "read ended"
+    ]  # fmt: skip
+    assert sorted(ids(result)) == ["live", "sem"]
+    assert not result.degraded, result.degraded_reasons
+
+
 @pytest.mark.parametrize("embedder_error", [None, EngineUnavailableError("no model", engine="fake-embedder")])
 async def test_a_read_that_did_not_begin_at_once_still_confirms_when_no_search_comes_first(
     embedder_error: Exception | None,
