@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,10 +34,18 @@ def client(service_url: str) -> Iterator[PoimenClient]:
         yield client
 
 
+LEXICAL_INDEX_DEADLINE_S = 30.0
+
+
 @pytest.fixture
 def project(client: PoimenClient, unique_name: str) -> str:
-    """A project holding NOTES."""
+    """A project holding NOTES, every one of them in the lexical index too (the outbox fills it after the write)."""
     client.ingest(unique_name, NOTES)
+    deadline = time.monotonic() + LEXICAL_INDEX_DEADLINE_S
+    while client.project_stats(unique_name).lexically_indexed < len(NOTES):
+        if time.monotonic() > deadline:
+            pytest.fail(f"NOTES not all lexically indexed within {LEXICAL_INDEX_DEADLINE_S:g} s")
+        time.sleep(0.05)
     return unique_name
 
 
@@ -88,7 +97,8 @@ def test_explain_reads_the_fused_score_the_relevance_and_each_legs_ranking(clien
     best = answer.results[0].score_breakdown
     assert best.fusion.method == answer.fusion_method
     assert best.fusion.score == pytest.approx(best.fusion.semantic_contribution + best.fusion.lexical_contribution)
-    assert best.relevance.semantic is not None  # the lexical index may still be catching up: not asserted
+    assert best.relevance.semantic is not None
+    assert best.relevance.lexical is not None  # NOTES are all in the lexical index (`project`)
     assert answer.leg_rankings is not None
     assert answer.leg_rankings.semantic is not None
     assert answer.leg_rankings.semantic[0].document_id == "k8s/ports.md"
